@@ -1,0 +1,213 @@
+/// BTHome v2 (bthome.io/format, bthome.io/encryption): service data of UUID 0xFCD2. The first byte is the device
+/// information (bit 0 encrypted, bit 2 trigger based, bits 5–7 version), then objects of an id byte and a
+/// little-endian value whose size and factor the id fixes.
+public struct BTHomePacket: Hashable, Sendable {
+    public static let serviceUUID: UInt16 = 0xFCD2
+
+    public var version: UInt8
+    public var encrypted: Bool
+    public var triggerBased: Bool
+    public var packetID: UInt8?
+    /// Measurements, keyed by the BTHome object names; repeated names are numbered `_1`, `_2`, ….
+    public var values: [JSONField] = []
+    /// Binary sensors (`motion`, `opening`, …), numbered the same way.
+    public var binary: [JSONField] = []
+    /// Button and dimmer events, in order.
+    public var events: [JSONValue] = []
+    /// Set when the packet is encrypted and no bindkey for its address is configured.
+    public var ciphertext: [UInt8]?
+    /// The encryption counter, for encrypted packets.
+    public var counter: UInt32?
+
+    enum Kind {
+        case value
+        case binary
+        case event
+        case packetID
+        case text
+        case raw
+    }
+
+    struct Object {
+        var name: String
+        var size: Int
+        var signed: Bool
+        var factor: Double
+        var kind: Kind
+    }
+
+    private static func v(_ name: String, _ size: Int, _ factor: Double = 1, signed: Bool = false) -> Object {
+        Object(name: name, size: size, signed: signed, factor: factor, kind: .value)
+    }
+
+    private static func b(_ name: String) -> Object { Object(name: name, size: 1, signed: false, factor: 1, kind: .binary) }
+
+    /// The object table of bthome.io/format: id → name, size in bytes, signedness and factor.
+    static let objects: [UInt8: Object] = [
+        0x00: Object(name: "packet_id", size: 1, signed: false, factor: 1, kind: .packetID),
+        0x01: v("battery", 1), 0x02: v("temperature", 2, 0.01, signed: true), 0x03: v("humidity", 2, 0.01),
+        0x04: v("pressure", 3, 0.01), 0x05: v("illuminance", 3, 0.01), 0x06: v("mass_kg", 2, 0.01),
+        0x07: v("mass_lb", 2, 0.01), 0x08: v("dewpoint", 2, 0.01, signed: true), 0x09: v("count", 1),
+        0x0A: v("energy", 3, 0.001), 0x0B: v("power", 3, 0.01), 0x0C: v("voltage", 2, 0.001),
+        0x0D: v("pm2_5", 2), 0x0E: v("pm10", 2),
+        0x0F: b("generic_boolean"), 0x10: b("power"), 0x11: b("opening"),
+        0x12: v("co2", 2), 0x13: v("tvoc", 2), 0x14: v("moisture", 2, 0.01),
+        0x15: b("battery"), 0x16: b("battery_charging"), 0x17: b("carbon_monoxide"), 0x18: b("cold"),
+        0x19: b("connectivity"), 0x1A: b("door"), 0x1B: b("garage_door"), 0x1C: b("gas"), 0x1D: b("heat"),
+        0x1E: b("light"), 0x1F: b("lock"), 0x20: b("moisture"), 0x21: b("motion"), 0x22: b("moving"),
+        0x23: b("occupancy"), 0x24: b("plug"), 0x25: b("presence"), 0x26: b("problem"), 0x27: b("running"),
+        0x28: b("safety"), 0x29: b("smoke"), 0x2A: b("sound"), 0x2B: b("tamper"), 0x2C: b("vibration"),
+        0x2D: b("window"),
+        0x2E: v("humidity", 1), 0x2F: v("moisture", 1),
+        0x3A: Object(name: "button", size: 1, signed: false, factor: 1, kind: .event),
+        0x3C: Object(name: "dimmer", size: 2, signed: false, factor: 1, kind: .event),
+        0x3D: v("count", 2), 0x3E: v("count", 4), 0x3F: v("rotation", 2, 0.1, signed: true),
+        0x40: v("distance_mm", 2), 0x41: v("distance_m", 2, 0.1), 0x42: v("duration", 3, 0.001),
+        0x43: v("current", 2, 0.001), 0x44: v("speed", 2, 0.01), 0x45: v("temperature", 2, 0.1, signed: true),
+        0x46: v("uv_index", 1, 0.1), 0x47: v("volume", 2, 0.1), 0x48: v("volume_ml", 2),
+        0x49: v("volume_flow_rate", 2, 0.001), 0x4A: v("voltage", 2, 0.1), 0x4B: v("gas", 3, 0.001),
+        0x4C: v("gas", 4, 0.001), 0x4D: v("energy", 4, 0.001), 0x4E: v("volume", 4, 0.001),
+        0x4F: v("water", 4, 0.001), 0x50: v("timestamp", 4), 0x51: v("acceleration", 2, 0.001),
+        0x52: v("gyroscope", 2, 0.001),
+        0x53: Object(name: "text", size: 0, signed: false, factor: 1, kind: .text),
+        0x54: Object(name: "raw", size: 0, signed: false, factor: 1, kind: .raw),
+        0x55: v("volume_storage", 4, 0.001), 0x56: v("conductivity", 2), 0x57: v("temperature", 1, signed: true),
+        0x58: v("temperature", 1, 0.35, signed: true), 0x59: v("count", 1, signed: true),
+        0x5A: v("count", 2, signed: true), 0x5B: v("count", 4, signed: true), 0x5C: v("power", 4, 0.01, signed: true),
+        0x5D: v("current", 2, 0.001, signed: true), 0x5E: v("direction", 2, 0.01), 0x5F: v("precipitation", 2, 0.1),
+        0x60: v("channel", 1),
+        0xF0: v("device_type_id", 2), 0xF1: v("firmware_version", 4), 0xF2: v("firmware_version", 3),
+    ]
+
+    static let buttonEvents: [UInt8: String] = [
+        0x00: "none", 0x01: "press", 0x02: "double_press", 0x03: "triple_press", 0x04: "long_press",
+        0x05: "long_double_press", 0x06: "long_triple_press", 0x80: "hold_press",
+    ]
+
+    /// Decodes the service data after 0xFCD2. Encrypted packets are opened with `bindkey` (AES-CCM, a 13-byte nonce
+    /// of the address, the UUID, the device information byte and the counter, a 4-byte MIC); without a key they
+    /// come back with `ciphertext` set and no values.
+    static func decode(
+        _ data: ArraySlice<UInt8>, base: Int, address: DeviceAddress?, bindkey: [UInt8]?
+    ) throws(DecodeError) -> BTHomePacket {
+        var reader = ByteReader(data, base: base)
+        let info = try reader.u8("BTHome device information")
+        let version = info >> 5
+        guard version == 2 else {
+            throw DecodeError(.unsupportedVersion, at: base, "BTHome version \(version) is not 2")
+        }
+        var packet = BTHomePacket(version: version, encrypted: info & 0x01 != 0, triggerBased: info & 0x04 != 0)
+        guard packet.encrypted else {
+            try packet.readObjects(data[(data.startIndex + 1)...], base: base + 1)
+            return packet
+        }
+        // Ciphertext, then a 4-byte little-endian counter and a 4-byte MIC.
+        guard data.count >= 1 + 8 else {
+            throw DecodeError(
+                .truncated, at: base, "encrypted BTHome packet is \(data.count) bytes, shorter than its counter and MIC")
+        }
+        let ciphertext = Array(try reader.slice(data.count - 9, "BTHome ciphertext"))
+        let counterBytes = Array(try reader.slice(4, "BTHome counter"))
+        let mic = Array(try reader.slice(4, "BTHome MIC"))
+        packet.counter = counterBytes.reversed().reduce(0) { $0 << 8 | UInt32($1) }
+        guard let bindkey, let address else {
+            packet.ciphertext = ciphertext
+            return packet
+        }
+        let nonce = address.bytes + [UInt8(serviceUUID & 0xFF), UInt8(serviceUUID >> 8), info] + counterBytes
+        guard let plaintext = CCM.open(key: bindkey, nonce: nonce, ciphertext: ciphertext, tag: mic) else {
+            throw DecodeError(
+                .authenticationFailed, at: base + data.count - 4,
+                "BTHome MIC does not match: wrong bindkey for \(address), or altered data")
+        }
+        try packet.readObjects(plaintext[...], base: base + 1)
+        return packet
+    }
+
+    /// Encrypts measurement objects as a BTHome v2 device would (for the simulator and tests).
+    public static func encrypt(
+        objects: [UInt8], bindkey: [UInt8], address: DeviceAddress, counter: UInt32, triggerBased: Bool = false
+    ) -> [UInt8] {
+        let info: UInt8 = 0x40 | 0x01 | (triggerBased ? 0x04 : 0)
+        let counterBytes = (0..<4).map { UInt8((counter >> UInt32(8 * $0)) & 0xFF) }
+        let nonce = address.bytes + [UInt8(serviceUUID & 0xFF), UInt8(serviceUUID >> 8), info] + counterBytes
+        let sealed = CCM.seal(key: bindkey, nonce: nonce, plaintext: objects, tagLength: 4)
+        return [info] + sealed.ciphertext + counterBytes + sealed.tag
+    }
+
+    private mutating func readObjects(_ data: ArraySlice<UInt8>, base: Int) throws(DecodeError) {
+        var reader = ByteReader(data, base: base)
+        var valueNames: [String] = []
+        var valueList: [JSONValue] = []
+        var binaryNames: [String] = []
+        var binaryList: [JSONValue] = []
+        while !reader.isAtEnd {
+            let idOffset = reader.offset
+            let id = try reader.u8("BTHome object id")
+            guard let object = Self.objects[id] else {
+                throw DecodeError(
+                    .unknownType, at: idOffset,
+                    "BTHome object id 0x\(hexString(UInt64(id), digits: 2)) is unknown; the rest cannot be sized")
+            }
+            switch object.kind {
+            case .text, .raw:
+                let length = Int(try reader.u8("BTHome text or raw length"))
+                let bytes = try reader.slice(length, "BTHome text or raw value")
+                valueNames.append(object.name)
+                valueList.append(object.kind == .text ? .string(String(decoding: bytes, as: UTF8.self)) : .string(bytes.hexString))
+            case .packetID:
+                packetID = try reader.u8("BTHome packet id")
+            case .binary:
+                binaryNames.append(object.name)
+                binaryList.append(.bool(try reader.u8("BTHome binary sensor") != 0))
+            case .event:
+                let eventType = try reader.u8("BTHome event")
+                if object.name == "button" {
+                    let name = Self.buttonEvents[eventType] ?? "unknown_\(eventType)"
+                    events.append(.object([JSONField("type", .string("button")), JSONField("event", .string(name))]))
+                } else {
+                    let steps = try reader.u8("BTHome dimmer steps")
+                    let direction = eventType == 1 ? "rotate_left" : eventType == 2 ? "rotate_right" : "none"
+                    events.append(
+                        .object([
+                            JSONField("type", .string("dimmer")), JSONField("event", .string(direction)),
+                            JSONField("steps", .number(steps)),
+                        ]))
+                }
+            case .value:
+                let raw = try reader.uintLE(object.size, "BTHome value")
+                let shift = UInt64(64 - 8 * object.size)
+                let integer = object.signed ? Int64(bitPattern: raw << shift) >> Int64(shift) : Int64(raw)
+                valueNames.append(object.name)
+                valueList.append(object.factor == 1 ? .int(integer) : .double(scaled(integer, object.factor)))
+            }
+        }
+        values = Self.numbered(valueNames, valueList)
+        binary = Self.numbered(binaryNames, binaryList)
+    }
+
+    /// Rounds away binary noise: 2178 × 0.01 is 21.78, not 21.780000000000001.
+    private func scaled(_ value: Int64, _ factor: Double) -> Double {
+        var scale = 1.0
+        while scale < 1e6, abs(factor * scale - (factor * scale).rounded()) > 1e-9 { scale *= 10 }
+        return (Double(value) * factor * scale).rounded() / scale
+    }
+
+    /// Names that occur more than once are all numbered from 1, in order of appearance.
+    private static func numbered(_ names: [String], _ values: [JSONValue]) -> [JSONField] {
+        var totals: [String: Int] = [:]
+        for name in names { totals[name, default: 0] += 1 }
+        var seen: [String: Int] = [:]
+        return zip(names, values).map { name, value in
+            guard totals[name, default: 0] > 1 else { return JSONField(name, value) }
+            seen[name, default: 0] += 1
+            return JSONField("\(name)_\(seen[name]!)", value)
+        }
+    }
+
+    init(version: UInt8, encrypted: Bool, triggerBased: Bool) {
+        self.version = version
+        self.encrypted = encrypted
+        self.triggerBased = triggerBased
+    }
+}

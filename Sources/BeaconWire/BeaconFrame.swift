@@ -1,0 +1,167 @@
+/// One decoded frame of an advertisement.
+public enum BeaconFrame: Hashable, Sendable {
+    case eddystoneUID(EddystoneUID)
+    case eddystoneURL(EddystoneURL)
+    case eddystoneTLM(EddystoneTLM)
+    case eddystoneETLM(EddystoneETLM)
+    case eddystoneEID(EddystoneEID)
+    case iBeacon(IBeacon)
+    case altBeacon(AltBeacon)
+    case ruuvi(RuuviMeasurement)
+    case bthome(BTHomePacket)
+    case gatt(GATTServiceValue)
+    case thermometer(ThermometerReading)
+
+    /// The identity this frame carries (DESIGN §4), if it carries one: UID, iBeacon, AltBeacon, and resolved EID.
+    public var beaconID: String? {
+        switch self {
+        case .eddystoneUID(let uid): return uid.beaconID
+        case .eddystoneEID(let eid): return eid.beaconID
+        case .iBeacon(let beacon): return beacon.beaconID
+        case .altBeacon(let beacon): return beacon.beaconID
+        default: return nil
+        }
+    }
+}
+
+/// Finds the first identity or telemetry frame of an advertising payload without building `AdvertisingData`:
+/// the allocation-free path for the common beacon formats (Eddystone UID/TLM/EID, iBeacon, AltBeacon).
+public enum BeaconScanner {
+    /// Returns the first Eddystone, iBeacon or AltBeacon frame, nil when there is none.
+    public static func firstFrame(in payload: ArraySlice<UInt8>) throws(DecodeError) -> BeaconFrame? {
+        var iterator = ADIterator(payload)
+        while let structure = try iterator.next() {
+            let data = structure.data
+            switch structure.type {
+            case ADType.serviceData16:
+                guard data.count >= 2 else { continue }
+                let uuid = UInt16(data[data.startIndex]) | UInt16(data[data.startIndex + 1]) << 8
+                if uuid == Eddystone.serviceUUID {
+                    let body = data[(data.startIndex + 2)...]
+                    return try Eddystone.decode(body, base: structure.dataOffset + 2)
+                }
+            case ADType.manufacturerData:
+                guard data.count >= 2 else { continue }
+                let company = UInt16(data[data.startIndex]) | UInt16(data[data.startIndex + 1]) << 8
+                let body = data[(data.startIndex + 2)...]
+                if company == IBeacon.companyID, let beacon = try IBeacon.decode(body, base: structure.dataOffset + 2) {
+                    return .iBeacon(beacon)
+                }
+                if let beacon = try AltBeacon.decode(companyID: company, body, base: structure.dataOffset + 2) {
+                    return .altBeacon(beacon)
+                }
+            default:
+                continue
+            }
+        }
+        return nil
+    }
+}
+
+/// Turns `AdvertisingData` into frames. It holds the keys for encrypted formats and remembers, per address, the
+/// last resolved EID, so that an eTLM frame pairs with the EID its beacon sent (Eddystone's intended association).
+public struct FrameDecoder: Sendable {
+    public var keyring: EddystoneKeyring
+    /// BTHome bindkeys by device address.
+    public var bindkeys: [UInt64: [UInt8]]
+    /// How long an EID resolution stays usable for pairing eTLM frames from the same address, in seconds.
+    public var pairingWindowSeconds: Int64 = 60
+
+    private var lastResolution: [UInt64: (resolution: EIDResolution, unixSeconds: Int64)] = [:]
+
+    public init(keyring: EddystoneKeyring = EddystoneKeyring(), bindkeys: [UInt64: [UInt8]] = [:]) {
+        self.keyring = keyring
+        self.bindkeys = bindkeys
+    }
+
+    /// Decodes every frame of `data`. `unixSeconds` is when it was received (for EID resolution).
+    public mutating func frames(
+        in data: AdvertisingData, address: DeviceAddress?, unixSeconds: Int64
+    ) throws(DecodeError) -> [BeaconFrame] {
+        var frames: [BeaconFrame] = []
+        for service in data.serviceData {
+            guard case .uuid16(let uuid) = service.uuid else { continue }
+            if let frame = try serviceFrame(uuid: uuid, service, address: address, unixSeconds: unixSeconds) {
+                frames.append(frame)
+            }
+        }
+        for manufacturer in data.manufacturerData {
+            let body = manufacturer.data[...]
+            if manufacturer.companyID == IBeacon.companyID,
+                let beacon = try IBeacon.decode(body, base: manufacturer.offset)
+            {
+                frames.append(.iBeacon(beacon))
+            } else if let beacon = try AltBeacon.decode(
+                companyID: manufacturer.companyID, body, base: manufacturer.offset)
+            {
+                frames.append(.altBeacon(beacon))
+            } else if manufacturer.companyID == RuuviMeasurement.companyID {
+                frames.append(.ruuvi(try RuuviMeasurement.decode(body, base: manufacturer.offset)))
+            }
+        }
+        return frames
+    }
+
+    private mutating func serviceFrame(
+        uuid: UInt16, _ service: ServiceData, address: DeviceAddress?, unixSeconds: Int64
+    ) throws(DecodeError) -> BeaconFrame? {
+        let body = service.data[...]
+        switch uuid {
+        case Eddystone.serviceUUID:
+            return try decryptOrResolve(
+                Eddystone.decode(body, base: service.offset), address: address, unixSeconds: unixSeconds)
+        case BTHomePacket.serviceUUID:
+            let key = address.flatMap { bindkeys[$0.value] }
+            return .bthome(try BTHomePacket.decode(body, base: service.offset, address: address, bindkey: key))
+        case 0x181A:
+            return try ThermometerReading.decode(body, base: service.offset).map { .thermometer($0) }
+        case 0x1809 where body.count == 4:
+            // Many thermometers send the bare FLOAT, without the Temperature Measurement flags byte.
+            var reader = ByteReader(body, base: service.offset)
+            let number = MedicalFloat(float: try reader.u32le("temperature"))
+            var value = CharacteristicValue(
+                characteristic: GATTCharacteristic.temperatureMeasurement, value: .optional(number.value))
+            value.unit = "celsius"
+            return .gatt(GATTServiceValue(serviceUUID: uuid, value: value))
+        default:
+            if let characteristic = GATTServiceValue.characteristicOfService[uuid] {
+                let value = try GATTCharacteristic.decode(characteristic, body, base: service.offset)
+                return .gatt(GATTServiceValue(serviceUUID: uuid, value: value))
+            }
+            if GATTCharacteristic.isKnown(uuid) {
+                let value = try GATTCharacteristic.decode(uuid, body, base: service.offset)
+                return .gatt(GATTServiceValue(serviceUUID: uuid, value: value))
+            }
+            return nil
+        }
+    }
+
+    private mutating func decryptOrResolve(
+        _ frame: BeaconFrame, address: DeviceAddress?, unixSeconds: Int64
+    ) -> BeaconFrame {
+        guard !keyring.isEmpty else { return frame }
+        switch frame {
+        case .eddystoneEID(var eid):
+            if let resolution = keyring.resolve(eid: eid.eid, unixSeconds: unixSeconds) {
+                eid.beaconID = resolution.identity.beaconID
+                eid.beaconTime = resolution.beaconTime
+                if let address { lastResolution[address.value] = (resolution, unixSeconds) }
+            }
+            return .eddystoneEID(eid)
+        case .eddystoneETLM(var etlm):
+            if let address, let paired = lastResolution[address.value],
+                unixSeconds - paired.unixSeconds <= pairingWindowSeconds,
+                let tlm = keyring.decrypt(etlm, pairedWith: paired.resolution)
+            {
+                etlm.decrypted = tlm
+                etlm.beaconID = paired.resolution.identity.beaconID
+            } else if let (tlm, identity) = keyring.decrypt(etlm, unixSeconds: unixSeconds) {
+                etlm.decrypted = tlm
+                etlm.beaconID = identity.beaconID
+            }
+            return .eddystoneETLM(etlm)
+        default:
+            return frame
+        }
+    }
+}

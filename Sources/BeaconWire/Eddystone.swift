@@ -1,0 +1,276 @@
+/// Eddystone frames, the service data of UUID 0xFEAA (github.com/google/eddystone, protocol specification).
+/// All multi-byte Eddystone fields are big-endian.
+public enum Eddystone {
+    public static let serviceUUID: UInt16 = 0xFEAA
+
+    public static let uidFrameType: UInt8 = 0x00
+    public static let urlFrameType: UInt8 = 0x10
+    public static let tlmFrameType: UInt8 = 0x20
+    public static let eidFrameType: UInt8 = 0x30
+
+    /// Decodes the service data bytes that follow the 0xFEAA UUID.
+    ///
+    /// eTLM frames come back with their ciphertext only; `EddystoneKeyring` decrypts them when the beacon's identity
+    /// key is registered.
+    public static func decode(_ data: ArraySlice<UInt8>, base: Int = 0) throws(DecodeError) -> BeaconFrame {
+        var reader = ByteReader(data, base: base)
+        let frameType = try reader.u8("Eddystone frame type")
+        switch frameType {
+        case uidFrameType: return .eddystoneUID(try EddystoneUID(reader: &reader, frameLength: data.count))
+        case urlFrameType: return .eddystoneURL(try EddystoneURL(reader: &reader, frameLength: data.count))
+        case tlmFrameType:
+            let versionOffset = reader.offset
+            let version = try reader.u8("TLM version")
+            switch version {
+            case 0x00: return .eddystoneTLM(try EddystoneTLM(reader: &reader, frameLength: data.count))
+            case 0x01: return .eddystoneETLM(try EddystoneETLM(reader: &reader, frameLength: data.count))
+            default:
+                throw DecodeError(
+                    .unsupportedVersion, at: versionOffset,
+                    "TLM version 0x\(hexString(UInt64(version), digits: 2)) is not 0x00 (plain) or 0x01 (encrypted)")
+            }
+        case eidFrameType: return .eddystoneEID(try EddystoneEID(reader: &reader, frameLength: data.count))
+        default:
+            throw DecodeError(
+                .unknownType, at: base,
+                "Eddystone frame type 0x\(hexString(UInt64(frameType), digits: 2)) is not UID, URL, TLM or EID")
+        }
+    }
+}
+
+func requireLength(
+    _ actual: Int, _ allowed: [Int], _ name: StaticString, at offset: Int
+) throws(DecodeError) {
+    if !allowed.contains(actual) {
+        let expected = allowed.map(String.init).joined(separator: " or ")
+        throw DecodeError(.invalidLength, at: offset, "\(name) frame is \(actual) bytes, expected \(expected)")
+    }
+}
+
+/// Eddystone-UID: a 10-byte namespace and a 6-byte instance.
+public struct EddystoneUID: Hashable, Sendable {
+    /// Calibrated transmit power at 0 m, in dBm.
+    public var txPower: Int8
+    /// The namespace's first 8 bytes, big-endian.
+    public var namespaceHigh: UInt64
+    /// The namespace's last 2 bytes, big-endian.
+    public var namespaceLow: UInt16
+    /// The 6-byte instance, big-endian, in the low 48 bits.
+    public var instance: UInt64
+
+    public init(txPower: Int8, namespace: [UInt8], instance: [UInt8]) {
+        precondition(namespace.count == 10 && instance.count == 6, "namespace is 10 bytes, instance 6")
+        var reader = ByteReader(namespace[...])
+        self.txPower = txPower
+        self.namespaceHigh = (try? reader.uintBE(8, "namespace")) ?? 0
+        self.namespaceLow = (try? reader.u16be("namespace")) ?? 0
+        var instanceReader = ByteReader(instance[...])
+        self.instance = (try? instanceReader.uintBE(6, "instance")) ?? 0
+    }
+
+    init(reader: inout ByteReader, frameLength: Int) throws(DecodeError) {
+        // The spec's frame is 20 bytes; many beacons omit the two RFU bytes.
+        try requireLength(frameLength, [18, 20], "Eddystone-UID", at: reader.offset - 1)
+        txPower = try reader.i8("UID tx power")
+        namespaceHigh = try reader.uintBE(8, "UID namespace")
+        namespaceLow = try reader.u16be("UID namespace")
+        instance = try reader.uintBE(6, "UID instance")
+    }
+
+    /// 20 lowercase hex digits.
+    public var namespace: String {
+        hexString(namespaceHigh, digits: 16) + hexString(UInt64(namespaceLow), digits: 4)
+    }
+
+    /// 12 lowercase hex digits.
+    public var instanceHex: String { hexString(instance, digits: 12) }
+
+    /// `eddystone:<namespace>:<instance>` (DESIGN §4).
+    public var beaconID: String { "eddystone:" + namespace + ":" + instanceHex }
+}
+
+/// Eddystone-URL, with the scheme prefix and expansion tables of the Eddystone-URL specification.
+public struct EddystoneURL: Hashable, Sendable {
+    public var txPower: Int8
+    public var url: String
+
+    static let schemes = ["http://www.", "https://www.", "http://", "https://"]
+    static let expansions = [
+        ".com/", ".org/", ".edu/", ".net/", ".info/", ".biz/", ".gov/",
+        ".com", ".org", ".edu", ".net", ".info", ".biz", ".gov",
+    ]
+    /// The encoded URL (after the scheme byte) is at most 17 bytes: the frame is at most 20.
+    static let maximumEncodedLength = 17
+
+    public init(txPower: Int8, url: String) {
+        self.txPower = txPower
+        self.url = url
+    }
+
+    init(reader: inout ByteReader, frameLength: Int) throws(DecodeError) {
+        let frameOffset = reader.offset - 1
+        if frameLength < 3 {
+            throw DecodeError(
+                .invalidLength, at: frameOffset, "Eddystone-URL frame is \(frameLength) bytes, at least 3 are needed")
+        }
+        if frameLength > 3 + Self.maximumEncodedLength {
+            throw DecodeError(
+                .invalidLength, at: frameOffset,
+                "Eddystone-URL frame is \(frameLength) bytes, at most \(3 + Self.maximumEncodedLength) are allowed")
+        }
+        txPower = try reader.i8("URL tx power")
+        let schemeOffset = reader.offset
+        let scheme = try reader.u8("URL scheme")
+        guard Int(scheme) < Self.schemes.count else {
+            throw DecodeError(
+                .invalidValue, at: schemeOffset,
+                "URL scheme prefix 0x\(hexString(UInt64(scheme), digits: 2)) is not one of 0x00-0x03")
+        }
+        var url = Self.schemes[Int(scheme)]
+        while !reader.isAtEnd {
+            let offset = reader.offset
+            let byte = try reader.u8("URL character")
+            switch byte {
+            case 0x00...0x0D: url += Self.expansions[Int(byte)]
+            case 0x21...0x7E: url.unicodeScalars.append(Unicode.Scalar(byte))
+            default:
+                throw DecodeError(
+                    .invalidValue, at: offset,
+                    "URL byte 0x\(hexString(UInt64(byte), digits: 2)) is a reserved code, not a character or expansion")
+            }
+        }
+        self.url = url
+    }
+
+    /// Encodes `url` the way a beacon would: the longest scheme prefix, then expansion codes where they match.
+    /// Returns nil when the URL has no known scheme, a character outside 0x21–0x7E, or is too long to send.
+    public static func encode(_ url: String) -> [UInt8]? {
+        let utf8 = Array(url.utf8)
+        guard
+            let (schemeCode, schemeLength) = schemes.enumerated()
+                .filter({ utf8.starts(with: Array($0.element.utf8)) })
+                .map({ (UInt8($0.offset), $0.element.utf8.count) })
+                .max(by: { $0.1 < $1.1 })
+        else { return nil }
+        var out: [UInt8] = [schemeCode]
+        var index = schemeLength
+        while index < utf8.count {
+            let rest = utf8[index...]
+            if let (code, expansion) = expansions.enumerated()
+                .filter({ rest.starts(with: Array($0.element.utf8)) })
+                .max(by: { $0.element.utf8.count < $1.element.utf8.count })
+            {
+                out.append(UInt8(code))
+                index += expansion.utf8.count
+            } else {
+                guard (0x21...0x7E).contains(utf8[index]) else { return nil }
+                out.append(utf8[index])
+                index += 1
+            }
+        }
+        return out.count - 1 <= maximumEncodedLength ? out : nil
+    }
+}
+
+/// Unencrypted Eddystone-TLM (version 0x00).
+public struct EddystoneTLM: Hashable, Sendable {
+    /// Battery voltage in mV; nil when the beacon reports 0 (not supported).
+    public var batteryMillivolts: UInt16?
+    /// Beacon temperature, signed 8.8 fixed point; 0x8000 means not supported.
+    public var temperatureRaw: Int16
+    /// Advertising PDUs sent since power-on or reboot.
+    public var advertisingCount: UInt32
+    /// Time since power-on or reboot, in 0.1 s.
+    public var uptimeTenths: UInt32
+
+    public static let temperatureNotSupported = Int16(bitPattern: 0x8000)
+
+    public init(batteryMillivolts: UInt16?, temperatureRaw: Int16, advertisingCount: UInt32, uptimeTenths: UInt32) {
+        self.batteryMillivolts = batteryMillivolts
+        self.temperatureRaw = temperatureRaw
+        self.advertisingCount = advertisingCount
+        self.uptimeTenths = uptimeTenths
+    }
+
+    init(reader: inout ByteReader, frameLength: Int) throws(DecodeError) {
+        try requireLength(frameLength, [14], "Eddystone-TLM", at: reader.offset - 2)
+        try self.init(fields: &reader)
+    }
+
+    /// Reads the 12 bytes after the version byte (also the plaintext of an eTLM frame).
+    init(fields reader: inout ByteReader) throws(DecodeError) {
+        let battery = try reader.u16be("TLM battery voltage")
+        batteryMillivolts = battery == 0 ? nil : battery
+        temperatureRaw = Int16(bitPattern: try reader.u16be("TLM temperature"))
+        advertisingCount = try reader.u32be("TLM advertising count")
+        uptimeTenths = try reader.u32be("TLM uptime")
+    }
+
+    /// Degrees Celsius; nil when the beacon does not measure temperature.
+    public var temperatureCelsius: Double? {
+        temperatureRaw == Self.temperatureNotSupported ? nil : Double(temperatureRaw) / 256
+    }
+
+    public var uptimeSeconds: Double { Double(uptimeTenths) / 10 }
+
+    /// The 12 TLM bytes after the version byte.
+    public var fieldBytes: [UInt8] {
+        let battery = batteryMillivolts ?? 0
+        let temperature = UInt16(bitPattern: temperatureRaw)
+        return [
+            UInt8(battery >> 8), UInt8(battery & 0xFF), UInt8(temperature >> 8), UInt8(temperature & 0xFF),
+            UInt8(advertisingCount >> 24), UInt8((advertisingCount >> 16) & 0xFF),
+            UInt8((advertisingCount >> 8) & 0xFF), UInt8(advertisingCount & 0xFF),
+            UInt8(uptimeTenths >> 24), UInt8((uptimeTenths >> 16) & 0xFF),
+            UInt8((uptimeTenths >> 8) & 0xFF), UInt8(uptimeTenths & 0xFF),
+        ]
+    }
+}
+
+/// Encrypted Eddystone-TLM (version 0x01): 12 bytes of AES-EAX ciphertext, a 16-bit salt and a 16-bit MIC.
+public struct EddystoneETLM: Hashable, Sendable {
+    public var ciphertext: [UInt8]
+    public var salt: UInt16
+    public var mic: UInt16
+    /// The plaintext TLM, when the beacon's identity key is known and the MIC checked.
+    public var decrypted: EddystoneTLM?
+    /// The beacon whose identity key decrypted this frame.
+    public var beaconID: String?
+
+    public init(ciphertext: [UInt8], salt: UInt16, mic: UInt16) {
+        self.ciphertext = ciphertext
+        self.salt = salt
+        self.mic = mic
+    }
+
+    init(reader: inout ByteReader, frameLength: Int) throws(DecodeError) {
+        try requireLength(frameLength, [18], "Eddystone-eTLM", at: reader.offset - 2)
+        ciphertext = Array(try reader.slice(12, "eTLM ciphertext"))
+        salt = try reader.u16be("eTLM salt")
+        mic = try reader.u16be("eTLM MIC")
+    }
+}
+
+/// Eddystone-EID: an 8-byte ephemeral identifier that rotates every 2^K seconds.
+public struct EddystoneEID: Hashable, Sendable {
+    public var txPower: Int8
+    public var eid: UInt64
+    /// The registered beacon this EID resolved to, when its identity key is known.
+    public var beaconID: String?
+    /// The beacon's time counter at the start of the EID's rotation period, once resolved.
+    public var beaconTime: UInt32?
+
+    public init(txPower: Int8, eid: UInt64) {
+        self.txPower = txPower
+        self.eid = eid
+    }
+
+    init(reader: inout ByteReader, frameLength: Int) throws(DecodeError) {
+        try requireLength(frameLength, [10], "Eddystone-EID", at: reader.offset - 1)
+        txPower = try reader.i8("EID tx power")
+        eid = try reader.uintBE(8, "EID")
+    }
+
+    /// 16 lowercase hex digits.
+    public var eidHex: String { hexString(eid, digits: 16) }
+}

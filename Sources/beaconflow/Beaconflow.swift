@@ -1,0 +1,16 @@
+import ArgumentParser
+
+@main
+struct Beaconflow: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "beaconflow",
+        abstract: "BLE beacon analytics: edge agents, ingest, and decoding tools.",
+        discussion: """
+            Examples:
+              beaconflow decode --hex 0201061aff4c000215e2c56db5dffb48d2b060d0f5a71096e000010002c5
+              beaconflow decode --btsnoop capture.log
+            """,
+        version: "0.1.0",
+        subcommands: [DecodeCommand.self]
+    )
+}

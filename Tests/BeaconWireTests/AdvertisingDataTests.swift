@@ -1,0 +1,107 @@
+import Testing
+@testable import BeaconWire
+
+/// AD structures: Core Specification Vol 3, Part C, §11 and the Assigned Numbers' common data types.
+@Suite struct AdvertisingDataTests {
+    @Test func parsesEveryKnownADType() throws {
+        let payload =
+            ad(0x01, [0x06]) + ad(0x03, [0xAA, 0xFE, 0x0F, 0x18]) + ad(0x05, [0x78, 0x56, 0x34, 0x12])
+            + ad(0x07, Array(0..<16)) + ad(0x09, Array("Cart 7".utf8)) + ad(0x0A, [0xF4]) + ad(0x19, [0x41, 0x03])
+            + ad(0x20, [0x01, 0x02, 0x03, 0x04, 0xAB]) + ad(0x21, Array(0..<16) + [0xCD])
+            + ad(0xFF, [0x59, 0x00, 0x01, 0x02])
+        let data = try AdvertisingData(parsing: payload)
+        #expect(data.flags == 6)
+        #expect(data.serviceUUIDs.map(\.description) == ["feaa", "180f", "12345678", "0f0e0d0c-0b0a-0908-0706-050403020100"])
+        #expect(data.localName == "Cart 7")
+        #expect(data.localNameIsComplete)
+        #expect(data.txPowerLevel == -12)
+        #expect(data.appearance == 0x0341)
+        #expect(data.serviceData.map(\.uuid.description) == ["04030201", "0f0e0d0c-0b0a-0908-0706-050403020100"])
+        #expect(data.serviceData.map(\.data) == [[0xAB], [0xCD]])
+        #expect(data.manufacturerData == [ManufacturerData(companyID: 0x0059, data: [1, 2], offset: payload.count - 2)])
+    }
+
+    @Test func shortenedNameIsNotComplete() throws {
+        let data = try AdvertisingData(parsing: ad(0x08, Array("Ca".utf8)))
+        #expect(data.localName == "Ca")
+        #expect(!data.localNameIsComplete)
+    }
+
+    @Test func zeroLengthEndsThePayload() throws {
+        // Legacy PDUs are zero-padded to 31 bytes; what follows a zero length is not read.
+        let payload = ad(0x01, [0x06]) + [0x00, 0x05, 0xFF]
+        let data = try AdvertisingData(parsing: payload)
+        #expect(data.flags == 6)
+        #expect(data.manufacturerData.isEmpty)
+    }
+
+    @Test func lengthPastTheEndCarriesItsOffset() {
+        let payload = ad(0x01, [0x06]) + [0x05, 0xFF, 0x4C, 0x00]
+        let error = decodeError { _ = try AdvertisingData(parsing: payload) }
+        #expect(error?.code == .lengthOverrun)
+        #expect(error?.offset == 3)
+    }
+
+    @Test func truncationAtEveryByteIsAnErrorOrAShorterPayload() throws {
+        let payload = ad(0x01, [0x06]) + ad(0x03, [0xAA, 0xFE]) + serviceData16(0xFEAA, bytes("00e70102030405060708090a0000000000a10000"))
+        #expect(try BeaconScanner.firstFrame(in: payload[...]) != nil)
+        for cut in 0..<payload.count {
+            let prefix = Array(payload[..<cut])
+            // Either the cut falls between structures (fewer structures, no error), or it is reported.
+            do {
+                _ = try AdvertisingData(parsing: prefix)
+                _ = try BeaconScanner.firstFrame(in: prefix[...])
+            } catch {
+                #expect([.lengthOverrun, .invalidLength, .truncated].contains(error.code), "cut at \(cut)")
+                #expect(error.offset <= cut)
+            }
+        }
+    }
+
+    @Test(arguments: [
+        (ad(0x0A, [0x01, 0x02]), "tx power level"),
+        (ad(0x19, [0x01]), "appearance"),
+        (ad(0x03, [0xAA, 0xFE, 0x0F]), "16-bit"),
+        (ad(0x05, [0x01, 0x02]), "32-bit"),
+        (ad(0x07, Array(0..<15)), "128-bit"),
+        (ad(0x16, [0xAA]), "service data"),
+        (ad(0x21, Array(0..<10)), "service data"),
+        (ad(0xFF, [0x4C]), "manufacturer"),
+        (ad(0x01, []), "flags"),
+    ])
+    func wrongSizesAreInvalidLength(payload: [UInt8], mentions: String) {
+        let error = decodeError { _ = try AdvertisingData(parsing: payload) }
+        #expect(error?.code == .invalidLength)
+        #expect(error?.offset == 0)
+        #expect(error?.message.contains(mentions) == true, "\(error?.message ?? "")")
+    }
+
+    @Test func lengthOffByOneEitherWay() {
+        let good = ad(0xFF, [0x4C, 0x00, 0x01])
+        var long = good
+        long[0] += 1
+        #expect(decodeError { _ = try AdvertisingData(parsing: long) }?.code == .lengthOverrun)
+        var short = good
+        short[0] -= 1
+        // One byte shorter leaves the last byte as a structure of its own, running past the end.
+        #expect(decodeError { _ = try AdvertisingData(parsing: short) }?.offset == 4)
+    }
+
+    @Test func unknownTypesAreSkipped() throws {
+        let data = try AdvertisingData(parsing: ad(0x2A, [1, 2, 3]) + ad(0x01, [0x1A]))
+        #expect(data.flags == 0x1A)
+    }
+}
+
+@Suite struct HexTests {
+    @Test func acceptsSeparatorsAndPrefix() throws {
+        #expect(try [UInt8](hex: "0x02 01:06-aA") == [0x02, 0x01, 0x06, 0xAA])
+    }
+
+    @Test func rejectsOddAndNonHex() {
+        #expect(decodeError { _ = try [UInt8](hex: "abc") }?.code == .invalidHex)
+        let error = decodeError { _ = try [UInt8](hex: "01zz") }
+        #expect(error?.code == .invalidHex)
+        #expect(error?.offset == 2)
+    }
+}
