@@ -28,7 +28,97 @@ public enum BeaconFrame: Hashable, Sendable {
 /// the allocation-free path for the common beacon formats (Eddystone UID/TLM/EID, iBeacon, AltBeacon).
 public enum BeaconScanner {
     /// Returns the first Eddystone, iBeacon or AltBeacon frame, nil when there is none.
+    ///
+    /// Well-formed UID, TLM, EID and iBeacon frames are read straight from the bytes; everything else (URL, eTLM,
+    /// AltBeacon, and every malformed payload) goes through the general decoders, so both paths give the same
+    /// frames and the same errors.
     public static func firstFrame(in payload: ArraySlice<UInt8>) throws(DecodeError) -> BeaconFrame? {
+        switch payload.withUnsafeBytes(fastScan) {
+        case .frame(let frame): return frame
+        case .noFrame: return nil
+        case .general: return try generalFirstFrame(in: payload)
+        }
+    }
+
+    private enum FastResult {
+        case frame(BeaconFrame)
+        case noFrame
+        /// Not a common well-formed frame: let the general decoders decide.
+        case general
+    }
+
+    @inline(__always)
+    private static func load<T: FixedWidthInteger>(_ raw: UnsafeRawBufferPointer, _ offset: Int, as: T.Type) -> T {
+        T(bigEndian: raw.loadUnaligned(fromByteOffset: offset, as: T.self))
+    }
+
+    private static func fastScan(_ raw: UnsafeRawBufferPointer) -> FastResult {
+        var index = 0
+        let count = raw.count
+        while index < count {
+            let length = Int(raw[index])
+            if length == 0 { return .noFrame }
+            guard index + 1 + length <= count else { return .general }
+            let type = raw[index + 1]
+            let data = index + 2
+            let dataLength = length - 1
+            if type == ADType.serviceData16, dataLength >= 2, raw[data] == 0xAA, raw[data + 1] == 0xFE {
+                guard dataLength >= 3 else { return .general }
+                let frame = data + 2
+                switch (raw[frame], dataLength - 2) {
+                case (Eddystone.uidFrameType, 18), (Eddystone.uidFrameType, 20):
+                    var uid = EddystoneUID(txPower: 0, namespaceHigh: 0, namespaceLow: 0, instance: 0)
+                    uid.txPower = Int8(bitPattern: raw[frame + 1])
+                    uid.namespaceHigh = load(raw, frame + 2, as: UInt64.self)
+                    uid.namespaceLow = load(raw, frame + 10, as: UInt16.self)
+                    uid.instance = UInt64(load(raw, frame + 12, as: UInt16.self)) << 32
+                        | UInt64(load(raw, frame + 14, as: UInt32.self))
+                    return .frame(.eddystoneUID(uid))
+                case (Eddystone.tlmFrameType, 14) where raw[frame + 1] == 0:
+                    let battery = load(raw, frame + 2, as: UInt16.self)
+                    return .frame(
+                        .eddystoneTLM(
+                            EddystoneTLM(
+                                batteryMillivolts: battery == 0 ? nil : battery,
+                                temperatureRaw: load(raw, frame + 4, as: Int16.self),
+                                advertisingCount: load(raw, frame + 6, as: UInt32.self),
+                                uptimeTenths: load(raw, frame + 10, as: UInt32.self))))
+                case (Eddystone.urlFrameType, 3...20) where raw[frame + 2] < 4:
+                    let encoded = UnsafeRawBufferPointer(rebasing: raw[(frame + 3)..<(frame + dataLength - 2)])
+                    guard encoded.allSatisfy(EddystoneURL.isValidEncodedByte) else { return .general }
+                    return .frame(
+                        .eddystoneURL(
+                            EddystoneURL(
+                                txPower: Int8(bitPattern: raw[frame + 1]),
+                                url: EddystoneURL.expand(scheme: raw[frame + 2], encoded: encoded))))
+                case (Eddystone.eidFrameType, 10):
+                    return .frame(
+                        .eddystoneEID(
+                            EddystoneEID(txPower: Int8(bitPattern: raw[frame + 1]), eid: load(raw, frame + 2, as: UInt64.self))))
+                default:
+                    return .general
+                }
+            }
+            if type == ADType.manufacturerData, dataLength >= 4 {
+                let code = load(raw, data + 2, as: UInt16.self)
+                if raw[data] == 0x4C, raw[data + 1] == 0x00, code == 0x0215 {
+                    guard dataLength == 25 else { return .general }
+                    return .frame(
+                        .iBeacon(
+                            IBeacon(
+                                uuidHigh: load(raw, data + 4, as: UInt64.self), uuidLow: load(raw, data + 12, as: UInt64.self),
+                                major: load(raw, data + 20, as: UInt16.self), minor: load(raw, data + 22, as: UInt16.self),
+                                measuredPower: Int8(bitPattern: raw[data + 24]))))
+                }
+                if code == 0xBEAC { return .general }
+            }
+            index += 1 + length
+        }
+        return .noFrame
+    }
+
+    /// The general path: every AD structure through the bounds-checked decoders.
+    static func generalFirstFrame(in payload: ArraySlice<UInt8>) throws(DecodeError) -> BeaconFrame? {
         var iterator = ADIterator(payload)
         while let structure = try iterator.next() {
             let data = structure.data

@@ -58,6 +58,13 @@ public struct EddystoneUID: Hashable, Sendable {
     /// The 6-byte instance, big-endian, in the low 48 bits.
     public var instance: UInt64
 
+    public init(txPower: Int8, namespaceHigh: UInt64, namespaceLow: UInt16, instance: UInt64) {
+        self.txPower = txPower
+        self.namespaceHigh = namespaceHigh
+        self.namespaceLow = namespaceLow
+        self.instance = instance & 0xFFFF_FFFF_FFFF
+    }
+
     public init(txPower: Int8, namespace: [UInt8], instance: [UInt8]) {
         precondition(namespace.count == 10 && instance.count == 6, "namespace is 10 bytes, instance 6")
         var reader = ByteReader(namespace[...])
@@ -126,20 +133,46 @@ public struct EddystoneURL: Hashable, Sendable {
                 .invalidValue, at: schemeOffset,
                 "URL scheme prefix 0x\(hexString(UInt64(scheme), digits: 2)) is not one of 0x00-0x03")
         }
-        var url = Self.schemes[Int(scheme)]
-        while !reader.isAtEnd {
-            let offset = reader.offset
-            let byte = try reader.u8("URL character")
-            switch byte {
-            case 0x00...0x0D: url += Self.expansions[Int(byte)]
-            case 0x21...0x7E: url.unicodeScalars.append(Unicode.Scalar(byte))
-            default:
-                throw DecodeError(
-                    .invalidValue, at: offset,
-                    "URL byte 0x\(hexString(UInt64(byte), digits: 2)) is a reserved code, not a character or expansion")
-            }
+        let encoded = reader.rest()
+        for (position, byte) in zip(encoded.indices, encoded) where !Self.isValidEncodedByte(byte) {
+            throw DecodeError(
+                .invalidValue, at: schemeOffset + 1 + (position - encoded.startIndex),
+                "URL byte 0x\(hexString(UInt64(byte), digits: 2)) is a reserved code, not a character or expansion")
         }
-        self.url = url
+        url = encoded.withUnsafeBytes { Self.expand(scheme: scheme, encoded: $0) }
+    }
+
+    /// Printable ASCII or one of the 14 expansion codes; 0x0E–0x20 and 0x7F–0xFF are reserved.
+    @inline(__always)
+    static func isValidEncodedByte(_ byte: UInt8) -> Bool {
+        byte <= 0x0D || (0x21...0x7E).contains(byte)
+    }
+
+    private static let schemeBytes = schemes.map { Array($0.utf8) }
+    private static let expansionBytes = expansions.map { Array($0.utf8) }
+
+    /// The URL text, built in one buffer: the longest URL is 12 + 17 × 6 bytes. The scheme and every byte must
+    /// have been validated.
+    static func expand(scheme: UInt8, encoded: UnsafeRawBufferPointer) -> String {
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 128) { buffer in
+            var count = 0
+            func append(_ bytes: [UInt8]) {
+                for byte in bytes {
+                    buffer[count] = byte
+                    count += 1
+                }
+            }
+            append(schemeBytes[Int(scheme)])
+            for byte in encoded {
+                if byte <= 0x0D {
+                    append(expansionBytes[Int(byte)])
+                } else {
+                    buffer[count] = byte
+                    count += 1
+                }
+            }
+            return String(decoding: UnsafeBufferPointer(rebasing: buffer[..<count]), as: UTF8.self)
+        }
     }
 
     /// Encodes `url` the way a beacon would: the longest scheme prefix, then expansion codes where they match.

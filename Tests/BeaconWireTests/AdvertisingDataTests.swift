@@ -105,3 +105,42 @@ import Testing
         #expect(error?.offset == 2)
     }
 }
+
+@Suite struct BeaconScannerTests {
+    /// The fast path reads common frames straight from memory; on every input it must give what the general
+    /// decoders give, errors included.
+    @Test func fastPathAgreesWithTheGeneralDecoders() throws {
+        var payloads: [[UInt8]] = [
+            bytes("0201060303aafe1516aafe00e7e157bd5df90aad1dc2fb0000000000010000"),
+            bytes("0201060303aafe1316aafe00e7e157bd5df90aad1dc2fb000000000001"),
+            bytes("0201060303aafe1116aafe20000bb8178000001234 00abcdef".replacingOccurrences(of: " ", with: "")),
+            bytes("0201060303aafe0d16aafe30f64cea4a8f8bcaaaea"),
+            bytes("0201060303aafe0e16aafe1000036d79702e6d653f41"),
+            bytes("0201061aff4c000215e2c56db5dffb48d2b060d0f5a71096e000010002c5"),
+            bytes("1bff1801beac0102030405060708090a0b0c0d0e0f10000100020bc500"),
+            bytes("0316aafe"), bytes("0416aafe20"), bytes("05ff4c000215"), bytes("05ff4c00beac"),
+        ]
+        for record in try readCapture(try fixture("mixed-beacons.btsnoop")) {
+            payloads += try AdvertisingReportDecoder().reportsCopy(record.packet).map(\.data)
+        }
+        for payload in payloads {
+            for cut in 0...payload.count {
+                let prefix = Array(payload[..<cut])
+                var mutated = prefix
+                if !mutated.isEmpty { mutated[mutated.count / 2] ^= 0x5A }
+                for input in [prefix, mutated] {
+                    let fast = Result { () throws(DecodeError) in try BeaconScanner.firstFrame(in: input[...]) }
+                    let general = Result { () throws(DecodeError) in try BeaconScanner.generalFirstFrame(in: input[...]) }
+                    #expect(fast == general, "\(input.hexString)")
+                }
+            }
+        }
+    }
+}
+
+extension AdvertisingReportDecoder {
+    func reportsCopy(_ event: [UInt8]) throws -> [AdvertisingReport] {
+        var decoder = self
+        return try decoder.reports(fromEvent: event)
+    }
+}

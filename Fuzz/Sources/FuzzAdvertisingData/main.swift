@@ -1,4 +1,4 @@
-import BeaconWire
+@testable import BeaconWire
 import Glibc
 import CLibFuzzer
 
@@ -13,7 +13,10 @@ exit(LLVMFuzzerRunDriver(&argumentCount, &argumentValues) { data, size in
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzAdvertisingData(_ start: UnsafePointer<UInt8>, _ count: Int) -> CInt {
     let bytes = Array(UnsafeBufferPointer(start: start, count: count))
-    _ = try? BeaconScanner.firstFrame(in: bytes[...])
+    // The scanner's fast path must agree with the general decoders on every input, errors included.
+    let fast = Result { () throws(DecodeError) in try BeaconScanner.firstFrame(in: bytes[...]) }
+    let general = Result { () throws(DecodeError) in try BeaconScanner.generalFirstFrame(in: bytes[...]) }
+    if fast != general { fatalError("BeaconScanner fast path disagrees with the general decoders") }
     let address = DeviceAddress(value: 0x5448_E68F_80A5, kind: .public)
     let key: [UInt8] = Array(repeating: 0x42, count: 16)
     var decoder = FrameDecoder(

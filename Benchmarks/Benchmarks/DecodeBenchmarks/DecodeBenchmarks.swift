@@ -1,0 +1,57 @@
+import BeaconWire
+import BenchmarkCorpus
+import Benchmark
+import CReferenceDecoder
+
+/// Each iteration decodes the whole corpus once, so throughput is `adverts / wall-clock time`, and
+/// `mallocCountTotal / adverts` is the allocations per advert.
+let advertCount = 1_000_000
+
+@inline(never)
+func decodeAll(_ corpus: Corpus) -> Int {
+    var checksum = 0
+    let bytes = corpus.bytes
+    for index in 0..<corpus.count {
+        let start = corpus.offsets[index]
+        let payload = bytes[start..<(start + Int(corpus.lengths[index]))]
+        switch try? BeaconScanner.firstFrame(in: payload) {
+        case .eddystoneUID(let uid)?: checksum &+= Int(uid.txPower) &+ Int(uid.instance & 0xFF)
+        case .eddystoneTLM(let tlm)?: checksum &+= Int(tlm.advertisingCount)
+        case .eddystoneURL(let url)?: checksum &+= url.url.utf8.count
+        case .iBeacon(let beacon)?: checksum &+= Int(beacon.major)
+        default: checksum &+= 1
+        }
+    }
+    return checksum
+}
+
+let benchmarks: @Sendable () -> Void = {
+    Benchmark.defaultConfiguration = .init(
+        metrics: [.wallClock, .throughput, .mallocCountTotal, .peakMemoryResident],
+        timeUnits: .milliseconds,
+        warmupIterations: 1,
+        scalingFactor: .one,
+        maxDuration: .seconds(20),
+        maxIterations: 10
+    )
+
+    let mixed = Corpus(count: advertCount)
+    Benchmark("Swift decode 1M mixed adverts") { benchmark in
+        for _ in benchmark.scaledIterations { blackHole(decodeAll(mixed)) }
+    }
+    Benchmark("C reference decode 1M mixed adverts") { benchmark in
+        for _ in benchmark.scaledIterations {
+            blackHole(mixed.bytes.withUnsafeBufferPointer { bytes in
+                mixed.lengths.withUnsafeBufferPointer { lengths in
+                    reference_decode_all(bytes.baseAddress, lengths.baseAddress, mixed.count)
+                }
+            })
+        }
+    }
+    for (name, mix) in [("UID", Corpus.Mix.uid), ("TLM", .tlm), ("iBeacon", .iBeacon), ("URL", .url)] {
+        let corpus = Corpus(count: advertCount, mix: mix)
+        Benchmark("Swift decode 1M \(name) adverts") { benchmark in
+            for _ in benchmark.scaledIterations { blackHole(decodeAll(corpus)) }
+        }
+    }
+}

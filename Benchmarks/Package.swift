@@ -1,0 +1,27 @@
+// swift-tools-version:6.1
+// Benchmarks, kept apart from the main build. Run: swift package --package-path Benchmarks benchmark
+import PackageDescription
+
+let package = Package(
+    name: "beaconflow-benchmarks",
+    platforms: [.macOS(.v14)],
+    dependencies: [
+        .package(name: "beaconflow", path: ".."),
+        .package(url: "https://github.com/ordo-one/benchmark", from: "1.38.1", traits: ["MallocInterposer"]),
+    ],
+    targets: [
+        // The reference: a small C decoder of the same frames, built -O2.
+        .target(name: "CReferenceDecoder", cSettings: [.unsafeFlags(["-O2"])]),
+        .target(name: "BenchmarkCorpus", dependencies: [.product(name: "BeaconWire", package: "beaconflow")]),
+        .executableTarget(
+            name: "DecodeBenchmarks",
+            dependencies: [
+                "CReferenceDecoder", "BenchmarkCorpus",
+                .product(name: "BeaconWire", package: "beaconflow"),
+                .product(name: "Benchmark", package: "benchmark"),
+            ],
+            path: "Benchmarks/DecodeBenchmarks",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
+    ]
+)
