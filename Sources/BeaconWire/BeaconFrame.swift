@@ -67,13 +67,13 @@ public enum BeaconScanner {
                 let frame = data + 2
                 switch (raw[frame], dataLength - 2) {
                 case (Eddystone.uidFrameType, 18), (Eddystone.uidFrameType, 20):
-                    var uid = EddystoneUID(txPower: 0, namespaceHigh: 0, namespaceLow: 0, instance: 0)
-                    uid.txPower = Int8(bitPattern: raw[frame + 1])
-                    uid.namespaceHigh = load(raw, frame + 2, as: UInt64.self)
-                    uid.namespaceLow = load(raw, frame + 10, as: UInt16.self)
-                    uid.instance = UInt64(load(raw, frame + 12, as: UInt16.self)) << 32
+                    let instance = UInt64(load(raw, frame + 12, as: UInt16.self)) << 32
                         | UInt64(load(raw, frame + 14, as: UInt32.self))
-                    return .frame(.eddystoneUID(uid))
+                    return .frame(
+                        .eddystoneUID(
+                            EddystoneUID(
+                                txPower: Int8(bitPattern: raw[frame + 1]), namespaceHigh: load(raw, frame + 2, as: UInt64.self),
+                                namespaceLow: load(raw, frame + 10, as: UInt16.self), instance: instance)))
                 case (Eddystone.tlmFrameType, 14) where raw[frame + 1] == 0:
                     let battery = load(raw, frame + 2, as: UInt16.self)
                     return .frame(
