@@ -40,6 +40,16 @@ public enum BeaconScanner {
         }
     }
 
+    /// The same, over bytes in a buffer the caller owns (an HCI read buffer, a corpus): no copy unless the
+    /// payload needs the general decoders.
+    public static func firstFrame(in payload: UnsafeRawBufferPointer) throws(DecodeError) -> BeaconFrame? {
+        switch fastScan(payload) {
+        case .frame(let frame): return frame
+        case .noFrame: return nil
+        case .general: return try generalFirstFrame(in: Array(payload)[...])
+        }
+    }
+
     private enum FastResult {
         case frame(BeaconFrame)
         case noFrame
@@ -89,8 +99,8 @@ public enum BeaconScanner {
                     return .frame(
                         .eddystoneURL(
                             EddystoneURL(
-                                txPower: Int8(bitPattern: raw[frame + 1]),
-                                url: EddystoneURL.expand(scheme: raw[frame + 2], encoded: encoded))))
+                                txPower: Int8(bitPattern: raw[frame + 1]), scheme: raw[frame + 2],
+                                validatedEncoded: encoded)))
                 case (Eddystone.eidFrameType, 10):
                     return .frame(
                         .eddystoneEID(

@@ -97,9 +97,21 @@ public struct EddystoneUID: Hashable, Sendable {
 }
 
 /// Eddystone-URL, with the scheme prefix and expansion tables of the Eddystone-URL specification.
+///
+/// The frame keeps the bytes the beacon sent (scheme code and up to 17 encoded bytes, stored inline) and expands
+/// them into text only when `url` is read, so decoding a URL frame allocates nothing. Two frames are equal when
+/// their encoded bytes are: the spec allows one URL several encodings, and a frame is what was sent.
 public struct EddystoneURL: Hashable, Sendable {
     public var txPower: Int8
-    public var url: String
+    /// The scheme prefix code, 0x00–0x03.
+    public let scheme: UInt8
+    /// The encoded bytes after the scheme, packed big-endian: byte 0 is the top byte of `packedHigh`, byte 16 is
+    /// `packedLast`; unused bytes are zero.
+    private let packedHigh: UInt64
+    private let packedLow: UInt64
+    private let packedLast: UInt8
+    /// How many encoded bytes there are (0–17).
+    public let encodedCount: UInt8
 
     static let schemes = ["http://www.", "https://www.", "http://", "https://"]
     static let expansions = [
@@ -109,9 +121,32 @@ public struct EddystoneURL: Hashable, Sendable {
     /// The encoded URL (after the scheme byte) is at most 17 bytes: the frame is at most 20.
     static let maximumEncodedLength = 17
 
-    public init(txPower: Int8, url: String) {
+    /// A frame from its validated parts: `scheme` < 4, at most 17 bytes, each `isValidEncodedByte`.
+    init(txPower: Int8, scheme: UInt8, validatedEncoded encoded: UnsafeRawBufferPointer) {
         self.txPower = txPower
-        self.url = url
+        self.scheme = scheme
+        var high: UInt64 = 0
+        var low: UInt64 = 0
+        var last: UInt8 = 0
+        for (position, byte) in encoded.enumerated() {
+            switch position {
+            case 0..<8: high |= UInt64(byte) << (56 - 8 * position)
+            case 8..<16: low |= UInt64(byte) << (56 - 8 * (position - 8))
+            default: last = byte
+            }
+        }
+        packedHigh = high
+        packedLow = low
+        packedLast = last
+        encodedCount = UInt8(encoded.count)
+    }
+
+    /// The frame a beacon advertising `url` would send, with `encode`'s encoding; nil when `encode` refuses it.
+    public init?(txPower: Int8, url: String) {
+        guard let bytes = Self.encode(url) else { return nil }
+        self = bytes.withUnsafeBytes { raw in
+            EddystoneURL(txPower: txPower, scheme: raw[0], validatedEncoded: UnsafeRawBufferPointer(rebasing: raw[1...]))
+        }
     }
 
     init(reader: inout ByteReader, frameLength: Int) throws(DecodeError) {
@@ -125,7 +160,7 @@ public struct EddystoneURL: Hashable, Sendable {
                 .invalidLength, at: frameOffset,
                 "Eddystone-URL frame is \(frameLength) bytes, at most \(3 + Self.maximumEncodedLength) are allowed")
         }
-        txPower = try reader.i8("URL tx power")
+        let txPower = try reader.i8("URL tx power")
         let schemeOffset = reader.offset
         let scheme = try reader.u8("URL scheme")
         guard Int(scheme) < Self.schemes.count else {
@@ -139,7 +174,28 @@ public struct EddystoneURL: Hashable, Sendable {
                 .invalidValue, at: schemeOffset + 1 + (position - encoded.startIndex),
                 "URL byte 0x\(hexString(UInt64(byte), digits: 2)) is a reserved code, not a character or expansion")
         }
-        url = encoded.withUnsafeBytes { Self.expand(scheme: scheme, encoded: $0) }
+        self = encoded.withUnsafeBytes { EddystoneURL(txPower: txPower, scheme: scheme, validatedEncoded: $0) }
+    }
+
+    /// The encoded bytes after the scheme code, as sent.
+    public var encoded: [UInt8] { (0..<Int(encodedCount)).map(encodedByte) }
+
+    @inline(__always)
+    private func encodedByte(at position: Int) -> UInt8 {
+        switch position {
+        case 0..<8: UInt8(truncatingIfNeeded: packedHigh >> (56 - 8 * position))
+        case 8..<16: UInt8(truncatingIfNeeded: packedLow >> (56 - 8 * (position - 8)))
+        default: packedLast
+        }
+    }
+
+    /// The URL text, scheme and expansions applied: one `String`, built in a stack buffer.
+    public var url: String {
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: Self.maximumEncodedLength) { buffer in
+            for position in 0..<Int(encodedCount) { buffer[position] = encodedByte(at: position) }
+            return Self.expand(
+                scheme: scheme, encoded: UnsafeRawBufferPointer(UnsafeMutableBufferPointer(rebasing: buffer[..<Int(encodedCount)])))
+        }
     }
 
     /// Printable ASCII or one of the 14 expansion codes; 0x0E–0x20 and 0x7F–0xFF are reserved.

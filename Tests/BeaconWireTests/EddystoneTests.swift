@@ -32,14 +32,14 @@ import Testing
         // `hcitool cmd 0x08 0x0008 ... 0e 16 aa fe 10 00 03 6d 79 70 2e 6d 65 3f 41`: https:// then "myp.me?A".
         let payload = bytes("020106 0303aafe 0e16aafe1000036d79702e6d653f41")
         let frames = try decodeFrames(payload)
-        #expect(frames == [.eddystoneURL(EddystoneURL(txPower: 0, url: "https://myp.me?A"))])
+        #expect(frames == [.eddystoneURL(try #require(EddystoneURL(txPower: 0, url: "https://myp.me?A")))])
     }
 
     @Test(arguments: [
         ("00", "http://www."), ("01", "https://www."), ("02", "http://"), ("03", "https://"),
     ])
     func everyScheme(code: String, prefix: String) throws {
-        #expect(try frame("10f6" + code + "61") == .eddystoneURL(EddystoneURL(txPower: -10, url: prefix + "a")))
+        #expect(try frame("10f6" + code + "61") == .eddystoneURL(try #require(EddystoneURL(txPower: -10, url: prefix + "a"))))
     }
 
     @Test func everyExpansionCode() throws {
@@ -49,7 +49,7 @@ import Testing
         ]
         for (code, expansion) in expected.enumerated() {
             let hex = "10f602" + "78" + hexString(UInt64(code), digits: 2)
-            #expect(try frame(hex) == .eddystoneURL(EddystoneURL(txPower: -10, url: "http://x" + expansion)))
+            #expect(try frame(hex) == .eddystoneURL(try #require(EddystoneURL(txPower: -10, url: "http://x" + expansion))))
         }
     }
 
@@ -71,10 +71,27 @@ import Testing
         #expect(decodeError { _ = try frame("10f6") }?.code == .invalidLength)
     }
 
+    @Test func urlFrameKeepsItsEncodedBytes() throws {
+        // All 17 bytes, so every packed position (0-7, 8-15, 16) is read back.
+        let encoded = Array("abcdefghijklmnop".utf8) + [0x07]
+        guard case .eddystoneURL(let url) = try frame("10f603" + encoded.hexString) else {
+            Issue.record("not a URL frame")
+            return
+        }
+        #expect(url.scheme == 3)
+        #expect(url.encoded == encoded)
+        #expect(url.url == "https://abcdefghijklmnop.com")
+        // The same text sent as an expansion code and as literal characters: one URL, two different frames.
+        guard case .eddystoneURL(let literal) = try frame("10f603" + Array("abcdefghijklmnop.com".utf8.prefix(17)).hexString)
+        else { return }
+        #expect(literal.url == "https://abcdefghijklmnop.")
+        #expect(literal != url)
+    }
+
     @Test func urlEncodingRoundTrips() throws {
         for url in ["https://www.example.com/", "http://goo.gl/S6zT6P", "https://beacon.info", "http://a.gov/x"] {
             let encoded = try #require(EddystoneURL.encode(url))
-            #expect(try frame("10f6" + encoded.hexString) == .eddystoneURL(EddystoneURL(txPower: -10, url: url)))
+            #expect(try frame("10f6" + encoded.hexString) == .eddystoneURL(try #require(EddystoneURL(txPower: -10, url: url))))
         }
         #expect(EddystoneURL.encode("ftp://x") == nil)
         #expect(EddystoneURL.encode("https://" + String(repeating: "a", count: 18)) == nil)

@@ -17,6 +17,8 @@ public func fuzzAdvertisingData(_ start: UnsafePointer<UInt8>, _ count: Int) -> 
     let fast = Result { () throws(DecodeError) in try BeaconScanner.firstFrame(in: bytes[...]) }
     let general = Result { () throws(DecodeError) in try BeaconScanner.generalFirstFrame(in: bytes[...]) }
     if fast != general { fatalError("BeaconScanner fast path disagrees with the general decoders") }
+    let raw = bytes.withUnsafeBytes { raw in Result { () throws(DecodeError) in try BeaconScanner.firstFrame(in: raw) } }
+    if raw != fast { fatalError("BeaconScanner's buffer and slice entry points disagree") }
     let address = DeviceAddress(value: 0x5448_E68F_80A5, kind: .public)
     let key: [UInt8] = Array(repeating: 0x42, count: 16)
     var decoder = FrameDecoder(
