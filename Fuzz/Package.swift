@@ -12,6 +12,7 @@ let package = Package(
         .executableTarget(name: "FuzzHCIEvent", dependencies: ["CLibFuzzer", .product(name: "BeaconWire", package: "beaconflow")]),
         .executableTarget(name: "FuzzCapture", dependencies: ["CLibFuzzer", .product(name: "BeaconWire", package: "beaconflow")]),
         .executableTarget(name: "FuzzCharacteristic", dependencies: ["CLibFuzzer", .product(name: "BeaconWire", package: "beaconflow")]),
+        .executableTarget(name: "FuzzBatch", dependencies: ["CLibFuzzer", .product(name: "BeaconWire", package: "beaconflow")]),
     ],
     swiftLanguageModes: [.v6]
 )

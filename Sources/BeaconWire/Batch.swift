@@ -1,0 +1,204 @@
+import Foundation
+import SwiftProtobuf
+
+/// The wire batch (proto/beaconflow/v1/batch.proto).
+public typealias WireBatch = Beaconflow_V1_Batch
+
+/// The beacon a sighting belongs to, as the agent knows it: one entry of a batch's beacon dictionary.
+public struct BeaconKey: Hashable, Sendable {
+    /// DESIGN §4 identity, or `eid:<hex>` for an EID the agent could not resolve.
+    public var beaconID: String
+    /// The device address, big-endian in the low 48 bits; 0 when pseudonymised.
+    public var address: UInt64
+    public var addressIsRandom: Bool
+    /// Calibrated power at 1 m, in dBm, when the beacon's frames carry one.
+    public var powerAt1mDbm: Int8?
+
+    public init(beaconID: String, address: UInt64, addressIsRandom: Bool, powerAt1mDbm: Int8? = nil) {
+        self.beaconID = beaconID
+        self.address = address
+        self.addressIsRandom = addressIsRandom
+        self.powerAt1mDbm = powerAt1mDbm
+    }
+}
+
+/// A frame whose content matters beyond identity (TLM, URL, sensor data), as the bytes that were sent.
+public enum DataFrameContent: Hashable, Sendable {
+    /// Service data after the 0xFEAA UUID.
+    case eddystone([UInt8])
+    case serviceData(uuid16: UInt16, [UInt8])
+    case manufacturerData(companyID: UInt16, [UInt8])
+
+    /// Which stream of frames this is for its beacon: a TLM never replaces a URL.
+    var stream: UInt32 {
+        switch self {
+        case .eddystone(let bytes): 0x1_0000 | UInt32(bytes.first ?? 0)
+        case .serviceData(let uuid, _): 0x2_0000 | UInt32(uuid)
+        case .manufacturerData(let company, _): 0x3_0000 | UInt32(company)
+        }
+    }
+}
+
+/// One advertisement heard.
+public struct Sighting: Hashable, Sendable {
+    /// Capture time, Unix microseconds.
+    public var timeMicros: Int64
+    public var beacon: BeaconKey
+    public var rssi: Int8
+    public var data: DataFrameContent?
+
+    public init(timeMicros: Int64, beacon: BeaconKey, rssi: Int8, data: DataFrameContent? = nil) {
+        self.timeMicros = timeMicros
+        self.beacon = beacon
+        self.rssi = rssi
+        self.data = data
+    }
+}
+
+/// Collects sightings into batches: a pure state machine, driven by the caller's monotonic clock.
+///
+/// A batch is due when it holds `maximumSightings` or when its first sighting was added `maximumAgeNanoseconds`
+/// ago. Data frames whose content equals what this builder last emitted for the same beacon and stream are left
+/// out (the sighting stays), unless `dataRefreshMicroseconds` of capture time have passed since, so that a newly
+/// started ingest learns every beacon's URL and sensor values within that interval.
+public struct BatchBuilder: Sendable {
+    public struct Configuration: Sendable {
+        public var maximumSightings = 1000
+        public var maximumAgeNanoseconds: UInt64 = 1_000_000_000
+        public var dataRefreshMicroseconds: Int64 = 60_000_000
+
+        public init() {}
+    }
+
+    private struct DataKey: Hashable {
+        var beaconID: String
+        var stream: UInt32
+    }
+
+    public let siteID: String
+    public let agentID: String
+    public let bootID: UInt64
+    public var configuration: Configuration
+
+    private var sightings: [Sighting] = []
+    private var openedAtNanoseconds: UInt64?
+    private var lastEmitted: [DataKey: (content: DataFrameContent, timeMicros: Int64)] = [:]
+
+    public init(siteID: String, agentID: String, bootID: UInt64, configuration: Configuration = Configuration()) {
+        self.siteID = siteID
+        self.agentID = agentID
+        self.bootID = bootID
+        self.configuration = configuration
+        sightings.reserveCapacity(configuration.maximumSightings)
+    }
+
+    public var count: Int { sightings.count }
+
+    /// Adds a sighting; returns true when the batch is now full and should be sealed.
+    public mutating func add(_ sighting: Sighting, nowNanoseconds: UInt64) -> Bool {
+        var sighting = sighting
+        if let content = sighting.data {
+            let key = DataKey(beaconID: sighting.beacon.beaconID, stream: content.stream)
+            if let last = lastEmitted[key], last.content == content,
+                sighting.timeMicros - last.timeMicros < configuration.dataRefreshMicroseconds,
+                sighting.timeMicros >= last.timeMicros
+            {
+                sighting.data = nil
+            } else {
+                lastEmitted[key] = (content, sighting.timeMicros)
+            }
+        }
+        if sightings.isEmpty { openedAtNanoseconds = nowNanoseconds }
+        sightings.append(sighting)
+        return sightings.count >= configuration.maximumSightings
+    }
+
+    /// Whether the open batch has waited long enough to be sealed.
+    public func isDue(nowNanoseconds: UInt64) -> Bool {
+        guard let opened = openedAtNanoseconds, !sightings.isEmpty else { return false }
+        return sightings.count >= configuration.maximumSightings
+            || nowNanoseconds &- opened >= configuration.maximumAgeNanoseconds
+    }
+
+    /// When the open batch becomes due by age, on the caller's monotonic clock; nil when it is empty.
+    public var deadlineNanoseconds: UInt64? {
+        openedAtNanoseconds.map { $0 &+ configuration.maximumAgeNanoseconds }
+    }
+
+    /// Closes the open batch and returns it, nil when it holds no sighting.
+    public mutating func seal(
+        sequence: UInt64, firstUnacknowledgedSequence: UInt64, agentClockMicros: Int64
+    ) -> WireBatch? {
+        guard !sightings.isEmpty else { return nil }
+        defer {
+            sightings.removeAll(keepingCapacity: true)
+            openedAtNanoseconds = nil
+            forgetOldDataFrames()
+        }
+        // Capture order; equal times keep their arrival order.
+        let order = sightings.indices.sorted { (sightings[$0].timeMicros, $0) < (sightings[$1].timeMicros, $1) }
+        var batch = WireBatch()
+        batch.formatVersion = BatchReader.formatVersion
+        batch.siteID = siteID
+        batch.agentID = agentID
+        batch.bootID = bootID
+        batch.sequence = sequence
+        batch.firstUnacknowledgedSequence = firstUnacknowledgedSequence
+        batch.agentClockUs = agentClockMicros
+        batch.baseTimeUs = sightings[order[0]].timeMicros
+        batch.sightingBeacon.reserveCapacity(order.count)
+        batch.sightingTimeDeltaUs.reserveCapacity(order.count)
+        batch.sightingRssi.reserveCapacity(order.count)
+
+        var dictionary: [BeaconKey: UInt32] = [:]
+        var previousTime = batch.baseTimeUs
+        for (position, index) in order.enumerated() {
+            let sighting = sightings[index]
+            let beaconIndex: UInt32
+            if let known = dictionary[sighting.beacon] {
+                beaconIndex = known
+            } else {
+                beaconIndex = UInt32(batch.beacons.count)
+                dictionary[sighting.beacon] = beaconIndex
+                var beacon = Beaconflow_V1_Beacon()
+                beacon.beaconID = sighting.beacon.beaconID
+                beacon.address = sighting.beacon.address
+                beacon.addressIsRandom = sighting.beacon.addressIsRandom
+                if let power = sighting.beacon.powerAt1mDbm { beacon.powerAt1MDbm = Int32(power) }
+                batch.beacons.append(beacon)
+            }
+            batch.sightingBeacon.append(beaconIndex)
+            batch.sightingTimeDeltaUs.append(UInt64(sighting.timeMicros - previousTime))
+            batch.sightingRssi.append(UInt32(Int32(sighting.rssi) + BatchReader.rssiBias))
+            previousTime = sighting.timeMicros
+            if let content = sighting.data {
+                var frame = Beaconflow_V1_DataFrame()
+                frame.sighting = UInt32(position)
+                switch content {
+                case .eddystone(let bytes): frame.eddystone = Data(bytes)
+                case .serviceData(let uuid, let bytes):
+                    var data = Beaconflow_V1_ServiceData()
+                    data.uuid16 = UInt32(uuid)
+                    data.data = Data(bytes)
+                    frame.serviceData = data
+                case .manufacturerData(let company, let bytes):
+                    var data = Beaconflow_V1_ManufacturerData()
+                    data.companyID = UInt32(company)
+                    data.data = Data(bytes)
+                    frame.manufacturerData = data
+                }
+                batch.dataFrames.append(frame)
+            }
+        }
+        return batch
+    }
+
+    /// Keeps the change-detection memory bounded: beacons gone for two refresh intervals are forgotten.
+    private mutating func forgetOldDataFrames() {
+        guard let newest = lastEmitted.values.map(\.timeMicros).max() else { return }
+        let horizon = newest - 2 * configuration.dataRefreshMicroseconds
+        if lastEmitted.values.contains(where: { $0.timeMicros < horizon }) {
+            lastEmitted = lastEmitted.filter { $0.value.timeMicros >= horizon }
+        }
+    }
+}

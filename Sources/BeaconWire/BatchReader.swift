@@ -1,0 +1,175 @@
+import Foundation
+import SwiftProtobuf
+
+/// Why a batch was refused.
+public struct BatchError: Error, Hashable, Sendable, CustomStringConvertible {
+    public struct Code: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+        public let rawValue: String
+        public init(rawValue: String) { self.rawValue = rawValue }
+        public var description: String { rawValue }
+
+        /// Not a protobuf message.
+        public static let malformed = Code(rawValue: "malformed_batch")
+        public static let unsupportedVersion = Code(rawValue: "unsupported_version")
+        public static let tooLarge = Code(rawValue: "batch_too_large")
+        /// A required field is empty or out of range (names the field).
+        public static let invalidField = Code(rawValue: "invalid_field")
+        /// Sighting columns of different lengths, or an index that points nowhere.
+        public static let inconsistentColumns = Code(rawValue: "inconsistent_columns")
+    }
+
+    public var code: Code
+    public var message: String
+
+    public init(_ code: Code, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    public var description: String { "\(code): \(message)" }
+}
+
+/// A validated batch with its sightings expanded: absolute times, beacons resolved, RSSI in dBm.
+public struct DecodedBatch: Sendable {
+    public var siteID: String
+    public var agentID: String
+    public var bootID: UInt64
+    public var sequence: UInt64
+    public var firstUnacknowledgedSequence: UInt64
+    public var agentClockMicros: Int64
+    public var sightings: [Sighting]
+    public var characteristicReads: [CharacteristicRead]
+}
+
+/// A GATT read from a batch.
+public struct CharacteristicRead: Hashable, Sendable {
+    public var beacon: BeaconKey
+    public var timeMicros: Int64
+    public var characteristic: UInt16
+    public var value: [UInt8]
+}
+
+/// Parses and validates batches: everything a batch claims is checked before any of it is used.
+public enum BatchReader {
+    public static let formatVersion: UInt32 = 1
+    /// Sighting RSSI is sent as RSSI + 128 (proto/beaconflow/v1/batch.proto).
+    static let rssiBias: Int32 = 128
+    /// The largest batch accepted; the agent's default batches are far smaller (1000 sightings ≈ 5 kB).
+    public static let maximumBytes = 1 << 20
+    /// The widest span of capture time one batch may cover (a day), against corrupt deltas.
+    static let maximumSpanMicros: UInt64 = 86_400_000_000
+
+    public static func decode(_ bytes: [UInt8]) throws(BatchError) -> DecodedBatch {
+        guard bytes.count <= maximumBytes else {
+            throw BatchError(.tooLarge, "batch is \(bytes.count) bytes, the limit is \(maximumBytes)")
+        }
+        let wire: WireBatch
+        do {
+            wire = try WireBatch(serializedBytes: bytes)
+        } catch {
+            throw BatchError(.malformed, "not a protobuf Batch message: \(error)")
+        }
+        return try decode(wire)
+    }
+
+    public static func decode(_ wire: WireBatch) throws(BatchError) -> DecodedBatch {
+        guard wire.formatVersion == formatVersion else {
+            throw BatchError(
+                .unsupportedVersion, "format_version \(wire.formatVersion) is not \(formatVersion)")
+        }
+        guard !wire.siteID.isEmpty else { throw BatchError(.invalidField, "site_id is empty") }
+        guard !wire.agentID.isEmpty else { throw BatchError(.invalidField, "agent_id is empty") }
+        guard wire.sequence > 0 else { throw BatchError(.invalidField, "sequence is 0; sequences start at 1") }
+        guard wire.firstUnacknowledgedSequence <= wire.sequence else {
+            throw BatchError(
+                .invalidField,
+                "first_unacknowledged_sequence \(wire.firstUnacknowledgedSequence) is above sequence \(wire.sequence)")
+        }
+        let count = wire.sightingBeacon.count
+        guard wire.sightingTimeDeltaUs.count == count, wire.sightingRssi.count == count else {
+            throw BatchError(
+                .inconsistentColumns,
+                "sighting columns differ in length: beacon \(count), time \(wire.sightingTimeDeltaUs.count), "
+                    + "rssi \(wire.sightingRssi.count)")
+        }
+        var beacons: [BeaconKey] = []
+        beacons.reserveCapacity(wire.beacons.count)
+        for (index, beacon) in wire.beacons.enumerated() {
+            guard !beacon.beaconID.isEmpty, beacon.beaconID.utf8.count <= 256 else {
+                throw BatchError(.invalidField, "beacons[\(index)].beacon_id is empty or longer than 256 bytes")
+            }
+            guard beacon.address >> 48 == 0 else {
+                throw BatchError(.invalidField, "beacons[\(index)].address is wider than 48 bits")
+            }
+            var power: Int8?
+            if beacon.hasPowerAt1MDbm {
+                guard let value = Int8(exactly: beacon.powerAt1MDbm) else {
+                    throw BatchError(.invalidField, "beacons[\(index)].power_at_1m_dbm \(beacon.powerAt1MDbm) is out of range")
+                }
+                power = value
+            }
+            beacons.append(
+                BeaconKey(
+                    beaconID: beacon.beaconID, address: beacon.address, addressIsRandom: beacon.addressIsRandom,
+                    powerAt1mDbm: power))
+        }
+        var sightings: [Sighting] = []
+        sightings.reserveCapacity(count)
+        var time = wire.baseTimeUs
+        var span: UInt64 = 0
+        for index in 0..<count {
+            let beaconIndex = Int(wire.sightingBeacon[index])
+            guard beaconIndex < beacons.count else {
+                throw BatchError(
+                    .inconsistentColumns, "sighting \(index) names beacon \(beaconIndex) of \(beacons.count)")
+            }
+            let delta = wire.sightingTimeDeltaUs[index]
+            span = span &+ delta
+            guard delta <= maximumSpanMicros, span <= maximumSpanMicros else {
+                throw BatchError(.invalidField, "sighting \(index) time runs more than a day past base_time_us")
+            }
+            time += Int64(delta)
+            let biased = wire.sightingRssi[index]
+            guard biased <= 255, let rssi = Int8(exactly: Int32(biased) - rssiBias) else {
+                throw BatchError(.invalidField, "sighting \(index) rssi \(biased) is outside 0-255 (RSSI + 128)")
+            }
+            sightings.append(Sighting(timeMicros: time, beacon: beacons[beaconIndex], rssi: rssi))
+        }
+        for (index, frame) in wire.dataFrames.enumerated() {
+            let sighting = Int(frame.sighting)
+            guard sighting < count else {
+                throw BatchError(.inconsistentColumns, "data_frames[\(index)] names sighting \(sighting) of \(count)")
+            }
+            switch frame.content {
+            case .eddystone(let data)?: sightings[sighting].data = .eddystone(Array(data))
+            case .serviceData(let service)?:
+                guard let uuid = UInt16(exactly: service.uuid16) else {
+                    throw BatchError(.invalidField, "data_frames[\(index)] uuid16 \(service.uuid16) is not 16-bit")
+                }
+                sightings[sighting].data = .serviceData(uuid16: uuid, Array(service.data))
+            case .manufacturerData(let manufacturer)?:
+                guard let company = UInt16(exactly: manufacturer.companyID) else {
+                    throw BatchError(
+                        .invalidField, "data_frames[\(index)] company_id \(manufacturer.companyID) is not 16-bit")
+                }
+                sightings[sighting].data = .manufacturerData(companyID: company, Array(manufacturer.data))
+            case nil:
+                throw BatchError(.invalidField, "data_frames[\(index)] has no content")
+            }
+        }
+        var reads: [CharacteristicRead] = []
+        for (index, read) in wire.characteristicReads.enumerated() {
+            guard Int(read.beacon) < beacons.count, let uuid = UInt16(exactly: read.characteristicUuid16) else {
+                throw BatchError(.inconsistentColumns, "characteristic_reads[\(index)] names no beacon or no 16-bit UUID")
+            }
+            reads.append(
+                CharacteristicRead(
+                    beacon: beacons[Int(read.beacon)], timeMicros: read.timeUs, characteristic: uuid,
+                    value: Array(read.value)))
+        }
+        return DecodedBatch(
+            siteID: wire.siteID, agentID: wire.agentID, bootID: wire.bootID, sequence: wire.sequence,
+            firstUnacknowledgedSequence: wire.firstUnacknowledgedSequence, agentClockMicros: wire.agentClockUs,
+            sightings: sightings, characteristicReads: reads)
+    }
+}

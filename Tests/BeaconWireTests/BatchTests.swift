@@ -1,0 +1,182 @@
+import Foundation
+import Testing
+@testable import BeaconWire
+
+/// A busy site as one agent hears it: `beacons` beacons advertising every 100 ms (±10 ms jitter), RSSI between
+/// -95 and -45 dBm, over `seconds`; every tenth frame of a beacon is a TLM whose counters move.
+func busySite(beacons: Int, seconds: Int, seed: UInt64 = 7) -> [Sighting] {
+    var state = seed
+    func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+    let start: Int64 = 1_763_800_000_000_000
+    var sightings: [Sighting] = []
+    for beacon in 0..<beacons {
+        let key = BeaconKey(
+            beaconID: "eddystone:0102030405060708090a:\(hexString(UInt64(beacon), digits: 12))",
+            address: 0xC000_0000_0000 | UInt64(beacon), addressIsRandom: true, powerAt1mDbm: -59)
+        for frame in 0..<(seconds * 10) {
+            let time = start + Int64(frame) * 100_000 + Int64(next() % 20_000) - 10_000 + Int64(beacon) * 997
+            let rssi = Int8(-95 + Int(next() % 51))
+            var data: DataFrameContent?
+            if frame % 10 == 9 {
+                data = .eddystone([0x20, 0x00, 0x0B, 0xB8, 0x16, 0x80] + bigEndian(UInt32(frame)) + bigEndian(UInt32(frame * 10)))
+            }
+            sightings.append(Sighting(timeMicros: time, beacon: key, rssi: rssi, data: data))
+        }
+    }
+    return sightings.sorted { $0.timeMicros < $1.timeMicros }
+}
+
+func bigEndian(_ value: UInt32) -> [UInt8] { (0..<4).map { UInt8(truncatingIfNeeded: value >> (24 - 8 * $0)) } }
+
+func seal(_ sightings: [Sighting], configuration: BatchBuilder.Configuration = .init()) throws -> [UInt8] {
+    var configuration = configuration
+    configuration.maximumSightings = max(configuration.maximumSightings, sightings.count)
+    var builder = BatchBuilder(siteID: "hq", agentID: "hq-a1", bootID: 0xB007, configuration: configuration)
+    for sighting in sightings { _ = builder.add(sighting, nowNanoseconds: 0) }
+    let sealed = builder.seal(sequence: 1, firstUnacknowledgedSequence: 1, agentClockMicros: 42)
+    let batch = try #require(sealed)
+    return try batch.serializedBytes()
+}
+
+@Suite struct BatchTests {
+    @Test func roundTripKeepsEverySighting() throws {
+        let sightings = busySite(beacons: 20, seconds: 2)
+        var builder = BatchBuilder(siteID: "hq", agentID: "hq-a1", bootID: 0xB007)
+        builder.configuration.maximumSightings = sightings.count
+        // Arrival order differs from capture order: the batch is in capture order.
+        for sighting in sightings.reversed() { _ = builder.add(sighting, nowNanoseconds: 5) }
+        let sealed = builder.seal(sequence: 9, firstUnacknowledgedSequence: 3, agentClockMicros: 1234)
+        let wire = try #require(sealed)
+        #expect(builder.count == 0)
+        let decoded = try BatchReader.decode(try wire.serializedBytes())
+        #expect(decoded.siteID == "hq" && decoded.agentID == "hq-a1" && decoded.bootID == 0xB007)
+        #expect(decoded.sequence == 9 && decoded.firstUnacknowledgedSequence == 3 && decoded.agentClockMicros == 1234)
+        #expect(decoded.sightings.count == sightings.count)
+        #expect(Set(decoded.sightings) == Set(sightings))
+        #expect(decoded.sightings.map(\.timeMicros) == sightings.map(\.timeMicros).sorted())
+    }
+
+    @Test func repeatedSightingsCostAtMostSixBytes() throws {
+        // 100 beacons × 10 adverts/s = 1000 sightings per 1 s batch: the default flush size on a busy site.
+        let site = busySite(beacons: 100, seconds: 1)
+        let full = try seal(site)
+        // The same batch with only each beacon's first sighting: the difference is what repeated sightings cost.
+        var seen = Set<String>()
+        let firsts = site.filter { seen.insert($0.beacon.beaconID).inserted }
+        let base = try seal(firsts)
+        let repeated = site.count - firsts.count
+        let tlmBytes = try seal(site.map { var s = $0; s.data = nil; return s }).count
+        let perRepeated = Double(tlmBytes - base.count) / Double(repeated)
+        #expect(perRepeated <= 6.0, "\(perRepeated) bytes per repeated sighting")
+        #expect(full.count > tlmBytes)  // the TLM frames travel too
+        print("batch bytes: \(full.count) for \(site.count) sightings (\(Double(full.count) / Double(site.count)) per sighting with TLM frames); \(perRepeated) per repeated sighting")
+    }
+
+    @Test func unchangedDataFramesAreSentOncePerRefreshInterval() throws {
+        let key = BeaconKey(beaconID: "eddystone:0102030405060708090a:0000000000a1", address: 1, addressIsRandom: false)
+        let url = DataFrameContent.eddystone([0x10, 0xEE, 0x03] + Array("example".utf8) + [0x07])
+        let tlm = { (count: UInt8) in DataFrameContent.eddystone([0x20, 0, 0x0B, 0xB8, 0x16, 0x80, 0, 0, 0, count, 0, 0, 0, 1]) }
+        var builder = BatchBuilder(siteID: "hq", agentID: "a", bootID: 1)
+        builder.configuration.dataRefreshMicroseconds = 10_000_000
+        let frames: [(Int64, DataFrameContent)] = [
+            (0, url), (1_000_000, url), (2_000_000, tlm(1)), (3_000_000, tlm(1)), (4_000_000, tlm(2)),
+            (9_999_999, url), (10_000_000, url), (10_000_001, url),
+        ]
+        for (time, content) in frames {
+            _ = builder.add(Sighting(timeMicros: time, beacon: key, rssi: -60, data: content), nowNanoseconds: 0)
+        }
+        let sealed = builder.seal(sequence: 1, firstUnacknowledgedSequence: 1, agentClockMicros: 0)
+        let decoded = try BatchReader.decode(try #require(sealed).serializedBytes())
+        #expect(decoded.sightings.map(\.data) == [url, nil, tlm(1), nil, tlm(2), nil, url, nil])
+    }
+
+    @Test func dueBySizeAndByAge() {
+        var builder = BatchBuilder(siteID: "hq", agentID: "a", bootID: 1)
+        builder.configuration.maximumSightings = 3
+        builder.configuration.maximumAgeNanoseconds = 1_000
+        let sighting = Sighting(
+            timeMicros: 0, beacon: BeaconKey(beaconID: "mac:00:00:00:00:00:01", address: 1, addressIsRandom: false),
+            rssi: -70)
+        #expect(!builder.isDue(nowNanoseconds: 10_000))
+        #expect(builder.deadlineNanoseconds == nil)
+        let fullAfterFirst = builder.add(sighting, nowNanoseconds: 500)
+        #expect(!fullAfterFirst)
+        #expect(builder.deadlineNanoseconds == 1_500)
+        #expect(!builder.isDue(nowNanoseconds: 1_499))
+        #expect(builder.isDue(nowNanoseconds: 1_500))
+        let fullAfterSecond = builder.add(sighting, nowNanoseconds: 600)
+        let fullAfterThird = builder.add(sighting, nowNanoseconds: 700)
+        #expect(!fullAfterSecond && fullAfterThird)
+        let first = builder.seal(sequence: 1, firstUnacknowledgedSequence: 1, agentClockMicros: 0)
+        let second = builder.seal(sequence: 2, firstUnacknowledgedSequence: 1, agentClockMicros: 0)
+        #expect(first?.sightingRssi.count == 3)
+        #expect(second == nil)
+    }
+
+    @Test func badBatchesAreRefusedWithTheirReason() throws {
+        var valid = WireBatch()
+        valid.formatVersion = 1
+        valid.siteID = "hq"
+        valid.agentID = "a1"
+        valid.sequence = 5
+        valid.firstUnacknowledgedSequence = 5
+        var beacon = Beaconflow_V1_Beacon()
+        beacon.beaconID = "mac:00:00:00:00:00:01"
+        valid.beacons = [beacon]
+        valid.sightingBeacon = [0]
+        valid.sightingTimeDeltaUs = [0]
+        valid.sightingRssi = [60]
+        #expect(try BatchReader.decode(try valid.serializedBytes()).sightings.first?.rssi == -68)
+
+        func code(_ change: (inout WireBatch) -> Void) throws -> BatchError.Code? {
+            var batch = valid
+            change(&batch)
+            do {
+                _ = try BatchReader.decode(try batch.serializedBytes())
+                return nil
+            } catch let error as BatchError { return error.code }
+        }
+        let cases: [(BatchError.Code, (inout WireBatch) -> Void)] = [
+            (.unsupportedVersion, { $0.formatVersion = 2 }),
+            (.invalidField, { $0.siteID = "" }),
+            (.invalidField, { $0.sequence = 0 }),
+            (.invalidField, { $0.firstUnacknowledgedSequence = 6 }),
+            (.inconsistentColumns, { $0.sightingRssi = [] }),
+            (.inconsistentColumns, { $0.sightingBeacon = [1] }),
+            (.invalidField, { $0.sightingRssi = [256] }),
+            (.invalidField, { $0.sightingTimeDeltaUs = [UInt64.max] }),
+            (.invalidField, { $0.beacons[0].address = 1 << 48 }),
+            (.invalidField, { $0.beacons[0].powerAt1MDbm = 200 }),
+            (.invalidField, { $0.dataFrames = [Beaconflow_V1_DataFrame()] }),
+            (.inconsistentColumns, { var frame = Beaconflow_V1_DataFrame(); frame.sighting = 1; frame.eddystone = Data([0x20]); $0.dataFrames = [frame] }),
+        ]
+        for (index, (expected, change)) in cases.enumerated() {
+            #expect(try code(change) == expected, "case \(index)")
+        }
+
+        #expect(throws: BatchError.self) { try BatchReader.decode([0xFF, 0xFF, 0xFF]) }
+        #expect((try? BatchReader.decode(Array(repeating: 0, count: BatchReader.maximumBytes + 1))) == nil)
+        // Truncation anywhere gives an error, never a trap.
+        let bytes: [UInt8] = try valid.serializedBytes()
+        for length in 0..<bytes.count { _ = try? BatchReader.decode(Array(bytes[..<length])) }
+    }
+}
+
+/// Writes seed batches for the FuzzBatch target: `BEACONFLOW_WRITE_FIXTURES=1 swift test --filter BatchSeeds`.
+@Suite struct BatchSeeds {
+    @Test(.enabled(if: ProcessInfo.processInfo.environment["BEACONFLOW_WRITE_FIXTURES"] == "1"))
+    func writeFuzzSeeds() throws {
+        let directory = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("../../Fuzz/Corpus/FuzzBatch").standardized
+        for (name, beacons) in [("small", 2), ("busy", 20)] {
+            let bytes = try seal(busySite(beacons: beacons, seconds: 1))
+            try Data(bytes).write(to: directory.appendingPathComponent("\(name).batch"))
+        }
+    }
+}
