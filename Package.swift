@@ -12,6 +12,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
         .package(url: "https://github.com/apple/swift-protobuf", from: "1.39.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
     ],
     targets: [
         // System libraries: a module map and a shim header each, nothing else.
@@ -42,6 +44,16 @@ let package = Package(
             ]
         ),
 
+        // The edge agent's services: sources, batcher, spool, publisher, status.
+        .target(
+            name: "BeaconAgent",
+            dependencies: [
+                "BeaconWire",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+            ]
+        ),
+
         .executableTarget(
             name: "beaconflow",
             dependencies: [
@@ -55,6 +67,7 @@ let package = Package(
             dependencies: ["BeaconWire"],
             resources: [.copy("Fixtures")]
         ),
+        .testTarget(name: "BeaconAgentTests", dependencies: ["BeaconAgent"]),
     ],
     swiftLanguageModes: [.v6]
 )

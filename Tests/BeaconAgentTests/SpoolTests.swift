@@ -1,0 +1,144 @@
+import Foundation
+import Logging
+import Testing
+@testable import BeaconAgent
+
+/// A fresh directory under the system's temporary directory, removed by `remove()`.
+struct TemporaryDirectory {
+    let path: String
+
+    init() {
+        path = FileManager.default.temporaryDirectory.appendingPathComponent("beaconflow-\(UUID().uuidString)").path
+        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    }
+
+    func remove() { try? FileManager.default.removeItem(atPath: path) }
+}
+
+func payload(_ sequence: UInt64, size: Int = 100) -> [UInt8] {
+    (0..<size).map { UInt8(truncatingIfNeeded: Int(sequence) &* 31 &+ $0) }
+}
+
+@Suite struct SpoolTests {
+    let logger = Logger(label: "test")
+
+    func open(_ directory: String, _ change: (inout Spool.Configuration) -> Void = { _ in }) throws -> Spool {
+        var configuration = Spool.Configuration(directory: directory)
+        change(&configuration)
+        return try Spool(configuration, logger: logger)
+    }
+
+    @Test func crc32cCheckValue() {
+        #expect(CRC32C.checksum(Array("123456789".utf8)) == 0xE306_9283)
+    }
+
+    @Test func batchesSurviveReopeningAndAcknowledgementsDeleteThem() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        do {
+            let spool = try open(directory.path) { $0.segmentBytes = 1000 }
+            for sequence in UInt64(1)...20 { try spool.append(sequence: sequence, payload: payload(sequence)) }
+            #expect(spool.pendingCount == 20)
+            try spool.acknowledge(through: 12)
+        }
+        let spool = try open(directory.path) { $0.segmentBytes = 1000 }
+        #expect(spool.acknowledgedThrough == 12)
+        #expect(spool.nextSequence == 21)
+        #expect(spool.firstUnacknowledgedSequence == 13)
+        let pending = try spool.pending(after: 0, limit: 100)
+        #expect(pending.map(\.sequence) == Array(13...20))
+        #expect(pending.allSatisfy { $0.payload == payload($0.sequence) })
+        #expect(try spool.pending(after: 15, limit: 2).map(\.sequence) == [16, 17])
+        // Segments wholly acknowledged are gone: 8 records of 116 bytes per 1000-byte segment.
+        let files = try FileManager.default.contentsOfDirectory(atPath: directory.path).filter { $0.hasSuffix(".seg") }
+        #expect(files.sorted() == ["00000000000000000009.seg", "00000000000000000017.seg"])
+
+        try spool.acknowledge(through: 20)
+        #expect(spool.pendingCount == 0)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).filter { $0.hasSuffix(".seg") }.isEmpty)
+        // The sequence carries on after everything was acknowledged and deleted.
+        let reopened = try open(directory.path)
+        #expect(reopened.nextSequence == 21)
+        #expect(reopened.firstUnacknowledgedSequence == 21)
+    }
+
+    @Test func aTornLastRecordIsCutOffAtEveryLength() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let spool = try open(directory.path)
+        for sequence in UInt64(1)...3 { try spool.append(sequence: sequence, payload: payload(sequence, size: 40)) }
+        let segment = directory.path + "/00000000000000000001.seg"
+        let complete = try Data(contentsOf: URL(fileURLWithPath: segment))
+        let recordBytes = 16 + 40
+        let twoRecords = complete.count - recordBytes
+        for cut in twoRecords..<complete.count {
+            try complete.prefix(cut).write(to: URL(fileURLWithPath: segment))
+            let recovered = try open(directory.path)
+            #expect(recovered.pendingCount == 2, "cut at \(cut)")
+            #expect(recovered.nextSequence == 3)
+            #expect(recovered.corruptRecords == 0)
+            // Appending after recovery continues cleanly.
+            try recovered.append(sequence: 3, payload: payload(3, size: 40))
+            #expect(try open(directory.path).pending(after: 0, limit: 10).map(\.sequence) == [1, 2, 3])
+        }
+    }
+
+    @Test func damageInAnOlderSegmentKeepsEverythingElse() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let spool = try open(directory.path) { $0.segmentBytes = 300 }
+        for sequence in UInt64(1)...12 { try spool.append(sequence: sequence, payload: payload(sequence, size: 40)) }
+        // Segment 1 holds 1-5 (8 + 5 × 56 = 288 bytes); flip a payload byte of record 4.
+        let path = directory.path + "/00000000000000000001.seg"
+        var bytes = try Data(contentsOf: URL(fileURLWithPath: path))
+        bytes[8 + 3 * 56 + 20] ^= 0xFF
+        try bytes.write(to: URL(fileURLWithPath: path))
+        let recovered = try open(directory.path) { $0.segmentBytes = 300 }
+        #expect(recovered.corruptRecords == 1)
+        #expect(try recovered.pending(after: 0, limit: 20).map(\.sequence) == [1, 2, 3] + Array(6...12))
+        #expect(recovered.nextSequence == 13)
+    }
+
+    @Test func aFullSpoolDropsItsOldestSegmentsAndCountsThem() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let spool = try open(directory.path) {
+            $0.segmentBytes = 300
+            $0.maximumBytes = 1000
+        }
+        for sequence in UInt64(1)...30 { try spool.append(sequence: sequence, payload: payload(sequence, size: 40)) }
+        #expect(spool.byteCount <= 1000)
+        #expect(spool.droppedBatches > 0)
+        let pending = try spool.pending(after: 0, limit: 100).map(\.sequence)
+        #expect(pending.count + spool.droppedBatches == 30)
+        #expect(pending == Array((31 - UInt64(pending.count))...30))
+        #expect(spool.firstUnacknowledgedSequence == pending.first)
+        #expect(throws: SpoolError.self) { try spool.append(sequence: 31, payload: payload(31, size: 2000)) }
+    }
+
+    @Test func anAcknowledgementFromBeforeThisSpoolMovesTheSequenceOn() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let spool = try open(directory.path)
+        try spool.acknowledge(through: 5000)
+        #expect(spool.nextSequence == 5001)
+        #expect(throws: SpoolError.self) { try spool.append(sequence: 1, payload: [1]) }
+        try spool.append(sequence: 5001, payload: [1])
+        #expect(try spool.pending(after: 0, limit: 5).map(\.sequence) == [5001])
+    }
+
+    @Test func anUnwritableDirectoryIsAClearError() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let file = directory.path + "/file"
+        #expect(FileManager.default.createFile(atPath: file, contents: Data([1])))
+        do {
+            _ = try open(file + "/spool")
+            Issue.record("a spool under a regular file opened")
+        } catch let error as SpoolError {
+            #expect(error.code == .io)
+            #expect(error.errno == ENOTDIR)
+            #expect(error.description.contains("/file/spool"))
+        }
+    }
+}
