@@ -3,7 +3,7 @@ import PackageDescription
 
 let package = Package(
     name: "beaconflow",
-    platforms: [.macOS(.v14)],
+    platforms: [.macOS(.v15)],
     products: [
         .executable(name: "beaconflow", targets: ["beaconflow"]),
         .library(name: "BeaconWire", targets: ["BeaconWire"]),
@@ -44,6 +44,12 @@ let package = Package(
             ]
         ),
 
+        // The one Swift wrapper of libmosquitto.
+        .target(
+            name: "Mosquitto",
+            dependencies: ["CMosquitto", .product(name: "Logging", package: "swift-log")]
+        ),
+
         // The edge agent's services: sources, batcher, spool, publisher, status.
         .target(
             name: "BeaconAgent",
@@ -67,7 +73,10 @@ let package = Package(
             dependencies: ["BeaconWire"],
             resources: [.copy("Fixtures")]
         ),
-        .testTarget(name: "BeaconAgentTests", dependencies: ["BeaconAgent"]),
+        .testTarget(name: "BeaconAgentTests", dependencies: ["BeaconAgent", "TestServers"]),
+        .testTarget(name: "MosquittoTests", dependencies: ["Mosquitto", "TestServers"]),
+        // Starts the real servers (mosquitto, PostgreSQL) on loopback for tests.
+        .target(name: "TestServers", path: "Tests/TestServers"),
     ],
     swiftLanguageModes: [.v6]
 )

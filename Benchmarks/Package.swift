@@ -4,7 +4,7 @@ import PackageDescription
 
 let package = Package(
     name: "beaconflow-benchmarks",
-    platforms: [.macOS(.v14)],
+    platforms: [.macOS(.v15)],
     dependencies: [
         .package(name: "beaconflow", path: ".."),
         .package(url: "https://github.com/ordo-one/benchmark", from: "1.38.1", traits: ["MallocInterposer"]),

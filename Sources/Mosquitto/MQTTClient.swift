@@ -1,0 +1,305 @@
+import CMosquitto
+import Foundation
+import Logging
+import Synchronization
+
+/// A libmosquitto failure: the operation, libmosquitto's error number and its text. Never holds a password.
+public struct MQTTError: Error, Hashable, Sendable, CustomStringConvertible {
+    public var operation: String
+    /// A `MOSQ_ERR_*` value (or an MQTT v5 reason code for `operation == "connack"`).
+    public var code: Int32
+    public var message: String
+
+    init(_ operation: String, code: Int32) {
+        self.operation = operation
+        self.code = code
+        message = String(cString: mosquitto_strerror(code))
+    }
+
+    init(_ operation: String, message: String) {
+        self.operation = operation
+        self.code = -1
+        self.message = message
+    }
+
+    public var description: String { "MQTT \(operation) failed: \(message) (\(code))" }
+}
+
+/// What the client reports, in order, on `MQTTClient.events`.
+public enum MQTTEvent: Sendable, Equatable {
+    case connected(sessionPresent: Bool)
+    /// A connection attempt failed or an established connection ended; the client retries after a backoff.
+    case disconnected(reason: String)
+    /// The broker acknowledged a QoS 1 publish (`reasonCode` ≥ 0x80 means refused, e.g. 135 not authorised).
+    case published(messageID: Int32, reasonCode: Int32)
+    case message(topic: String, payload: [UInt8], retained: Bool)
+}
+
+/// One MQTT v5 connection through libmosquitto, with its own network thread.
+///
+/// The thread connects (with the session-expiry property on every CONNECT, which libmosquitto's own reconnect
+/// would leave out), runs `mosquitto_loop`, and reconnects with exponential backoff. Subscriptions are renewed on
+/// every connect. Events go to `events` in the order libmosquitto reports them. Publishing is safe from any thread.
+public final class MQTTClient: Sendable {
+    public struct TLS: Sendable {
+        /// PEM CA bundle; nil uses the system's CA directory.
+        public var caFile: String?
+        public var certificateFile: String?
+        public var keyFile: String?
+
+        public init(caFile: String? = nil, certificateFile: String? = nil, keyFile: String? = nil) {
+            self.caFile = caFile
+            self.certificateFile = certificateFile
+            self.keyFile = keyFile
+        }
+    }
+
+    public struct Will: Sendable {
+        public var topic: String
+        public var payload: [UInt8]
+        public var retain: Bool
+
+        public init(topic: String, payload: [UInt8], retain: Bool) {
+            self.topic = topic
+            self.payload = payload
+            self.retain = retain
+        }
+    }
+
+    public struct Configuration: Sendable {
+        public var host: String
+        public var port: Int
+        public var clientID: String
+        public var username: String?
+        public var password: String?
+        public var tls: TLS?
+        public var keepAliveSeconds: Int32 = 30
+        /// How long the broker keeps the session (subscriptions, queued QoS 1 messages) after a disconnect.
+        public var sessionExpirySeconds: UInt32 = 3600
+        public var will: Will?
+        public var reconnectDelayMinimum: Duration = .milliseconds(500)
+        public var reconnectDelayMaximum: Duration = .seconds(30)
+
+        public init(host: String, port: Int, clientID: String) {
+            self.host = host
+            self.port = port
+            self.clientID = clientID
+        }
+    }
+
+    private struct State: ~Copyable {
+        var running = true
+        var connected = false
+        var subscriptions: [(topic: String, qos: Int32)] = []
+    }
+
+    /// What the C callbacks reach through `userdata`.
+    private final class Context: Sendable {
+        let continuation: AsyncStream<MQTTEvent>.Continuation
+        let state: Mutex<State>
+        let logger: Logger
+
+        init(continuation: AsyncStream<MQTTEvent>.Continuation, logger: Logger) {
+            self.continuation = continuation
+            self.state = Mutex(State())
+            self.logger = logger
+        }
+    }
+
+    /// libmosquitto's handle. Its API is thread-safe once `mosquitto_threaded_set` is on.
+    private struct Handle: @unchecked Sendable {
+        let pointer: OpaquePointer
+    }
+
+    public let configuration: Configuration
+    public let events: AsyncStream<MQTTEvent>
+    private let handle: Handle
+    private let context: Context
+    private let stopped = Mutex<Bool>(false)
+    private let threadDone = DispatchSemaphore(value: 0)
+
+    private static let libraryInitialised: Void = { mosquitto_lib_init() }()
+
+    public init(_ configuration: Configuration, logger: Logger) throws(MQTTError) {
+        _ = Self.libraryInitialised
+        self.configuration = configuration
+        let (stream, continuation) = AsyncStream.makeStream(of: MQTTEvent.self, bufferingPolicy: .unbounded)
+        events = stream
+        context = Context(continuation: continuation, logger: logger)
+        guard let pointer = mosquitto_new(configuration.clientID, false, Unmanaged.passUnretained(context).toOpaque())
+        else {
+            throw MQTTError("create", message: "mosquitto_new returned nothing (out of memory or bad client id)")
+        }
+        handle = Handle(pointer: pointer)
+        do {
+            try check("protocol", mosquitto_int_option(pointer, MOSQ_OPT_PROTOCOL_VERSION, MQTT_PROTOCOL_V5))
+            try check("tcp_nodelay", mosquitto_int_option(pointer, MOSQ_OPT_TCP_NODELAY, 1))
+            try check("threaded", mosquitto_threaded_set(pointer, true))
+            if configuration.username != nil || configuration.password != nil {
+                try check("credentials", mosquitto_username_pw_set(pointer, configuration.username, configuration.password))
+            }
+            if let tls = configuration.tls {
+                try check(
+                    "tls",
+                    mosquitto_tls_set(
+                        pointer, tls.caFile, tls.caFile == nil ? "/etc/ssl/certs" : nil, tls.certificateFile,
+                        tls.keyFile, nil))
+            }
+            if let will = configuration.will {
+                try check(
+                    "will",
+                    will.payload.withUnsafeBytes { raw in
+                        mosquitto_will_set_v5(
+                            pointer, will.topic, Int32(raw.count), raw.baseAddress, 1, will.retain, nil)
+                    })
+            }
+        } catch {
+            mosquitto_destroy(pointer)
+            throw error
+        }
+        installCallbacks(pointer)
+    }
+
+    deinit {
+        stop()
+        mosquitto_destroy(handle.pointer)
+    }
+
+    /// Starts the network thread: connect, loop, reconnect until `stop()`.
+    public func start() {
+        startedThread.withLock { $0 = true }
+        let thread = Thread { [self] in
+            runNetworkLoop()
+            threadDone.signal()
+        }
+        thread.name = "mqtt-\(configuration.clientID)"
+        thread.start()
+    }
+
+    /// Disconnects cleanly (no will) and waits for the network thread to end.
+    public func stop() {
+        let wasStopped = stopped.withLock { stopped in
+            defer { stopped = true }
+            return stopped
+        }
+        guard !wasStopped else { return }
+        let wasRunning = context.state.withLock { state in
+            defer { state.running = false }
+            return state.running
+        }
+        mosquitto_disconnect_v5(handle.pointer, 0, nil)
+        if wasRunning, startedThread.withLock({ $0 }) { threadDone.wait() }
+        context.continuation.finish()
+    }
+
+    private let startedThread = Mutex<Bool>(false)
+
+    /// Publishes; returns the message id that `MQTTEvent.published` will carry. libmosquitto queues the message
+    /// while disconnected (without bound: callers keep their own window).
+    @discardableResult
+    public func publish(topic: String, payload: [UInt8], qos: Int32 = 1, retain: Bool = false) throws(MQTTError) -> Int32 {
+        var messageID: Int32 = 0
+        let rc = payload.withUnsafeBytes { raw in
+            mosquitto_publish_v5(handle.pointer, &messageID, topic, Int32(raw.count), raw.baseAddress, qos, retain, nil)
+        }
+        try check("publish", rc)
+        return messageID
+    }
+
+    /// Subscribes now (when connected) and again after every reconnect.
+    public func subscribe(topic: String, qos: Int32 = 1) throws(MQTTError) {
+        let connected = context.state.withLock { state in
+            state.subscriptions.append((topic, qos))
+            return state.connected
+        }
+        if connected { try check("subscribe", mosquitto_subscribe_v5(handle.pointer, nil, topic, qos, 0, nil)) }
+    }
+
+    public var isConnected: Bool { context.state.withLock { $0.connected } }
+
+    // MARK: Network thread
+
+    private func runNetworkLoop() {
+        var delay = configuration.reconnectDelayMinimum
+        var properties: OpaquePointer? = nil
+        mosquitto_property_add_int32(&properties, Int32(MQTT_PROP_SESSION_EXPIRY_INTERVAL.rawValue), configuration.sessionExpirySeconds)
+        defer { mosquitto_property_free_all(&properties) }
+        while context.state.withLock({ $0.running }) {
+            let rc = mosquitto_connect_bind_v5(
+                handle.pointer, configuration.host, Int32(configuration.port), configuration.keepAliveSeconds, nil,
+                properties)
+            if rc == MOSQ_ERR_SUCCESS.rawValue {
+                var loopRC = MOSQ_ERR_SUCCESS.rawValue
+                while context.state.withLock({ $0.running }), loopRC == MOSQ_ERR_SUCCESS.rawValue {
+                    loopRC = mosquitto_loop(handle.pointer, 100, 1)
+                }
+                if context.state.withLock({ $0.connected }) {
+                    delay = configuration.reconnectDelayMinimum
+                }
+                context.state.withLock { $0.connected = false }
+                if !context.state.withLock({ $0.running }) { break }
+                context.continuation.yield(.disconnected(reason: MQTTError("loop", code: loopRC).message))
+            } else {
+                let error = rc == MOSQ_ERR_ERRNO.rawValue
+                    ? MQTTError("connect", message: String(cString: strerror(errno)))
+                    : MQTTError("connect", code: rc)
+                context.logger.warning(
+                    "MQTT connect failed; retrying",
+                    metadata: [
+                        "host": "\(configuration.host)", "port": "\(configuration.port)", "error": "\(error.message)",
+                        "retry_in": "\(delay)",
+                    ])
+                context.continuation.yield(.disconnected(reason: error.message))
+            }
+            sleep(delay)
+            delay = min(delay * 2, configuration.reconnectDelayMaximum)
+        }
+    }
+
+    /// Sleeps in short steps so that `stop()` is not held up by a long backoff.
+    private func sleep(_ duration: Duration) {
+        let deadline = ContinuousClock.now + duration
+        while context.state.withLock({ $0.running }), ContinuousClock.now < deadline {
+            usleep(20_000)
+        }
+    }
+
+    private func installCallbacks(_ pointer: OpaquePointer) {
+        mosquitto_connect_v5_callback_set(pointer) { mosq, userdata, rc, flags, _ in
+            let context = Unmanaged<Context>.fromOpaque(userdata!).takeUnretainedValue()
+            guard rc == 0 else {
+                context.logger.error(
+                    "MQTT broker refused the connection",
+                    metadata: ["reason": "\(String(cString: mosquitto_reason_string(rc)))", "reason_code": "\(rc)"])
+                context.continuation.yield(.disconnected(reason: String(cString: mosquitto_reason_string(rc))))
+                return
+            }
+            let subscriptions = context.state.withLock { state in
+                state.connected = true
+                return state.subscriptions
+            }
+            for subscription in subscriptions {
+                mosquitto_subscribe_v5(mosq, nil, subscription.topic, subscription.qos, 0, nil)
+            }
+            context.continuation.yield(.connected(sessionPresent: flags & 1 == 1))
+        }
+        mosquitto_publish_v5_callback_set(pointer) { _, userdata, messageID, reasonCode, _ in
+            let context = Unmanaged<Context>.fromOpaque(userdata!).takeUnretainedValue()
+            context.continuation.yield(.published(messageID: messageID, reasonCode: reasonCode))
+        }
+        mosquitto_message_v5_callback_set(pointer) { _, userdata, message, _ in
+            let context = Unmanaged<Context>.fromOpaque(userdata!).takeUnretainedValue()
+            guard let message = message?.pointee, let topic = message.topic else { return }
+            // libmosquitto frees both after the callback returns: copy them now.
+            let payload =
+                message.payloadlen > 0 && message.payload != nil
+                ? Array(UnsafeRawBufferPointer(start: message.payload, count: Int(message.payloadlen))) : []
+            context.continuation.yield(.message(topic: String(cString: topic), payload: payload, retained: message.retain))
+        }
+    }
+
+}
+
+private func check(_ operation: String, _ rc: Int32) throws(MQTTError) {
+    guard rc == MOSQ_ERR_SUCCESS.rawValue else { throw MQTTError(operation, code: rc) }
+}

@@ -1,0 +1,150 @@
+import Foundation
+import Logging
+import Mosquitto
+import TestServers
+import Testing
+
+@Suite(.enabled(if: MosquittoServer.executable != nil, "mosquitto is not installed"), .timeLimit(.minutes(1)))
+struct MQTTClientTests {
+    let logger = Logger(label: "test")
+
+    func client(_ broker: MosquittoServer, id: String, _ change: (inout MQTTClient.Configuration) -> Void = { _ in })
+        throws -> (MQTTClient, Collector<MQTTEvent>)
+    {
+        var configuration = MQTTClient.Configuration(host: "127.0.0.1", port: broker.port, clientID: id)
+        configuration.reconnectDelayMinimum = .milliseconds(50)
+        configuration.reconnectDelayMaximum = .milliseconds(200)
+        change(&configuration)
+        let client = try MQTTClient(configuration, logger: logger)
+        return (client, Collector(client.events))
+    }
+
+    @Test func publishSubscribeAndRetainedMessages() async throws {
+        let broker = try MosquittoServer()
+        let (publisher, published) = try client(broker, id: "pub")
+        let (subscriber, received) = try client(broker, id: "sub")
+        defer {
+            publisher.stop()
+            subscriber.stop()
+        }
+        publisher.start()
+        try await published.first { $0 == .connected(sessionPresent: false) }
+        let retainedID = try publisher.publish(topic: "t/ack", payload: Array("41".utf8), retain: true)
+        try await published.first { isAcknowledged($0, retainedID) }
+
+        try subscriber.subscribe(topic: "t/#")
+        subscriber.start()
+        try await received.first { $0 == .message(topic: "t/ack", payload: Array("41".utf8), retained: true) }
+        let payload = (0..<5000).map { UInt8(truncatingIfNeeded: $0) }
+        let id = try publisher.publish(topic: "t/batch", payload: payload)
+        try await published.first { isAcknowledged($0, id) }
+        try await received.first { $0 == .message(topic: "t/batch", payload: payload, retained: false) }
+    }
+
+    @Test func reconnectsAndResubscribesAfterABrokerRestart() async throws {
+        let broker = try MosquittoServer()
+        let (subscriber, received) = try client(broker, id: "sub-restart")
+        let (publisher, published) = try client(broker, id: "pub-restart")
+        defer {
+            publisher.stop()
+            subscriber.stop()
+        }
+        try subscriber.subscribe(topic: "r/#")
+        subscriber.start()
+        publisher.start()
+        try await received.first { if case .connected = $0 { true } else { false } }
+        try await published.first { if case .connected = $0 { true } else { false } }
+
+        broker.stop()
+        try await received.first { if case .disconnected = $0 { true } else { false } }
+        received.reset()
+        published.reset()
+        try broker.start()
+        // The broker kept the session (session expiry is set on every CONNECT, persistence is on).
+        try await received.first { $0 == .connected(sessionPresent: true) }
+        try await published.first { if case .connected = $0 { true } else { false } }
+        let id = try publisher.publish(topic: "r/x", payload: [1, 2, 3])
+        try await published.first { isAcknowledged($0, id) }
+        try await received.first { $0 == .message(topic: "r/x", payload: [1, 2, 3], retained: false) }
+    }
+
+    @Test func anUnreachableBrokerIsReportedAndRetried() async throws {
+        let port = try freeLoopbackPort()
+        var configuration = MQTTClient.Configuration(host: "127.0.0.1", port: port, clientID: "nobody")
+        configuration.reconnectDelayMinimum = .milliseconds(20)
+        configuration.reconnectDelayMaximum = .milliseconds(40)
+        let client = try MQTTClient(configuration, logger: logger)
+        let events = Collector(client.events)
+        client.start()
+        defer { client.stop() }
+        try await events.first { $0 == .disconnected(reason: "Connection refused") }
+        // It keeps trying: a broker that appears later is connected to.
+        let broker = try MosquittoServer(port: port)
+        try await events.first { if case .connected = $0 { true } else { false } }
+        broker.stop()
+    }
+
+    @Test(.enabled(if: findExecutable("openssl") != nil, "openssl is not installed"))
+    func tlsWithATestCertificateAuthority() async throws {
+        let openssl = try #require(findExecutable("openssl"))
+        let pki = try makeTemporaryDirectory(prefix: "pki")
+        defer { try? FileManager.default.removeItem(atPath: pki) }
+        try makeTestPKI(openssl: openssl, in: pki)
+        let port = try freeLoopbackPort()
+        let broker = try MosquittoServer(
+            configuration: """
+                listener \(port) 127.0.0.1
+                allow_anonymous true
+                cafile \(pki)/ca.pem
+                certfile \(pki)/server.pem
+                keyfile \(pki)/server.key
+                """, port: port)
+        let (trusted, trustedEvents) = try client(broker, id: "tls-ok") {
+            $0.tls = MQTTClient.TLS(caFile: pki + "/ca.pem")
+        }
+        trusted.start()
+        defer { trusted.stop() }
+        try await trustedEvents.first { if case .connected = $0 { true } else { false } }
+        let id = try trusted.publish(topic: "tls/x", payload: [7])
+        try await trustedEvents.first { isAcknowledged($0, id) }
+
+        // Without our CA (system CAs only), the broker's certificate is not trusted.
+        let (untrusted, untrustedEvents) = try client(broker, id: "tls-bad") { $0.tls = MQTTClient.TLS() }
+        untrusted.start()
+        defer { untrusted.stop() }
+        try await untrustedEvents.first { if case .disconnected = $0 { true } else { false } }
+        #expect(!untrustedEvents.all.contains { if case .connected = $0 { true } else { false } })
+    }
+}
+
+/// A PUBACK for `messageID` that is not a refusal (16, "no matching subscribers", is a success).
+func isAcknowledged(_ event: MQTTEvent, _ messageID: Int32) -> Bool {
+    if case .published(messageID, let reasonCode) = event { return reasonCode < 0x80 }
+    return false
+}
+
+/// A CA and a server certificate for 127.0.0.1, made with openssl; readable by the broker's user.
+func makeTestPKI(openssl: String, in directory: String) throws {
+    func run(_ arguments: [String]) throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: openssl)
+        process.arguments = arguments
+        process.currentDirectoryURL = URL(fileURLWithPath: directory)
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else { throw TestServerError("openssl \(arguments.first ?? "") failed") }
+    }
+    try run(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "2",
+             "-subj", "/CN=beaconflow test CA"])
+    try run(["req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out", "server.csr",
+             "-subj", "/CN=127.0.0.1"])
+    try "subjectAltName=IP:127.0.0.1,DNS:localhost\n".write(
+        toFile: directory + "/san.ext", atomically: true, encoding: .utf8)
+    try run(["x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+             "-out", "server.pem", "-days", "2", "-extfile", "san.ext"])
+    for file in try FileManager.default.contentsOfDirectory(atPath: directory) {
+        try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: directory + "/" + file)
+    }
+}

@@ -1,0 +1,67 @@
+import Foundation
+
+/// A child process started with posix_spawn, with default signal handling and an empty signal mask (a test
+/// runner's threads block signals, and a child inherits that mask: a server started with Foundation's `Process`
+/// from such a thread ignores SIGTERM).
+public final class ChildProcess: @unchecked Sendable {
+    public let pid: pid_t
+    private var exitStatus: Int32?
+
+    public init(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws {
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var noSignals = sigset_t()
+        sigemptyset(&noSignals)
+        var allSignals = sigset_t()
+        sigfillset(&allSignals)
+        posix_spawnattr_setsigmask(&attributes, &noSignals)
+        posix_spawnattr_setsigdefault(&attributes, &allSignals)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+
+        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        let environmentStrings = (environment ?? ProcessInfo.processInfo.environment).map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer { environmentStrings.forEach { free($0) } }
+        var pid: pid_t = 0
+        let rc = posix_spawn(&pid, executable, &actions, &attributes, argv, environmentStrings)
+        guard rc == 0 else { throw TestServerError("posix_spawn \(executable): errno \(rc)") }
+        self.pid = pid
+    }
+
+    deinit { terminate() }
+
+    public var isRunning: Bool {
+        guard exitStatus == nil else { return false }
+        var status: Int32 = 0
+        if waitpid(pid, &status, WNOHANG) == pid {
+            exitStatus = status
+            return false
+        }
+        return true
+    }
+
+    /// Sends `signal` and waits for the process to end (SIGKILL after 10 s).
+    public func terminate(_ signal: Int32 = SIGTERM) {
+        guard exitStatus == nil else { return }
+        kill(pid, signal)
+        let deadline = ContinuousClock.now + .seconds(10)
+        while isRunning {
+            if ContinuousClock.now > deadline { kill(pid, SIGKILL) }
+            usleep(5_000)
+        }
+    }
+
+    /// Waits for the process to exit by itself; returns its wait status.
+    public func wait() -> Int32 {
+        while isRunning { usleep(5_000) }
+        return exitStatus ?? 0
+    }
+}
