@@ -14,6 +14,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-protobuf", from: "1.39.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
     ],
     targets: [
         // System libraries: a module map and a shim header each, nothing else.
@@ -55,6 +56,8 @@ let package = Package(
             name: "BeaconAgent",
             dependencies: [
                 "BeaconWire",
+                "Mosquitto",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
             ]
@@ -64,6 +67,10 @@ let package = Package(
             name: "beaconflow",
             dependencies: [
                 "BeaconWire",
+                "BeaconAgent",
+                "Mosquitto",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),

@@ -82,6 +82,8 @@ public struct BatchBuilder: Sendable {
 
     private var sightings: [Sighting] = []
     private var openedAtNanoseconds: UInt64?
+    private var earliest: Int64 = 0
+    private var latest: Int64 = 0
     private var lastEmitted: [DataKey: (content: DataFrameContent, timeMicros: Int64)] = [:]
 
     public init(siteID: String, agentID: String, bootID: UInt64, configuration: Configuration = Configuration()) {
@@ -94,21 +96,39 @@ public struct BatchBuilder: Sendable {
 
     public var count: Int { sightings.count }
 
-    /// Adds a sighting; returns true when the batch is now full and should be sealed.
+    /// Whether `sighting` can join the open batch: a batch spans at most `BatchReader.maximumSpanMicros` of
+    /// capture time (a clock jump, or a capture with a gap of days, starts a new batch).
+    public func fits(_ sighting: Sighting) -> Bool {
+        guard !sightings.isEmpty else { return true }
+        let low = min(earliest, sighting.timeMicros)
+        let high = max(latest, sighting.timeMicros)
+        let (span, overflow) = high.subtractingReportingOverflow(low)
+        return !overflow && UInt64(span) <= BatchReader.maximumSpanMicros
+    }
+
+    /// Adds a sighting; returns true when the batch is now full and should be sealed. Seal first when
+    /// `fits(sighting)` is false.
     public mutating func add(_ sighting: Sighting, nowNanoseconds: UInt64) -> Bool {
         var sighting = sighting
         if let content = sighting.data {
             let key = DataKey(beaconID: sighting.beacon.beaconID, stream: content.stream)
-            if let last = lastEmitted[key], last.content == content,
-                sighting.timeMicros - last.timeMicros < configuration.dataRefreshMicroseconds,
-                sighting.timeMicros >= last.timeMicros
+            if let last = lastEmitted[key], last.content == content, sighting.timeMicros >= last.timeMicros,
+                sighting.timeMicros.subtractingReportingOverflow(last.timeMicros).partialValue
+                    < configuration.dataRefreshMicroseconds,
+                !sighting.timeMicros.subtractingReportingOverflow(last.timeMicros).overflow
             {
                 sighting.data = nil
             } else {
                 lastEmitted[key] = (content, sighting.timeMicros)
             }
         }
-        if sightings.isEmpty { openedAtNanoseconds = nowNanoseconds }
+        if sightings.isEmpty {
+            openedAtNanoseconds = nowNanoseconds
+            earliest = sighting.timeMicros
+            latest = sighting.timeMicros
+        }
+        earliest = min(earliest, sighting.timeMicros)
+        latest = max(latest, sighting.timeMicros)
         sightings.append(sighting)
         return sightings.count >= configuration.maximumSightings
     }
@@ -168,7 +188,8 @@ public struct BatchBuilder: Sendable {
                 batch.beacons.append(beacon)
             }
             batch.sightingBeacon.append(beaconIndex)
-            batch.sightingTimeDeltaUs.append(UInt64(sighting.timeMicros - previousTime))
+            // Sorted, so the difference is not negative (and `fits` kept it within a day).
+            batch.sightingTimeDeltaUs.append(UInt64(bitPattern: sighting.timeMicros &- previousTime))
             batch.sightingRssi.append(UInt32(Int32(sighting.rssi) + BatchReader.rssiBias))
             previousTime = sighting.timeMicros
             if let content = sighting.data {

@@ -57,7 +57,7 @@ public enum BatchReader {
     /// The largest batch accepted; the agent's default batches are far smaller (1000 sightings ≈ 5 kB).
     public static let maximumBytes = 1 << 20
     /// The widest span of capture time one batch may cover (a day), against corrupt deltas.
-    static let maximumSpanMicros: UInt64 = 86_400_000_000
+    public static let maximumSpanMicros: UInt64 = 86_400_000_000
 
     public static func decode(_ bytes: [UInt8]) throws(BatchError) -> DecodedBatch {
         guard bytes.count <= maximumBytes else {
@@ -128,7 +128,9 @@ public enum BatchReader {
             guard delta <= maximumSpanMicros, span <= maximumSpanMicros else {
                 throw BatchError(.invalidField, "sighting \(index) time runs more than a day past base_time_us")
             }
-            time += Int64(delta)
+            let (next, overflow) = time.addingReportingOverflow(Int64(delta))
+            guard !overflow else { throw BatchError(.invalidField, "sighting \(index) time overflows") }
+            time = next
             let biased = wire.sightingRssi[index]
             guard biased <= 255, let rssi = Int8(exactly: Int32(biased) - rssiBias) else {
                 throw BatchError(.invalidField, "sighting \(index) rssi \(biased) is outside 0-255 (RSSI + 128)")

@@ -18,7 +18,7 @@ public struct IBeacon: Hashable, Sendable {
     }
 
     /// Decodes the bytes after the company id; nil when they are not an iBeacon (other Apple formats).
-    static func decode(_ data: ArraySlice<UInt8>, base: Int) throws(DecodeError) -> IBeacon? {
+    public static func decode(_ data: ArraySlice<UInt8>, base: Int = 0) throws(DecodeError) -> IBeacon? {
         guard data.count >= 2, data[data.startIndex] == 0x02, data[data.startIndex + 1] == 0x15 else { return nil }
         try requireLength(data.count, [23], "iBeacon", at: base)
         var reader = ByteReader(data, base: base)
@@ -68,7 +68,7 @@ public struct AltBeacon: Hashable, Sendable {
         self.manufacturerReserved = manufacturerReserved
     }
 
-    static func decode(companyID: UInt16, _ data: ArraySlice<UInt8>, base: Int) throws(DecodeError) -> AltBeacon? {
+    public static func decode(companyID: UInt16, _ data: ArraySlice<UInt8>, base: Int = 0) throws(DecodeError) -> AltBeacon? {
         guard data.count >= 2, data[data.startIndex] == 0xBE, data[data.startIndex + 1] == 0xAC else { return nil }
         try requireLength(data.count, [24], "AltBeacon", at: base)
         var reader = ByteReader(data, base: base)

@@ -4,7 +4,7 @@ public struct GATTServiceValue: Hashable, Sendable {
     public var serviceUUID: UInt16
     public var value: CharacteristicValue
 
-    static let characteristicOfService: [UInt16: UInt16] = [
+    public static let characteristicOfService: [UInt16: UInt16] = [
         0x180F: GATTCharacteristic.batteryLevel,
         0x1809: GATTCharacteristic.temperatureMeasurement,
     ]

@@ -1,7 +1,7 @@
 import ArgumentParser
 
 @main
-struct Beaconflow: ParsableCommand {
+struct Beaconflow: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "beaconflow",
         abstract: "BLE beacon analytics: edge agents, ingest, and decoding tools.",
@@ -9,8 +9,9 @@ struct Beaconflow: ParsableCommand {
             Examples:
               beaconflow decode --hex 0201061aff4c000215e2c56db5dffb48d2b060d0f5a71096e000010002c5
               beaconflow decode --btsnoop capture.log
+              beaconflow agent --site hq --agent hq-a1 --source btsnoop:capture.log --broker mqtt://127.0.0.1:1883
             """,
         version: "0.1.0",
-        subcommands: [DecodeCommand.self]
+        subcommands: [AgentCommand.self, DecodeCommand.self]
     )
 }

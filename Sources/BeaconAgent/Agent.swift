@@ -1,0 +1,137 @@
+import BeaconWire
+import Dispatch
+import Foundation
+import Logging
+import Mosquitto
+import Synchronization
+
+/// The edge agent: a source thread, an MQTT connection and the engine thread, until the source ends and every
+/// batch is acknowledged (a replay), or until `requestStop()` (a signal).
+public final class Agent: Sendable {
+    public enum Outcome: Sendable, Equatable {
+        /// The source ended and the ingest acknowledged every batch.
+        case finished
+        /// Stopped on request; unacknowledged batches stay in the spool for the next start.
+        case stopped(pendingBatches: Int)
+        /// The source ended but batches were still unacknowledged when the drain timeout passed.
+        case undelivered(pendingBatches: Int)
+        /// The source failed (e.g. a missing or malformed capture); what it delivered before was kept.
+        case sourceFailed(String)
+    }
+
+    public let configuration: AgentConfiguration
+    private let source: any AdvertSource
+    private let logger: Logger
+    private let stopRequested = Mutex(false)
+
+    public init(configuration: AgentConfiguration, source: any AdvertSource, logger: Logger) {
+        self.configuration = configuration
+        self.source = source
+        self.logger = logger
+    }
+
+    /// Asks the agent to stop intake, seal and flush the open batch, and return.
+    public func requestStop() {
+        stopRequested.withLock { $0 = true }
+    }
+
+    private var shouldStop: Bool { stopRequested.withLock { $0 } }
+
+    /// Runs the agent. Throws before anything starts when the spool cannot be opened or the MQTT client cannot
+    /// be set up.
+    public func run() async throws -> Outcome {
+        let spool = try Spool(configuration.spool, logger: logger)
+        let bootID = UInt64.random(in: 1...UInt64.max)
+        let topics = configuration.topics
+        var mqtt = MQTTClient.Configuration(
+            host: configuration.broker.host, port: configuration.broker.port,
+            clientID: "beaconflow-agent-\(configuration.siteID)-\(configuration.agentID)")
+        mqtt.username = configuration.broker.username
+        mqtt.password = configuration.broker.password
+        mqtt.tls = configuration.tls
+        mqtt.sessionExpirySeconds = configuration.sessionExpirySeconds
+        // The broker publishes this, retained, if the agent vanishes without a clean disconnect.
+        let will = JSONValue.object([
+            JSONField("online", .bool(false)),
+            JSONField("site_id", .string(configuration.siteID)),
+            JSONField("agent_id", .string(configuration.agentID)),
+            JSONField("boot_id", .string(hexString(bootID))),
+            JSONField("last_error", .string("connection lost")),
+        ])
+        mqtt.will = MQTTClient.Will(topic: topics.status, payload: Array(will.text.utf8), retain: true)
+        let client = try MQTTClient(mqtt, logger: logger)
+        let engine = AgentEngine(
+            configuration: configuration, spool: spool, client: client, bootID: bootID, logger: logger)
+        return try await run(engine: engine, client: client)
+    }
+
+    private func run(engine: AgentEngine, client: MQTTClient) async throws -> Outcome {
+        let topics = configuration.topics
+        let queue = InputQueue<AgentEngine.Input>(capacity: 64)
+        try client.subscribe(topic: topics.ack, qos: 1)
+        let forwarder = Task {
+            for await event in client.events { queue.pushUrgent(.mqtt(event)) }
+        }
+        client.start()
+        logger.info(
+            "Agent started",
+            metadata: [
+                "site": "\(configuration.siteID)", "agent": "\(configuration.agentID)", "source": "\(source.name)",
+                "broker": "\(configuration.broker.redacted)", "boot_id": "\(hexString(engine.bootID))",
+            ])
+
+        let source = self.source
+        Thread.detachNewThread { [self] in
+            var failure: String?
+            do {
+                try source.run(deliver: { queue.push(.reports($0)) }, shouldStop: { self.shouldStop })
+            } catch {
+                failure = "\(error)"
+            }
+            queue.pushUrgent(.sourceEnded(error: failure))
+        }
+
+        let outcome = await withCheckedContinuation { (continuation: CheckedContinuation<Outcome, Never>) in
+            Thread.detachNewThread { [self] in
+                let outcome = runEngine(engine, queue: queue)
+                // A clean disconnect suppresses the will: say offline ourselves.
+                engine.publishStatus(online: false)
+                continuation.resume(returning: outcome)
+            }
+        }
+        // Give libmosquitto's thread a moment to send the offline status before disconnecting.
+        try? await Task.sleep(for: .milliseconds(200))
+        client.stop()
+        forwarder.cancel()
+        queue.close()
+        return outcome
+    }
+
+    /// The engine thread: inputs and ticks until the source is drained or a stop is requested.
+    private func runEngine(_ engine: AgentEngine, queue: InputQueue<AgentEngine.Input>) -> Outcome {
+        var drainDeadline: UInt64?
+        while true {
+            let inputs = queue.popAll(timeout: 0.05)
+            let now = DispatchTime.now().uptimeNanoseconds
+            for input in inputs { engine.handle(input, now: now) }
+            engine.tick(now: now)
+            if shouldStop {
+                engine.shutDown()
+                logger.info("Agent stopped", metadata: ["pending_batches": "\(engine.pendingBatches)"])
+                return .stopped(pendingBatches: engine.pendingBatches)
+            }
+            guard engine.sourceEnded else { continue }
+            if engine.isDrained {
+                if let error = engine.sourceError { return .sourceFailed(error) }
+                logger.info("Source ended and every batch was acknowledged")
+                return .finished
+            }
+            let deadline = drainDeadline ?? now + UInt64(configuration.drainTimeout.nanoseconds)
+            drainDeadline = deadline
+            if now >= deadline {
+                if let error = engine.sourceError { return .sourceFailed(error) }
+                return .undelivered(pendingBatches: engine.pendingBatches)
+            }
+        }
+    }
+}

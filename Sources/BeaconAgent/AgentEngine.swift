@@ -1,0 +1,279 @@
+import BeaconWire
+import Foundation
+import Logging
+import Metrics
+import Mosquitto
+
+/// The agent's core, confined to one thread: sightings into batches, batches into the spool, spooled batches out
+/// through the delivery window, acknowledgements back into the spool, and the periodic status.
+///
+/// Unchecked `Sendable`: it is created on one thread and then used only by the engine thread it is handed to.
+final class AgentEngine: @unchecked Sendable {
+    enum Input {
+        case reports([TimedReport])
+        case mqtt(MQTTEvent)
+        case sourceEnded(error: String?)
+    }
+
+    struct Acknowledgement: Decodable {
+        var committed_through: UInt64
+    }
+
+    let configuration: AgentConfiguration
+    let topics: AgentTopics
+    let bootID: UInt64
+    private let spool: Spool
+    private let client: MQTTClient
+    private let logger: Logger
+    private var builder: BatchBuilder
+    private var extractor: SightingExtractor
+    private var window: DeliveryWindow
+    private let startedAt = ContinuousClock.now
+    private var lastStatus: ContinuousClock.Instant?
+    private var lastSync = ContinuousClock.now
+    private var lastError: String?
+    private(set) var sourceEnded = false
+    private(set) var sourceError: String?
+
+    private var advertsSinceStatus = 0
+    private var statusWindowStart = ContinuousClock.now
+    private var advertsPerSecond = 0.0
+    private(set) var batchesWritten = 0
+    private(set) var batchesPublished = 0
+    private(set) var sightings = 0
+
+    private let advertsCounter = Counter(label: "beaconflow_agent_adverts_total")
+    private let sightingsCounter = Counter(label: "beaconflow_agent_sightings_total")
+    private let batchesCounter = Counter(label: "beaconflow_agent_batches_total")
+    private let publishCounter = Counter(label: "beaconflow_agent_publishes_total")
+    private let droppedCounter = Counter(label: "beaconflow_agent_spool_dropped_batches_total")
+    private let spoolBytesGauge = Gauge(label: "beaconflow_agent_spool_bytes")
+    private let spoolPendingGauge = Gauge(label: "beaconflow_agent_spool_pending_batches")
+    private let skippedCounters = Dictionary(
+        uniqueKeysWithValues: SightingExtractor.Skip.allCases.map {
+            ($0, Counter(label: "beaconflow_agent_adverts_skipped_total", dimensions: [("reason", $0.rawValue)]))
+        })
+    private var droppedReported = 0
+
+    init(configuration: AgentConfiguration, spool: Spool, client: MQTTClient, bootID: UInt64, logger: Logger) {
+        self.configuration = configuration
+        self.topics = configuration.topics
+        self.spool = spool
+        self.client = client
+        self.bootID = bootID
+        self.logger = logger
+        builder = BatchBuilder(
+            siteID: configuration.siteID, agentID: configuration.agentID, bootID: bootID,
+            configuration: configuration.batch)
+        extractor = SightingExtractor(configuration: configuration.extractor)
+        window = DeliveryWindow(
+            maximumInFlight: configuration.maximumInFlight,
+            acknowledgementTimeoutNanoseconds: UInt64(configuration.acknowledgementTimeout.nanoseconds))
+        window.acknowledge(through: spool.acknowledgedThrough)
+    }
+
+    /// Nothing left to do for a finite source: it ended, and every batch was acknowledged.
+    var isDrained: Bool { sourceEnded && builder.count == 0 && spool.pendingCount == 0 }
+    var pendingBatches: Int { spool.pendingCount }
+
+    func handle(_ input: Input, now: UInt64) {
+        switch input {
+        case .reports(let reports):
+            for timed in reports { add(timed, now: now) }
+        case .mqtt(let event):
+            handle(event, now: now)
+        case .sourceEnded(let error):
+            sourceEnded = true
+            sourceError = error
+            if let error { lastError = error }
+            seal()
+        }
+    }
+
+    /// Seals a due batch, flushes the spool when its policy says so, publishes what the window allows, and sends
+    /// the status when due.
+    func tick(now: UInt64) {
+        if builder.isDue(nowNanoseconds: now) { seal() }
+        if spool.configuration.fsync == .periodic, ContinuousClock.now - lastSync >= configuration.syncInterval {
+            lastSync = ContinuousClock.now
+            do { try spool.sync() } catch { record(error: "\(error)") }
+        }
+        pump(now: now)
+        if window.isConnected, lastStatus.map({ ContinuousClock.now - $0 >= configuration.statusInterval }) ?? true {
+            publishStatus(online: true)
+        }
+    }
+
+    /// Stops intake: seals the open batch and flushes the spool.
+    func shutDown() {
+        seal()
+        do { try spool.sync() } catch { record(error: "\(error)") }
+    }
+
+    private func add(_ timed: TimedReport, now: UInt64) {
+        advertsCounter.increment()
+        advertsSinceStatus += 1
+        switch extractor.sighting(of: timed.report, timeMicros: timed.timeMicros) {
+        case .success(let sighting):
+            sightings += 1
+            sightingsCounter.increment()
+            if !builder.fits(sighting) { seal() }
+            if builder.add(sighting, nowNanoseconds: now) { seal() }
+        case .failure(let reason):
+            skippedCounters[reason.skip]?.increment()
+            if let error = reason.error {
+                logger.debug(
+                    "Advert skipped", metadata: ["reason": "\(reason.skip.rawValue)", "error": "\(error)"])
+            }
+        }
+    }
+
+    private func seal() {
+        let sequence = spool.nextSequence
+        let firstUnacknowledged = min(spool.firstUnacknowledgedSequence, sequence)
+        guard
+            let batch = builder.seal(
+                sequence: sequence, firstUnacknowledgedSequence: firstUnacknowledged,
+                agentClockMicros: Self.wallClockMicros())
+        else { return }
+        do {
+            let bytes: [UInt8] = try batch.serializedBytes()
+            try spool.append(sequence: sequence, payload: bytes)
+            batchesWritten += 1
+            batchesCounter.increment()
+        } catch {
+            // The batch cannot be kept: count it and say why (the spool error names the file and errno).
+            record(error: "batch \(sequence) not spooled: \(error)")
+            logger.error("Batch could not be written to the spool", metadata: ["sequence": "\(sequence)", "error": "\(error)"])
+        }
+        let dropped = spool.droppedBatches
+        if dropped > droppedReported {
+            droppedCounter.increment(by: dropped - droppedReported)
+            droppedReported = dropped
+        }
+        spoolBytesGauge.record(spool.byteCount)
+        spoolPendingGauge.record(spool.pendingCount)
+    }
+
+    private func pump(now: UInt64) {
+        let capacity = window.capacity(nowNanoseconds: now)
+        guard capacity > 0 else { return }
+        let batches: [(sequence: UInt64, payload: [UInt8])]
+        do {
+            batches = try spool.pending(after: window.highestPublished, limit: capacity)
+        } catch {
+            record(error: "\(error)")
+            return
+        }
+        for batch in batches {
+            do {
+                try client.publish(topic: topics.batch, payload: batch.payload, qos: 1)
+                window.published(batch.sequence, nowNanoseconds: now)
+                batchesPublished += 1
+                publishCounter.increment()
+            } catch {
+                record(error: "\(error)")
+                return
+            }
+        }
+    }
+
+    private func handle(_ event: MQTTEvent, now: UInt64) {
+        switch event {
+        case .connected(let sessionPresent):
+            logger.info(
+                "Connected to the broker",
+                metadata: ["broker": "\(configuration.broker.redacted)", "session_present": "\(sessionPresent)"])
+            window.connected()
+            publishStatus(online: true)
+            pump(now: now)
+        case .disconnected(let reason):
+            if window.isConnected {
+                logger.warning("Disconnected from the broker", metadata: ["reason": "\(reason)"])
+            }
+            record(error: "broker: \(reason)")
+            window.disconnected()
+        case .published(_, let reasonCode) where reasonCode >= 0x80:
+            record(error: "the broker refused a publish (MQTT reason code \(reasonCode))")
+            logger.error("Broker refused a publish", metadata: ["reason_code": "\(reasonCode)"])
+        case .published:
+            break
+        case .message(let topic, let payload, _):
+            guard topic == topics.ack else { return }
+            guard let ack = try? JSONDecoder().decode(Acknowledgement.self, from: Data(payload)) else {
+                logger.warning("Acknowledgement payload is not {\"committed_through\": N}; ignored", metadata: ["topic": "\(topic)"])
+                return
+            }
+            acknowledge(through: ack.committed_through, now: now)
+        }
+    }
+
+    private func acknowledge(through sequence: UInt64, now: UInt64) {
+        guard sequence > window.acknowledged else { return }
+        do {
+            try spool.acknowledge(through: sequence)
+        } catch {
+            record(error: "\(error)")
+        }
+        window.acknowledge(through: sequence)
+        spoolBytesGauge.record(spool.byteCount)
+        spoolPendingGauge.record(spool.pendingCount)
+        pump(now: now)
+    }
+
+    func publishStatus(online: Bool) {
+        let elapsed = ContinuousClock.now - statusWindowStart
+        if elapsed >= .seconds(1) {
+            advertsPerSecond = Double(advertsSinceStatus) / elapsed.seconds
+            advertsSinceStatus = 0
+            statusWindowStart = ContinuousClock.now
+        }
+        lastStatus = ContinuousClock.now
+        let payload = Array(statusJSON(online: online).text.utf8)
+        do {
+            try client.publish(topic: topics.status, payload: payload, qos: 1, retain: true)
+        } catch {
+            logger.warning("Status could not be published", metadata: ["error": "\(error)"])
+        }
+    }
+
+    func statusJSON(online: Bool) -> JSONValue {
+        .object([
+            JSONField("online", .bool(online)),
+            JSONField("site_id", .string(configuration.siteID)),
+            JSONField("agent_id", .string(configuration.agentID)),
+            JSONField("boot_id", .string(hexString(bootID))),
+            JSONField("clock_us", .int(Self.wallClockMicros())),
+            JSONField("uptime_s", .double(((ContinuousClock.now - startedAt).seconds * 10).rounded() / 10)),
+            JSONField("adverts_per_s", .double((advertsPerSecond * 10).rounded() / 10)),
+            JSONField("sightings", .number(sightings)),
+            JSONField("batches", .number(batchesWritten)),
+            JSONField("last_sequence", .number(spool.nextSequence - 1)),
+            JSONField("acknowledged_through", .number(spool.acknowledgedThrough)),
+            JSONField("spool_batches", .number(spool.pendingCount)),
+            JSONField("spool_bytes", .number(spool.byteCount)),
+            JSONField("dropped_batches", .number(spool.droppedBatches)),
+            JSONField("last_error", .optional(lastError)),
+        ])
+    }
+
+    private func record(error: String) {
+        lastError = error
+    }
+
+    static func wallClockMicros() -> Int64 {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        return Int64(now.tv_sec) * 1_000_000 + Int64(now.tv_nsec) / 1000
+    }
+}
+
+func hexString(_ value: UInt64) -> String {
+    let digits = String(value, radix: 16)
+    return String(repeating: "0", count: 16 - digits.count) + digits
+}
+
+extension Duration {
+    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
+    var nanoseconds: Int64 { components.seconds * 1_000_000_000 + components.attoseconds / 1_000_000_000 }
+}

@@ -1,0 +1,56 @@
+import Foundation
+
+/// A bounded blocking queue between threads (source → engine, MQTT → engine). `push` waits while full unless
+/// told to drop; `pop` waits at most a timeout.
+final class InputQueue<Element>: @unchecked Sendable {
+    private let condition = NSCondition()
+    private var items: [Element] = []
+    private let capacity: Int
+    private var closed = false
+
+    init(capacity: Int) {
+        self.capacity = capacity
+    }
+
+    /// Adds an element; when the queue is full, waits (`dropWhenFull == false`) or returns false.
+    @discardableResult
+    func push(_ element: Element, dropWhenFull: Bool = false) -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        while items.count >= capacity, !closed {
+            if dropWhenFull { return false }
+            condition.wait()
+        }
+        guard !closed else { return false }
+        items.append(element)
+        condition.broadcast()
+        return true
+    }
+
+    /// Adds an element even when full: for the few control messages that must never wait or be lost.
+    func pushUrgent(_ element: Element) {
+        condition.lock()
+        items.append(element)
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    /// Takes everything queued, waiting up to `timeout` for the first element.
+    func popAll(timeout: TimeInterval) -> [Element] {
+        condition.lock()
+        defer { condition.unlock() }
+        if items.isEmpty, !closed { _ = condition.wait(until: Date(timeIntervalSinceNow: timeout)) }
+        let taken = items
+        items.removeAll(keepingCapacity: true)
+        condition.broadcast()
+        return taken
+    }
+
+    /// Wakes every waiter; later pushes are refused.
+    func close() {
+        condition.lock()
+        closed = true
+        condition.broadcast()
+        condition.unlock()
+    }
+}

@@ -1,0 +1,155 @@
+import BeaconWire
+import Crypto
+
+/// Turns advertising reports into sightings: which beacon, how loud, and any data frame worth sending.
+///
+/// Identity frames (Eddystone UID/EID, iBeacon, AltBeacon) name the beacon. Frames without identity (Eddystone
+/// URL/TLM/eTLM, BTHome, GATT service data, Ruuvi) are attached to the identity last seen from the same address
+/// within `associationWindowMicroseconds`, as Eddystone intends, and otherwise to `mac:<address>` (or
+/// `anon:<keyed hash>` when the site pseudonymises addresses). Devices with neither are left out unless
+/// `includeUnknownDevices` is set. A pure state machine.
+public struct SightingExtractor: Sendable {
+    public struct Configuration: Sendable {
+        public var associationWindowMicroseconds: Int64 = 60_000_000
+        /// Also report devices that send no beacon or sensor frame, as `mac:`/`anon:` sightings.
+        public var includeUnknownDevices = false
+        /// When not empty, only beacons whose id or address starts with one of these are kept.
+        public var allow: [String] = []
+        /// Beacons whose id or address starts with one of these are dropped (checked after `allow`).
+        public var deny: [String] = []
+        /// The site's key for pseudonymising addresses (HMAC-SHA256); nil keeps `mac:<address>`.
+        public var pseudonymKey: [UInt8]?
+
+        public init() {}
+    }
+
+    /// Why an advertisement gave no sighting, for metrics (a bounded set of labels).
+    public enum Skip: String, Sendable, CaseIterable {
+        case malformed
+        case unknownDevice = "unknown_device"
+        case filtered
+    }
+
+    public var configuration: Configuration
+    private var identities: [UInt64: (key: BeaconKey, timeMicros: Int64)] = [:]
+    private var lastPrune: Int64?
+
+    public init(configuration: Configuration = Configuration()) {
+        self.configuration = configuration
+    }
+
+    /// The sighting of one report, or why there is none.
+    public mutating func sighting(
+        of report: AdvertisingReport, timeMicros: Int64
+    ) -> Result<Sighting, SkipReason> {
+        let data: AdvertisingData
+        do {
+            data = try AdvertisingData(parsing: report.data)
+        } catch {
+            return .failure(SkipReason(skip: .malformed, error: error))
+        }
+        let address = report.address
+        var identity: BeaconKey?
+        var content: DataFrameContent?
+        for service in data.serviceData {
+            guard case .uuid16(let uuid) = service.uuid else { continue }
+            if uuid == Eddystone.serviceUUID {
+                if let key = eddystoneIdentity(service.data, address: address) {
+                    identity = key
+                } else if !service.data.isEmpty {
+                    content = .eddystone(service.data)
+                }
+            } else if isSensorService(uuid) {
+                content = .serviceData(uuid16: uuid, service.data)
+            }
+        }
+        for manufacturer in data.manufacturerData {
+            let body = manufacturer.data[...]
+            if manufacturer.companyID == IBeacon.companyID, let beacon = try? IBeacon.decode(body) {
+                identity = key(beacon.beaconID, address, power: beacon.measuredPower)
+            } else if let beacon = try? AltBeacon.decode(companyID: manufacturer.companyID, body) {
+                identity = key(beacon.beaconID, address, power: beacon.referenceRSSI)
+            } else if manufacturer.companyID == RuuviMeasurement.companyID {
+                content = .manufacturerData(companyID: manufacturer.companyID, manufacturer.data)
+            }
+        }
+        prune(now: timeMicros)
+        let beacon: BeaconKey
+        if let identity {
+            identities[address.value] = (identity, timeMicros)
+            beacon = identity
+        } else if let known = identities[address.value],
+            elapsed(from: known.timeMicros, to: timeMicros) <= configuration.associationWindowMicroseconds
+        {
+            beacon = known.key
+        } else if content != nil || configuration.includeUnknownDevices {
+            beacon = anonymousKey(address)
+        } else {
+            return .failure(SkipReason(skip: .unknownDevice, error: nil))
+        }
+        guard isAllowed(beacon, address) else { return .failure(SkipReason(skip: .filtered, error: nil)) }
+        return .success(Sighting(timeMicros: timeMicros, beacon: beacon, rssi: report.rssi ?? -127, data: content))
+    }
+
+    public struct SkipReason: Error, Sendable {
+        public var skip: Skip
+        public var error: DecodeError?
+    }
+
+    private func eddystoneIdentity(_ frame: [UInt8], address: DeviceAddress) -> BeaconKey? {
+        guard let type = frame.first else { return nil }
+        switch try? Eddystone.decode(frame[...]) {
+        case .eddystoneUID(let uid)? where type == Eddystone.uidFrameType:
+            // Eddystone's tx power is at 0 m; 41 dB is the loss over the first metre (Eddystone spec).
+            return key(uid.beaconID, address, power: Int8(clamping: Int(uid.txPower) - 41))
+        case .eddystoneEID(let eid)? where type == Eddystone.eidFrameType:
+            return key("eid:" + eid.eidHex, address, power: Int8(clamping: Int(eid.txPower) - 41))
+        default:
+            return nil
+        }
+    }
+
+    private func key(_ beaconID: String, _ address: DeviceAddress, power: Int8?) -> BeaconKey {
+        let hidden = configuration.pseudonymKey != nil
+        return BeaconKey(
+            beaconID: beaconID, address: hidden ? 0 : address.value, addressIsRandom: address.kind == .random,
+            powerAt1mDbm: power)
+    }
+
+    private func anonymousKey(_ address: DeviceAddress) -> BeaconKey {
+        guard let secret = configuration.pseudonymKey else {
+            return key("mac:\(address)", address, power: nil)
+        }
+        let code = HMAC<SHA256>.authenticationCode(for: address.bytes, using: SymmetricKey(data: secret))
+        return key("anon:" + Array(code.prefix(8)).hexString, address, power: nil)
+    }
+
+    private func isAllowed(_ beacon: BeaconKey, _ address: DeviceAddress) -> Bool {
+        let names = [beacon.beaconID, address.description, address.description.lowercased()]
+        func matches(_ prefixes: [String]) -> Bool {
+            prefixes.contains { prefix in names.contains { $0.hasPrefix(prefix) } }
+        }
+        if !configuration.allow.isEmpty, !matches(configuration.allow) { return false }
+        return !matches(configuration.deny)
+    }
+
+    /// Forgets addresses not heard for a window, at most once per window: memory stays bounded by the devices
+    /// heard recently.
+    private mutating func prune(now: Int64) {
+        let window = configuration.associationWindowMicroseconds
+        if let lastPrune, elapsed(from: lastPrune, to: now) < window { return }
+        lastPrune = now
+        identities = identities.filter { elapsed(from: $0.value.timeMicros, to: now) <= window }
+    }
+
+    /// `later - earlier`, saturating: capture timestamps are input, and may be anything.
+    private func elapsed(from earlier: Int64, to later: Int64) -> Int64 {
+        let (difference, overflow) = later.subtractingReportingOverflow(earlier)
+        return overflow ? (later > earlier ? .max : .min) : difference
+    }
+
+    private func isSensorService(_ uuid: UInt16) -> Bool {
+        uuid == BTHomePacket.serviceUUID || uuid == 0x181A || uuid == 0x1809 || uuid == 0x180F
+            || GATTServiceValue.characteristicOfService[uuid] != nil || GATTCharacteristic.isKnown(uuid)
+    }
+}

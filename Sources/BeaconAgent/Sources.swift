@@ -1,0 +1,128 @@
+import BeaconWire
+import Foundation
+
+/// An advertising report with the time it was received (Unix microseconds).
+public struct TimedReport: Sendable {
+    public var timeMicros: Int64
+    public var report: AdvertisingReport
+
+    public init(timeMicros: Int64, report: AdvertisingReport) {
+        self.timeMicros = timeMicros
+        self.report = report
+    }
+}
+
+/// Where adverts come from. `run` blocks (it runs on a thread of its own, never on Swift's cooperative pool),
+/// hands reports to `deliver` as they come, and returns when the source ends or `shouldStop()` says so.
+public protocol AdvertSource: Sendable {
+    var name: String { get }
+    func run(deliver: ([TimedReport]) -> Void, shouldStop: () -> Bool) throws
+}
+
+/// How fast a replay runs.
+public enum ReplaySpeed: Hashable, Sendable, CustomStringConvertible {
+    /// As fast as the pipeline takes it.
+    case maximum
+    /// `factor` × real time (1 = the capture's own pace).
+    case factor(Double)
+
+    public init?(_ text: String) {
+        if text == "max" {
+            self = .maximum
+        } else if let factor = Double(text), factor > 0, factor.isFinite {
+            self = .factor(factor)
+        } else {
+            return nil
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .maximum: "max"
+        case .factor(let factor): "\(factor)"
+        }
+    }
+}
+
+/// A source failure that names the file and what went wrong.
+public struct SourceError: Error, CustomStringConvertible, Sendable {
+    public var source: String
+    public var message: String
+
+    public init(source: String, _ message: String) {
+        self.source = source
+        self.message = message
+    }
+
+    public var description: String { "\(source): \(message)" }
+}
+
+/// Replays the advertising reports of a btsnoop, pcap or pcapng capture, with the capture's timestamps.
+public struct CaptureReplaySource: AdvertSource {
+    public let path: String
+    public let speed: ReplaySpeed
+    public var name: String { "replay:\(path)" }
+
+    public init(path: String, speed: ReplaySpeed) {
+        self.path = path
+        self.speed = speed
+    }
+
+    public func run(deliver: ([TimedReport]) -> Void, shouldStop: () -> Bool) throws {
+        guard let handle = FileHandle(forReadingAtPath: path) else {
+            throw SourceError(source: path, "cannot open the capture file (\(String(cString: strerror(errno))))")
+        }
+        defer { try? handle.close() }
+        var reader = CaptureReader()
+        var decoder = AdvertisingReportDecoder()
+        let started = ContinuousClock.now
+        var firstTimestamp: Int64?
+        var pending: [TimedReport] = []
+        while !shouldStop() {
+            let chunk = handle.readData(ofLength: 64 * 1024)
+            if chunk.isEmpty { break }
+            reader.append(chunk)
+            do {
+                while let record = try reader.next() {
+                    guard record.kind == .event, record.received else { continue }
+                    guard let reports = try? decoder.reports(fromEvent: record.packet), !reports.isEmpty else { continue }
+                    if case .factor(let factor) = speed {
+                        let first = firstTimestamp ?? record.timestamp
+                        firstTimestamp = first
+                        let due = started + .microseconds(Int64(Double(record.timestamp - first) / factor))
+                        if due > ContinuousClock.now {
+                            if !pending.isEmpty {
+                                deliver(pending)
+                                pending.removeAll()
+                            }
+                            sleepUntil(due, shouldStop: shouldStop)
+                        }
+                    }
+                    pending += reports.map { TimedReport(timeMicros: record.timestamp, report: $0) }
+                    if pending.count >= 256 {
+                        deliver(pending)
+                        pending.removeAll()
+                    }
+                }
+            } catch {
+                if !pending.isEmpty { deliver(pending) }
+                throw SourceError(source: path, "\(error)")
+            }
+        }
+        if !pending.isEmpty { deliver(pending) }
+        if !shouldStop() {
+            do { try reader.finish() } catch { throw SourceError(source: path, "\(error)") }
+        }
+    }
+}
+
+/// Sleeps in short steps until `deadline`, so that a stop request is seen within 50 ms.
+func sleepUntil(_ deadline: ContinuousClock.Instant, shouldStop: () -> Bool) {
+    while !shouldStop() {
+        let left = deadline - ContinuousClock.now
+        if left <= .zero { return }
+        let step = min(left, .milliseconds(50))
+        let microseconds = step.components.seconds * 1_000_000 + step.components.attoseconds / 1_000_000_000_000
+        usleep(UInt32(max(1, microseconds)))
+    }
+}
