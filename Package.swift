@@ -80,7 +80,7 @@ let package = Package(
             dependencies: ["BeaconWire"],
             resources: [.copy("Fixtures")]
         ),
-        .testTarget(name: "BeaconAgentTests", dependencies: ["BeaconAgent", "TestServers"]),
+        .testTarget(name: "BeaconAgentTests", dependencies: ["BeaconAgent", "BeaconWire", "Mosquitto", "TestServers"]),
         .testTarget(name: "MosquittoTests", dependencies: ["Mosquitto", "TestServers"]),
         // Starts the real servers (mosquitto, PostgreSQL) on loopback for tests.
         .target(name: "TestServers", path: "Tests/TestServers"),

@@ -39,7 +39,8 @@ public enum MQTTEvent: Sendable, Equatable {
 ///
 /// The thread connects (with the session-expiry property on every CONNECT, which libmosquitto's own reconnect
 /// would leave out), runs `mosquitto_loop`, and reconnects with exponential backoff. Subscriptions are renewed on
-/// every connect. Events go to `events` in the order libmosquitto reports them. Publishing is safe from any thread.
+/// every connect. Events go to `events` in the order libmosquitto reports them; it has one consumer (an
+/// `AsyncStream` hands each event to only one iterator). Publishing is safe from any thread.
 public final class MQTTClient: Sendable {
     public struct TLS: Sendable {
         /// PEM CA bundle; nil uses the system's CA directory.

@@ -7,7 +7,11 @@ public final class ChildProcess: @unchecked Sendable {
     public let pid: pid_t
     private var exitStatus: Int32?
 
-    public init(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws {
+    /// Starts `executable`; its standard error goes to `standardErrorPath` (appended) when given.
+    public init(
+        _ executable: String, _ arguments: [String], environment: [String: String]? = nil,
+        standardErrorPath: String? = nil
+    ) throws {
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
@@ -24,7 +28,8 @@ public final class ChildProcess: @unchecked Sendable {
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        posix_spawn_file_actions_addopen(
+            &actions, 2, standardErrorPath ?? "/dev/null", O_WRONLY | O_CREAT | O_APPEND, 0o644)
 
         let argv = ([executable] + arguments).map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }

@@ -1,0 +1,160 @@
+import BeaconAgent
+import BeaconWire
+import Foundation
+import Logging
+import TestServers
+import Testing
+
+@Suite(.enabled(if: MosquittoServer.executable != nil, "mosquitto is not installed"), .timeLimit(.minutes(2)))
+struct AgentIntegrationTests {
+    let logger = Logger(label: "agent-test")
+
+    func configuration(_ broker: MosquittoServer, spool: String, agent: String = "hq-a1") throws -> AgentConfiguration {
+        var configuration = try AgentConfiguration(
+            siteID: "hq", agentID: agent, broker: BrokerAddress(host: "127.0.0.1", port: broker.port),
+            spoolDirectory: spool)
+        configuration.batch.maximumAgeNanoseconds = 100_000_000
+        configuration.batch.maximumSightings = 200
+        configuration.acknowledgementTimeout = .seconds(2)
+        configuration.drainTimeout = .seconds(20)
+        configuration.extractor.includeUnknownDevices = true
+        return configuration
+    }
+
+    @Test func aReplayIsDeliveredWholeAndTheAgentSaysItIsOffline() async throws {
+        let broker = try MosquittoServer()
+        let ingest = try TestIngest(broker: broker)
+        let spool = try makeTemporaryDirectory(prefix: "spool")
+        defer { try? FileManager.default.removeItem(atPath: spool) }
+        let capture = captureFixture("mixed-beacons.btsnoop")
+        var configuration = try configuration(broker, spool: spool)
+        configuration.extractor.includeUnknownDevices = false
+        let agent = Agent(
+            configuration: configuration, source: CaptureReplaySource(path: capture, speed: .maximum), logger: logger)
+        let outcome = try await agent.run()
+        #expect(outcome == .finished)
+        let expected = try expectedSightings(capture: capture, configuration: configuration.extractor)
+        #expect(expected.count > 50)
+        #expect(multiset(ingest.sightings) == multiset(expected))
+        #expect(ingest.sequences == Array(1...UInt64(ingest.batchCount)))
+        // The URL frame travels once per beacon; TLM frames (their counters move) every time.
+        let urls = ingest.sightings.compactMap { sighting -> [UInt8]? in
+            if case .eddystone(let bytes)? = sighting.data, bytes.first == 0x10 { return bytes }
+            return nil
+        }
+        #expect(urls.count == 1)
+        try await ingest.wait(for: "the offline status") { $0.status(site: "hq", agent: "hq-a1")?["online"] as? Bool == false }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: spool).filter { $0.hasSuffix(".seg") }.isEmpty)
+    }
+
+    @Test func batchesSurviveABrokerRestart() async throws {
+        let broker = try MosquittoServer()
+        let ingest = try TestIngest(broker: broker)
+        let spool = try makeTemporaryDirectory(prefix: "spool")
+        defer { try? FileManager.default.removeItem(atPath: spool) }
+        let capture = captureFixture("wban-python-btsnoop_hci.log")
+        let configuration = try configuration(broker, spool: spool)
+        // 214 s of capture at 70× real time: about 3 s.
+        let agent = Agent(
+            configuration: configuration, source: CaptureReplaySource(path: capture, speed: .factor(70)), logger: logger)
+        async let outcome = agent.run()
+        try await ingest.wait(for: "a few batches") { $0.batchCount >= 3 }
+        broker.stop()
+        try await Task.sleep(for: .milliseconds(800))
+        try broker.start()
+        #expect(try await outcome == .finished)
+        let expected = try expectedSightings(capture: capture, configuration: configuration.extractor)
+        #expect(expected.count == 2563)  // 2,565 reports, two of them corrupt
+        #expect(multiset(ingest.sightings) == multiset(expected))
+        #expect(ingest.sequences == Array(1...UInt64(ingest.batchCount)))
+    }
+
+    @Test(.enabled(if: beaconflowExecutable != nil, "the beaconflow executable is not built"))
+    func everyBatchArrivesAfterTheAgentIsKilledMidStream() async throws {
+        let executable = try #require(beaconflowExecutable)
+        let broker = try MosquittoServer()
+        let ingest = try TestIngest(broker: broker)
+        let work = try makeTemporaryDirectory(prefix: "agent-kill")
+        defer { try? FileManager.default.removeItem(atPath: work) }
+        let capture = captureFixture("wban-python-btsnoop_hci.log")
+        let arguments = [
+            "agent", "--site", "hq", "--agent", "hq-k1", "--source", "btsnoop:\(capture)", "--speed", "60",
+            "--broker", broker.url, "--spool", work + "/spool", "--batch-max-age-ms", "100",
+            "--include-unknown-devices", "--ack-timeout", "2", "--drain-timeout", "30",
+        ]
+        let first = try ChildProcess(executable, arguments, standardErrorPath: work + "/first.log")
+        try await ingest.wait(for: "the first acknowledged batches") { $0.batchCount >= 4 }
+        // From now on nothing is acknowledged: what the agent publishes stays in its spool.
+        ingest.setAcknowledging(false)
+        let acknowledgedAtKill = ingest.state.withLock { $0.committedThrough }
+        try await ingest.wait(for: "unacknowledged batches") { $0.batchCount >= 8 }
+        first.terminate(SIGKILL)
+        // The broker publishes the will: the agent is offline.
+        try await ingest.wait(for: "the will") { $0.status(site: "hq", agent: "hq-k1")?["online"] as? Bool == false }
+        let beforeRestart = ingest.batchCount
+
+        ingest.setAcknowledging(true)
+        let second = try ChildProcess(executable, arguments, standardErrorPath: work + "/second.log")
+        let status = second.wait()
+        let log = (try? String(contentsOfFile: work + "/second.log", encoding: .utf8)) ?? ""
+        #expect(status == 0, "second run exit status \(status); log:\n\(log)")
+
+        // Every sequence arrived, those unacknowledged at the kill included, and none twice in the tables.
+        let sequences = ingest.sequences
+        #expect(sequences == Array(1...UInt64(sequences.count)))
+        #expect(sequences.count > beforeRestart)
+        #expect(acknowledgedAtKill < UInt64(beforeRestart))
+        let boots = Set(ingest.state.withLock { $0.batches.values.map(\.bootID) })
+        #expect(boots.count == 2)
+        // The second run replayed the whole capture: all of it is there.
+        let expected = try expectedSightings(capture: capture, configuration: {
+            var configuration = SightingExtractor.Configuration()
+            configuration.includeUnknownDevices = true
+            return configuration
+        }())
+        let secondBoot = ingest.state.withLock { state in
+            state.batches.values.filter { $0.bootID != state.batches[1]!.bootID }.flatMap(\.sightings)
+        }
+        #expect(multiset(secondBoot) == multiset(expected))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: work + "/spool").filter { $0.hasSuffix(".seg") }.isEmpty)
+    }
+
+    @Test(.enabled(if: beaconflowExecutable != nil, "the beaconflow executable is not built"))
+    func badConfigurationAndUnreachablePartsGiveClearErrorsAndExitCodes() throws {
+        let executable = try #require(beaconflowExecutable)
+        let work = try makeTemporaryDirectory(prefix: "agent-errors")
+        defer { try? FileManager.default.removeItem(atPath: work) }
+        let capture = captureFixture("mixed-beacons.btsnoop")
+        let port = try freeLoopbackPort()
+        #expect(FileManager.default.createFile(atPath: work + "/file", contents: Data([1])))
+        func run(_ name: String, _ extra: [String]) -> (status: Int32, log: String) {
+            let arguments =
+                ["agent", "--site", "hq", "--agent", "a1", "--broker", "mqtt://127.0.0.1:\(port)",
+                 "--spool", work + "/spool-\(name)", "--source", "btsnoop:\(capture)", "--speed", "max",
+                 "--drain-timeout", "1"] + extra
+            guard let process = try? ChildProcess(executable, arguments, standardErrorPath: work + "/\(name).log")
+            else { return (-1, "") }
+            let status = process.wait()
+            return ((status >> 8) & 0xFF, (try? String(contentsOfFile: work + "/\(name).log", encoding: .utf8)) ?? "")
+        }
+        let badSite = run("site", ["--site", "HQ!"])
+        #expect(badSite.status == 64)
+        #expect(badSite.log.contains("site id 'HQ!' must be"))
+        let badBroker = run("broker", ["--broker", "http://x"])
+        #expect(badBroker.status == 64)
+        #expect(badBroker.log.contains("not mqtt or mqtts"))
+        let badSpool = run("spool", ["--spool", work + "/file/spool"])
+        #expect(badSpool.status == 73)
+        #expect(badSpool.log.contains("Not a directory"))
+        let missing = run("missing", ["--source", "btsnoop:" + work + "/nothing.log"])
+        #expect(missing.status == 66)
+        #expect(missing.log.contains("cannot open the capture file"))
+        // Nobody listens on the port: the replay is spooled, the agent says so and exits 75.
+        let unreachable = run("unreachable", [])
+        #expect(unreachable.status == 75)
+        #expect(unreachable.log.contains("Connection refused"))
+        #expect(unreachable.log.contains("they stay in the spool"))
+        let spooled = try FileManager.default.contentsOfDirectory(atPath: work + "/spool-unreachable")
+        #expect(spooled.contains { $0.hasSuffix(".seg") })
+    }
+}

@@ -1,0 +1,139 @@
+import BeaconAgent
+import BeaconWire
+import Foundation
+import Logging
+import Mosquitto
+import Synchronization
+import TestServers
+
+/// Stands in for the ingest: takes every batch from the broker, keeps each (agent, sequence) once, and publishes
+/// the retained acknowledgement "committed through N" the way the real ingest must — only over a contiguous run
+/// of sequences (or up to the batch's first unacknowledged sequence, below which the agent waits for nothing).
+final class TestIngest: Sendable {
+    struct State {
+        var batches: [UInt64: DecodedBatch] = [:]
+        var committedThrough: UInt64 = 0
+        var acknowledging = true
+        var duplicates = 0
+        var refused = 0
+        var statuses: [String: [UInt8]] = [:]
+    }
+
+    let client: MQTTClient
+    let state = Mutex(State())
+
+    init(broker: MosquittoServer, clientID: String = "test-ingest") throws {
+        var configuration = MQTTClient.Configuration(host: "127.0.0.1", port: broker.port, clientID: clientID)
+        configuration.reconnectDelayMinimum = .milliseconds(50)
+        configuration.reconnectDelayMaximum = .milliseconds(200)
+        client = try MQTTClient(configuration, logger: Logger(label: "test-ingest"))
+        try client.subscribe(topic: "beaconflow/v1/+/+/batch")
+        try client.subscribe(topic: "beaconflow/v1/+/+/status")
+        let client = self.client
+        Task { [self] in
+            for await event in client.events {
+                guard case .message(let topic, let payload, _) = event else { continue }
+                if topic.hasSuffix("/status") {
+                    state.withLock { $0.statuses[topic] = payload }
+                    continue
+                }
+                guard let batch = try? BatchReader.decode(payload) else {
+                    state.withLock { $0.refused += 1 }
+                    continue
+                }
+                let ack: UInt64? = state.withLock { state in
+                    if state.batches[batch.sequence] != nil {
+                        state.duplicates += 1
+                    } else {
+                        state.batches[batch.sequence] = batch
+                    }
+                    state.committedThrough = max(state.committedThrough, batch.firstUnacknowledgedSequence - 1)
+                    while state.batches[state.committedThrough + 1] != nil { state.committedThrough += 1 }
+                    return state.acknowledging ? state.committedThrough : nil
+                }
+                if let ack {
+                    let ackTopic = String(topic.dropLast("batch".count)) + "ack"
+                    _ = try? client.publish(
+                        topic: ackTopic, payload: Array("{\"committed_through\": \(ack)}".utf8), retain: true)
+                }
+            }
+        }
+        client.start()
+    }
+
+    deinit { client.stop() }
+
+    var batchCount: Int { state.withLock { $0.batches.count } }
+    var sequences: [UInt64] { state.withLock { $0.batches.keys.sorted() } }
+
+    /// Every sighting received, once per batch.
+    var sightings: [Sighting] {
+        state.withLock { state in state.batches.keys.sorted().flatMap { state.batches[$0]!.sightings } }
+    }
+
+    func setAcknowledging(_ on: Bool) { state.withLock { $0.acknowledging = on } }
+
+    /// The last retained status payload of an agent, as JSON.
+    func status(site: String, agent: String) -> [String: Any]? {
+        let topic = "beaconflow/v1/\(site)/\(agent)/status"
+        guard let payload = state.withLock({ $0.statuses[topic] }) else { return nil }
+        return (try? JSONSerialization.jsonObject(with: Data(payload))) as? [String: Any]
+    }
+
+    /// Waits until `condition` holds, polling, at most `timeout`.
+    func wait(
+        for description: String, timeout: Duration = .seconds(30), _ condition: @Sendable (TestIngest) -> Bool
+    ) async throws {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if condition(self) { return }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        throw TestServerError("timed out waiting for \(description); have \(batchCount) batches")
+    }
+}
+
+/// The sightings an agent must deliver for a capture: its reports through the same extraction.
+func expectedSightings(capture path: String, configuration: SightingExtractor.Configuration) throws -> [Sighting] {
+    var extractor = SightingExtractor(configuration: configuration)
+    var sightings: [Sighting] = []
+    try CaptureReplaySource(path: path, speed: .maximum).run(
+        deliver: { reports in
+            for timed in reports {
+                if case .success(let sighting) = extractor.sighting(of: timed.report, timeMicros: timed.timeMicros) {
+                    sightings.append(sighting)
+                }
+            }
+        }, shouldStop: { false })
+    return sightings
+}
+
+/// A sighting without its data frame: batches leave out data frames that did not change.
+struct SightingKey: Hashable {
+    var timeMicros: Int64
+    var beaconID: String
+    var rssi: Int8
+
+    init(_ sighting: Sighting) {
+        timeMicros = sighting.timeMicros
+        beaconID = sighting.beacon.beaconID
+        rssi = sighting.rssi
+    }
+}
+
+func multiset(_ sightings: [Sighting]) -> [SightingKey: Int] {
+    sightings.reduce(into: [:]) { $0[SightingKey($1), default: 0] += 1 }
+}
+
+/// The fixtures of the BeaconWire tests.
+func captureFixture(_ name: String) -> String {
+    URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .appendingPathComponent("../BeaconWireTests/Fixtures/\(name)").standardized.path
+}
+
+/// The `beaconflow` executable next to the test bundle (`swift build --build-tests` builds it).
+let beaconflowExecutable: String? = {
+    let directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+    let candidates = [directory, directory.deletingLastPathComponent()].map { $0.appendingPathComponent("beaconflow").path }
+    return candidates.first { FileManager.default.isExecutableFile(atPath: $0) }
+}()
