@@ -51,11 +51,15 @@ let package = Package(
             dependencies: ["CMosquitto", .product(name: "Logging", package: "swift-log")]
         ),
 
+        // The one Swift wrapper of libbluetooth: the raw HCI socket.
+        .target(name: "BlueZHCI", dependencies: ["CBlueZ"]),
+
         // The edge agent's services: sources, batcher, spool, publisher, status.
         .target(
             name: "BeaconAgent",
             dependencies: [
                 "BeaconWire",
+                "BlueZHCI",
                 "Mosquitto",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
@@ -80,7 +84,7 @@ let package = Package(
             dependencies: ["BeaconWire"],
             resources: [.copy("Fixtures")]
         ),
-        .testTarget(name: "BeaconAgentTests", dependencies: ["BeaconAgent", "BeaconWire", "Mosquitto", "TestServers"]),
+        .testTarget(name: "BeaconAgentTests", dependencies: ["BeaconAgent", "BeaconWire", "BlueZHCI", "Mosquitto", "TestServers"]),
         .testTarget(name: "MosquittoTests", dependencies: ["Mosquitto", "TestServers"]),
         // Starts the real servers (mosquitto, PostgreSQL) on loopback for tests.
         .target(name: "TestServers", path: "Tests/TestServers"),

@@ -95,7 +95,7 @@ public final class Agent: Sendable {
             Thread.detachNewThread { [self] in
                 let outcome = runEngine(engine, queue: queue)
                 // A clean disconnect suppresses the will: say offline ourselves.
-                engine.publishStatus(online: false)
+                engine.publishFinalStatus()
                 continuation.resume(returning: outcome)
             }
         }

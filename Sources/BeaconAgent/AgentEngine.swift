@@ -221,6 +221,12 @@ final class AgentEngine: @unchecked Sendable {
         pump(now: now)
     }
 
+    /// The last status before a clean disconnect (which suppresses the will); nothing when not connected, since
+    /// the broker then already holds the will's offline status.
+    func publishFinalStatus() {
+        if window.isConnected { publishStatus(online: false) }
+    }
+
     func publishStatus(online: Bool) {
         let elapsed = ContinuousClock.now - statusWindowStart
         if elapsed >= .seconds(1) {

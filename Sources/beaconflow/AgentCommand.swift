@@ -17,6 +17,8 @@ struct AgentCommand: AsyncParsableCommand {
             spool; what is not acknowledged goes out on the next start.
 
             Sources:
+              hci:hci0       scan with a Bluetooth adapter (needs CAP_NET_RAW and CAP_NET_ADMIN); BT 5 extended
+                             scanning when the controller supports it, legacy otherwise; --record keeps a btsnoop
               btsnoop:PATH   replay a btsnoop capture with its timestamps (--speed max|1|N)
               pcap:PATH      replay a pcap/pcapng capture (link type 201 or 187)
 
@@ -34,7 +36,7 @@ struct AgentCommand: AsyncParsableCommand {
 
     @Option(help: "Site id ([a-z0-9-]+).") var site: String
     @Option(help: "Agent id ([a-z0-9-]+), unique within the site.") var agent: String
-    @Option(help: "Where adverts come from: btsnoop:PATH or pcap:PATH.") var source: String
+    @Option(help: "Where adverts come from: hci:hciN, btsnoop:PATH or pcap:PATH.") var source: String
     @Option(help: "Broker URL: mqtt://[user@]host[:port] or mqtts://... (TLS).") var broker = "mqtt://127.0.0.1:1883"
     @Option(help: "CA certificate file (PEM) for mqtts://; default: the system's CAs.") var caFile: String?
     @Option(help: "Client certificate (PEM) for TLS client authentication.") var certFile: String?
@@ -58,6 +60,13 @@ struct AgentCommand: AsyncParsableCommand {
     @Flag(help: "Also report devices that send no beacon or sensor frame.") var includeUnknownDevices = false
     @Option(help: "File holding the site's key (hex) for pseudonymising device addresses.")
     var pseudonymKeyFile: String?
+    @Flag(help: "hci: active scanning (scan requests, so scan responses arrive too); passive by default.")
+    var active = false
+    @Option(help: "hci: scan interval in milliseconds (2.5-10240).") var scanIntervalMs = 100.0
+    @Option(help: "hci: scan window in milliseconds, at most the interval (equal: scan continuously).")
+    var scanWindowMs = 100.0
+    @Option(help: "hci: restart scanning when no advert arrived for this many seconds.") var watchdog = 60
+    @Option(help: "hci: also write every HCI packet to this btsnoop (datalink 1002) file.") var record: String?
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.") var logLevel = "info"
 
     func run() async throws {
@@ -70,7 +79,7 @@ struct AgentCommand: AsyncParsableCommand {
         let logger = Logger(label: "beaconflow.agent")
         let configuration: AgentConfiguration
         let advertSource: any AdvertSource
-        switch Result(catching: { () throws(ConfigurationError) in (try makeConfiguration(), try makeSource()) }) {
+        switch Result(catching: { () throws(ConfigurationError) in (try makeConfiguration(), try makeSource(logger: logger)) }) {
         case .success(let (made, madeSource)):
             configuration = made
             advertSource = madeSource
@@ -156,9 +165,9 @@ struct AgentCommand: AsyncParsableCommand {
         return configuration
     }
 
-    func makeSource() throws(ConfigurationError) -> any AdvertSource {
+    func makeSource(logger: Logger) throws(ConfigurationError) -> any AdvertSource {
         guard let colon = source.firstIndex(of: ":") else {
-            throw ConfigurationError("--source must be btsnoop:PATH or pcap:PATH, not '\(source)'")
+            throw ConfigurationError("--source must be hci:hciN, btsnoop:PATH or pcap:PATH, not '\(source)'")
         }
         let kind = source[..<colon]
         let argument = String(source[source.index(after: colon)...])
@@ -169,10 +178,20 @@ struct AgentCommand: AsyncParsableCommand {
         case "btsnoop", "pcap":
             guard !argument.isEmpty else { throw ConfigurationError("--source \(kind): needs a file path") }
             return CaptureReplaySource(path: argument, speed: replaySpeed)
-        case "hci", "sim":
-            throw ConfigurationError("--source \(kind): is not available in this version; use btsnoop:PATH or pcap:PATH")
+        case "hci":
+            var source = HCIScanSource(
+                device: argument,
+                parameters: try ScanParameters(
+                    active: active, intervalMilliseconds: scanIntervalMs, windowMilliseconds: scanWindowMs),
+                logger: logger)
+            guard watchdog >= 1 else { throw ConfigurationError("--watchdog must be at least 1 second") }
+            source.watchdogTimeout = .seconds(watchdog)
+            source.recordPath = record
+            return source
+        case "sim":
+            throw ConfigurationError("--source sim: is not available in this version; use hci:, btsnoop: or pcap:")
         default:
-            throw ConfigurationError("--source kind '\(kind)' is not btsnoop or pcap")
+            throw ConfigurationError("--source kind '\(kind)' is not hci, btsnoop or pcap")
         }
     }
 }

@@ -87,7 +87,8 @@ struct AgentIntegrationTests {
         // From now on nothing is acknowledged: what the agent publishes stays in its spool.
         ingest.setAcknowledging(false)
         let acknowledgedAtKill = ingest.state.withLock { $0.committedThrough }
-        try await ingest.wait(for: "unacknowledged batches") { $0.batchCount >= 8 }
+        let countWhenAcknowledgingStopped = ingest.batchCount
+        try await ingest.wait(for: "unacknowledged batches") { $0.batchCount >= countWhenAcknowledgingStopped + 3 }
         first.terminate(SIGKILL)
         // The broker publishes the will: the agent is offline.
         try await ingest.wait(for: "the will") { $0.status(site: "hq", agent: "hq-k1")?["online"] as? Bool == false }
@@ -149,6 +150,12 @@ struct AgentIntegrationTests {
         let missing = run("missing", ["--source", "btsnoop:" + work + "/nothing.log"])
         #expect(missing.status == 66)
         #expect(missing.log.contains("cannot open the capture file"))
+        // No usable adapter here (no Bluetooth in this kernel): the message says what to do.
+        let adapter = run("hci", ["--source", "hci:hci0"])
+        if adapter.status != 0 {
+            #expect(adapter.status == 66)
+            #expect(adapter.log.contains("hci0 failed"))
+        }
         // Nobody listens on the port: the replay is spooled, the agent says so and exits 75.
         let unreachable = run("unreachable", [])
         #expect(unreachable.status == 75)
