@@ -7,6 +7,7 @@ let package = Package(
     products: [
         .executable(name: "beaconflow", targets: ["beaconflow"]),
         .library(name: "BeaconWire", targets: ["BeaconWire"]),
+        .library(name: "BeaconAgent", targets: ["BeaconAgent"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),

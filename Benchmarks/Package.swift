@@ -13,6 +13,8 @@ let package = Package(
         // The reference: a small C decoder of the same frames, built -O2.
         .target(name: "CReferenceDecoder", cSettings: [.unsafeFlags(["-O2"])]),
         .target(name: "BenchmarkCorpus", dependencies: [.product(name: "BeaconWire", package: "beaconflow")]),
+        // Writes the busy-site capture that scripts/bench-agent replays.
+        .executableTarget(name: "ReplayLoad", dependencies: [.product(name: "BeaconWire", package: "beaconflow")]),
         .executableTarget(
             name: "DecodeBenchmarks",
             dependencies: [
@@ -21,6 +23,15 @@ let package = Package(
                 .product(name: "Benchmark", package: "benchmark"),
             ],
             path: "Benchmarks/DecodeBenchmarks",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
+        .executableTarget(
+            name: "SpoolBenchmarks",
+            dependencies: [
+                .product(name: "BeaconAgent", package: "beaconflow"),
+                .product(name: "Benchmark", package: "benchmark"),
+            ],
+            path: "Benchmarks/SpoolBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ),
     ]

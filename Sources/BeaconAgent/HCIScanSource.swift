@@ -70,10 +70,12 @@ public struct HCIScanSource: AdvertSource {
         }
 
         try perform(session.start())
+        var received: [TimedReport] = []
         while !shouldStop() {
             let packet: [UInt8]?
             do {
-                packet = try socket.read(timeoutMilliseconds: 100, into: &buffer)
+                // Wait for the first packet; then take what is already there, so reports go on in chunks.
+                packet = try socket.read(timeoutMilliseconds: received.isEmpty ? 100 : 0, into: &buffer)
             } catch {
                 throw SourceError(source: name, error.message)
             }
@@ -84,8 +86,12 @@ public struct HCIScanSource: AdvertSource {
                 if !reports.isEmpty {
                     lastReport = ContinuousClock.now
                     let now = AgentEngine.wallClockMicros()
-                    deliver(reports.map { TimedReport(timeMicros: now, report: $0) })
+                    received += reports.map { TimedReport(timeMicros: now, report: $0) }
                 }
+            }
+            if !received.isEmpty, packet == nil || received.count >= 64 {
+                deliver(received)
+                received.removeAll(keepingCapacity: true)
             }
             let now = ContinuousClock.now
             if let opcode = session.awaitedOpcode, now - commandSentAt > commandTimeout {
@@ -102,6 +108,7 @@ public struct HCIScanSource: AdvertSource {
                 try perform(session.start())
             }
         }
+        if !received.isEmpty { deliver(received) }
         // Leave the adapter as it was: scanning off, waiting briefly for the controller's answer.
         try? perform(session.stop())
         let deadline = ContinuousClock.now + commandTimeout

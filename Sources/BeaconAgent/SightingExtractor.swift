@@ -125,6 +125,7 @@ public struct SightingExtractor: Sendable {
     }
 
     private func isAllowed(_ beacon: BeaconKey, _ address: DeviceAddress) -> Bool {
+        if configuration.allow.isEmpty, configuration.deny.isEmpty { return true }
         let names = [beacon.beaconID, address.description, address.description.lowercased()]
         func matches(_ prefixes: [String]) -> Bool {
             prefixes.contains { prefix in names.contains { $0.hasPrefix(prefix) } }

@@ -62,6 +62,7 @@ public struct CaptureReplaySource: AdvertSource {
     public let path: String
     public let speed: ReplaySpeed
     public var name: String { "replay:\(path)" }
+    static let pacingStep: Duration = .milliseconds(10)
 
     public init(path: String, speed: ReplaySpeed) {
         self.path = path
@@ -89,8 +90,10 @@ public struct CaptureReplaySource: AdvertSource {
                     if case .factor(let factor) = speed {
                         let first = firstTimestamp ?? record.timestamp
                         firstTimestamp = first
-                        let due = started + .microseconds(Int64(Double(record.timestamp - first) / factor))
-                        if due > ContinuousClock.now {
+                        let offset = Double(record.timestamp.subtractingReportingOverflow(first).partialValue) / factor
+                        let due = started + .microseconds(Int64(clamping: Int64(exactly: offset.rounded()) ?? 0))
+                        // Paced in 10 ms steps: waking for every advert would cost more than decoding it.
+                        if due > ContinuousClock.now + Self.pacingStep {
                             if !pending.isEmpty {
                                 deliver(pending)
                                 pending.removeAll()
