@@ -65,6 +65,7 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ]
         ),
 

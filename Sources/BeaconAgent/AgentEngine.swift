@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import Metrics
 import Mosquitto
+import SwiftProtobuf
 
 /// The agent's core, confined to one thread: sightings into batches, batches into the spool, spooled batches out
 /// through the delivery window, acknowledgements back into the spool, and the periodic status.
@@ -211,7 +212,21 @@ final class AgentEngine: @unchecked Sendable {
     private func acknowledge(through sequence: UInt64, now: UInt64) {
         guard sequence > window.acknowledged else { return }
         do {
-            try spool.acknowledge(through: sequence)
+            if sequence >= spool.nextSequence {
+                // Beyond anything this spool wrote: not about these batches (see Spool.adoptAcknowledgement).
+                try spool.adoptAcknowledgement(beyondWritten: sequence) { newSequence, firstUnacknowledged, payload in
+                    guard var batch = try? WireBatch(serializedBytes: payload) else { return nil }
+                    batch.sequence = newSequence
+                    batch.firstUnacknowledgedSequence = firstUnacknowledged
+                    return try? batch.serializedBytes()
+                }
+                window = DeliveryWindow(
+                    maximumInFlight: window.maximumInFlight,
+                    acknowledgementTimeoutNanoseconds: window.acknowledgementTimeoutNanoseconds)
+                window.connected()
+            } else {
+                try spool.acknowledge(through: sequence)
+            }
         } catch {
             record(error: "\(error)")
         }

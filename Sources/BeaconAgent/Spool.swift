@@ -215,6 +215,45 @@ public final class Spool {
         try removeAcknowledgedSegments()
     }
 
+    /// Handles an acknowledgement beyond every sequence this spool ever wrote: it is about an earlier life of
+    /// the same agent (a reinstall, a wiped state directory) that the broker still retains. The pending batches
+    /// are written again after it, each renumbered by `renumber(newSequence, firstUnacknowledged, payload)`, then
+    /// the old copies are acknowledged away: nothing is deleted before its new copy is on disk, and no batch
+    /// keeps a sequence the ingest already committed. Returns how many batches moved.
+    @discardableResult
+    public func adoptAcknowledgement(
+        beyondWritten sequence: UInt64, renumber: (UInt64, UInt64, [UInt8]) -> [UInt8]?
+    ) throws(SpoolError) -> Int {
+        guard sequence >= nextSequence else {
+            try acknowledge(through: sequence)
+            return 0
+        }
+        let moving = try pending(after: 0, limit: .max)
+        nextSequence = sequence + 1
+        let first = sequence + 1
+        // A segment of their own: inside a segment, sequences run on by one.
+        if !moving.isEmpty {
+            if let last = segments.last { try sync(last) }
+            try openSegment(firstSequence: first)
+        }
+        var moved = 0
+        for (_, payload) in moving {
+            guard let rewritten = renumber(nextSequence, first, payload) else {
+                corruptRecords += 1
+                continue
+            }
+            try append(sequence: nextSequence, payload: rewritten)
+            moved += 1
+        }
+        if !moving.isEmpty {
+            logger.warning(
+                "Acknowledgement from an earlier life of this agent; pending batches renumbered after it",
+                metadata: ["acknowledged": "\(sequence)", "renumbered": "\(moved)"])
+        }
+        try acknowledge(through: sequence)
+        return moved
+    }
+
     // MARK: Recovery
 
     private func recover() throws(SpoolError) {

@@ -47,6 +47,26 @@ struct AgentIntegrationTests {
         #expect(try FileManager.default.contentsOfDirectory(atPath: spool).filter { $0.hasSuffix(".seg") }.isEmpty)
     }
 
+    @Test func aReinstalledAgentDoesNotTakeItsEarlierLifesAcknowledgementForItsOwn() async throws {
+        let broker = try MosquittoServer()
+        // The ingest committed this agent's batches up to 5000 in an earlier life, and the broker retains that.
+        let ingest = try TestIngest(broker: broker, committedThrough: 5000)
+        try await Task.sleep(for: .milliseconds(200))
+        try ingest.publishAcknowledgement(site: "hq", agent: "hq-a1", 5000)
+        let spool = try makeTemporaryDirectory(prefix: "spool")
+        defer { try? FileManager.default.removeItem(atPath: spool) }
+        let capture = captureFixture("mixed-beacons.btsnoop")
+        let configuration = try configuration(broker, spool: spool)
+        let agent = Agent(
+            configuration: configuration, source: CaptureReplaySource(path: capture, speed: .maximum), logger: logger)
+        #expect(try await agent.run() == .finished)
+        let expected = try expectedSightings(capture: capture, configuration: configuration.extractor)
+        let sequences = ingest.sequences
+        #expect(sequences.first == 5001)
+        #expect(sequences == Array(5001...(5000 + UInt64(sequences.count))))
+        #expect(multiset(ingest.sightings) == multiset(expected))
+    }
+
     @Test func batchesSurviveABrokerRestart() async throws {
         let broker = try MosquittoServer()
         let ingest = try TestIngest(broker: broker)

@@ -127,6 +127,31 @@ func payload(_ sequence: UInt64, size: Int = 100) -> [UInt8] {
         #expect(try spool.pending(after: 0, limit: 5).map(\.sequence) == [5001])
     }
 
+    @Test func anAcknowledgementFromAnEarlierLifeRenumbersThePendingBatches() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let spool = try open(directory.path)
+        for sequence in UInt64(1)...3 { try spool.append(sequence: sequence, payload: payload(sequence)) }
+        let moved = try spool.adoptAcknowledgement(beyondWritten: 5000) { newSequence, first, old in
+            #expect(first == 5001)
+            return Array("\(newSequence):".utf8) + old
+        }
+        #expect(moved == 3)
+        let expected = (UInt64(1)...3).map { (5000 + $0, Array("\(5000 + $0):".utf8) + payload($0)) }
+        func check(_ spool: Spool) throws {
+            let pending = try spool.pending(after: 0, limit: 10)
+            #expect(pending.map(\.sequence) == expected.map(\.0))
+            #expect(pending.map(\.payload) == expected.map(\.1))
+            #expect(spool.nextSequence == 5004)
+            #expect(spool.acknowledgedThrough == 5000)
+        }
+        try check(spool)
+        try check(try open(directory.path))
+        // An ordinary acknowledgement goes the ordinary way.
+        #expect(try spool.adoptAcknowledgement(beyondWritten: 5001) { _, _, _ in nil } == 0)
+        #expect(try spool.pending(after: 0, limit: 10).map(\.sequence) == [5002, 5003])
+    }
+
     @Test func anUnwritableDirectoryIsAClearError() throws {
         let directory = TemporaryDirectory()
         defer { directory.remove() }

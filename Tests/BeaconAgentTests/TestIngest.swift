@@ -22,11 +22,12 @@ final class TestIngest: Sendable {
     let client: MQTTClient
     let state = Mutex(State())
 
-    init(broker: MosquittoServer, clientID: String = "test-ingest") throws {
+    init(broker: MosquittoServer, clientID: String = "test-ingest", committedThrough: UInt64 = 0) throws {
         var configuration = MQTTClient.Configuration(host: "127.0.0.1", port: broker.port, clientID: clientID)
         configuration.reconnectDelayMinimum = .milliseconds(50)
         configuration.reconnectDelayMaximum = .milliseconds(200)
         client = try MQTTClient(configuration, logger: Logger(label: "test-ingest"))
+        state.withLock { $0.committedThrough = committedThrough }
         try client.subscribe(topic: "beaconflow/v1/+/+/batch")
         try client.subscribe(topic: "beaconflow/v1/+/+/status")
         let client = self.client
@@ -42,7 +43,8 @@ final class TestIngest: Sendable {
                     continue
                 }
                 let ack: UInt64? = state.withLock { state in
-                    if state.batches[batch.sequence] != nil {
+                    // Already committed, or already here: a redelivery, skipped as the real ingest must.
+                    if batch.sequence <= state.committedThrough || state.batches[batch.sequence] != nil {
                         state.duplicates += 1
                     } else {
                         state.batches[batch.sequence] = batch
@@ -65,6 +67,13 @@ final class TestIngest: Sendable {
 
     var batchCount: Int { state.withLock { $0.batches.count } }
     var sequences: [UInt64] { state.withLock { $0.batches.keys.sorted() } }
+
+    /// Publishes a retained acknowledgement, as an ingest that committed `sequence` for this agent would have.
+    func publishAcknowledgement(site: String, agent: String, _ sequence: UInt64) throws {
+        try client.publish(
+            topic: "beaconflow/v1/\(site)/\(agent)/ack", payload: Array("{\"committed_through\": \(sequence)}".utf8),
+            retain: true)
+    }
 
     /// Every sighting received, once per batch.
     var sightings: [Sighting] {
