@@ -34,43 +34,66 @@ struct AgentCommand: AsyncParsableCommand {
             """
     )
 
-    @Option(help: "Site id ([a-z0-9-]+).") var site: String
-    @Option(help: "Agent id ([a-z0-9-]+), unique within the site.") var agent: String
-    @Option(help: "Where adverts come from: hci:hciN, btsnoop:PATH or pcap:PATH.") var source: String
-    @Option(help: "Broker URL: mqtt://[user@]host[:port] or mqtts://... (TLS).") var broker = "mqtt://127.0.0.1:1883"
+    @Option(help: "A YAML file with any of these settings, keys in snake_case (site, broker, spool_max_mb, ...); options given here override it.")
+    var config: String?
+    @Option(help: "Site id ([a-z0-9-]+).") var site: String?
+    @Option(help: "Agent id ([a-z0-9-]+), unique within the site.") var agent: String?
+    @Option(help: "Where adverts come from: hci:hciN, btsnoop:PATH or pcap:PATH.") var source: String?
+    @Option(help: "Broker URL: mqtt://[user@]host[:port] or mqtts://... (TLS). Default mqtt://127.0.0.1:1883.")
+    var broker: String?
     @Option(help: "CA certificate file (PEM) for mqtts://; default: the system's CAs.") var caFile: String?
     @Option(help: "Client certificate (PEM) for TLS client authentication.") var certFile: String?
     @Option(help: "Client key (PEM) for --cert-file.") var keyFile: String?
     @Option(help: "File whose first line is the MQTT password (keeps it out of the process list).")
     var passwordFile: String?
     @Option(help: "Spool directory; default .beaconflow/spool/<site>-<agent>.") var spool: String?
-    @Option(help: "Largest spool size in MiB; the oldest batches are dropped (and counted) beyond it.")
-    var spoolMaxMb = 256
-    @Option(help: "When the spool is flushed to disk: always (every batch), periodic (every second) or never.")
-    var fsync = "always"
-    @Option(help: "Replay speed: max, or a factor of real time (1 = the capture's own pace).") var speed = "1"
-    @Option(help: "A batch is sent when it holds this many sightings...") var batchMaxSightings = 1000
-    @Option(help: "...or when its first sighting is this old, in milliseconds.") var batchMaxAgeMs = 1000
-    @Option(help: "Batches published and awaiting acknowledgement at most.") var maxInFlight = 16
-    @Option(help: "Seconds to wait for an acknowledgement before resending from the oldest batch.")
-    var ackTimeout = 30
-    @Option(help: "After a replay ends, seconds to wait for the last acknowledgements.") var drainTimeout = 30
+    @Option(help: "Largest spool size in MiB (default 256); the oldest batches are dropped (and counted) beyond it.")
+    var spoolMaxMb: Int?
+    @Option(help: "When the spool is flushed to disk: always (every batch, the default), periodic (every second) or never.")
+    var fsync: String?
+    @Option(help: "Replay speed: max, or a factor of real time (default 1, the capture's own pace).") var speed: String?
+    @Option(help: "A batch is sent when it holds this many sightings (default 1000)...") var batchMaxSightings: Int?
+    @Option(help: "...or when its first sighting is this old, in milliseconds (default 1000).") var batchMaxAgeMs: Int?
+    @Option(help: "Batches published and awaiting acknowledgement at most (default 16).") var maxInFlight: Int?
+    @Option(help: "Seconds to wait for an acknowledgement before resending from the oldest batch (default 30).")
+    var ackTimeout: Int?
+    @Option(help: "After a replay ends, seconds to wait for the last acknowledgements (default 30).")
+    var drainTimeout: Int?
     @Option(help: "Keep only beacons whose id or address starts with this (repeatable).") var allow: [String] = []
     @Option(help: "Drop beacons whose id or address starts with this (repeatable).") var deny: [String] = []
-    @Flag(help: "Also report devices that send no beacon or sensor frame.") var includeUnknownDevices = false
+    @Flag(inversion: .prefixedNo, help: "Also report devices that send no beacon or sensor frame (default no).")
+    var includeUnknownDevices: Bool?
     @Option(help: "File holding the site's key (hex) for pseudonymising device addresses.")
     var pseudonymKeyFile: String?
-    @Flag(help: "hci: active scanning (scan requests, so scan responses arrive too); passive by default.")
-    var active = false
-    @Option(help: "hci: scan interval in milliseconds (2.5-10240).") var scanIntervalMs = 100.0
-    @Option(help: "hci: scan window in milliseconds, at most the interval (equal: scan continuously).")
-    var scanWindowMs = 100.0
-    @Option(help: "hci: restart scanning when no advert arrived for this many seconds.") var watchdog = 60
+    @Flag(inversion: .prefixedNo, help: "hci: active scanning (scan requests, so scan responses arrive too); default passive.")
+    var active: Bool?
+    @Option(help: "hci: scan interval in milliseconds, 2.5-10240 (default 100).") var scanIntervalMs: Double?
+    @Option(help: "hci: scan window in milliseconds, at most the interval (default 100: scan continuously).")
+    var scanWindowMs: Double?
+    @Option(help: "hci: restart scanning when no advert arrived for this many seconds (default 60).") var watchdog: Int?
     @Option(help: "hci: also write every HCI packet to this btsnoop (datalink 1002) file.") var record: String?
-    @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.") var logLevel = "info"
+    @Option(help: "Log level: trace, debug, info (default), notice, warning, error, critical.") var logLevel: String?
+
+    /// The command line's settings; nil where an option was not given.
+    var commandLineSettings: AgentSettings {
+        AgentSettings(
+            site: site, agent: agent, source: source, broker: broker, caFile: caFile, certFile: certFile,
+            keyFile: keyFile, passwordFile: passwordFile, spool: spool, spoolMaxMb: spoolMaxMb, fsync: fsync,
+            speed: speed, batchMaxSightings: batchMaxSightings, batchMaxAgeMs: batchMaxAgeMs, maxInFlight: maxInFlight,
+            ackTimeout: ackTimeout, drainTimeout: drainTimeout, allow: allow.isEmpty ? nil : allow,
+            deny: deny.isEmpty ? nil : deny, includeUnknownDevices: includeUnknownDevices,
+            pseudonymKeyFile: pseudonymKeyFile, active: active, scanIntervalMs: scanIntervalMs,
+            scanWindowMs: scanWindowMs, watchdog: watchdog, record: record, logLevel: logLevel)
+    }
 
     func run() async throws {
-        let level = Logger.Level(rawValue: logLevel) ?? .info
+        let settings: AgentSettings
+        do {
+            settings = try AgentSettings.merged(file: config, commandLine: commandLineSettings)
+        } catch {
+            throw ValidationError(error.message)
+        }
+        let level = Logger.Level(rawValue: settings.logLevel ?? "info") ?? .info
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)
             handler.logLevel = level
@@ -79,7 +102,9 @@ struct AgentCommand: AsyncParsableCommand {
         let logger = Logger(label: "beaconflow.agent")
         let configuration: AgentConfiguration
         let advertSource: any AdvertSource
-        switch Result(catching: { () throws(ConfigurationError) in (try makeConfiguration(), try makeSource(logger: logger)) }) {
+        switch Result(catching: { () throws(ConfigurationError) in
+            (try settings.configuration(), try settings.source(logger: logger))
+        }) {
         case .success(let (made, madeSource)):
             configuration = made
             advertSource = madeSource
@@ -113,85 +138,6 @@ struct AgentCommand: AsyncParsableCommand {
         case .sourceFailed(let message)?:
             logger.error("Source failed", metadata: ["error": "\(message)"])
             throw ExitCode(66)
-        }
-    }
-
-    func makeConfiguration() throws(ConfigurationError) -> AgentConfiguration {
-        var address = try BrokerAddress(url: broker)
-        if let passwordFile {
-            guard let text = try? String(contentsOfFile: passwordFile, encoding: .utf8) else {
-                throw ConfigurationError("cannot read --password-file \(passwordFile)")
-            }
-            address.password = String(text.split(separator: "\n", omittingEmptySubsequences: false).first ?? "")
-        }
-        var configuration = try AgentConfiguration(
-            siteID: site, agentID: agent, broker: address,
-            spoolDirectory: spool ?? ".beaconflow/spool/\(site)-\(agent)")
-        if caFile != nil || certFile != nil || keyFile != nil {
-            guard address.useTLS else { throw ConfigurationError("--ca-file/--cert-file/--key-file need an mqtts:// broker") }
-            configuration.tls = MQTTClient.TLS(caFile: caFile, certificateFile: certFile, keyFile: keyFile)
-        }
-        guard spoolMaxMb >= 1 else { throw ConfigurationError("--spool-max-mb must be at least 1") }
-        configuration.spool.maximumBytes = spoolMaxMb << 20
-        configuration.spool.segmentBytes = min(4 << 20, max(64 << 10, configuration.spool.maximumBytes / 8))
-        switch fsync {
-        case "always": configuration.spool.fsync = .always
-        case "periodic": configuration.spool.fsync = .periodic
-        case "never": configuration.spool.fsync = .never
-        default: throw ConfigurationError("--fsync must be always, periodic or never, not '\(fsync)'")
-        }
-        guard (1...100_000).contains(batchMaxSightings) else {
-            throw ConfigurationError("--batch-max-sightings must be 1-100000")
-        }
-        guard (10...600_000).contains(batchMaxAgeMs) else { throw ConfigurationError("--batch-max-age-ms must be 10-600000") }
-        guard (1...1000).contains(maxInFlight) else { throw ConfigurationError("--max-in-flight must be 1-1000") }
-        guard ackTimeout >= 1, drainTimeout >= 0 else { throw ConfigurationError("timeouts must be positive") }
-        configuration.batch.maximumSightings = batchMaxSightings
-        configuration.batch.maximumAgeNanoseconds = UInt64(batchMaxAgeMs) * 1_000_000
-        configuration.maximumInFlight = maxInFlight
-        configuration.acknowledgementTimeout = .seconds(ackTimeout)
-        configuration.drainTimeout = .seconds(drainTimeout)
-        configuration.extractor.allow = allow
-        configuration.extractor.deny = deny
-        configuration.extractor.includeUnknownDevices = includeUnknownDevices
-        if let pseudonymKeyFile {
-            guard let text = try? String(contentsOfFile: pseudonymKeyFile, encoding: .utf8),
-                let key = hexBytes(text.trimmingCharacters(in: .whitespacesAndNewlines)), key.count >= 16
-            else {
-                throw ConfigurationError("--pseudonym-key-file must hold at least 16 bytes in hex")
-            }
-            configuration.extractor.pseudonymKey = key
-        }
-        return configuration
-    }
-
-    func makeSource(logger: Logger) throws(ConfigurationError) -> any AdvertSource {
-        guard let colon = source.firstIndex(of: ":") else {
-            throw ConfigurationError("--source must be hci:hciN, btsnoop:PATH or pcap:PATH, not '\(source)'")
-        }
-        let kind = source[..<colon]
-        let argument = String(source[source.index(after: colon)...])
-        guard let replaySpeed = ReplaySpeed(speed) else {
-            throw ConfigurationError("--speed must be max or a positive number, not '\(speed)'")
-        }
-        switch kind {
-        case "btsnoop", "pcap":
-            guard !argument.isEmpty else { throw ConfigurationError("--source \(kind): needs a file path") }
-            return CaptureReplaySource(path: argument, speed: replaySpeed)
-        case "hci":
-            var source = HCIScanSource(
-                device: argument,
-                parameters: try ScanParameters(
-                    active: active, intervalMilliseconds: scanIntervalMs, windowMilliseconds: scanWindowMs),
-                logger: logger)
-            guard watchdog >= 1 else { throw ConfigurationError("--watchdog must be at least 1 second") }
-            source.watchdogTimeout = .seconds(watchdog)
-            source.recordPath = record
-            return source
-        case "sim":
-            throw ConfigurationError("--source sim: is not available in this version; use hci:, btsnoop: or pcap:")
-        default:
-            throw ConfigurationError("--source kind '\(kind)' is not hci, btsnoop or pcap")
         }
     }
 }

@@ -141,6 +141,36 @@ struct AgentIntegrationTests {
     }
 
     @Test(.enabled(if: beaconflowExecutable != nil, "the beaconflow executable is not built"))
+    func aConfigFileHoldsTheSettingsAndTheCommandLineOverridesIt() async throws {
+        let executable = try #require(beaconflowExecutable)
+        let broker = try MosquittoServer()
+        let ingest = try TestIngest(broker: broker)
+        let work = try makeTemporaryDirectory(prefix: "agent-config")
+        defer { try? FileManager.default.removeItem(atPath: work) }
+        try """
+            site: hq
+            agent: from-file
+            source: btsnoop:\(captureFixture("mixed-beacons.btsnoop"))
+            broker: \(broker.url)
+            spool: \(work)/spool
+            speed: max
+            include_unknown_devices: true
+            batch_max_sightings: 10
+            deny: ["ibeacon:"]
+            """.write(toFile: work + "/agent.yaml", atomically: true, encoding: .utf8)
+        let process = try ChildProcess(
+            executable, ["agent", "--config", work + "/agent.yaml", "--agent", "from-cli"],
+            standardErrorPath: work + "/agent.log")
+        let status = process.wait()
+        #expect(status == 0, "\((try? String(contentsOfFile: work + "/agent.log", encoding: .utf8)) ?? "")")
+        let batches = ingest.state.withLock { Array($0.batches.values) }
+        #expect(!batches.isEmpty)
+        #expect(batches.allSatisfy { $0.agentID == "from-cli" && $0.sightings.count <= 10 })
+        #expect(!ingest.sightings.contains { $0.beacon.beaconID.hasPrefix("ibeacon:") })
+        #expect(ingest.sightings.contains { $0.beacon.beaconID.hasPrefix("mac:") })
+    }
+
+    @Test(.enabled(if: beaconflowExecutable != nil, "the beaconflow executable is not built"))
     func badConfigurationAndUnreachablePartsGiveClearErrorsAndExitCodes() throws {
         let executable = try #require(beaconflowExecutable)
         let work = try makeTemporaryDirectory(prefix: "agent-errors")
@@ -158,6 +188,14 @@ struct AgentIntegrationTests {
             let status = process.wait()
             return ((status >> 8) & 0xFF, (try? String(contentsOfFile: work + "/\(name).log", encoding: .utf8)) ?? "")
         }
+        try "site: hq\nbroker_url: mqtt://x\n".write(toFile: work + "/typo.yaml", atomically: true, encoding: .utf8)
+        let typo = run("typo", ["--config", work + "/typo.yaml"])
+        #expect(typo.status == 64)
+        #expect(typo.log.contains("unknown setting 'broker_url'"))
+        try "max_in_flight: many\n".write(toFile: work + "/type.yaml", atomically: true, encoding: .utf8)
+        let wrongType = run("type", ["--config", work + "/type.yaml"])
+        #expect(wrongType.status == 64)
+        #expect(wrongType.log.contains("max_in_flight"))
         let badSite = run("site", ["--site", "HQ!"])
         #expect(badSite.status == 64)
         #expect(badSite.log.contains("site id 'HQ!' must be"))

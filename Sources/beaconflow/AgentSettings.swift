@@ -1,0 +1,208 @@
+import BeaconAgent
+import Foundation
+import Logging
+import Mosquitto
+import Yams
+
+/// The agent's settings as given: on the command line, in a `--config` YAML file (keys are the options in
+/// snake_case), or both, the command line winning. Defaults are applied when the configuration is built.
+struct AgentSettings: Codable, Equatable {
+    var site: String?
+    var agent: String?
+    var source: String?
+    var broker: String?
+    var caFile: String?
+    var certFile: String?
+    var keyFile: String?
+    var passwordFile: String?
+    var spool: String?
+    var spoolMaxMb: Int?
+    var fsync: String?
+    var speed: String?
+    var batchMaxSightings: Int?
+    var batchMaxAgeMs: Int?
+    var maxInFlight: Int?
+    var ackTimeout: Int?
+    var drainTimeout: Int?
+    var allow: [String]?
+    var deny: [String]?
+    var includeUnknownDevices: Bool?
+    var pseudonymKeyFile: String?
+    var active: Bool?
+    var scanIntervalMs: Double?
+    var scanWindowMs: Double?
+    var watchdog: Int?
+    var record: String?
+    var logLevel: String?
+
+    enum CodingKeys: String, CodingKey, CaseIterable {
+        case site, agent, source, broker
+        case caFile = "ca_file"
+        case certFile = "cert_file"
+        case keyFile = "key_file"
+        case passwordFile = "password_file"
+        case spool
+        case spoolMaxMb = "spool_max_mb"
+        case fsync, speed
+        case batchMaxSightings = "batch_max_sightings"
+        case batchMaxAgeMs = "batch_max_age_ms"
+        case maxInFlight = "max_in_flight"
+        case ackTimeout = "ack_timeout"
+        case drainTimeout = "drain_timeout"
+        case allow, deny
+        case includeUnknownDevices = "include_unknown_devices"
+        case pseudonymKeyFile = "pseudonym_key_file"
+        case active
+        case scanIntervalMs = "scan_interval_ms"
+        case scanWindowMs = "scan_window_ms"
+        case watchdog, record
+        case logLevel = "log_level"
+    }
+
+    /// Reads `--config` (when given) and lays the command line over it. Unknown keys are errors: a misspelt
+    /// setting must not be silently ignored.
+    static func merged(file path: String?, commandLine: AgentSettings) throws(ConfigurationError) -> AgentSettings {
+        guard let path else { return commandLine }
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
+            throw ConfigurationError("cannot read --config \(path)")
+        }
+        let file: AgentSettings
+        do {
+            guard let mapping = try Yams.load(yaml: text) as? [String: Any] else {
+                throw ConfigurationError("\(path): expected a mapping of settings (key: value)")
+            }
+            let known = Set(CodingKeys.allCases.map(\.rawValue))
+            if let unknown = mapping.keys.sorted().first(where: { !known.contains($0) }) {
+                throw ConfigurationError(
+                    "\(path): unknown setting '\(unknown)'; known: \(known.sorted().joined(separator: ", "))")
+            }
+            file = try YAMLDecoder().decode(AgentSettings.self, from: text)
+        } catch let error as ConfigurationError {
+            throw error
+        } catch let error as DecodingError {
+            throw ConfigurationError("\(path): \(describe(error))")
+        } catch {
+            throw ConfigurationError("\(path): not valid YAML (\(error))")
+        }
+        return file.overridden(by: commandLine)
+    }
+
+    /// These settings with every value `other` has put over them.
+    func overridden(by other: AgentSettings) -> AgentSettings {
+        var result = self
+        func take<T>(_ path: WritableKeyPath<AgentSettings, T?>) {
+            if let value = other[keyPath: path] { result[keyPath: path] = value }
+        }
+        take(\.site); take(\.agent); take(\.source); take(\.broker); take(\.caFile); take(\.certFile)
+        take(\.keyFile); take(\.passwordFile); take(\.spool); take(\.spoolMaxMb); take(\.fsync); take(\.speed)
+        take(\.batchMaxSightings); take(\.batchMaxAgeMs); take(\.maxInFlight); take(\.ackTimeout)
+        take(\.drainTimeout); take(\.allow); take(\.deny); take(\.includeUnknownDevices); take(\.pseudonymKeyFile)
+        take(\.active); take(\.scanIntervalMs); take(\.scanWindowMs); take(\.watchdog); take(\.record)
+        take(\.logLevel)
+        return result
+    }
+
+    func configuration() throws(ConfigurationError) -> AgentConfiguration {
+        guard let site, let agent else { throw ConfigurationError("--site and --agent are required (or in --config)") }
+        var address = try BrokerAddress(url: broker ?? "mqtt://127.0.0.1:1883")
+        if let passwordFile {
+            guard let text = try? String(contentsOfFile: passwordFile, encoding: .utf8) else {
+                throw ConfigurationError("cannot read the password file \(passwordFile)")
+            }
+            address.password = String(text.split(separator: "\n", omittingEmptySubsequences: false).first ?? "")
+        }
+        var configuration = try AgentConfiguration(
+            siteID: site, agentID: agent, broker: address,
+            spoolDirectory: spool ?? ".beaconflow/spool/\(site)-\(agent)")
+        if caFile != nil || certFile != nil || keyFile != nil {
+            guard address.useTLS else { throw ConfigurationError("ca_file, cert_file and key_file need an mqtts:// broker") }
+            configuration.tls = MQTTClient.TLS(caFile: caFile, certificateFile: certFile, keyFile: keyFile)
+        }
+        let spoolMaxMb = spoolMaxMb ?? 256
+        guard spoolMaxMb >= 1 else { throw ConfigurationError("spool_max_mb must be at least 1") }
+        configuration.spool.maximumBytes = spoolMaxMb << 20
+        configuration.spool.segmentBytes = min(4 << 20, max(64 << 10, configuration.spool.maximumBytes / 8))
+        switch fsync ?? "always" {
+        case "always": configuration.spool.fsync = .always
+        case "periodic": configuration.spool.fsync = .periodic
+        case "never": configuration.spool.fsync = .never
+        case let other: throw ConfigurationError("fsync must be always, periodic or never, not '\(other)'")
+        }
+        let batchMaxSightings = batchMaxSightings ?? 1000
+        let batchMaxAgeMs = batchMaxAgeMs ?? 1000
+        let maxInFlight = maxInFlight ?? 16
+        let ackTimeout = ackTimeout ?? 30
+        let drainTimeout = drainTimeout ?? 30
+        guard (1...100_000).contains(batchMaxSightings) else {
+            throw ConfigurationError("batch_max_sightings must be 1-100000")
+        }
+        guard (10...600_000).contains(batchMaxAgeMs) else { throw ConfigurationError("batch_max_age_ms must be 10-600000") }
+        guard (1...1000).contains(maxInFlight) else { throw ConfigurationError("max_in_flight must be 1-1000") }
+        guard ackTimeout >= 1, drainTimeout >= 0 else { throw ConfigurationError("ack_timeout must be at least 1 s, drain_timeout not negative") }
+        configuration.batch.maximumSightings = batchMaxSightings
+        configuration.batch.maximumAgeNanoseconds = UInt64(batchMaxAgeMs) * 1_000_000
+        configuration.maximumInFlight = maxInFlight
+        configuration.acknowledgementTimeout = .seconds(ackTimeout)
+        configuration.drainTimeout = .seconds(drainTimeout)
+        configuration.extractor.allow = allow ?? []
+        configuration.extractor.deny = deny ?? []
+        configuration.extractor.includeUnknownDevices = includeUnknownDevices ?? false
+        if let pseudonymKeyFile {
+            guard let text = try? String(contentsOfFile: pseudonymKeyFile, encoding: .utf8),
+                let key = hexBytes(text.trimmingCharacters(in: .whitespacesAndNewlines)), key.count >= 16
+            else {
+                throw ConfigurationError("the pseudonym key file must hold at least 16 bytes in hex")
+            }
+            configuration.extractor.pseudonymKey = key
+        }
+        return configuration
+    }
+
+    func source(logger: Logger) throws(ConfigurationError) -> any AdvertSource {
+        guard let source else { throw ConfigurationError("--source is required (or source: in --config)") }
+        guard let colon = source.firstIndex(of: ":") else {
+            throw ConfigurationError("source must be hci:hciN, btsnoop:PATH or pcap:PATH, not '\(source)'")
+        }
+        let kind = source[..<colon]
+        let argument = String(source[source.index(after: colon)...])
+        let speedText = speed ?? "1"
+        guard let replaySpeed = ReplaySpeed(speedText) else {
+            throw ConfigurationError("speed must be max or a positive number, not '\(speedText)'")
+        }
+        switch kind {
+        case "btsnoop", "pcap":
+            guard !argument.isEmpty else { throw ConfigurationError("source \(kind): needs a file path") }
+            return CaptureReplaySource(path: argument, speed: replaySpeed)
+        case "hci":
+            var hci = HCIScanSource(
+                device: argument,
+                parameters: try ScanParameters(
+                    active: active ?? false, intervalMilliseconds: scanIntervalMs ?? 100,
+                    windowMilliseconds: scanWindowMs ?? 100),
+                logger: logger)
+            let watchdog = watchdog ?? 60
+            guard watchdog >= 1 else { throw ConfigurationError("watchdog must be at least 1 second") }
+            hci.watchdogTimeout = .seconds(watchdog)
+            hci.recordPath = record
+            return hci
+        case "sim":
+            throw ConfigurationError("source sim: is not available in this version; use hci:, btsnoop: or pcap:")
+        default:
+            throw ConfigurationError("source kind '\(kind)' is not hci, btsnoop or pcap")
+        }
+    }
+}
+
+/// A decoding error as a sentence that names the setting.
+private func describe(_ error: DecodingError) -> String {
+    switch error {
+    case .typeMismatch(let type, let context), .valueNotFound(let type, let context):
+        return "setting '\(context.codingPath.map(\.stringValue).joined(separator: "."))' must be \(type)"
+    case .dataCorrupted(let context):
+        return "setting '\(context.codingPath.map(\.stringValue).joined(separator: "."))': \(context.debugDescription)"
+    case .keyNotFound(let key, _):
+        return "missing setting '\(key.stringValue)'"
+    @unknown default:
+        return "\(error)"
+    }
+}
