@@ -67,6 +67,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                .product(name: "Yams", package: "Yams"),
             ]
         ),
 

@@ -20,6 +20,7 @@ struct AgentCommand: AsyncParsableCommand {
               hci:hci0       scan with a Bluetooth adapter (needs CAP_NET_RAW and CAP_NET_ADMIN); BT 5 extended
                              scanning when the controller supports it, legacy otherwise; --record keeps a btsnoop
               btsnoop:PATH   replay a btsnoop capture with its timestamps (--speed max|1|N)
+              sim:SCENARIO   play this agent's part of a simulated site (see `beaconflow simulate --help`)
               pcap:PATH      replay a pcap/pcapng capture (link type 201 or 187)
 
             Exit status: 0 done (a replay fully acknowledged, or stopped by a signal); 64 bad arguments;
@@ -38,7 +39,7 @@ struct AgentCommand: AsyncParsableCommand {
     var config: String?
     @Option(help: "Site id ([a-z0-9-]+).") var site: String?
     @Option(help: "Agent id ([a-z0-9-]+), unique within the site.") var agent: String?
-    @Option(help: "Where adverts come from: hci:hciN, btsnoop:PATH or pcap:PATH.") var source: String?
+    @Option(help: "Where adverts come from: hci:hciN, btsnoop:PATH, pcap:PATH or sim:SCENARIO.") var source: String?
     @Option(help: "Broker URL: mqtt://[user@]host[:port] or mqtts://... (TLS). Default mqtt://127.0.0.1:1883.")
     var broker: String?
     @Option(help: "CA certificate file (PEM) for mqtts://; default: the system's CAs.") var caFile: String?

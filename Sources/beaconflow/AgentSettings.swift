@@ -161,7 +161,7 @@ struct AgentSettings: Codable, Equatable {
     func source(logger: Logger) throws(ConfigurationError) -> any AdvertSource {
         guard let source else { throw ConfigurationError("--source is required (or source: in --config)") }
         guard let colon = source.firstIndex(of: ":") else {
-            throw ConfigurationError("source must be hci:hciN, btsnoop:PATH or pcap:PATH, not '\(source)'")
+            throw ConfigurationError("source must be hci:hciN, btsnoop:PATH, pcap:PATH or sim:SCENARIO, not '\(source)'")
         }
         let kind = source[..<colon]
         let argument = String(source[source.index(after: colon)...])
@@ -186,9 +186,12 @@ struct AgentSettings: Codable, Equatable {
             hci.recordPath = record
             return hci
         case "sim":
-            throw ConfigurationError("source sim: is not available in this version; use hci:, btsnoop: or pcap:")
+            guard !argument.isEmpty else { throw ConfigurationError("source sim: needs a scenario file") }
+            let simulator = try Simulator(try Scenario.load(path: argument))
+            guard let site, let agent else { throw ConfigurationError("--site and --agent are required") }
+            return SimulatorSource(simulator: simulator, site: site, agent: agent, speed: replaySpeed)
         default:
-            throw ConfigurationError("source kind '\(kind)' is not hci, btsnoop or pcap")
+            throw ConfigurationError("source kind '\(kind)' is not hci, btsnoop, pcap or sim")
         }
     }
 }

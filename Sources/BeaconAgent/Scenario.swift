@@ -1,0 +1,232 @@
+import BeaconWire
+import Foundation
+import Yams
+
+/// A simulated deployment (YAML): the sites of DESIGN §6 with agent positions and zone rectangles in metres, the
+/// beacons, and each beacon's path through the zones over time.
+///
+/// ```yaml
+/// seed: 7
+/// start_unix_s: 1767261600      # 2026-01-01T10:00:00Z
+/// duration_s: 600
+/// sites:
+///   - id: hq
+///     path_loss_exponent: 2.5     # n of the log-distance model
+///     shadowing_db: 4             # σ of the Gaussian shadowing per advert and receiver
+///     zones:
+///       - {id: lobby, rect: [0, 0, 10, 8]}      # x0, y0, x1, y1
+///       - {id: lab, rect: [10, 0, 20, 8], capacity: 12}
+///     agents:
+///       - {id: hq-a1, zone: lobby, position: [5, 4], rssi_offset_db: 0, loss: 0.05}
+/// beacons:
+///   - {name: cart-7, site: hq, type: eddystone-uid, namespace: 0102030405060708090a, instance: 0000000000a1,
+///      url: https://example.com/cart7, path: [{at_s: 0, zone: lobby}, {at_s: 300, zone: lab}, {at_s: 500}]}
+///   - {name: badge-3, site: hq, type: ibeacon, uuid: e2c56db5-dffb-48d2-b060-d0f5a71096e0, major: 1, minor: 3,
+///      path: [{at_s: 60, zone: lab}]}
+/// ```
+/// A path stop without `zone` means the beacon left the site (not heard). Beacon types: `eddystone-uid` (UID,
+/// with a TLM every `tlm_every` adverts and the URL between when `url` is set), `eddystone-eid` (EID and eTLM from
+/// `identity_key`, rotating every 2^`rotation_exponent` s), `ibeacon`, `altbeacon`.
+public struct Scenario: Decodable, Sendable {
+    public var seed: UInt64
+    public var startUnixSeconds: Int64
+    public var durationSeconds: Double
+    public var sites: [Site]
+    public var beacons: [Beacon]
+
+    public struct Site: Decodable, Sendable {
+        public var id: String
+        public var pathLossExponent: Double
+        public var shadowingDb: Double
+        public var zones: [Zone]
+        public var agents: [Agent]
+
+        enum CodingKeys: String, CodingKey {
+            case id, zones, agents
+            case pathLossExponent = "path_loss_exponent"
+            case shadowingDb = "shadowing_db"
+        }
+
+        public init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            id = try container.decode(String.self, forKey: .id)
+            pathLossExponent = try container.decodeIfPresent(Double.self, forKey: .pathLossExponent) ?? 2.5
+            shadowingDb = try container.decodeIfPresent(Double.self, forKey: .shadowingDb) ?? 4
+            zones = try container.decode([Zone].self, forKey: .zones)
+            agents = try container.decode([Agent].self, forKey: .agents)
+        }
+    }
+
+    public struct Zone: Decodable, Sendable {
+        public var id: String
+        /// x0, y0, x1, y1 in metres.
+        public var rect: [Double]
+        public var capacity: Int?
+    }
+
+    public struct Agent: Decodable, Sendable {
+        public var id: String
+        public var zone: String?
+        public var position: [Double]
+        public var rssiOffsetDb: Double
+        /// Probability that the receiver misses an advert.
+        public var loss: Double
+
+        enum CodingKeys: String, CodingKey {
+            case id, zone, position, loss
+            case rssiOffsetDb = "rssi_offset_db"
+        }
+
+        public init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            id = try container.decode(String.self, forKey: .id)
+            zone = try container.decodeIfPresent(String.self, forKey: .zone)
+            position = try container.decode([Double].self, forKey: .position)
+            rssiOffsetDb = try container.decodeIfPresent(Double.self, forKey: .rssiOffsetDb) ?? 0
+            loss = try container.decodeIfPresent(Double.self, forKey: .loss) ?? 0.05
+        }
+    }
+
+    public struct Stop: Decodable, Sendable {
+        public var atSeconds: Double
+        /// nil: away from the site.
+        public var zone: String?
+
+        enum CodingKeys: String, CodingKey {
+            case zone
+            case atSeconds = "at_s"
+        }
+    }
+
+    public struct Beacon: Decodable, Sendable {
+        public var name: String
+        public var site: String
+        public var type: String
+        public var namespace: String?
+        public var instance: String?
+        public var uuid: String?
+        public var major: UInt16?
+        public var minor: UInt16?
+        public var url: String?
+        public var identityKey: String?
+        public var rotationExponent: UInt8
+        public var intervalMs: Double
+        /// Calibrated power at 1 m (dBm); Eddystone frames carry it + 41 as their 0 m power.
+        public var power1mDbm: Int
+        public var tlmEvery: Int
+        public var batteryMv: Double
+        public var batteryDrainMvPerDay: Double
+        public var path: [Stop]
+
+        enum CodingKeys: String, CodingKey {
+            case name, site, type, namespace, instance, uuid, major, minor, url, path
+            case identityKey = "identity_key"
+            case rotationExponent = "rotation_exponent"
+            case intervalMs = "interval_ms"
+            case power1mDbm = "power_1m_dbm"
+            case tlmEvery = "tlm_every"
+            case batteryMv = "battery_mv"
+            case batteryDrainMvPerDay = "battery_drain_mv_per_day"
+        }
+
+        public init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            name = try container.decode(String.self, forKey: .name)
+            site = try container.decode(String.self, forKey: .site)
+            type = try container.decode(String.self, forKey: .type)
+            namespace = try container.decodeIfPresent(String.self, forKey: .namespace)
+            instance = try container.decodeIfPresent(String.self, forKey: .instance)
+            uuid = try container.decodeIfPresent(String.self, forKey: .uuid)
+            major = try container.decodeIfPresent(UInt16.self, forKey: .major)
+            minor = try container.decodeIfPresent(UInt16.self, forKey: .minor)
+            url = try container.decodeIfPresent(String.self, forKey: .url)
+            identityKey = try container.decodeIfPresent(String.self, forKey: .identityKey)
+            rotationExponent = try container.decodeIfPresent(UInt8.self, forKey: .rotationExponent) ?? 10
+            intervalMs = try container.decodeIfPresent(Double.self, forKey: .intervalMs) ?? 100
+            power1mDbm = try container.decodeIfPresent(Int.self, forKey: .power1mDbm) ?? -59
+            tlmEvery = try container.decodeIfPresent(Int.self, forKey: .tlmEvery) ?? 10
+            batteryMv = try container.decodeIfPresent(Double.self, forKey: .batteryMv) ?? 3000
+            batteryDrainMvPerDay = try container.decodeIfPresent(Double.self, forKey: .batteryDrainMvPerDay) ?? 2
+            path = try container.decode([Stop].self, forKey: .path)
+        }
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case seed, sites, beacons
+        case startUnixSeconds = "start_unix_s"
+        case durationSeconds = "duration_s"
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        seed = try container.decodeIfPresent(UInt64.self, forKey: .seed) ?? 1
+        startUnixSeconds = try container.decodeIfPresent(Int64.self, forKey: .startUnixSeconds) ?? 1_767_261_600
+        durationSeconds = try container.decode(Double.self, forKey: .durationSeconds)
+        sites = try container.decode([Site].self, forKey: .sites)
+        beacons = try container.decode([Beacon].self, forKey: .beacons)
+    }
+
+    /// Parses and checks a scenario; the error names the file and the problem.
+    public static func load(path: String) throws(ConfigurationError) -> Scenario {
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
+            throw ConfigurationError("cannot read the scenario \(path)")
+        }
+        return try parse(text, name: path)
+    }
+
+    public static func parse(_ text: String, name: String = "scenario") throws(ConfigurationError) -> Scenario {
+        let scenario: Scenario
+        do {
+            scenario = try YAMLDecoder().decode(Scenario.self, from: text)
+        } catch {
+            throw ConfigurationError("\(name): \(error)")
+        }
+        try scenario.validate(name: name)
+        return scenario
+    }
+
+    func validate(name: String) throws(ConfigurationError) {
+        guard durationSeconds > 0, durationSeconds <= 31 * 86_400 else {
+            throw ConfigurationError("\(name): duration_s must be more than 0 and at most 31 days")
+        }
+        for site in sites {
+            let zones = Set(site.zones.map(\.id))
+            for zone in site.zones where zone.rect.count != 4 || zone.rect[0] >= zone.rect[2] || zone.rect[1] >= zone.rect[3] {
+                throw ConfigurationError("\(name): zone \(site.id)/\(zone.id) rect must be [x0, y0, x1, y1] with x0 < x1, y0 < y1")
+            }
+            for agent in site.agents {
+                guard agent.position.count == 2 else {
+                    throw ConfigurationError("\(name): agent \(site.id)/\(agent.id) position must be [x, y]")
+                }
+                guard (0...1).contains(agent.loss) else {
+                    throw ConfigurationError("\(name): agent \(site.id)/\(agent.id) loss must be 0-1")
+                }
+                if let zone = agent.zone, !zones.contains(zone) {
+                    throw ConfigurationError("\(name): agent \(site.id)/\(agent.id) is in unknown zone '\(zone)'")
+                }
+            }
+        }
+        for beacon in beacons {
+            guard let site = sites.first(where: { $0.id == beacon.site }) else {
+                throw ConfigurationError("\(name): beacon \(beacon.name) names unknown site '\(beacon.site)'")
+            }
+            let zones = Set(site.zones.map(\.id))
+            for stop in beacon.path {
+                if let zone = stop.zone, !zones.contains(zone) {
+                    throw ConfigurationError("\(name): beacon \(beacon.name) goes to unknown zone '\(zone)'")
+                }
+            }
+            guard beacon.path.map(\.atSeconds) == beacon.path.map(\.atSeconds).sorted() else {
+                throw ConfigurationError("\(name): beacon \(beacon.name) path must be in time order")
+            }
+            guard beacon.intervalMs >= 20, beacon.tlmEvery >= 2 else {
+                throw ConfigurationError("\(name): beacon \(beacon.name) interval_ms must be ≥ 20 and tlm_every ≥ 2")
+            }
+            do {
+                _ = try SimulatedBeacon(beacon, index: 0)
+            } catch {
+                throw ConfigurationError("\(name): beacon \(beacon.name): \(error.message)")
+            }
+        }
+    }
+}

@@ -1,0 +1,301 @@
+import BeaconWire
+import Foundation
+
+/// SplitMix64: small, fast and deterministic for a seed, so that a scenario always plays the same way.
+struct SeededGenerator: RandomNumberGenerator, Sendable {
+    private var state: UInt64
+
+    init(seed: UInt64) { state = seed }
+
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+
+    /// A uniform value in [0, 1).
+    mutating func unit() -> Double { Double(next() >> 11) / Double(1 << 53) }
+
+    /// A standard normal value (Box-Muller).
+    mutating func gaussian() -> Double {
+        let u = max(unit(), .leastNonzeroMagnitude)
+        return (-2 * Foundation.log(u)).squareRoot() * cos(2 * .pi * unit())
+    }
+}
+
+/// One scenario beacon: its identity and the frames it sends.
+struct SimulatedBeacon: Sendable {
+    enum Kind: Sendable {
+        case eddystoneUID(namespace: [UInt8], instance: [UInt8], url: [UInt8]?)
+        case eddystoneEID(identityKey: [UInt8], rotationExponent: UInt8)
+        case iBeacon(IBeacon)
+        case altBeacon(AltBeacon)
+    }
+
+    let kind: Kind
+    let beaconID: String
+    let address: DeviceAddress
+    let spec: Scenario.Beacon
+
+    init(_ spec: Scenario.Beacon, index: Int) throws(ConfigurationError) {
+        self.spec = spec
+        // A random static address (top two bits set), the same for the same name.
+        var hash: UInt64 = 0xCBF2_9CE4_8422_2325
+        for byte in spec.name.utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01B3 }
+        address = DeviceAddress(value: (hash & 0x3FFF_FFFF_FFFF) | 0xC000_0000_0000, kind: .random)
+        let power = Int8(clamping: spec.power1mDbm)
+        func hex(_ text: String?, _ count: Int, _ field: String) throws(ConfigurationError) -> [UInt8] {
+            guard let text, let bytes = bytesFromHex(text.replacingOccurrences(of: "-", with: "")), bytes.count == count
+            else { throw ConfigurationError("\(field) must be \(count * 2) hex digits") }
+            return bytes
+        }
+        switch spec.type {
+        case "eddystone-uid":
+            let namespace = try hex(spec.namespace, 10, "namespace")
+            let instance = try hex(spec.instance, 6, "instance")
+            var url: [UInt8]?
+            if let text = spec.url {
+                guard let encoded = EddystoneURL.encode(text) else {
+                    throw ConfigurationError("url '\(text)' cannot be sent as an Eddystone-URL")
+                }
+                url = encoded
+            }
+            kind = .eddystoneUID(namespace: namespace, instance: instance, url: url)
+            beaconID = EddystoneUID(txPower: 0, namespace: namespace, instance: instance).beaconID
+        case "eddystone-eid":
+            let key = try hex(spec.identityKey, 16, "identity_key")
+            guard spec.rotationExponent <= 15 else { throw ConfigurationError("rotation_exponent must be 0-15") }
+            kind = .eddystoneEID(identityKey: key, rotationExponent: spec.rotationExponent)
+            // The id the registry gives the beacon (DESIGN §6), under which the ingest reports resolved EIDs.
+            beaconID = EddystoneUID(
+                txPower: 0, namespace: try hex(spec.namespace, 10, "namespace"),
+                instance: try hex(spec.instance, 6, "instance")
+            ).beaconID
+        case "ibeacon":
+            let uuid = try hex(spec.uuid, 16, "uuid")
+            let beacon = IBeacon(
+                uuidHigh: uuid[0..<8].reduce(0) { $0 << 8 | UInt64($1) }, uuidLow: uuid[8...].reduce(0) { $0 << 8 | UInt64($1) },
+                major: spec.major ?? 1, minor: spec.minor ?? UInt16(truncatingIfNeeded: index), measuredPower: power)
+            kind = .iBeacon(beacon)
+            beaconID = beacon.beaconID
+        case "altbeacon":
+            let id1 = try hex(spec.uuid, 16, "uuid (AltBeacon id1)")
+            let beacon = AltBeacon(
+                manufacturerID: 0x0118, id1: id1, id2: spec.major ?? 1, id3: spec.minor ?? UInt16(truncatingIfNeeded: index),
+                referenceRSSI: power, manufacturerReserved: 0)
+            kind = .altBeacon(beacon)
+            beaconID = beacon.beaconID
+        default:
+            throw ConfigurationError("type '\(spec.type)' is not eddystone-uid, eddystone-eid, ibeacon or altbeacon")
+        }
+    }
+
+    /// The advertising data of advert number `count` (since power-on) at `unixMicros`.
+    func advertisingData(count: Int, unixMicros: Int64, elapsedSeconds: Double, salt: UInt16) -> [UInt8] {
+        let flags: [UInt8] = [0x02, 0x01, 0x06]
+        let eddystone: [UInt8] = [0x03, 0x03, 0xAA, 0xFE]
+        func serviceData(_ frame: [UInt8]) -> [UInt8] { flags + eddystone + [UInt8(frame.count + 3), 0x16, 0xAA, 0xFE] + frame }
+        let zeroMetrePower = UInt8(bitPattern: Int8(clamping: spec.power1mDbm + 41))
+        let isTelemetry = count % spec.tlmEvery == spec.tlmEvery - 1
+        switch kind {
+        case .eddystoneUID(let namespace, let instance, let url):
+            if isTelemetry { return serviceData([0x20, 0x00] + telemetry(count: count, elapsedSeconds: elapsedSeconds).fieldBytes) }
+            if let url, count % spec.tlmEvery == spec.tlmEvery / 2 { return serviceData([0x10, zeroMetrePower] + url) }
+            return serviceData([0x00, zeroMetrePower] + namespace + instance + [0, 0])
+        case .eddystoneEID(let key, let exponent):
+            let beaconTime = UInt32(truncatingIfNeeded: unixMicros / 1_000_000)
+            if isTelemetry {
+                let frame = EddystoneKeyring.encrypt(
+                    telemetry(count: count, elapsedSeconds: elapsedSeconds), identityKey: key, rotationExponent: exponent,
+                    beaconTime: beaconTime, salt: salt)
+                return serviceData(
+                    [0x20, 0x01] + frame.ciphertext + [UInt8(frame.salt >> 8), UInt8(frame.salt & 0xFF)]
+                        + [UInt8(frame.mic >> 8), UInt8(frame.mic & 0xFF)])
+            }
+            let eid = EddystoneKeyring.eid(identityKey: key, rotationExponent: exponent, beaconTime: beaconTime)
+            return serviceData([0x30, zeroMetrePower] + (0..<8).map { UInt8(truncatingIfNeeded: eid >> (56 - 8 * $0)) })
+        case .iBeacon(let beacon):
+            return flags + [0x1A, 0xFF, 0x4C, 0x00] + beacon.payload
+        case .altBeacon(let beacon):
+            return flags + [0x1B, 0xFF, UInt8(beacon.manufacturerID & 0xFF), UInt8(beacon.manufacturerID >> 8)]
+                + beacon.payload
+        }
+    }
+
+    /// TLM as a real beacon's moves: the advert counter, uptime in 0.1 s, a slowly draining battery and a
+    /// temperature drifting around 22 °C.
+    func telemetry(count: Int, elapsedSeconds: Double) -> EddystoneTLM {
+        let battery = spec.batteryMv - spec.batteryDrainMvPerDay * elapsedSeconds / 86_400
+        let celsius = 22 + 1.5 * sin(elapsedSeconds / 3_600 * 2 * .pi)
+        return EddystoneTLM(
+            batteryMillivolts: UInt16(clamping: Int(battery.rounded())), temperatureRaw: Int16((celsius * 256).rounded()),
+            advertisingCount: UInt32(truncatingIfNeeded: count), uptimeTenths: UInt32(elapsedSeconds * 10))
+    }
+}
+
+/// Plays a scenario: every beacon's adverts, as each agent of a site hears them (log-distance path loss with
+/// Gaussian shadowing, the agent's RSSI offset and loss, a -100 dBm sensitivity floor), in time order.
+/// Deterministic for the scenario's seed.
+public struct Simulator: Sendable {
+    public let scenario: Scenario
+    let beacons: [SimulatedBeacon]
+    /// Receivers hear nothing weaker than this.
+    static let sensitivityDbm = -100.0
+    /// Beacons hang about 1 m above or below the receivers: no distance is shorter than that.
+    static let heightDifferenceMetres = 1.0
+
+    public init(_ scenario: Scenario) throws(ConfigurationError) {
+        self.scenario = scenario
+        var beacons: [SimulatedBeacon] = []
+        for (index, spec) in scenario.beacons.enumerated() { beacons.append(try SimulatedBeacon(spec, index: index)) }
+        self.beacons = beacons
+    }
+
+    /// The identity each named beacon is reported under (DESIGN §4), for ground truth and registries.
+    public var beaconIDs: [String: String] {
+        Dictionary(uniqueKeysWithValues: beacons.map { ($0.spec.name, $0.beaconID) })
+    }
+
+    /// What one agent hears, in capture-time order, handed over in chunks of simulated time (10 s).
+    public func run(site siteID: String, agent agentID: String, deliver: ([TimedReport]) throws -> Void) throws {
+        guard let site = scenario.sites.first(where: { $0.id == siteID }),
+            let agentIndex = site.agents.firstIndex(where: { $0.id == agentID })
+        else {
+            throw ConfigurationError("the scenario has no agent \(agentID) at site \(siteID)")
+        }
+        let agent = site.agents[agentIndex]
+        let members = beacons.enumerated().filter { $0.element.spec.site == siteID }
+        // Per beacon: its own random stream for timing and position (the same for every agent of the site),
+        // and one per (beacon, agent) for what this receiver makes of each advert.
+        var timing = members.map { SeededGenerator(seed: scenario.seed ^ UInt64($0.offset + 1) &* 0x9E37_79B9) }
+        var reception = members.map {
+            SeededGenerator(seed: scenario.seed ^ (UInt64($0.offset + 1) << 20) ^ UInt64(agentIndex + 1) &* 0xC2B2_AE35)
+        }
+        var nextAdvert = timing.indices.map { timing[$0].unit() * members[$0].element.spec.intervalMs / 1000 }
+        var counts = [Int](repeating: 0, count: members.count)
+        var positions = [(stop: Int, x: Double, y: Double)?](repeating: nil, count: members.count)
+        let zones = Dictionary(uniqueKeysWithValues: site.zones.map { ($0.id, $0.rect) })
+        let window = 10.0
+        var windowStart = 0.0
+        while windowStart < scenario.durationSeconds {
+            let windowEnd = min(windowStart + window, scenario.durationSeconds)
+            var reports: [TimedReport] = []
+            for (slot, member) in members.enumerated() {
+                let beacon = member.element
+                while nextAdvert[slot] < windowEnd {
+                    let time = nextAdvert[slot]
+                    // BLE adds 0-10 ms of random delay to every advertising interval.
+                    nextAdvert[slot] += beacon.spec.intervalMs / 1000 + timing[slot].unit() * 0.010
+                    let count = counts[slot]
+                    counts[slot] += 1
+                    guard let stopIndex = beacon.spec.path.lastIndex(where: { $0.atSeconds <= time }),
+                        let zone = beacon.spec.path[stopIndex].zone, let rect = zones[zone]
+                    else { continue }
+                    if positions[slot]?.stop != stopIndex {
+                        // A new stay: somewhere in the zone, away from its walls by 10 %.
+                        let x = rect[0] + (0.1 + 0.8 * timing[slot].unit()) * (rect[2] - rect[0])
+                        let y = rect[1] + (0.1 + 0.8 * timing[slot].unit()) * (rect[3] - rect[1])
+                        positions[slot] = (stopIndex, x, y)
+                    }
+                    let position = positions[slot]!
+                    let dx = position.x - agent.position[0]
+                    let dy = position.y - agent.position[1]
+                    let distance = (dx * dx + dy * dy + Self.heightDifferenceMetres * Self.heightDifferenceMetres).squareRoot()
+                    let shadowing = reception[slot].gaussian() * site.shadowingDb
+                    let missed = reception[slot].unit() < agent.loss
+                    let rssi = Double(beacon.spec.power1mDbm) - 10 * site.pathLossExponent * log10(distance) + shadowing
+                        + agent.rssiOffsetDb
+                    guard !missed, rssi >= Self.sensitivityDbm else { continue }
+                    let micros = scenario.startUnixSeconds * 1_000_000 + Int64((time * 1_000_000).rounded())
+                    let data = beacon.advertisingData(
+                        count: count, unixMicros: micros, elapsedSeconds: time,
+                        salt: UInt16(truncatingIfNeeded: timing[slot].next()))
+                    let report = AdvertisingReport(
+                        eventType: 0x03, isExtended: false, address: beacon.address,
+                        rssi: Int8(clamping: Int(rssi.rounded())), data: data)
+                    reports.append(TimedReport(timeMicros: micros, report: report))
+                }
+            }
+            reports.sort { $0.timeMicros < $1.timeMicros }
+            try deliver(reports)
+            windowStart = windowEnd
+        }
+    }
+
+    /// The ground truth as CSV: `beacon_id,site_id,zone_id,enter_ts,exit_ts` (RFC 3339, UTC), one row per stay.
+    public var groundTruthCSV: String {
+        var lines = ["beacon_id,site_id,zone_id,enter_ts,exit_ts"]
+        for beacon in beacons {
+            let path = beacon.spec.path
+            for (index, stop) in path.enumerated() {
+                guard let zone = stop.zone, stop.atSeconds < scenario.durationSeconds else { continue }
+                let end = index + 1 < path.count ? min(path[index + 1].atSeconds, scenario.durationSeconds) : scenario.durationSeconds
+                func timestamp(_ seconds: Double) -> String {
+                    RFC3339.format(microseconds: scenario.startUnixSeconds * 1_000_000 + Int64((seconds * 1_000_000).rounded()))
+                }
+                lines.append("\(beacon.beaconID),\(beacon.spec.site),\(zone),\(timestamp(stop.atSeconds)),\(timestamp(end))")
+            }
+        }
+        return lines.joined(separator: "\n") + "\n"
+    }
+}
+
+/// Plays one agent of a scenario as an advert source, paced like a replay.
+public struct SimulatorSource: AdvertSource {
+    public let simulator: Simulator
+    public let site: String
+    public let agent: String
+    public let speed: ReplaySpeed
+    public var name: String { "sim:\(site)/\(agent)" }
+
+    public init(simulator: Simulator, site: String, agent: String, speed: ReplaySpeed) {
+        self.simulator = simulator
+        self.site = site
+        self.agent = agent
+        self.speed = speed
+    }
+
+    struct Stopped: Error {}
+
+    public func run(deliver: ([TimedReport]) -> Void, shouldStop: () -> Bool) throws {
+        let started = ContinuousClock.now
+        let origin = simulator.scenario.startUnixSeconds * 1_000_000
+        do {
+            try simulator.run(site: site, agent: agent) { reports in
+                var start = reports.startIndex
+                while start < reports.endIndex {
+                    if shouldStop() { throw Stopped() }
+                    var end = start + 1
+                    if case .factor(let factor) = speed {
+                        // Everything due within the next 10 ms goes at once.
+                        let due = started + .microseconds(Int64(Double(reports[start].timeMicros - origin) / factor))
+                        sleepUntil(due, shouldStop: shouldStop)
+                        let horizon = reports[start].timeMicros + Int64(10_000 * factor)
+                        while end < reports.endIndex, reports[end].timeMicros <= horizon { end += 1 }
+                    } else {
+                        end = min(reports.endIndex, start + 256)
+                    }
+                    deliver(Array(reports[start..<end]))
+                    start = end
+                }
+            }
+        } catch is Stopped {
+            return
+        } catch let error as ConfigurationError {
+            throw SourceError(source: name, error.message)
+        }
+    }
+}
+
+func bytesFromHex(_ text: String) -> [UInt8]? {
+    let digits = Array(text.utf8)
+    guard digits.count % 2 == 0 else { return nil }
+    var bytes: [UInt8] = []
+    for index in stride(from: 0, to: digits.count, by: 2) {
+        guard let byte = UInt8(String(decoding: digits[index..<(index + 2)], as: UTF8.self), radix: 16) else { return nil }
+        bytes.append(byte)
+    }
+    return bytes
+}
