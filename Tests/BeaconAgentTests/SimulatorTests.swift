@@ -127,3 +127,72 @@ func singleBeaconScenario(distance: Double, loss: Double = 0, shadowing: Double 
         #expect(error("not: [valid")  != nil)
     }
 }
+
+/// Bytes per sighting on a simulated busy site: 150 beacons (Eddystone with TLM and URL, iBeacon, AltBeacon) in
+/// three rooms, as the agent in the middle room batches them (defaults: 1 s or 1000 sightings).
+@Suite struct BusySiteBatchSizeTests {
+    @Test func repeatedSightingsCostAtMostSixBytesOnABusySimulatedSite() throws {
+        var beacons: [String] = []
+        for index in 0..<150 {
+            let zone = ["a", "b", "c"][index % 3]
+            switch index % 3 {
+            case 0:
+                beacons.append(
+                    "  - {name: e\(index), site: s, type: eddystone-uid, namespace: 0102030405060708090a, instance: \(String(format: "%012x", index)), url: https://example.com/\(index), path: [{at_s: 0, zone: \(zone)}]}")
+            case 1:
+                beacons.append(
+                    "  - {name: i\(index), site: s, type: ibeacon, uuid: e2c56db5dffb48d2b060d0f5a71096e0, major: 1, minor: \(index), interval_ms: 200, path: [{at_s: 0, zone: \(zone)}]}")
+            default:
+                beacons.append(
+                    "  - {name: l\(index), site: s, type: altbeacon, uuid: 00112233445566778899aabbccddeeff, major: 2, minor: \(index), interval_ms: 300, path: [{at_s: 0, zone: \(zone)}]}")
+            }
+        }
+        let scenario = try Scenario.parse(
+            """
+            duration_s: 60
+            sites:
+              - id: s
+                zones: [{id: a, rect: [0, 0, 8, 8]}, {id: b, rect: [8, 0, 16, 8]}, {id: c, rect: [16, 0, 24, 8]}]
+                agents: [{id: mid, position: [12, 4]}]
+            beacons:
+            \(beacons.joined(separator: "\n"))
+            """)
+        var extractor = SightingExtractor()
+        var builder = BatchBuilder(siteID: "s", agentID: "mid", bootID: 1)
+        var batches: [WireBatch] = []
+        var sequence: UInt64 = 0
+        var clock: UInt64 = 0
+        func seal() {
+            sequence += 1
+            if let batch = builder.seal(sequence: sequence, firstUnacknowledgedSequence: sequence, agentClockMicros: 0) {
+                batches.append(batch)
+            }
+        }
+        try Simulator(scenario).run(site: "s", agent: "mid") { reports in
+            for timed in reports {
+                // The agent's clock follows the simulated one here: batches close on their 1 s age.
+                clock = UInt64(timed.timeMicros - scenario.startUnixSeconds * 1_000_000) * 1000
+                if builder.isDue(nowNanoseconds: clock) { seal() }
+                guard case .success(let sighting) = extractor.sighting(of: timed.report, timeMicros: timed.timeMicros)
+                else { continue }
+                if builder.add(sighting, nowNanoseconds: clock) { seal() }
+            }
+        }
+        seal()
+        let sightings = batches.reduce(0) { $0 + $1.sightingBeacon.count }
+        let total = try batches.reduce(0) { $0 + (try $1.serializedBytes() as [UInt8]).count }
+        // The sighting columns alone: each batch without its dictionary and data frames.
+        let columns = try batches.reduce(0) { sum, batch in
+            var bare = batch
+            bare.beacons = []
+            bare.dataFrames = []
+            return sum + (try bare.serializedBytes() as [UInt8]).count
+        }
+        #expect(sightings > 30_000)
+        let perSighting = Double(columns) / Double(sightings)
+        #expect(perSighting <= 6, "\(perSighting) bytes per sighting in the columns")
+        print(
+            "busy simulated site: \(sightings) sightings in \(batches.count) batches, \(total) bytes: "
+                + "\(Double(total) / Double(sightings)) per sighting in all, \(perSighting) in the sighting columns")
+    }
+}
