@@ -141,6 +141,34 @@ struct AgentIntegrationTests {
     }
 
     @Test(.enabled(if: beaconflowExecutable != nil, "the beaconflow executable is not built"))
+    func aSimulatedAgentDeliversWhatTheSimulatorPlays() async throws {
+        let executable = try #require(beaconflowExecutable)
+        let broker = try MosquittoServer()
+        let ingest = try TestIngest(broker: broker)
+        let work = try makeTemporaryDirectory(prefix: "agent-sim")
+        defer { try? FileManager.default.removeItem(atPath: work) }
+        let process = try ChildProcess(
+            executable,
+            ["agent", "--site", "hq", "--agent", "hq-a2", "--source", "sim:\(demoScenarioPath)", "--speed", "max",
+             "--broker", broker.url, "--spool", work + "/spool"],
+            standardErrorPath: work + "/agent.log")
+        let status = process.wait()
+        #expect(status == 0, "\((try? String(contentsOfFile: work + "/agent.log", encoding: .utf8)) ?? "")")
+        var extractor = SightingExtractor()
+        var expected: [Sighting] = []
+        try Simulator(try Scenario.load(path: demoScenarioPath)).run(site: "hq", agent: "hq-a2") { reports in
+            for timed in reports {
+                if case .success(let sighting) = extractor.sighting(of: timed.report, timeMicros: timed.timeMicros) {
+                    expected.append(sighting)
+                }
+            }
+        }
+        #expect(expected.count > 10_000)
+        #expect(multiset(ingest.sightings) == multiset(expected))
+        #expect(ingest.sequences == Array(1...UInt64(ingest.batchCount)))
+    }
+
+    @Test(.enabled(if: beaconflowExecutable != nil, "the beaconflow executable is not built"))
     func aConfigFileHoldsTheSettingsAndTheCommandLineOverridesIt() async throws {
         let executable = try #require(beaconflowExecutable)
         let broker = try MosquittoServer()
