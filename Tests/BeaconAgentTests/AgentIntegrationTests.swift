@@ -23,7 +23,8 @@ struct AgentIntegrationTests {
 
     @Test func aReplayIsDeliveredWholeAndTheAgentSaysItIsOffline() async throws {
         let broker = try MosquittoServer()
-        let ingest = try TestIngest(broker: broker)
+        let ingest = try await TestIngest.start(broker: broker)
+        defer { ingest.stop() }
         let spool = try makeTemporaryDirectory(prefix: "spool")
         defer { try? FileManager.default.removeItem(atPath: spool) }
         let capture = captureFixture("mixed-beacons.btsnoop")
@@ -50,8 +51,8 @@ struct AgentIntegrationTests {
     @Test func aReinstalledAgentDoesNotTakeItsEarlierLifesAcknowledgementForItsOwn() async throws {
         let broker = try MosquittoServer()
         // The ingest committed this agent's batches up to 5000 in an earlier life, and the broker retains that.
-        let ingest = try TestIngest(broker: broker, committedThrough: 5000)
-        try await Task.sleep(for: .milliseconds(200))
+        let ingest = try await TestIngest.start(broker: broker, committedThrough: 5000)
+        defer { ingest.stop() }
         try ingest.publishAcknowledgement(site: "hq", agent: "hq-a1", 5000)
         let spool = try makeTemporaryDirectory(prefix: "spool")
         defer { try? FileManager.default.removeItem(atPath: spool) }
@@ -69,7 +70,8 @@ struct AgentIntegrationTests {
 
     @Test func batchesSurviveABrokerRestart() async throws {
         let broker = try MosquittoServer()
-        let ingest = try TestIngest(broker: broker)
+        let ingest = try await TestIngest.start(broker: broker)
+        defer { ingest.stop() }
         let spool = try makeTemporaryDirectory(prefix: "spool")
         defer { try? FileManager.default.removeItem(atPath: spool) }
         let capture = captureFixture("wban-python-btsnoop_hci.log")
@@ -93,7 +95,8 @@ struct AgentIntegrationTests {
     func everyBatchArrivesAfterTheAgentIsKilledMidStream() async throws {
         let executable = try #require(beaconflowExecutable)
         let broker = try MosquittoServer()
-        let ingest = try TestIngest(broker: broker)
+        let ingest = try await TestIngest.start(broker: broker)
+        defer { ingest.stop() }
         let work = try makeTemporaryDirectory(prefix: "agent-kill")
         defer { try? FileManager.default.removeItem(atPath: work) }
         let capture = captureFixture("wban-python-btsnoop_hci.log")
@@ -116,7 +119,7 @@ struct AgentIntegrationTests {
 
         ingest.setAcknowledging(true)
         let second = try ChildProcess(executable, arguments, standardErrorPath: work + "/second.log")
-        let status = second.wait()
+        let status = await second.exit()
         let log = (try? String(contentsOfFile: work + "/second.log", encoding: .utf8)) ?? ""
         #expect(status == 0, "second run exit status \(status); log:\n\(log)")
 
@@ -144,7 +147,8 @@ struct AgentIntegrationTests {
     func aSimulatedAgentDeliversWhatTheSimulatorPlays() async throws {
         let executable = try #require(beaconflowExecutable)
         let broker = try MosquittoServer()
-        let ingest = try TestIngest(broker: broker)
+        let ingest = try await TestIngest.start(broker: broker)
+        defer { ingest.stop() }
         let work = try makeTemporaryDirectory(prefix: "agent-sim")
         defer { try? FileManager.default.removeItem(atPath: work) }
         let process = try ChildProcess(
@@ -152,7 +156,7 @@ struct AgentIntegrationTests {
             ["agent", "--site", "hq", "--agent", "hq-a2", "--source", "sim:\(demoScenarioPath)", "--speed", "max",
              "--broker", broker.url, "--spool", work + "/spool"],
             standardErrorPath: work + "/agent.log")
-        let status = process.wait()
+        let status = await process.exit()
         #expect(status == 0, "\((try? String(contentsOfFile: work + "/agent.log", encoding: .utf8)) ?? "")")
         var extractor = SightingExtractor()
         var expected: [Sighting] = []
@@ -172,7 +176,8 @@ struct AgentIntegrationTests {
     func aConfigFileHoldsTheSettingsAndTheCommandLineOverridesIt() async throws {
         let executable = try #require(beaconflowExecutable)
         let broker = try MosquittoServer()
-        let ingest = try TestIngest(broker: broker)
+        let ingest = try await TestIngest.start(broker: broker)
+        defer { ingest.stop() }
         let work = try makeTemporaryDirectory(prefix: "agent-config")
         defer { try? FileManager.default.removeItem(atPath: work) }
         try """
@@ -189,7 +194,7 @@ struct AgentIntegrationTests {
         let process = try ChildProcess(
             executable, ["agent", "--config", work + "/agent.yaml", "--agent", "from-cli"],
             standardErrorPath: work + "/agent.log")
-        let status = process.wait()
+        let status = await process.exit()
         #expect(status == 0, "\((try? String(contentsOfFile: work + "/agent.log", encoding: .utf8)) ?? "")")
         let batches = ingest.state.withLock { Array($0.batches.values) }
         #expect(!batches.isEmpty)
@@ -199,51 +204,51 @@ struct AgentIntegrationTests {
     }
 
     @Test(.enabled(if: beaconflowExecutable != nil, "the beaconflow executable is not built"))
-    func badConfigurationAndUnreachablePartsGiveClearErrorsAndExitCodes() throws {
+    func badConfigurationAndUnreachablePartsGiveClearErrorsAndExitCodes() async throws {
         let executable = try #require(beaconflowExecutable)
         let work = try makeTemporaryDirectory(prefix: "agent-errors")
         defer { try? FileManager.default.removeItem(atPath: work) }
         let capture = captureFixture("mixed-beacons.btsnoop")
         let port = try freeLoopbackPort()
         #expect(FileManager.default.createFile(atPath: work + "/file", contents: Data([1])))
-        func run(_ name: String, _ extra: [String]) -> (status: Int32, log: String) {
+        func run(_ name: String, _ extra: [String]) async -> (status: Int32, log: String) {
             let arguments =
                 ["agent", "--site", "hq", "--agent", "a1", "--broker", "mqtt://127.0.0.1:\(port)",
                  "--spool", work + "/spool-\(name)", "--source", "btsnoop:\(capture)", "--speed", "max",
                  "--drain-timeout", "1"] + extra
             guard let process = try? ChildProcess(executable, arguments, standardErrorPath: work + "/\(name).log")
             else { return (-1, "") }
-            let status = process.wait()
+            let status = await process.exit()
             return ((status >> 8) & 0xFF, (try? String(contentsOfFile: work + "/\(name).log", encoding: .utf8)) ?? "")
         }
         try "site: hq\nbroker_url: mqtt://x\n".write(toFile: work + "/typo.yaml", atomically: true, encoding: .utf8)
-        let typo = run("typo", ["--config", work + "/typo.yaml"])
+        let typo = await run("typo", ["--config", work + "/typo.yaml"])
         #expect(typo.status == 64)
         #expect(typo.log.contains("unknown setting 'broker_url'"))
         try "max_in_flight: many\n".write(toFile: work + "/type.yaml", atomically: true, encoding: .utf8)
-        let wrongType = run("type", ["--config", work + "/type.yaml"])
+        let wrongType = await run("type", ["--config", work + "/type.yaml"])
         #expect(wrongType.status == 64)
         #expect(wrongType.log.contains("max_in_flight"))
-        let badSite = run("site", ["--site", "HQ!"])
+        let badSite = await run("site", ["--site", "HQ!"])
         #expect(badSite.status == 64)
         #expect(badSite.log.contains("site id 'HQ!' must be"))
-        let badBroker = run("broker", ["--broker", "http://x"])
+        let badBroker = await run("broker", ["--broker", "http://x"])
         #expect(badBroker.status == 64)
         #expect(badBroker.log.contains("not mqtt or mqtts"))
-        let badSpool = run("spool", ["--spool", work + "/file/spool"])
+        let badSpool = await run("spool", ["--spool", work + "/file/spool"])
         #expect(badSpool.status == 73)
         #expect(badSpool.log.contains("Not a directory"))
-        let missing = run("missing", ["--source", "btsnoop:" + work + "/nothing.log"])
+        let missing = await run("missing", ["--source", "btsnoop:" + work + "/nothing.log"])
         #expect(missing.status == 66)
         #expect(missing.log.contains("cannot open the capture file"))
         // No usable adapter here (no Bluetooth in this kernel): the message says what to do.
-        let adapter = run("hci", ["--source", "hci:hci0"])
+        let adapter = await run("hci", ["--source", "hci:hci0"])
         if adapter.status != 0 {
             #expect(adapter.status == 66)
             #expect(adapter.log.contains("hci0 failed"))
         }
         // Nobody listens on the port: the replay is spooled, the agent says so and exits 75.
-        let unreachable = run("unreachable", [])
+        let unreachable = await run("unreachable", [])
         #expect(unreachable.status == 75)
         #expect(unreachable.log.contains("Connection refused"))
         #expect(unreachable.log.contains("they stay in the spool"))

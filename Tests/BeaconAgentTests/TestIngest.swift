@@ -63,7 +63,23 @@ final class TestIngest: Sendable {
         client.start()
     }
 
-    deinit { client.stop() }
+    /// Connects and waits until the subscriptions work (a probe status comes back), so that no batch published
+    /// after this returns can miss the ingest.
+    static func start(broker: MosquittoServer, committedThrough: UInt64 = 0) async throws -> TestIngest {
+        let ingest = try TestIngest(broker: broker, committedThrough: committedThrough)
+        let probe = "beaconflow/v1/probe/test-ingest/status"
+        let deadline = ContinuousClock.now + .seconds(10)
+        while ContinuousClock.now < deadline {
+            if ingest.client.isConnected { _ = try? ingest.client.publish(topic: probe, payload: Array("{}".utf8)) }
+            try await Task.sleep(for: .milliseconds(50))
+            if ingest.state.withLock({ $0.statuses[probe] != nil }) { return ingest }
+        }
+        ingest.stop()
+        throw TestServerError("the test ingest did not get its subscriptions working within 10 s")
+    }
+
+    /// Disconnects; this also ends the event task, which holds the ingest until then.
+    func stop() { client.stop() }
 
     var batchCount: Int { state.withLock { $0.batches.count } }
     var sequences: [UInt64] { state.withLock { $0.batches.keys.sorted() } }

@@ -64,9 +64,10 @@ public final class ChildProcess: @unchecked Sendable {
         }
     }
 
-    /// Waits for the process to exit by itself; returns its wait status.
-    public func wait() -> Int32 {
-        while isRunning { usleep(5_000) }
+    /// Waits for the process to exit by itself, without holding a thread (async tests share a small pool);
+    /// returns its wait status.
+    public func exit() async -> Int32 {
+        while isRunning { try? await Task.sleep(for: .milliseconds(10)) }
         return exitStatus ?? 0
     }
 }
