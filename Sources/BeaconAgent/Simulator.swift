@@ -47,8 +47,9 @@ struct SimulatedBeacon: Sendable {
         address = DeviceAddress(value: (hash & 0x3FFF_FFFF_FFFF) | 0xC000_0000_0000, kind: .random)
         let power = Int8(clamping: spec.power1mDbm)
         func hex(_ text: String?, _ count: Int, _ field: String) throws(ConfigurationError) -> [UInt8] {
-            guard let text, let bytes = bytesFromHex(text.replacingOccurrences(of: "-", with: "")), bytes.count == count
-            else { throw ConfigurationError("\(field) must be \(count * 2) hex digits") }
+            guard let text, let bytes = try? [UInt8](hex: text), bytes.count == count else {
+                throw ConfigurationError("\(field) must be \(count * 2) hex digits")
+            }
             return bytes
         }
         switch spec.type {
@@ -287,15 +288,4 @@ public struct SimulatorSource: AdvertSource {
             throw SourceError(source: name, error.message)
         }
     }
-}
-
-func bytesFromHex(_ text: String) -> [UInt8]? {
-    let digits = Array(text.utf8)
-    guard digits.count % 2 == 0 else { return nil }
-    var bytes: [UInt8] = []
-    for index in stride(from: 0, to: digits.count, by: 2) {
-        guard let byte = UInt8(String(decoding: digits[index..<(index + 2)], as: UTF8.self), radix: 16) else { return nil }
-        bytes.append(byte)
-    }
-    return bytes
 }

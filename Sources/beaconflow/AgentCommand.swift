@@ -164,14 +164,3 @@ final class AgentService: Service, Sendable {
         result.withLock { $0 = outcome }
     }
 }
-
-func hexBytes(_ text: String) -> [UInt8]? {
-    let digits = Array(text.utf8)
-    guard digits.count % 2 == 0 else { return nil }
-    var bytes: [UInt8] = []
-    for index in stride(from: 0, to: digits.count, by: 2) {
-        guard let byte = UInt8(String(decoding: digits[index..<(index + 2)], as: UTF8.self), radix: 16) else { return nil }
-        bytes.append(byte)
-    }
-    return bytes
-}

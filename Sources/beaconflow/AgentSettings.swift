@@ -1,4 +1,5 @@
 import BeaconAgent
+import BeaconWire
 import Foundation
 import Logging
 import Mosquitto
@@ -149,7 +150,7 @@ struct AgentSettings: Codable, Equatable {
         configuration.extractor.includeUnknownDevices = includeUnknownDevices ?? false
         if let pseudonymKeyFile {
             guard let text = try? String(contentsOfFile: pseudonymKeyFile, encoding: .utf8),
-                let key = hexBytes(text.trimmingCharacters(in: .whitespacesAndNewlines)), key.count >= 16
+                let key = try? [UInt8](hex: text.trimmingCharacters(in: .whitespacesAndNewlines)), key.count >= 16
             else {
                 throw ConfigurationError("the pseudonym key file must hold at least 16 bytes in hex")
             }

@@ -9,10 +9,7 @@ func report(_ hex: String, address: UInt64 = 0xC0FF_EE00_0001, rssi: Int8 = -60)
 }
 
 func bytesFromHex(_ hex: String) -> [UInt8] {
-    let digits = Array(hex.filter { !$0.isWhitespace }.utf8)
-    return stride(from: 0, to: digits.count, by: 2).map {
-        UInt8(String(decoding: digits[$0..<($0 + 2)], as: UTF8.self), radix: 16)!
-    }
+    (try? [UInt8](hex: hex)) ?? []
 }
 
 @Suite struct SightingExtractorTests {

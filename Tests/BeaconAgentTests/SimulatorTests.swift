@@ -67,7 +67,7 @@ func singleBeaconScenario(distance: Double, loss: Double = 0, shadowing: Double 
     @Test func everyBeaconTypeSendsFramesThatDecode() throws {
         let simulator = try Simulator(try Scenario.load(path: demoScenarioPath))
         let reports = try play(simulator, site: "hq", agent: "hq-a2")
-        let key = bytesFromHex("000102030405060708090a0b0c0d0e0f")!
+        let key = try [UInt8](hex: "000102030405060708090a0b0c0d0e0f")
         var decoder = FrameDecoder(
             keyring: EddystoneKeyring(identities: [
                 EddystoneIdentity(beaconID: "eddystone:0102030405060708090a:0000000000b9", identityKey: key, rotationExponent: 8)
