@@ -21,12 +21,16 @@ public final class Agent: Sendable {
 
     public let configuration: AgentConfiguration
     private let source: any AdvertSource
+    private let gattPoller: GATTPoller?
     private let logger: Logger
     private let stopRequested = Mutex(false)
 
-    public init(configuration: AgentConfiguration, source: any AdvertSource, logger: Logger) {
+    public init(
+        configuration: AgentConfiguration, source: any AdvertSource, gattPoller: GATTPoller? = nil, logger: Logger
+    ) {
         self.configuration = configuration
         self.source = source
+        self.gattPoller = gattPoller
         self.logger = logger
     }
 
@@ -89,6 +93,12 @@ public final class Agent: Sendable {
                 failure = "\(error)"
             }
             queue.pushUrgent(.sourceEnded(error: failure))
+        }
+
+        if let gattPoller {
+            Thread.detachNewThread { [self] in
+                gattPoller.run(deliver: { queue.pushUrgent(.characteristicReads($0)) }, shouldStop: { self.shouldStop })
+            }
         }
 
         let outcome = await withCheckedContinuation { (continuation: CheckedContinuation<Outcome, Never>) in

@@ -14,6 +14,7 @@ final class AgentEngine: @unchecked Sendable {
         case reports([TimedReport])
         case mqtt(MQTTEvent)
         case sourceEnded(error: String?)
+        case characteristicReads(GATTPoller.Result)
     }
 
     struct Acknowledgement: Decodable {
@@ -74,7 +75,7 @@ final class AgentEngine: @unchecked Sendable {
     }
 
     /// Nothing left to do for a finite source: it ended, and every batch was acknowledged.
-    var isDrained: Bool { sourceEnded && builder.count == 0 && spool.pendingCount == 0 }
+    var isDrained: Bool { sourceEnded && builder.isEmpty && spool.pendingCount == 0 }
     var pendingBatches: Int { spool.pendingCount }
 
     func handle(_ input: Input, now: UInt64) {
@@ -83,6 +84,14 @@ final class AgentEngine: @unchecked Sendable {
             for timed in reports { add(timed, now: now) }
         case .mqtt(let event):
             handle(event, now: now)
+        case .characteristicReads(let result):
+            let beacon = extractor.beaconKey(for: result.address, timeMicros: result.timeMicros)
+            for reading in result.readings {
+                builder.add(
+                    CharacteristicRead(
+                        beacon: beacon, timeMicros: result.timeMicros, characteristic: reading.characteristic,
+                        value: reading.value), nowNanoseconds: now)
+            }
         case .sourceEnded(let error):
             sourceEnded = true
             sourceError = error

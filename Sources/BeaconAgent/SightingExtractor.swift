@@ -91,6 +91,17 @@ public struct SightingExtractor: Sendable {
         return .success(Sighting(timeMicros: timeMicros, beacon: beacon, rssi: report.rssi ?? -127, data: content))
     }
 
+    /// The beacon a device at `address` is, as of `timeMicros`: its identity when one was heard from it within
+    /// the association window, else `mac:`/`anon:` (for GATT reads of a polled device).
+    public func beaconKey(for address: DeviceAddress, timeMicros: Int64) -> BeaconKey {
+        if let known = identities[address.value],
+            elapsed(from: known.timeMicros, to: timeMicros) <= configuration.associationWindowMicroseconds
+        {
+            return known.key
+        }
+        return anonymousKey(address)
+    }
+
     public struct SkipReason: Error, Sendable {
         public var skip: Skip
         public var error: DecodeError?

@@ -81,6 +81,7 @@ public struct BatchBuilder: Sendable {
     public var configuration: Configuration
 
     private var sightings: [Sighting] = []
+    private var reads: [CharacteristicRead] = []
     private var openedAtNanoseconds: UInt64?
     private var earliest: Int64 = 0
     private var latest: Int64 = 0
@@ -94,7 +95,16 @@ public struct BatchBuilder: Sendable {
         sightings.reserveCapacity(configuration.maximumSightings)
     }
 
+    /// Sightings in the open batch.
     public var count: Int { sightings.count }
+    /// Nothing waits to be sealed.
+    public var isEmpty: Bool { sightings.isEmpty && reads.isEmpty }
+
+    /// Adds a GATT read; it goes out with the next batch.
+    public mutating func add(_ read: CharacteristicRead, nowNanoseconds: UInt64) {
+        if isEmpty { openedAtNanoseconds = nowNanoseconds }
+        reads.append(read)
+    }
 
     /// Whether `sighting` can join the open batch: a batch spans at most `BatchReader.maximumSpanMicros` of
     /// capture time (a clock jump, or a capture with a gap of days, starts a new batch).
@@ -123,7 +133,7 @@ public struct BatchBuilder: Sendable {
             }
         }
         if sightings.isEmpty {
-            openedAtNanoseconds = nowNanoseconds
+            if reads.isEmpty { openedAtNanoseconds = nowNanoseconds }
             earliest = sighting.timeMicros
             latest = sighting.timeMicros
         }
@@ -135,7 +145,7 @@ public struct BatchBuilder: Sendable {
 
     /// Whether the open batch has waited long enough to be sealed.
     public func isDue(nowNanoseconds: UInt64) -> Bool {
-        guard let opened = openedAtNanoseconds, !sightings.isEmpty else { return false }
+        guard let opened = openedAtNanoseconds, !isEmpty else { return false }
         return sightings.count >= configuration.maximumSightings
             || nowNanoseconds &- opened >= configuration.maximumAgeNanoseconds
     }
@@ -149,9 +159,10 @@ public struct BatchBuilder: Sendable {
     public mutating func seal(
         sequence: UInt64, firstUnacknowledgedSequence: UInt64, agentClockMicros: Int64
     ) -> WireBatch? {
-        guard !sightings.isEmpty else { return nil }
+        guard !isEmpty else { return nil }
         defer {
             sightings.removeAll(keepingCapacity: true)
+            reads.removeAll()
             openedAtNanoseconds = nil
             forgetOldDataFrames()
         }
@@ -165,28 +176,28 @@ public struct BatchBuilder: Sendable {
         batch.sequence = sequence
         batch.firstUnacknowledgedSequence = firstUnacknowledgedSequence
         batch.agentClockUs = agentClockMicros
-        batch.baseTimeUs = sightings[order[0]].timeMicros
+        batch.baseTimeUs = order.first.map { sightings[$0].timeMicros } ?? reads[0].timeMicros
         batch.sightingBeacon.reserveCapacity(order.count)
         batch.sightingTimeDeltaUs.reserveCapacity(order.count)
         batch.sightingRssi.reserveCapacity(order.count)
 
         var dictionary: [BeaconKey: UInt32] = [:]
+        func dictionaryIndex(of key: BeaconKey) -> UInt32 {
+            if let known = dictionary[key] { return known }
+            let index = UInt32(batch.beacons.count)
+            dictionary[key] = index
+            var beacon = Beaconflow_V1_Beacon()
+            beacon.beaconID = key.beaconID
+            beacon.address = key.address
+            beacon.addressIsRandom = key.addressIsRandom
+            if let power = key.powerAt1mDbm { beacon.powerAt1MDbm = Int32(power) }
+            batch.beacons.append(beacon)
+            return index
+        }
         var previousTime = batch.baseTimeUs
         for (position, index) in order.enumerated() {
             let sighting = sightings[index]
-            let beaconIndex: UInt32
-            if let known = dictionary[sighting.beacon] {
-                beaconIndex = known
-            } else {
-                beaconIndex = UInt32(batch.beacons.count)
-                dictionary[sighting.beacon] = beaconIndex
-                var beacon = Beaconflow_V1_Beacon()
-                beacon.beaconID = sighting.beacon.beaconID
-                beacon.address = sighting.beacon.address
-                beacon.addressIsRandom = sighting.beacon.addressIsRandom
-                if let power = sighting.beacon.powerAt1mDbm { beacon.powerAt1MDbm = Int32(power) }
-                batch.beacons.append(beacon)
-            }
+            let beaconIndex = dictionaryIndex(of: sighting.beacon)
             batch.sightingBeacon.append(beaconIndex)
             // Sorted, so the difference is not negative (and `fits` kept it within a day).
             batch.sightingTimeDeltaUs.append(UInt64(bitPattern: sighting.timeMicros &- previousTime))
@@ -210,6 +221,14 @@ public struct BatchBuilder: Sendable {
                 }
                 batch.dataFrames.append(frame)
             }
+        }
+        for read in reads {
+            var wire = Beaconflow_V1_CharacteristicRead()
+            wire.beacon = dictionaryIndex(of: read.beacon)
+            wire.timeUs = read.timeMicros
+            wire.characteristicUuid16 = UInt32(read.characteristic)
+            wire.value = Data(read.value)
+            batch.characteristicReads.append(wire)
         }
         return batch
     }

@@ -41,12 +41,20 @@ public struct DecodedBatch: Sendable {
     public var characteristicReads: [CharacteristicRead]
 }
 
-/// A GATT read from a batch.
+/// A characteristic value read over a GATT connection (the agent's poll of listed devices).
 public struct CharacteristicRead: Hashable, Sendable {
     public var beacon: BeaconKey
+    /// When the read completed, Unix microseconds.
     public var timeMicros: Int64
     public var characteristic: UInt16
     public var value: [UInt8]
+
+    public init(beacon: BeaconKey, timeMicros: Int64, characteristic: UInt16, value: [UInt8]) {
+        self.beacon = beacon
+        self.timeMicros = timeMicros
+        self.characteristic = characteristic
+        self.value = value
+    }
 }
 
 /// Parses and validates batches: everything a batch claims is checked before any of it is used.

@@ -73,6 +73,9 @@ struct AgentCommand: AsyncParsableCommand {
     var scanWindowMs: Double?
     @Option(help: "hci: restart scanning when no advert arrived for this many seconds (default 60).") var watchdog: Int?
     @Option(help: "hci: also write every HCI packet to this btsnoop (datalink 1002) file.") var record: String?
+    @Option(help: "Read Battery Level and Device Information over GATT from this device every --gatt-poll-hours: AA:BB:CC:DD:EE:FF, /random for a random address (repeatable).")
+    var gattPoll: [String] = []
+    @Option(help: "Hours between GATT polls (default 6).") var gattPollHours: Double?
     @Option(help: "Log level: trace, debug, info (default), notice, warning, error, critical.") var logLevel: String?
 
     /// The command line's settings; nil where an option was not given.
@@ -84,7 +87,8 @@ struct AgentCommand: AsyncParsableCommand {
             ackTimeout: ackTimeout, drainTimeout: drainTimeout, allow: allow.isEmpty ? nil : allow,
             deny: deny.isEmpty ? nil : deny, includeUnknownDevices: includeUnknownDevices,
             pseudonymKeyFile: pseudonymKeyFile, active: active, scanIntervalMs: scanIntervalMs,
-            scanWindowMs: scanWindowMs, watchdog: watchdog, record: record, logLevel: logLevel)
+            scanWindowMs: scanWindowMs, watchdog: watchdog, record: record,
+            gattPoll: gattPoll.isEmpty ? nil : gattPoll, gattPollHours: gattPollHours, logLevel: logLevel)
     }
 
     func run() async throws {
@@ -103,17 +107,19 @@ struct AgentCommand: AsyncParsableCommand {
         let logger = Logger(label: "beaconflow.agent")
         let configuration: AgentConfiguration
         let advertSource: any AdvertSource
+        let gattPoller: GATTPoller?
         switch Result(catching: { () throws(ConfigurationError) in
-            (try settings.configuration(), try settings.source(logger: logger))
+            (try settings.configuration(), try settings.source(logger: logger), try settings.gattPoller(logger: logger))
         }) {
-        case .success(let (made, madeSource)):
+        case .success(let (made, madeSource, madePoller)):
             configuration = made
             advertSource = madeSource
+            gattPoller = madePoller
         case .failure(let error):
             throw ValidationError(error.message)
         }
 
-        let agent = Agent(configuration: configuration, source: advertSource, logger: logger)
+        let agent = Agent(configuration: configuration, source: advertSource, gattPoller: gattPoller, logger: logger)
         let service = AgentService(agent: agent)
         let group = ServiceGroup(
             configuration: ServiceGroupConfiguration(

@@ -34,6 +34,8 @@ struct AgentSettings: Codable, Equatable {
     var scanWindowMs: Double?
     var watchdog: Int?
     var record: String?
+    var gattPoll: [String]?
+    var gattPollHours: Double?
     var logLevel: String?
 
     enum CodingKeys: String, CodingKey, CaseIterable {
@@ -57,6 +59,8 @@ struct AgentSettings: Codable, Equatable {
         case scanIntervalMs = "scan_interval_ms"
         case scanWindowMs = "scan_window_ms"
         case watchdog, record
+        case gattPoll = "gatt_poll"
+        case gattPollHours = "gatt_poll_hours"
         case logLevel = "log_level"
     }
 
@@ -99,7 +103,7 @@ struct AgentSettings: Codable, Equatable {
         take(\.batchMaxSightings); take(\.batchMaxAgeMs); take(\.maxInFlight); take(\.ackTimeout)
         take(\.drainTimeout); take(\.allow); take(\.deny); take(\.includeUnknownDevices); take(\.pseudonymKeyFile)
         take(\.active); take(\.scanIntervalMs); take(\.scanWindowMs); take(\.watchdog); take(\.record)
-        take(\.logLevel)
+        take(\.gattPoll); take(\.gattPollHours); take(\.logLevel)
         return result
     }
 
@@ -157,6 +161,23 @@ struct AgentSettings: Codable, Equatable {
             configuration.extractor.pseudonymKey = key
         }
         return configuration
+    }
+
+    /// The GATT poll of `gatt_poll` devices (`AA:BB:CC:DD:EE:FF`, `/random` for a random address), if any.
+    func gattPoller(logger: Logger) throws(ConfigurationError) -> GATTPoller? {
+        guard let addresses = gattPoll, !addresses.isEmpty else { return nil }
+        let hours = gattPollHours ?? 6
+        guard hours > 0, hours <= 24 * 30 else { throw ConfigurationError("gatt_poll_hours must be more than 0, at most 720") }
+        var targets: [GATTPoller.Target] = []
+        for text in addresses {
+            let random = text.hasSuffix("/random")
+            let bare = random ? String(text.dropLast("/random".count)) : text
+            guard let address = DeviceAddress(bare, kind: random ? .random : .public) else {
+                throw ConfigurationError("gatt_poll address '\(text)' is not AA:BB:CC:DD:EE:FF[/random]")
+            }
+            targets.append(GATTPoller.Target(address: address))
+        }
+        return GATTPoller(targets: targets, interval: .seconds(hours * 3600), logger: logger)
     }
 
     func source(logger: Logger) throws(ConfigurationError) -> any AdvertSource {

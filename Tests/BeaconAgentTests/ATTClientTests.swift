@@ -1,3 +1,6 @@
+import BeaconWire
+import BlueZHCI
+import Foundation
 import Testing
 @testable import BeaconAgent
 
@@ -125,5 +128,73 @@ func poll(_ server: FakeGATTServer, limit: Int = 100) -> (ATTClient.Step, Int) {
             _ = truncated.start()
             _ = truncated.receive(Array([0x11, 0x06, 0x01, 0x00, 0xFF, 0xFF][..<length]))
         }
+    }
+}
+
+/// The ATT server double on the far end of a socketpair, with a notification and an indication thrown in.
+final class FakeATTPeer: @unchecked Sendable {
+    let socket: ATTSocket
+    private let descriptor: Int32
+    private(set) var confirmations = 0
+    private let done = DispatchSemaphore(value: 0)
+
+    init(_ server: FakeGATTServer?, answering: Bool = true) {
+        var pair: [Int32] = [0, 0]
+        precondition(socketpair(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue), 0, &pair) == 0)
+        socket = ATTSocket(descriptor: pair[0])
+        descriptor = pair[1]
+        let descriptor = pair[1]
+        Thread.detachNewThread { [self] in
+            var buffer = [UInt8](repeating: 0, count: 512)
+            var requests = 0
+            while true {
+                let count = read(descriptor, &buffer, buffer.count)
+                if count <= 0 { break }
+                let pdu = Array(buffer[0..<count])
+                if pdu == [0x1E] {
+                    confirmations += 1
+                    continue
+                }
+                requests += 1
+                guard answering, let server else { continue }
+                if requests == 2 { send([0x1B, 0x20, 0x00, 0x01]) }  // a notification
+                if requests == 3 { send([0x1D, 0x21, 0x00, 0x02]) }  // an indication, to confirm
+                send(server.answer(pdu))
+            }
+            done.signal()
+        }
+    }
+
+    private func send(_ pdu: [UInt8]) {
+        _ = pdu.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+    }
+
+    func finish() {
+        socket.close()
+        done.wait()
+        close(descriptor)
+    }
+}
+
+@Suite struct GATTPollerTests {
+    let address = DeviceAddress(value: 0xC0FF_EE00_0042, kind: .random)
+
+    @Test func aPollOverASocketReadsTheDeviceAndConfirmsIndications() throws {
+        let peer = FakeATTPeer(.beacon)
+        let result = try GATTPoller.poll(peer.socket, address: address, timeout: .seconds(5))
+        peer.finish()
+        #expect(result.address == address)
+        #expect(result.readings.first == .init(characteristic: 0x2A19, value: [87]))
+        #expect(result.readings.count == 7)
+        #expect(result.refused == [0x2A25: 0x05])
+        #expect(peer.confirmations == 1)
+    }
+
+    @Test func aSilentDeviceTimesOut() throws {
+        let peer = FakeATTPeer(nil, answering: false)
+        let started = ContinuousClock.now
+        #expect(throws: SourceError.self) { try GATTPoller.poll(peer.socket, address: address, timeout: .seconds(1)) }
+        #expect(ContinuousClock.now - started < .seconds(3))
+        peer.finish()
     }
 }

@@ -180,3 +180,26 @@ func seal(_ sightings: [Sighting], configuration: BatchBuilder.Configuration = .
         }
     }
 }
+
+@Suite struct CharacteristicReadBatchTests {
+    @Test func gattReadsTravelAloneOrWithSightings() throws {
+        let key = BeaconKey(beaconID: "mac:C0:FF:EE:00:00:42", address: 0xC0FF_EE00_0042, addressIsRandom: true)
+        let read = CharacteristicRead(beacon: key, timeMicros: 1_763_800_000_000_000, characteristic: 0x2A19, value: [87])
+        var builder = BatchBuilder(siteID: "hq", agentID: "a1", bootID: 1)
+        #expect(builder.isEmpty)
+        builder.add(read, nowNanoseconds: 10)
+        #expect(!builder.isEmpty && builder.count == 0)
+        #expect(builder.isDue(nowNanoseconds: 10 + builder.configuration.maximumAgeNanoseconds))
+        let alone = builder.seal(sequence: 1, firstUnacknowledgedSequence: 1, agentClockMicros: 0)
+        let decoded = try BatchReader.decode(try #require(alone).serializedBytes())
+        #expect(decoded.sightings.isEmpty)
+        #expect(decoded.characteristicReads == [read])
+
+        _ = builder.add(Sighting(timeMicros: 5, beacon: key, rssi: -70), nowNanoseconds: 20)
+        builder.add(read, nowNanoseconds: 21)
+        let mixed = builder.seal(sequence: 2, firstUnacknowledgedSequence: 2, agentClockMicros: 0)
+        let both = try BatchReader.decode(try #require(mixed).serializedBytes())
+        #expect(both.sightings.count == 1 && both.characteristicReads == [read])
+        #expect(try #require(mixed).beacons.count == 1)  // one dictionary entry serves both
+    }
+}
