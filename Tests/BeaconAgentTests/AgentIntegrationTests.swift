@@ -2,6 +2,7 @@ import BeaconAgent
 import BeaconWire
 import Foundation
 import Logging
+import Mosquitto
 import TestServers
 import Testing
 
@@ -254,5 +255,85 @@ struct AgentIntegrationTests {
         #expect(unreachable.log.contains("they stay in the spool"))
         let spooled = try FileManager.default.contentsOfDirectory(atPath: work + "/spool-unreachable")
         #expect(spooled.contains { $0.hasSuffix(".seg") })
+    }
+}
+
+/// DESIGN §9 through the binary: TLS with a CA the test makes, per-agent credentials from a password file, and
+/// an ACL under which an agent may write only its own topics.
+@Suite(
+    .enabled(if: MosquittoServer.executable != nil && findExecutable("openssl") != nil, "mosquitto or openssl missing"),
+    .enabled(if: beaconflowExecutable != nil, "the beaconflow executable is not built"),
+    .timeLimit(.minutes(2)))
+struct AgentSecurityTests {
+    @Test func tlsCredentialsAndTheACL() async throws {
+        let executable = try #require(beaconflowExecutable)
+        let secrets = try makeTemporaryDirectory(prefix: "secrets")
+        defer { try? FileManager.default.removeItem(atPath: secrets) }
+        try makeTestPKI(openssl: try #require(findExecutable("openssl")), in: secrets)
+        let passwd = try #require(findExecutable("mosquitto_passwd", extraDirectories: ["/usr/sbin"]))
+        for (user, password, create) in [("hq-a1", "agent-secret", true), ("ingest", "ingest-secret", false)] {
+            let process = try ChildProcess(passwd, (create ? ["-c"] : []) + ["-b", secrets + "/passwd", user, password])
+            #expect(await process.exit() == 0)
+        }
+        try """
+            user ingest
+            topic readwrite beaconflow/v1/#
+
+            pattern readwrite beaconflow/v1/+/%u/#
+            """.write(toFile: secrets + "/acl", atomically: true, encoding: .utf8)
+        try "agent-secret\n".write(toFile: secrets + "/agent.pw", atomically: true, encoding: .utf8)
+        try "wrong-secret\n".write(toFile: secrets + "/wrong.pw", atomically: true, encoding: .utf8)
+        for file in ["passwd", "acl"] {
+            try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: secrets + "/" + file)
+        }
+        let port = try freeLoopbackPort()
+        let broker = try MosquittoServer(
+            configuration: """
+                listener \(port) 127.0.0.1
+                cafile \(secrets)/ca.pem
+                certfile \(secrets)/server.pem
+                keyfile \(secrets)/server.key
+                allow_anonymous false
+                password_file \(secrets)/passwd
+                acl_file \(secrets)/acl
+                """, port: port)
+        let ingest = try await TestIngest.start(broker: broker) {
+            $0.tls = MQTTClient.TLS(caFile: secrets + "/ca.pem")
+            $0.username = "ingest"
+            $0.password = "ingest-secret"
+        }
+        defer { ingest.stop() }
+
+        func agent(_ name: String, agentID: String, passwordFile: String) async -> (status: Int32, log: String) {
+            let log = secrets + "/\(name).log"
+            guard
+                let process = try? ChildProcess(
+                    executable,
+                    ["agent", "--site", "hq", "--agent", agentID, "--source",
+                     "btsnoop:" + captureFixture("mixed-beacons.btsnoop"), "--speed", "max",
+                     "--broker", "mqtts://hq-a1@127.0.0.1:\(port)", "--ca-file", secrets + "/ca.pem",
+                     "--password-file", passwordFile, "--spool", secrets + "/spool-\(name)", "--drain-timeout", "3"],
+                    standardErrorPath: log)
+            else { return (-1, "") }
+            let status = await process.exit()
+            return ((status >> 8) & 0xFF, (try? String(contentsOfFile: log, encoding: .utf8)) ?? "")
+        }
+
+        let good = await agent("good", agentID: "hq-a1", passwordFile: secrets + "/agent.pw")
+        #expect(good.status == 0, "\(good.log)")
+        #expect(ingest.batchCount > 0)
+        #expect(!good.log.contains("agent-secret"))
+
+        let wrong = await agent("wrong", agentID: "hq-a1", passwordFile: secrets + "/wrong.pw")
+        #expect(wrong.status == 75)
+        #expect(wrong.log.lowercased().contains("not authori"))
+        #expect(!wrong.log.contains("wrong-secret"))
+
+        // Username hq-a1 publishing as agent hq-a2: the ACL refuses, and the agent says so.
+        let before = ingest.batchCount
+        let impostor = await agent("impostor", agentID: "hq-a2", passwordFile: secrets + "/agent.pw")
+        #expect(impostor.status == 75)
+        #expect(impostor.log.contains("Broker refused a publish"))
+        #expect(ingest.batchCount == before)
     }
 }

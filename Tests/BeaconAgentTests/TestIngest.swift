@@ -22,8 +22,12 @@ final class TestIngest: Sendable {
     let client: MQTTClient
     let state = Mutex(State())
 
-    init(broker: MosquittoServer, clientID: String = "test-ingest", committedThrough: UInt64 = 0) throws {
+    init(
+        broker: MosquittoServer, clientID: String = "test-ingest", committedThrough: UInt64 = 0,
+        configure: (inout MQTTClient.Configuration) -> Void = { _ in }
+    ) throws {
         var configuration = MQTTClient.Configuration(host: "127.0.0.1", port: broker.port, clientID: clientID)
+        configure(&configuration)
         configuration.reconnectDelayMinimum = .milliseconds(50)
         configuration.reconnectDelayMaximum = .milliseconds(200)
         client = try MQTTClient(configuration, logger: Logger(label: "test-ingest"))
@@ -65,8 +69,11 @@ final class TestIngest: Sendable {
 
     /// Connects and waits until the subscriptions work (a probe status comes back), so that no batch published
     /// after this returns can miss the ingest.
-    static func start(broker: MosquittoServer, committedThrough: UInt64 = 0) async throws -> TestIngest {
-        let ingest = try TestIngest(broker: broker, committedThrough: committedThrough)
+    static func start(
+        broker: MosquittoServer, committedThrough: UInt64 = 0,
+        configure: (inout MQTTClient.Configuration) -> Void = { _ in }
+    ) async throws -> TestIngest {
+        let ingest = try TestIngest(broker: broker, committedThrough: committedThrough, configure: configure)
         let probe = "beaconflow/v1/probe/test-ingest/status"
         let deadline = ContinuousClock.now + .seconds(10)
         while ContinuousClock.now < deadline {
