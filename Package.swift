@@ -53,6 +53,9 @@ let package = Package(
             dependencies: ["CMosquitto", .product(name: "Logging", package: "swift-log")]
         ),
 
+        // The one Swift wrapper of libpq.
+        .target(name: "LibPQ", dependencies: ["CLibPQ"]),
+
         // The one Swift wrapper of libbluetooth: the raw HCI socket.
         .target(name: "BlueZHCI", dependencies: ["CBlueZ"]),
 
@@ -71,11 +74,19 @@ let package = Package(
             ]
         ),
 
+        // The ingest's services: intake, dedup, proximity, occupancy, fleet health, the PostgreSQL writer.
+        .target(
+            name: "BeaconIngest",
+            dependencies: ["BeaconWire", "LibPQ", .product(name: "Logging", package: "swift-log")]
+        ),
+
         .executableTarget(
             name: "beaconflow",
             dependencies: [
                 "BeaconWire",
                 "BeaconAgent",
+                "BeaconIngest",
+                "LibPQ",
                 "Mosquitto",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -91,6 +102,7 @@ let package = Package(
         ),
         .testTarget(name: "BeaconAgentTests", dependencies: ["BeaconAgent", "BeaconWire", "BlueZHCI", "Mosquitto", "TestServers"]),
         .testTarget(name: "MosquittoTests", dependencies: ["Mosquitto", "TestServers"]),
+        .testTarget(name: "BeaconIngestTests", dependencies: ["BeaconIngest", "LibPQ", "TestServers"]),
         // Starts the real servers (mosquitto, PostgreSQL) on loopback for tests.
         .target(name: "TestServers", path: "Tests/TestServers"),
     ],

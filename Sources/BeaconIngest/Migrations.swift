@@ -1,0 +1,55 @@
+import LibPQ
+import Logging
+
+/// One versioned schema change. Migrations only ever move forward; each runs in its own transaction.
+public struct Migration: Sendable {
+    public var version: Int
+    public var name: String
+    public var sql: String
+}
+
+/// Brings the `beaconflow` schema to the newest version. Several ingest instances may start at once: an advisory
+/// lock lets one migrate while the others wait, then find nothing left to do.
+public enum Migrator {
+    /// `pg_advisory_lock` key: 'bflw' 'migr' as two int32.
+    static let lockKey = "1651991415, 1835624306"
+
+    /// Applies what is missing; returns the versions applied.
+    @discardableResult
+    public static func migrate(_ connection: PostgresConnection, logger: Logger) throws(PostgresError) -> [Int] {
+        try connection.execute("SELECT pg_advisory_lock(\(lockKey))")
+        defer { _ = try? connection.execute("SELECT pg_advisory_unlock(\(lockKey))") }
+        try connection.execute(
+            """
+            CREATE SCHEMA IF NOT EXISTS beaconflow;
+            CREATE TABLE IF NOT EXISTS beaconflow.schema_migrations (
+                version integer PRIMARY KEY,
+                name text NOT NULL,
+                applied_at timestamptz NOT NULL DEFAULT now()
+            );
+            """)
+        let applied = Set(
+            try connection.query("SELECT version FROM beaconflow.schema_migrations").compactMap { $0[0].flatMap { Int($0) } })
+        var done: [Int] = []
+        for migration in Schema.migrations where !applied.contains(migration.version) {
+            do {
+                try connection.execute("BEGIN")
+                try connection.execute(migration.sql)
+                try connection.query(
+                    "INSERT INTO beaconflow.schema_migrations (version, name) VALUES ($1, $2)",
+                    [String(migration.version), migration.name])
+                try connection.execute("COMMIT")
+            } catch {
+                _ = try? connection.execute("ROLLBACK")
+                throw PostgresError(
+                    "migration \(migration.version) (\(migration.name))", sqlState: error.sqlState, error.message)
+            }
+            logger.info("Schema migration applied", metadata: ["version": "\(migration.version)", "name": "\(migration.name)"])
+            done.append(migration.version)
+        }
+        return done
+    }
+
+    /// The newest version this build knows.
+    public static var latestVersion: Int { Schema.migrations.map(\.version).max() ?? 0 }
+}

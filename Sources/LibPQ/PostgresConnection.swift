@@ -1,0 +1,121 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CLibPQ
+
+/// A PostgreSQL failure: what was being done, the SQLSTATE when the server gave one, and libpq's primary message.
+/// Connection strings (which may hold a password) never appear in it.
+public struct PostgresError: Error, Sendable, Hashable, CustomStringConvertible {
+    public var operation: String
+    /// Five characters, e.g. `23505` unique violation, `08006` connection failure; nil for client-side errors.
+    public var sqlState: String?
+    public var message: String
+
+    public init(_ operation: String, sqlState: String? = nil, _ message: String) {
+        self.operation = operation
+        self.sqlState = sqlState
+        self.message = message
+    }
+
+    public var description: String {
+        "PostgreSQL \(operation) failed" + (sqlState.map { " (SQLSTATE \($0))" } ?? "") + ": \(message)"
+    }
+
+    /// The connection is gone (class 08, or libpq lost it): reconnect and retry.
+    public var isConnectionFailure: Bool { sqlState.map { $0.hasPrefix("08") } ?? true }
+}
+
+/// One libpq connection. Blocking calls: it belongs to one thread at a time, never Swift's cooperative pool.
+public final class PostgresConnection {
+    private let connection: OpaquePointer
+
+    /// Connects with a libpq conninfo string or `postgresql://` URI; `PG*` environment variables apply as in psql.
+    public init(_ conninfo: String) throws(PostgresError) {
+        guard let connection = PQconnectdb(conninfo) else {
+            throw PostgresError("connect", "libpq could not allocate a connection")
+        }
+        guard PQstatus(connection) == CONNECTION_OK else {
+            let message = Self.trimmed(PQerrorMessage(connection))
+            PQfinish(connection)
+            throw PostgresError("connect", sqlState: "08001", message)
+        }
+        self.connection = connection
+    }
+
+    deinit { PQfinish(connection) }
+
+    /// Runs one or more statements without parameters (migrations, transaction control).
+    public func execute(_ sql: String) throws(PostgresError) {
+        let result = PQexec(connection, sql)
+        defer { PQclear(result) }
+        try check(result, "execute")
+    }
+
+    /// Runs a statement with text parameters ($1, $2, ...; nil is NULL) and returns its rows as text (nil for NULL).
+    @discardableResult
+    public func query(_ sql: String, _ parameters: [String?] = []) throws(PostgresError) -> [[String?]] {
+        var copies = parameters.map { $0.map { strdup($0) } ?? nil }
+        defer { copies.forEach { free($0) } }
+        let result = copies.withUnsafeMutableBufferPointer { values in
+            values.withMemoryRebound(to: UnsafePointer<CChar>?.self) { pointers in
+                PQexecParams(connection, sql, Int32(parameters.count), nil, pointers.baseAddress, nil, nil, 0)
+            }
+        }
+        defer { PQclear(result) }
+        try check(result, "query")
+        var rows: [[String?]] = []
+        for row in 0..<PQntuples(result) {
+            rows.append(
+                (0..<PQnfields(result)).map { column in
+                    PQgetisnull(result, row, column) == 1 ? nil : String(cString: PQgetvalue(result, row, column))
+                })
+        }
+        return rows
+    }
+
+    /// Sends rows with `COPY ... FROM STDIN (FORMAT binary)`; `data` is the whole binary COPY stream.
+    public func copy(_ statement: String, data: [UInt8]) throws(PostgresError) {
+        let start = PQexec(connection, statement)
+        let status = PQresultStatus(start)
+        PQclear(start)
+        guard status == PGRES_COPY_IN else { throw lastError("copy") }
+        let sent = data.withUnsafeBytes { raw in
+            raw.withMemoryRebound(to: CChar.self) { PQputCopyData(connection, $0.baseAddress, Int32($0.count)) }
+        }
+        guard sent == 1, PQputCopyEnd(connection, nil) == 1 else { throw lastError("copy") }
+        // A bad row shows only here, in the result after the end of the stream.
+        var failure: PostgresError?
+        while let result = PQgetResult(connection) {
+            if PQresultStatus(result) != PGRES_COMMAND_OK, failure == nil { failure = error(of: result, "copy") }
+            PQclear(result)
+        }
+        if let failure { throw failure }
+    }
+
+    public var isConnected: Bool { PQstatus(connection) == CONNECTION_OK }
+
+    private func check(_ result: OpaquePointer?, _ operation: String) throws(PostgresError) {
+        let status = PQresultStatus(result)
+        guard status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK else {
+            throw result.map { error(of: $0, operation) } ?? lastError(operation)
+        }
+    }
+
+    private func error(of result: OpaquePointer, _ operation: String) -> PostgresError {
+        let state = PQresultErrorField(result, Int32(UInt8(ascii: "C"))).map { String(cString: $0) }
+        let primary = PQresultErrorField(result, Int32(UInt8(ascii: "M"))).map { String(cString: $0) }
+        return PostgresError(operation, sqlState: state, primary ?? Self.trimmed(PQerrorMessage(connection)))
+    }
+
+    private func lastError(_ operation: String) -> PostgresError {
+        PostgresError(operation, sqlState: PQstatus(connection) == CONNECTION_OK ? nil : "08006",
+            Self.trimmed(PQerrorMessage(connection)))
+    }
+
+    private static func trimmed(_ message: UnsafePointer<CChar>?) -> String {
+        guard let message else { return "unknown error" }
+        var text = String(cString: message)
+        while text.last?.isWhitespace == true { text.removeLast() }
+        return text
+    }
+}

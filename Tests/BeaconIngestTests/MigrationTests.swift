@@ -1,0 +1,100 @@
+import BeaconIngest
+import Foundation
+import LibPQ
+import Logging
+import TestServers
+import Testing
+
+@Suite(.enabled(if: PostgresServer.binaries != nil, "PostgreSQL is not installed"), .timeLimit(.minutes(2)))
+struct MigrationTests {
+    let logger = Logger(label: "migration-test")
+
+    /// The public views of DESIGN §7, column by column, in order.
+    static let contract: [String: [String]] = [
+        "sightings": ["ts", "site_id", "agent_id", "zone_id", "beacon_id", "rssi", "tx_power", "distance_m", "smoothed_distance_m"],
+        "telemetry": ["ts", "beacon_id", "battery_mv", "temperature_c", "adv_count", "uptime_s"],
+        "visits": ["site_id", "zone_id", "beacon_id", "enter_ts", "exit_ts", "dwell_s"],
+        "zone_occupancy": ["site_id", "zone_id", "bucket", "occupants"],
+        "zone_occupancy_hourly": ["site_id", "zone_id", "bucket", "avg_occupants", "peak_occupants", "visits"],
+        "beacon_health": ["beacon_id", "site_id", "last_seen", "battery_mv", "battery_trend_mv_per_day", "est_days_left",
+                          "temperature_c", "reboots_7d", "status"],
+        "agent_health": ["site_id", "agent_id", "online", "last_batch_at", "adverts_per_s", "spool_bytes", "clock_offset_ms",
+                         "last_error"],
+    ]
+
+    @Test func theViewsAreExactlyTheContract() throws {
+        let server = try PostgresServer()
+        let connection = try PostgresConnection(server.conninfo)
+        #expect(try Migrator.migrate(connection, logger: logger) == [1])
+        for (view, columns) in Self.contract {
+            let found = try connection.query(
+                "SELECT column_name FROM information_schema.columns WHERE table_schema = 'beaconflow' AND table_name = $1 ORDER BY ordinal_position",
+                [view]).map { $0[0] ?? "" }
+            #expect(found == columns, "view \(view)")
+        }
+        // Running it again does nothing; a second instance at the same time waits for the lock and finds it done.
+        #expect(try Migrator.migrate(connection, logger: logger) == [])
+        #expect(try Migrator.migrate(try PostgresConnection(server.conninfo), logger: logger) == [])
+    }
+
+    @Test func partitionsAreMadeAheadAndDroppedPastRetention() throws {
+        let server = try PostgresServer()
+        let connection = try PostgresConnection(server.conninfo)
+        try Migrator.migrate(connection, logger: logger)
+        #expect(try connection.query("SELECT beaconflow.ensure_partitions('2026-01-01', 3)") == [["6"]])
+        #expect(try connection.query("SELECT beaconflow.ensure_partitions('2026-01-02', 3)") == [["2"]])
+        try connection.execute(
+            """
+            INSERT INTO beaconflow.sightings_raw (ts, site_id, agent_id, beacon_id, rssi)
+            VALUES ('2026-01-01T23:59:59.999999Z', 'hq', 'a1', 'b', -60), ('2026-01-02T00:00:00Z', 'hq', 'a1', 'b', -61)
+            """)
+        #expect(try connection.query("SELECT count(*) FROM beaconflow.sightings_raw_20260102") == [["1"]])
+        #expect(try connection.query("SELECT count(*) FROM beaconflow.sightings") == [["2"]])
+        #expect(try connection.query("SELECT beaconflow.drop_partitions_before('2026-01-03')") == [["4"]])
+        #expect(try connection.query("SELECT count(*) FROM beaconflow.sightings") == [["0"]])
+        // A day with no partition is an error that names the problem, not a silent loss.
+        do {
+            try connection.execute(
+                "INSERT INTO beaconflow.sightings_raw (ts, site_id, agent_id, beacon_id, rssi) VALUES ('2030-01-01Z', 'hq', 'a1', 'b', -60)")
+            Issue.record("a row without a partition was accepted")
+        } catch {
+            #expect(error.sqlState == "23514")  // no partition of relation found for row
+        }
+    }
+
+    @Test func theReaderSeesTheViewsAndNothingElse() throws {
+        let server = try PostgresServer()
+        let connection = try PostgresConnection(server.conninfo)
+        try Migrator.migrate(connection, logger: logger)
+        try connection.execute(
+            """
+            CREATE ROLE grafana LOGIN IN ROLE beaconflow_reader;
+            CREATE ROLE ingest LOGIN IN ROLE beaconflow_writer;
+            """)
+        let reader = try PostgresConnection(server.conninfo.replacingOccurrences(of: "user=postgres", with: "user=grafana"))
+        for view in Self.contract.keys { _ = try reader.query("SELECT * FROM beaconflow.\(view) LIMIT 1") }
+        do {
+            _ = try reader.query("SELECT * FROM beaconflow.sightings_raw LIMIT 1")
+            Issue.record("the reader read a raw table")
+        } catch {
+            #expect(error.sqlState == "42501")  // insufficient privilege
+        }
+        let writer = try PostgresConnection(server.conninfo.replacingOccurrences(of: "user=postgres", with: "user=ingest"))
+        #expect(try writer.query("SELECT beaconflow.ensure_partitions('2026-02-01', 1)") == [["2"]])
+        try writer.execute(
+            "INSERT INTO beaconflow.sightings_raw (ts, site_id, agent_id, beacon_id, rssi) VALUES ('2026-02-01Z', 'hq', 'a1', 'b', -60)")
+        #expect(try reader.query("SELECT count(*) FROM beaconflow.sightings") == [["1"]])
+    }
+
+    @Test func connectionFailuresNameTheProblemWithoutTheSecret() throws {
+        let port = try freeLoopbackPort()
+        do {
+            _ = try PostgresConnection("postgresql://someone:s3cret-word@127.0.0.1:\(port)/db?connect_timeout=2")
+            Issue.record("connected to nothing")
+        } catch {
+            #expect(error.isConnectionFailure)
+            #expect(error.description.contains("127.0.0.1"))
+            #expect(!error.description.contains("s3cret-word"))
+        }
+    }
+}

@@ -1,0 +1,78 @@
+import Foundation
+
+/// A throwaway PostgreSQL cluster on a free loopback port, in its own temporary directory, for one test.
+/// As root, initdb and the server run as the `postgres` user (they refuse root), through setpriv, which execs in
+/// place: the process the test holds is the server itself.
+public final class PostgresServer: @unchecked Sendable {
+    public let directory: String
+    public let port: Int
+    private var process: ChildProcess?
+
+    /// The directory of initdb/postgres, or nil when PostgreSQL is not installed (tests then skip, saying so).
+    public static let binaries: String? = {
+        let versions = (try? FileManager.default.contentsOfDirectory(atPath: "/usr/lib/postgresql")) ?? []
+        let candidates = versions.sorted(by: >).map { "/usr/lib/postgresql/\($0)/bin" }
+        return candidates.first { FileManager.default.isExecutableFile(atPath: $0 + "/postgres") }
+            ?? findExecutable("postgres").map { URL(fileURLWithPath: $0).deletingLastPathComponent().path }
+    }()
+
+    static let runsAsRoot = getuid() == 0
+
+    public init() throws {
+        guard let binaries = Self.binaries else { throw TestServerError("PostgreSQL is not installed") }
+        directory = try makeTemporaryDirectory(prefix: "postgres")
+        port = try freeLoopbackPort()
+        if Self.runsAsRoot {
+            try runToEnd("/bin/chown", ["-R", "postgres:postgres", directory])
+        }
+        try runToEnd(binaries + "/initdb", ["-D", directory + "/data", "-U", "postgres", "--auth=trust", "-E", "UTF8"], asPostgres: true)
+        try start()
+    }
+
+    deinit {
+        stop()
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    /// A conninfo for the `postgres` superuser and database.
+    public var conninfo: String { "host=127.0.0.1 port=\(port) user=postgres dbname=postgres connect_timeout=5" }
+
+    public func start() throws {
+        guard let binaries = Self.binaries else { throw TestServerError("PostgreSQL is not installed") }
+        let arguments = [
+            binaries + "/postgres", "-D", directory + "/data", "-p", String(port), "-k", directory,
+            "-c", "listen_addresses=127.0.0.1", "-c", "fsync=on", "-c", "synchronous_commit=on",
+        ]
+        let process = try Self.asPostgres(arguments, standardErrorPath: directory + "/postgres.log")
+        self.process = process
+        try waitForPort(port, timeout: .seconds(20)) { process.isRunning }
+    }
+
+    /// Fast shutdown (SIGINT): aborts sessions, keeps what was committed.
+    public func stop() {
+        process?.terminate(SIGINT)
+        process = nil
+    }
+
+    private func runToEnd(_ executable: String, _ arguments: [String], asPostgres: Bool = false) throws {
+        let process = asPostgres
+            ? try Self.asPostgres([executable] + arguments, standardErrorPath: directory + "/setup.log")
+            : try ChildProcess(executable, arguments)
+        let deadline = ContinuousClock.now + .seconds(60)
+        while process.isRunning, ContinuousClock.now < deadline { usleep(10_000) }
+        guard !process.isRunning else {
+            process.terminate(SIGKILL)
+            throw TestServerError("\(executable) did not finish within 60 s")
+        }
+    }
+
+    private static func asPostgres(_ command: [String], standardErrorPath: String) throws -> ChildProcess {
+        if runsAsRoot {
+            let setpriv = findExecutable("setpriv", extraDirectories: ["/usr/bin", "/bin"]) ?? "/usr/bin/setpriv"
+            return try ChildProcess(
+                setpriv, ["--reuid=postgres", "--regid=postgres", "--init-groups", "--"] + command,
+                environment: ["PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"], standardErrorPath: standardErrorPath)
+        }
+        return try ChildProcess(command[0], Array(command.dropFirst()), standardErrorPath: standardErrorPath)
+    }
+}
