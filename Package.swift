@@ -102,7 +102,7 @@ let package = Package(
         ),
         .testTarget(name: "BeaconAgentTests", dependencies: ["BeaconAgent", "BeaconWire", "BlueZHCI", "Mosquitto", "TestServers"]),
         .testTarget(name: "MosquittoTests", dependencies: ["Mosquitto", "TestServers"]),
-        .testTarget(name: "BeaconIngestTests", dependencies: ["BeaconIngest", "LibPQ", "TestServers"]),
+        .testTarget(name: "BeaconIngestTests", dependencies: ["BeaconIngest", "BeaconWire", "LibPQ", "TestServers"]),
         // Starts the real servers (mosquitto, PostgreSQL) on loopback for tests.
         .target(name: "TestServers", path: "Tests/TestServers"),
     ],

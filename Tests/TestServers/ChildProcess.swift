@@ -43,6 +43,12 @@ public final class ChildProcess: @unchecked Sendable {
 
     deinit { terminate() }
 
+    /// The exit code once the process has exited normally; nil while it runs or when a signal ended it.
+    public var exitCode: Int32? {
+        guard !isRunning, let status = exitStatus, status & 0x7F == 0 else { return nil }
+        return (status >> 8) & 0xFF
+    }
+
     public var isRunning: Bool {
         guard exitStatus == nil else { return false }
         var status: Int32 = 0

@@ -46,6 +46,15 @@ public final class PostgresServer: @unchecked Sendable {
         let process = try Self.asPostgres(arguments, standardErrorPath: directory + "/postgres.log")
         self.process = process
         try waitForPort(port, timeout: .seconds(20)) { process.isRunning }
+        // The port opens before recovery ends ("the database system is starting up"): ask pg_isready.
+        let deadline = ContinuousClock.now + .seconds(20)
+        while ContinuousClock.now < deadline {
+            let probe = try ChildProcess(binaries + "/pg_isready", ["-h", "127.0.0.1", "-p", String(port), "-t", "1"])
+            while probe.isRunning { usleep(5_000) }
+            if probe.exitCode == 0 { return }
+            usleep(20_000)
+        }
+        throw TestServerError("PostgreSQL did not accept connections within 20 s; see \(directory)/postgres.log")
     }
 
     /// Fast shutdown (SIGINT): aborts sessions, keeps what was committed.
