@@ -23,8 +23,8 @@ func decodedBatch(sequence: UInt64, beaconID: String = "eddystone:01020304050607
 
 @Suite(.enabled(if: PostgresServer.binaries != nil, "PostgreSQL is not installed"), .timeLimit(.minutes(2)))
 struct BatchWriterTests {
-    @Test func aRedeliveredBatchGivesOneSetOfRows() throws {
-        let server = try PostgresServer()
+    @Test func aRedeliveredBatchGivesOneSetOfRows() async throws {
+        let server = try await PostgresServer.start()
         let connection = try PostgresConnection(server.conninfo)
         try Migrator.migrate(connection, logger: Logger(label: "test"))
         let writer = BatchWriter(connection: connection)
@@ -44,8 +44,8 @@ struct BatchWriterTests {
         #expect(first == [["2025-12-31T23:59:10.000000", "eddystone:0102030405060708090a:0000000000a1", "-40", "-59", "0.174"]])
     }
 
-    @Test func aBatchThatFailsLeavesNothingBehindAndCanBeSentAgain() throws {
-        let server = try PostgresServer()
+    @Test func aBatchThatFailsLeavesNothingBehindAndCanBeSentAgain() async throws {
+        let server = try await PostgresServer.start()
         let connection = try PostgresConnection(server.conninfo)
         try Migrator.migrate(connection, logger: Logger(label: "test"))
         let writer = BatchWriter(connection: connection)

@@ -22,8 +22,8 @@ struct MigrationTests {
                          "last_error"],
     ]
 
-    @Test func theViewsAreExactlyTheContract() throws {
-        let server = try PostgresServer()
+    @Test func theViewsAreExactlyTheContract() async throws {
+        let server = try await PostgresServer.start()
         let connection = try PostgresConnection(server.conninfo)
         #expect(try Migrator.migrate(connection, logger: logger) == [1])
         for (view, columns) in Self.contract {
@@ -37,8 +37,8 @@ struct MigrationTests {
         #expect(try Migrator.migrate(try PostgresConnection(server.conninfo), logger: logger) == [])
     }
 
-    @Test func partitionsAreMadeAheadAndDroppedPastRetention() throws {
-        let server = try PostgresServer()
+    @Test func partitionsAreMadeAheadAndDroppedPastRetention() async throws {
+        let server = try await PostgresServer.start()
         let connection = try PostgresConnection(server.conninfo)
         try Migrator.migrate(connection, logger: logger)
         #expect(try connection.query("SELECT beaconflow.ensure_partitions('2026-01-01', 3)") == [["6"]])
@@ -62,8 +62,8 @@ struct MigrationTests {
         }
     }
 
-    @Test func theReaderSeesTheViewsAndNothingElse() throws {
-        let server = try PostgresServer()
+    @Test func theReaderSeesTheViewsAndNothingElse() async throws {
+        let server = try await PostgresServer.start()
         let connection = try PostgresConnection(server.conninfo)
         try Migrator.migrate(connection, logger: logger)
         try connection.execute(
@@ -86,7 +86,7 @@ struct MigrationTests {
         #expect(try reader.query("SELECT count(*) FROM beaconflow.sightings") == [["1"]])
     }
 
-    @Test func connectionFailuresNameTheProblemWithoutTheSecret() throws {
+    @Test func connectionFailuresNameTheProblemWithoutTheSecret() async throws {
         let port = try freeLoopbackPort()
         do {
             _ = try PostgresConnection("postgresql://someone:s3cret-word@127.0.0.1:\(port)/db?connect_timeout=2")

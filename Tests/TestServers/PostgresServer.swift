@@ -29,6 +29,16 @@ public final class PostgresServer: @unchecked Sendable {
         try start()
     }
 
+    /// Makes and starts a cluster on a thread of its own: initdb takes a second or two, which must not hold one of
+    /// the few threads that every async test shares.
+    public static func start() async throws -> PostgresServer {
+        try await withCheckedThrowingContinuation { continuation in
+            Thread.detachNewThread {
+                continuation.resume(with: Result { try PostgresServer() })
+            }
+        }
+    }
+
     deinit {
         stop()
         try? FileManager.default.removeItem(atPath: directory)
