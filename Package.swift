@@ -77,7 +77,11 @@ let package = Package(
         // The ingest's services: intake, dedup, proximity, occupancy, fleet health, the PostgreSQL writer.
         .target(
             name: "BeaconIngest",
-            dependencies: ["BeaconWire", "LibPQ", .product(name: "Logging", package: "swift-log")]
+            dependencies: [
+                "BeaconWire", "LibPQ",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Yams", package: "Yams"),
+            ]
         ),
 
         .executableTarget(

@@ -1,0 +1,155 @@
+import BeaconWire
+import Foundation
+import Yams
+
+/// The sites file of DESIGN §6 (a contract): sites with their zones and agents, and the optional beacon registry.
+public struct SitesConfiguration: Sendable {
+    public struct Site: Sendable {
+        public var id: String
+        public var timezone: String
+        public var pathLossExponent: Double
+        public var zones: [Zone]
+        public var agents: [Agent]
+    }
+
+    public struct Zone: Sendable {
+        public var id: String
+        public var capacity: Int?
+    }
+
+    public struct Agent: Sendable {
+        public var id: String
+        public var zone: String?
+        public var rssiOffsetDb: Double
+    }
+
+    public struct Beacon: Sendable {
+        public var id: String
+        public var label: String?
+        /// 16 bytes, for EID resolution and eTLM decryption.
+        public var identityKey: [UInt8]?
+    }
+
+    public var sites: [Site]
+    public var beacons: [Beacon]
+
+    /// The agent named by a batch topic, when the file knows it.
+    public func agent(site: String, agent: String) -> Agent? {
+        sites.first { $0.id == site }?.agents.first { $0.id == agent }
+    }
+
+    /// Identity keys of the registry, for the Eddystone keyring.
+    public var identities: [EddystoneIdentity] {
+        beacons.compactMap { beacon in
+            beacon.identityKey.map { EddystoneIdentity(beaconID: beacon.id, identityKey: $0) }
+        }
+    }
+
+    public static func load(path: String) throws(SitesError) -> SitesConfiguration {
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
+            throw SitesError("cannot read the sites file \(path)")
+        }
+        return try parse(text, name: path)
+    }
+
+    /// Parses and checks the file; every error names the entry and what is wrong with it.
+    public static func parse(_ text: String, name: String = "sites") throws(SitesError) -> SitesConfiguration {
+        let root: Any?
+        do {
+            root = try Yams.load(yaml: text)
+        } catch {
+            throw SitesError("\(name): not valid YAML (\(error))")
+        }
+        guard let document = root as? [String: Any] else { throw SitesError("\(name): expected a mapping with 'sites'") }
+        try unknownKeys(document, ["sites", "beacons"], "\(name)")
+        guard let siteList = document["sites"] as? [[String: Any]], !siteList.isEmpty else {
+            throw SitesError("\(name): 'sites' must be a non-empty list")
+        }
+        var sites: [Site] = []
+        for (index, entry) in siteList.enumerated() {
+            let place = "\(name): sites[\(index)]"
+            try unknownKeys(entry, ["id", "timezone", "path_loss_exponent", "zones", "agents"], place)
+            let id = try identifier(entry["id"], "\(place).id")
+            guard !sites.contains(where: { $0.id == id }) else { throw SitesError("\(place): site '\(id)' appears twice") }
+            let timezone = entry["timezone"] as? String ?? "UTC"
+            guard TimeZone(identifier: timezone) != nil else { throw SitesError("\(place): unknown timezone '\(timezone)'") }
+            let exponent = try number(entry["path_loss_exponent"], "\(place).path_loss_exponent") ?? 2.5
+            guard (1.5...5).contains(exponent) else {
+                throw SitesError("\(place).path_loss_exponent \(exponent) is outside 1.5-5")
+            }
+            var zones: [Zone] = []
+            for (zoneIndex, zone) in (entry["zones"] as? [[String: Any]] ?? []).enumerated() {
+                let zonePlace = "\(place).zones[\(zoneIndex)]"
+                try unknownKeys(zone, ["id", "capacity"], zonePlace)
+                let zoneID = try identifier(zone["id"], "\(zonePlace).id")
+                guard !zones.contains(where: { $0.id == zoneID }) else {
+                    throw SitesError("\(zonePlace): zone '\(zoneID)' appears twice in site '\(id)'")
+                }
+                zones.append(Zone(id: zoneID, capacity: zone["capacity"] as? Int))
+            }
+            guard !zones.isEmpty else { throw SitesError("\(place): site '\(id)' has no zones") }
+            var agents: [Agent] = []
+            for (agentIndex, agent) in (entry["agents"] as? [[String: Any]] ?? []).enumerated() {
+                let agentPlace = "\(place).agents[\(agentIndex)]"
+                try unknownKeys(agent, ["id", "zone", "rssi_offset_db"], agentPlace)
+                let agentID = try identifier(agent["id"], "\(agentPlace).id")
+                guard !agents.contains(where: { $0.id == agentID }) else {
+                    throw SitesError("\(agentPlace): agent '\(agentID)' appears twice in site '\(id)'")
+                }
+                let zone = agent["zone"] as? String
+                if let zone, !zones.contains(where: { $0.id == zone }) {
+                    throw SitesError("\(agentPlace): agent '\(agentID)' is in zone '\(zone)', which site '\(id)' does not have")
+                }
+                let offset = try number(agent["rssi_offset_db"], "\(agentPlace).rssi_offset_db") ?? 0
+                agents.append(Agent(id: agentID, zone: zone, rssiOffsetDb: offset))
+            }
+            sites.append(Site(id: id, timezone: timezone, pathLossExponent: exponent, zones: zones, agents: agents))
+        }
+        var beacons: [Beacon] = []
+        for (index, entry) in (document["beacons"] as? [[String: Any]] ?? []).enumerated() {
+            let place = "\(name): beacons[\(index)]"
+            try unknownKeys(entry, ["id", "label", "identity_key"], place)
+            guard let id = entry["id"] as? String, !id.isEmpty else { throw SitesError("\(place).id is missing") }
+            var key: [UInt8]?
+            if let text = entry["identity_key"] as? String {
+                guard let bytes = try? [UInt8](hex: text), bytes.count == 16 else {
+                    throw SitesError("\(place).identity_key must be 32 hex digits")
+                }
+                key = bytes
+            }
+            beacons.append(Beacon(id: id, label: entry["label"] as? String, identityKey: key))
+        }
+        return SitesConfiguration(sites: sites, beacons: beacons)
+    }
+
+    private static func identifier(_ value: Any?, _ place: String) throws(SitesError) -> String {
+        guard let text = value as? String, !text.isEmpty, text.utf8.count <= 64,
+            text.utf8.allSatisfy({ (0x61...0x7A).contains($0) || (0x30...0x39).contains($0) || $0 == 0x2D })
+        else {
+            throw SitesError("\(place) must be 1-64 characters of a-z, 0-9 and '-'")
+        }
+        return text
+    }
+
+    private static func number(_ value: Any?, _ place: String) throws(SitesError) -> Double? {
+        switch value {
+        case nil: return nil
+        case let number as Double: return number
+        case let number as Int: return Double(number)
+        default: throw SitesError("\(place) must be a number")
+        }
+    }
+
+    private static func unknownKeys(_ mapping: [String: Any], _ known: Set<String>, _ place: String) throws(SitesError) {
+        if let unknown = mapping.keys.sorted().first(where: { !known.contains($0) }) {
+            throw SitesError("\(place): unknown key '\(unknown)'")
+        }
+    }
+}
+
+/// A mistake in the sites file, said so that the user can fix it.
+public struct SitesError: Error, CustomStringConvertible, Sendable {
+    public var message: String
+    public init(_ message: String) { self.message = message }
+    public var description: String { message }
+}
