@@ -101,7 +101,7 @@ let package = Package(
 
         .testTarget(
             name: "BeaconWireTests",
-            dependencies: ["BeaconWire"],
+            dependencies: ["BeaconWire", "TestServers"],
             resources: [.copy("Fixtures")]
         ),
         .testTarget(name: "BeaconAgentTests", dependencies: ["BeaconAgent", "BeaconWire", "BlueZHCI", "Mosquitto", "TestServers"]),

@@ -59,7 +59,7 @@ public final class Agent: Sendable {
             JSONField("online", .bool(false)),
             JSONField("site_id", .string(configuration.siteID)),
             JSONField("agent_id", .string(configuration.agentID)),
-            JSONField("boot_id", .string(hexString(bootID))),
+            JSONField("boot_id", .string(hexString(bootID, digits: 16))),
             JSONField("last_error", .string("connection lost")),
         ])
         mqtt.will = MQTTClient.Will(topic: topics.status, payload: Array(will.text.utf8), retain: true)
@@ -81,7 +81,7 @@ public final class Agent: Sendable {
             "Agent started",
             metadata: [
                 "site": "\(configuration.siteID)", "agent": "\(configuration.agentID)", "source": "\(source.name)",
-                "broker": "\(configuration.broker.redacted)", "boot_id": "\(hexString(engine.bootID))",
+                "broker": "\(configuration.broker.redacted)", "boot_id": "\(hexString(engine.bootID, digits: 16))",
             ])
 
         let source = self.source

@@ -98,8 +98,7 @@ public struct AgentConfiguration: Sendable {
 
     /// Site and agent ids are `[a-z0-9-]+` (DESIGN §6): they are MQTT topic levels and SQL keys.
     static func validateIdentifier(_ value: String, _ what: String) throws(ConfigurationError) {
-        let allowed = value.utf8.allSatisfy { (0x61...0x7A).contains($0) || (0x30...0x39).contains($0) || $0 == 0x2D }
-        guard !value.isEmpty, value.utf8.count <= 64, allowed else {
+        guard isValidIdentifier(value) else {
             throw ConfigurationError("\(what) '\(value)' must be 1-64 characters of a-z, 0-9 and '-'")
         }
     }

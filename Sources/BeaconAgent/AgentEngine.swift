@@ -17,8 +17,13 @@ final class AgentEngine: @unchecked Sendable {
         case characteristicReads(GATTPoller.Result)
     }
 
+    /// The ingest's retained acknowledgement: `{"committed_through": N}`.
     struct Acknowledgement: Decodable {
-        var committed_through: UInt64
+        var committedThrough: UInt64
+
+        enum CodingKeys: String, CodingKey {
+            case committedThrough = "committed_through"
+        }
     }
 
     let configuration: AgentConfiguration
@@ -214,7 +219,7 @@ final class AgentEngine: @unchecked Sendable {
                 logger.warning("Acknowledgement payload is not {\"committed_through\": N}; ignored", metadata: ["topic": "\(topic)"])
                 return
             }
-            acknowledge(through: ack.committed_through, now: now)
+            acknowledge(through: ack.committedThrough, now: now)
         }
     }
 
@@ -272,7 +277,7 @@ final class AgentEngine: @unchecked Sendable {
             JSONField("online", .bool(online)),
             JSONField("site_id", .string(configuration.siteID)),
             JSONField("agent_id", .string(configuration.agentID)),
-            JSONField("boot_id", .string(hexString(bootID))),
+            JSONField("boot_id", .string(hexString(bootID, digits: 16))),
             JSONField("clock_us", .int(Self.wallClockMicros())),
             JSONField("uptime_s", .double(((ContinuousClock.now - startedAt).seconds * 10).rounded() / 10)),
             JSONField("adverts_per_s", .double((advertsPerSecond * 10).rounded() / 10)),
@@ -296,11 +301,6 @@ final class AgentEngine: @unchecked Sendable {
         clock_gettime(CLOCK_REALTIME, &now)
         return Int64(now.tv_sec) * 1_000_000 + Int64(now.tv_nsec) / 1000
     }
-}
-
-func hexString(_ value: UInt64) -> String {
-    let digits = String(value, radix: 16)
-    return String(repeating: "0", count: 16 - digits.count) + digits
 }
 
 extension Duration {

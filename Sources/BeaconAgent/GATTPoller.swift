@@ -8,11 +8,6 @@ import Metrics
 /// thread: connect over LE L2CAP ATT, discover, read, disconnect. Results go to the agent's batches as
 /// characteristic reads.
 public struct GATTPoller: Sendable {
-    public struct Target: Sendable, Hashable {
-        public var address: DeviceAddress
-        public init(address: DeviceAddress) { self.address = address }
-    }
-
     /// The outcome of one poll.
     public struct Result: Sendable {
         public var address: DeviceAddress
@@ -21,14 +16,14 @@ public struct GATTPoller: Sendable {
         public var refused: [UInt16: UInt8]
     }
 
-    public var targets: [Target]
+    public var targets: [DeviceAddress]
     public var interval: Duration
     /// ATT's transaction timeout is 30 s (Core Vol 3, Part F, §3.3.3).
     public var requestTimeout: Duration = .seconds(30)
     public var connectTimeoutSeconds = 10
     private let logger: Logger
 
-    public init(targets: [Target], interval: Duration, logger: Logger) {
+    public init(targets: [DeviceAddress], interval: Duration, logger: Logger) {
         self.targets = targets
         self.interval = interval
         self.logger = logger
@@ -38,20 +33,20 @@ public struct GATTPoller: Sendable {
     func run(deliver: (Result) -> Void, shouldStop: () -> Bool) {
         let failures = Counter(label: "beaconflow_agent_gatt_poll_failures_total")
         while !shouldStop() {
-            for target in targets where !shouldStop() {
+            for address in targets where !shouldStop() {
                 do {
                     let socket = try ATTSocket.connect(
-                        address: target.address.value, random: target.address.kind == .random,
+                        address: address.value, random: address.kind == .random,
                         timeoutSeconds: connectTimeoutSeconds)
                     defer { socket.close() }
-                    let result = try Self.poll(socket, address: target.address, timeout: requestTimeout)
+                    let result = try Self.poll(socket, address: address, timeout: requestTimeout)
                     deliver(result)
                     logger.info(
                         "GATT poll done",
-                        metadata: ["address": "\(target.address)", "readings": "\(result.readings.count)"])
+                        metadata: ["address": "\(address)", "readings": "\(result.readings.count)"])
                 } catch {
                     failures.increment()
-                    logger.warning("GATT poll failed", metadata: ["address": "\(target.address)", "error": "\(error)"])
+                    logger.warning("GATT poll failed", metadata: ["address": "\(address)", "error": "\(error)"])
                 }
             }
             sleepUntil(ContinuousClock.now + interval, shouldStop: shouldStop)

@@ -123,9 +123,7 @@ public struct SitesConfiguration: Sendable {
     }
 
     private static func identifier(_ value: Any?, _ place: String) throws(SitesError) -> String {
-        guard let text = value as? String, !text.isEmpty, text.utf8.count <= 64,
-            text.utf8.allSatisfy({ (0x61...0x7A).contains($0) || (0x30...0x39).contains($0) || $0 == 0x2D })
-        else {
+        guard let text = value as? String, isValidIdentifier(text) else {
             throw SitesError("\(place) must be 1-64 characters of a-z, 0-9 and '-'")
         }
         return text

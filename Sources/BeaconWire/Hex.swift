@@ -14,7 +14,7 @@ extension Sequence where Element == UInt8 {
 private let hexDigits: [Unicode.Scalar] = Array("0123456789abcdef".unicodeScalars)
 
 /// Lowercase hexadecimal of the low `digits` nibbles of `value`, zero-padded.
-func hexString(_ value: UInt64, digits: Int) -> String {
+public func hexString(_ value: UInt64, digits: Int) -> String {
     var out = ""
     out.reserveCapacity(digits)
     var shift = (digits - 1) * 4

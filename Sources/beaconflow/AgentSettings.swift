@@ -168,14 +168,14 @@ struct AgentSettings: Codable, Equatable {
         guard let addresses = gattPoll, !addresses.isEmpty else { return nil }
         let hours = gattPollHours ?? 6
         guard hours > 0, hours <= 24 * 30 else { throw ConfigurationError("gatt_poll_hours must be more than 0, at most 720") }
-        var targets: [GATTPoller.Target] = []
+        var targets: [DeviceAddress] = []
         for text in addresses {
             let random = text.hasSuffix("/random")
             let bare = random ? String(text.dropLast("/random".count)) : text
             guard let address = DeviceAddress(bare, kind: random ? .random : .public) else {
                 throw ConfigurationError("gatt_poll address '\(text)' is not AA:BB:CC:DD:EE:FF[/random]")
             }
-            targets.append(GATTPoller.Target(address: address))
+            targets.append(address)
         }
         return GATTPoller(targets: targets, interval: .seconds(hours * 3600), logger: logger)
     }

@@ -1,4 +1,5 @@
 import Foundation
+import TestServers
 import Testing
 @testable import BeaconWire
 
@@ -6,7 +7,7 @@ import Testing
 /// advertising event: frame number, timestamp (µs), address, RSSI, service data and manufacturer company IDs.
 /// Runs when `tshark` is installed (CI installs it).
 @Suite struct WiresharkCrossCheckTests {
-    static let tshark = executableInPath("tshark")
+    static let tshark = findExecutable("tshark")
 
     struct Event: Equatable, CustomStringConvertible {
         var frame: Int
@@ -96,11 +97,6 @@ import Testing
         }
         return events
     }
-}
-
-func executableInPath(_ name: String) -> String? {
-    let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
-    return path.split(separator: ":").map { "\($0)/\(name)" }.first { FileManager.default.isExecutableFile(atPath: $0) }
 }
 
 func fixturePath(_ name: String) throws -> String {
