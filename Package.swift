@@ -59,6 +59,9 @@ let package = Package(
         // The one Swift wrapper of libbluetooth: the raw HCI socket.
         .target(name: "BlueZHCI", dependencies: ["CBlueZ"]),
 
+        // A bounded blocking queue between threads.
+        .target(name: "WorkQueue"),
+
         // The edge agent's services: sources, batcher, spool, publisher, status.
         .target(
             name: "BeaconAgent",
@@ -66,6 +69,7 @@ let package = Package(
                 "BeaconWire",
                 "BlueZHCI",
                 "Mosquitto",
+                "WorkQueue",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -78,8 +82,9 @@ let package = Package(
         .target(
             name: "BeaconIngest",
             dependencies: [
-                "BeaconWire", "LibPQ",
+                "BeaconWire", "LibPQ", "Mosquitto", "WorkQueue",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Yams", package: "Yams"),
             ]
         ),
@@ -106,9 +111,11 @@ let package = Package(
         ),
         .testTarget(name: "BeaconAgentTests", dependencies: ["BeaconAgent", "BeaconWire", "BlueZHCI", "Mosquitto", "TestServers"]),
         .testTarget(name: "MosquittoTests", dependencies: ["Mosquitto", "TestServers"]),
-        .testTarget(name: "BeaconIngestTests", dependencies: ["BeaconIngest", "BeaconWire", "LibPQ", "TestServers"]),
+        .testTarget(
+            name: "BeaconIngestTests",
+            dependencies: ["BeaconIngest", "BeaconAgent", "BeaconWire", "LibPQ", "Mosquitto", "TestServers"]),
         // Starts the real servers (mosquitto, PostgreSQL) on loopback for tests.
-        .target(name: "TestServers", path: "Tests/TestServers"),
+        .target(name: "TestServers", dependencies: ["BeaconAgent", "BeaconWire"], path: "Tests/TestServers"),
     ],
     swiftLanguageModes: [.v6]
 )

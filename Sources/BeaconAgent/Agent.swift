@@ -4,6 +4,7 @@ import Foundation
 import Logging
 import Mosquitto
 import Synchronization
+import WorkQueue
 
 /// The edge agent: a source thread, an MQTT connection and the engine thread, until the source ends and every
 /// batch is acknowledged (a replay), or until `requestStop()` (a signal).
@@ -71,7 +72,7 @@ public final class Agent: Sendable {
 
     private func run(engine: AgentEngine, client: MQTTClient) async throws -> Outcome {
         let topics = configuration.topics
-        let queue = InputQueue<AgentEngine.Input>(capacity: 64)
+        let queue = BlockingQueue<AgentEngine.Input>(capacity: 64)
         try client.subscribe(topic: topics.ack, qos: 1)
         let forwarder = Task {
             for await event in client.events { queue.pushUrgent(.mqtt(event)) }
@@ -118,7 +119,7 @@ public final class Agent: Sendable {
     }
 
     /// The engine thread: inputs and ticks until the source is drained or a stop is requested.
-    private func runEngine(_ engine: AgentEngine, queue: InputQueue<AgentEngine.Input>) -> Outcome {
+    private func runEngine(_ engine: AgentEngine, queue: BlockingQueue<AgentEngine.Input>) -> Outcome {
         var drainDeadline: UInt64?
         while true {
             let inputs = queue.popAll(timeout: 0.05)

@@ -2,86 +2,350 @@ import BeaconWire
 import Foundation
 import LibPQ
 
-/// Commits batches to PostgreSQL exactly once: each batch is one transaction holding its `batches` row and a
-/// binary COPY of its sightings. A batch whose (site, agent, sequence) is already there is a redelivery: nothing
-/// is written. Blocking: it runs on the writer thread.
+/// Commits batches to PostgreSQL exactly once. A group of batches is one transaction: their `batches` rows (a
+/// (site, agent, sequence) already there is a redelivery and adds nothing), a binary COPY of the new batches'
+/// sightings and telemetry, the changed fleet-health rows, and each agent's committed-through sequence. The
+/// pipeline state that derives those rows is rolled back with the transaction when it fails. Blocking: it runs
+/// on the writer thread.
 public final class BatchWriter {
     public enum Outcome: Sendable, Equatable {
         case committed(rows: Int)
         case duplicate
     }
 
+    public struct GroupResult: Sendable {
+        /// One per batch, in order.
+        public var outcomes: [Outcome]
+        /// Agents whose committed-through sequence this group moved, with the new value to acknowledge.
+        public var acknowledgements: [AgentKey: UInt64]
+        public var telemetryRows = 0
+    }
+
     private let connection: PostgresConnection
-    /// Path-loss exponent per site for the distance estimate (DESIGN §8); 2.5 when the site has none.
-    public var pathLossExponents: [String: Double] = [:]
+    public private(set) var pipeline: IngestPipeline
+    public private(set) var tracker = AcknowledgementTracker()
+    /// Agents whose progress was read from the database.
+    private var loadedAgents: Set<AgentKey> = []
     /// Days whose partitions are known to exist.
     private var partitionedDays: Set<Int64> = []
 
-    public init(connection: PostgresConnection) {
+    public init(connection: PostgresConnection, pipeline: IngestPipeline) {
         self.connection = connection
+        self.pipeline = pipeline
     }
 
+    /// The pipeline, for the status messages the writer thread feeds it between groups.
+    public func updatePipeline(_ change: (inout IngestPipeline) -> Void) { change(&pipeline) }
+
     public func commit(_ batch: DecodedBatch) throws(PostgresError) -> Outcome {
-        try ensurePartitions(for: batch)
+        try commit([batch]).outcomes[0]
+    }
+
+    public func commit(_ batches: [DecodedBatch]) throws(PostgresError) -> GroupResult {
+        guard !batches.isEmpty else { return GroupResult(outcomes: [], acknowledgements: [:]) }
+        try ensurePartitions(for: batches)
+        for key in Set(batches.map { AgentKey(site: $0.siteID, agent: $0.agentID) }) where !loadedAgents.contains(key) {
+            try loadProgress(key)
+        }
+        let savedPipeline = pipeline
+        let savedTracker = tracker
         try connection.execute("BEGIN")
         do {
-            let inserted = try connection.query(
-                """
-                INSERT INTO beaconflow.batches (site_id, agent_id, sequence, boot_id, agent_clock, sightings)
-                VALUES ($1, $2, $3, $4, to_timestamp($5::double precision / 1e6), $6)
-                ON CONFLICT DO NOTHING RETURNING 1
-                """,
-                [
-                    batch.siteID, batch.agentID, String(batch.sequence), String(Int64(bitPattern: batch.bootID)),
-                    String(batch.agentClockMicros), String(batch.sightings.count),
-                ])
-            guard !inserted.isEmpty else {
-                try connection.execute("ROLLBACK")
-                return .duplicate
+            let fresh = try insertRecords(batches)
+            var sightings: [SightingRow] = []
+            var telemetry: [TelemetryRow] = []
+            var outcomes: [Outcome] = []
+            var before: [AgentKey: UInt64] = [:]
+            var after: [AgentKey: UInt64] = [:]
+            for (index, batch) in batches.enumerated() {
+                let key = AgentKey(site: batch.siteID, agent: batch.agentID)
+                if before[key] == nil { before[key] = tracker.committedThrough(key) }
+                if fresh.contains(index) {
+                    let output = pipeline.apply(batch)
+                    sightings += output.sightings
+                    telemetry += output.telemetry
+                    outcomes.append(.committed(rows: output.sightings.count))
+                } else {
+                    outcomes.append(.duplicate)
+                }
+                after[key] = tracker.committed(
+                    key, sequence: batch.sequence, firstUnacknowledged: batch.firstUnacknowledgedSequence)
             }
-            if !batch.sightings.isEmpty {
+            if !sightings.isEmpty {
                 try connection.copy(
                     """
-                    COPY beaconflow.sightings_raw (ts, site_id, agent_id, zone_id, beacon_id, rssi, tx_power, distance_m)
+                    COPY beaconflow.sightings_raw
+                        (ts, site_id, agent_id, zone_id, beacon_id, rssi, tx_power, distance_m, smoothed_distance_m)
                     FROM STDIN (FORMAT binary)
-                    """, data: sightingRows(batch))
+                    """, data: Self.copyData(sightings))
             }
+            if !telemetry.isEmpty {
+                try connection.copy(
+                    """
+                    COPY beaconflow.telemetry_raw
+                        (ts, beacon_id, battery_mv, temperature_c, adv_count, uptime_s, site_id, agent_id)
+                    FROM STDIN (FORMAT binary)
+                    """, data: Self.copyData(telemetry))
+            }
+            try upsertHealth(pipeline.health.takeChanged())
+            try recordProgress(after)
             try connection.execute("COMMIT")
-            return .committed(rows: batch.sightings.count)
+            var acknowledgements: [AgentKey: UInt64] = [:]
+            for (key, through) in after where through != before[key] { acknowledgements[key] = through }
+            // Batches beyond a gap may have been committed by another ingest instance: look before waiting.
+            for key in after.keys where tracker.waiting(key) > 0 {
+                let old = tracker.committedThrough(key)
+                try loadProgress(key)
+                if tracker.committedThrough(key) != old { acknowledgements[key] = tracker.committedThrough(key) }
+            }
+            return GroupResult(outcomes: outcomes, acknowledgements: acknowledgements, telemetryRows: telemetry.count)
         } catch {
             _ = try? connection.execute("ROLLBACK")
+            pipeline = savedPipeline
+            tracker = savedTracker
             throw error
         }
     }
 
-    func sightingRows(_ batch: DecodedBatch) -> [UInt8] {
-        let exponent = pathLossExponents[batch.siteID] ?? 2.5
-        var copy = BinaryCopyWriter(capacity: 64 + batch.sightings.count * 96)
-        for sighting in batch.sightings {
-            copy.startRow(fields: 8)
-            copy.timestamp(unixMicros: sighting.timeMicros)
-            copy.text(batch.siteID)
-            copy.text(batch.agentID)
-            copy.text(nil)
-            copy.text(sighting.beacon.beaconID)
-            copy.smallint(Int16(sighting.rssi))
-            copy.smallint(sighting.beacon.powerAt1mDbm.map(Int16.init))
-            copy.real(sighting.beacon.powerAt1mDbm.map { power in
-                // Log-distance model: d = 10^((P1m - rssi) / (10 n)).
-                Float(pow(10, (Double(power) - Double(sighting.rssi)) / (10 * exponent)))
-            })
+    /// Keeps a refused batch whole, with why. A refused batch that names its agent and sequence (bad timestamps,
+    /// rows PostgreSQL would not take) counts as done for the acknowledgement, in the same transaction: it is
+    /// kept here, and an agent resending it forever would gain nothing. Returns the acknowledgement it moves.
+    public func recordRejection(
+        topic: String, payload: [UInt8], reason: String, message: String, batch: DecodedBatch? = nil
+    ) throws(PostgresError) -> [AgentKey: UInt64] {
+        var key: AgentKey?
+        if let batch {
+            key = AgentKey(site: batch.siteID, agent: batch.agentID)
+            if let key, !loadedAgents.contains(key) { try loadProgress(key) }
+        }
+        let savedTracker = tracker
+        try connection.execute("BEGIN")
+        do {
+            try connection.query(
+                """
+                INSERT INTO beaconflow.rejected_batches (topic, reason, detail, payload)
+                VALUES ($1, $2, $3, decode($4, 'hex'))
+                """, [String(topic.prefix(1000)), reason, message, payload.hexString])
+            var acknowledgements: [AgentKey: UInt64] = [:]
+            if let batch, let key {
+                let before = tracker.committedThrough(key)
+                let through = tracker.committed(
+                    key, sequence: batch.sequence, firstUnacknowledged: batch.firstUnacknowledgedSequence)
+                if through != before {
+                    try recordProgress([key: through])
+                    acknowledgements[key] = through
+                }
+            }
+            try connection.execute("COMMIT")
+            return acknowledgements
+        } catch {
+            _ = try? connection.execute("ROLLBACK")
+            tracker = savedTracker
+            throw error
+        }
+    }
+
+    /// An agent's status message: online or not, its rates and spool, its clock offset, its last error.
+    public func recordStatus(_ agent: AgentKey, _ status: AgentStatus, clockOffsetMillis: Double?) throws(PostgresError) {
+        try connection.query(
+            """
+            INSERT INTO beaconflow.agent_state AS a (site_id, agent_id, online, adverts_per_s, spool_bytes,
+                clock_offset_ms, last_error)
+            VALUES ($1, $2, $3::boolean, $4::real, $5::bigint, $6::real, $7)
+            ON CONFLICT (site_id, agent_id) DO UPDATE SET online = excluded.online,
+                adverts_per_s = coalesce(excluded.adverts_per_s, a.adverts_per_s),
+                spool_bytes = coalesce(excluded.spool_bytes, a.spool_bytes),
+                clock_offset_ms = coalesce(excluded.clock_offset_ms, a.clock_offset_ms),
+                last_error = excluded.last_error
+            """,
+            [
+                agent.site, agent.agent, status.online ? "true" : "false", status.advertsPerSecond.map { String($0) },
+                status.spoolBytes.map { String($0) }, clockOffsetMillis.map { String($0) }, status.lastError,
+            ])
+    }
+
+    /// Inserts the `batches` rows; returns the indices of the batches that were not there yet.
+    private func insertRecords(_ batches: [DecodedBatch]) throws(PostgresError) -> Set<Int> {
+        var values: [String] = []
+        var parameters: [String?] = []
+        for batch in batches {
+            let base = parameters.count
+            values.append(
+                "($\(base + 1), $\(base + 2), $\(base + 3)::bigint, $\(base + 4)::bigint, "
+                    + "to_timestamp($\(base + 5)::double precision / 1e6), $\(base + 6)::integer)")
+            parameters += [
+                batch.siteID, batch.agentID, String(batch.sequence), String(Int64(bitPattern: batch.bootID)),
+                String(batch.agentClockMicros), String(batch.sightings.count),
+            ]
+        }
+        let inserted = try connection.query(
+            """
+            INSERT INTO beaconflow.batches (site_id, agent_id, sequence, boot_id, agent_clock, sightings)
+            VALUES \(values.joined(separator: ", "))
+            ON CONFLICT DO NOTHING RETURNING site_id, agent_id, sequence
+            """, parameters)
+        let keys = Set(inserted.map { "\($0[0] ?? "")/\($0[1] ?? "")/\($0[2] ?? "")" })
+        var fresh: Set<Int> = []
+        var seen: Set<String> = []
+        for (index, batch) in batches.enumerated() {
+            let key = "\(batch.siteID)/\(batch.agentID)/\(batch.sequence)"
+            // The same batch twice in one group: the first is the new one.
+            if keys.contains(key), seen.insert(key).inserted { fresh.insert(index) }
+        }
+        return fresh
+    }
+
+    /// Each agent's committed-through sequence and last batch time, kept only ever growing.
+    private func recordProgress(_ through: [AgentKey: UInt64]) throws(PostgresError) {
+        for (key, sequence) in through.sorted(by: { ($0.key.site, $0.key.agent) < ($1.key.site, $1.key.agent) }) {
+            try connection.query(
+                """
+                INSERT INTO beaconflow.agent_state (site_id, agent_id, last_batch_at, committed_through)
+                VALUES ($1, $2, now(), $3::bigint)
+                ON CONFLICT (site_id, agent_id) DO UPDATE SET last_batch_at = now(),
+                    committed_through = greatest(agent_state.committed_through, excluded.committed_through)
+                """, [key.site, key.agent, String(sequence)])
+        }
+    }
+
+    /// Restores an agent's progress from the database: its committed-through and the batches committed above it.
+    private func loadProgress(_ key: AgentKey) throws(PostgresError) {
+        let rows = try connection.query(
+            "SELECT committed_through FROM beaconflow.agent_state WHERE site_id = $1 AND agent_id = $2",
+            [key.site, key.agent])
+        let through = rows.first?.first?.flatMap { UInt64($0) } ?? 0
+        let floor = max(through, tracker.committedThrough(key))
+        let above = try connection.query(
+            """
+            SELECT sequence FROM beaconflow.batches WHERE site_id = $1 AND agent_id = $2 AND sequence > $3::bigint
+            ORDER BY sequence LIMIT 100000
+            """, [key.site, key.agent, String(floor)]
+        ).compactMap { $0[0].flatMap { UInt64($0) } }
+        tracker.restore(key, through: floor, above: above)
+        loadedAgents.insert(key)
+    }
+
+    private func upsertHealth(_ rows: [BeaconHealth]) throws(PostgresError) {
+        guard !rows.isEmpty else { return }
+        func array(_ values: [String?]) -> String? { PostgresArray.literal(values) }
+        try connection.query(
+            """
+            INSERT INTO beaconflow.beacon_state AS s (beacon_id, site_id, last_seen, battery_mv, battery_trend_mv_per_day,
+                est_days_left, temperature_c, reboots_7d, status)
+            SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::integer[], $5::real[], $6::real[],
+                $7::real[], $8::integer[], $9::text[])
+            ON CONFLICT (beacon_id) DO UPDATE SET
+                site_id = excluded.site_id,
+                last_seen = greatest(s.last_seen, excluded.last_seen),
+                battery_mv = coalesce(excluded.battery_mv, s.battery_mv),
+                battery_trend_mv_per_day = coalesce(excluded.battery_trend_mv_per_day, s.battery_trend_mv_per_day),
+                est_days_left = coalesce(excluded.est_days_left, s.est_days_left),
+                temperature_c = coalesce(excluded.temperature_c, s.temperature_c),
+                reboots_7d = excluded.reboots_7d,
+                status = excluded.status
+            """,
+            [
+                array(rows.map(\.beaconID)), array(rows.map(\.siteID)),
+                array(rows.map { PostgresArray.timestamp(unixMicros: $0.lastSeenMicros) }),
+                array(rows.map { $0.batteryMillivolts.map { String($0) } }),
+                array(rows.map { $0.batteryTrendMillivoltsPerDay.map { String($0) } }),
+                array(rows.map { $0.estimatedDaysLeft.map { String($0) } }),
+                array(rows.map { $0.temperatureCelsius.map { String($0) } }),
+                array(rows.map { String($0.rebootsIn7Days) }), array(rows.map(\.status.rawValue)),
+            ])
+    }
+
+    static func copyData(_ rows: [SightingRow]) -> [UInt8] {
+        var copy = BinaryCopyWriter(capacity: 64 + rows.count * 110)
+        for row in rows {
+            copy.startRow(fields: 9)
+            copy.timestamp(unixMicros: row.timeMicros)
+            copy.text(row.siteID)
+            copy.text(row.agentID)
+            copy.text(row.zoneID)
+            copy.text(row.beaconID)
+            copy.smallint(Int16(row.rssi))
+            copy.smallint(row.powerAt1mDbm.map(Int16.init))
+            copy.real(row.distanceMeters)
+            copy.real(row.smoothedDistanceMeters)
         }
         return copy.finished()
     }
 
-    private func ensurePartitions(for batch: DecodedBatch) throws(PostgresError) {
-        let days = Set(batch.sightings.map { $0.timeMicros.floorDivided(by: 86_400_000_000) })
+    static func copyData(_ rows: [TelemetryRow]) -> [UInt8] {
+        var copy = BinaryCopyWriter(capacity: 64 + rows.count * 110)
+        for row in rows {
+            copy.startRow(fields: 8)
+            copy.timestamp(unixMicros: row.timeMicros)
+            copy.text(row.beaconID)
+            copy.integer(row.batteryMillivolts)
+            copy.real(row.temperatureCelsius.map(Float.init))
+            copy.bigint(Int64(row.advertisingCount))
+            copy.double(row.uptimeSeconds)
+            copy.text(row.siteID)
+            copy.text(row.agentID)
+        }
+        return copy.finished()
+    }
+
+    private func ensurePartitions(for batches: [DecodedBatch]) throws(PostgresError) {
+        var days: Set<Int64> = []
+        for batch in batches {
+            let offset = pipeline.clocks.offset(AgentKey(site: batch.siteID, agent: batch.agentID))
+            for sighting in batch.sightings {
+                days.insert((sighting.timeMicros - offset).floorDivided(by: 86_400_000_000))
+            }
+        }
         for day in days.subtracting(partitionedDays).sorted() {
-            let date = Date(timeIntervalSince1970: TimeInterval(day * 86_400))
-            let text = ISO8601DateFormatter.string(from: date, timeZone: TimeZone(identifier: "UTC")!, formatOptions: [.withFullDate])
-            try connection.query("SELECT beaconflow.ensure_partitions($1::date, 1)", [text])
+            try connection.query("SELECT beaconflow.ensure_partitions($1::date, 1)", [PostgresArray.date(day: day)])
             partitionedDays.insert(day)
         }
+    }
+}
+
+/// Text forms of PostgreSQL values for query parameters.
+enum PostgresArray {
+    /// An array literal (`{"a","b",NULL}`) of text values, each quoted and escaped.
+    static func literal(_ values: [String?]) -> String {
+        var text = "{"
+        for (index, value) in values.enumerated() {
+            if index > 0 { text += "," }
+            guard let value else {
+                text += "NULL"
+                continue
+            }
+            text += "\""
+            for character in value {
+                if character == "\"" || character == "\\" { text += "\\" }
+                text.append(character)
+            }
+            text += "\""
+        }
+        return text + "}"
+    }
+
+    /// A UTC timestamp with microseconds, e.g. `2026-01-01 00:00:00.000001+00`.
+    static func timestamp(unixMicros: Int64) -> String {
+        let seconds = unixMicros.floorDivided(by: 1_000_000)
+        let fields = utc(seconds)
+        return date(fields)
+            + String(
+                format: " %02d:%02d:%02d.%06lld+00", fields.tm_hour, fields.tm_min, fields.tm_sec,
+                unixMicros - seconds * 1_000_000)
+    }
+
+    /// The date (UTC) of a day number since 1970-01-01.
+    static func date(day: Int64) -> String { date(utc(day * 86_400)) }
+
+    private static func date(_ fields: tm) -> String {
+        String(format: "%04d-%02d-%02d", fields.tm_year + 1900, fields.tm_mon + 1, fields.tm_mday)
+    }
+
+    private static func utc(_ seconds: Int64) -> tm {
+        var time = time_t(seconds)
+        var fields = tm()
+        gmtime_r(&time, &fields)
+        return fields
     }
 }
 

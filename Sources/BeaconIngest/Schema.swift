@@ -2,8 +2,17 @@
 /// public contract: users and dashboards query them, so their names and columns only ever grow.
 enum Schema {
     static let migrations: [Migration] = [
-        Migration(version: 1, name: "tables, partitions, roles and the public views", sql: version1)
+        Migration(version: 1, name: "tables, partitions, roles and the public views", sql: version1),
+        Migration(version: 2, name: "acknowledged progress per agent", sql: version2),
     ]
+
+    /// What each agent has been told is committed (several ingest instances agree through this row), and the
+    /// message that goes with a rejection's reason.
+    static let version2 = """
+        ALTER TABLE beaconflow.agent_state ADD COLUMN committed_through bigint NOT NULL DEFAULT 0;
+        ALTER TABLE beaconflow.rejected_batches ADD COLUMN detail text;
+        CREATE INDEX ON beaconflow.rejected_batches (received_at);
+        """
 
     static let version1 = #"""
         -- Roles are cluster-wide and NOLOGIN: operators grant them to their login roles

@@ -39,6 +39,8 @@ public final class PostgresConnection {
             PQfinish(connection)
             throw PostgresError("connect", sqlState: "08001", message)
         }
+        // Server notices ("already exists, skipping") are not errors; libpq would print them on stderr.
+        PQsetNoticeProcessor(connection, { _, _ in }, nil)
         self.connection = connection
     }
 

@@ -3,6 +3,7 @@ import BlueZHCI
 import Foundation
 import Logging
 import Synchronization
+import TestServers
 import Testing
 @testable import BeaconAgent
 

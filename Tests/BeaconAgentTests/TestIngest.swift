@@ -125,21 +125,6 @@ final class TestIngest: Sendable {
     }
 }
 
-/// The sightings an agent must deliver for a capture: its reports through the same extraction.
-func expectedSightings(capture path: String, configuration: SightingExtractor.Configuration) throws -> [Sighting] {
-    var extractor = SightingExtractor(configuration: configuration)
-    var sightings: [Sighting] = []
-    try CaptureReplaySource(path: path, speed: .maximum).run(
-        deliver: { reports in
-            for timed in reports {
-                if case .success(let sighting) = extractor.sighting(of: timed.report, timeMicros: timed.timeMicros) {
-                    sightings.append(sighting)
-                }
-            }
-        }, shouldStop: { false })
-    return sightings
-}
-
 /// A sighting without its data frame: batches leave out data frames that did not change.
 struct SightingKey: Hashable {
     var timeMicros: Int64
@@ -155,12 +140,6 @@ struct SightingKey: Hashable {
 
 func multiset(_ sightings: [Sighting]) -> [SightingKey: Int] {
     sightings.reduce(into: [:]) { $0[SightingKey($1), default: 0] += 1 }
-}
-
-/// The fixtures of the BeaconWire tests.
-func captureFixture(_ name: String) -> String {
-    URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-        .appendingPathComponent("../BeaconWireTests/Fixtures/\(name)").standardized.path
 }
 
 /// The `beaconflow` executable next to the test bundle (`swift build --build-tests` builds it).

@@ -27,7 +27,7 @@ struct BatchWriterTests {
         let server = try await PostgresServer.start()
         let connection = try PostgresConnection(server.conninfo)
         try Migrator.migrate(connection, logger: Logger(label: "test"))
-        let writer = BatchWriter(connection: connection)
+        let writer = BatchWriter(connection: connection, pipeline: IngestPipeline(sites: try SitesConfiguration.parse(testSites)))
         let batch = try decodedBatch(sequence: 7)
         #expect(try writer.commit(batch) == .committed(rows: 100))
         #expect(try writer.commit(batch) == .duplicate)
@@ -48,7 +48,7 @@ struct BatchWriterTests {
         let server = try await PostgresServer.start()
         let connection = try PostgresConnection(server.conninfo)
         try Migrator.migrate(connection, logger: Logger(label: "test"))
-        let writer = BatchWriter(connection: connection)
+        let writer = BatchWriter(connection: connection, pipeline: IngestPipeline(sites: try SitesConfiguration.parse(testSites)))
         // PostgreSQL text cannot hold NUL: the COPY fails after the batches row was inserted.
         do {
             _ = try writer.commit(try decodedBatch(sequence: 3, beaconID: "mac:\u{0}"))

@@ -1,3 +1,4 @@
+import BeaconWire
 import BeaconIngest
 import Testing
 
@@ -79,5 +80,142 @@ import Testing
             #expect(error.message.contains(message), "\(error.message)")
             #expect(error.message.hasPrefix("sites.yaml"))
         }
+    }
+}
+
+@Suite struct BatchIntakeTests {
+    let intake = BatchIntake(sites: try! SitesConfiguration.parse(testSites))
+    let now: Int64 = 1_767_225_600_000_000
+
+    func reason(_ topic: String, _ payload: [UInt8]) -> String? {
+        switch intake.check(topic: topic, payload: payload, nowMicros: now) {
+        case .success: nil
+        case .failure(let failure): failure.rejection.reason.rawValue
+        }
+    }
+
+    @Test func aGoodBatchPasses() throws {
+        #expect(reason("beaconflow/v1/hq/hq-a1/batch", try batchPayload(sequence: 1, start: now - 60_000_000)) == nil)
+    }
+
+    @Test func eachProblemIsNamed() throws {
+        let good = try batchPayload(sequence: 1, start: now - 60_000_000)
+        #expect(reason("beaconflow/v1/hq/hq-a1/status", good) == "wrong_topic")
+        #expect(reason("beaconflow/v2/hq/hq-a1/batch", good) == "wrong_topic")
+        #expect(reason("beaconflow/v1/hq/hq-a2/batch", good) == "topic_mismatch")
+        #expect(reason("beaconflow/v1/hq/hq-a1/batch", Array(good.dropLast(3))) == "undecodable")
+        #expect(reason("beaconflow/v1/hq/hq-a1/batch", try batchPayload(sequence: 1, formatVersion: 2)) == "unsupported_version")
+        #expect(reason("beaconflow/v1/hq/hq-a9/batch", try batchPayload(agent: "hq-a9", sequence: 1)) == "unknown_agent")
+        // Five minutes ahead is tolerated (clock drift), an hour is not; 1970 means a clock never set.
+        #expect(reason("beaconflow/v1/hq/hq-a1/batch", try batchPayload(sequence: 1, count: 1, start: now + 240_000_000)) == nil)
+        #expect(reason("beaconflow/v1/hq/hq-a1/batch", try batchPayload(sequence: 1, start: now + 3_600_000_000)) == "bad_timestamp")
+        #expect(reason("beaconflow/v1/hq/hq-a1/batch", try batchPayload(sequence: 1, start: 5_000_000)) == "bad_timestamp")
+    }
+
+    @Test func aBatchWithBadTimesFromAKnownAgentCanBeAcknowledged() throws {
+        let result = intake.check(
+            topic: "beaconflow/v1/hq/hq-a1/batch", payload: try batchPayload(sequence: 9, start: 5_000_000), nowMicros: now)
+        guard case .failure(let failure) = result else {
+            Issue.record("accepted")
+            return
+        }
+        #expect(failure.batch?.sequence == 9)
+    }
+}
+
+@Suite struct TelemetryDeduplicatorTests {
+    func tlm(count: UInt32, uptimeSeconds: UInt32, battery: UInt16 = 3000) -> EddystoneTLM {
+        EddystoneTLM(batteryMillivolts: battery, temperatureRaw: 0x1880, advertisingCount: count, uptimeTenths: uptimeSeconds * 10)
+    }
+
+    @Test func oneTransmissionHeardByThreeAgentsIsOneRow() {
+        var dedup = TelemetryDeduplicator()
+        let t: Int64 = 1_767_225_600_000_000
+        #expect(dedup.observe(beaconID: "b", tlm: tlm(count: 100, uptimeSeconds: 1000), timeMicros: t) == (true, false))
+        #expect(dedup.observe(beaconID: "b", tlm: tlm(count: 100, uptimeSeconds: 1000), timeMicros: t + 3_000) == (false, false))
+        #expect(dedup.observe(beaconID: "b", tlm: tlm(count: 100, uptimeSeconds: 1000), timeMicros: t - 40_000) == (false, false))
+        #expect(dedup.observe(beaconID: "b", tlm: tlm(count: 110, uptimeSeconds: 1010), timeMicros: t + 10_000_000) == (true, false))
+        // Another beacon with the same counter is another transmission.
+        #expect(dedup.observe(beaconID: "c", tlm: tlm(count: 100, uptimeSeconds: 1000), timeMicros: t) == (true, false))
+    }
+
+    @Test func aLaggingAgentIsNoRebootButAResetUptimeIs() {
+        var dedup = TelemetryDeduplicator()
+        let t: Int64 = 1_767_225_600_000_000
+        _ = dedup.observe(beaconID: "b", tlm: tlm(count: 500, uptimeSeconds: 5000), timeMicros: t)
+        // Five minutes old, from an agent draining its spool: uptime lower, but the boot time is the same.
+        #expect(dedup.observe(beaconID: "b", tlm: tlm(count: 470, uptimeSeconds: 4700), timeMicros: t - 300_000_000) == (true, false))
+        #expect(dedup.observe(beaconID: "b", tlm: tlm(count: 470, uptimeSeconds: 4700), timeMicros: t - 300_000_000) == (false, false))
+        // Rebooted: counters and uptime restart.
+        #expect(dedup.observe(beaconID: "b", tlm: tlm(count: 3, uptimeSeconds: 30), timeMicros: t + 60_000_000) == (true, true))
+        #expect(dedup.observe(beaconID: "b", tlm: tlm(count: 3, uptimeSeconds: 30), timeMicros: t + 60_001_000) == (false, false))
+    }
+}
+
+@Suite struct FleetHealthTests {
+    let day: Int64 = 86_400_000_000
+    let start: Int64 = 1_767_225_600_000_000
+
+    func row(_ time: Int64, _ battery: Int32?) -> TelemetryRow {
+        TelemetryRow(
+            timeMicros: time, siteID: "hq", agentID: "hq-a1", beaconID: "b", batteryMillivolts: battery,
+            temperatureCelsius: 21.5, advertisingCount: UInt32(time / 1_000_000 % 1_000_000), uptimeSeconds: 0)
+    }
+
+    @Test func theTrendIsRobustToSagsAndForecastsTheCutoff() throws {
+        var health = FleetHealth()
+        // 3000 mV falling 10 mV a day, a reading every hour for 7 days, every 10th one sagging by 300 mV.
+        for hour in 0..<(7 * 24) {
+            let time = start + Int64(hour) * 3_600_000_000
+            let battery = 3000 - Double(hour) * 10 / 24 - (hour % 10 == 0 ? 300 : 0)
+            health.telemetry(row(time, Int32(battery.rounded())), rebooted: false)
+        }
+        let beacon = try #require(health.health(of: "b"))
+        let trend = try #require(beacon.batteryTrendMillivoltsPerDay)
+        #expect(abs(trend + 10) < 1, "trend \(trend)")
+        // The last reading is ~2930 mV: (2930 − 2000) / 10 ≈ 93 days.
+        let days = try #require(beacon.estimatedDaysLeft)
+        #expect(abs(days - 93) < 10, "days \(days)")
+        #expect(beacon.status == .ok)
+        #expect(beacon.temperatureCelsius == 21.5)
+    }
+
+    @Test func lowBatteryAndRebootingStates() throws {
+        var health = FleetHealth()
+        health.telemetry(row(start, 2350), rebooted: false)
+        #expect(health.health(of: "b")?.status == .lowBattery)
+        for index in 1...3 { health.telemetry(row(start + Int64(index) * day, 2350), rebooted: true) }
+        #expect(health.health(of: "b")?.rebootsIn7Days == 3)
+        #expect(health.health(of: "b")?.status == .rebooting)
+        // A week later the reboots have aged out.
+        health.telemetry(row(start + 12 * day, 2900), rebooted: false)
+        #expect(health.health(of: "b")?.rebootsIn7Days == 0)
+        #expect(health.health(of: "b")?.status == .ok)
+    }
+
+    @Test func changedBeaconsAreReportedOnce() {
+        var health = FleetHealth()
+        health.seen(beaconID: "a", siteID: "hq", timeMicros: start)
+        health.seen(beaconID: "b", siteID: "hq", timeMicros: start)
+        #expect(health.takeChanged().map(\.beaconID) == ["a", "b"])
+        #expect(health.takeChanged().isEmpty)
+        health.seen(beaconID: "a", siteID: "hq", timeMicros: start - 1)  // older: nothing changes
+        #expect(health.takeChanged().isEmpty)
+    }
+}
+
+@Suite struct AgentClocksTests {
+    @Test func theOffsetIsTheLeastDelayedSampleAndSmallOnesAreNotApplied() {
+        var clocks = AgentClocks()
+        let agent = AgentKey(site: "hq", agent: "hq-a1")
+        // The agent's clock is 3 s ahead; deliveries take 5-200 ms.
+        for (index, delay) in [200_000, 5_000, 80_000].enumerated() {
+            let arrival: Int64 = 1_767_225_600_000_000 + Int64(index) * 10_000_000
+            _ = clocks.observe(agent, agentClockMicros: arrival - Int64(delay) + 3_000_000, receivedAtMicros: arrival)
+        }
+        #expect(clocks.offset(agent) == 2_995_000)
+        let synced = AgentKey(site: "hq", agent: "hq-a2")
+        #expect(clocks.observe(synced, agentClockMicros: 1_000_000, receivedAtMicros: 1_020_000) == 0)
+        #expect(clocks.estimateMicros(synced) == -20_000)
     }
 }

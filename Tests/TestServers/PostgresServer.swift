@@ -67,6 +67,20 @@ public final class PostgresServer: @unchecked Sendable {
         throw TestServerError("PostgreSQL did not accept connections within 20 s; see \(directory)/postgres.log")
     }
 
+    /// Stops the server (fast shutdown) and waits until it has exited; `start()` brings it back with its data.
+    public func stopAndWait() async {
+        let running = process
+        stop()
+        _ = await running?.exit()
+    }
+
+    /// Starts it again off the shared async threads.
+    public func restart() async throws {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, Error>) in
+            Thread.detachNewThread { continuation.resume(with: Result { try self.start() }) }
+        }
+    }
+
     /// Fast shutdown (SIGINT): aborts sessions, keeps what was committed.
     public func stop() {
         process?.terminate(SIGINT)

@@ -1,20 +1,20 @@
 import Foundation
 
-/// A bounded blocking queue between threads (source → engine, MQTT → engine). `push` waits while full unless
+/// A bounded blocking queue between threads (a source or an MQTT client → an engine or a writer thread). `push` waits while full unless
 /// told to drop; `pop` waits at most a timeout.
-final class InputQueue<Element>: @unchecked Sendable {
+public final class BlockingQueue<Element>: @unchecked Sendable {
     private let condition = NSCondition()
     private var items: [Element] = []
     private let capacity: Int
     private var closed = false
 
-    init(capacity: Int) {
+    public init(capacity: Int) {
         self.capacity = capacity
     }
 
     /// Adds an element; when the queue is full, waits (`dropWhenFull == false`) or returns false.
     @discardableResult
-    func push(_ element: Element, dropWhenFull: Bool = false) -> Bool {
+    public func push(_ element: Element, dropWhenFull: Bool = false) -> Bool {
         condition.lock()
         defer { condition.unlock() }
         while items.count >= capacity, !closed {
@@ -28,7 +28,7 @@ final class InputQueue<Element>: @unchecked Sendable {
     }
 
     /// Adds an element even when full: for the few control messages that must never wait or be lost.
-    func pushUrgent(_ element: Element) {
+    public func pushUrgent(_ element: Element) {
         condition.lock()
         items.append(element)
         condition.broadcast()
@@ -36,7 +36,7 @@ final class InputQueue<Element>: @unchecked Sendable {
     }
 
     /// Takes everything queued, waiting up to `timeout` for the first element.
-    func popAll(timeout: TimeInterval) -> [Element] {
+    public func popAll(timeout: TimeInterval) -> [Element] {
         condition.lock()
         defer { condition.unlock() }
         if items.isEmpty, !closed { _ = condition.wait(until: Date(timeIntervalSinceNow: timeout)) }
@@ -47,7 +47,7 @@ final class InputQueue<Element>: @unchecked Sendable {
     }
 
     /// Wakes every waiter; later pushes are refused.
-    func close() {
+    public func close() {
         condition.lock()
         closed = true
         condition.broadcast()

@@ -1,0 +1,119 @@
+import BeaconWire
+
+/// Why a batch was refused: a bounded set, used as the metrics label and stored in `rejected_batches.reason`.
+public enum RejectionReason: String, Sendable, CaseIterable {
+    /// The topic is not `beaconflow/v1/<site>/<agent>/batch`.
+    case wrongTopic = "wrong_topic"
+    case tooLarge = "too_large"
+    /// Not a valid batch: not protobuf, inconsistent columns, an invalid field.
+    case undecodable
+    case unsupportedVersion = "unsupported_version"
+    /// The batch names another site or agent than its topic.
+    case topicMismatch = "topic_mismatch"
+    /// The sites file does not list the agent.
+    case unknownAgent = "unknown_agent"
+    /// Sighting times in the future beyond the tolerance, or before the agent's clock can have been set.
+    case badTimestamp = "bad_timestamp"
+    /// PostgreSQL refused the rows (e.g. text it cannot store); the batch alone, its neighbours go in.
+    case refusedByDatabase = "database_refused"
+}
+
+/// A refused batch: the reason and a message that names the problem (stored with the raw bytes).
+public struct Rejection: Error, Sendable, Equatable, CustomStringConvertible {
+    public var reason: RejectionReason
+    public var message: String
+
+    public init(_ reason: RejectionReason, _ message: String) {
+        self.reason = reason
+        self.message = message
+    }
+
+    public var description: String { "\(reason.rawValue): \(message)" }
+}
+
+/// The checks a batch passes before it reaches the database. Pure: the caller gives the time.
+public struct BatchIntake: Sendable {
+    public var sites: SitesConfiguration
+    public var maximumBytes = BatchReader.maximumBytes
+    /// How far beyond the ingest's clock a sighting may lie (agent clocks drift; a few minutes is generous).
+    public var futureToleranceMicros: Int64 = 300_000_000
+    /// Sightings before this are refused: an agent without a real-time clock that has not synchronised yet
+    /// reports times near 1970. Default 2010-01-01 (replays of old captures remain welcome).
+    public var earliestMicros: Int64 = 1_262_304_000_000_000
+
+    public init(sites: SitesConfiguration) {
+        self.sites = sites
+    }
+
+    /// The topic's site and agent, when it is a batch topic.
+    public static func batchTopic(_ topic: String) -> (site: String, agent: String)? {
+        let parts = topic.split(separator: "/", omittingEmptySubsequences: false)
+        guard parts.count == 5, parts[0] == "beaconflow", parts[1] == "v1", parts[4] == "batch",
+            isValidIdentifier(String(parts[2])), isValidIdentifier(String(parts[3]))
+        else { return nil }
+        return (String(parts[2]), String(parts[3]))
+    }
+
+    /// A refused batch, with the batch itself when it decoded and belongs to a known agent (its sequence can then
+    /// be acknowledged: it is kept in `rejected_batches`).
+    public struct Failure: Error, Sendable {
+        public var rejection: Rejection
+        public var batch: DecodedBatch?
+    }
+
+    public func check(topic: String, payload: [UInt8], nowMicros: Int64) -> Result<DecodedBatch, Failure> {
+        checkBatch(topic: topic, payload: payload, nowMicros: nowMicros).mapError { rejection in
+            let batch = try? BatchReader.decode(payload)
+            let known = batch.map { sites.agent(site: $0.siteID, agent: $0.agentID) != nil && rejection.reason == .badTimestamp } ?? false
+            return Failure(rejection: rejection, batch: known ? batch : nil)
+        }
+    }
+
+    private func checkBatch(topic: String, payload: [UInt8], nowMicros: Int64) -> Result<DecodedBatch, Rejection> {
+        guard let (site, agent) = Self.batchTopic(topic) else {
+            return .failure(Rejection(.wrongTopic, "topic '\(topic.prefix(200))' is not beaconflow/v1/<site>/<agent>/batch"))
+        }
+        guard payload.count <= maximumBytes else {
+            return .failure(Rejection(.tooLarge, "batch is \(payload.count) bytes, the limit is \(maximumBytes)"))
+        }
+        let batch: DecodedBatch
+        switch Result(catching: { () throws(BatchError) in try BatchReader.decode(payload) }) {
+        case .success(let decoded):
+            batch = decoded
+        case .failure(let error):
+            let reason: RejectionReason =
+                switch error.code {
+                case .unsupportedVersion: .unsupportedVersion
+                case .tooLarge: .tooLarge
+                default: .undecodable
+                }
+            return .failure(Rejection(reason, error.description))
+        }
+        guard batch.siteID == site, batch.agentID == agent else {
+            return .failure(
+                Rejection(
+                    .topicMismatch,
+                    "batch from site '\(batch.siteID.prefix(64))' agent '\(batch.agentID.prefix(64))' on the topic of site '\(site)' agent '\(agent)'"
+                ))
+        }
+        guard sites.agent(site: site, agent: agent) != nil else {
+            return .failure(Rejection(.unknownAgent, "the sites file has no agent '\(agent)' in site '\(site)'"))
+        }
+        let times = batch.sightings.lazy.map(\.timeMicros) + batch.characteristicReads.lazy.map(\.timeMicros)
+        if let latest = times.max(), latest > nowMicros + futureToleranceMicros {
+            return .failure(
+                Rejection(
+                    .badTimestamp,
+                    "a sighting is \((latest - nowMicros) / 1_000_000) s ahead of the ingest's clock (tolerance \(futureToleranceMicros / 1_000_000) s)"
+                ))
+        }
+        if let earliest = times.min(), earliest < earliestMicros {
+            return .failure(
+                Rejection(
+                    .badTimestamp,
+                    "a sighting is dated \((earliestMicros - earliest) / 1_000_000) s before the earliest accepted time: the agent's clock is not set"
+                ))
+        }
+        return .success(batch)
+    }
+}

@@ -1,0 +1,388 @@
+import BeaconWire
+import Dispatch
+import Foundation
+import LibPQ
+import Logging
+import Metrics
+import Mosquitto
+import Synchronization
+import WorkQueue
+
+/// Everything `beaconflow ingest` runs with.
+public struct IngestConfiguration: Sendable {
+    public var mqtt: MQTTClient.Configuration
+    /// libpq conninfo or `postgresql://` URI.
+    public var database: String
+    public var sites: SitesConfiguration
+    /// With a name, the batch subscription is shared (`$share/<name>/...`): the broker hands each batch to one
+    /// of the instances in the group. Without, each instance gets every batch and the database keeps one copy.
+    public var sharedSubscriptionGroup: String?
+    /// Messages waiting for the writer at most; beyond it they are deferred (not acknowledged, so the agents
+    /// send them again): intake pauses while PostgreSQL is away.
+    public var queueCapacity = 512
+    /// Batches committed in one transaction at most, when the queue is deep.
+    public var maximumGroup = 64
+    public var reconnectDelayMinimum: Duration = .milliseconds(200)
+    public var reconnectDelayMaximum: Duration = .seconds(10)
+    public var health = FleetHealth.Configuration()
+    public var intakeFutureToleranceMicros: Int64 = 300_000_000
+
+    public init(mqtt: MQTTClient.Configuration, database: String, sites: SitesConfiguration) {
+        self.mqtt = mqtt
+        self.database = database
+        self.sites = sites
+    }
+
+    public static let batchTopicFilter = "beaconflow/v1/+/+/batch"
+    public static let statusTopicFilter = "beaconflow/v1/+/+/status"
+}
+
+/// Counts since the start, for `/healthz`, the demo's progress line and tests.
+public struct IngestStatistics: Sendable, Equatable {
+    public var batchesCommitted = 0
+    public var batchesDuplicate = 0
+    public var batchesRejected = 0
+    public var batchesDeferred = 0
+    public var sightingsCommitted = 0
+    public var telemetryCommitted = 0
+    public var transactions = 0
+    public var databaseConnected = false
+    public var databaseReconnects = 0
+    public var mqttConnected = false
+}
+
+/// The ingest: an MQTT subscription on libmosquitto's thread, a bounded queue, and one writer thread that owns
+/// the PostgreSQL connection. The writer validates, commits (several queued batches per transaction), then
+/// publishes each agent's retained acknowledgement. When PostgreSQL goes away it reconnects with backoff and
+/// stops taking from the queue, so intake pauses and acknowledgements stop; nothing is dropped that the agents
+/// do not still hold.
+public final class Ingest: Sendable {
+    private enum Item: Sendable {
+        case batch(topic: String, payload: [UInt8], receivedAtMicros: Int64)
+        case status(topic: String, payload: [UInt8], receivedAtMicros: Int64)
+    }
+
+    public let configuration: IngestConfiguration
+    private let logger: Logger
+    private let stopRequested = Mutex(false)
+    private let statisticsState = Mutex(IngestStatistics())
+
+    private let batchCounters = Dictionary(
+        uniqueKeysWithValues: ["committed", "duplicate", "rejected", "deferred"].map {
+            ($0, Counter(label: "beaconflow_ingest_batches_total", dimensions: [("outcome", $0)]))
+        })
+    private let rejectionCounters = Dictionary(
+        uniqueKeysWithValues: RejectionReason.allCases.map {
+            ($0, Counter(label: "beaconflow_ingest_rejected_batches_total", dimensions: [("reason", $0.rawValue)]))
+        })
+    private let sightingsCounter = Counter(label: "beaconflow_ingest_sightings_total")
+    private let telemetryCounter = Counter(label: "beaconflow_ingest_telemetry_total")
+    private let reconnectCounter = Counter(label: "beaconflow_ingest_database_reconnects_total")
+    private let commitTimer = Timer(label: "beaconflow_ingest_commit_seconds")
+    private let queueGauge = Gauge(label: "beaconflow_ingest_queue_depth")
+    private let lagGauge = Gauge(label: "beaconflow_ingest_lag_seconds")
+
+    public init(configuration: IngestConfiguration, logger: Logger) {
+        self.configuration = configuration
+        self.logger = logger
+    }
+
+    public var statistics: IngestStatistics { statisticsState.withLock { $0 } }
+
+    /// Asks `run()` to stop: intake stops, what is queued is committed and acknowledged, then it returns.
+    public func requestStop() { stopRequested.withLock { $0 = true } }
+
+    private var shouldStop: Bool { stopRequested.withLock { $0 } }
+
+    /// Runs until `requestStop()`. Throws only when the MQTT client cannot be set up.
+    public func run() async throws {
+        let queue = BlockingQueue<Item>(capacity: configuration.queueCapacity)
+        var mqtt = configuration.mqtt
+        // Subscriptions and queued batches survive an ingest restart for this long.
+        mqtt.sessionExpirySeconds = max(mqtt.sessionExpirySeconds, 86_400)
+        let client = try MQTTClient(mqtt, logger: logger)
+        let batchFilter = configuration.sharedSubscriptionGroup.map { "$share/\($0)/\(IngestConfiguration.batchTopicFilter)" }
+            ?? IngestConfiguration.batchTopicFilter
+        try client.subscribe(topic: batchFilter, qos: 1)
+        try client.subscribe(topic: IngestConfiguration.statusTopicFilter, qos: 1)
+
+        let forwarder = Task { [self] in
+            for await event in client.events {
+                switch event {
+                case .message(let topic, let payload, _):
+                    let now = Self.wallClockMicros()
+                    let item: Item =
+                        topic.hasSuffix("/status")
+                        ? .status(topic: topic, payload: payload, receivedAtMicros: now)
+                        : .batch(topic: topic, payload: payload, receivedAtMicros: now)
+                    if !queue.push(item, dropWhenFull: true), case .batch = item {
+                        // Not acknowledged: the agent still holds it and sends it again.
+                        batchCounters["deferred"]?.increment()
+                        statisticsState.withLock { $0.batchesDeferred += 1 }
+                    }
+                case .connected:
+                    statisticsState.withLock { $0.mqttConnected = true }
+                    logger.info("Connected to the broker", metadata: ["broker": "\(mqtt.host):\(mqtt.port)"])
+                case .disconnected(let reason):
+                    statisticsState.withLock { $0.mqttConnected = false }
+                    logger.warning("Broker connection lost", metadata: ["reason": "\(reason)"])
+                case .published:
+                    break
+                }
+            }
+        }
+        client.start()
+        logger.info(
+            "Ingest started",
+            metadata: ["subscription": "\(batchFilter)", "sites": "\(configuration.sites.sites.count)"])
+
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            Thread.detachNewThread { [self] in
+                runWriter(queue: queue, client: client)
+                continuation.resume()
+            }
+        }
+        client.stop()
+        forwarder.cancel()
+        _ = await forwarder.result
+        logger.info("Ingest stopped", metadata: ["statistics": "\(statistics)"])
+    }
+
+    // MARK: - The writer thread
+
+    private func runWriter(queue: BlockingQueue<Item>, client: MQTTClient) {
+        var intake = BatchIntake(sites: configuration.sites)
+        intake.futureToleranceMicros = configuration.intakeFutureToleranceMicros
+        var pipeline = IngestPipeline(sites: configuration.sites, health: configuration.health)
+        var writer: BatchWriter?
+        var backlog: [Item] = []
+        var delay = configuration.reconnectDelayMinimum
+        var stopping = false
+        while true {
+            if !stopping, shouldStop {
+                // Stop intake; what is queued is still committed and acknowledged.
+                stopping = true
+                queue.close()
+            }
+            if writer == nil {
+                switch connect(pipeline: pipeline) {
+                case .success(let connected):
+                    writer = connected
+                    delay = configuration.reconnectDelayMinimum
+                case .failure(let error):
+                    if stopping {
+                        logger.error(
+                            "Stopping without PostgreSQL; unacknowledged batches stay with the agents",
+                            metadata: ["queued": "\(backlog.count)", "error": "\(error)"])
+                        return
+                    }
+                    logger.warning(
+                        "PostgreSQL unavailable; intake paused",
+                        metadata: ["error": "\(error)", "retry_in": "\(delay)"])
+                    sleep(delay)
+                    delay = min(delay * 2, configuration.reconnectDelayMaximum)
+                    continue
+                }
+            }
+            if backlog.isEmpty {
+                backlog = queue.popAll(timeout: stopping ? 0 : 0.1)
+                queueGauge.record(backlog.count)
+                if backlog.isEmpty, stopping { return }
+            }
+            guard let active = writer else { continue }
+            let group = Array(backlog.prefix(configuration.maximumGroup))
+            switch process(group, writer: active, intake: intake, client: client) {
+            case .success:
+                backlog.removeFirst(group.count)
+                pipeline = active.pipeline
+            case .failure(let error):
+                statisticsState.withLock {
+                    $0.databaseConnected = false
+                    $0.databaseReconnects += 1
+                }
+                reconnectCounter.increment()
+                logger.warning("PostgreSQL connection lost; reconnecting", metadata: ["error": "\(error)"])
+                pipeline = active.pipeline
+                writer = nil
+            }
+        }
+    }
+
+    private func connect(pipeline: IngestPipeline) -> Result<BatchWriter, PostgresError> {
+        Result { () throws(PostgresError) in
+            let connection = try PostgresConnection(configuration.database)
+            try Migrator.migrate(connection, logger: logger)
+            statisticsState.withLock { $0.databaseConnected = true }
+            logger.info("Connected to PostgreSQL", metadata: ["schema_version": "\(Migrator.latestVersion)"])
+            return BatchWriter(connection: connection, pipeline: pipeline)
+        }
+    }
+
+    /// Validates and commits one group of messages; fails only when the connection is lost (the group is then
+    /// retried whole on the next connection: what committed is recognised as duplicate).
+    private func process(
+        _ items: [Item], writer: BatchWriter, intake: BatchIntake, client: MQTTClient
+    ) -> Result<Void, PostgresError> {
+        Result { () throws(PostgresError) in
+            var accepted: [AcceptedBatch] = []
+            var newestReceived: Int64 = 0
+            for item in items {
+                switch item {
+                case .status(let topic, let payload, let receivedAt):
+                    try recordStatus(topic: topic, payload: payload, receivedAtMicros: receivedAt, writer: writer)
+                case .batch(let topic, let payload, let receivedAt):
+                    newestReceived = max(newestReceived, receivedAt)
+                    switch intake.check(topic: topic, payload: payload, nowMicros: Self.wallClockMicros()) {
+                    case .success(let batch):
+                        accepted.append(AcceptedBatch(batch: batch, topic: topic, payload: payload))
+                    case .failure(let failure):
+                        try reject(
+                            topic: topic, payload: payload, failure.rejection, batch: failure.batch, writer: writer,
+                            client: client)
+                    }
+                }
+            }
+            var start = 0
+            while start < accepted.count {
+                let group = Array(accepted[start..<min(start + configuration.maximumGroup, accepted.count)])
+                try commit(group, writer: writer, client: client)
+                start += group.count
+            }
+            if newestReceived > 0 { lagGauge.record(Double(Self.wallClockMicros() - newestReceived) / 1e6) }
+        }
+    }
+
+    private struct AcceptedBatch {
+        var batch: DecodedBatch
+        var topic: String
+        var payload: [UInt8]
+    }
+
+    private func commit(_ group: [AcceptedBatch], writer: BatchWriter, client: MQTTClient) throws(PostgresError) {
+        let started = DispatchTime.now().uptimeNanoseconds
+        let result: BatchWriter.GroupResult
+        do {
+            result = try writer.commit(group.map(\.batch))
+        } catch where !error.isConnectionFailure && group.count > 1 {
+            // One batch the database refuses must not hold back the others: commit them one by one.
+            for batch in group { try commit([batch], writer: writer, client: client) }
+            return
+        } catch where !error.isConnectionFailure {
+            try reject(
+                topic: group[0].topic, payload: group[0].payload, Rejection(.refusedByDatabase, error.description),
+                batch: group[0].batch, writer: writer, client: client)
+            return
+        }
+        commitTimer.recordNanoseconds(Int64(DispatchTime.now().uptimeNanoseconds - started))
+        var committed = 0
+        var duplicates = 0
+        var rows = 0
+        for outcome in result.outcomes {
+            switch outcome {
+            case .committed(let sightings):
+                committed += 1
+                rows += sightings
+            case .duplicate:
+                duplicates += 1
+            }
+        }
+        batchCounters["committed"]?.increment(by: committed)
+        batchCounters["duplicate"]?.increment(by: duplicates)
+        sightingsCounter.increment(by: rows)
+        telemetryCounter.increment(by: result.telemetryRows)
+        statisticsState.withLock {
+            $0.telemetryCommitted += result.telemetryRows
+            $0.batchesCommitted += committed
+            $0.batchesDuplicate += duplicates
+            $0.sightingsCommitted += rows
+            $0.transactions += 1
+        }
+        publish(result.acknowledgements, client: client)
+    }
+
+    /// Publishes each agent's retained "committed through N" (only after the commit that made it true).
+    private func publish(_ acknowledgements: [AgentKey: UInt64], client: MQTTClient) {
+        for (agent, through) in acknowledgements {
+            let payload = Array("{\"committed_through\": \(through)}".utf8)
+            do {
+                try client.publish(
+                    topic: "beaconflow/v1/\(agent.site)/\(agent.agent)/ack", payload: payload, qos: 1, retain: true)
+            } catch {
+                // The next commit for this agent acknowledges again; until then the agent waits or resends.
+                logger.warning("Acknowledgement not published", metadata: ["agent": "\(agent.agent)", "error": "\(error)"])
+            }
+        }
+    }
+
+    private func reject(
+        topic: String, payload: [UInt8], _ rejection: Rejection, batch: DecodedBatch?, writer: BatchWriter,
+        client: MQTTClient
+    ) throws(PostgresError) {
+        logger.warning(
+            "Batch rejected",
+            metadata: ["topic": "\(topic.prefix(200))", "reason": "\(rejection.reason.rawValue)", "error": "\(rejection.message)"])
+        let acknowledgements = try writer.recordRejection(
+            topic: topic, payload: payload, reason: rejection.reason.rawValue, message: rejection.message, batch: batch)
+        count(rejection: rejection.reason)
+        publish(acknowledgements, client: client)
+    }
+
+    private func count(rejection reason: RejectionReason) {
+        rejectionCounters[reason]?.increment()
+        batchCounters["rejected"]?.increment()
+        statisticsState.withLock { $0.batchesRejected += 1 }
+    }
+
+    private func recordStatus(
+        topic: String, payload: [UInt8], receivedAtMicros: Int64, writer: BatchWriter
+    ) throws(PostgresError) {
+        let parts = topic.split(separator: "/")
+        guard parts.count == 5, let status = AgentStatus(json: payload),
+            configuration.sites.agent(site: String(parts[2]), agent: String(parts[3])) != nil
+        else {
+            logger.debug("Status message ignored", metadata: ["topic": "\(topic.prefix(200))"])
+            return
+        }
+        let agent = AgentKey(site: String(parts[2]), agent: String(parts[3]))
+        var offsetMillis: Double?
+        writer.updatePipeline { pipeline in
+            if let clock = status.clockMicros, status.online {
+                _ = pipeline.clocks.observe(agent, agentClockMicros: clock, receivedAtMicros: receivedAtMicros)
+            }
+            offsetMillis = pipeline.clocks.estimateMicros(agent).map { Double($0) / 1000 }
+        }
+        try writer.recordStatus(agent, status, clockOffsetMillis: offsetMillis)
+    }
+
+    private func sleep(_ duration: Duration) {
+        // In short steps, so that a stop request is seen.
+        let deadline = ContinuousClock.now + duration
+        while ContinuousClock.now < deadline, !shouldStop { Thread.sleep(forTimeInterval: 0.05) }
+    }
+
+    static func wallClockMicros() -> Int64 {
+        var time = timespec()
+        clock_gettime(CLOCK_REALTIME, &time)
+        return Int64(time.tv_sec) * 1_000_000 + Int64(time.tv_nsec) / 1000
+    }
+}
+
+/// An agent's retained status message (or its last will), the fields the ingest uses.
+public struct AgentStatus: Sendable, Equatable {
+    public var online: Bool
+    public var advertsPerSecond: Double?
+    public var spoolBytes: Int64?
+    public var clockMicros: Int64?
+    public var lastError: String?
+
+    public init?(json payload: [UInt8]) {
+        guard let object = try? JSONSerialization.jsonObject(with: Data(payload)) as? [String: Any],
+            let online = object["online"] as? Bool
+        else { return nil }
+        self.online = online
+        advertsPerSecond = (object["adverts_per_s"] as? NSNumber)?.doubleValue
+        spoolBytes = (object["spool_bytes"] as? NSNumber)?.int64Value
+        clockMicros = (object["clock_us"] as? NSNumber)?.int64Value
+        lastError = (object["last_error"] as? String).map { String($0.prefix(500)) }
+    }
+}

@@ -1,0 +1,194 @@
+import BeaconWire
+import Foundation
+
+/// One row of the `sightings` view.
+public struct SightingRow: Sendable, Equatable {
+    public var timeMicros: Int64
+    public var siteID: String
+    public var agentID: String
+    /// The zone of the agent that heard it (from the sites file).
+    public var zoneID: String?
+    public var beaconID: String
+    public var rssi: Int8
+    public var powerAt1mDbm: Int8?
+    public var distanceMeters: Float?
+    public var smoothedDistanceMeters: Float?
+}
+
+/// What one newly committed batch adds to the database.
+public struct PipelineOutput: Sendable {
+    public var sightings: [SightingRow] = []
+    public var telemetry: [TelemetryRow] = []
+}
+
+/// Everything the ingest derives from batches, as one pure state machine: EID resolution, association of
+/// identity-less frames, telemetry dedup and eTLM decryption, agent clock offsets, distance and smoothing, fleet
+/// health. The writer applies it to each batch inside the batch's transaction and keeps a copy to roll back to
+/// when the transaction fails, so the state always matches what is committed.
+public struct IngestPipeline: Sendable {
+    public var sites: SitesConfiguration
+    public var keyring: EddystoneKeyring
+    public var telemetry = TelemetryDeduplicator()
+    public var health: FleetHealth
+    public var clocks = AgentClocks()
+    public var proximity = ProximitySmoother()
+    /// How long a device address stays attached to the identity last seen from it.
+    public var associationWindowMicros: Int64 = 60_000_000
+
+    private var agentZones: [AgentKey: (zone: String?, rssiOffset: Double, exponent: Double)] = [:]
+    /// EIDs resolved so far (an EID is valid for its rotation period), by `eid:<hex>` id.
+    private var resolvedEIDs: [String: EIDResolution] = [:]
+    private var unresolvableEIDs: Set<String> = []
+    /// Identities by device address per site, for frames that arrived as `mac:` sightings.
+    private var identities: [AddressKey: (beaconID: String, timeMicros: Int64)] = [:]
+
+    private struct AddressKey: Hashable {
+        var site: String
+        var address: UInt64
+    }
+
+    public init(sites: SitesConfiguration, health: FleetHealth.Configuration = .init()) {
+        self.sites = sites
+        self.keyring = EddystoneKeyring(identities: sites.identities)
+        self.health = FleetHealth(configuration: health)
+        for site in sites.sites {
+            for agent in site.agents {
+                agentZones[AgentKey(site: site.id, agent: agent.id)] = (agent.zone, agent.rssiOffsetDb, site.pathLossExponent)
+            }
+        }
+    }
+
+    /// The rows of one batch that the database did not have yet.
+    public mutating func apply(_ batch: DecodedBatch) -> PipelineOutput {
+        let agentKey = AgentKey(site: batch.siteID, agent: batch.agentID)
+        let placement = agentZones[agentKey] ?? (nil, 0, 2.5)
+        let offset = clocks.offset(agentKey)
+        var output = PipelineOutput()
+        output.sightings.reserveCapacity(batch.sightings.count)
+        for sighting in batch.sightings {
+            let time = sighting.timeMicros - offset
+            let beaconID = identity(of: sighting, site: batch.siteID, timeMicros: time)
+            var distance: Float?
+            var smoothed: Float?
+            if let power = sighting.beacon.powerAt1mDbm {
+                let rssi = Double(sighting.rssi) + placement.rssiOffset
+                distance = Float(Self.distance(rssi: rssi, powerAt1m: Double(power), exponent: placement.exponent))
+                let filtered = proximity.filter(
+                    beaconID: beaconID, agent: agentKey, rssi: rssi, timeMicros: time)
+                smoothed = Float(Self.distance(rssi: filtered, powerAt1m: Double(power), exponent: placement.exponent))
+            }
+            output.sightings.append(
+                SightingRow(
+                    timeMicros: time, siteID: batch.siteID, agentID: batch.agentID, zoneID: placement.zone,
+                    beaconID: beaconID, rssi: sighting.rssi, powerAt1mDbm: sighting.beacon.powerAt1mDbm,
+                    distanceMeters: distance, smoothedDistanceMeters: smoothed))
+            health.seen(beaconID: beaconID, siteID: batch.siteID, timeMicros: time)
+            if case .eddystone(let bytes)? = sighting.data, bytes.first == Eddystone.tlmFrameType,
+                let row = telemetryRow(bytes, beaconID: beaconID, batch: batch, timeMicros: time)
+            {
+                let (new, rebooted) = telemetry.observe(beaconID: beaconID, tlm: row.tlm, timeMicros: time)
+                if new {
+                    output.telemetry.append(row.row)
+                    health.telemetry(row.row, rebooted: rebooted)
+                }
+            }
+        }
+        return output
+    }
+
+    /// Log-distance model (DESIGN §8): d = 10^((P1m − rssi) / (10 n)).
+    public static func distance(rssi: Double, powerAt1m: Double, exponent: Double) -> Double {
+        pow(10, (powerAt1m - rssi) / (10 * exponent))
+    }
+
+    /// The sighting's beacon id, with EIDs resolved from the registry and `mac:` frames attached to the identity
+    /// last seen from the same address.
+    private mutating func identity(of sighting: Sighting, site: String, timeMicros: Int64) -> String {
+        var beaconID = sighting.beacon.beaconID
+        if beaconID.hasPrefix("eid:"), let resolution = resolveEID(beaconID, timeMicros: timeMicros) {
+            beaconID = resolution.identity.beaconID
+        }
+        let address = AddressKey(site: site, address: sighting.beacon.address)
+        if beaconID.hasPrefix("mac:") {
+            if let known = identities[address], timeMicros - known.timeMicros <= associationWindowMicros,
+                timeMicros >= known.timeMicros - associationWindowMicros
+            {
+                beaconID = known.beaconID
+            }
+        } else if sighting.beacon.address != 0, !beaconID.hasPrefix("anon:") {
+            identities[address] = (beaconID, max(timeMicros, identities[address]?.timeMicros ?? .min))
+        }
+        return beaconID
+    }
+
+    private mutating func resolveEID(_ id: String, timeMicros: Int64) -> EIDResolution? {
+        if let known = resolvedEIDs[id] { return known }
+        guard !unresolvableEIDs.contains(id), let eid = UInt64(id.dropFirst(4), radix: 16) else { return nil }
+        guard let resolution = keyring.resolve(eid: eid, unixSeconds: timeMicros / 1_000_000) else {
+            unresolvableEIDs.insert(id)
+            return nil
+        }
+        resolvedEIDs[id] = resolution
+        resolvedEIDs[resolution.identity.beaconID] = resolution
+        return resolution
+    }
+
+    private mutating func telemetryRow(
+        _ bytes: [UInt8], beaconID: String, batch: DecodedBatch, timeMicros: Int64
+    ) -> (row: TelemetryRow, tlm: EddystoneTLM)? {
+        let tlm: EddystoneTLM
+        switch try? Eddystone.decode(bytes[...]) {
+        case .eddystoneTLM(let plain)?:
+            tlm = plain
+        case .eddystoneETLM(let encrypted)?:
+            if let resolution = resolvedEIDs[beaconID], let plain = keyring.decrypt(encrypted, pairedWith: resolution) {
+                tlm = plain
+            } else if let (plain, _) = keyring.decrypt(encrypted, unixSeconds: timeMicros / 1_000_000) {
+                tlm = plain
+            } else {
+                return nil
+            }
+        default:
+            return nil
+        }
+        let row = TelemetryRow(
+            timeMicros: timeMicros, siteID: batch.siteID, agentID: batch.agentID, beaconID: beaconID,
+            batteryMillivolts: tlm.batteryMillivolts.map(Int32.init), temperatureCelsius: tlm.temperatureCelsius,
+            advertisingCount: tlm.advertisingCount, uptimeSeconds: tlm.uptimeSeconds)
+        return (row, tlm)
+    }
+}
+
+public typealias AgentKey = AcknowledgementTracker.AgentKey
+
+/// Each agent's clock offset against the ingest's, estimated from its live status messages (their `clock_us`
+/// against when they arrived): the largest (agent clock − arrival) over the recent ones, since delivery only ever
+/// adds delay. Batches are no guide: after an outage an agent sends batches sealed long ago. Offsets under
+/// `threshold` are not applied: NTP keeps agents within milliseconds, and a correction that small would only add
+/// the network's jitter to the times.
+public struct AgentClocks: Sendable {
+    public var thresholdMicros: Int64 = 500_000
+    /// Batches the estimate looks back over.
+    public var window = 32
+
+    private var samples: [AgentKey: [Int64]] = [:]
+
+    public init() {}
+
+    /// Records a status message's clock; returns the offset to subtract from the agent's times (0 under the threshold).
+    public mutating func observe(_ agent: AgentKey, agentClockMicros: Int64, receivedAtMicros: Int64) -> Int64 {
+        var recent = samples[agent] ?? []
+        recent.append(agentClockMicros - receivedAtMicros)
+        if recent.count > window { recent.removeFirst(recent.count - window) }
+        samples[agent] = recent
+        return offset(agent)
+    }
+
+    /// The estimated offset, applied or not.
+    public func estimateMicros(_ agent: AgentKey) -> Int64? { samples[agent]?.max() }
+
+    public func offset(_ agent: AgentKey) -> Int64 {
+        guard let estimate = estimateMicros(agent), abs(estimate) >= thresholdMicros else { return 0 }
+        return estimate
+    }
+}

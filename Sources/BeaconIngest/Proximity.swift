@@ -1,0 +1,59 @@
+/// RSSI smoothing per (beacon, agent) pair: a one-dimensional Kalman filter on RSSI whose process noise grows
+/// with the time between sightings, so a beacon that moves is followed within a few seconds while the
+/// shadowing noise of a still one (σ ≈ 4-8 dB) is averaged out. A pure state machine.
+public struct ProximitySmoother: Sendable {
+    public struct Configuration: Sendable {
+        /// Variance of one RSSI reading, dB² (6 dB shadowing: 36).
+        public var measurementVariance: Double = 36
+        /// How fast the true RSSI may wander, dB² per second.
+        public var processVariancePerSecond: Double = 4
+        /// After this long without a sighting the filter starts afresh.
+        public var resetAfterMicros: Int64 = 30_000_000
+
+        public init() {}
+    }
+
+    private struct Key: Hashable {
+        var beaconID: String
+        var agent: AgentKey
+    }
+
+    private struct Filter {
+        var rssi: Double
+        var variance: Double
+        var timeMicros: Int64
+    }
+
+    public var configuration: Configuration
+    private var filters: [Key: Filter] = [:]
+
+    public init(configuration: Configuration = Configuration()) {
+        self.configuration = configuration
+    }
+
+    /// Feeds one reading and returns the smoothed RSSI. Readings older than the filter's last are smoothed with
+    /// its state but do not move it.
+    public mutating func filter(beaconID: String, agent: AgentKey, rssi: Double, timeMicros: Int64) -> Double {
+        let key = Key(beaconID: beaconID, agent: agent)
+        guard var state = filters[key], timeMicros - state.timeMicros <= configuration.resetAfterMicros else {
+            filters[key] = Filter(rssi: rssi, variance: configuration.measurementVariance, timeMicros: timeMicros)
+            return rssi
+        }
+        guard timeMicros >= state.timeMicros else { return state.rssi }
+        let seconds = Double(timeMicros - state.timeMicros) / 1_000_000
+        state.variance += configuration.processVariancePerSecond * seconds
+        let gain = state.variance / (state.variance + configuration.measurementVariance)
+        state.rssi += gain * (rssi - state.rssi)
+        state.variance *= 1 - gain
+        state.timeMicros = timeMicros
+        filters[key] = state
+        return state.rssi
+    }
+
+    /// Forgets pairs not heard for `resetAfterMicros` before `timeMicros` (bounds memory).
+    public mutating func prune(before timeMicros: Int64) {
+        filters = filters.filter { $0.value.timeMicros >= timeMicros - configuration.resetAfterMicros }
+    }
+
+    public var trackedPairs: Int { filters.count }
+}

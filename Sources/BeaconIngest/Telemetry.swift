@@ -1,0 +1,77 @@
+import BeaconWire
+
+/// One TLM transmission, however many agents heard it (the `telemetry` view).
+public struct TelemetryRow: Sendable, Equatable {
+    public var timeMicros: Int64
+    public var siteID: String
+    public var agentID: String
+    public var beaconID: String
+    public var batteryMillivolts: Int32?
+    public var temperatureCelsius: Double?
+    public var advertisingCount: UInt32
+    public var uptimeSeconds: Double
+
+    public init(
+        timeMicros: Int64, siteID: String, agentID: String, beaconID: String, batteryMillivolts: Int32?,
+        temperatureCelsius: Double?, advertisingCount: UInt32, uptimeSeconds: Double
+    ) {
+        self.timeMicros = timeMicros
+        self.siteID = siteID
+        self.agentID = agentID
+        self.beaconID = beaconID
+        self.batteryMillivolts = batteryMillivolts
+        self.temperatureCelsius = temperatureCelsius
+        self.advertisingCount = advertisingCount
+        self.uptimeSeconds = uptimeSeconds
+    }
+}
+
+/// Turns the TLM and eTLM frames of sightings into telemetry rows, once per transmission.
+///
+/// Several agents hear the same transmission, and an agent repeats the frame in each batch until it changes: a
+/// transmission is its beacon and advertising counter (PDU count), so a row is written only for a counter not
+/// seen lately for that beacon. A reboot restarts the counters; it shows as the beacon's boot time (sighting time
+/// minus uptime) jumping forward, which, unlike the uptime itself, does not move when a lagging agent delivers
+/// old transmissions late. A pure state machine.
+public struct TelemetryDeduplicator: Sendable {
+    /// Counters remembered per beacon: more than any agent's lag behind the others, in transmissions.
+    public var remembered = 64
+    /// How far the boot time may wander (beacon clock drift, agent clock offsets) before it counts as a reboot.
+    public var rebootToleranceMicros: Int64 = 120_000_000
+
+    private struct Recent: Sendable {
+        var counters: [UInt32] = []
+        var bootMicros: Int64
+    }
+
+    private var recent: [String: Recent] = [:]
+
+    public init() {}
+
+    /// Whether this (beacon, counter) is new, and whether the beacon rebooted since the last one.
+    public mutating func observe(beaconID: String, tlm: EddystoneTLM, timeMicros: Int64) -> (new: Bool, rebooted: Bool) {
+        let bootMicros = timeMicros - Int64(tlm.uptimeTenths) * 100_000
+        guard var entry = recent[beaconID] else {
+            recent[beaconID] = Recent(counters: [tlm.advertisingCount], bootMicros: bootMicros)
+            return (true, false)
+        }
+        var rebooted = false
+        if bootMicros > entry.bootMicros + rebootToleranceMicros {
+            rebooted = true
+            entry.counters.removeAll(keepingCapacity: true)
+            entry.bootMicros = bootMicros
+        } else if bootMicros >= entry.bootMicros - rebootToleranceMicros {
+            if entry.counters.contains(tlm.advertisingCount) { return (false, false) }
+            entry.bootMicros = bootMicros  // follows the beacon's clock drift
+        } else {
+            // From before the last reboot, delivered late: new (its counter is forgotten), state unchanged.
+            return (true, false)
+        }
+        entry.counters.append(tlm.advertisingCount)
+        if entry.counters.count > remembered { entry.counters.removeFirst(entry.counters.count - remembered) }
+        recent[beaconID] = entry
+        return (true, rebooted)
+    }
+
+    public var trackedBeacons: Int { recent.count }
+}

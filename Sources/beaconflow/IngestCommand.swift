@@ -1,0 +1,132 @@
+import ArgumentParser
+import BeaconAgent
+import BeaconIngest
+import BeaconWire
+import Foundation
+import Logging
+import Mosquitto
+import ServiceLifecycle
+
+struct IngestCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "ingest",
+        abstract: "Run the ingest: take batches from MQTT, validate them, and commit them to PostgreSQL exactly once.",
+        discussion: """
+            Subscribes to beaconflow/v1/+/+/batch (QoS 1, a persistent session) and the agents' status topics,
+            checks every batch against its topic and the sites file, commits each batch with its (agent, sequence)
+            in one transaction (a redelivered batch adds nothing), then publishes the agent's retained
+            acknowledgement. Refused batches are kept whole in beaconflow.rejected_batches with the reason. The
+            schema is migrated at start. While PostgreSQL is away the ingest reconnects with backoff and stops
+            acknowledging; the agents keep their batches until it is back. SIGTERM or Ctrl-C stops intake,
+            commits and acknowledges what is queued, then exits.
+
+            Several instances may share one broker and one database; with --shared-group they split the batches
+            between them (an MQTT v5 shared subscription), each with its own --client-id.
+
+            Exit status: 0 stopped by a signal; 64 bad arguments or sites file; 69 MQTT client setup failed.
+
+            Examples:
+              beaconflow ingest --sites sites.yaml --broker mqtt://127.0.0.1:1883 --database postgresql://127.0.0.1/beaconflow
+              beaconflow ingest --sites /etc/beaconflow/sites.yaml --broker mqtts://ingest@broker.example:8883 \\
+                --ca-file ca.pem --password-file /etc/beaconflow/mqtt.pw --database "host=db dbname=beaconflow user=ingest"
+            """
+    )
+
+    @Option(help: "The sites file (DESIGN §6: sites, zones, agents, the beacon registry).") var sites: String
+    @Option(help: "Broker URL: mqtt://[user@]host[:port] or mqtts://... (TLS).") var broker = "mqtt://127.0.0.1:1883"
+    @Option(help: "CA certificate file (PEM) for mqtts://; default: the system's CAs.") var caFile: String?
+    @Option(help: "Client certificate (PEM) for TLS client authentication.") var certFile: String?
+    @Option(help: "Client key (PEM) for --cert-file.") var keyFile: String?
+    @Option(help: "File whose first line is the MQTT password (keeps it out of the process list).")
+    var passwordFile: String?
+    @Option(help: "MQTT client id; its persistent session holds batches while the ingest is down.")
+    var clientID = "beaconflow-ingest"
+    @Option(help: "Share the batch subscription with the other instances of this group ($share/<group>/...).")
+    var sharedGroup: String?
+    @Option(help: "libpq connection URI or conninfo (default: from the PG* environment variables).")
+    var database = ""
+    @Option(help: "Messages queued for the writer at most (default 512); beyond it batches are deferred to the agents' resends.")
+    var queueCapacity = 512
+    @Option(help: "Batches committed in one transaction at most when the queue is deep (default 64).")
+    var maxGroup = 64
+    @Option(help: "Battery level (mV) at which a beacon stops working, for the days-left forecast (default 2000).")
+    var batteryCutoffMv = 2000.0
+    @Option(help: "low_battery at or below this level in mV (default 2400), or with fewer than --low-battery-days left.")
+    var lowBatteryMv = 2400.0
+    @Option(help: "low_battery when the forecast leaves fewer days than this (default 30).") var lowBatteryDays = 30.0
+    @Option(help: "Log level: trace, debug, info (default), notice, warning, error, critical.") var logLevel = "info"
+
+    func configuration() throws(ConfigurationError) -> IngestConfiguration {
+        var address = try BrokerAddress(url: broker)
+        if let passwordFile {
+            guard let text = try? String(contentsOfFile: passwordFile, encoding: .utf8) else {
+                throw ConfigurationError("cannot read the password file \(passwordFile)")
+            }
+            address.password = String(text.split(separator: "\n", omittingEmptySubsequences: false).first ?? "")
+        }
+        var mqtt = MQTTClient.Configuration(host: address.host, port: address.port, clientID: clientID)
+        mqtt.username = address.username
+        mqtt.password = address.password
+        if address.useTLS {
+            mqtt.tls = MQTTClient.TLS(caFile: caFile, certificateFile: certFile, keyFile: keyFile)
+        } else if caFile != nil || certFile != nil || keyFile != nil {
+            throw ConfigurationError("--ca-file, --cert-file and --key-file need an mqtts:// broker")
+        }
+        let sitesConfiguration: SitesConfiguration
+        switch Result(catching: { () throws(SitesError) in try SitesConfiguration.load(path: sites) }) {
+        case .success(let loaded): sitesConfiguration = loaded
+        case .failure(let error): throw ConfigurationError(error.message)
+        }
+        guard sharedGroup.map({ isValidIdentifier($0) }) ?? true else {
+            throw ConfigurationError("--shared-group must be 1-64 characters of a-z, 0-9 and '-'")
+        }
+        guard queueCapacity >= 1, maxGroup >= 1 else { throw ConfigurationError("--queue-capacity and --max-group must be at least 1") }
+        var configuration = IngestConfiguration(mqtt: mqtt, database: database, sites: sitesConfiguration)
+        configuration.sharedSubscriptionGroup = sharedGroup
+        configuration.queueCapacity = queueCapacity
+        configuration.maximumGroup = maxGroup
+        configuration.health.cutoffMillivolts = batteryCutoffMv
+        configuration.health.lowBatteryMillivolts = lowBatteryMv
+        configuration.health.lowBatteryDays = lowBatteryDays
+        return configuration
+    }
+
+    func run() async throws {
+        guard let level = Logger.Level(rawValue: logLevel) else { throw ValidationError("unknown --log-level '\(logLevel)'") }
+        let configuration: IngestConfiguration
+        switch Result(catching: { () throws(ConfigurationError) in try self.configuration() }) {
+        case .success(let made): configuration = made
+        case .failure(let error): throw ValidationError(error.message)
+        }
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        let logger = Logger(label: "beaconflow.ingest")
+        let service = IngestService(ingest: Ingest(configuration: configuration, logger: logger))
+        let group = ServiceGroup(
+            configuration: ServiceGroupConfiguration(
+                services: [.init(service: service, successTerminationBehavior: .gracefullyShutdownGroup)],
+                gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        do {
+            try await group.run()
+        } catch let error as MQTTError {
+            logger.critical("MQTT client setup failed", metadata: ["error": "\(error)"])
+            throw ExitCode(69)
+        }
+    }
+}
+
+/// Runs the ingest under swift-service-lifecycle: a graceful shutdown stops intake, commits, acknowledges.
+struct IngestService: Service {
+    let ingest: Ingest
+
+    func run() async throws {
+        try await withGracefulShutdownHandler {
+            try await ingest.run()
+        } onGracefulShutdown: {
+            ingest.requestStop()
+        }
+    }
+}

@@ -1,0 +1,246 @@
+import BeaconAgent
+import BeaconIngest
+import BeaconWire
+import Foundation
+import LibPQ
+import Logging
+import Mosquitto
+import Synchronization
+import TestServers
+import Testing
+
+let testSites = """
+    sites:
+      - id: hq
+        zones: [{id: lobby}, {id: lab}]
+        agents:
+          - {id: hq-a1, zone: lobby}
+          - {id: hq-a2, zone: lab}
+    """
+
+/// A real mosquitto, a real PostgreSQL and the ingest between them, in this process.
+final class IngestHarness: @unchecked Sendable {
+    let broker: MosquittoServer
+    let database: PostgresServer
+    let ingest: Ingest
+    let task: Task<Void, Error>
+    /// The test's own connection, for queries.
+    let connection: PostgresConnection
+
+    static func start(configure: (inout IngestConfiguration) -> Void = { _ in }) async throws -> IngestHarness {
+        let broker = try MosquittoServer()
+        let database = try await PostgresServer.start()
+        var mqtt = MQTTClient.Configuration(host: "127.0.0.1", port: broker.port, clientID: "test-ingest")
+        mqtt.reconnectDelayMinimum = .milliseconds(50)
+        mqtt.reconnectDelayMaximum = .milliseconds(200)
+        var configuration = IngestConfiguration(
+            mqtt: mqtt, database: database.conninfo, sites: try SitesConfiguration.parse(testSites))
+        configuration.reconnectDelayMinimum = .milliseconds(100)
+        configuration.reconnectDelayMaximum = .milliseconds(500)
+        configure(&configuration)
+        let harness = try IngestHarness(broker: broker, database: database, configuration: configuration)
+        try await harness.waitUntilSubscribed()
+        return harness
+    }
+
+    private init(broker: MosquittoServer, database: PostgresServer, configuration: IngestConfiguration) throws {
+        self.broker = broker
+        self.database = database
+        ingest = Ingest(configuration: configuration, logger: Logger(label: "test-ingest"))
+        task = Task { [ingest] in try await ingest.run() }
+        connection = try PostgresConnection(database.conninfo)
+    }
+
+    /// Stops the ingest and waits for it (intake stops, the queue is committed).
+    func stop() async throws {
+        ingest.requestStop()
+        try await task.value
+    }
+
+    func query(_ sql: String) throws -> [[String?]] { try connection.query(sql) }
+
+    func count(_ relation: String) throws -> Int {
+        Int(try query("SELECT count(*) FROM \(relation)")[0][0] ?? "") ?? -1
+    }
+
+    /// A connected client of the test's own, to publish batches as an agent would and to read acknowledgements.
+    func client(id: String = "test-publisher") async throws -> (MQTTClient, Collector<MQTTEvent>) {
+        var configuration = MQTTClient.Configuration(host: "127.0.0.1", port: broker.port, clientID: id)
+        configuration.reconnectDelayMinimum = .milliseconds(50)
+        let client = try MQTTClient(configuration, logger: Logger(label: id))
+        let events = Collector(client.events)
+        client.start()
+        try await events.first { if case .connected = $0 { true } else { false } }
+        return (client, events)
+    }
+
+    /// Publishes an agent status until the ingest has recorded one: its subscriptions then work, and no message
+    /// published after this returns can miss it.
+    func waitUntilSubscribed() async throws {
+        let (client, _) = try await client(id: "test-probe")
+        defer { client.stop() }
+        try await eventually("the ingest records a status message", timeout: .seconds(30)) {
+            _ = try? client.publish(topic: "beaconflow/v1/hq/hq-a2/status", payload: Array(#"{"online": true}"#.utf8))
+            return (try? self.count("beaconflow.agent_state WHERE agent_id = 'hq-a2'")) == 1
+        }
+    }
+
+    func eventually(
+        _ description: String, timeout: Duration = .seconds(30), _ condition: () throws -> Bool
+    ) async throws {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if try condition() { return }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        throw TestServerError("timed out waiting until \(description); ingest: \(ingest.statistics)")
+    }
+}
+
+/// A batch as an agent of `site` would publish it: `count` sightings of one beacon a second apart from `start`.
+func batchPayload(
+    site: String = "hq", agent: String = "hq-a1", sequence: UInt64, beaconID: String = "ibeacon:e2c56db5-dffb-48d2-b060-d0f5a71096e0:1:2",
+    count: Int = 100, start: Int64 = 1_767_225_600_000_000, formatVersion: UInt32? = nil
+) throws -> [UInt8] {
+    var builder = BatchBuilder(siteID: site, agentID: agent, bootID: 42)
+    builder.configuration.maximumSightings = 10_000
+    let key = BeaconKey(beaconID: beaconID, address: 0xC000_0000_0001, addressIsRandom: true, powerAt1mDbm: -59)
+    for index in 0..<count {
+        _ = builder.add(
+            Sighting(timeMicros: start + Int64(index) * 1_000_000, beacon: key, rssi: Int8(-50 - index % 30)),
+            nowNanoseconds: 0)
+    }
+    let sealed = builder.seal(sequence: sequence, firstUnacknowledgedSequence: sequence, agentClockMicros: start)
+    var wire = try #require(sealed)
+    if let formatVersion { wire.formatVersion = formatVersion }
+    return try wire.serializedBytes()
+}
+
+@Suite(
+    .enabled(if: MosquittoServer.executable != nil && PostgresServer.binaries != nil, "mosquitto or PostgreSQL is not installed"),
+    .timeLimit(.minutes(3)), .serialized)
+struct IngestIntegrationTests {
+    let logger = Logger(label: "ingest-test")
+
+    func agentConfiguration(_ broker: MosquittoServer, spool: String, agent: String = "hq-a1") throws -> AgentConfiguration {
+        var configuration = try AgentConfiguration(
+            siteID: "hq", agentID: agent, broker: BrokerAddress(host: "127.0.0.1", port: broker.port),
+            spoolDirectory: spool)
+        configuration.batch.maximumAgeNanoseconds = 100_000_000
+        configuration.batch.maximumSightings = 200
+        configuration.acknowledgementTimeout = .seconds(2)
+        configuration.drainTimeout = .seconds(30)
+        return configuration
+    }
+
+    @Test func anAgentsReplayEndsInPostgreSQLAcknowledgedWhole() async throws {
+        let harness = try await IngestHarness.start()
+        let spool = try makeTemporaryDirectory(prefix: "spool")
+        defer { try? FileManager.default.removeItem(atPath: spool) }
+        let capture = captureFixture("mixed-beacons.btsnoop")
+        let configuration = try agentConfiguration(harness.broker, spool: spool)
+        let agent = Agent(
+            configuration: configuration, source: CaptureReplaySource(path: capture, speed: .maximum), logger: logger)
+        // .finished means every batch was acknowledged, and the ingest acknowledges only what it committed.
+        #expect(try await agent.run() == .finished)
+        let expected = try expectedSightings(capture: capture, configuration: configuration.extractor)
+        #expect(try harness.count("beaconflow.sightings") == expected.count)
+        #expect(try harness.count("beaconflow.sightings WHERE agent_id = 'hq-a1' AND zone_id = 'lobby'") == expected.count)
+        let committed = try harness.query("SELECT committed_through FROM beaconflow.agent_state WHERE agent_id = 'hq-a1'")
+        #expect(committed == [[String(harness.ingest.statistics.batchesCommitted)]])
+        // One telemetry row per TLM transmission of the capture (their advertising counters differ).
+        let tlmCounters = Set(
+            expected.compactMap { sighting -> UInt32? in
+                guard case .eddystone(let bytes)? = sighting.data, case .eddystoneTLM(let tlm)? = try? Eddystone.decode(bytes[...])
+                else { return nil }
+                return tlm.advertisingCount
+            })
+        #expect(!tlmCounters.isEmpty)
+        #expect(try harness.count("beaconflow.telemetry") == tlmCounters.count)
+        #expect(try harness.count("beaconflow.beacon_health") == Set(expected.map(\.beacon.beaconID)).count)
+        try await harness.eventually("the agent's offline status is recorded") {
+            try harness.query("SELECT online FROM beaconflow.agent_health WHERE agent_id = 'hq-a1'") == [["f"]]
+        }
+        try await harness.stop()
+    }
+
+    @Test func aRedeliveredBatchGivesOneSetOfRowsAndTheAcknowledgementFollowsTheCommit() async throws {
+        let harness = try await IngestHarness.start()
+        let (client, events) = try await harness.client()
+        defer { client.stop() }
+        try client.subscribe(topic: "beaconflow/v1/hq/hq-a1/ack")
+        let payload = try batchPayload(sequence: 1)
+        for _ in 0..<3 { try client.publish(topic: "beaconflow/v1/hq/hq-a1/batch", payload: payload) }
+        try await harness.eventually("three deliveries are handled") {
+            let statistics = harness.ingest.statistics
+            return statistics.batchesCommitted + statistics.batchesDuplicate == 3
+        }
+        #expect(harness.ingest.statistics.batchesCommitted == 1)
+        #expect(try harness.count("beaconflow.sightings") == 100)
+        #expect(try harness.count("beaconflow.batches") == 1)
+        try await events.first { event in
+            guard case .message("beaconflow/v1/hq/hq-a1/ack", let payload, _) = event else { return false }
+            return String(decoding: payload, as: UTF8.self) == #"{"committed_through": 1}"#
+        }
+        try await harness.stop()
+    }
+
+    @Test func badBatchesAreKeptWithTheirReasonAndGoodOnesStillGoIn() async throws {
+        let harness = try await IngestHarness.start()
+        let (client, _) = try await harness.client()
+        defer { client.stop() }
+        let now = Int64(Date().timeIntervalSince1970 * 1_000_000)
+        let cases: [(topic: String, payload: [UInt8], reason: String)] = [
+            ("beaconflow/v1/hq/hq-a1/batch", Array("not a batch at all".utf8), "undecodable"),
+            ("beaconflow/v1/hq/hq-a1/batch", try batchPayload(sequence: 2, formatVersion: 9), "unsupported_version"),
+            ("beaconflow/v1/hq/hq-a1/batch", try batchPayload(agent: "hq-a2", sequence: 3), "topic_mismatch"),
+            ("beaconflow/v1/hq/hq-a9/batch", try batchPayload(agent: "hq-a9", sequence: 4), "unknown_agent"),
+            ("beaconflow/v1/hq/Not_An_Id/batch", try batchPayload(sequence: 5), "wrong_topic"),
+            ("beaconflow/v1/hq/hq-a1/batch", try batchPayload(sequence: 6, start: now + 3_600_000_000), "bad_timestamp"),
+            ("beaconflow/v1/hq/hq-a1/batch", try batchPayload(sequence: 7, start: 1_000_000), "bad_timestamp"),
+            ("beaconflow/v1/hq/hq-a1/batch", [UInt8](repeating: 0x0A, count: (1 << 20) + 1), "too_large"),
+            // PostgreSQL text cannot hold NUL: the database refuses this one alone.
+            ("beaconflow/v1/hq/hq-a1/batch", try batchPayload(sequence: 8, beaconID: "mac:\u{0}"), "database_refused"),
+        ]
+        for item in cases { try client.publish(topic: item.topic, payload: item.payload) }
+        try client.publish(topic: "beaconflow/v1/hq/hq-a1/batch", payload: try batchPayload(sequence: 1))
+        try await harness.eventually("every batch is handled") {
+            let statistics = harness.ingest.statistics
+            return statistics.batchesRejected == cases.count && statistics.batchesCommitted == 1
+        }
+        let rows = try harness.query("SELECT reason, topic, length(payload), detail FROM beaconflow.rejected_batches ORDER BY received_at")
+        #expect(rows.map { $0[0] ?? "" }.sorted() == cases.map(\.reason).sorted())
+        for row in rows {
+            let match = cases.first { $0.reason == row[0] && $0.topic == row[1] && String($0.payload.count) == row[2] }
+            #expect(match != nil, "stored whole: \(row)")
+            #expect((row[3] ?? "").count > 10, "with a message: \(row)")
+        }
+        #expect(try harness.count("beaconflow.sightings") == 100)
+        try await harness.stop()
+    }
+
+    @Test func aPostgreSQLRestartMidStreamLosesNothing() async throws {
+        let harness = try await IngestHarness.start()
+        let spool = try makeTemporaryDirectory(prefix: "spool")
+        defer { try? FileManager.default.removeItem(atPath: spool) }
+        let capture = captureFixture("wban-python-btsnoop_hci.log")
+        var configuration = try agentConfiguration(harness.broker, spool: spool)
+        configuration.extractor.includeUnknownDevices = true
+        // 214 s of capture at 50× real time: about 4 s.
+        let agent = Agent(
+            configuration: configuration, source: CaptureReplaySource(path: capture, speed: .factor(50)), logger: logger)
+        let run = Task { try await agent.run() }
+        try await harness.eventually("some batches are committed") { harness.ingest.statistics.batchesCommitted >= 3 }
+        await harness.database.stopAndWait()
+        try await Task.sleep(for: .seconds(2))
+        try await harness.database.restart()
+        #expect(try await run.value == .finished)
+        #expect(harness.ingest.statistics.databaseReconnects >= 1)
+        let connection = try PostgresConnection(harness.database.conninfo)
+        let expected = try expectedSightings(capture: capture, configuration: configuration.extractor)
+        #expect(try connection.query("SELECT count(*) FROM beaconflow.sightings") == [[String(expected.count)]])
+        let sequences = try connection.query("SELECT count(*), max(sequence) FROM beaconflow.batches")
+        #expect(sequences[0][0] == sequences[0][1], "every sequence once: \(sequences)")
+        try await harness.stop()
+    }
+}
