@@ -41,7 +41,7 @@ public final class BatchWriter {
         try commit([batch]).outcomes[0]
     }
 
-    public func commit(_ batches: [DecodedBatch]) throws(PostgresError) -> GroupResult {
+    public func commit(_ batches: [DecodedBatch], nowMicros: Int64 = wallClockMicros()) throws(PostgresError) -> GroupResult {
         guard !batches.isEmpty else { return GroupResult(outcomes: [], acknowledgements: [:]) }
         try ensurePartitions(for: batches)
         for key in Set(batches.map { AgentKey(site: $0.siteID, agent: $0.agentID) }) where !loadedAgents.contains(key) {
@@ -54,6 +54,7 @@ public final class BatchWriter {
             let fresh = try insertRecords(batches)
             var sightings: [SightingRow] = []
             var telemetry: [TelemetryRow] = []
+            var zoneChanges: [ZoneChange] = []
             var outcomes: [Outcome] = []
             var before: [AgentKey: UInt64] = [:]
             var after: [AgentKey: UInt64] = [:]
@@ -61,9 +62,10 @@ public final class BatchWriter {
                 let key = AgentKey(site: batch.siteID, agent: batch.agentID)
                 if before[key] == nil { before[key] = tracker.committedThrough(key) }
                 if fresh.contains(index) {
-                    let output = pipeline.apply(batch)
+                    let output = pipeline.apply(batch, nowMicros: nowMicros)
                     sightings += output.sightings
                     telemetry += output.telemetry
+                    zoneChanges += output.zoneChanges
                     outcomes.append(.committed(rows: output.sightings.count))
                 } else {
                     outcomes.append(.duplicate)
@@ -88,6 +90,7 @@ public final class BatchWriter {
                     """, data: Self.copyData(telemetry))
             }
             try upsertHealth(pipeline.health.takeChanged())
+            try write(zoneChanges)
             try recordProgress(after)
             try connection.execute("COMMIT")
             var acknowledgements: [AgentKey: UInt64] = [:]
@@ -104,6 +107,69 @@ public final class BatchWriter {
             pipeline = savedPipeline
             tracker = savedTracker
             throw error
+        }
+    }
+
+    /// Zone decisions that only time moved (agents gone idle), in a transaction of their own.
+    public func advanceZones(nowMicros: Int64 = wallClockMicros()) throws(PostgresError) {
+        let saved = pipeline
+        let changes = pipeline.advanceZones(nowMicros: nowMicros)
+        guard !changes.isEmpty else { return }
+        do {
+            try connection.execute("BEGIN")
+            try write(changes)
+            try connection.execute("COMMIT")
+        } catch {
+            _ = try? connection.execute("ROLLBACK")
+            pipeline = saved
+            throw error
+        }
+    }
+
+    /// Visits opened, then visits closed (a close may end a visit opened in the same list), then minute counts.
+    private func write(_ changes: [ZoneChange]) throws(PostgresError) {
+        guard !changes.isEmpty else { return }
+        var opened: [[String?]] = [[], [], [], []]
+        var closed: [[String?]] = [[], [], [], []]
+        var occupancy: [[String?]] = [[], [], [], []]
+        for change in changes {
+            switch change {
+            case .visitOpened(let site, let zone, let beacon, let enter):
+                for (column, value) in [site, zone, beacon, PostgresArray.timestamp(unixMicros: enter)].enumerated() {
+                    opened[column].append(value)
+                }
+            case .visitClosed(let site, let beacon, let enter, let exit):
+                let values = [site, beacon, PostgresArray.timestamp(unixMicros: enter), PostgresArray.timestamp(unixMicros: exit)]
+                for (column, value) in values.enumerated() { closed[column].append(value) }
+            case .occupancy(let site, let zone, let minute, let occupants):
+                for (column, value) in [site, zone, PostgresArray.timestamp(unixMicros: minute), String(occupants)].enumerated() {
+                    occupancy[column].append(value)
+                }
+            }
+        }
+        if !opened[0].isEmpty {
+            try connection.query(
+                """
+                INSERT INTO beaconflow.visits_raw (site_id, zone_id, beacon_id, enter_ts)
+                SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[])
+                ON CONFLICT DO NOTHING
+                """, opened.map(PostgresArray.literal))
+        }
+        if !closed[0].isEmpty {
+            try connection.query(
+                """
+                UPDATE beaconflow.visits_raw v SET exit_ts = c.exit_ts
+                FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::timestamptz[]) AS c(site_id, beacon_id, enter_ts, exit_ts)
+                WHERE v.site_id = c.site_id AND v.beacon_id = c.beacon_id AND v.enter_ts = c.enter_ts
+                """, closed.map(PostgresArray.literal))
+        }
+        if !occupancy[0].isEmpty {
+            try connection.query(
+                """
+                INSERT INTO beaconflow.zone_occupancy_minute (site_id, zone_id, bucket, occupants)
+                SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::integer[])
+                ON CONFLICT (site_id, zone_id, bucket) DO UPDATE SET occupants = excluded.occupants
+                """, occupancy.map(PostgresArray.literal))
         }
     }
 
@@ -301,6 +367,13 @@ public final class BatchWriter {
             partitionedDays.insert(day)
         }
     }
+}
+
+/// The wall clock, Unix microseconds.
+public func wallClockMicros() -> Int64 {
+    var time = timespec()
+    clock_gettime(CLOCK_REALTIME, &time)
+    return Int64(time.tv_sec) * 1_000_000 + Int64(time.tv_nsec) / 1000
 }
 
 /// Text forms of PostgreSQL values for query parameters.

@@ -110,7 +110,7 @@ public final class Ingest: Sendable {
             for await event in client.events {
                 switch event {
                 case .message(let topic, let payload, _):
-                    let now = Self.wallClockMicros()
+                    let now = wallClockMicros()
                     let item: Item =
                         topic.hasSuffix("/status")
                         ? .status(topic: topic, payload: payload, receivedAtMicros: now)
@@ -158,6 +158,7 @@ public final class Ingest: Sendable {
         var backlog: [Item] = []
         var delay = configuration.reconnectDelayMinimum
         var stopping = false
+        var lastZoneTick = ContinuousClock.now
         while true {
             if !stopping, shouldStop {
                 // Stop intake; what is queued is still committed and acknowledged.
@@ -190,22 +191,38 @@ public final class Ingest: Sendable {
                 if backlog.isEmpty, stopping { return }
             }
             guard let active = writer else { continue }
+            if ContinuousClock.now - lastZoneTick >= .seconds(1) {
+                // Agents gone idle stop holding their site's decisions back even when no batch arrives.
+                lastZoneTick = .now
+                if case .failure(let error) = Result(catching: { () throws(PostgresError) in try active.advanceZones() }) {
+                    lostConnection(error)
+                    pipeline = active.pipeline
+                    writer = nil
+                    continue
+                }
+                pipeline = active.pipeline
+            }
+            if backlog.isEmpty { continue }
             let group = Array(backlog.prefix(configuration.maximumGroup))
             switch process(group, writer: active, intake: intake, client: client) {
             case .success:
                 backlog.removeFirst(group.count)
                 pipeline = active.pipeline
             case .failure(let error):
-                statisticsState.withLock {
-                    $0.databaseConnected = false
-                    $0.databaseReconnects += 1
-                }
-                reconnectCounter.increment()
-                logger.warning("PostgreSQL connection lost; reconnecting", metadata: ["error": "\(error)"])
+                lostConnection(error)
                 pipeline = active.pipeline
                 writer = nil
             }
         }
+    }
+
+    private func lostConnection(_ error: PostgresError) {
+        statisticsState.withLock {
+            $0.databaseConnected = false
+            $0.databaseReconnects += 1
+        }
+        reconnectCounter.increment()
+        logger.warning("PostgreSQL connection lost; reconnecting", metadata: ["error": "\(error)"])
     }
 
     private func connect(pipeline: IngestPipeline) -> Result<BatchWriter, PostgresError> {
@@ -232,7 +249,7 @@ public final class Ingest: Sendable {
                     try recordStatus(topic: topic, payload: payload, receivedAtMicros: receivedAt, writer: writer)
                 case .batch(let topic, let payload, let receivedAt):
                     newestReceived = max(newestReceived, receivedAt)
-                    switch intake.check(topic: topic, payload: payload, nowMicros: Self.wallClockMicros()) {
+                    switch intake.check(topic: topic, payload: payload, nowMicros: wallClockMicros()) {
                     case .success(let batch):
                         accepted.append(AcceptedBatch(batch: batch, topic: topic, payload: payload))
                     case .failure(let failure):
@@ -248,7 +265,7 @@ public final class Ingest: Sendable {
                 try commit(group, writer: writer, client: client)
                 start += group.count
             }
-            if newestReceived > 0 { lagGauge.record(Double(Self.wallClockMicros() - newestReceived) / 1e6) }
+            if newestReceived > 0 { lagGauge.record(Double(wallClockMicros() - newestReceived) / 1e6) }
         }
     }
 
@@ -358,12 +375,6 @@ public final class Ingest: Sendable {
         // In short steps, so that a stop request is seen.
         let deadline = ContinuousClock.now + duration
         while ContinuousClock.now < deadline, !shouldStop { Thread.sleep(forTimeInterval: 0.05) }
-    }
-
-    static func wallClockMicros() -> Int64 {
-        var time = timespec()
-        clock_gettime(CLOCK_REALTIME, &time)
-        return Int64(time.tv_sec) * 1_000_000 + Int64(time.tv_nsec) / 1000
     }
 }
 

@@ -19,6 +19,7 @@ public struct SightingRow: Sendable, Equatable {
 public struct PipelineOutput: Sendable {
     public var sightings: [SightingRow] = []
     public var telemetry: [TelemetryRow] = []
+    public var zoneChanges: [ZoneChange] = []
 }
 
 /// Everything the ingest derives from batches, as one pure state machine: EID resolution, association of
@@ -36,6 +37,8 @@ public struct IngestPipeline: Sendable {
     public var associationWindowMicros: Int64 = 60_000_000
 
     private var agentZones: [AgentKey: (zone: String?, rssiOffset: Double, exponent: Double)] = [:]
+    /// Zone assignment per site.
+    public private(set) var zoneTrackers: [String: SiteZoneTracker] = [:]
     /// EIDs resolved so far (an EID is valid for its rotation period), by `eid:<hex>` id.
     private var resolvedEIDs: [String: EIDResolution] = [:]
     private var unresolvableEIDs: Set<String> = []
@@ -52,14 +55,15 @@ public struct IngestPipeline: Sendable {
         self.keyring = EddystoneKeyring(identities: sites.identities)
         self.health = FleetHealth(configuration: health)
         for site in sites.sites {
+            zoneTrackers[site.id] = SiteZoneTracker(site: site)
             for agent in site.agents {
                 agentZones[AgentKey(site: site.id, agent: agent.id)] = (agent.zone, agent.rssiOffsetDb, site.pathLossExponent)
             }
         }
     }
 
-    /// The rows of one batch that the database did not have yet.
-    public mutating func apply(_ batch: DecodedBatch) -> PipelineOutput {
+    /// The rows of one batch that the database did not have yet; `nowMicros` is the ingest's clock.
+    public mutating func apply(_ batch: DecodedBatch, nowMicros: Int64) -> PipelineOutput {
         let agentKey = AgentKey(site: batch.siteID, agent: batch.agentID)
         let placement = agentZones[agentKey] ?? (nil, 0, 2.5)
         let offset = clocks.offset(agentKey)
@@ -70,11 +74,11 @@ public struct IngestPipeline: Sendable {
             let beaconID = identity(of: sighting, site: batch.siteID, timeMicros: time)
             var distance: Float?
             var smoothed: Float?
+            let rssi = Double(sighting.rssi) + placement.rssiOffset
+            let filtered = proximity.filter(beaconID: beaconID, agent: agentKey, rssi: rssi, timeMicros: time)
+            zoneTrackers[batch.siteID]?.add(beaconID: beaconID, agent: batch.agentID, timeMicros: time, rssi: filtered)
             if let power = sighting.beacon.powerAt1mDbm {
-                let rssi = Double(sighting.rssi) + placement.rssiOffset
                 distance = Float(Self.distance(rssi: rssi, powerAt1m: Double(power), exponent: placement.exponent))
-                let filtered = proximity.filter(
-                    beaconID: beaconID, agent: agentKey, rssi: rssi, timeMicros: time)
                 smoothed = Float(Self.distance(rssi: filtered, powerAt1m: Double(power), exponent: placement.exponent))
             }
             output.sightings.append(
@@ -93,7 +97,21 @@ public struct IngestPipeline: Sendable {
                 }
             }
         }
+        if let newest = output.sightings.map(\.timeMicros).max() {
+            zoneTrackers[batch.siteID]?.agentProgressed(batch.agentID, newestMicros: newest, arrivalMicros: nowMicros)
+        }
+        output.zoneChanges = advanceZones(site: batch.siteID, nowMicros: nowMicros)
         return output
+    }
+
+    /// Moves a site's zone decisions as far as its watermark allows.
+    public mutating func advanceZones(site: String, nowMicros: Int64) -> [ZoneChange] {
+        zoneTrackers[site]?.advance(nowMicros: nowMicros) ?? []
+    }
+
+    /// Every site's, for when no batch arrives (idle agents stop holding a site back).
+    public mutating func advanceZones(nowMicros: Int64) -> [ZoneChange] {
+        zoneTrackers.keys.sorted().flatMap { advanceZones(site: $0, nowMicros: nowMicros) }
     }
 
     /// Log-distance model (DESIGN §8): d = 10^((P1m − rssi) / (10 n)).

@@ -8,6 +8,7 @@ public struct SitesConfiguration: Sendable {
         public var id: String
         public var timezone: String
         public var pathLossExponent: Double
+        public var zoneRules: ZoneRules
         public var zones: [Zone]
         public var agents: [Agent]
     }
@@ -68,7 +69,12 @@ public struct SitesConfiguration: Sendable {
         var sites: [Site] = []
         for (index, entry) in siteList.enumerated() {
             let place = "\(name): sites[\(index)]"
-            try unknownKeys(entry, ["id", "timezone", "path_loss_exponent", "zones", "agents"], place)
+            try unknownKeys(
+                entry,
+                [
+                    "id", "timezone", "path_loss_exponent", "zones", "agents", "zone_switch_margin_db",
+                    "zone_switch_dwell_s", "absence_timeout_s", "allowed_lateness_s",
+                ], place)
             let id = try identifier(entry["id"], "\(place).id")
             guard !sites.contains(where: { $0.id == id }) else { throw SitesError("\(place): site '\(id)' appears twice") }
             let timezone = entry["timezone"] as? String ?? "UTC"
@@ -103,7 +109,22 @@ public struct SitesConfiguration: Sendable {
                 let offset = try number(agent["rssi_offset_db"], "\(agentPlace).rssi_offset_db") ?? 0
                 agents.append(Agent(id: agentID, zone: zone, rssiOffsetDb: offset))
             }
-            sites.append(Site(id: id, timezone: timezone, pathLossExponent: exponent, zones: zones, agents: agents))
+            var rules = ZoneRules()
+            if let margin = try number(entry["zone_switch_margin_db"], "\(place).zone_switch_margin_db") {
+                guard (0...30).contains(margin) else { throw SitesError("\(place).zone_switch_margin_db must be 0-30") }
+                rules.switchMarginDb = margin
+            }
+            for (key, path) in [
+                ("zone_switch_dwell_s", \ZoneRules.switchDwellMicros), ("absence_timeout_s", \ZoneRules.absenceTimeoutMicros),
+                ("allowed_lateness_s", \ZoneRules.allowedLatenessMicros),
+            ] {
+                if let seconds = try number(entry[key], "\(place).\(key)") {
+                    guard (0...86_400).contains(seconds) else { throw SitesError("\(place).\(key) must be 0-86400 seconds") }
+                    rules[keyPath: path] = Int64(seconds * 1_000_000)
+                }
+            }
+            sites.append(
+                Site(id: id, timezone: timezone, pathLossExponent: exponent, zoneRules: rules, zones: zones, agents: agents))
         }
         var beacons: [Beacon] = []
         for (index, entry) in (document["beacons"] as? [[String: Any]] ?? []).enumerated() {

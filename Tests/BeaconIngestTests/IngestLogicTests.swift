@@ -219,3 +219,89 @@ import Testing
         #expect(clocks.estimateMicros(synced) == -20_000)
     }
 }
+
+@Suite struct SiteZoneTrackerTests {
+    let site = try! SitesConfiguration.parse(testSites).sites[0]
+    let start: Int64 = 1_767_225_600_000_000  // a minute boundary
+    let second: Int64 = 1_000_000
+
+    /// A beacon heard every second by both agents: louder at the lobby agent for `moveAt` seconds, then at the lab's.
+    func run(seconds: Int, moveAt: Int, noise: (Int) -> Double = { _ in 0 }) -> (SiteZoneTracker, [ZoneChange]) {
+        var tracker = SiteZoneTracker(site: site)
+        var changes: [ZoneChange] = []
+        for index in 0..<seconds {
+            let time = start + Int64(index) * second
+            let inLobby = index < moveAt
+            tracker.add(beaconID: "b", agent: "hq-a1", timeMicros: time, rssi: (inLobby ? -60 : -75) + noise(index))
+            tracker.add(beaconID: "b", agent: "hq-a2", timeMicros: time + 1000, rssi: (inLobby ? -75 : -60) - noise(index))
+            tracker.agentProgressed("hq-a1", newestMicros: time, arrivalMicros: time)
+            tracker.agentProgressed("hq-a2", newestMicros: time + 1000, arrivalMicros: time)
+            changes += tracker.advance(nowMicros: time)
+        }
+        return (tracker, changes)
+    }
+
+    @Test func aMoveBecomesTwoVisitsAndTheMinutesCountIt() {
+        let (tracker, changes) = run(seconds: 240, moveAt: 90)
+        let visits = changes.filter { if case .occupancy = $0 { false } else { true } }
+        #expect(
+            visits == [
+                .visitOpened(site: "hq", zone: "lobby", beaconID: "b", enterMicros: start),
+                // Dated when the lab's agent first heard it louder (its readings come 1 ms after the lobby's).
+                .visitClosed(site: "hq", beaconID: "b", enterMicros: start, exitMicros: start + 90 * second + 1000),
+                .visitOpened(site: "hq", zone: "lab", beaconID: "b", enterMicros: start + 90 * second + 1000),
+            ])
+        #expect(tracker.zone(of: "b") == "lab")
+        var minutes: [String: [Int]] = [:]
+        for case .occupancy(_, let zone, _, let occupants) in changes { minutes[zone, default: []].append(occupants) }
+        // Minutes 0-2 are counted (minute 3 waits for the absence timeout): lobby in 0 and 1, both in 1, lab from 1.
+        #expect(minutes["lobby"] == [1, 1, 0])
+        #expect(minutes["lab"] == [0, 1, 1])
+    }
+
+    @Test func noiseBelowTheMarginDoesNotMoveTheBeacon() {
+        // ±6 dB alternating: the lab reading is sometimes 3 dB louder, never for 4 s in a row.
+        let (_, changes) = run(seconds: 120, moveAt: 1000, noise: { $0 % 3 == 0 ? -9 : 0 })
+        let visits = changes.filter { if case .occupancy = $0 { false } else { true } }
+        #expect(visits == [.visitOpened(site: "hq", zone: "lobby", beaconID: "b", enterMicros: start)])
+    }
+
+    @Test func aBeaconNotHeardLeavesWhenItWasLastHeard() {
+        var (tracker, changes) = run(seconds: 30, moveAt: 1000)
+        // The agents go on (other beacons), this one is silent.
+        for index in 30..<200 {
+            let time = start + Int64(index) * second
+            tracker.add(beaconID: "other", agent: "hq-a1", timeMicros: time, rssi: -70)
+            tracker.agentProgressed("hq-a1", newestMicros: time, arrivalMicros: time)
+            tracker.agentProgressed("hq-a2", newestMicros: time, arrivalMicros: time)
+            changes += tracker.advance(nowMicros: time)
+        }
+        #expect(changes.contains(.visitClosed(site: "hq", beaconID: "b", enterMicros: start, exitMicros: start + 29 * second + 1000)))
+        #expect(tracker.zone(of: "b") == nil)
+    }
+
+    @Test func aLaggingAgentHoldsTheSiteBackSoItsReadingsCount() {
+        var tracker = SiteZoneTracker(site: site)
+        // hq-a1 is two minutes ahead; hq-a2 (the lab) delivers later but within the allowed lateness.
+        for index in 0..<120 {
+            let time = start + Int64(index) * second
+            tracker.add(beaconID: "b", agent: "hq-a1", timeMicros: time, rssi: -80)
+            tracker.agentProgressed("hq-a1", newestMicros: time, arrivalMicros: start)
+        }
+        tracker.agentProgressed("hq-a2", newestMicros: start, arrivalMicros: start)
+        var changes = tracker.advance(nowMicros: start)
+        for index in 0..<120 {
+            let time = start + Int64(index) * second + 500
+            tracker.add(beaconID: "b", agent: "hq-a2", timeMicros: time, rssi: -55)
+            tracker.agentProgressed("hq-a2", newestMicros: time, arrivalMicros: start)
+            changes += tracker.advance(nowMicros: start)
+        }
+        #expect(tracker.lateReadings == 0)
+        let opened = changes.compactMap { change -> String? in
+            if case .visitOpened(_, let zone, _, _) = change { return zone }
+            return nil
+        }
+        // The first reading (the lobby's, at the start) opens the visit; 4 s later the lab's louder readings win.
+        #expect(opened == ["lobby", "lab"])
+    }
+}

@@ -1,0 +1,230 @@
+/// How a site decides which zone a beacon is in (sites file keys in parentheses).
+public struct ZoneRules: Sendable, Equatable {
+    /// A challenger zone must be this much louder than the current one (`zone_switch_margin_db`)...
+    public var switchMarginDb: Double = 3
+    /// ...for this long of event time before the beacon moves (`zone_switch_dwell_s`).
+    public var switchDwellMicros: Int64 = 4_000_000
+    /// Not heard for this long: the beacon has left (`absence_timeout_s`); its visit ends when it was last heard.
+    public var absenceTimeoutMicros: Int64 = 30_000_000
+    /// How far behind the site's newest sighting an agent may be and still hold the site's decisions back for
+    /// its batches (`allowed_lateness_s`).
+    public var allowedLatenessMicros: Int64 = 300_000_000
+    /// An agent's reading counts toward the beacon's zone for this long.
+    public var readingLifetimeMicros: Int64 = 10_000_000
+    /// An agent that sent nothing for this long of the ingest's own time stops holding the watermark back.
+    public var idleAgentMicros: Int64 = 30_000_000
+
+    public init() {}
+}
+
+/// What zone tracking adds to the database.
+public enum ZoneChange: Sendable, Equatable {
+    case visitOpened(site: String, zone: String, beaconID: String, enterMicros: Int64)
+    case visitClosed(site: String, beaconID: String, enterMicros: Int64, exitMicros: Int64)
+    /// Distinct beacons in the zone during the minute that starts at `minuteMicros`.
+    case occupancy(site: String, zone: String, minuteMicros: Int64, occupants: Int)
+}
+
+/// Zone assignment for one site, in event time. A pure state machine.
+///
+/// Readings (smoothed RSSI per beacon and agent) wait until the site's watermark passes them, then are applied in
+/// time order, so the same captures give the same visits whether they are replayed live or at full speed. The
+/// watermark is the oldest newest-reading over the site's agents that are live: an agent idle (in the ingest's
+/// time) for `idleAgentMicros`, or more than `allowedLatenessMicros` behind the newest agent, stops holding it;
+/// its readings that then arrive behind the watermark are stored as sightings but do not move zones (counted).
+///
+/// A beacon is in the zone of its loudest live reading; a challenger zone must be `switchMarginDb` louder for
+/// `switchDwellMicros` before the beacon moves (the move is dated when the challenger became louder). Minutes are
+/// counted when the watermark is an absence timeout past their end, since until then a reading can still show
+/// that the beacon stayed through a gap.
+public struct SiteZoneTracker: Sendable {
+    public let site: String
+    public let rules: ZoneRules
+    private let zones: [String]
+    private let agentZones: [String: String]
+
+    struct Reading: Sendable {
+        var beaconID: String
+        var agent: String
+        var timeMicros: Int64
+        var rssi: Double
+    }
+
+    private struct AgentProgress: Sendable {
+        var newestMicros: Int64
+        var lastArrivalMicros: Int64
+    }
+
+    private struct Beacon: Sendable {
+        var zone: String?
+        var enterMicros: Int64 = 0
+        var lastSeenMicros: Int64 = 0
+        /// Newest reading per agent: (time, rssi).
+        var readings: [String: (time: Int64, rssi: Double)] = [:]
+        var challenger: (zone: String, sinceMicros: Int64)?
+    }
+
+    private var pending: [Reading] = []
+    private var agents: [String: AgentProgress] = [:]
+    private var beacons: [String: Beacon] = [:]
+    /// Beacons present per (minute, zone), for minutes not yet counted.
+    private var presence: [Int64: [String: Set<String>]] = [:]
+    /// The next minute to count.
+    private var nextMinute: Int64?
+    public private(set) var watermarkMicros: Int64 = .min
+    public private(set) var lateReadings = 0
+
+    static let minute: Int64 = 60_000_000
+
+    public init(site: SitesConfiguration.Site) {
+        self.site = site.id
+        rules = site.zoneRules
+        zones = site.zones.map(\.id)
+        agentZones = Dictionary(uniqueKeysWithValues: site.agents.compactMap { agent in agent.zone.map { (agent.id, $0) } })
+    }
+
+    /// Queues a reading; it is applied once the watermark passes it.
+    public mutating func add(beaconID: String, agent: String, timeMicros: Int64, rssi: Double) {
+        guard agentZones[agent] != nil else { return }
+        if timeMicros < watermarkMicros {
+            lateReadings += 1
+            return
+        }
+        pending.append(Reading(beaconID: beaconID, agent: agent, timeMicros: timeMicros, rssi: rssi))
+    }
+
+    /// Records that an agent's batch arrived, holding readings up to `newestMicros` (its event-time progress).
+    public mutating func agentProgressed(_ agent: String, newestMicros: Int64, arrivalMicros: Int64) {
+        var progress = agents[agent] ?? AgentProgress(newestMicros: newestMicros, lastArrivalMicros: arrivalMicros)
+        progress.newestMicros = max(progress.newestMicros, newestMicros)
+        progress.lastArrivalMicros = max(progress.lastArrivalMicros, arrivalMicros)
+        agents[agent] = progress
+    }
+
+    /// Moves the watermark as far as the live agents allow and applies what it passed; `nowMicros` is the
+    /// ingest's clock (for idle agents).
+    public mutating func advance(nowMicros: Int64) -> [ZoneChange] {
+        guard let newest = agents.values.map(\.newestMicros).max() else { return [] }
+        let live = agents.values.filter {
+            nowMicros - $0.lastArrivalMicros <= rules.idleAgentMicros && newest - $0.newestMicros <= rules.allowedLatenessMicros
+        }
+        let watermark = (live.isEmpty ? newest : live.map(\.newestMicros).min()!)
+        guard watermark > watermarkMicros else { return [] }
+        watermarkMicros = watermark
+        var changes: [ZoneChange] = []
+        pending.sort { ($0.timeMicros, $0.agent, $0.beaconID) < ($1.timeMicros, $1.agent, $1.beaconID) }
+        let ready = pending.partitioningIndex { $0.timeMicros > watermark }
+        for reading in pending[..<ready] {
+            countMinutes(through: reading.timeMicros, into: &changes)
+            apply(reading, into: &changes)
+        }
+        pending.removeFirst(ready)
+        countMinutes(through: watermark, into: &changes)
+        return changes
+    }
+
+    private mutating func apply(_ reading: Reading, into changes: inout [ZoneChange]) {
+        var beacon = beacons[reading.beaconID] ?? Beacon()
+        let time = reading.timeMicros
+        if beacon.zone != nil, time - beacon.lastSeenMicros > rules.absenceTimeoutMicros {
+            // Gone for longer than the absence timeout: that visit ended when it was last heard.
+            changes.append(.visitClosed(site: site, beaconID: reading.beaconID, enterMicros: beacon.enterMicros, exitMicros: beacon.lastSeenMicros))
+            beacon.zone = nil
+            beacon.challenger = nil
+        }
+        let previousSeen = beacon.lastSeenMicros
+        beacon.readings[reading.agent] = (time, reading.rssi)
+        beacon.lastSeenMicros = max(beacon.lastSeenMicros, time)
+
+        // The loudest fresh reading per zone.
+        var loudest: [String: Double] = [:]
+        for (agent, value) in beacon.readings where time - value.time <= rules.readingLifetimeMicros {
+            guard let zone = agentZones[agent] else { continue }
+            loudest[zone] = max(loudest[zone] ?? -.infinity, value.rssi)
+        }
+        beacon.readings = beacon.readings.filter { time - $0.value.time <= rules.readingLifetimeMicros }
+        guard let best = loudest.max(by: { ($0.value, $1.key) < ($1.value, $0.key) }) else {
+            beacons[reading.beaconID] = beacon
+            return
+        }
+        if let current = beacon.zone {
+            if best.key != current, best.value >= (loudest[current] ?? -.infinity) + rules.switchMarginDb {
+                if let challenger = beacon.challenger, challenger.zone == best.key {
+                    if time - challenger.sinceMicros >= rules.switchDwellMicros {
+                        let moment = max(challenger.sinceMicros, beacon.enterMicros + 1)
+                        changes.append(.visitClosed(site: site, beaconID: reading.beaconID, enterMicros: beacon.enterMicros, exitMicros: moment))
+                        beacon.zone = best.key
+                        beacon.enterMicros = moment
+                        beacon.challenger = nil
+                        changes.append(.visitOpened(site: site, zone: best.key, beaconID: reading.beaconID, enterMicros: moment))
+                    }
+                } else {
+                    beacon.challenger = (best.key, time)
+                }
+            } else {
+                beacon.challenger = nil
+            }
+        } else {
+            beacon.zone = best.key
+            beacon.enterMicros = time
+            changes.append(.visitOpened(site: site, zone: best.key, beaconID: reading.beaconID, enterMicros: time))
+        }
+        if let zone = beacon.zone {
+            // Present from the previous reading (if the beacon stayed) through this one.
+            let from = (previousSeen > 0 && time - previousSeen <= rules.absenceTimeoutMicros) ? max(previousSeen, beacon.enterMicros) : time
+            var minute = Self.minuteStart(from)
+            while minute <= time {
+                if minute >= (nextMinute ?? .min) { presence[minute, default: [:]][zone, default: []].insert(reading.beaconID) }
+                minute += Self.minute
+            }
+        }
+        beacons[reading.beaconID] = beacon
+    }
+
+    /// Counts every minute that ended an absence timeout before `time`, and closes the visits of beacons gone.
+    private mutating func countMinutes(through time: Int64, into changes: inout [ZoneChange]) {
+        var minute = nextMinute ?? presence.keys.min() ?? Self.minuteStart(time)
+        if nextMinute == nil { nextMinute = minute }
+        // A long silence: skip to a day before rather than write a day of empty minutes.
+        if time - minute > 86_400_000_000 { minute = Self.minuteStart(time - 86_400_000_000) }
+        while minute + Self.minute + rules.absenceTimeoutMicros <= time {
+            let present = presence.removeValue(forKey: minute) ?? [:]
+            for zone in zones {
+                changes.append(.occupancy(site: site, zone: zone, minuteMicros: minute, occupants: present[zone]?.count ?? 0))
+            }
+            minute += Self.minute
+            closeAbsent(before: minute, into: &changes)
+        }
+        nextMinute = minute
+    }
+
+    private mutating func closeAbsent(before time: Int64, into changes: inout [ZoneChange]) {
+        for (beaconID, beacon) in beacons where time - beacon.lastSeenMicros > rules.absenceTimeoutMicros {
+            if beacon.zone != nil {
+                changes.append(.visitClosed(site: site, beaconID: beaconID, enterMicros: beacon.enterMicros, exitMicros: beacon.lastSeenMicros))
+            }
+            beacons[beaconID] = nil
+        }
+    }
+
+    static func minuteStart(_ time: Int64) -> Int64 { time.floorDivided(by: minute) * minute }
+
+    /// The zone a beacon is in now, as far as the watermark has gone.
+    public func zone(of beaconID: String) -> String? { beacons[beaconID]?.zone }
+
+    public var trackedBeacons: Int { beacons.count }
+    public var pendingReadings: Int { pending.count }
+}
+
+extension Array {
+    /// The index of the first element for which `belongs` holds, in an array where it holds for a suffix.
+    func partitioningIndex(where belongs: (Element) -> Bool) -> Int {
+        var low = 0
+        var high = count
+        while low < high {
+            let middle = (low + high) / 2
+            if belongs(self[middle]) { high = middle } else { low = middle + 1 }
+        }
+        return low
+    }
+}
