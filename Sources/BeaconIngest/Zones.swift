@@ -6,9 +6,11 @@ public struct ZoneRules: Sendable, Equatable {
     public var switchDwellMicros: Int64 = 4_000_000
     /// Not heard for this long: the beacon has left (`absence_timeout_s`); its visit ends when it was last heard.
     public var absenceTimeoutMicros: Int64 = 30_000_000
-    /// How far behind the site's newest sighting an agent may be and still hold the site's decisions back for
-    /// its batches (`allowed_lateness_s`).
+    /// How far behind the watermark a late reading may be and still count (`allowed_lateness_s`).
     public var allowedLatenessMicros: Int64 = 300_000_000
+    /// A beacon that appears is placed once it has been heard for this long (by the agents around it), in the
+    /// zone loudest by then; its visit starts at its first reading.
+    public var entryDwellMicros: Int64 = 2_000_000
     /// An agent's reading counts toward the beacon's zone for this long.
     public var readingLifetimeMicros: Int64 = 10_000_000
     /// An agent that sent nothing for this long of the ingest's own time stops holding the watermark back.
@@ -29,9 +31,11 @@ public enum ZoneChange: Sendable, Equatable {
 ///
 /// Readings (smoothed RSSI per beacon and agent) wait until the site's watermark passes them, then are applied in
 /// time order, so the same captures give the same visits whether they are replayed live or at full speed. The
-/// watermark is the oldest newest-reading over the site's agents that are live: an agent idle (in the ingest's
-/// time) for `idleAgentMicros`, or more than `allowedLatenessMicros` behind the newest agent, stops holding it;
-/// its readings that then arrive behind the watermark are stored as sightings but do not move zones (counted).
+/// watermark is the oldest newest-reading over the site's live agents. Every agent of the sites file is live
+/// until it has sent nothing for `idleAgentMicros` of the ingest's own time (counted from the tracker's first
+/// batch for one never heard), so agents that replay at different speeds wait for each other; readings that an
+/// idle agent brings back behind the watermark are stored as sightings but do not move zones (counted in
+/// `lateReadings`). More than `maximumPending` readings waiting releases the slowest agent, to bound memory.
 ///
 /// A beacon is in the zone of its loudest live reading; a challenger zone must be `switchMarginDb` louder for
 /// `switchDwellMicros` before the beacon moves (the move is dated when the challenger became louder). Minutes are
@@ -62,10 +66,16 @@ public struct SiteZoneTracker: Sendable {
         /// Newest reading per agent: (time, rssi).
         var readings: [String: (time: Int64, rssi: Double)] = [:]
         var challenger: (zone: String, sinceMicros: Int64)?
+        /// The first reading of a beacon not placed yet.
+        var appearedMicros: Int64?
     }
 
     private var pending: [Reading] = []
     private var agents: [String: AgentProgress] = [:]
+    /// Agents of the sites file not heard yet, and when the tracker got its first batch.
+    private var unheardAgents: Set<String>
+    private var firstArrivalMicros: Int64?
+    public var maximumPending = 2_000_000
     private var beacons: [String: Beacon] = [:]
     /// Beacons present per (minute, zone), for minutes not yet counted.
     private var presence: [Int64: [String: Set<String>]] = [:]
@@ -81,12 +91,13 @@ public struct SiteZoneTracker: Sendable {
         rules = site.zoneRules
         zones = site.zones.map(\.id)
         agentZones = Dictionary(uniqueKeysWithValues: site.agents.compactMap { agent in agent.zone.map { (agent.id, $0) } })
+        unheardAgents = Set(agentZones.keys)
     }
 
     /// Queues a reading; it is applied once the watermark passes it.
     public mutating func add(beaconID: String, agent: String, timeMicros: Int64, rssi: Double) {
         guard agentZones[agent] != nil else { return }
-        if timeMicros < watermarkMicros {
+        if timeMicros <= watermarkMicros {
             lateReadings += 1
             return
         }
@@ -99,16 +110,20 @@ public struct SiteZoneTracker: Sendable {
         progress.newestMicros = max(progress.newestMicros, newestMicros)
         progress.lastArrivalMicros = max(progress.lastArrivalMicros, arrivalMicros)
         agents[agent] = progress
+        unheardAgents.remove(agent)
+        if firstArrivalMicros == nil { firstArrivalMicros = arrivalMicros }
     }
 
     /// Moves the watermark as far as the live agents allow and applies what it passed; `nowMicros` is the
     /// ingest's clock (for idle agents).
     public mutating func advance(nowMicros: Int64) -> [ZoneChange] {
-        guard let newest = agents.values.map(\.newestMicros).max() else { return [] }
-        let live = agents.values.filter {
-            nowMicros - $0.lastArrivalMicros <= rules.idleAgentMicros && newest - $0.newestMicros <= rules.allowedLatenessMicros
+        guard let newest = agents.values.map(\.newestMicros).max(), let first = firstArrivalMicros else { return [] }
+        if !unheardAgents.isEmpty, nowMicros - first <= rules.idleAgentMicros, pending.count <= maximumPending {
+            return []  // waiting for every agent's first batch
         }
-        let watermark = (live.isEmpty ? newest : live.map(\.newestMicros).min()!)
+        var live = agents.values.filter { nowMicros - $0.lastArrivalMicros <= rules.idleAgentMicros }.map(\.newestMicros)
+        if pending.count > maximumPending, let slowest = live.min() { live.removeAll { $0 == slowest } }
+        let watermark = live.min() ?? newest
         guard watermark > watermarkMicros else { return [] }
         watermarkMicros = watermark
         var changes: [ZoneChange] = []
@@ -131,6 +146,9 @@ public struct SiteZoneTracker: Sendable {
             changes.append(.visitClosed(site: site, beaconID: reading.beaconID, enterMicros: beacon.enterMicros, exitMicros: beacon.lastSeenMicros))
             beacon.zone = nil
             beacon.challenger = nil
+        }
+        if beacon.zone == nil, let appeared = beacon.appearedMicros, time - appeared > rules.absenceTimeoutMicros {
+            beacon.appearedMicros = nil
         }
         let previousSeen = beacon.lastSeenMicros
         beacon.readings[reading.agent] = (time, reading.rssi)
@@ -164,10 +182,13 @@ public struct SiteZoneTracker: Sendable {
             } else {
                 beacon.challenger = nil
             }
-        } else {
+        } else if let appeared = beacon.appearedMicros, time - appeared >= rules.entryDwellMicros {
             beacon.zone = best.key
-            beacon.enterMicros = time
-            changes.append(.visitOpened(site: site, zone: best.key, beaconID: reading.beaconID, enterMicros: time))
+            beacon.enterMicros = appeared
+            beacon.appearedMicros = nil
+            changes.append(.visitOpened(site: site, zone: best.key, beaconID: reading.beaconID, enterMicros: appeared))
+        } else if beacon.appearedMicros == nil {
+            beacon.appearedMicros = time
         }
         if let zone = beacon.zone {
             // Present from the previous reading (if the beacon stayed) through this one.

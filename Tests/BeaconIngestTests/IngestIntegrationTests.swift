@@ -244,3 +244,101 @@ struct IngestIntegrationTests {
         try await harness.stop()
     }
 }
+
+/// Zone accuracy of the `visits` view against a scenario's ground truth, second by second.
+struct ZoneAccuracy: CustomStringConvertible {
+    var seconds = 0
+    var correct = 0
+    var visits = 0
+    var trueStays = 0
+    var beaconHours = 0.0
+
+    var accuracy: Double { seconds == 0 ? 0 : Double(correct) / Double(seconds) }
+    /// Visits beyond the true stays, per beacon-hour.
+    var falseChangesPerBeaconHour: Double { beaconHours == 0 ? 0 : Double(max(0, visits - trueStays)) / beaconHours }
+
+    var description: String {
+        String(format: "zone accuracy %.1f %% over %d beacon-seconds; %d visits for %d true stays (%.2f false changes per beacon-hour)",
+            accuracy * 100, seconds, visits, trueStays, falseChangesPerBeaconHour)
+    }
+
+    init(scenario: Scenario, beaconIDs: [String: String], visits rows: [[String?]]) {
+        var byBeacon: [String: [(zone: String, enter: Double, exit: Double)]] = [:]
+        for row in rows {
+            guard let beacon = row[0], let zone = row[1], let enter = row[2].flatMap(Double.init) else { continue }
+            byBeacon[beacon, default: []].append((zone, enter, row[3].flatMap(Double.init) ?? .infinity))
+        }
+        let start = Double(scenario.startUnixSeconds)
+        for beacon in scenario.beacons {
+            guard let id = beaconIDs[beacon.name] else { continue }
+            let predicted = byBeacon[id] ?? []
+            visits += predicted.count
+            trueStays += beacon.path.filter { $0.zone != nil && $0.atSeconds < scenario.durationSeconds }.count
+            // Skip the first 5 s of each stay and of the run: nothing can be known before a beacon is heard.
+            for second in 5..<Int(scenario.durationSeconds) {
+                let time = Double(second)
+                guard let stop = beacon.path.last(where: { $0.atSeconds <= time }), let zone = stop.zone,
+                    time - stop.atSeconds >= 5
+                else { continue }
+                seconds += 1
+                beaconHours += 1.0 / 3600
+                let absolute = start + time
+                if predicted.contains(where: { $0.zone == zone && $0.enter <= absolute && absolute < $0.exit }) { correct += 1 }
+            }
+        }
+    }
+}
+
+@Suite(
+    .enabled(if: MosquittoServer.executable != nil && PostgresServer.binaries != nil, "mosquitto or PostgreSQL is not installed"),
+    .timeLimit(.minutes(3)))
+struct SimulatedSiteTests {
+    @Test func aSimulatedSiteEndsAsVisitsAndOccupancyCloseToTheTruth() async throws {
+        let scenarioPath = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("../../deploy/scenarios/demo.yaml").standardized.path
+        let scenario = try Scenario.load(path: scenarioPath)
+        let simulator = try Simulator(scenario)
+        let sites = """
+            sites:
+              - id: hq
+                path_loss_exponent: 2.5
+                zones: [{id: lobby}, {id: lab}, {id: corridor}]
+                agents:
+                  - {id: hq-a1, zone: lobby}
+                  - {id: hq-a2, zone: lab, rssi_offset_db: 3}
+                  - {id: hq-a3, zone: corridor}
+            beacons:
+              - {id: "eddystone:0102030405060708090a:0000000000b9", identity_key: 000102030405060708090a0b0c0d0e0f}
+            """
+        let harness = try await IngestHarness.start { $0.sites = try! SitesConfiguration.parse(sites) }
+        var runs: [Task<Agent.Outcome, Error>] = []
+        var spools: [String] = []
+        for agent in ["hq-a1", "hq-a2", "hq-a3"] {
+            let spool = try makeTemporaryDirectory(prefix: "spool")
+            spools.append(spool)
+            var configuration = try AgentConfiguration(
+                siteID: "hq", agentID: agent, broker: BrokerAddress(host: "127.0.0.1", port: harness.broker.port),
+                spoolDirectory: spool)
+            configuration.acknowledgementTimeout = .seconds(5)
+            configuration.drainTimeout = .seconds(60)
+            let source = SimulatorSource(simulator: simulator, site: "hq", agent: agent, speed: .maximum)
+            let instance = Agent(configuration: configuration, source: source, logger: Logger(label: agent))
+            runs.append(Task { try await instance.run() })
+        }
+        defer { for spool in spools { try? FileManager.default.removeItem(atPath: spool) } }
+        for run in runs { #expect(try await run.value == .finished) }
+        try await harness.stop()
+
+        let visits = try harness.query(
+            "SELECT beacon_id, zone_id, extract(epoch FROM enter_ts), extract(epoch FROM exit_ts) FROM beaconflow.visits")
+        let accuracy = ZoneAccuracy(scenario: scenario, beaconIDs: simulator.beaconIDs, visits: visits)
+        print("demo scenario:", accuracy)
+        #expect(accuracy.accuracy >= 0.97, "\(accuracy)")
+        #expect(accuracy.falseChangesPerBeaconHour <= 1, "\(accuracy)")
+        // Every zone has its minutes counted, and the counts never exceed the beacons of the site.
+        let zones = try harness.query("SELECT zone_id, count(*), max(occupants) FROM beaconflow.zone_occupancy GROUP BY 1 ORDER BY 1")
+        #expect(zones.map { $0[0] } == ["corridor", "lab", "lobby"])
+        for zone in zones { #expect(Int(zone[2] ?? "") ?? 99 <= scenario.beacons.count) }
+        #expect(try harness.count("beaconflow.zone_occupancy_hourly") >= 3)
+    }
+}
