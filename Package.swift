@@ -17,6 +17,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/jpsim/Yams", from: "5.0.1"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
     ],
     targets: [
         // System libraries: a module map and a shim header each, nothing else.
@@ -59,6 +60,9 @@ let package = Package(
         // The one Swift wrapper of libbluetooth: the raw HCI socket.
         .target(name: "BlueZHCI", dependencies: ["CBlueZ"]),
 
+        // /metrics (Prometheus) and /healthz over a small HTTP listener on a thread of its own.
+        .target(name: "MetricsEndpoint", dependencies: [.product(name: "Prometheus", package: "swift-prometheus")]),
+
         // A bounded blocking queue between threads.
         .target(name: "WorkQueue"),
 
@@ -96,8 +100,11 @@ let package = Package(
                 "BeaconAgent",
                 "BeaconIngest",
                 "LibPQ",
+                "MetricsEndpoint",
                 "Mosquitto",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -113,7 +120,7 @@ let package = Package(
         .testTarget(name: "MosquittoTests", dependencies: ["Mosquitto", "TestServers"]),
         .testTarget(
             name: "BeaconIngestTests",
-            dependencies: ["BeaconIngest", "BeaconAgent", "BeaconWire", "LibPQ", "Mosquitto", "TestServers"]),
+            dependencies: ["BeaconIngest", "BeaconAgent", "BeaconWire", "LibPQ", "MetricsEndpoint", "Mosquitto", "TestServers"]),
         // Starts the real servers (mosquitto, PostgreSQL) on loopback for tests.
         .target(name: "TestServers", dependencies: ["BeaconAgent", "BeaconWire"], path: "Tests/TestServers"),
     ],

@@ -89,6 +89,19 @@ public final class Ingest: Sendable {
 
     public var statistics: IngestStatistics { statisticsState.withLock { $0 } }
 
+    /// For `/healthz`: healthy while both the broker and PostgreSQL are connected; the counts as JSON.
+    public var health: (healthy: Bool, json: String) {
+        let s = statistics
+        let json = """
+            {"healthy": \(s.mqttConnected && s.databaseConnected), "mqtt_connected": \(s.mqttConnected), \
+            "database_connected": \(s.databaseConnected), "batches_committed": \(s.batchesCommitted), \
+            "batches_duplicate": \(s.batchesDuplicate), "batches_rejected": \(s.batchesRejected), \
+            "batches_deferred": \(s.batchesDeferred), "sightings_committed": \(s.sightingsCommitted), \
+            "database_reconnects": \(s.databaseReconnects)}
+            """
+        return (s.mqttConnected && s.databaseConnected, json)
+    }
+
     /// Asks `run()` to stop: intake stops, what is queued is committed and acknowledged, then it returns.
     public func requestStop() { stopRequested.withLock { $0 = true } }
 

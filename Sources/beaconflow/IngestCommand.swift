@@ -4,7 +4,10 @@ import BeaconIngest
 import BeaconWire
 import Foundation
 import Logging
+import Metrics
+import MetricsEndpoint
 import Mosquitto
+import Prometheus
 import ServiceLifecycle
 
 struct IngestCommand: AsyncParsableCommand {
@@ -54,7 +57,20 @@ struct IngestCommand: AsyncParsableCommand {
     @Option(help: "low_battery at or below this level in mV (default 2400), or with fewer than --low-battery-days left.")
     var lowBatteryMv = 2400.0
     @Option(help: "low_battery when the forecast leaves fewer days than this (default 30).") var lowBatteryDays = 30.0
+    @Option(help: "Where /metrics (Prometheus) and /healthz listen: HOST:PORT, [IPv6]:PORT, or 'none' (default 127.0.0.1:9464).")
+    var metricsListen = "127.0.0.1:9464"
     @Option(help: "Log level: trace, debug, info (default), notice, warning, error, critical.") var logLevel = "info"
+
+    /// The metrics listener's host and port, or nil for none.
+    func metricsAddress() throws(ConfigurationError) -> (host: String, port: Int)? {
+        guard metricsListen != "none" else { return nil }
+        guard let colon = metricsListen.lastIndex(of: ":"), let port = Int(metricsListen[metricsListen.index(after: colon)...]),
+            (0...65535).contains(port)
+        else { throw ConfigurationError("--metrics-listen must be HOST:PORT, [IPv6]:PORT or none, not '\(metricsListen)'") }
+        var host = String(metricsListen[..<colon])
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        return (host, port)
+    }
 
     func configuration() throws(ConfigurationError) -> IngestConfiguration {
         var address = try BrokerAddress(url: broker)
@@ -94,8 +110,9 @@ struct IngestCommand: AsyncParsableCommand {
     func run() async throws {
         guard let level = Logger.Level(rawValue: logLevel) else { throw ValidationError("unknown --log-level '\(logLevel)'") }
         let configuration: IngestConfiguration
-        switch Result(catching: { () throws(ConfigurationError) in try self.configuration() }) {
-        case .success(let made): configuration = made
+        let metrics: (host: String, port: Int)?
+        switch Result(catching: { () throws(ConfigurationError) in (try self.configuration(), try metricsAddress()) }) {
+        case .success(let made): (configuration, metrics) = made
         case .failure(let error): throw ValidationError(error.message)
         }
         LoggingSystem.bootstrap { label in
@@ -104,7 +121,24 @@ struct IngestCommand: AsyncParsableCommand {
             return handler
         }
         let logger = Logger(label: "beaconflow.ingest")
-        let service = IngestService(ingest: Ingest(configuration: configuration, logger: logger))
+        let registry = PrometheusCollectorRegistry()
+        // Before the ingest makes its counters, so that they report here.
+        if metrics != nil { MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry)) }
+        let ingest = Ingest(configuration: configuration, logger: logger)
+        var endpoint: MetricsEndpoint?
+        if let metrics {
+            do {
+                endpoint = try MetricsEndpoint(host: metrics.host, port: metrics.port, registry: registry) {
+                    let (healthy, json) = ingest.health
+                    return MetricsEndpoint.Health(healthy: healthy, json: json)
+                }
+                logger.info("Serving /metrics and /healthz", metadata: ["listen": "\(metrics.host):\(metrics.port)"])
+            } catch {
+                throw ValidationError("\(error)")
+            }
+        }
+        defer { endpoint?.stop() }
+        let service = IngestService(ingest: ingest)
         let group = ServiceGroup(
             configuration: ServiceGroupConfiguration(
                 services: [.init(service: service, successTerminationBehavior: .gracefullyShutdownGroup)],

@@ -142,9 +142,3 @@ func multiset(_ sightings: [Sighting]) -> [SightingKey: Int] {
     sightings.reduce(into: [:]) { $0[SightingKey($1), default: 0] += 1 }
 }
 
-/// The `beaconflow` executable next to the test bundle (`swift build --build-tests` builds it).
-let beaconflowExecutable: String? = {
-    let directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-    let candidates = [directory, directory.deletingLastPathComponent()].map { $0.appendingPathComponent("beaconflow").path }
-    return candidates.first { FileManager.default.isExecutableFile(atPath: $0) }
-}()

@@ -23,3 +23,10 @@ public func captureFixture(_ name: String) -> String {
         .appendingPathComponent("../BeaconWireTests/Fixtures/\(name)").standardized.path
 }
 
+
+/// The `beaconflow` executable next to the test bundle (`swift build --build-tests` builds it).
+public let beaconflowExecutable: String? = {
+    let directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+    let candidates = [directory, directory.deletingLastPathComponent()].map { $0.appendingPathComponent("beaconflow").path }
+    return candidates.first { FileManager.default.isExecutableFile(atPath: $0) }
+}()

@@ -1,0 +1,124 @@
+import BeaconIngest
+import Foundation
+import Synchronization
+import MetricsEndpoint
+import Prometheus
+import TestServers
+import Testing
+
+/// GET over a plain loopback socket: (status line, body).
+func httpGet(port: Int, path: String) throws -> (status: String, body: String) {
+    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    defer { close(descriptor) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = in_port_t(UInt16(port).bigEndian)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    var timeout = timeval(tv_sec: 5, tv_usec: 0)
+    setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    let connected = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+    guard connected == 0 else { throw TestServerError("cannot connect to 127.0.0.1:\(port)") }
+    let request = Array("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8)
+    _ = request.withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, 0) }
+    var response: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 4096)
+    for _ in 0..<1000 {
+        let count = read(descriptor, &chunk, chunk.count)
+        guard count > 0 else { break }
+        response += chunk[..<count]
+    }
+    let text = String(decoding: response, as: UTF8.self)
+    let parts = text.components(separatedBy: "\r\n\r\n")
+    return (parts[0].components(separatedBy: "\r\n")[0], parts.dropFirst().joined(separator: "\r\n\r\n"))
+}
+
+@Suite struct MetricsEndpointTests {
+    @Test func servesMetricsHealthAndNothingElse() throws {
+        let registry = PrometheusCollectorRegistry()
+        registry.makeCounter(name: "beaconflow_test_total", labels: [("outcome", "committed")]).increment(by: Int64(3))
+        let healthy = Mutex(false)
+        let endpoint = try MetricsEndpoint(host: "127.0.0.1", port: 0, registry: registry) {
+            MetricsEndpoint.Health(healthy: healthy.withLock { $0 }, json: #"{"healthy": false}"#)
+        }
+        defer { endpoint.stop() }
+        let metrics = try httpGet(port: endpoint.port, path: "/metrics")
+        #expect(metrics.status == "HTTP/1.1 200 OK")
+        #expect(metrics.body.contains(#"beaconflow_test_total{outcome="committed"} 3"#))
+        #expect(try httpGet(port: endpoint.port, path: "/healthz").status == "HTTP/1.1 503 Service Unavailable")
+        healthy.withLock { $0 = true }
+        #expect(try httpGet(port: endpoint.port, path: "/healthz").status == "HTTP/1.1 200 OK")
+        #expect(try httpGet(port: endpoint.port, path: "/other").status == "HTTP/1.1 404 Not Found")
+    }
+
+    @Test func aTakenPortIsAClearError() throws {
+        let first = try MetricsEndpoint(host: "127.0.0.1", port: 0, registry: PrometheusCollectorRegistry()) {
+            MetricsEndpoint.Health(healthy: true, json: "{}")
+        }
+        defer { first.stop() }
+        #expect(throws: MetricsEndpoint.Failure.self) {
+            _ = try MetricsEndpoint(host: "127.0.0.1", port: first.port, registry: PrometheusCollectorRegistry()) {
+                MetricsEndpoint.Health(healthy: true, json: "{}")
+            }
+        }
+    }
+}
+
+@Suite(
+    .enabled(if: MosquittoServer.executable != nil && PostgresServer.binaries != nil, "mosquitto or PostgreSQL is not installed"),
+    .enabled(if: beaconflowExecutable != nil, "the beaconflow executable is not built"), .timeLimit(.minutes(2)))
+struct IngestCommandTests {
+    @Test func theCommandsRunTheWholePipelineServeMetricsAndStopOnSIGTERM() async throws {
+        let executable = try #require(beaconflowExecutable)
+        let broker = try MosquittoServer()
+        let database = try await PostgresServer.start()
+        let work = try makeTemporaryDirectory(prefix: "ingest-command")
+        defer { try? FileManager.default.removeItem(atPath: work) }
+        try testSites.write(toFile: work + "/sites.yaml", atomically: true, encoding: .utf8)
+        let port = try freeLoopbackPort()
+        let ingest = try ChildProcess(
+            executable,
+            [
+                "ingest", "--sites", work + "/sites.yaml", "--broker", broker.url, "--database", database.conninfo,
+                "--metrics-listen", "127.0.0.1:\(port)",
+            ], standardErrorPath: work + "/ingest.log")
+        let deadline = ContinuousClock.now + .seconds(30)
+        while ContinuousClock.now < deadline, (try? httpGet(port: port, path: "/healthz").status) != "HTTP/1.1 200 OK" {
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        #expect(try httpGet(port: port, path: "/healthz").body.contains(#""database_connected": true"#))
+
+        let agent = try ChildProcess(
+            executable,
+            [
+                "agent", "--site", "hq", "--agent", "hq-a1", "--source", "btsnoop:\(captureFixture("mixed-beacons.btsnoop"))",
+                "--speed", "max", "--broker", broker.url, "--spool", work + "/spool", "--ack-timeout", "2",
+            ], standardErrorPath: work + "/agent.log")
+        // The agent exits 0 only when the ingest has acknowledged every batch, which it does after the commit.
+        let agentStatus = await agent.exit()
+        #expect(agentStatus == 0, "agent log: \((try? String(contentsOfFile: work + "/agent.log", encoding: .utf8)) ?? "")")
+        let metrics = try httpGet(port: port, path: "/metrics").body
+        #expect(metrics.contains(#"beaconflow_ingest_batches_total{outcome="committed"}"#))
+        #expect(metrics.contains("beaconflow_ingest_sightings_total"))
+
+        ingest.terminate(SIGTERM)
+        let status = await ingest.exit()
+        let log = (try? String(contentsOfFile: work + "/ingest.log", encoding: .utf8)) ?? ""
+        #expect(status == 0, "ingest log: \(log)")
+        #expect(log.contains("Ingest stopped"))
+        #expect(!log.contains("password"))
+    }
+
+    @Test func aBadSitesFileIsNamedAndExits64() async throws {
+        let executable = try #require(beaconflowExecutable)
+        let work = try makeTemporaryDirectory(prefix: "ingest-command")
+        defer { try? FileManager.default.removeItem(atPath: work) }
+        try "sites:\n  - id: HQ\n".write(toFile: work + "/sites.yaml", atomically: true, encoding: .utf8)
+        let process = try ChildProcess(executable, ["ingest", "--sites", work + "/sites.yaml"], standardErrorPath: work + "/log")
+        _ = await process.exit()
+        #expect(process.exitCode == 64)
+        let log = (try? String(contentsOfFile: work + "/log", encoding: .utf8)) ?? ""
+        #expect(log.contains("sites[0].id"), "\(log)")
+    }
+}
