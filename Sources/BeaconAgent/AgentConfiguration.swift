@@ -52,6 +52,14 @@ public struct BrokerAddress: Sendable, Hashable {
         password = components.password?.removingPercentEncoding
     }
 
+    /// Takes the password from the first line of a file (which keeps it out of the process list).
+    public mutating func readPassword(file path: String) throws(ConfigurationError) {
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
+            throw ConfigurationError("cannot read the password file \(path)")
+        }
+        password = String(text.split(separator: "\n", omittingEmptySubsequences: false).first ?? "")
+    }
+
     /// The URL without the password, for logs and messages.
     public var redacted: String {
         let user = username.map { "\($0)@" } ?? ""

@@ -99,11 +99,7 @@ struct AgentCommand: AsyncParsableCommand {
             throw ValidationError(error.message)
         }
         let level = Logger.Level(rawValue: settings.logLevel ?? "info") ?? .info
-        LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
-        }
+        bootstrapLogging(level: level)
         let logger = Logger(label: "beaconflow.agent")
         let configuration: AgentConfiguration
         let advertSource: any AdvertSource
@@ -121,12 +117,8 @@ struct AgentCommand: AsyncParsableCommand {
 
         let agent = Agent(configuration: configuration, source: advertSource, gattPoller: gattPoller, logger: logger)
         let service = AgentService(agent: agent)
-        let group = ServiceGroup(
-            configuration: ServiceGroupConfiguration(
-                services: [.init(service: service, successTerminationBehavior: .gracefullyShutdownGroup)],
-                gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         do {
-            try await group.run()
+            try await runUntilSignalled(service, logger: logger)
         } catch let error as SpoolError {
             logger.critical("Spool unusable", metadata: ["error": "\(error)"])
             throw ExitCode(73)

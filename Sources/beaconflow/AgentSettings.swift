@@ -110,12 +110,7 @@ struct AgentSettings: Codable, Equatable {
     func configuration() throws(ConfigurationError) -> AgentConfiguration {
         guard let site, let agent else { throw ConfigurationError("--site and --agent are required (or in --config)") }
         var address = try BrokerAddress(url: broker ?? "mqtt://127.0.0.1:1883")
-        if let passwordFile {
-            guard let text = try? String(contentsOfFile: passwordFile, encoding: .utf8) else {
-                throw ConfigurationError("cannot read the password file \(passwordFile)")
-            }
-            address.password = String(text.split(separator: "\n", omittingEmptySubsequences: false).first ?? "")
-        }
+        if let passwordFile { try address.readPassword(file: passwordFile) }
         var configuration = try AgentConfiguration(
             siteID: site, agentID: agent, broker: address,
             spoolDirectory: spool ?? ".beaconflow/spool/\(site)-\(agent)")

@@ -1,4 +1,6 @@
 import ArgumentParser
+import Logging
+import ServiceLifecycle
 
 @main
 struct Beaconflow: AsyncParsableCommand {
@@ -14,4 +16,22 @@ struct Beaconflow: AsyncParsableCommand {
         version: "0.1.0",
         subcommands: [AgentCommand.self, IngestCommand.self, DecodeCommand.self, MigrateCommand.self, SimulateCommand.self]
     )
+}
+
+/// Logs to standard error at `level` (constant messages, data in metadata).
+func bootstrapLogging(level: Logger.Level) {
+    LoggingSystem.bootstrap { label in
+        var handler = StreamLogHandler.standardError(label: label)
+        handler.logLevel = level
+        return handler
+    }
+}
+
+/// Runs one service until it ends or SIGTERM/SIGINT asks it to stop gracefully.
+func runUntilSignalled(_ service: some Service, logger: Logger) async throws {
+    let group = ServiceGroup(
+        configuration: ServiceGroupConfiguration(
+            services: [.init(service: service, successTerminationBehavior: .gracefullyShutdownGroup)],
+            gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+    try await group.run()
 }

@@ -74,12 +74,7 @@ struct IngestCommand: AsyncParsableCommand {
 
     func configuration() throws(ConfigurationError) -> IngestConfiguration {
         var address = try BrokerAddress(url: broker)
-        if let passwordFile {
-            guard let text = try? String(contentsOfFile: passwordFile, encoding: .utf8) else {
-                throw ConfigurationError("cannot read the password file \(passwordFile)")
-            }
-            address.password = String(text.split(separator: "\n", omittingEmptySubsequences: false).first ?? "")
-        }
+        if let passwordFile { try address.readPassword(file: passwordFile) }
         var mqtt = MQTTClient.Configuration(host: address.host, port: address.port, clientID: clientID)
         mqtt.username = address.username
         mqtt.password = address.password
@@ -115,11 +110,7 @@ struct IngestCommand: AsyncParsableCommand {
         case .success(let made): (configuration, metrics) = made
         case .failure(let error): throw ValidationError(error.message)
         }
-        LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
-        }
+        bootstrapLogging(level: level)
         let logger = Logger(label: "beaconflow.ingest")
         let registry = PrometheusCollectorRegistry()
         // Before the ingest makes its counters, so that they report here.
@@ -139,12 +130,8 @@ struct IngestCommand: AsyncParsableCommand {
         }
         defer { endpoint?.stop() }
         let service = IngestService(ingest: ingest)
-        let group = ServiceGroup(
-            configuration: ServiceGroupConfiguration(
-                services: [.init(service: service, successTerminationBehavior: .gracefullyShutdownGroup)],
-                gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         do {
-            try await group.run()
+            try await runUntilSignalled(service, logger: logger)
         } catch let error as MQTTError {
             logger.critical("MQTT client setup failed", metadata: ["error": "\(error)"])
             throw ExitCode(69)
