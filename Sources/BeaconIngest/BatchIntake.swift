@@ -45,10 +45,10 @@ public struct BatchIntake: Sendable {
         self.sites = sites
     }
 
-    /// The topic's site and agent, when it is a batch topic.
-    public static func batchTopic(_ topic: String) -> (site: String, agent: String)? {
+    /// The site and agent of a `beaconflow/v1/<site>/<agent>/<kind>` topic, when it is one.
+    public static func agentTopic(_ topic: String, kind: String) -> (site: String, agent: String)? {
         let parts = topic.split(separator: "/", omittingEmptySubsequences: false)
-        guard parts.count == 5, parts[0] == "beaconflow", parts[1] == "v1", parts[4] == "batch",
+        guard parts.count == 5, parts[0] == "beaconflow", parts[1] == "v1", parts[4] == kind,
             isValidIdentifier(String(parts[2])), isValidIdentifier(String(parts[3]))
         else { return nil }
         return (String(parts[2]), String(parts[3]))
@@ -59,22 +59,19 @@ public struct BatchIntake: Sendable {
     public struct Failure: Error, Sendable {
         public var rejection: Rejection
         public var batch: DecodedBatch?
+
+        init(_ reason: RejectionReason, _ message: String, batch: DecodedBatch? = nil) {
+            rejection = Rejection(reason, message)
+            self.batch = batch
+        }
     }
 
     public func check(topic: String, payload: [UInt8], nowMicros: Int64) -> Result<DecodedBatch, Failure> {
-        checkBatch(topic: topic, payload: payload, nowMicros: nowMicros).mapError { rejection in
-            let batch = try? BatchReader.decode(payload)
-            let known = batch.map { sites.agent(site: $0.siteID, agent: $0.agentID) != nil && rejection.reason == .badTimestamp } ?? false
-            return Failure(rejection: rejection, batch: known ? batch : nil)
-        }
-    }
-
-    private func checkBatch(topic: String, payload: [UInt8], nowMicros: Int64) -> Result<DecodedBatch, Rejection> {
-        guard let (site, agent) = Self.batchTopic(topic) else {
-            return .failure(Rejection(.wrongTopic, "topic '\(topic.prefix(200))' is not beaconflow/v1/<site>/<agent>/batch"))
+        guard let (site, agent) = Self.agentTopic(topic, kind: "batch") else {
+            return .failure(Failure(.wrongTopic, "topic '\(topic.prefix(200))' is not beaconflow/v1/<site>/<agent>/batch"))
         }
         guard payload.count <= maximumBytes else {
-            return .failure(Rejection(.tooLarge, "batch is \(payload.count) bytes, the limit is \(maximumBytes)"))
+            return .failure(Failure(.tooLarge, "batch is \(payload.count) bytes, the limit is \(maximumBytes)"))
         }
         let batch: DecodedBatch
         switch Result(catching: { () throws(BatchError) in try BatchReader.decode(payload) }) {
@@ -87,32 +84,32 @@ public struct BatchIntake: Sendable {
                 case .tooLarge: .tooLarge
                 default: .undecodable
                 }
-            return .failure(Rejection(reason, error.description))
+            return .failure(Failure(reason, error.description))
         }
         guard batch.siteID == site, batch.agentID == agent else {
             return .failure(
-                Rejection(
+                Failure(
                     .topicMismatch,
                     "batch from site '\(batch.siteID.prefix(64))' agent '\(batch.agentID.prefix(64))' on the topic of site '\(site)' agent '\(agent)'"
                 ))
         }
         guard sites.agent(site: site, agent: agent) != nil else {
-            return .failure(Rejection(.unknownAgent, "the sites file has no agent '\(agent)' in site '\(site)'"))
+            return .failure(Failure(.unknownAgent, "the sites file has no agent '\(agent)' in site '\(site)'"))
         }
         let times = batch.sightings.lazy.map(\.timeMicros) + batch.characteristicReads.lazy.map(\.timeMicros)
         if let latest = times.max(), latest > nowMicros + futureToleranceMicros {
             return .failure(
-                Rejection(
+                Failure(
                     .badTimestamp,
-                    "a sighting is \((latest - nowMicros) / 1_000_000) s ahead of the ingest's clock (tolerance \(futureToleranceMicros / 1_000_000) s)"
-                ))
+                    "a sighting is \((latest - nowMicros) / 1_000_000) s ahead of the ingest's clock (tolerance \(futureToleranceMicros / 1_000_000) s)",
+                    batch: batch))
         }
         if let earliest = times.min(), earliest < earliestMicros {
             return .failure(
-                Rejection(
+                Failure(
                     .badTimestamp,
-                    "a sighting is dated \((earliestMicros - earliest) / 1_000_000) s before the earliest accepted time: the agent's clock is not set"
-                ))
+                    "a sighting is dated \((earliestMicros - earliest) / 1_000_000) s before the earliest accepted time: the agent's clock is not set",
+                    batch: batch))
         }
         return .success(batch)
     }

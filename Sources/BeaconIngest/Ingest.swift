@@ -366,14 +366,13 @@ public final class Ingest: Sendable {
     private func recordStatus(
         topic: String, payload: [UInt8], receivedAtMicros: Int64, writer: BatchWriter
     ) throws(PostgresError) {
-        let parts = topic.split(separator: "/")
-        guard parts.count == 5, let status = AgentStatus(json: payload),
-            configuration.sites.agent(site: String(parts[2]), agent: String(parts[3])) != nil
+        guard let (site, agentID) = BatchIntake.agentTopic(topic, kind: "status"), let status = AgentStatus(json: payload),
+            configuration.sites.agent(site: site, agent: agentID) != nil
         else {
             logger.debug("Status message ignored", metadata: ["topic": "\(topic.prefix(200))"])
             return
         }
-        let agent = AgentKey(site: String(parts[2]), agent: String(parts[3]))
+        let agent = AgentKey(site: site, agent: agentID)
         var offsetMillis: Double?
         writer.updatePipeline { pipeline in
             if let clock = status.clockMicros, status.online {

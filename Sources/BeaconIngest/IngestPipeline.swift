@@ -42,6 +42,8 @@ public struct IngestPipeline: Sendable {
     /// EIDs resolved so far (an EID is valid for its rotation period), by `eid:<hex>` id.
     private var resolvedEIDs: [String: EIDResolution] = [:]
     private var unresolvableEIDs: Set<String> = []
+    private var sightingsSincePrune = 0
+    static let pruneEverySightings = 100_000
     /// Identities by device address per site, for frames that arrived as `mac:` sightings.
     private var identities: [AddressKey: (beaconID: String, timeMicros: Int64)] = [:]
 
@@ -99,6 +101,11 @@ public struct IngestPipeline: Sendable {
         }
         if let newest = output.sightings.map(\.timeMicros).max() {
             zoneTrackers[batch.siteID]?.agentProgressed(batch.agentID, newestMicros: newest, arrivalMicros: nowMicros)
+            sightingsSincePrune += output.sightings.count
+            if sightingsSincePrune >= Self.pruneEverySightings {
+                sightingsSincePrune = 0
+                proximity.prune(site: batch.siteID, before: newest)
+            }
         }
         output.zoneChanges = advanceZones(site: batch.siteID, nowMicros: nowMicros)
         return output

@@ -50,9 +50,12 @@ public struct ProximitySmoother: Sendable {
         return state.rssi
     }
 
-    /// Forgets pairs not heard for `resetAfterMicros` before `timeMicros` (bounds memory).
-    public mutating func prune(before timeMicros: Int64) {
-        filters = filters.filter { $0.value.timeMicros >= timeMicros - configuration.resetAfterMicros }
+    /// Forgets a site's pairs not heard for `resetAfterMicros` before `timeMicros` (they would start afresh
+    /// anyway), which bounds memory as devices come and go. Per site: sites may be at different event times.
+    public mutating func prune(site: String, before timeMicros: Int64) {
+        filters = filters.filter {
+            $0.key.agent.site != site || $0.value.timeMicros >= timeMicros - configuration.resetAfterMicros
+        }
     }
 
     public var trackedPairs: Int { filters.count }

@@ -6,8 +6,6 @@ public struct ZoneRules: Sendable, Equatable {
     public var switchDwellMicros: Int64 = 4_000_000
     /// Not heard for this long: the beacon has left (`absence_timeout_s`); its visit ends when it was last heard.
     public var absenceTimeoutMicros: Int64 = 30_000_000
-    /// How far behind the watermark a late reading may be and still count (`allowed_lateness_s`).
-    public var allowedLatenessMicros: Int64 = 300_000_000
     /// A beacon that appears is placed once it has been heard for this long (by the agents around it), in the
     /// zone loudest by then; its visit starts at its first reading.
     public var entryDwellMicros: Int64 = 2_000_000

@@ -68,7 +68,9 @@ public final class MetricsEndpoint: Sendable {
             close(descriptor)
             throw Failure(operation: "bind \(host):\(port)", errno: error)
         }
-        getsockname(descriptor, withUnsafeMutablePointer(to: &storage) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { $0 } }, &length)
+        _ = withUnsafeMutablePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) }
+        }
         let boundPort = withUnsafeBytes(of: storage) { bytes -> UInt16 in
             family == AF_INET6
                 ? UInt16(bigEndian: bytes.load(as: sockaddr_in6.self).sin6_port)

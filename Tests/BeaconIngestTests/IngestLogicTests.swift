@@ -305,3 +305,25 @@ import Testing
         #expect(opened == ["lab"])
     }
 }
+
+@Suite struct ProximitySmootherTests {
+    @Test func smoothsNoiseFollowsAMoveAndPrunesOnlyTheGivenSite() {
+        var smoother = ProximitySmoother()
+        let hq = AgentKey(site: "hq", agent: "hq-a1")
+        let lab = AgentKey(site: "lab", agent: "lab-a1")
+        var last = 0.0
+        for second in 0..<20 {
+            last = smoother.filter(beaconID: "b", agent: hq, rssi: second % 2 == 0 ? -64 : -56, timeMicros: Int64(second) * 1_000_000)
+        }
+        #expect(abs(last + 60) < 2.5, "alternating ±4 dB averages out: \(last)")
+        for second in 20..<40 {
+            last = smoother.filter(beaconID: "b", agent: hq, rssi: -75, timeMicros: Int64(second) * 1_000_000)
+        }
+        #expect(abs(last + 75) < 1.5, "a 15 dB step is followed within 20 s: \(last)")
+        _ = smoother.filter(beaconID: "b", agent: lab, rssi: -70, timeMicros: 0)
+        smoother.prune(site: "hq", before: 100_000_000)
+        #expect(smoother.trackedPairs == 1)
+        smoother.prune(site: "lab", before: 100_000_000)
+        #expect(smoother.trackedPairs == 0)
+    }
+}
