@@ -63,6 +63,9 @@ let package = Package(
         // /metrics (Prometheus) and /healthz over a small HTTP listener on a thread of its own.
         .target(name: "MetricsEndpoint", dependencies: [.product(name: "Prometheus", package: "swift-prometheus")]),
 
+        // Throwaway mosquitto and PostgreSQL servers on loopback ports, for the tests and the accuracy harness.
+        .target(name: "LocalServers"),
+
         // A bounded blocking queue between threads.
         .target(name: "WorkQueue"),
 
@@ -113,16 +116,16 @@ let package = Package(
 
         .testTarget(
             name: "BeaconWireTests",
-            dependencies: ["BeaconWire", "TestServers"],
+            dependencies: ["BeaconWire", "LocalServers", "TestServers"],
             resources: [.copy("Fixtures")]
         ),
-        .testTarget(name: "BeaconAgentTests", dependencies: ["BeaconAgent", "BeaconWire", "BlueZHCI", "Mosquitto", "TestServers"]),
-        .testTarget(name: "MosquittoTests", dependencies: ["Mosquitto", "TestServers"]),
+        .testTarget(name: "BeaconAgentTests", dependencies: ["BeaconAgent", "BeaconWire", "BlueZHCI", "LocalServers", "Mosquitto", "TestServers"]),
+        .testTarget(name: "MosquittoTests", dependencies: ["LocalServers", "Mosquitto", "TestServers"]),
         .testTarget(
             name: "BeaconIngestTests",
-            dependencies: ["BeaconIngest", "BeaconAgent", "BeaconWire", "LibPQ", "MetricsEndpoint", "Mosquitto", "TestServers"]),
+            dependencies: ["BeaconIngest", "BeaconAgent", "BeaconWire", "LibPQ", "LocalServers", "MetricsEndpoint", "Mosquitto", "TestServers"]),
         // Starts the real servers (mosquitto, PostgreSQL) on loopback for tests.
-        .target(name: "TestServers", dependencies: ["BeaconAgent", "BeaconWire"], path: "Tests/TestServers"),
+        .target(name: "TestServers", dependencies: ["BeaconAgent", "BeaconWire", "LocalServers"], path: "Tests/TestServers"),
     ],
     swiftLanguageModes: [.v6]
 )

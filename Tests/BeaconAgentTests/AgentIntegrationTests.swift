@@ -1,6 +1,7 @@
 import BeaconAgent
 import BeaconWire
 import Foundation
+import LocalServers
 import Logging
 import Mosquitto
 import TestServers

@@ -1,6 +1,7 @@
 import BeaconAgent
 import BeaconWire
 import Foundation
+import LocalServers
 import Logging
 import Mosquitto
 import Synchronization
@@ -82,7 +83,7 @@ final class TestIngest: Sendable {
             if ingest.state.withLock({ $0.statuses[probe] != nil }) { return ingest }
         }
         ingest.stop()
-        throw TestServerError("the test ingest did not get its subscriptions working within 10 s")
+        throw LocalServerError("the test ingest did not get its subscriptions working within 10 s")
     }
 
     /// Disconnects; this also ends the event task, which holds the ingest until then.
@@ -121,7 +122,7 @@ final class TestIngest: Sendable {
             if condition(self) { return }
             try await Task.sleep(for: .milliseconds(20))
         }
-        throw TestServerError("timed out waiting for \(description); have \(batchCount) batches")
+        throw LocalServerError("timed out waiting for \(description); have \(batchCount) batches")
     }
 }
 

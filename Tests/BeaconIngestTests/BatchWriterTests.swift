@@ -1,6 +1,7 @@
 import BeaconIngest
 import BeaconWire
 import Foundation
+import LocalServers
 import LibPQ
 import Logging
 import TestServers

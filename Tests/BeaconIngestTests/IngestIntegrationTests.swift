@@ -2,6 +2,7 @@ import BeaconAgent
 import BeaconIngest
 import BeaconWire
 import Foundation
+import LocalServers
 import LibPQ
 import Logging
 import Mosquitto
@@ -93,7 +94,7 @@ final class IngestHarness: @unchecked Sendable {
             if try condition() { return }
             try await Task.sleep(for: .milliseconds(50))
         }
-        throw TestServerError("timed out waiting until \(description); ingest: \(ingest.statistics)")
+        throw LocalServerError("timed out waiting until \(description); ingest: \(ingest.statistics)")
     }
 }
 

@@ -1,5 +1,6 @@
 import BeaconIngest
 import Foundation
+import LocalServers
 import LibPQ
 import Logging
 import TestServers

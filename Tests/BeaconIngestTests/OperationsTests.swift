@@ -1,5 +1,6 @@
 import BeaconIngest
 import Foundation
+import LocalServers
 import Synchronization
 import MetricsEndpoint
 import Prometheus
@@ -19,7 +20,7 @@ func httpGet(port: Int, path: String) throws -> (status: String, body: String) {
     let connected = withUnsafePointer(to: &address) {
         $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
     }
-    guard connected == 0 else { throw TestServerError("cannot connect to 127.0.0.1:\(port)") }
+    guard connected == 0 else { throw LocalServerError("cannot connect to 127.0.0.1:\(port)") }
     let request = Array("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8)
     _ = request.withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, 0) }
     var response: [UInt8] = []

@@ -1,4 +1,5 @@
 import Foundation
+import LocalServers
 import TestServers
 import Testing
 @testable import BeaconWire

@@ -1,4 +1,5 @@
 import Foundation
+import LocalServers
 import Logging
 import Mosquitto
 import TestServers

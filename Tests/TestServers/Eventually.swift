@@ -1,4 +1,5 @@
 import Foundation
+import LocalServers
 import Synchronization
 
 /// Collects the values of an async sequence in the background, so tests can wait for one with a time limit.
@@ -26,7 +27,7 @@ public final class Collector<Element: Sendable>: Sendable {
             if let match = values.withLock({ $0.first(where: predicate) }) { return match }
             try await Task.sleep(for: .milliseconds(10))
         }
-        throw TestServerError("no matching value within \(timeout); saw \(all.suffix(10))")
+        throw LocalServerError("no matching value within \(timeout); saw \(all.suffix(10))")
     }
 
     /// Forgets what was collected so far.

@@ -1,4 +1,5 @@
 import Foundation
+import LocalServers
 
 /// A CA and a server certificate for 127.0.0.1, made with openssl; readable by the broker's user.
 public func makeTestPKI(openssl: String, in directory: String) throws {
@@ -11,7 +12,7 @@ public func makeTestPKI(openssl: String, in directory: String) throws {
         process.standardError = FileHandle.nullDevice
         try process.run()
         process.waitUntilExit()
-        guard process.terminationStatus == 0 else { throw TestServerError("openssl \(arguments.first ?? "") failed") }
+        guard process.terminationStatus == 0 else { throw LocalServerError("openssl \(arguments.first ?? "") failed") }
     }
     try run(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "2",
              "-subj", "/CN=beaconflow test CA"])

@@ -1,7 +1,7 @@
 import Foundation
 
 /// A child process started with posix_spawn, with default signal handling and an empty signal mask (a test
-/// runner's threads block signals, and a child inherits that mask: a server started with Foundation's `Process`
+/// runner's or a service's threads block signals, and a child inherits that mask: a server started with Foundation's `Process`
 /// from such a thread ignores SIGTERM).
 public final class ChildProcess: @unchecked Sendable {
     public let pid: pid_t
@@ -37,7 +37,7 @@ public final class ChildProcess: @unchecked Sendable {
         defer { environmentStrings.forEach { free($0) } }
         var pid: pid_t = 0
         let rc = posix_spawn(&pid, executable, &actions, &attributes, argv, environmentStrings)
-        guard rc == 0 else { throw TestServerError("posix_spawn \(executable): errno \(rc)") }
+        guard rc == 0 else { throw LocalServerError("posix_spawn \(executable): errno \(rc)") }
         self.pid = pid
     }
 
@@ -70,7 +70,7 @@ public final class ChildProcess: @unchecked Sendable {
         }
     }
 
-    /// Waits for the process to exit by itself, without holding a thread (async tests share a small pool);
+    /// Waits for the process to exit by itself, without holding a thread of the cooperative pool;
     /// returns its wait status.
     public func exit() async -> Int32 {
         while isRunning { try? await Task.sleep(for: .milliseconds(10)) }

@@ -1,14 +1,14 @@
 import Foundation
 
-/// A throwaway PostgreSQL cluster on a free loopback port, in its own temporary directory, for one test.
+/// A throwaway PostgreSQL cluster on a free loopback port, in its own temporary directory.
 /// As root, initdb and the server run as the `postgres` user (they refuse root), through setpriv, which execs in
-/// place: the process the test holds is the server itself.
+/// place: the process held here is the server itself.
 public final class PostgresServer: @unchecked Sendable {
     public let directory: String
     public let port: Int
     private var process: ChildProcess?
 
-    /// The directory of initdb/postgres, or nil when PostgreSQL is not installed (tests then skip, saying so).
+    /// The directory of initdb/postgres, or nil when PostgreSQL is not installed.
     public static let binaries: String? = {
         let versions = (try? FileManager.default.contentsOfDirectory(atPath: "/usr/lib/postgresql")) ?? []
         let candidates = versions.sorted(by: >).map { "/usr/lib/postgresql/\($0)/bin" }
@@ -19,7 +19,7 @@ public final class PostgresServer: @unchecked Sendable {
     static let runsAsRoot = getuid() == 0
 
     public init() throws {
-        guard let binaries = Self.binaries else { throw TestServerError("PostgreSQL is not installed") }
+        guard let binaries = Self.binaries else { throw LocalServerError("PostgreSQL is not installed") }
         directory = try makeTemporaryDirectory(prefix: "postgres")
         port = try freeLoopbackPort()
         if Self.runsAsRoot {
@@ -30,7 +30,7 @@ public final class PostgresServer: @unchecked Sendable {
     }
 
     /// Makes and starts a cluster on a thread of its own: initdb takes a second or two, which must not hold one of
-    /// the few threads that every async test shares.
+    /// the few threads of the cooperative pool.
     public static func start() async throws -> PostgresServer {
         try await withCheckedThrowingContinuation { continuation in
             Thread.detachNewThread {
@@ -48,7 +48,7 @@ public final class PostgresServer: @unchecked Sendable {
     public var conninfo: String { "host=127.0.0.1 port=\(port) user=postgres dbname=postgres connect_timeout=5" }
 
     public func start() throws {
-        guard let binaries = Self.binaries else { throw TestServerError("PostgreSQL is not installed") }
+        guard let binaries = Self.binaries else { throw LocalServerError("PostgreSQL is not installed") }
         let arguments = [
             binaries + "/postgres", "-D", directory + "/data", "-p", String(port), "-k", directory,
             "-c", "listen_addresses=127.0.0.1", "-c", "fsync=on", "-c", "synchronous_commit=on",
@@ -64,7 +64,7 @@ public final class PostgresServer: @unchecked Sendable {
             if probe.exitCode == 0 { return }
             usleep(20_000)
         }
-        throw TestServerError("PostgreSQL did not accept connections within 20 s; see \(directory)/postgres.log")
+        throw LocalServerError("PostgreSQL did not accept connections within 20 s; see \(directory)/postgres.log")
     }
 
     /// Stops the server (fast shutdown) and waits until it has exited; `start()` brings it back with its data.
@@ -95,7 +95,7 @@ public final class PostgresServer: @unchecked Sendable {
         while process.isRunning, ContinuousClock.now < deadline { usleep(10_000) }
         guard !process.isRunning else {
             process.terminate(SIGKILL)
-            throw TestServerError("\(executable) did not finish within 60 s")
+            throw LocalServerError("\(executable) did not finish within 60 s")
         }
     }
 

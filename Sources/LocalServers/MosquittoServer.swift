@@ -1,13 +1,13 @@
 import Foundation
 
-/// A real mosquitto broker on a free loopback port, in its own temporary directory, for one test.
+/// A real mosquitto broker on a free loopback port, in its own temporary directory (tests, the accuracy harness).
 public final class MosquittoServer: @unchecked Sendable {
     public let directory: String
     public let port: Int
     private let extraConfiguration: String
     private var process: ChildProcess?
 
-    /// The broker binary, or nil when mosquitto is not installed (tests then skip with that reason).
+    /// The broker binary, or nil when mosquitto is not installed.
     public static let executable: String? = findExecutable("mosquitto", extraDirectories: ["/usr/sbin", "/sbin"])
 
     /// Starts a broker that allows anonymous clients, plus `configuration` lines (TLS listeners, ACLs...).
@@ -27,7 +27,7 @@ public final class MosquittoServer: @unchecked Sendable {
     public var url: String { "mqtt://127.0.0.1:\(port)" }
 
     public func start() throws {
-        guard let executable = Self.executable else { throw TestServerError("mosquitto is not installed") }
+        guard let executable = Self.executable else { throw LocalServerError("mosquitto is not installed") }
         let configuration = """
             per_listener_settings false
             set_tcp_nodelay true
@@ -59,7 +59,7 @@ public final class MosquittoServer: @unchecked Sendable {
     public var log: String { (try? String(contentsOfFile: directory + "/mosquitto.log", encoding: .utf8)) ?? "" }
 }
 
-public struct TestServerError: Error, CustomStringConvertible {
+public struct LocalServerError: Error, CustomStringConvertible {
     public var description: String
     public init(_ description: String) { self.description = description }
 }
@@ -80,7 +80,7 @@ public func makeTemporaryDirectory(prefix: String) throws -> String {
 /// A port that was free a moment ago: bind port 0 on 127.0.0.1 and read it back.
 public func freeLoopbackPort() throws -> Int {
     let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    guard descriptor >= 0 else { throw TestServerError("socket: errno \(errno)") }
+    guard descriptor >= 0 else { throw LocalServerError("socket: errno \(errno)") }
     defer { close(descriptor) }
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
@@ -92,7 +92,7 @@ public func freeLoopbackPort() throws -> Int {
             bind(descriptor, generic, length) == 0 && getsockname(descriptor, generic, &length) == 0
         }
     }
-    guard bound else { throw TestServerError("bind: errno \(errno)") }
+    guard bound else { throw LocalServerError("bind: errno \(errno)") }
     return Int(UInt16(bigEndian: address.sin_port))
 }
 
@@ -100,7 +100,7 @@ public func freeLoopbackPort() throws -> Int {
 public func waitForPort(_ port: Int, timeout: Duration, alive: () -> Bool) throws {
     let deadline = ContinuousClock.now + timeout
     while ContinuousClock.now < deadline {
-        guard alive() else { throw TestServerError("the server exited during start-up") }
+        guard alive() else { throw LocalServerError("the server exited during start-up") }
         let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
@@ -115,5 +115,5 @@ public func waitForPort(_ port: Int, timeout: Duration, alive: () -> Bool) throw
         if connected { return }
         usleep(20_000)
     }
-    throw TestServerError("nothing listened on port \(port) within \(timeout)")
+    throw LocalServerError("nothing listened on port \(port) within \(timeout)")
 }
