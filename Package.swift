@@ -96,13 +96,24 @@ let package = Package(
             ]
         ),
 
+        // Scores zone methods: simulated agents through the real broker, ingest and PostgreSQL, against the truth.
+        .target(
+            name: "AccuracyHarness",
+            dependencies: [
+                "BeaconAgent", "BeaconIngest", "LibPQ", "LocalServers", "Mosquitto",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+
         .executableTarget(
             name: "beaconflow",
             dependencies: [
+                "AccuracyHarness",
                 "BeaconWire",
                 "BeaconAgent",
                 "BeaconIngest",
                 "LibPQ",
+                "LocalServers",
                 "MetricsEndpoint",
                 "Mosquitto",
                 .product(name: "Logging", package: "swift-log"),
@@ -123,7 +134,7 @@ let package = Package(
         .testTarget(name: "MosquittoTests", dependencies: ["LocalServers", "Mosquitto", "TestServers"]),
         .testTarget(
             name: "BeaconIngestTests",
-            dependencies: ["BeaconIngest", "BeaconAgent", "BeaconWire", "LibPQ", "LocalServers", "MetricsEndpoint", "Mosquitto", "TestServers"]),
+            dependencies: ["AccuracyHarness", "BeaconIngest", "BeaconAgent", "BeaconWire", "LibPQ", "LocalServers", "MetricsEndpoint", "Mosquitto", "TestServers"]),
         // Starts the real servers (mosquitto, PostgreSQL) on loopback for tests.
         .target(name: "TestServers", dependencies: ["BeaconAgent", "BeaconWire", "LocalServers"], path: "Tests/TestServers"),
     ],

@@ -36,7 +36,7 @@ public struct IngestPipeline: Sendable {
     /// How long a device address stays attached to the identity last seen from it.
     public var associationWindowMicros: Int64 = 60_000_000
 
-    private var agentZones: [AgentKey: (zone: String?, rssiOffset: Double, exponent: Double)] = [:]
+    private var placements: [AgentKey: Placement] = [:]
     /// Zone assignment per site.
     public private(set) var zoneTrackers: [String: SiteZoneTracker] = [:]
     /// EIDs resolved so far (an EID is valid for its rotation period), by `eid:<hex>` id.
@@ -46,6 +46,14 @@ public struct IngestPipeline: Sendable {
     static let pruneEverySightings = 100_000
     /// Identities by device address per site, for frames that arrived as `mac:` sightings.
     private var identities: [AddressKey: (beaconID: String, timeMicros: Int64)] = [:]
+
+    /// What the sites file says about an agent.
+    private struct Placement {
+        var zone: String?
+        var rssiOffsetDb: Double = 0
+        var pathLossExponent: Double = 2.5
+        var smoothing = RSSISmoothing.kalman
+    }
 
     private struct AddressKey: Hashable {
         var site: String
@@ -59,7 +67,9 @@ public struct IngestPipeline: Sendable {
         for site in sites.sites {
             zoneTrackers[site.id] = SiteZoneTracker(site: site)
             for agent in site.agents {
-                agentZones[AgentKey(site: site.id, agent: agent.id)] = (agent.zone, agent.rssiOffsetDb, site.pathLossExponent)
+                placements[AgentKey(site: site.id, agent: agent.id)] = Placement(
+                    zone: agent.zone, rssiOffsetDb: agent.rssiOffsetDb, pathLossExponent: site.pathLossExponent,
+                    smoothing: site.rssiSmoothing)
             }
         }
     }
@@ -67,7 +77,7 @@ public struct IngestPipeline: Sendable {
     /// The rows of one batch that the database did not have yet; `nowMicros` is the ingest's clock.
     public mutating func apply(_ batch: DecodedBatch, nowMicros: Int64) -> PipelineOutput {
         let agentKey = AgentKey(site: batch.siteID, agent: batch.agentID)
-        let placement = agentZones[agentKey] ?? (nil, 0, 2.5)
+        let placement = placements[agentKey] ?? Placement()
         let offset = clocks.offset(agentKey)
         var output = PipelineOutput()
         output.sightings.reserveCapacity(batch.sightings.count)
@@ -76,12 +86,15 @@ public struct IngestPipeline: Sendable {
             let beaconID = identity(of: sighting, site: batch.siteID, timeMicros: time)
             var distance: Float?
             var smoothed: Float?
-            let rssi = Double(sighting.rssi) + placement.rssiOffset
-            let filtered = proximity.filter(beaconID: beaconID, agent: agentKey, rssi: rssi, timeMicros: time)
+            let rssi = Double(sighting.rssi) + placement.rssiOffsetDb
+            let filtered = switch placement.smoothing {
+            case .kalman: proximity.filter(beaconID: beaconID, agent: agentKey, rssi: rssi, timeMicros: time)
+            case .none: rssi
+            }
             zoneTrackers[batch.siteID]?.add(beaconID: beaconID, agent: batch.agentID, timeMicros: time, rssi: filtered)
             if let power = sighting.beacon.powerAt1mDbm {
-                distance = Float(Self.distance(rssi: rssi, powerAt1m: Double(power), exponent: placement.exponent))
-                smoothed = Float(Self.distance(rssi: filtered, powerAt1m: Double(power), exponent: placement.exponent))
+                distance = Float(Self.distance(rssi: rssi, powerAt1m: Double(power), exponent: placement.pathLossExponent))
+                smoothed = Float(Self.distance(rssi: filtered, powerAt1m: Double(power), exponent: placement.pathLossExponent))
             }
             output.sightings.append(
                 SightingRow(

@@ -1,3 +1,11 @@
+/// How a site smooths RSSI before zones are decided (sites file `rssi_smoothing`).
+public enum RSSISmoothing: String, Sendable {
+    /// A Kalman filter per (beacon, agent): `ProximitySmoother` (the default).
+    case kalman
+    /// Each reading as heard (with the agent's offset): for comparison in the accuracy harness.
+    case none
+}
+
 /// RSSI smoothing per (beacon, agent) pair: a one-dimensional Kalman filter on RSSI whose process noise grows
 /// with the time between sightings, so a beacon that moves is followed within a few seconds while the
 /// shadowing noise of a still one (σ ≈ 4-8 dB) is averaged out. A pure state machine.

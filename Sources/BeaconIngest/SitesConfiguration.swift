@@ -8,6 +8,8 @@ public struct SitesConfiguration: Sendable {
         public var id: String
         public var timezone: String
         public var pathLossExponent: Double
+        /// How each agent's RSSI of a beacon is smoothed before it places the beacon (`rssi_smoothing`).
+        public var rssiSmoothing: RSSISmoothing
         public var zoneRules: ZoneRules
         public var zones: [Zone]
         public var agents: [Agent]
@@ -73,7 +75,7 @@ public struct SitesConfiguration: Sendable {
                 entry,
                 [
                     "id", "timezone", "path_loss_exponent", "zones", "agents", "zone_switch_margin_db",
-                    "zone_switch_dwell_s", "absence_timeout_s",
+                    "zone_switch_dwell_s", "absence_timeout_s", "rssi_smoothing",
                 ], place)
             let id = try identifier(entry["id"], "\(place).id")
             guard !sites.contains(where: { $0.id == id }) else { throw SitesError("\(place): site '\(id)' appears twice") }
@@ -109,6 +111,10 @@ public struct SitesConfiguration: Sendable {
                 let offset = try number(agent["rssi_offset_db"], "\(agentPlace).rssi_offset_db") ?? 0
                 agents.append(Agent(id: agentID, zone: zone, rssiOffsetDb: offset))
             }
+            let smoothingName = entry["rssi_smoothing"] as? String ?? RSSISmoothing.kalman.rawValue
+            guard let smoothing = RSSISmoothing(rawValue: smoothingName) else {
+                throw SitesError("\(place).rssi_smoothing must be 'kalman' or 'none', not '\(smoothingName)'")
+            }
             var rules = ZoneRules()
             if let margin = try number(entry["zone_switch_margin_db"], "\(place).zone_switch_margin_db") {
                 guard (0...30).contains(margin) else { throw SitesError("\(place).zone_switch_margin_db must be 0-30") }
@@ -123,7 +129,9 @@ public struct SitesConfiguration: Sendable {
                 }
             }
             sites.append(
-                Site(id: id, timezone: timezone, pathLossExponent: exponent, zoneRules: rules, zones: zones, agents: agents))
+                Site(
+                    id: id, timezone: timezone, pathLossExponent: exponent, rssiSmoothing: smoothing, zoneRules: rules,
+                    zones: zones, agents: agents))
         }
         var beacons: [Beacon] = []
         for (index, entry) in (document["beacons"] as? [[String: Any]] ?? []).enumerated() {

@@ -30,17 +30,27 @@ public struct TelemetryRow: Sendable, Equatable {
 ///
 /// Several agents hear the same transmission, and an agent repeats the frame in each batch until it changes: a
 /// transmission is its beacon and advertising counter (PDU count), so a row is written only for a counter not
-/// seen lately for that beacon. A reboot restarts the counters; it shows as the beacon's boot time (sighting time
-/// minus uptime) jumping forward, which, unlike the uptime itself, does not move when a lagging agent delivers
-/// old transmissions late. A pure state machine.
+/// seen for that beacon within `windowMicros` of event time (an agent that lags the others by less than that —
+/// a replay, a spool draining after an outage — adds no duplicates). A reboot restarts the counters; it shows as
+/// the beacon's boot time (sighting time minus uptime) jumping forward, which, unlike the uptime itself, does not
+/// move when a lagging agent delivers old transmissions late. A pure state machine.
 public struct TelemetryDeduplicator: Sendable {
-    /// Counters remembered per beacon: more than any agent's lag behind the others, in transmissions.
-    public var remembered = 64
+    /// How far behind the newest transmission of a beacon a repeat is still recognised: the allowed lateness.
+    public var windowMicros: Int64 = 300_000_000
+    /// At most this many counters per beacon (a beacon sending TLM ten times a second for the whole window).
+    public var maximumRemembered = 3_000
     /// How far the boot time may wander (beacon clock drift, agent clock offsets) before it counts as a reboot.
     public var rebootToleranceMicros: Int64 = 120_000_000
 
+    private struct Transmission: Sendable {
+        var counter: UInt32
+        var timeMicros: Int64
+    }
+
     private struct Recent: Sendable {
-        var counters: [UInt32] = []
+        /// In arrival order; pruned from the front.
+        var transmissions: [Transmission] = []
+        var newestMicros: Int64
         var bootMicros: Int64
     }
 
@@ -51,24 +61,29 @@ public struct TelemetryDeduplicator: Sendable {
     /// Whether this (beacon, counter) is new, and whether the beacon rebooted since the last one.
     public mutating func observe(beaconID: String, tlm: EddystoneTLM, timeMicros: Int64) -> (new: Bool, rebooted: Bool) {
         let bootMicros = timeMicros - Int64(tlm.uptimeTenths) * 100_000
+        let transmission = Transmission(counter: tlm.advertisingCount, timeMicros: timeMicros)
         guard var entry = recent[beaconID] else {
-            recent[beaconID] = Recent(counters: [tlm.advertisingCount], bootMicros: bootMicros)
+            recent[beaconID] = Recent(transmissions: [transmission], newestMicros: timeMicros, bootMicros: bootMicros)
             return (true, false)
         }
         var rebooted = false
         if bootMicros > entry.bootMicros + rebootToleranceMicros {
             rebooted = true
-            entry.counters.removeAll(keepingCapacity: true)
+            entry.transmissions.removeAll(keepingCapacity: true)
             entry.bootMicros = bootMicros
         } else if bootMicros >= entry.bootMicros - rebootToleranceMicros {
-            if entry.counters.contains(tlm.advertisingCount) { return (false, false) }
+            if entry.transmissions.contains(where: { $0.counter == tlm.advertisingCount }) { return (false, false) }
             entry.bootMicros = bootMicros  // follows the beacon's clock drift
         } else {
             // From before the last reboot, delivered late: new (its counter is forgotten), state unchanged.
             return (true, false)
         }
-        entry.counters.append(tlm.advertisingCount)
-        if entry.counters.count > remembered { entry.counters.removeFirst(entry.counters.count - remembered) }
+        entry.transmissions.append(transmission)
+        entry.newestMicros = max(entry.newestMicros, timeMicros)
+        let horizon = entry.newestMicros - windowMicros
+        let expired = entry.transmissions.prefix { $0.timeMicros < horizon }.count
+        let excess = entry.transmissions.count - expired - maximumRemembered
+        entry.transmissions.removeFirst(expired + max(0, excess))
         recent[beaconID] = entry
         return (true, rebooted)
     }

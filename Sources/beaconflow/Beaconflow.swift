@@ -14,7 +14,10 @@ struct Beaconflow: AsyncParsableCommand {
               beaconflow agent --site hq --agent hq-a1 --source btsnoop:capture.log --broker mqtt://127.0.0.1:1883
             """,
         version: "0.1.0",
-        subcommands: [AgentCommand.self, IngestCommand.self, DecodeCommand.self, MigrateCommand.self, SimulateCommand.self]
+        subcommands: [
+            AgentCommand.self, IngestCommand.self, DecodeCommand.self, MigrateCommand.self, SimulateCommand.self,
+            AccuracyCommand.self,
+        ]
     )
 }
 

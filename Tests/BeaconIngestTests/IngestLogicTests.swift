@@ -150,6 +150,26 @@ import Testing
         #expect(dedup.observe(beaconID: "b", tlm: tlm(count: 3, uptimeSeconds: 30), timeMicros: t + 60_000_000) == (true, true))
         #expect(dedup.observe(beaconID: "b", tlm: tlm(count: 3, uptimeSeconds: 30), timeMicros: t + 60_001_000) == (false, false))
     }
+
+    /// One agent replays four minutes ahead of another (TLM every second): the second one's repeats are still
+    /// recognised; past the window they no longer are.
+    @Test func anAgentLaggingWithinTheWindowAddsNoRows() {
+        var dedup = TelemetryDeduplicator()
+        let t: Int64 = 1_767_225_600_000_000
+        for second in 0..<240 {
+            let time = t + Int64(second) * 1_000_000
+            #expect(dedup.observe(beaconID: "b", tlm: tlm(count: UInt32(second * 10), uptimeSeconds: 1000 + UInt32(second)), timeMicros: time).new)
+        }
+        let repeats = (0..<240).filter { second in
+            dedup.observe(
+                beaconID: "b", tlm: tlm(count: UInt32(second * 10), uptimeSeconds: 1000 + UInt32(second)),
+                timeMicros: t + Int64(second) * 1_000_000 + 2_000
+            ).new
+        }
+        #expect(repeats.isEmpty)
+        _ = dedup.observe(beaconID: "b", tlm: tlm(count: 4000, uptimeSeconds: 1400), timeMicros: t + 400_000_000)
+        #expect(dedup.observe(beaconID: "b", tlm: tlm(count: 0, uptimeSeconds: 1000), timeMicros: t).new)
+    }
 }
 
 @Suite struct FleetHealthTests {

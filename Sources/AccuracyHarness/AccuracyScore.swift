@@ -1,0 +1,147 @@
+import BeaconAgent
+import Foundation
+
+/// How well the `visits` and `zone_occupancy` views of a run match the scenario's ground truth. Pure.
+///
+/// - Zone accuracy: beacon-seconds placed in the right zone, sampled every second of every true stay except its
+///   first `settleSeconds` (nothing can be known of a beacon before it has been heard for a moment).
+/// - False changes: visits beyond the beacon's true stays, summed per beacon, per beacon-hour on site.
+/// - Missed stays, enter and exit error: per true stay (the last one only when 10 s of it fall inside the run), the
+///   visits in its zone that overlap it; |recorded − true| of the first one's enter and of the last one's exit (for
+///   stays that end within the run and visits that closed). Visits are dated in event time (a move is dated when the
+///   new zone became louder), so this is what reports show, whatever the delay of the decision itself (the site's
+///   dwell plus the watermark's lag).
+/// - Occupancy error: mean |counted − true| over the zone-minutes of `zone_occupancy` inside the run, where true
+///   is the number of beacons whose stay in the zone overlaps the minute.
+public struct AccuracyScore: Sendable, Equatable {
+    public var beaconSeconds = 0
+    public var correctSeconds = 0
+    public var visits = 0
+    public var trueStays = 0
+    /// Visits beyond the true stays, summed over beacons.
+    public var extraVisits = 0
+    /// True stays without any visit in their zone overlapping them.
+    public var missedStays = 0
+    public var beaconHours = 0.0
+    public var enterErrors: [Double] = []
+    public var exitErrors: [Double] = []
+    public var zoneMinutes = 0
+    public var occupancyAbsoluteError = 0
+
+    public static let settleSeconds = 5.0
+    /// Stays cut short by the end of the run are matched only when at least this long.
+    public static let decidableSeconds = 10.0
+
+    public var zoneAccuracy: Double { beaconSeconds == 0 ? 0 : Double(correctSeconds) / Double(beaconSeconds) }
+    public var falseChangesPerBeaconHour: Double { beaconHours == 0 ? 0 : Double(extraVisits) / beaconHours }
+    public var medianEnterErrorSeconds: Double? { Self.median(enterErrors) }
+    public var medianExitErrorSeconds: Double? { Self.median(exitErrors) }
+    public var occupancyMeanAbsoluteError: Double {
+        zoneMinutes == 0 ? 0 : Double(occupancyAbsoluteError) / Double(zoneMinutes)
+    }
+
+    /// One row of the `visits` view: times in Unix seconds, `exit` nil while open.
+    public struct Visit: Sendable {
+        public var beaconID: String
+        public var zone: String
+        public var enter: Double
+        public var exit: Double?
+
+        public init(beaconID: String, zone: String, enter: Double, exit: Double?) {
+            self.beaconID = beaconID
+            self.zone = zone
+            self.enter = enter
+            self.exit = exit
+        }
+    }
+
+    /// One row of the `zone_occupancy` view.
+    public struct ZoneMinute: Sendable {
+        public var zone: String
+        public var minuteStart: Double
+        public var occupants: Int
+
+        public init(zone: String, minuteStart: Double, occupants: Int) {
+            self.zone = zone
+            self.minuteStart = minuteStart
+            self.occupants = occupants
+        }
+    }
+
+    /// A beacon's true stay in a zone, in Unix seconds.
+    struct Stay {
+        var beacon: String
+        var zone: String
+        var enter: Double
+        var exit: Double
+    }
+
+    /// Scores the rows of one site; `beaconIDs` maps the scenario's beacon names to the ids the ingest stores.
+    public init(scenario: Scenario, site: String, beaconIDs: [String: String], visits: [Visit], minutes: [ZoneMinute]) {
+        let start = Double(scenario.startUnixSeconds)
+        let end = start + scenario.durationSeconds
+        let visitsByBeacon = Dictionary(grouping: visits, by: \.beaconID)
+        var staysByZone: [String: [Stay]] = [:]
+        for beacon in scenario.beacons where beacon.site == site {
+            guard let id = beaconIDs[beacon.name] else { continue }
+            let stays = Self.stays(of: beacon, start: start, end: end)
+            let predicted = visitsByBeacon[id] ?? []
+            self.visits += predicted.count
+            trueStays += stays.count
+            extraVisits += max(0, predicted.count - stays.count)
+            for stay in stays {
+                staysByZone[stay.zone, default: []].append(stay)
+                beaconHours += (stay.exit - stay.enter) / 3600
+                var second = stay.enter + Self.settleSeconds
+                while second < stay.exit {
+                    beaconSeconds += 1
+                    if predicted.contains(where: { $0.zone == stay.zone && $0.enter <= second && second < ($0.exit ?? .infinity) }) {
+                        correctSeconds += 1
+                    }
+                    second += 1
+                }
+                // A stay that began just before the run ended cannot have been decided yet.
+                guard stay.exit - stay.enter >= Self.decidableSeconds || stay.exit < end else { continue }
+                let overlapping = predicted.filter {
+                    $0.zone == stay.zone && $0.enter < stay.exit && ($0.exit ?? .infinity) > stay.enter
+                }.sorted { $0.enter < $1.enter }
+                guard let first = overlapping.first, let last = overlapping.last else {
+                    missedStays += 1
+                    continue
+                }
+                enterErrors.append(abs(first.enter - stay.enter))
+                if stay.exit < end, let exit = last.exit { exitErrors.append(abs(exit - stay.exit)) }
+            }
+        }
+        for minute in minutes where minute.minuteStart >= start && minute.minuteStart + 60 <= end {
+            let truth = (staysByZone[minute.zone] ?? []).filter { $0.enter < minute.minuteStart + 60 && $0.exit > minute.minuteStart }
+            let beacons = Set(truth.map(\.beacon)).count
+            zoneMinutes += 1
+            occupancyAbsoluteError += abs(minute.occupants - beacons)
+        }
+    }
+
+    /// The stays of a beacon's path, clipped to the run; moves within a zone do not end a stay.
+    static func stays(of beacon: Scenario.Beacon, start: Double, end: Double) -> [Stay] {
+        var stays: [Stay] = []
+        for (index, stop) in beacon.path.enumerated() {
+            guard let zone = stop.zone else { continue }
+            let enter = start + stop.atSeconds
+            let exit = index + 1 < beacon.path.count ? start + beacon.path[index + 1].atSeconds : end
+            guard enter < end else { break }
+            if let last = stays.last, last.zone == zone, last.exit == enter {
+                stays[stays.count - 1].exit = min(exit, end)  // moved within the zone: the same stay
+            } else {
+                stays.append(Stay(beacon: beacon.name, zone: zone, enter: enter, exit: min(exit, end)))
+            }
+        }
+        return stays
+    }
+
+    static func median(_ values: [Double]) -> Double? {
+        guard !values.isEmpty else { return nil }
+        let sorted = values.sorted()
+        let middle = sorted.count / 2
+        return sorted.count % 2 == 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2
+    }
+}
