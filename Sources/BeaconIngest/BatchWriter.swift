@@ -126,6 +126,22 @@ public final class BatchWriter {
         }
     }
 
+    /// Creates the raw tables' daily partitions from today (UTC) through `partitions_ahead_days` ahead and, with
+    /// `dropExpired`, drops those older than `retention_days` (both in `beaconflow.settings`). Returns the number
+    /// of partitions made and dropped.
+    @discardableResult
+    public func maintainPartitions(dropExpired: Bool) throws(PostgresError) -> (made: Int, dropped: Int) {
+        let rows = try connection.query(
+            """
+            SELECT beaconflow.ensure_partitions((now() AT TIME ZONE 'UTC')::date,
+                       (SELECT value::integer FROM beaconflow.settings WHERE key = 'partitions_ahead_days') + 1),
+                   CASE WHEN $1 THEN beaconflow.drop_partitions_before((now() AT TIME ZONE 'UTC')::date
+                       - (SELECT value::integer FROM beaconflow.settings WHERE key = 'retention_days')) ELSE 0 END
+            """, [dropExpired ? "true" : "false"])
+        partitionedDays.removeAll()  // a dropped day is made again if a late batch needs it
+        return (Int(rows.first?[0] ?? "") ?? 0, Int(rows.first?[1] ?? "") ?? 0)
+    }
+
     /// Visits opened, then visits closed (a close may end a visit opened in the same list), then minute counts.
     private func write(_ changes: [ZoneChange]) throws(PostgresError) {
         guard !changes.isEmpty else { return }
@@ -216,9 +232,10 @@ public final class BatchWriter {
         try connection.query(
             """
             INSERT INTO beaconflow.agent_state AS a (site_id, agent_id, online, adverts_per_s, spool_bytes,
-                clock_offset_ms, last_error)
-            VALUES ($1, $2, $3::boolean, $4::real, $5::bigint, $6::real, $7)
+                clock_offset_ms, last_error, online_since)
+            VALUES ($1, $2, $3::boolean, $4::real, $5::bigint, $6::real, $7, CASE WHEN $3::boolean THEN now() END)
             ON CONFLICT (site_id, agent_id) DO UPDATE SET online = excluded.online,
+                online_since = CASE WHEN NOT excluded.online THEN NULL WHEN a.online THEN a.online_since ELSE now() END,
                 adverts_per_s = coalesce(excluded.adverts_per_s, a.adverts_per_s),
                 spool_bytes = coalesce(excluded.spool_bytes, a.spool_bytes),
                 clock_offset_ms = coalesce(excluded.clock_offset_ms, a.clock_offset_ms),

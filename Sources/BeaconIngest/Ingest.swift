@@ -26,6 +26,10 @@ public struct IngestConfiguration: Sendable {
     public var reconnectDelayMaximum: Duration = .seconds(10)
     public var health = FleetHealth.Configuration()
     public var intakeFutureToleranceMicros: Int64 = 300_000_000
+    /// How often the writer makes the coming days' partitions and drops those past retention. Expired partitions
+    /// are first dropped one interval after start, so that a short run (a replay of old captures, a test) keeps
+    /// what it wrote.
+    public var partitionMaintenanceInterval: Duration = .seconds(3600)
 
     public init(mqtt: MQTTClient.Configuration, database: String, sites: SitesConfiguration) {
         self.mqtt = mqtt
@@ -172,6 +176,7 @@ public final class Ingest: Sendable {
         var delay = configuration.reconnectDelayMinimum
         var stopping = false
         var lastZoneTick = ContinuousClock.now
+        var lastPartitionMaintenance = ContinuousClock.now
         while true {
             if !stopping, shouldStop {
                 // Stop intake; what is queued is still committed and acknowledged.
@@ -204,6 +209,19 @@ public final class Ingest: Sendable {
                 if backlog.isEmpty, stopping { return }
             }
             guard let active = writer else { continue }
+            if ContinuousClock.now - lastPartitionMaintenance >= configuration.partitionMaintenanceInterval {
+                lastPartitionMaintenance = .now
+                switch Result(catching: { () throws(PostgresError) in try active.maintainPartitions(dropExpired: true) }) {
+                case .success(let counts):
+                    logger.info("Partitions maintained", metadata: ["made": "\(counts.made)", "dropped": "\(counts.dropped)"])
+                case .failure(let error) where error.isConnectionFailure:
+                    lostConnection(error)
+                    writer = nil
+                    continue
+                case .failure(let error):
+                    logger.error("Partition maintenance failed", metadata: ["error": "\(error)"])
+                }
+            }
             if ContinuousClock.now - lastZoneTick >= .seconds(1) {
                 // Agents gone idle stop holding their site's decisions back even when no batch arrives.
                 lastZoneTick = .now
@@ -244,7 +262,9 @@ public final class Ingest: Sendable {
             try Migrator.migrate(connection, logger: logger)
             statisticsState.withLock { $0.databaseConnected = true }
             logger.info("Connected to PostgreSQL", metadata: ["schema_version": "\(Migrator.latestVersion)"])
-            return BatchWriter(connection: connection, pipeline: pipeline)
+            let writer = BatchWriter(connection: connection, pipeline: pipeline)
+            try writer.maintainPartitions(dropExpired: false)
+            return writer
         }
     }
 

@@ -221,6 +221,52 @@ struct IngestIntegrationTests {
         try await harness.stop()
     }
 
+    @Test func partitionsAreMadeAheadAndDroppedPastRetentionOnATimer() async throws {
+        let harness = try await IngestHarness.start { $0.partitionMaintenanceInterval = .milliseconds(300) }
+        let partitions = "SELECT relname FROM pg_class WHERE relname ~ '^(sightings|telemetry)_raw_[0-9]{8}$' ORDER BY 1"
+        func day(_ offset: Int) throws -> String {
+            try harness.query("SELECT to_char((now() AT TIME ZONE 'UTC')::date + \(offset), 'YYYYMMDD')")[0][0]!
+        }
+        let made = try harness.query(partitions).map { $0[0]! }
+        let (today, threeAhead, fiveAhead) = (try day(0), try day(3), try day(5))
+        #expect(made.contains("sightings_raw_\(today)") && made.contains("telemetry_raw_\(threeAhead)"), "\(made)")
+        #expect(!made.contains("sightings_raw_\(fiveAhead)"))
+        _ = try harness.query("SELECT beaconflow.ensure_partitions('2020-01-01', 2)")
+        _ = try harness.query("UPDATE beaconflow.settings SET value = '5' WHERE key = 'partitions_ahead_days'")
+        try await harness.eventually("the 2020 partitions are dropped and five days ahead are made") {
+            let now = try harness.query(partitions).map { $0[0]! }
+            return !now.contains { $0.hasSuffix("20200101") || $0.hasSuffix("20200102") } && now.contains("sightings_raw_\(fiveAhead)")
+        }
+        #expect(try harness.query(partitions).map { $0[0]! }.contains("sightings_raw_\(today)"))
+        try await harness.stop()
+    }
+
+    /// hq-a2 is online (the harness's status); hq-a1 sends a batch. Pushed back in time, hq-a2 is flagged silent,
+    /// hq-a1 (a recent batch) and an offline agent are not.
+    @Test func anAgentOnlineWithoutAdvertsIsFlaggedSilent() async throws {
+        let harness = try await IngestHarness.start()
+        let (client, _) = try await harness.client()
+        defer { client.stop() }
+        _ = try client.publish(topic: "beaconflow/v1/hq/hq-a1/batch", payload: batchPayload(sequence: 1, count: 3))
+        _ = try client.publish(topic: "beaconflow/v1/hq/hq-a1/status", payload: Array(#"{"online": true}"#.utf8))
+        try await harness.eventually("hq-a1's batch and status are in") {
+            try harness.query("SELECT last_batch_at IS NOT NULL AND online FROM beaconflow.agent_state WHERE agent_id = 'hq-a1'") == [["t"]]
+        }
+        let health = "SELECT agent_id, last_error FROM beaconflow.agent_health ORDER BY 1"
+        #expect(try harness.query(health) == [["hq-a1", nil], ["hq-a2", nil]])
+        _ = try harness.query("UPDATE beaconflow.agent_state SET online_since = now() - interval '10 minutes', last_error = 'scan restarted'")
+        _ = try harness.query("UPDATE beaconflow.agent_state SET last_batch_at = now() - interval '6 minutes' WHERE agent_id = 'hq-a2'")
+        let flagged = try harness.query(health)
+        #expect(flagged[0] == ["hq-a1", "scan restarted"])
+        #expect(flagged[1][1]?.hasPrefix("silent: online but no adverts since 20") == true, "\(flagged)")
+        #expect(flagged[1][1]?.hasSuffix("Z; scan restarted") == true, "\(flagged)")
+        _ = try client.publish(topic: "beaconflow/v1/hq/hq-a2/status", payload: Array(#"{"online": false}"#.utf8))
+        try await harness.eventually("hq-a2 is offline and no longer flagged") {
+            try harness.query("SELECT online, last_error FROM beaconflow.agent_health WHERE agent_id = 'hq-a2'") == [["f", nil]]
+        }
+        try await harness.stop()
+    }
+
     @Test func aPostgreSQLRestartMidStreamLosesNothing() async throws {
         let harness = try await IngestHarness.start()
         let spool = try makeTemporaryDirectory(prefix: "spool")
