@@ -19,6 +19,8 @@ public final class BatchWriter {
         /// Agents whose committed-through sequence this group moved, with the new value to acknowledge.
         public var acknowledgements: [AgentKey: UInt64]
         public var telemetryRows = 0
+        /// Readings too late to move zones (they are stored as sightings).
+        public var lateReadings = 0
     }
 
     private let connection: PostgresConnection
@@ -55,6 +57,7 @@ public final class BatchWriter {
             var sightings: [SightingRow] = []
             var telemetry: [TelemetryRow] = []
             var zoneChanges: [ZoneChange] = []
+            var lateReadings = 0
             var outcomes: [Outcome] = []
             var before: [AgentKey: UInt64] = [:]
             var after: [AgentKey: UInt64] = [:]
@@ -66,6 +69,7 @@ public final class BatchWriter {
                     sightings += output.sightings
                     telemetry += output.telemetry
                     zoneChanges += output.zoneChanges
+                    lateReadings += output.lateReadings
                     outcomes.append(.committed(rows: output.sightings.count))
                 } else {
                     outcomes.append(.duplicate)
@@ -101,7 +105,9 @@ public final class BatchWriter {
                 try loadProgress(key)
                 if tracker.committedThrough(key) != old { acknowledgements[key] = tracker.committedThrough(key) }
             }
-            return GroupResult(outcomes: outcomes, acknowledgements: acknowledgements, telemetryRows: telemetry.count)
+            return GroupResult(
+                outcomes: outcomes, acknowledgements: acknowledgements, telemetryRows: telemetry.count,
+                lateReadings: lateReadings)
         } catch {
             _ = try? connection.execute("ROLLBACK")
             pipeline = savedPipeline

@@ -49,6 +49,8 @@ public struct IngestStatistics: Sendable, Equatable {
     public var batchesDeferred = 0
     public var sightingsCommitted = 0
     public var telemetryCommitted = 0
+    /// Readings that arrived after their site let their agent go: stored, but no zone moved for them.
+    public var lateReadings = 0
     public var transactions = 0
     public var databaseConnected = false
     public var databaseReconnects = 0
@@ -81,6 +83,7 @@ public final class Ingest: Sendable {
         })
     private let sightingsCounter = Counter(label: "beaconflow_ingest_sightings_total")
     private let telemetryCounter = Counter(label: "beaconflow_ingest_telemetry_total")
+    private let lateReadingsCounter = Counter(label: "beaconflow_ingest_late_readings_total")
     private let reconnectCounter = Counter(label: "beaconflow_ingest_database_reconnects_total")
     private let commitTimer = Timer(label: "beaconflow_ingest_commit_seconds")
     private let queueGauge = Gauge(label: "beaconflow_ingest_queue_depth")
@@ -340,7 +343,9 @@ public final class Ingest: Sendable {
         batchCounters["duplicate"]?.increment(by: duplicates)
         sightingsCounter.increment(by: rows)
         telemetryCounter.increment(by: result.telemetryRows)
+        lateReadingsCounter.increment(by: result.lateReadings)
         statisticsState.withLock {
+            $0.lateReadings += result.lateReadings
             $0.telemetryCommitted += result.telemetryRows
             $0.batchesCommitted += committed
             $0.batchesDuplicate += duplicates

@@ -20,6 +20,8 @@ public struct PipelineOutput: Sendable {
     public var sightings: [SightingRow] = []
     public var telemetry: [TelemetryRow] = []
     public var zoneChanges: [ZoneChange] = []
+    /// Readings that came too late to move zones (from an agent its site had let go).
+    public var lateReadings = 0
 }
 
 /// Everything the ingest derives from batches, as one pure state machine: EID resolution, association of
@@ -81,6 +83,7 @@ public struct IngestPipeline: Sendable {
         let offset = clocks.offset(agentKey)
         var output = PipelineOutput()
         output.sightings.reserveCapacity(batch.sightings.count)
+        let lateBefore = zoneTrackers[batch.siteID]?.lateReadings ?? 0
         for sighting in batch.sightings {
             let time = sighting.timeMicros - offset
             let beaconID = identity(of: sighting, site: batch.siteID, timeMicros: time)
@@ -120,6 +123,7 @@ public struct IngestPipeline: Sendable {
                 proximity.prune(site: batch.siteID, before: newest)
             }
         }
+        output.lateReadings = (zoneTrackers[batch.siteID]?.lateReadings ?? 0) - lateBefore
         output.zoneChanges = advanceZones(site: batch.siteID, nowMicros: nowMicros)
         return output
     }

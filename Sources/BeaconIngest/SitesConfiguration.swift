@@ -75,7 +75,7 @@ public struct SitesConfiguration: Sendable {
                 entry,
                 [
                     "id", "timezone", "path_loss_exponent", "zones", "agents", "zone_switch_margin_db",
-                    "zone_switch_dwell_s", "absence_timeout_s", "rssi_smoothing",
+                    "zone_switch_dwell_s", "absence_timeout_s", "allowed_lateness_s", "rssi_smoothing",
                 ], place)
             let id = try identifier(entry["id"], "\(place).id")
             guard !sites.contains(where: { $0.id == id }) else { throw SitesError("\(place): site '\(id)' appears twice") }
@@ -122,6 +122,7 @@ public struct SitesConfiguration: Sendable {
             }
             for (key, path) in [
                 ("zone_switch_dwell_s", \ZoneRules.switchDwellMicros), ("absence_timeout_s", \ZoneRules.absenceTimeoutMicros),
+                ("allowed_lateness_s", \ZoneRules.allowedLatenessMicros),
             ] {
                 if let seconds = try number(entry[key], "\(place).\(key)") {
                     guard (0...86_400).contains(seconds) else { throw SitesError("\(place).\(key) must be 0-86400 seconds") }

@@ -11,8 +11,11 @@ public struct ZoneRules: Sendable, Equatable {
     public var entryDwellMicros: Int64 = 2_000_000
     /// An agent's reading counts toward the beacon's zone for this long.
     public var readingLifetimeMicros: Int64 = 10_000_000
-    /// An agent that sent nothing for this long of the ingest's own time stops holding the watermark back.
-    public var idleAgentMicros: Int64 = 30_000_000
+    /// How long a silent agent holds its site's decisions back, in the ingest's own time (`allowed_lateness_s`):
+    /// its batches arriving within it are applied in event order, before any minute they fall in is counted.
+    /// Past it the agent is let go, and what it brings back from behind the watermark is stored as sightings but
+    /// moves no zone (counted as late). Lower values keep a site's tables fresher while one of its agents is away.
+    public var allowedLatenessMicros: Int64 = 300_000_000
 
     public init() {}
 }
@@ -28,11 +31,12 @@ public enum ZoneChange: Sendable, Equatable {
 /// Zone assignment for one site, in event time. A pure state machine.
 ///
 /// Readings (smoothed RSSI per beacon and agent) wait until the site's watermark passes them, then are applied in
-/// time order, so the same captures give the same visits whether they are replayed live or at full speed. The
+/// time order, so the same captures give the same visits whether they are replayed live or at full speed, and a
+/// batch that arrives late (an agent's spool draining after an outage) still lands in the right minute. The
 /// watermark is the oldest newest-reading over the site's live agents. Every agent of the sites file is live
-/// until it has sent nothing for `idleAgentMicros` of the ingest's own time (counted from the tracker's first
+/// until it has sent nothing for `allowedLatenessMicros` of the ingest's own time (counted from the tracker's first
 /// batch for one never heard), so agents that replay at different speeds wait for each other; readings that an
-/// idle agent brings back behind the watermark are stored as sightings but do not move zones (counted in
+/// agent let go brings back behind the watermark are stored as sightings but do not move zones (counted in
 /// `lateReadings`). More than `maximumPending` readings waiting releases the slowest agent, to bound memory.
 ///
 /// A beacon is in the zone of its loudest live reading; a challenger zone must be `switchMarginDb` louder for
@@ -116,10 +120,10 @@ public struct SiteZoneTracker: Sendable {
     /// ingest's clock (for idle agents).
     public mutating func advance(nowMicros: Int64) -> [ZoneChange] {
         guard let newest = agents.values.map(\.newestMicros).max(), let first = firstArrivalMicros else { return [] }
-        if !unheardAgents.isEmpty, nowMicros - first <= rules.idleAgentMicros, pending.count <= maximumPending {
+        if !unheardAgents.isEmpty, nowMicros - first <= rules.allowedLatenessMicros, pending.count <= maximumPending {
             return []  // waiting for every agent's first batch
         }
-        var live = agents.values.filter { nowMicros - $0.lastArrivalMicros <= rules.idleAgentMicros }.map(\.newestMicros)
+        var live = agents.values.filter { nowMicros - $0.lastArrivalMicros <= rules.allowedLatenessMicros }.map(\.newestMicros)
         if pending.count > maximumPending, let slowest = live.min() { live.removeAll { $0 == slowest } }
         let watermark = live.min() ?? newest
         guard watermark > watermarkMicros else { return [] }

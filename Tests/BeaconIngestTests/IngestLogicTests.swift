@@ -324,6 +324,37 @@ import Testing
         // Had the lobby's readings been applied before the lab's arrived, the beacon would have started there.
         #expect(opened == ["lab"])
     }
+
+    /// hq-a2 goes silent: the site waits for it for the allowed lateness (5 minutes of the ingest's time), then
+    /// lets it go; what it delivers after that is behind the watermark, counted late and not applied.
+    @Test func aSilentAgentHoldsTheSiteForTheAllowedLatenessThenItsReadingsAreLate() {
+        var tracker = SiteZoneTracker(site: site)
+        tracker.agentProgressed("hq-a2", newestMicros: start, arrivalMicros: start)
+        for index in 0..<120 {
+            let time = start + Int64(index) * second
+            tracker.add(beaconID: "b", agent: "hq-a1", timeMicros: time, rssi: -60)
+            tracker.agentProgressed("hq-a1", newestMicros: time, arrivalMicros: time)
+        }
+        #expect(tracker.advance(nowMicros: start + 299 * second).isEmpty)
+        #expect(tracker.pendingReadings == 119)  // the first one is at hq-a2's progress, so applied
+        let released = tracker.advance(nowMicros: start + 301 * second)
+        #expect(released.contains(.visitOpened(site: "hq", zone: "lobby", beaconID: "b", enterMicros: start)))
+        #expect(tracker.watermarkMicros == start + 119 * second)
+        for index in 0..<120 {
+            tracker.add(beaconID: "b", agent: "hq-a2", timeMicros: start + Int64(index) * second + 500, rssi: -40)
+        }
+        #expect(tracker.lateReadings == 119)  // the last one is past hq-a1's progress: it waits
+        #expect(tracker.zone(of: "b") == "lobby")
+    }
+
+    @Test func theAllowedLatenessIsASiteKey() throws {
+        let sites = try SitesConfiguration.parse(
+            "sites: [{id: hq, zones: [{id: lobby}], allowed_lateness_s: 60, rssi_smoothing: none}]")
+        #expect(sites.sites[0].zoneRules.allowedLatenessMicros == 60_000_000)
+        #expect(sites.sites[0].rssiSmoothing == .none)
+        #expect(ZoneRules().allowedLatenessMicros == 300_000_000)
+        #expect(throws: SitesError.self) { try SitesConfiguration.parse("sites: [{id: hq, zones: [{id: a}], rssi_smoothing: median}]") }
+    }
 }
 
 @Suite struct ProximitySmootherTests {
