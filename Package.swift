@@ -8,6 +8,10 @@ let package = Package(
         .executable(name: "beaconflow", targets: ["beaconflow"]),
         .library(name: "BeaconWire", targets: ["BeaconWire"]),
         .library(name: "BeaconAgent", targets: ["BeaconAgent"]),
+        .library(name: "BeaconIngest", targets: ["BeaconIngest"]),
+        .library(name: "LibPQ", targets: ["LibPQ"]),
+        .library(name: "LocalServers", targets: ["LocalServers"]),
+        .library(name: "Mosquitto", targets: ["Mosquitto"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),

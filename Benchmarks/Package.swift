@@ -26,6 +26,19 @@ let package = Package(
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ),
         .executableTarget(
+            name: "IngestBenchmarks",
+            dependencies: [
+                .product(name: "BeaconIngest", package: "beaconflow"),
+                .product(name: "BeaconWire", package: "beaconflow"),
+                .product(name: "LibPQ", package: "beaconflow"),
+                .product(name: "LocalServers", package: "beaconflow"),
+                .product(name: "Mosquitto", package: "beaconflow"),
+                .product(name: "Benchmark", package: "benchmark"),
+            ],
+            path: "Benchmarks/IngestBenchmarks",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
+        .executableTarget(
             name: "SpoolBenchmarks",
             dependencies: [
                 .product(name: "BeaconAgent", package: "beaconflow"),

@@ -314,8 +314,20 @@ public final class BatchWriter {
         loadedAgents.insert(key)
     }
 
-    private func upsertHealth(_ rows: [BeaconHealth]) throws(PostgresError) {
-        guard !rows.isEmpty else { return }
+    /// Rows per statement when many rows go at once (a burst of new beacons): bounds the text arrays built for
+    /// `unnest`, which would otherwise hold every row several times over.
+    static let rowsPerStatement = 5_000
+
+    private func upsertHealth(_ all: [BeaconHealth]) throws(PostgresError) {
+        var start = 0
+        while start < all.count {
+            let end = min(start + Self.rowsPerStatement, all.count)
+            try upsertHealthRows(all[start..<end])
+            start = end
+        }
+    }
+
+    private func upsertHealthRows(_ rows: ArraySlice<BeaconHealth>) throws(PostgresError) {
         func array(_ values: [String?]) -> String? { PostgresArray.literal(values) }
         try connection.query(
             """
@@ -344,7 +356,8 @@ public final class BatchWriter {
             ])
     }
 
-    static func copyData(_ rows: [SightingRow]) -> [UInt8] {
+    /// The binary COPY stream of `sightings_raw` rows.
+    public static func copyData(_ rows: [SightingRow]) -> [UInt8] {
         var copy = BinaryCopyWriter(capacity: 64 + rows.count * 110)
         for row in rows {
             copy.startRow(fields: 9)

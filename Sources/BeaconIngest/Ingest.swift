@@ -173,7 +173,9 @@ public final class Ingest: Sendable {
     private func runWriter(queue: BlockingQueue<Item>, client: MQTTClient) {
         var intake = BatchIntake(sites: configuration.sites)
         intake.futureToleranceMicros = configuration.intakeFutureToleranceMicros
-        var pipeline = IngestPipeline(sites: configuration.sites, health: configuration.health)
+        // The derived state lives in the writer while connected, and here between connections: never in both, so
+        // that the writer's changes never copy it (it grows with the beacons).
+        var detached: IngestPipeline? = IngestPipeline(sites: configuration.sites, health: configuration.health)
         var writer: BatchWriter?
         var backlog: [Item] = []
         var delay = configuration.reconnectDelayMinimum
@@ -187,9 +189,10 @@ public final class Ingest: Sendable {
                 queue.close()
             }
             if writer == nil {
-                switch connect(pipeline: pipeline) {
+                switch connect(pipeline: detached!) {
                 case .success(let connected):
                     writer = connected
+                    detached = nil
                     delay = configuration.reconnectDelayMinimum
                 case .failure(let error):
                     if stopping {
@@ -219,6 +222,7 @@ public final class Ingest: Sendable {
                     logger.info("Partitions maintained", metadata: ["made": "\(counts.made)", "dropped": "\(counts.dropped)"])
                 case .failure(let error) where error.isConnectionFailure:
                     lostConnection(error)
+                    detached = active.pipeline
                     writer = nil
                     continue
                 case .failure(let error):
@@ -230,21 +234,19 @@ public final class Ingest: Sendable {
                 lastZoneTick = .now
                 if case .failure(let error) = Result(catching: { () throws(PostgresError) in try active.advanceZones() }) {
                     lostConnection(error)
-                    pipeline = active.pipeline
+                    detached = active.pipeline
                     writer = nil
                     continue
                 }
-                pipeline = active.pipeline
             }
             if backlog.isEmpty { continue }
             let group = Array(backlog.prefix(configuration.maximumGroup))
             switch process(group, writer: active, intake: intake, client: client) {
             case .success:
                 backlog.removeFirst(group.count)
-                pipeline = active.pipeline
             case .failure(let error):
                 lostConnection(error)
-                pipeline = active.pipeline
+                detached = active.pipeline
                 writer = nil
             }
         }

@@ -13,6 +13,21 @@ public struct SightingRow: Sendable, Equatable {
     public var powerAt1mDbm: Int8?
     public var distanceMeters: Float?
     public var smoothedDistanceMeters: Float?
+
+    public init(
+        timeMicros: Int64, siteID: String, agentID: String, zoneID: String?, beaconID: String, rssi: Int8,
+        powerAt1mDbm: Int8?, distanceMeters: Float?, smoothedDistanceMeters: Float?
+    ) {
+        self.timeMicros = timeMicros
+        self.siteID = siteID
+        self.agentID = agentID
+        self.zoneID = zoneID
+        self.beaconID = beaconID
+        self.rssi = rssi
+        self.powerAt1mDbm = powerAt1mDbm
+        self.distanceMeters = distanceMeters
+        self.smoothedDistanceMeters = smoothedDistanceMeters
+    }
 }
 
 /// What one newly committed batch adds to the database.

@@ -1,0 +1,363 @@
+import BeaconIngest
+import BeaconWire
+import Benchmark
+import Foundation
+import LibPQ
+import LocalServers
+import Logging
+import Mosquitto
+import Synchronization
+
+/// The ingest between a real mosquitto and a real PostgreSQL (both throwaway, on loopback), fed by a publisher that
+/// stands in for the agents of one site: `agentCount` agents, batches of `sightingsPerBatch` sightings as the
+/// agents seal them, times in real time.
+let agentCount = 10
+let sightingsPerBatch = 1000
+let siteID = "bench"
+
+let sitesText = """
+    sites:
+      - id: \(siteID)
+        zones: [\((0..<5).map { "{id: zone-\($0)}" }.joined(separator: ", "))]
+        agents:
+    \((0..<agentCount).map { "      - {id: agent-\($0), zone: zone-\($0 % 5)}" }.joined(separator: "\n"))
+    """
+
+/// Every acknowledgement as it arrived: agent index, committed-through sequence, wall clock (µs).
+final class AcknowledgementLog: Sendable {
+    let entries = Mutex<[(agent: Int, through: UInt64, atMicros: Int64)]>([])
+}
+
+final class Environment: @unchecked Sendable {
+    let broker: MosquittoServer
+    let database: PostgresServer
+    /// The ingest in this process, or
+    let ingest: Ingest?
+    let task: Task<Void, Error>?
+    /// a `beaconflow ingest` process.
+    let ingestProcess: ChildProcess?
+    let publisher: MQTTClient
+    let acknowledgements = AcknowledgementLog()
+    private let listener: Task<Void, Never>
+    var nextSequence = [UInt64](repeating: 1, count: agentCount)
+
+    init(ingestAsProcess: Bool = false) async throws {
+        broker = try MosquittoServer()
+        database = try await PostgresServer.start()
+        var logger = Logger(label: "bench-ingest")
+        logger.logLevel = .warning
+        if ingestAsProcess {
+            let executable = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+                .appendingPathComponent("../../../.build/release/beaconflow").standardized.path
+            guard FileManager.default.isExecutableFile(atPath: executable) else {
+                fatalError("\(executable) is missing: run `swift build -c release` in the main package first")
+            }
+            let sitesFile = database.directory + "/sites.yaml"
+            try sitesText.write(toFile: sitesFile, atomically: true, encoding: .utf8)
+            ingestProcess = try ChildProcess(
+                executable,
+                [
+                    "ingest", "--sites", sitesFile, "--broker", "mqtt://127.0.0.1:\(broker.port)", "--database",
+                    database.conninfo, "--metrics-listen", "none", "--log-level", "warning",
+                ], standardErrorPath: database.directory + "/ingest.log")
+            ingest = nil
+            task = nil
+        } else {
+            var mqtt = MQTTClient.Configuration(host: "127.0.0.1", port: broker.port, clientID: "bench-ingest")
+            mqtt.reconnectDelayMinimum = .milliseconds(50)
+            var configuration = IngestConfiguration(
+                mqtt: mqtt, database: database.conninfo, sites: try SitesConfiguration.parse(sitesText))
+            configuration.queueCapacity = 4096
+            let ingest = Ingest(configuration: configuration, logger: logger)
+            self.ingest = ingest
+            task = Task { try await ingest.run() }
+            ingestProcess = nil
+        }
+        var publisherConfiguration = MQTTClient.Configuration(host: "127.0.0.1", port: broker.port, clientID: "bench-agents")
+        publisherConfiguration.reconnectDelayMinimum = .milliseconds(50)
+        publisher = try MQTTClient(publisherConfiguration, logger: logger)
+        let events = publisher.events
+        let acknowledgements = self.acknowledgements
+        listener = Task {
+            for await event in events {
+                guard case .message(let topic, let payload, _) = event else { continue }
+                let parts = topic.split(separator: "/")
+                guard parts.count == 5, parts[4] == "ack", let agent = parts[3].split(separator: "-").last.flatMap({ Int($0) }),
+                    let text = String(bytes: payload, encoding: .utf8),
+                    let through = text.split(whereSeparator: { !$0.isNumber }).last.flatMap({ UInt64($0) })
+                else { continue }
+                let now = wallClockMicros()
+                acknowledgements.entries.withLock { $0.append((agent, through, now)) }
+            }
+        }
+        publisher.start()
+        try publisher.subscribe(topic: "beaconflow/v1/\(siteID)/+/ack", qos: 1)
+        let deadline = ContinuousClock.now + .seconds(30)
+        while !(ingest.map { $0.statistics.mqttConnected && $0.statistics.databaseConnected } ?? true) {
+            guard ContinuousClock.now < deadline else { fatalError("the ingest did not connect") }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        try await Task.sleep(for: ingestAsProcess ? .seconds(3) : .milliseconds(300))  // its subscription is in place
+    }
+
+    /// One sealed batch of `agent`: `sightingsPerBatch` sightings of `beacons` (round robin) from `start`, `step`
+    /// apart.
+    func batch(agent: Int, beacons: Range<Int>, start: Int64, step: Int64) throws -> [UInt8] {
+        var builder = BatchBuilder(siteID: siteID, agentID: "agent-\(agent)", bootID: 7)
+        builder.configuration.maximumSightings = sightingsPerBatch * 2
+        for index in 0..<sightingsPerBatch {
+            let beacon = beacons.lowerBound + index % beacons.count
+            let key = BeaconKey(
+                beaconID: "ibeacon:e2c56db5-dffb-48d2-b060-d0f5a71096e0:\(beacon / 65536):\(beacon % 65536)",
+                address: 0xC000_0000_0000 | UInt64(beacon), addressIsRandom: true, powerAt1mDbm: -59)
+            _ = builder.add(
+                Sighting(timeMicros: start + Int64(index) * step, beacon: key, rssi: Int8(-50 - (index * 7) % 40)),
+                nowNanoseconds: 0)
+        }
+        let sequence = nextSequence[agent]
+        nextSequence[agent] += 1
+        let sealed = builder.seal(sequence: sequence, firstUnacknowledgedSequence: sequence, agentClockMicros: start)
+        return try sealed!.serializedBytes()
+    }
+
+    func publish(agent: Int, _ payload: [UInt8]) throws {
+        _ = try publisher.publish(topic: "beaconflow/v1/\(siteID)/agent-\(agent)/batch", payload: payload, qos: 1)
+    }
+
+    var committedSightings: Int { ingest!.statistics.sightingsCommitted }
+
+    /// Waits until the ingest in this process has committed `sightings` in all.
+    func waitForCommitted(_ sightings: Int) async throws {
+        let deadline = ContinuousClock.now + .seconds(300)
+        while committedSightings < sightings {
+            guard ContinuousClock.now < deadline else { fatalError("not committed within 300 s: \(ingest!.statistics)") }
+            try await Task.sleep(for: .milliseconds(1))
+        }
+    }
+
+    /// Waits until every agent's last batch is acknowledged (committed).
+    func waitForAcknowledgements() async throws {
+        let deadline = ContinuousClock.now + .seconds(300)
+        while ContinuousClock.now < deadline {
+            let acknowledged = acknowledgements.entries.withLock { entries in
+                (0..<agentCount).map { agent in entries.filter { $0.agent == agent }.map(\.through).max() ?? 0 }
+            }
+            if zip(acknowledged, nextSequence).allSatisfy({ $0 + 1 >= $1 }) { return }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        fatalError("not acknowledged within 300 s")
+    }
+
+    /// Stops the ingest, then the servers (the process exits without running deinitialisers).
+    func stop() async throws {
+        ingest?.requestStop()
+        try await task?.value
+        if let ingestProcess {
+            ingestProcess.terminate()
+        }
+        publisher.stop()
+        listener.cancel()
+        broker.stop()
+        await database.stopAndWait()
+    }
+}
+
+nonisolated(unsafe) var environment: Environment!
+
+let batchesPerIteration = 100
+let beaconsPerAgent = 100
+
+let benchmarks: @Sendable () -> Void = {
+    // Broker to committed rows: each iteration publishes 100 batches (100,000 sightings; 10 agents, 100 beacons
+    // each, 10 s of event time) and waits until the ingest has committed them all.
+    Benchmark(
+        "Ingest end to end, 100k sightings",
+        configuration: .init(
+            metrics: [.wallClock, .cpuTotal, .throughput], timeUnits: .milliseconds, warmupIterations: 1,
+            maxDuration: .seconds(120), maxIterations: 8),
+        closure: { benchmark in
+            let start = wallClockMicros() - 3_600_000_000
+            var payloads: [(Int, [UInt8])] = []
+            for round in 0..<(batchesPerIteration / agentCount) {
+                for agent in 0..<agentCount {
+                    let beacons = (agent * beaconsPerAgent)..<((agent + 1) * beaconsPerAgent)
+                    payloads.append(
+                        (agent, try environment.batch(agent: agent, beacons: beacons, start: start + Int64(round) * 1_000_000, step: 1000)))
+                }
+            }
+            let target = environment.committedSightings + batchesPerIteration * sightingsPerBatch
+            benchmark.startMeasurement()
+            for (agent, payload) in payloads { try environment.publish(agent: agent, payload) }
+            try await environment.waitForCommitted(target)
+            benchmark.stopMeasurement()
+        },
+        setup: { environment = try await Environment() },
+        teardown: { try await environment.stop() })
+
+    // The reference: the same 100,000 rows as one plain binary COPY into sightings_raw, in a transaction.
+    Benchmark(
+        "Plain binary COPY, 100k sightings",
+        configuration: .init(
+            metrics: [.wallClock, .cpuTotal, .throughput], timeUnits: .milliseconds, warmupIterations: 1,
+            maxDuration: .seconds(60), maxIterations: 8),
+        closure: { benchmark in
+            let connection = try PostgresConnection(environment.database.conninfo)
+            let start = wallClockMicros() - 3_600_000_000
+            var rows: [SightingRow] = []
+            rows.reserveCapacity(batchesPerIteration * sightingsPerBatch)
+            for batch in 0..<batchesPerIteration {
+                let agent = batch % agentCount
+                for index in 0..<sightingsPerBatch {
+                    let beacon = agent * beaconsPerAgent + index % beaconsPerAgent
+                    rows.append(
+                        SightingRow(
+                            timeMicros: start + Int64(batch / agentCount) * 1_000_000 + Int64(index) * 1000, siteID: siteID,
+                            agentID: "agent-\(agent)", zoneID: "zone-\(agent % 5)",
+                            beaconID: "ibeacon:e2c56db5-dffb-48d2-b060-d0f5a71096e0:0:\(beacon)", rssi: -60,
+                            powerAt1mDbm: -59, distanceMeters: 1.2, smoothedDistanceMeters: 1.1))
+                }
+            }
+            benchmark.startMeasurement()
+            try connection.execute("BEGIN")
+            try connection.copy(
+                """
+                COPY beaconflow.sightings_raw
+                    (ts, site_id, agent_id, zone_id, beacon_id, rssi, tx_power, distance_m, smoothed_distance_m)
+                FROM STDIN (FORMAT binary)
+                """, data: BatchWriter.copyData(rows))
+            try connection.execute("COMMIT")
+            benchmark.stopMeasurement()
+        },
+        setup: {
+            environment = try await Environment()
+            // The schema and today's partitions, as the ingest made them.
+            try await environment.waitForCommitted(0)
+        },
+        teardown: { try await environment.stop() })
+
+    // Advert to queryable at 50,000 sightings/s: every 20 ms one agent's batch of the last 200 ms (each of the 10
+    // agents seals 1,000 sightings every 200 ms), for 15 s; a sighting is queryable when its agent's
+    // acknowledgement (published after the commit) arrives. Ten samples per batch.
+    Benchmark(
+        "Advert to queryable at 50k sightings per s",
+        configuration: .init(
+            metrics: [.custom("advert to queryable (ms)", polarity: .prefersSmaller, useScalingFactor: false), .cpuTotal],
+            timeUnits: .milliseconds, warmupIterations: 0, maxDuration: .seconds(60), maxIterations: 2),
+        closure: { benchmark in
+            let step: Int64 = 200
+            var sent: [(agent: Int, sequence: UInt64, start: Int64)] = []
+            let clock = ContinuousClock()
+            let begin = clock.now
+            var tick = 0
+            environment.acknowledgements.entries.withLock { $0.removeAll() }
+            while clock.now - begin < .seconds(15) {
+                let agent = tick % agentCount
+                let start = wallClockMicros() - Int64(sightingsPerBatch) * step
+                let sequence = environment.nextSequence[agent]
+                let beacons = (agent * beaconsPerAgent)..<((agent + 1) * beaconsPerAgent)
+                try environment.publish(agent: agent, try environment.batch(agent: agent, beacons: beacons, start: start, step: step))
+                sent.append((agent, sequence, start))
+                tick += 1
+                try await Task.sleep(until: begin + .milliseconds(20 * tick), clock: clock)
+            }
+            // Each batch is queryable when the first acknowledgement that covers it arrives.
+            let deadline = clock.now + .seconds(60)
+            var queryable: [Int64?] = []
+            while clock.now < deadline {
+                let acknowledgements = environment.acknowledgements.entries.withLock { $0 }
+                queryable = sent.map { batch in
+                    acknowledgements.first { $0.agent == batch.agent && $0.through >= batch.sequence }?.atMicros
+                }
+                if queryable.allSatisfy({ $0 != nil }) { break }
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            for (batch, at) in zip(sent, queryable) {
+                guard let at else { fatalError("batch \(batch.sequence) of agent \(batch.agent) was never acknowledged") }
+                // Every hundredth sighting: the batch's adverts are evenly spread, so the samples are too.
+                for index in stride(from: Int64(0), to: Int64(sightingsPerBatch), by: 100) {
+                    let advert = batch.start + index * step
+                    benchmark.measurement(.custom("advert to queryable (ms)", polarity: .prefersSmaller, useScalingFactor: false), Int((at - advert) / 1000))
+                }
+            }
+        },
+        setup: { environment = try await Environment() },
+        teardown: { try await environment.stop() })
+
+    // Memory with 100,000 beacons tracked, in a `beaconflow ingest` process of its own (the release binary of the
+    // main package: `swift build -c release` first): each beacon heard by two agents, twice, 10 s apart (400
+    // batches of 1,000 distinct beacons, 400,000 sightings, published at once); then the process's peak resident
+    // set from /proc. The state that grows with beacons: smoothing filters, zone trackers, fleet health, address
+    // associations, telemetry dedup.
+    Benchmark(
+        "Ingest process holding 100k beacons",
+        configuration: .init(
+            metrics: [.custom("ingest VmHWM (MB)", polarity: .prefersSmaller, useScalingFactor: false)],
+            warmupIterations: 0, maxDuration: .seconds(300), maxIterations: 1),
+        closure: { benchmark in
+            let start = wallClockMicros() - 3_600_000_000
+            for round in 0..<2 {
+                for block in 0..<100 {
+                    let beacons = (block * 1000)..<((block + 1) * 1000)
+                    for agent in [block % agentCount, (block + 1) % agentCount] {
+                        let time = start + Int64(round) * 10_000_000 + Int64(block) * 10_000
+                        try environment.publish(agent: agent, try environment.batch(agent: agent, beacons: beacons, start: time, step: 1))
+                    }
+                }
+            }
+            try await environment.waitForAcknowledgements()
+            benchmark.measurement(
+                .custom("ingest VmHWM (MB)", polarity: .prefersSmaller, useScalingFactor: false),
+                peakResidentMegabytes(process: environment.ingestProcess!.pid))
+        },
+        setup: { environment = try await Environment(ingestAsProcess: true) },
+        teardown: { try await environment.stop() })
+
+    // The same 400 batches applied straight to the ingest's pure pipeline (no broker, no database, no queue): the
+    // state the ingest keeps for 100,000 beacons, apart from the buffers of messages in flight. Run it alone.
+    Benchmark(
+        "Pipeline state for 100k beacons",
+        configuration: .init(
+            metrics: [.custom("VmHWM (MB)", polarity: .prefersSmaller, useScalingFactor: false)],
+            warmupIterations: 0, maxDuration: .seconds(300), maxIterations: 1),
+        closure: { benchmark in
+            let sites = try SitesConfiguration.parse(sitesText)
+            let intake = BatchIntake(sites: sites)
+            var pipeline = IngestPipeline(sites: sites)
+            var sequences = [UInt64](repeating: 1, count: agentCount)
+            let start = wallClockMicros() - 3_600_000_000
+            for round in 0..<2 {
+                for block in 0..<100 {
+                    for agent in [block % agentCount, (block + 1) % agentCount] {
+                        var builder = BatchBuilder(siteID: siteID, agentID: "agent-\(agent)", bootID: 7)
+                        builder.configuration.maximumSightings = sightingsPerBatch * 2
+                        for index in 0..<sightingsPerBatch {
+                            let beacon = block * 1000 + index
+                            let key = BeaconKey(
+                                beaconID: "ibeacon:e2c56db5-dffb-48d2-b060-d0f5a71096e0:\(beacon / 65536):\(beacon % 65536)",
+                                address: 0xC000_0000_0000 | UInt64(beacon), addressIsRandom: true, powerAt1mDbm: -59)
+                            let time = start + Int64(round) * 10_000_000 + Int64(block) * 10_000 + Int64(index)
+                            _ = builder.add(Sighting(timeMicros: time, beacon: key, rssi: -60), nowNanoseconds: 0)
+                        }
+                        let payload: [UInt8] = try builder.seal(
+                            sequence: sequences[agent], firstUnacknowledgedSequence: 1, agentClockMicros: start)!.serializedBytes()
+                        sequences[agent] += 1
+                        let now = wallClockMicros()
+                        guard case .success(let batch) = intake.check(
+                            topic: "beaconflow/v1/\(siteID)/agent-\(agent)/batch", payload: payload, nowMicros: now)
+                        else { fatalError("the intake refused a batch") }
+                        _ = pipeline.apply(batch, nowMicros: now)
+                    }
+                }
+            }
+            blackHole(pipeline)
+            benchmark.measurement(.custom("VmHWM (MB)", polarity: .prefersSmaller, useScalingFactor: false), peakResidentMegabytes())
+        })
+}
+
+/// A process's peak resident set so far, from /proc.
+func peakResidentMegabytes(process: pid_t? = nil) -> Int {
+    let status = (try? String(contentsOfFile: "/proc/\(process.map(String.init) ?? "self")/status", encoding: .utf8)) ?? ""
+    let kilobytes = status.split(separator: "\n").first { $0.hasPrefix("VmHWM:") }?
+        .split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? 0
+    return kilobytes / 1024
+}
