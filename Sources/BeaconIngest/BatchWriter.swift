@@ -49,10 +49,11 @@ public final class BatchWriter {
         for key in Set(batches.map { AgentKey(site: $0.siteID, agent: $0.agentID) }) where !loadedAgents.contains(key) {
             try loadProgress(key)
         }
-        let savedPipeline = pipeline
         let savedTracker = tracker
-        try connection.execute("BEGIN")
+        var committed = false
+        pipeline.beginTransaction()
         do {
+            try connection.execute("BEGIN")
             let fresh = try insertRecords(batches)
             var sightings: [SightingRow] = []
             var telemetry: [TelemetryRow] = []
@@ -97,6 +98,8 @@ public final class BatchWriter {
             try write(zoneChanges)
             try recordProgress(after)
             try connection.execute("COMMIT")
+            committed = true
+            pipeline.commitTransaction()
             var acknowledgements: [AgentKey: UInt64] = [:]
             for (key, through) in after where through != before[key] { acknowledgements[key] = through }
             // Batches beyond a gap may have been committed by another ingest instance: look before waiting.
@@ -109,27 +112,62 @@ public final class BatchWriter {
                 outcomes: outcomes, acknowledgements: acknowledgements, telemetryRows: telemetry.count,
                 lateReadings: lateReadings)
         } catch {
-            _ = try? connection.execute("ROLLBACK")
-            pipeline = savedPipeline
-            tracker = savedTracker
+            // After the commit only the look for other instances' progress can fail: what committed stays.
+            if !committed {
+                _ = try? connection.execute("ROLLBACK")
+                pipeline.rollbackTransaction()
+                tracker = savedTracker
+            }
             throw error
         }
     }
 
     /// Zone decisions that only time moved (agents gone idle), in a transaction of their own.
     public func advanceZones(nowMicros: Int64 = wallClockMicros()) throws(PostgresError) {
-        let saved = pipeline
+        pipeline.beginTransaction()
         let changes = pipeline.advanceZones(nowMicros: nowMicros)
-        guard !changes.isEmpty else { return }
+        guard !changes.isEmpty else {
+            pipeline.commitTransaction()
+            return
+        }
         do {
             try connection.execute("BEGIN")
             try write(changes)
             try connection.execute("COMMIT")
+            pipeline.commitTransaction()
         } catch {
             _ = try? connection.execute("ROLLBACK")
-            pipeline = saved
+            pipeline.rollbackTransaction()
             throw error
         }
+    }
+
+    /// Gives the zone trackers the visits a previous run left open and the last minute it counted, per site;
+    /// once per process (later connections keep the state the writer had).
+    public func resumeZonesIfNeeded() throws(PostgresError) {
+        guard !pipeline.zonesResumed else { return }
+        var openVisits: [String: [SiteZoneTracker.OpenVisit]] = [:]
+        for row in try connection.query(
+            """
+            SELECT v.site_id, v.zone_id, v.beacon_id, (extract(epoch FROM v.enter_ts) * 1000000)::bigint,
+                   (extract(epoch FROM coalesce(s.last_seen, v.enter_ts)) * 1000000)::bigint
+            FROM beaconflow.visits_raw v LEFT JOIN beaconflow.beacon_state s USING (beacon_id)
+            WHERE v.exit_ts IS NULL
+            """)
+        {
+            guard let site = row[0], let zone = row[1], let beacon = row[2], let enter = row[3].flatMap({ Int64($0) }),
+                let lastSeen = row[4].flatMap({ Int64($0) })
+            else { continue }
+            openVisits[site, default: []].append(
+                SiteZoneTracker.OpenVisit(beaconID: beacon, zone: zone, enterMicros: enter, lastSeenMicros: lastSeen))
+        }
+        var lastMinutes: [String: Int64] = [:]
+        for row in try connection.query(
+            "SELECT site_id, (extract(epoch FROM max(bucket)) * 1000000)::bigint FROM beaconflow.zone_occupancy_minute GROUP BY 1")
+        {
+            if let site = row[0], let minute = row[1].flatMap({ Int64($0) }) { lastMinutes[site] = minute }
+        }
+        pipeline.resumeZones(openVisits: openVisits, lastCountedMinutes: lastMinutes)
     }
 
     /// Creates the raw tables' daily partitions from today (UTC) through `partitions_ahead_days` ahead and, with

@@ -57,8 +57,9 @@ public struct FleetHealth: Sendable {
     }
 
     public var configuration: Configuration
-    private var beacons: [String: Beacon] = [:]
+    private var beacons = JournaledDictionary<String, Beacon>()
     private var changed: Set<String> = []
+    private var changedAtBegin: Set<String> = []
 
     public init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
@@ -100,7 +101,7 @@ public struct FleetHealth: Sendable {
 
     /// The beacons changed since the last call, as `beacon_health` rows.
     public mutating func takeChanged() -> [BeaconHealth] {
-        defer { changed.removeAll(keepingCapacity: true) }
+        defer { changed.removeAll() }  // not keeping capacity: a transaction's snapshot of it stays small
         return changed.sorted().compactMap { health(of: $0) }
     }
 
@@ -148,4 +149,20 @@ public struct FleetHealth: Sendable {
     }
 
     public var trackedBeacons: Int { beacons.count }
+
+    mutating func beginTransaction() {
+        beacons.begin()
+        changedAtBegin = changed
+    }
+
+    mutating func commitTransaction() {
+        beacons.commit()
+        changedAtBegin = []
+    }
+
+    mutating func rollbackTransaction() {
+        beacons.rollback()
+        changed = changedAtBegin
+        changedAtBegin = []
+    }
 }

@@ -269,6 +269,7 @@ public final class Ingest: Sendable {
             logger.info("Connected to PostgreSQL", metadata: ["schema_version": "\(Migrator.latestVersion)"])
             let writer = BatchWriter(connection: connection, pipeline: pipeline)
             try writer.maintainPartitions(dropExpired: false)
+            try writer.resumeZonesIfNeeded()
             return writer
         }
     }

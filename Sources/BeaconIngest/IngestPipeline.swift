@@ -62,7 +62,14 @@ public struct IngestPipeline: Sendable {
     private var sightingsSincePrune = 0
     static let pruneEverySightings = 100_000
     /// Identities by device address per site, for frames that arrived as `mac:` sightings.
-    private var identities: [AddressKey: (beaconID: String, timeMicros: Int64)] = [:]
+    private var identities = JournaledDictionary<AddressKey, AddressIdentity>()
+    /// The pipeline as it was at `beginTransaction()`, without its per-beacon tables (journaled instead).
+    private var undo: [IngestPipeline] = []
+
+    private struct AddressIdentity {
+        var beaconID: String
+        var timeMicros: Int64
+    }
 
     /// What the sites file says about an agent.
     private struct Placement {
@@ -143,6 +150,59 @@ public struct IngestPipeline: Sendable {
         return output
     }
 
+    /// Whether the zone trackers picked up the open visits of a previous run (once, at the first connection).
+    public private(set) var zonesResumed = false
+
+    /// Resumes each site's zone tracking from what the database holds (see `SiteZoneTracker.resume`).
+    public mutating func resumeZones(openVisits: [String: [SiteZoneTracker.OpenVisit]], lastCountedMinutes: [String: Int64]) {
+        for site in zoneTrackers.keys {
+            zoneTrackers[site]?.resume(openVisits: openVisits[site] ?? [], lastCountedMinuteMicros: lastCountedMinutes[site])
+        }
+        zonesResumed = true
+    }
+
+    /// Starts a transaction: what the pipeline does until `commitTransaction()` can be undone by
+    /// `rollbackTransaction()` (the database transaction it went with failed). The per-beacon tables keep a
+    /// journal of what changed, so neither a transaction nor its undoing copies them.
+    public mutating func beginTransaction() {
+        proximity.beginTransaction()
+        telemetry.beginTransaction()
+        health.beginTransaction()
+        identities.begin()
+        for site in zoneTrackers.keys { zoneTrackers[site]?.beginTransaction() }
+        var saved = self
+        saved.proximity = ProximitySmoother(configuration: proximity.configuration)
+        saved.telemetry = TelemetryDeduplicator()
+        saved.health = FleetHealth(configuration: health.configuration)
+        saved.identities = JournaledDictionary()
+        saved.zoneTrackers = [:]
+        undo = [saved]
+    }
+
+    public mutating func commitTransaction() {
+        proximity.commitTransaction()
+        telemetry.commitTransaction()
+        health.commitTransaction()
+        identities.commit()
+        for site in zoneTrackers.keys { zoneTrackers[site]?.commitTransaction() }
+        undo = []
+    }
+
+    public mutating func rollbackTransaction() {
+        guard var saved = undo.first else { return }
+        proximity.rollbackTransaction()
+        telemetry.rollbackTransaction()
+        health.rollbackTransaction()
+        identities.rollback()
+        for site in zoneTrackers.keys { zoneTrackers[site]?.rollbackTransaction() }
+        saved.proximity = proximity
+        saved.telemetry = telemetry
+        saved.health = health
+        saved.identities = identities
+        saved.zoneTrackers = zoneTrackers
+        self = saved
+    }
+
     /// Moves a site's zone decisions as far as its watermark allows.
     public mutating func advanceZones(site: String, nowMicros: Int64) -> [ZoneChange] {
         zoneTrackers[site]?.advance(nowMicros: nowMicros) ?? []
@@ -173,7 +233,7 @@ public struct IngestPipeline: Sendable {
                 beaconID = known.beaconID
             }
         } else if sighting.beacon.address != 0, !beaconID.hasPrefix("anon:") {
-            identities[address] = (beaconID, max(timeMicros, identities[address]?.timeMicros ?? .min))
+            identities[address] = AddressIdentity(beaconID: beaconID, timeMicros: max(timeMicros, identities[address]?.timeMicros ?? .min))
         }
         return beaconID
     }

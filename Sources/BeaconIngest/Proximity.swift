@@ -33,7 +33,7 @@ public struct ProximitySmoother: Sendable {
     }
 
     public var configuration: Configuration
-    private var filters: [Key: Filter] = [:]
+    private var filters = JournaledDictionary<Key, Filter>()
 
     public init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
@@ -61,10 +61,14 @@ public struct ProximitySmoother: Sendable {
     /// Forgets a site's pairs not heard for `resetAfterMicros` before `timeMicros` (they would start afresh
     /// anyway), which bounds memory as devices come and go. Per site: sites may be at different event times.
     public mutating func prune(site: String, before timeMicros: Int64) {
-        filters = filters.filter {
-            $0.key.agent.site != site || $0.value.timeMicros >= timeMicros - configuration.resetAfterMicros
+        filters.removeAll { key, filter in
+            key.agent.site == site && filter.timeMicros < timeMicros - configuration.resetAfterMicros
         }
     }
+
+    mutating func beginTransaction() { filters.begin() }
+    mutating func commitTransaction() { filters.commit() }
+    mutating func rollbackTransaction() { filters.rollback() }
 
     public var trackedPairs: Int { filters.count }
 }

@@ -54,7 +54,7 @@ public struct TelemetryDeduplicator: Sendable {
         var bootMicros: Int64
     }
 
-    private var recent: [String: Recent] = [:]
+    private var recent = JournaledDictionary<String, Recent>()
 
     public init() {}
 
@@ -89,4 +89,8 @@ public struct TelemetryDeduplicator: Sendable {
     }
 
     public var trackedBeacons: Int { recent.count }
+
+    mutating func beginTransaction() { recent.begin() }
+    mutating func commitTransaction() { recent.commit() }
+    mutating func rollbackTransaction() { recent.rollback() }
 }

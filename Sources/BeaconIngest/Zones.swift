@@ -78,7 +78,9 @@ public struct SiteZoneTracker: Sendable {
     private var unheardAgents: Set<String>
     private var firstArrivalMicros: Int64?
     public var maximumPending = 2_000_000
-    private var beacons: [String: Beacon] = [:]
+    private var beacons = JournaledDictionary<String, Beacon>()
+    /// The tracker as it was at `beginTransaction()`, without its beacons (journaled instead).
+    private var undo: [SiteZoneTracker] = []
     /// Beacons present per (minute, zone), for minutes not yet counted.
     private var presence: [Int64: [String: Set<String>]] = [:]
     /// The next minute to count.
@@ -222,7 +224,8 @@ public struct SiteZoneTracker: Sendable {
     }
 
     private mutating func closeAbsent(before time: Int64, into changes: inout [ZoneChange]) {
-        for (beaconID, beacon) in beacons where time - beacon.lastSeenMicros > rules.absenceTimeoutMicros {
+        let gone = beacons.filter { time - $0.value.lastSeenMicros > rules.absenceTimeoutMicros }
+        for (beaconID, beacon) in gone {
             if beacon.zone != nil {
                 changes.append(.visitClosed(site: site, beaconID: beaconID, enterMicros: beacon.enterMicros, exitMicros: beacon.lastSeenMicros))
             }
@@ -236,6 +239,55 @@ public struct SiteZoneTracker: Sendable {
     public func zone(of beaconID: String) -> String? { beacons[beaconID]?.zone }
 
     public var trackedBeacons: Int { beacons.count }
+
+    /// A beacon whose visit a previous run left open.
+    public struct OpenVisit: Sendable, Equatable {
+        public var beaconID: String
+        public var zone: String
+        public var enterMicros: Int64
+        public var lastSeenMicros: Int64
+
+        public init(beaconID: String, zone: String, enterMicros: Int64, lastSeenMicros: Int64) {
+            self.beaconID = beaconID
+            self.zone = zone
+            self.enterMicros = enterMicros
+            self.lastSeenMicros = lastSeenMicros
+        }
+    }
+
+    /// Picks up where a previous run left off: the beacons of its open visits are in their zones as last seen
+    /// (a reading goes on with the same visit; a beacon not heard again has its visit closed when it was last
+    /// seen), and counting goes on after the last minute it counted, so no minute is counted again from part of
+    /// its readings.
+    public mutating func resume(openVisits: [OpenVisit], lastCountedMinuteMicros: Int64?) {
+        for visit in openVisits where zones.contains(visit.zone) {
+            var beacon = Beacon()
+            beacon.zone = visit.zone
+            beacon.enterMicros = visit.enterMicros
+            beacon.lastSeenMicros = max(visit.lastSeenMicros, visit.enterMicros)
+            beacons[visit.beaconID] = beacon
+        }
+        if let minute = lastCountedMinuteMicros { nextMinute = minute + Self.minute }
+    }
+
+    mutating func beginTransaction() {
+        beacons.begin()
+        var saved = self
+        saved.beacons = JournaledDictionary()
+        undo = [saved]
+    }
+
+    mutating func commitTransaction() {
+        beacons.commit()
+        undo = []
+    }
+
+    mutating func rollbackTransaction() {
+        guard var saved = undo.first else { return }
+        beacons.rollback()
+        saved.beacons = beacons
+        self = saved
+    }
     public var pendingReadings: Int { pending.count }
 }
 

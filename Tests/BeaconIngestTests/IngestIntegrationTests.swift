@@ -102,14 +102,15 @@ final class IngestHarness: @unchecked Sendable {
 /// A batch as an agent of `site` would publish it: `count` sightings of one beacon a second apart from `start`.
 func batchPayload(
     site: String = "hq", agent: String = "hq-a1", sequence: UInt64, beaconID: String = "ibeacon:e2c56db5-dffb-48d2-b060-d0f5a71096e0:1:2",
-    count: Int = 100, start: Int64 = 1_767_225_600_000_000, formatVersion: UInt32? = nil
+    count: Int = 100, start: Int64 = 1_767_225_600_000_000, formatVersion: UInt32? = nil,
+    rssi: (Int) -> Int8 = { Int8(-50 - $0 % 30) }
 ) throws -> [UInt8] {
     var builder = BatchBuilder(siteID: site, agentID: agent, bootID: 42)
     builder.configuration.maximumSightings = 10_000
     let key = BeaconKey(beaconID: beaconID, address: 0xC000_0000_0001, addressIsRandom: true, powerAt1mDbm: -59)
     for index in 0..<count {
         _ = builder.add(
-            Sighting(timeMicros: start + Int64(index) * 1_000_000, beacon: key, rssi: Int8(-50 - index % 30)),
+            Sighting(timeMicros: start + Int64(index) * 1_000_000, beacon: key, rssi: rssi(index)),
             nowNanoseconds: 0)
     }
     let sealed = builder.seal(sequence: sequence, firstUnacknowledgedSequence: sequence, agentClockMicros: start)
@@ -265,6 +266,48 @@ struct IngestIntegrationTests {
             try harness.query("SELECT online, last_error FROM beaconflow.agent_health WHERE agent_id = 'hq-a2'") == [["f", nil]]
         }
         try await harness.stop()
+    }
+
+    /// A beacon in the lobby when the ingest restarts stays in the same visit when heard again, and that visit
+    /// closes (when it was last heard) once it is gone; the minutes already counted are not counted again.
+    @Test func aRestartedIngestGoesOnWithOpenVisits() async throws {
+        let harness = try await IngestHarness.start()
+        let (client, _) = try await harness.client()
+        defer { client.stop() }
+        let t0: Int64 = 1_767_225_600_000_000
+        let beacon = "ibeacon:e2c56db5-dffb-48d2-b060-d0f5a71096e0:1:2"
+        func publish(_ sequence: UInt64, beaconID: String = beacon, at start: Int64, count: Int) throws {
+            for (agent, rssi) in [("hq-a1", Int8(-55)), ("hq-a2", Int8(-75))] {
+                let payload = try batchPayload(
+                    agent: agent, sequence: sequence, beaconID: beaconID, count: count, start: start, rssi: { _ in rssi })
+                _ = try client.publish(topic: "beaconflow/v1/hq/\(agent)/batch", payload: payload)
+            }
+        }
+        let visits = "SELECT zone_id, (extract(epoch FROM enter_ts) * 1000000)::bigint, exit_ts IS NULL FROM beaconflow.visits WHERE beacon_id = '\(beacon)'"
+        try publish(1, at: t0, count: 20)
+        try await harness.eventually("the beacon is placed in the lobby") { try harness.query(visits) == [["lobby", String(t0), "t"]] }
+        try await harness.stop()
+
+        var configuration = harness.ingest.configuration
+        configuration.mqtt.clientID = "test-ingest-restarted"
+        let restarted = Ingest(configuration: configuration, logger: Logger(label: "test-ingest-restarted"))
+        let task = Task { try await restarted.run() }
+        try await harness.eventually("the restarted ingest is connected") {
+            restarted.statistics.mqttConnected && restarted.statistics.databaseConnected
+        }
+        try await Task.sleep(for: .milliseconds(500))
+        try publish(2, at: t0 + 25_000_000, count: 20)
+        try publish(3, beaconID: "ibeacon:e2c56db5-dffb-48d2-b060-d0f5a71096e0:1:9", at: t0 + 120_000_000, count: 100)
+        let lastHeard = t0 + 44_000_000
+        try await harness.eventually("the visit goes on, then closes when the beacon was last heard") {
+            try harness.query("SELECT zone_id, (extract(epoch FROM enter_ts) * 1000000)::bigint, (extract(epoch FROM exit_ts) * 1000000)::bigint FROM beaconflow.visits WHERE beacon_id = '\(beacon)'")
+                == [["lobby", String(t0), String(lastHeard)]]
+        }
+        let firstMinute = try harness.query(
+            "SELECT zone_id, occupants FROM beaconflow.zone_occupancy WHERE bucket = to_timestamp(\(t0 / 1_000_000)) ORDER BY 1")
+        #expect(firstMinute == [["lab", "0"], ["lobby", "1"]])
+        restarted.requestStop()
+        try await task.value
     }
 
     @Test func aPostgreSQLRestartMidStreamLosesNothing() async throws {

@@ -378,3 +378,47 @@ import Testing
         #expect(smoother.trackedPairs == 0)
     }
 }
+
+@Suite struct PipelineTransactionTests {
+    let sites = try! SitesConfiguration.parse(testSites)
+    let start: Int64 = 1_767_225_600_000_000
+    let beaconX = "ibeacon:e2c56db5-dffb-48d2-b060-d0f5a71096e0:1:2"
+    let beaconY = "ibeacon:e2c56db5-dffb-48d2-b060-d0f5a71096e0:1:3"
+
+    func batch(agent: String, sequence: UInt64, beacon: String, at offset: Int64) throws -> DecodedBatch {
+        let payload = try batchPayload(agent: agent, sequence: sequence, beaconID: beacon, count: 20, start: start + offset)
+        return try BatchIntake(sites: sites).check(
+            topic: "beaconflow/v1/hq/\(agent)/batch", payload: payload, nowMicros: start + 3_600_000_000
+        ).get()
+    }
+
+    /// A rolled-back transaction leaves no trace: the next batch gives the same rows, distances and zone changes
+    /// as on a pipeline that never saw the rolled-back batches.
+    @Test func aRolledBackTransactionLeavesNoTrace() throws {
+        let now = start + 3_600_000_000
+        var undone = IngestPipeline(sites: sites)
+        var untouched = IngestPipeline(sites: sites)
+        let first = try batch(agent: "hq-a1", sequence: 1, beacon: beaconX, at: 0)
+        _ = undone.apply(first, nowMicros: now)
+        _ = untouched.apply(first, nowMicros: now)
+        _ = undone.health.takeChanged()
+        _ = untouched.health.takeChanged()
+        undone.beginTransaction()
+        _ = undone.apply(try batch(agent: "hq-a1", sequence: 2, beacon: beaconX, at: 20_000_000), nowMicros: now)
+        _ = undone.apply(try batch(agent: "hq-a2", sequence: 1, beacon: beaconY, at: 5_000_000), nowMicros: now)
+        #expect(undone.proximity.trackedPairs == 2 && undone.health.trackedBeacons == 2)
+        undone.rollbackTransaction()
+        #expect(undone.proximity.trackedPairs == 1 && undone.health.trackedBeacons == 1)
+
+        let next = try batch(agent: "hq-a2", sequence: 1, beacon: beaconX, at: 3_000_000)
+        undone.beginTransaction()
+        let replayed = undone.apply(next, nowMicros: now)
+        undone.commitTransaction()
+        let reference = untouched.apply(next, nowMicros: now)
+        #expect(replayed.sightings == reference.sightings)
+        #expect(replayed.zoneChanges == reference.zoneChanges)
+        #expect(undone.health.takeChanged() == untouched.health.takeChanged())
+        #expect(undone.zoneTrackers["hq"]?.pendingReadings == untouched.zoneTrackers["hq"]?.pendingReadings)
+        #expect(undone.zoneTrackers["hq"]?.watermarkMicros == untouched.zoneTrackers["hq"]?.watermarkMicros)
+    }
+}

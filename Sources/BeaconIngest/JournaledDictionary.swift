@@ -1,0 +1,52 @@
+/// A dictionary whose changes since `begin()` can be undone. It keeps the previous value of each key the first
+/// time the key changes, so undoing costs what changed, not a copy of everything: the per-beacon tables of the
+/// pipeline grow with the beacons tracked, while a transaction touches only the beacons of its batches.
+struct JournaledDictionary<Key: Hashable & Sendable, Value: Sendable>: Sendable, Sequence {
+    private var storage: [Key: Value] = [:]
+    /// Previous values (nil: the key was absent), while recording.
+    private var journal: [Key: Value?] = [:]
+    private var recording = false
+
+    subscript(key: Key) -> Value? {
+        get { storage[key] }
+        set {
+            remember(key)
+            storage[key] = newValue
+        }
+    }
+
+    var count: Int { storage.count }
+    var keys: Dictionary<Key, Value>.Keys { storage.keys }
+    func makeIterator() -> Dictionary<Key, Value>.Iterator { storage.makeIterator() }
+
+    mutating func removeAll(where shouldRemove: (Key, Value) -> Bool) {
+        for (key, value) in storage where shouldRemove(key, value) {
+            remember(key)
+            storage[key] = nil
+        }
+    }
+
+    /// Starts recording; what changes from here can be undone by `rollback()`.
+    mutating func begin() {
+        journal.removeAll(keepingCapacity: true)
+        recording = true
+    }
+
+    /// Keeps the changes and stops recording.
+    mutating func commit() {
+        journal.removeAll(keepingCapacity: true)
+        recording = false
+    }
+
+    /// Restores every key changed since `begin()` and stops recording.
+    mutating func rollback() {
+        for (key, previous) in journal { storage[key] = previous }
+        journal.removeAll(keepingCapacity: true)
+        recording = false
+    }
+
+    private mutating func remember(_ key: Key) {
+        guard recording, journal.index(forKey: key) == nil else { return }
+        journal[key] = .some(storage[key])
+    }
+}
