@@ -28,20 +28,20 @@ struct JournaledDictionary<Key: Hashable & Sendable, Value: Sendable>: Sendable,
 
     /// Starts recording; what changes from here can be undone by `rollback()`.
     mutating func begin() {
-        journal.removeAll(keepingCapacity: true)
+        journal.removeAll()
         recording = true
     }
 
     /// Keeps the changes and stops recording.
     mutating func commit() {
-        journal.removeAll(keepingCapacity: true)
+        journal.removeAll()
         recording = false
     }
 
     /// Restores every key changed since `begin()` and stops recording.
     mutating func rollback() {
         for (key, previous) in journal { storage[key] = previous }
-        journal.removeAll(keepingCapacity: true)
+        journal.removeAll()
         recording = false
     }
 
