@@ -100,6 +100,9 @@ let package = Package(
             ]
         ),
 
+        // What `beaconflow report` reads from the public views, as tables or JSON.
+        .target(name: "Reporting", dependencies: ["LibPQ"]),
+
         // Scores zone methods: simulated agents through the real broker, ingest and PostgreSQL, against the truth.
         .target(
             name: "AccuracyHarness",
@@ -113,6 +116,7 @@ let package = Package(
             name: "beaconflow",
             dependencies: [
                 "AccuracyHarness",
+                "Reporting",
                 "BeaconWire",
                 "BeaconAgent",
                 "BeaconIngest",
@@ -138,7 +142,7 @@ let package = Package(
         .testTarget(name: "MosquittoTests", dependencies: ["LocalServers", "Mosquitto", "TestServers"]),
         .testTarget(
             name: "BeaconIngestTests",
-            dependencies: ["AccuracyHarness", "BeaconIngest", "BeaconAgent", "BeaconWire", "LibPQ", "LocalServers", "MetricsEndpoint", "Mosquitto", "TestServers"]),
+            dependencies: ["AccuracyHarness", "BeaconIngest", "BeaconAgent", "BeaconWire", "LibPQ", "LocalServers", "MetricsEndpoint", "Mosquitto", "Reporting", "TestServers"]),
         // Starts the real servers (mosquitto, PostgreSQL) on loopback for tests.
         .target(name: "TestServers", dependencies: ["BeaconAgent", "BeaconWire", "LocalServers"], path: "Tests/TestServers"),
     ],

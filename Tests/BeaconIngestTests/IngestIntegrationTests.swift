@@ -7,6 +7,7 @@ import LocalServers
 import LibPQ
 import Logging
 import Mosquitto
+import Reporting
 import Synchronization
 import TestServers
 import Testing
@@ -393,6 +394,20 @@ struct SimulatedSiteTests {
         #expect(zones.map { $0[0] } == ["corridor", "lab", "lobby"])
         for zone in zones { #expect(Int(zone[2] ?? "") ?? 99 <= scenario.beacons.count) }
         #expect(try harness.count("beaconflow.zone_occupancy_hourly") >= 3)
+
+        // The report over the same views.
+        let report = try Report.load(harness.connection, limit: 3)
+        #expect(report.occupancy.map(\.zoneID) == ["corridor", "lab", "lobby"])
+        #expect(report.occupancy.allSatisfy { $0.siteID == "hq" && $0.peak >= $0.now && $0.peak <= scenario.beacons.count })
+        #expect(report.occupancy.map(\.visits).reduce(0, +) == score.visits)
+        #expect(report.longestDwells.count == 3)
+        #expect(report.longestDwells.map(\.dwellSeconds) == report.longestDwells.map(\.dwellSeconds).sorted(by: >))
+        // The scenario's day is long past: every beacon is stale, every agent said goodbye.
+        #expect(report.beacons.count == 3 && report.beacons.allSatisfy { $0.status == "stale" })
+        #expect(report.agents.map(\.agentID) == ["hq-a1", "hq-a2", "hq-a3"] && report.agents.allSatisfy { $0.state == "offline" })
+        #expect(report.text.contains("Occupancy per zone") && report.text.contains("corridor"))
+        #expect(report.json.contains("\"occupants_now\"") && report.json.contains("\"longest_dwells\""))
+        #expect(try Report.load(harness.connection, site: "elsewhere").occupancy.isEmpty)
     }
 }
 

@@ -1,0 +1,217 @@
+import Foundation
+import LibPQ
+
+/// What `beaconflow report` prints, read from the public views only (what a reader role may see): occupancy per
+/// zone now and at peak, the longest dwells, the beacons and agents that need attention.
+///
+/// "Now" is each site's newest counted minute, and the peak is over the 24 hours before it, so a replay of old
+/// captures reports its own day rather than an empty present.
+public struct Report: Sendable, Equatable, Codable {
+    public struct ZoneOccupancy: Sendable, Equatable, Codable {
+        public var siteID: String
+        public var zoneID: String
+        /// Beacons in the zone during the site's newest counted minute.
+        public var now: Int
+        public var nowAt: String
+        public var peak: Int
+        /// The first minute with the peak.
+        public var peakAt: String
+        /// Visits that began in the 24 hours before the newest minute.
+        public var visits: Int
+
+        enum CodingKeys: String, CodingKey {
+            case siteID = "site_id", zoneID = "zone_id", now = "occupants_now", nowAt = "now_at"
+            case peak = "peak_occupants", peakAt = "peak_at", visits = "visits_24h"
+        }
+    }
+
+    public struct Dwell: Sendable, Equatable, Codable {
+        public var siteID: String
+        public var zoneID: String
+        public var beaconID: String
+        public var enteredAt: String
+        /// Seconds; an open visit's runs to the site's newest minute.
+        public var dwellSeconds: Double
+        public var open: Bool
+
+        enum CodingKeys: String, CodingKey {
+            case siteID = "site_id", zoneID = "zone_id", beaconID = "beacon_id", enteredAt = "enter_ts"
+            case dwellSeconds = "dwell_s", open
+        }
+    }
+
+    public struct BeaconAttention: Sendable, Equatable, Codable {
+        public var siteID: String
+        public var beaconID: String
+        public var status: String
+        public var lastSeen: String
+        public var batteryMillivolts: Int?
+        public var trendMillivoltsPerDay: Double?
+        public var estimatedDaysLeft: Double?
+        public var reboots7Days: Int
+
+        enum CodingKeys: String, CodingKey {
+            case siteID = "site_id", beaconID = "beacon_id", status, lastSeen = "last_seen"
+            case batteryMillivolts = "battery_mv", trendMillivoltsPerDay = "battery_trend_mv_per_day"
+            case estimatedDaysLeft = "est_days_left", reboots7Days = "reboots_7d"
+        }
+    }
+
+    public struct AgentAttention: Sendable, Equatable, Codable {
+        public var siteID: String
+        public var agentID: String
+        /// `offline` or `silent`.
+        public var state: String
+        public var lastBatchAt: String?
+        public var lastError: String?
+
+        enum CodingKeys: String, CodingKey {
+            case siteID = "site_id", agentID = "agent_id", state, lastBatchAt = "last_batch_at", lastError = "last_error"
+        }
+    }
+
+    public var occupancy: [ZoneOccupancy] = []
+    public var longestDwells: [Dwell] = []
+    public var beacons: [BeaconAttention] = []
+    public var agents: [AgentAttention] = []
+
+    enum CodingKeys: String, CodingKey {
+        case occupancy, longestDwells = "longest_dwells", beacons, agents
+    }
+
+    /// Reads the report; `site` limits it to one site, `limit` bounds the dwell and beacon lists.
+    public static func load(_ connection: PostgresConnection, site: String? = nil, limit: Int = 10) throws(PostgresError) -> Report {
+        var report = Report()
+        let siteFilter: [String?] = [site]
+        report.occupancy = try connection.query(
+            """
+            WITH newest AS (
+                SELECT site_id, max(bucket) AS bucket FROM beaconflow.zone_occupancy
+                WHERE $1::text IS NULL OR site_id = $1 GROUP BY site_id
+            ), recent AS (
+                SELECT o.site_id, o.zone_id, o.bucket, o.occupants, n.bucket AS newest
+                FROM beaconflow.zone_occupancy o JOIN newest n USING (site_id)
+                WHERE o.bucket > n.bucket - interval '24 hours'
+            )
+            SELECT r.site_id, r.zone_id,
+                   coalesce(max(r.occupants) FILTER (WHERE r.bucket = r.newest), 0),
+                   \(timestamp("max(r.newest)")),
+                   max(r.occupants),
+                   \(timestamp("(array_agg(r.bucket ORDER BY r.occupants DESC, r.bucket))[1]")),
+                   (SELECT count(*) FROM beaconflow.visits v WHERE v.site_id = r.site_id AND v.zone_id = r.zone_id
+                      AND v.enter_ts > max(r.newest) - interval '24 hours')
+            FROM recent r GROUP BY r.site_id, r.zone_id ORDER BY 1, 2
+            """, siteFilter
+        ).map { row in
+            ZoneOccupancy(
+                siteID: row[0] ?? "", zoneID: row[1] ?? "", now: Int(row[2] ?? "") ?? 0, nowAt: row[3] ?? "",
+                peak: Int(row[4] ?? "") ?? 0, peakAt: row[5] ?? "", visits: Int(row[6] ?? "") ?? 0)
+        }
+        report.longestDwells = try connection.query(
+            """
+            WITH newest AS (
+                SELECT site_id, max(bucket) + interval '1 minute' AS at FROM beaconflow.zone_occupancy GROUP BY site_id
+            )
+            SELECT v.site_id, v.zone_id, v.beacon_id, \(timestamp("v.enter_ts")),
+                   coalesce(v.dwell_s, greatest(0, extract(epoch FROM n.at - v.enter_ts)::double precision)),
+                   v.exit_ts IS NULL
+            FROM beaconflow.visits v LEFT JOIN newest n USING (site_id)
+            WHERE $1::text IS NULL OR v.site_id = $1
+            ORDER BY 5 DESC NULLS LAST, v.beacon_id LIMIT \(limit)
+            """, siteFilter
+        ).map { row in
+            Dwell(
+                siteID: row[0] ?? "", zoneID: row[1] ?? "", beaconID: row[2] ?? "", enteredAt: row[3] ?? "",
+                dwellSeconds: Double(row[4] ?? "") ?? 0, open: row[5] == "t")
+        }
+        report.beacons = try connection.query(
+            """
+            SELECT site_id, beacon_id, status, \(timestamp("last_seen")), battery_mv, battery_trend_mv_per_day,
+                   est_days_left, reboots_7d
+            FROM beaconflow.beacon_health
+            WHERE status <> 'ok' AND ($1::text IS NULL OR site_id = $1)
+            ORDER BY CASE status WHEN 'low_battery' THEN 0 WHEN 'rebooting' THEN 1 ELSE 2 END,
+                     est_days_left NULLS LAST, beacon_id
+            LIMIT \(limit)
+            """, siteFilter
+        ).map { row in
+            BeaconAttention(
+                siteID: row[0] ?? "", beaconID: row[1] ?? "", status: row[2] ?? "", lastSeen: row[3] ?? "",
+                batteryMillivolts: row[4].flatMap { Int($0) }, trendMillivoltsPerDay: row[5].flatMap { Double($0) },
+                estimatedDaysLeft: row[6].flatMap { Double($0) }, reboots7Days: Int(row[7] ?? "") ?? 0)
+        }
+        report.agents = try connection.query(
+            """
+            SELECT site_id, agent_id, CASE WHEN NOT online THEN 'offline' ELSE 'silent' END,
+                   \(timestamp("last_batch_at")), last_error
+            FROM beaconflow.agent_health
+            WHERE (NOT online OR last_error LIKE 'silent:%') AND ($1::text IS NULL OR site_id = $1)
+            ORDER BY 1, 2
+            """, siteFilter
+        ).map { row in
+            AgentAttention(siteID: row[0] ?? "", agentID: row[1] ?? "", state: row[2] ?? "", lastBatchAt: row[3], lastError: row[4])
+        }
+        return report
+    }
+
+    /// An RFC 3339 UTC text of a timestamptz expression, to the second.
+    private static func timestamp(_ expression: String) -> String {
+        "to_char((\(expression)) AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
+    }
+}
+
+extension Report {
+    /// The report as one JSON object (keys as in the views).
+    public var json: String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        return (try? encoder.encode(self)).flatMap { String(data: $0, encoding: .utf8) } ?? "{}"
+    }
+
+    /// The report as terminal tables.
+    public var text: String {
+        func number(_ value: Double?, _ digits: Int = 0) -> String { value.map { String(format: "%.\(digits)f", $0) } ?? "-" }
+        func duration(_ seconds: Double) -> String {
+            let minutes = Int(seconds / 60)
+            return minutes >= 60 ? "\(minutes / 60) h \(minutes % 60) min" : "\(minutes) min \(Int(seconds) % 60) s"
+        }
+        var sections: [String] = []
+        sections.append(
+            Self.table(
+                "Occupancy per zone (now: the newest counted minute; peak and visits: the 24 hours before it)",
+                ["site", "zone", "now", "at", "peak", "peak at", "visits"],
+                occupancy.map { [$0.siteID, $0.zoneID, String($0.now), $0.nowAt, String($0.peak), $0.peakAt, String($0.visits)] },
+                rightAligned: [2, 4, 6]))
+        sections.append(
+            Self.table(
+                "Longest dwells", ["site", "zone", "beacon", "entered", "dwell", ""],
+                longestDwells.map { [$0.siteID, $0.zoneID, $0.beaconID, $0.enteredAt, duration($0.dwellSeconds), $0.open ? "still there" : ""] },
+                rightAligned: [4]))
+        sections.append(
+            Self.table(
+                "Beacons needing attention", ["site", "beacon", "status", "last seen", "battery mV", "mV/day", "days left", "reboots 7d"],
+                beacons.map {
+                    [$0.siteID, $0.beaconID, $0.status, $0.lastSeen, $0.batteryMillivolts.map(String.init) ?? "-",
+                     number($0.trendMillivoltsPerDay, 1), number($0.estimatedDaysLeft), String($0.reboots7Days)]
+                }, rightAligned: [4, 5, 6, 7]))
+        sections.append(
+            Self.table(
+                "Agents offline or silent", ["site", "agent", "state", "last batch", "last error"],
+                agents.map { [$0.siteID, $0.agentID, $0.state, $0.lastBatchAt ?? "never", $0.lastError ?? ""] }))
+        return sections.joined(separator: "\n")
+    }
+
+    static func table(_ title: String, _ header: [String], _ rows: [[String]], rightAligned: Set<Int> = []) -> String {
+        guard !rows.isEmpty else { return "\(title): none\n" }
+        let widths = header.indices.map { column in ([header] + rows).map { $0[column].count }.max() ?? 0 }
+        func line(_ cells: [String]) -> String {
+            let text = cells.enumerated().map { column, cell in
+                let padding = String(repeating: " ", count: widths[column] - cell.count)
+                return rightAligned.contains(column) ? padding + cell : cell + padding
+            }.joined(separator: "  ")
+            return String(text.reversed().drop { $0 == " " }.reversed())
+        }
+        let rule = widths.map { String(repeating: "-", count: $0) }.joined(separator: "  ")
+        return ([title, line(header), rule] + rows.map(line)).joined(separator: "\n") + "\n"
+    }
+}

@@ -1,0 +1,37 @@
+import ArgumentParser
+import Foundation
+import LibPQ
+import Reporting
+
+struct ReportCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "report",
+        abstract: "Print occupancy, the longest dwells, and the beacons and agents that need attention.",
+        discussion: """
+            Reads the public views only (a role granted beaconflow_reader is enough). Occupancy per zone is the
+            newest counted minute of each site ("now") and the peak over the 24 hours before it, so a replay of old
+            captures reports its own day. Beacons needing attention are low_battery, rebooting or stale, with the
+            forecast days left; agents needing attention are offline, or online but silent.
+
+            Examples:
+              beaconflow report --database postgresql://grafana@127.0.0.1/beaconflow
+              beaconflow report --database "host=/run/postgresql dbname=beaconflow" --site hq --json
+            """
+    )
+
+    @Option(help: "libpq connection URI or conninfo (default: from the PG* environment variables).")
+    var database = ""
+    @Option(help: "Only this site.") var site: String?
+    @Option(help: "Rows at most in the dwell and beacon lists.") var limit = 10
+    @Flag(help: "One JSON object instead of tables.") var json = false
+
+    func run() throws {
+        do {
+            let report = try Report.load(try PostgresConnection(database), site: site, limit: max(1, limit))
+            print(json ? report.json : report.text, terminator: json ? "\n" : "")
+        } catch {
+            FileHandle.standardError.write(Data("beaconflow report: \(error)\n".utf8))
+            throw ExitCode(error.isConnectionFailure ? 69 : 1)
+        }
+    }
+}
