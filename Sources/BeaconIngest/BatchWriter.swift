@@ -122,10 +122,11 @@ public final class BatchWriter {
         }
     }
 
-    /// Zone decisions that only time moved (agents gone idle), in a transaction of their own.
-    public func advanceZones(nowMicros: Int64 = wallClockMicros()) throws(PostgresError) {
+    /// Zone decisions that only time moved (agents gone idle), in a transaction of their own; with `finish`, every
+    /// reading waiting and every minute begun (the end of the data).
+    public func advanceZones(nowMicros: Int64 = wallClockMicros(), finish: Bool = false) throws(PostgresError) {
         pipeline.beginTransaction()
-        let changes = pipeline.advanceZones(nowMicros: nowMicros)
+        let changes = finish ? pipeline.finishZones() : pipeline.advanceZones(nowMicros: nowMicros)
         guard !changes.isEmpty else {
             pipeline.commitTransaction()
             return

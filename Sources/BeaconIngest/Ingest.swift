@@ -30,6 +30,9 @@ public struct IngestConfiguration: Sendable {
     /// are first dropped one interval after start, so that a short run (a replay of old captures, a test) keeps
     /// what it wrote.
     public var partitionMaintenanceInterval: Duration = .seconds(3600)
+    /// At a graceful stop, count the minutes begun and apply the readings still waiting for a silent agent, as
+    /// when the data ends with the run (the demo, a replay). Off for a service: a restart goes on counting.
+    public var finishZonesAtStop = false
 
     public init(mqtt: MQTTClient.Configuration, database: String, sites: SitesConfiguration) {
         self.mqtt = mqtt
@@ -51,6 +54,8 @@ public struct IngestStatistics: Sendable, Equatable {
     public var telemetryCommitted = 0
     /// Readings that arrived after their site let their agent go: stored, but no zone moved for them.
     public var lateReadings = 0
+    /// From the arrival of the newest batch of the last group to its commit.
+    public var lagSeconds = 0.0
     public var transactions = 0
     public var databaseConnected = false
     public var databaseReconnects = 0
@@ -212,7 +217,14 @@ public final class Ingest: Sendable {
             if backlog.isEmpty {
                 backlog = queue.popAll(timeout: stopping ? 0 : 0.1)
                 queueGauge.record(backlog.count)
-                if backlog.isEmpty, stopping { return }
+                if backlog.isEmpty, stopping {
+                    if configuration.finishZonesAtStop, let active = writer {
+                        if case .failure(let error) = Result(catching: { () throws(PostgresError) in try active.advanceZones(finish: true) }) {
+                            logger.error("Could not count the last minutes", metadata: ["error": "\(error)"])
+                        }
+                    }
+                    return
+                }
             }
             guard let active = writer else { continue }
             if ContinuousClock.now - lastPartitionMaintenance >= configuration.partitionMaintenanceInterval {
@@ -304,7 +316,11 @@ public final class Ingest: Sendable {
                 try commit(group, writer: writer, client: client)
                 start += group.count
             }
-            if newestReceived > 0 { lagGauge.record(Double(wallClockMicros() - newestReceived) / 1e6) }
+            if newestReceived > 0 {
+                let lag = Double(wallClockMicros() - newestReceived) / 1e6
+                lagGauge.record(lag)
+                statisticsState.withLock { $0.lagSeconds = lag }
+            }
         }
     }
 

@@ -240,6 +240,30 @@ public struct SiteZoneTracker: Sendable {
 
     public var trackedBeacons: Int { beacons.count }
 
+    /// For the end of the data (a replay, the demo): applies every reading still waiting and counts the minutes
+    /// through the newest one, the last one as far as it went. Visits stay open: the beacons were still there.
+    public mutating func finish() -> [ZoneChange] {
+        guard let newest = agents.values.map(\.newestMicros).max() else { return [] }
+        var changes: [ZoneChange] = []
+        watermarkMicros = max(watermarkMicros, newest)
+        pending.sort { ($0.timeMicros, $0.agent, $0.beaconID) < ($1.timeMicros, $1.agent, $1.beaconID) }
+        for reading in pending {
+            countMinutes(through: reading.timeMicros, into: &changes)
+            apply(reading, into: &changes)
+        }
+        pending.removeAll()
+        var minute = nextMinute ?? presence.keys.min() ?? Self.minuteStart(newest)
+        while minute <= Self.minuteStart(newest) {
+            let present = presence.removeValue(forKey: minute) ?? [:]
+            for zone in zones {
+                changes.append(.occupancy(site: site, zone: zone, minuteMicros: minute, occupants: present[zone]?.count ?? 0))
+            }
+            minute += Self.minute
+        }
+        nextMinute = minute
+        return changes
+    }
+
     /// A beacon whose visit a previous run left open.
     public struct OpenVisit: Sendable, Equatable {
         public var beaconID: String

@@ -7,10 +7,12 @@ public final class ChildProcess: @unchecked Sendable {
     public let pid: pid_t
     private var exitStatus: Int32?
 
-    /// Starts `executable`; its standard error goes to `standardErrorPath` (appended) when given.
+    /// Starts `executable`; its standard output and error go to the given files (appended), else nowhere. In a
+    /// process group of its own (`newProcessGroup`), a terminal's Ctrl-C reaches only its parent, which then
+    /// stops it in order.
     public init(
         _ executable: String, _ arguments: [String], environment: [String: String]? = nil,
-        standardErrorPath: String? = nil
+        standardOutputPath: String? = nil, standardErrorPath: String? = nil, newProcessGroup: Bool = false
     ) throws {
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
@@ -21,13 +23,15 @@ public final class ChildProcess: @unchecked Sendable {
         sigfillset(&allSignals)
         posix_spawnattr_setsigmask(&attributes, &noSignals)
         posix_spawnattr_setsigdefault(&attributes, &allSignals)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        posix_spawnattr_setpgroup(&attributes, 0)
+        posix_spawnattr_setflags(
+            &attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | (newProcessGroup ? POSIX_SPAWN_SETPGROUP : 0)))
 
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, standardOutputPath ?? "/dev/null", O_WRONLY | O_CREAT | O_APPEND, 0o644)
         posix_spawn_file_actions_addopen(
             &actions, 2, standardErrorPath ?? "/dev/null", O_WRONLY | O_CREAT | O_APPEND, 0o644)
 
@@ -41,7 +45,12 @@ public final class ChildProcess: @unchecked Sendable {
         self.pid = pid
     }
 
-    deinit { terminate() }
+    private var detached = false
+
+    deinit { if !detached { terminate() } }
+
+    /// Lets the process outlive this object (it is no longer signalled when this object goes).
+    public func detach() { detached = true }
 
     /// The exit code once the process has exited normally; nil while it runs or when a signal ended it.
     public var exitCode: Int32? {

@@ -12,16 +12,32 @@ public final class MosquittoServer: @unchecked Sendable {
 
     /// Starts a broker that allows anonymous clients, plus `configuration` lines (TLS listeners, ACLs...).
     /// Lines may use `{dir}` for the broker's directory.
-    public init(configuration: String = "", port: Int? = nil) throws {
-        directory = try makeTemporaryDirectory(prefix: "mosquitto")
+    private var leftRunning = false
+
+    private let ownProcessGroup: Bool
+
+    /// `ownProcessGroup`: see `ChildProcess`.
+    public init(configuration: String = "", port: Int? = nil, directory given: String? = nil, ownProcessGroup: Bool = false) throws {
+        self.ownProcessGroup = ownProcessGroup
+        directory = try given.map { try makeSharedDirectory($0) } ?? makeTemporaryDirectory(prefix: "mosquitto")
         self.port = try port ?? freeLoopbackPort()
         extraConfiguration = configuration.replacingOccurrences(of: "{dir}", with: directory)
         try start()
     }
 
     deinit {
+        guard !leftRunning else { return }
         stop()
         try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    /// Leaves the broker running, and its directory in place, when this object goes; returns its process id.
+    @discardableResult
+    public func leaveRunning() -> pid_t? {
+        leftRunning = true
+        let pid = process?.pid
+        process?.detach()
+        return pid
     }
 
     public var url: String { "mqtt://127.0.0.1:\(port)" }
@@ -44,7 +60,7 @@ public final class MosquittoServer: @unchecked Sendable {
             """
         let path = directory + "/mosquitto.conf"
         try configuration.write(toFile: path, atomically: true, encoding: .utf8)
-        let process = try ChildProcess(executable, ["-c", path])
+        let process = try ChildProcess(executable, ["-c", path], newProcessGroup: ownProcessGroup)
         self.process = process
         try waitForPort(port, timeout: .seconds(10)) { process.isRunning }
     }
@@ -71,10 +87,15 @@ public func findExecutable(_ name: String, extraDirectories: [String] = []) -> S
 
 /// A directory every user may enter (servers started as root drop to their own users).
 public func makeTemporaryDirectory(prefix: String) throws -> String {
-    let path = FileManager.default.temporaryDirectory.appendingPathComponent("\(prefix)-\(UUID().uuidString)").path
-    try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-    try FileManager.default.setAttributes([.posixPermissions: 0o777], ofItemAtPath: path)
-    return path
+    try makeSharedDirectory(FileManager.default.temporaryDirectory.appendingPathComponent("\(prefix)-\(UUID().uuidString)").path)
+}
+
+/// Creates `path` (and its parents) open to every user; returns it absolute.
+public func makeSharedDirectory(_ path: String) throws -> String {
+    let absolute = URL(fileURLWithPath: path).standardized.path
+    try FileManager.default.createDirectory(atPath: absolute, withIntermediateDirectories: true)
+    try FileManager.default.setAttributes([.posixPermissions: 0o777], ofItemAtPath: absolute)
+    return absolute
 }
 
 /// A port that was free a moment ago: bind port 0 on 127.0.0.1 and read it back.

@@ -18,9 +18,16 @@ public final class PostgresServer: @unchecked Sendable {
 
     static let runsAsRoot = getuid() == 0
 
-    public init() throws {
+    private var leftRunning = false
+
+    /// Makes a cluster in `directory` (a new temporary one when nil; an existing one must be empty) and starts it.
+    private let ownProcessGroup: Bool
+
+    /// `ownProcessGroup`: see `ChildProcess`.
+    public init(directory given: String? = nil, ownProcessGroup: Bool = false) throws {
+        self.ownProcessGroup = ownProcessGroup
         guard let binaries = Self.binaries else { throw LocalServerError("PostgreSQL is not installed") }
-        directory = try makeTemporaryDirectory(prefix: "postgres")
+        directory = try given.map { try makeSharedDirectory($0) } ?? makeTemporaryDirectory(prefix: "postgres")
         port = try freeLoopbackPort()
         if Self.runsAsRoot {
             try runToEnd("/bin/chown", ["-R", "postgres:postgres", directory])
@@ -31,17 +38,28 @@ public final class PostgresServer: @unchecked Sendable {
 
     /// Makes and starts a cluster on a thread of its own: initdb takes a second or two, which must not hold one of
     /// the few threads of the cooperative pool.
-    public static func start() async throws -> PostgresServer {
+    public static func start(directory: String? = nil, ownProcessGroup: Bool = false) async throws -> PostgresServer {
         try await withCheckedThrowingContinuation { continuation in
             Thread.detachNewThread {
-                continuation.resume(with: Result { try PostgresServer() })
+                continuation.resume(with: Result { try PostgresServer(directory: directory, ownProcessGroup: ownProcessGroup) })
             }
         }
     }
 
     deinit {
+        guard !leftRunning else { return }
         stop()
         try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    /// Leaves the server running, and its directory in place, when this object goes (`pg_ctl stop -D DIR/data`
+    /// stops it); returns its process id.
+    @discardableResult
+    public func leaveRunning() -> pid_t? {
+        leftRunning = true
+        let pid = process?.pid
+        process?.detach()
+        return pid
     }
 
     /// A conninfo for the `postgres` superuser and database.
@@ -53,7 +71,7 @@ public final class PostgresServer: @unchecked Sendable {
             binaries + "/postgres", "-D", directory + "/data", "-p", String(port), "-k", directory,
             "-c", "listen_addresses=127.0.0.1", "-c", "fsync=on", "-c", "synchronous_commit=on",
         ]
-        let process = try Self.asPostgres(arguments, standardErrorPath: directory + "/postgres.log")
+        let process = try Self.asPostgres(arguments, standardErrorPath: directory + "/postgres.log", newProcessGroup: ownProcessGroup)
         self.process = process
         try waitForPort(port, timeout: .seconds(20)) { process.isRunning }
         // The port opens before recovery ends ("the database system is starting up"): ask pg_isready.
@@ -89,8 +107,8 @@ public final class PostgresServer: @unchecked Sendable {
 
     private func runToEnd(_ executable: String, _ arguments: [String], asPostgres: Bool = false) throws {
         let process = asPostgres
-            ? try Self.asPostgres([executable] + arguments, standardErrorPath: directory + "/setup.log")
-            : try ChildProcess(executable, arguments)
+            ? try Self.asPostgres([executable] + arguments, standardErrorPath: directory + "/setup.log", newProcessGroup: ownProcessGroup)
+            : try ChildProcess(executable, arguments, newProcessGroup: ownProcessGroup)
         let deadline = ContinuousClock.now + .seconds(60)
         while process.isRunning, ContinuousClock.now < deadline { usleep(10_000) }
         guard !process.isRunning else {
@@ -99,13 +117,15 @@ public final class PostgresServer: @unchecked Sendable {
         }
     }
 
-    private static func asPostgres(_ command: [String], standardErrorPath: String) throws -> ChildProcess {
+    private static func asPostgres(_ command: [String], standardErrorPath: String, newProcessGroup: Bool) throws -> ChildProcess {
         if runsAsRoot {
             let setpriv = findExecutable("setpriv", extraDirectories: ["/usr/bin", "/bin"]) ?? "/usr/bin/setpriv"
             return try ChildProcess(
                 setpriv, ["--reuid=postgres", "--regid=postgres", "--init-groups", "--"] + command,
-                environment: ["PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"], standardErrorPath: standardErrorPath)
+                environment: ["PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"], standardErrorPath: standardErrorPath,
+                newProcessGroup: newProcessGroup)
         }
-        return try ChildProcess(command[0], Array(command.dropFirst()), standardErrorPath: standardErrorPath)
+        return try ChildProcess(
+            command[0], Array(command.dropFirst()), standardErrorPath: standardErrorPath, newProcessGroup: newProcessGroup)
     }
 }

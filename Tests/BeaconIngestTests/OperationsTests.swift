@@ -123,3 +123,68 @@ struct IngestCommandTests {
         #expect(log.contains("sites[0].id"), "\(log)")
     }
 }
+
+@Suite(
+    .enabled(if: MosquittoServer.executable != nil && PostgresServer.binaries != nil, "mosquitto or PostgreSQL is not installed"),
+    .enabled(if: beaconflowExecutable != nil, "the beaconflow executable is not built"), .timeLimit(.minutes(3)),
+    .serialized)
+struct DemoCommandTests {
+    /// Processes whose command line mentions `directory` (the demo's servers run from it).
+    func processes(under directory: String) -> [String] {
+        let pids = (try? FileManager.default.contentsOfDirectory(atPath: "/proc"))?.filter { Int($0) != nil } ?? []
+        return pids.compactMap { pid in
+            guard let data = FileManager.default.contents(atPath: "/proc/\(pid)/cmdline"),
+                let line = String(bytes: data.map { $0 == 0 ? 32 : $0 }, encoding: .utf8), line.contains(directory)
+            else { return nil }
+            return "\(pid): \(line)"
+        }
+    }
+
+    @Test func theDemoReportsEverySiteAndZoneAndLeavesNoProcessBehind() async throws {
+        let executable = try #require(beaconflowExecutable)
+        let work = try makeTemporaryDirectory(prefix: "demo")
+        defer { try? FileManager.default.removeItem(atPath: work) }
+        let demo = try ChildProcess(
+            executable, ["demo", "--duration", "20", "--directory", work + "/state"],
+            standardOutputPath: work + "/out.txt", standardErrorPath: work + "/err.txt")
+        let status = await demo.exit()
+        let output = (try? String(contentsOfFile: work + "/out.txt", encoding: .utf8)) ?? ""
+        #expect(demo.exitCode == 0, "status \(status); \(output.suffix(2000)) \((try? String(contentsOfFile: work + "/err.txt", encoding: .utf8))?.suffix(2000) ?? "")")
+        let occupancy = output.components(separatedBy: "Occupancy per zone").last?.components(separatedBy: "Longest dwells").first ?? ""
+        let rows = occupancy.split(separator: "\n").map { $0.split(separator: " ").map(String.init) }
+        for (site, zones) in [
+            ("hq", ["lobby", "lab", "office", "canteen"]), ("warehouse", ["dock", "aisle-a", "aisle-b", "packing"]),
+            ("clinic", ["reception", "ward", "imaging", "pharmacy"]),
+        ] {
+            for zone in zones {
+                let row = rows.first { $0.count >= 3 && $0[0] == site && $0[1] == zone }
+                #expect(row != nil, "\(site)/\(zone) missing from the report:\n\(occupancy)")
+                #expect(Int(row?[2] ?? "") ?? 0 > 0, "nobody in \(site)/\(zone) now:\n\(occupancy)")
+            }
+        }
+        #expect(output.contains("rows"), "progress lines: \(output.prefix(1000))")
+        #expect(processes(under: work).isEmpty, "left behind: \(processes(under: work))")
+    }
+
+    @Test func ctrlCStopsEverything() async throws {
+        let executable = try #require(beaconflowExecutable)
+        let work = try makeTemporaryDirectory(prefix: "demo")
+        defer { try? FileManager.default.removeItem(atPath: work) }
+        let demo = try ChildProcess(
+            executable, ["demo", "--duration", "120", "--directory", work + "/state"],
+            standardOutputPath: work + "/out.txt", standardErrorPath: work + "/err.txt")
+        let deadline = ContinuousClock.now + .seconds(60)
+        while ContinuousClock.now < deadline,
+            !((try? String(contentsOfFile: work + "/out.txt", encoding: .utf8)) ?? "").contains("adverts/s")
+        {
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        #expect(!processes(under: work).filter { !$0.contains("beaconflow") }.isEmpty, "the servers run")
+        kill(demo.pid, SIGINT)
+        let started = ContinuousClock.now
+        _ = await demo.exit()
+        #expect(ContinuousClock.now - started < .seconds(30))
+        #expect(((try? String(contentsOfFile: work + "/out.txt", encoding: .utf8)) ?? "").contains("Interrupted"))
+        #expect(processes(under: work).isEmpty, "left behind: \(processes(under: work))")
+    }
+}

@@ -1,0 +1,206 @@
+import AccuracyHarness
+import ArgumentParser
+import BeaconAgent
+import BeaconIngest
+import Dispatch
+import Foundation
+import LibPQ
+import LocalServers
+import Logging
+import Mosquitto
+import Reporting
+import Synchronization
+
+struct DemoCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "demo",
+        abstract: "Run the whole pipeline on this machine: simulated agents, mosquitto, the ingest, PostgreSQL.",
+        discussion: """
+            Starts mosquitto and a throwaway PostgreSQL cluster on free loopback ports under --directory
+            (./.beaconflow), then 36 simulated agents (3 sites × 4 zones × 3 agents) hearing about 200 beacons of
+            every type in real time, and the ingest between them. Shows progress every 2 s (adverts/s heard by the
+            agents, batches and rows committed, the ingest's lag), then stops the agents, lets the ingest commit
+            everything, prints the report (as `beaconflow report` does) and the psql command to explore the views.
+
+            Ctrl-C stops everything at any point and leaves no process behind. --keep leaves mosquitto and
+            PostgreSQL running afterwards (for psql and Grafana); the next `beaconflow demo` stops them and starts
+            afresh. Needs mosquitto and PostgreSQL installed (scripts/install-deps).
+
+            Examples:
+              beaconflow demo
+              beaconflow demo --duration 300 --keep
+            """
+    )
+
+    @Option(help: "Seconds of simulated traffic.") var duration = 60
+    @Flag(help: "Leave mosquitto and PostgreSQL running afterwards.") var keep = false
+    @Option(help: "Where the servers, their data and the agents' spools go.") var directory = ".beaconflow"
+    @Option(help: "Seed of the simulated deployment.") var seed: UInt64 = 7
+    @Option(help: "Log level of the pipeline's own logs: trace, debug, info, notice, warning, error (default), critical.")
+    var logLevel = "error"
+
+    func run() async throws {
+        guard duration > 0 else { throw ValidationError("--duration must be at least 1 second") }
+        guard let level = Logger.Level(rawValue: logLevel) else { throw ValidationError("unknown --log-level '\(logLevel)'") }
+        guard MosquittoServer.executable != nil, PostgresServer.binaries != nil else {
+            FileHandle.standardError.write(Data("beaconflow demo: needs mosquitto and PostgreSQL (scripts/install-deps)\n".utf8))
+            throw ExitCode(69)
+        }
+        bootstrapLogging(level: level)
+        let logger = Logger(label: "beaconflow.demo")
+        let interrupted = InterruptFlag()
+        let signalSources = interrupted.watchSignals()
+        signal(SIGPIPE, SIG_IGN)
+        defer { signalSources.forEach { $0.cancel() } }
+
+        let home = try makeSharedDirectory(directory)
+        try await stopLeftovers(in: home)
+        say("Starting mosquitto and PostgreSQL under \(home) ...")
+        let broker = try MosquittoServer(directory: home + "/mosquitto", ownProcessGroup: true)
+        let database = try await PostgresServer.start(directory: home + "/postgres", ownProcessGroup: true)
+        var servers = DemoServers(broker: broker, database: database)
+        defer {
+            servers.stopUnlessKept()
+            if !keep { try? FileManager.default.removeItem(atPath: home + "/spool") }
+        }
+
+        let start = Int64(Date().timeIntervalSince1970)
+        let scenario = try Scenario.parse(DemoScenario.yaml(seed: seed, start: start, durationSeconds: duration + 5))
+        let simulator = try Simulator(scenario)
+        let sites = try SitesConfiguration.forScenario(scenario, beaconIDs: simulator.beaconIDs, method: .chosen)
+
+        var mqtt = MQTTClient.Configuration(host: "127.0.0.1", port: broker.port, clientID: "demo-ingest")
+        mqtt.reconnectDelayMinimum = .milliseconds(50)
+        var ingestConfiguration = IngestConfiguration(mqtt: mqtt, database: database.conninfo, sites: sites)
+        ingestConfiguration.finishZonesAtStop = true
+        let ingest = Ingest(configuration: ingestConfiguration, logger: logger)
+        let ingestTask = Task { try await ingest.run() }
+        let deadline = ContinuousClock.now + .seconds(30)
+        while !(ingest.statistics.mqttConnected && ingest.statistics.databaseConnected) {
+            guard ContinuousClock.now < deadline, !interrupted.isSet else { break }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+
+        var agents: [Agent] = []
+        for site in scenario.sites {
+            for agent in site.agents {
+                var configuration = try AgentConfiguration(
+                    siteID: site.id, agentID: agent.id, broker: BrokerAddress(host: "127.0.0.1", port: broker.port),
+                    spoolDirectory: home + "/spool/\(agent.id)")
+                configuration.statusInterval = .seconds(2)
+                configuration.drainTimeout = .seconds(30)
+                let source = SimulatorSource(simulator: simulator, site: site.id, agent: agent.id, speed: .factor(1))
+                agents.append(Agent(configuration: configuration, source: source, logger: logger))
+            }
+        }
+        let agentTasks = agents.map { agent in Task { try await agent.run() } }
+        say("Running \(agents.count) simulated agents at \(scenario.sites.count) sites with \(scenario.beacons.count) beacons for \(duration) s (Ctrl-C stops) ...")
+
+        let began = ContinuousClock.now
+        let conninfo = database.conninfo
+        var nextReport = began + .seconds(2)
+        while ContinuousClock.now - began < .seconds(duration), !interrupted.isSet {
+            try? await Task.sleep(until: nextReport, clock: .continuous)
+            nextReport = nextReport + .seconds(2)
+            let advertsPerSecond = try? await onThread {
+                try PostgresConnection(conninfo).query(
+                    "SELECT coalesce(sum(adverts_per_s), 0) FROM beaconflow.agent_health WHERE online")
+            }.first?[0].flatMap(Double.init)
+            let statistics = ingest.statistics
+            let elapsed = Int((ContinuousClock.now - began).components.seconds)
+            say(
+                String(
+                    format: "%4d s  adverts/s %7.0f  batches %6d  rows %9d  lag %.2f s", elapsed, advertsPerSecond ?? 0,
+                    statistics.batchesCommitted, statistics.sightingsCommitted, statistics.lagSeconds))
+        }
+
+        say(interrupted.isSet ? "Interrupted: stopping ..." : "Stopping the agents; the ingest commits what they sent ...")
+        for agent in agents { agent.requestStop() }
+        for task in agentTasks { _ = try? await task.value }
+        ingest.requestStop()
+        _ = try? await ingestTask.value
+        if interrupted.isSet { return }
+
+        var report = try await onThread { try Report.load(PostgresConnection(conninfo), limit: 5) }
+        // The agents just said goodbye because the demo stopped them: not news.
+        report.agents.removeAll { $0.state == "offline" }
+        say("")
+        say(report.text)
+        if keep {
+            servers.keep(in: home)
+            say("mosquitto (mqtt://127.0.0.1:\(broker.port)) and PostgreSQL are still running; explore the views with:")
+            say("  psql \"\(database.conninfo)\" -c 'SELECT * FROM beaconflow.zone_occupancy_hourly'")
+            say("The next `beaconflow demo` stops them; or: kill $(cat \(home)/servers.pid)")
+        } else {
+            say("Explore the views next time with --keep, then:")
+            say("  psql \"host=127.0.0.1 port=\(database.port) user=postgres dbname=postgres\" -c 'SELECT * FROM beaconflow.visits LIMIT 20'")
+        }
+    }
+
+    /// A line on standard output, at once (progress, when piped); a reader gone (`| head`) is no reason to leave
+    /// servers behind, so write errors are ignored (SIGPIPE is).
+    private func say(_ line: String) {
+        let bytes = Array((line + "\n").utf8)
+        _ = bytes.withUnsafeBytes { write(STDOUT_FILENO, $0.baseAddress, $0.count) }
+    }
+
+    /// Stops servers a previous `--keep` left running here, and removes what the last run left.
+    private func stopLeftovers(in home: String) async throws {
+        let pidFile = home + "/servers.pid"
+        if let text = try? String(contentsOfFile: pidFile, encoding: .utf8) {
+            for pid in text.split(whereSeparator: \.isWhitespace).compactMap({ pid_t($0) }) where pid > 1 {
+                kill(pid, SIGINT)
+                for _ in 0..<200 where kill(pid, 0) == 0 { try await Task.sleep(for: .milliseconds(50)) }
+            }
+        }
+        for leftover in ["servers.pid", "mosquitto", "postgres", "spool"] {
+            try? FileManager.default.removeItem(atPath: home + "/" + leftover)
+        }
+    }
+}
+
+/// The demo's servers: stopped when the demo ends, unless kept.
+private struct DemoServers {
+    var broker: MosquittoServer?
+    var database: PostgresServer?
+
+    mutating func keep(in home: String) {
+        let pids = [broker?.leaveRunning(), database?.leaveRunning()].compactMap { $0 }
+        try? pids.map(String.init).joined(separator: " ").appending("\n").write(
+            toFile: home + "/servers.pid", atomically: true, encoding: .utf8)
+        broker = nil
+        database = nil
+    }
+
+    mutating func stopUnlessKept() {
+        broker?.stop()
+        database?.stop()
+        broker = nil
+        database = nil
+    }
+}
+
+/// Set by SIGINT or SIGTERM, which no longer end the process at once: the demo stops its parts in order.
+final class InterruptFlag: Sendable {
+    private let state = Mutex(false)
+
+    var isSet: Bool { state.withLock { $0 } }
+
+    /// Routes SIGINT and SIGTERM here; keep the returned sources for as long as they should work.
+    func watchSignals() -> [any DispatchSourceSignal] {
+        [SIGINT, SIGTERM].map { number in
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler { [self] in state.withLock { $0 = true } }
+            source.resume()
+            return source
+        }
+    }
+}
+
+/// Runs blocking work (libpq) on a thread of its own, off the cooperative pool.
+func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread.detachNewThread { continuation.resume(with: Result { try body() }) }
+    }
+}
