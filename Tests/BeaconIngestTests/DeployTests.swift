@@ -1,0 +1,119 @@
+import BeaconIngest
+import Foundation
+import LocalServers
+import Logging
+import Mosquitto
+import TestServers
+import Testing
+
+/// The files of deploy/, checked with the tools that read them.
+struct DeployTests {
+    static let deploy = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .appendingPathComponent("../../deploy").standardized.path
+
+    /// Runs a program to its end; its exit status and everything it printed.
+    func run(_ executable: String, _ arguments: [String], in directory: String? = nil) throws -> (status: Int32, output: String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = pipe
+        try process.run()
+        let output = pipe.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (process.terminationStatus, String(decoding: output, as: UTF8.self))
+    }
+
+    /// `systemd-analyze verify` says nothing about either unit (it prints, and still exits 0, for a mistyped key
+    /// or value), with ExecStart pointing at the built binary (it checks that the program exists).
+    @Test(
+        .enabled(if: findExecutable("systemd-analyze") != nil, "systemd-analyze is not installed"),
+        .enabled(if: beaconflowExecutable != nil, "the beaconflow executable is not built"))
+    func theSystemdUnitsVerify() throws {
+        let work = try makeTemporaryDirectory(prefix: "units")
+        defer { try? FileManager.default.removeItem(atPath: work) }
+        let units = ["beaconflow-agent.service", "beaconflow-ingest.service"]
+        for unit in units {
+            let text = try String(contentsOfFile: Self.deploy + "/systemd/" + unit, encoding: .utf8)
+            try text.replacingOccurrences(of: "/usr/local/bin/beaconflow", with: beaconflowExecutable!)
+                .write(toFile: work + "/" + unit, atomically: true, encoding: .utf8)
+        }
+        let verify = try run(findExecutable("systemd-analyze")!, ["verify", "--man=no"] + units, in: work)
+        #expect(verify.status == 0 && verify.output.isEmpty, "\(verify.output)")
+        // Only the agent gets capabilities.
+        let agent = try String(contentsOfFile: work + "/" + units[0], encoding: .utf8)
+        let ingest = try String(contentsOfFile: work + "/" + units[1], encoding: .utf8)
+        #expect(agent.contains("AmbientCapabilities=CAP_NET_RAW CAP_NET_ADMIN"))
+        #expect(ingest.contains("CapabilityBoundingSet=\n") && !ingest.contains("CAP_NET"))
+        // The check itself catches a mistake.
+        try agent.replacingOccurrences(of: "Restart=always", with: "Restart=sometimes")
+            .write(toFile: work + "/broken.service", atomically: true, encoding: .utf8)
+        #expect(!(try run(findExecutable("systemd-analyze")!, ["verify", "--man=no", "broken.service"], in: work).output.isEmpty))
+    }
+
+    @Test func theExampleSitesFileLoads() throws {
+        let sites = try SitesConfiguration.load(path: Self.deploy + "/config/sites.yaml")
+        #expect(sites.sites.map(\.id) == ["hq"] && sites.sites[0].agents.count == 3)
+        #expect(sites.identities.count == 1)
+    }
+
+    /// deploy/make-certificates and deploy/mosquitto (paths moved to a temporary directory): an agent connects
+    /// over TLS with its password and may publish its own batches but not another agent's; the ingest may
+    /// acknowledge.
+    @Test(.enabled(if: MosquittoServer.executable != nil && findExecutable("mosquitto_passwd", extraDirectories: ["/usr/bin"]) != nil, "mosquitto is not installed"))
+    func theBrokerConfigurationKeepsEachAgentToItsOwnTopics() async throws {
+        let work = try makeTemporaryDirectory(prefix: "deploy-broker")
+        defer { try? FileManager.default.removeItem(atPath: work) }
+        let made = try run(Self.deploy + "/make-certificates", [work + "/pki", "127.0.0.1", "hq-a1", "hq-a2"])
+        #expect(made.status == 0, "\(made.output)")
+        #expect(try run(Self.deploy + "/make-certificates", [work + "/pki", "127.0.0.1", "Bad_Name"]).status == 64)
+        // The broker drops to the user mosquitto, which must read the key and the password file.
+        for file in ["broker.key", "passwd"] {
+            try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: work + "/pki/" + file)
+        }
+        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: work + "/pki")
+        try FileManager.default.copyItem(atPath: Self.deploy + "/mosquitto/acl", toPath: work + "/pki/acl")
+        let port = try freeLoopbackPort()
+        var configuration = try String(contentsOfFile: Self.deploy + "/mosquitto/mosquitto.conf", encoding: .utf8)
+            .replacingOccurrences(of: "/etc/mosquitto/beaconflow", with: work + "/pki")
+            .replacingOccurrences(of: "listener 8883", with: "listener \(port) 127.0.0.1")
+        // The test broker's own lines set these: where it keeps its files.
+        configuration = configuration.split(separator: "\n", omittingEmptySubsequences: false)
+            .filter { line in !["per_listener_settings", "persistence_location", "log_dest"].contains { line.hasPrefix($0) } }
+            .joined(separator: "\n")
+        let broker = try MosquittoServer(configuration: configuration, port: port)
+
+        func client(_ user: String) async throws -> (MQTTClient, Collector<MQTTEvent>) {
+            var settings = MQTTClient.Configuration(host: "127.0.0.1", port: port, clientID: "deploy-\(user)")
+            settings.username = user
+            settings.password = try String(contentsOfFile: work + "/pki/secrets/\(user).pw", encoding: .utf8)
+                .trimmingCharacters(in: .whitespacesAndNewlines)
+            settings.tls = MQTTClient.TLS(caFile: work + "/pki/ca.pem")
+            let client = try MQTTClient(settings, logger: Logger(label: user))
+            let events = Collector(client.events)
+            client.start()
+            try await events.first(within: .seconds(10)) { if case .connected = $0 { true } else { false } }
+            return (client, events)
+        }
+        func reason(_ client: (MQTTClient, Collector<MQTTEvent>), _ topic: String) async throws -> Int32 {
+            let id = try client.0.publish(topic: topic, payload: [1, 2, 3])
+            let event = try await client.1.first(within: .seconds(10)) {
+                if case .published(id, _) = $0 { true } else { false }
+            }
+            guard case .published(_, let code) = event else { return -1 }
+            return code
+        }
+        let agent = try await client("hq-a1")
+        defer { agent.0.stop() }
+        #expect(try await reason(agent, "beaconflow/v1/hq/hq-a1/batch") < 0x80)
+        #expect(try await reason(agent, "beaconflow/v1/hq/hq-a1/status") < 0x80)
+        #expect(try await reason(agent, "beaconflow/v1/hq/hq-a2/batch") == 135, "\(broker.log)")
+        #expect(try await reason(agent, "beaconflow/v1/hq/hq-a1/ack") == 135)
+        let ingest = try await client("ingest")
+        defer { ingest.0.stop() }
+        #expect(try await reason(ingest, "beaconflow/v1/hq/hq-a1/ack") < 0x80)
+        #expect(try await reason(ingest, "beaconflow/v1/hq/hq-a1/batch") == 135)
+    }
+}
