@@ -341,7 +341,8 @@ struct IngestIntegrationTests {
     .enabled(if: MosquittoServer.executable != nil && PostgresServer.binaries != nil, "mosquitto or PostgreSQL is not installed"),
     .timeLimit(.minutes(3)))
 struct SimulatedSiteTests {
-    @Test func aSimulatedSiteEndsAsVisitsAndOccupancyCloseToTheTruth() async throws {
+    /// The bundled demo scenario (one site, three agents, 10 minutes) through agents, broker, ingest and PostgreSQL.
+    static func playDemoScenario() async throws -> (harness: IngestHarness, scenario: Scenario, simulator: Simulator) {
         let scenarioPath = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
             .appendingPathComponent("../../deploy/scenarios/demo.yaml").standardized.path
         let scenario = try Scenario.load(path: scenarioPath)
@@ -376,7 +377,11 @@ struct SimulatedSiteTests {
         defer { for spool in spools { try? FileManager.default.removeItem(atPath: spool) } }
         for run in runs { #expect(try await run.value == .finished) }
         try await harness.stop()
+        return (harness, scenario, simulator)
+    }
 
+    @Test func aSimulatedSiteEndsAsVisitsAndOccupancyCloseToTheTruth() async throws {
+        let (harness, scenario, simulator) = try await Self.playDemoScenario()
         let visits = try harness.query(
             "SELECT beacon_id, zone_id, extract(epoch FROM enter_ts), extract(epoch FROM exit_ts) FROM beaconflow.visits"
         ).map { AccuracyScore.Visit(beaconID: $0[0]!, zone: $0[1]!, enter: Double($0[2]!)!, exit: $0[3].flatMap(Double.init)) }

@@ -1,0 +1,128 @@
+import Foundation
+import LibPQ
+import LocalServers
+import TestServers
+import Testing
+
+/// Grafana's PostgreSQL macros, expanded as Grafana does (facts from its macro engine: `$__timeFilter(c)` →
+/// `c BETWEEN '<from>' AND '<to>'`, `$__timeGroup(c, '5m')` → `floor(extract(epoch from c)/300)*300`, ...), and
+/// the dashboards' template variables.
+struct GrafanaMacros {
+    var from: String
+    var to: String
+    var interval = "1m"
+    var variables: [String: [String]] = [:]
+
+    static func seconds(_ interval: String) -> Int {
+        let text = interval.trimmingCharacters(in: CharacterSet(charactersIn: "' "))
+        let units: [Character: Int] = ["s": 1, "m": 60, "h": 3600, "d": 86_400]
+        guard let unit = text.last, let factor = units[unit], let count = Int(text.dropLast()) else { return Int(text) ?? 60 }
+        return count * factor
+    }
+
+    func expand(_ sql: String) -> String {
+        var text = sql.replacingOccurrences(of: "$__interval_ms", with: String(Self.seconds(interval) * 1000))
+            .replacingOccurrences(of: "$__interval", with: interval)
+        func replace(_ pattern: String, _ make: ([String]) -> String) {
+            let regex = try! NSRegularExpression(pattern: pattern)
+            while let match = regex.firstMatch(in: text, range: NSRange(text.startIndex..., in: text)) {
+                let groups = (1..<match.numberOfRanges).map { index in
+                    Range(match.range(at: index), in: text).map { String(text[$0]).trimmingCharacters(in: .whitespaces) } ?? ""
+                }
+                text.replaceSubrange(Range(match.range, in: text)!, with: make(groups))
+            }
+        }
+        replace(#"\$__timeGroupAlias\(([^,()]+),([^()]+)\)"#) { "floor(extract(epoch from \($0[0]))/\(Self.seconds($0[1])))*\(Self.seconds($0[1])) AS \"time\"" }
+        replace(#"\$__timeGroup\(([^,()]+),([^()]+)\)"#) { "floor(extract(epoch from \($0[0]))/\(Self.seconds($0[1])))*\(Self.seconds($0[1]))" }
+        replace(#"\$__timeFilter\(([^()]+)\)"#) { "\($0[0]) BETWEEN '\(from)' AND '\(to)'" }
+        replace(#"\$__time\(([^()]+)\)"#) { "\($0[0]) AS \"time\"" }
+        replace(#"\$__timeFrom\(\)"#) { _ in "'\(from)'" }
+        replace(#"\$__timeTo\(\)"#) { _ in "'\(to)'" }
+        for (name, values) in variables {
+            text = text.replacingOccurrences(of: "$" + name, with: values.map { "'\($0)'" }.joined(separator: ","))
+        }
+        return text
+    }
+}
+
+@Suite(
+    .enabled(if: MosquittoServer.executable != nil && PostgresServer.binaries != nil, "mosquitto or PostgreSQL is not installed"),
+    .timeLimit(.minutes(3)))
+struct DashboardTests {
+    static let directory = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .appendingPathComponent("../../dashboards").standardized.path
+
+    struct Query {
+        var dashboard: String
+        var panel: String
+        var sql: String
+        var timeSeries: Bool
+    }
+
+    /// Every PostgreSQL query of every dashboard: the panels' and the template variables'.
+    static func queries() throws -> [Query] {
+        var queries: [Query] = []
+        for file in try FileManager.default.contentsOfDirectory(atPath: directory).filter({ $0.hasSuffix(".json") }).sorted() {
+            let data = try Data(contentsOf: URL(fileURLWithPath: directory + "/" + file))
+            let dashboard = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+            for variable in (dashboard["templating"] as? [String: Any])?["list"] as? [[String: Any]] ?? [] {
+                if let sql = variable["query"] as? String { queries.append(Query(dashboard: file, panel: "$\(variable["name"] ?? "")", sql: sql, timeSeries: false)) }
+            }
+            for panel in dashboard["panels"] as? [[String: Any]] ?? [] {
+                for target in panel["targets"] as? [[String: Any]] ?? [] {
+                    guard let sql = target["rawSql"] as? String else { continue }
+                    queries.append(
+                        Query(dashboard: file, panel: panel["title"] as? String ?? "?", sql: sql, timeSeries: target["format"] as? String == "time_series"))
+                }
+            }
+        }
+        return queries
+    }
+
+    @Test func theMacrosExpandAsGrafanaDoes() {
+        let macros = GrafanaMacros(from: "2026-01-01T09:00:00Z", to: "2026-01-01T11:00:00Z", interval: "5m", variables: ["site": ["hq", "lab"]])
+        #expect(macros.expand("SELECT $__timeGroupAlias(bucket, $__interval), x FROM t WHERE $__timeFilter(bucket) AND s IN ($site)")
+            == "SELECT floor(extract(epoch from bucket)/300)*300 AS \"time\", x FROM t WHERE bucket BETWEEN '2026-01-01T09:00:00Z' AND '2026-01-01T11:00:00Z' AND s IN ('hq','lab')")
+        #expect(macros.expand("SELECT $__time(ts), $__timeGroup(ts, '1h') WHERE ts < $__timeTo() AND ts >= $__timeFrom() -- $__interval_ms")
+            == "SELECT ts AS \"time\", floor(extract(epoch from ts)/3600)*3600 WHERE ts < '2026-01-01T11:00:00Z' AND ts >= '2026-01-01T09:00:00Z' -- 300000")
+    }
+
+    /// The dashboards' queries, expanded, run as the reader role against the views of a simulated site: no SQL
+    /// error, only the public views, a `time` column in every time series, and data in every time series.
+    @Test func everyPanelQueryRunsOnThePublicViews() async throws {
+        let queries = try Self.queries()
+        #expect(Set(queries.map(\.dashboard)) == ["fleet-health.json", "occupancy.json", "pipeline-health.json"])
+        #expect(queries.count >= 15)
+        let (harness, _, _) = try await SimulatedSiteTests.playDemoScenario()
+        let connection = try PostgresConnection(harness.database.conninfo)
+        let sites = try connection.query("SELECT DISTINCT site_id FROM beaconflow.agent_health").compactMap { $0[0] }
+        let macros = GrafanaMacros(from: "2026-01-01T09:00:00Z", to: "2026-01-01T11:00:00Z", variables: ["site": sites])
+        try connection.execute("SET ROLE beaconflow_reader")
+        let views: Set<String> = [
+            "sightings", "telemetry", "visits", "zone_occupancy", "zone_occupancy_hourly", "beacon_health", "agent_health",
+        ]
+        let relation = try NSRegularExpression(pattern: #"beaconflow\.([a-z_]+)"#)
+        for (index, query) in queries.enumerated() {
+            let sql = macros.expand(query.sql)
+            let place = "\(query.dashboard) / \(query.panel)"
+            #expect(!sql.contains("$"), "\(place): unexpanded \(sql)")
+            let used = relation.matches(in: sql, range: NSRange(sql.startIndex..., in: sql)).compactMap {
+                Range($0.range(at: 1), in: sql).map { String(sql[$0]) }
+            }
+            #expect(!used.isEmpty && Set(used).isSubset(of: views), "\(place) reads \(used)")
+            do {
+                try connection.execute("CREATE TEMP VIEW panel_\(index) AS \(sql)")
+                let columns = try connection.query(
+                    "SELECT attname FROM pg_attribute WHERE attrelid = 'panel_\(index)'::regclass AND attnum > 0 ORDER BY attnum"
+                ).compactMap { $0[0] }
+                let rows = Int(try connection.query("SELECT count(*) FROM panel_\(index)")[0][0] ?? "") ?? 0
+                if query.timeSeries {
+                    #expect(columns.contains("time"), "\(place): a time series without a time column: \(columns)")
+                    #expect(rows > 0, "\(place): no data over the simulated hour")
+                }
+            } catch {
+                Issue.record("\(place): \(error)\n\(sql)")
+            }
+        }
+    }
+}
