@@ -53,6 +53,29 @@ struct DeployTests {
         #expect(!(try run(findExecutable("systemd-analyze")!, ["verify", "--man=no", "broken.service"], in: work).output.isEmpty))
     }
 
+    /// Docker is not available to the tests: check what can be checked without it. Every file the compose file
+    /// mounts from the repository exists (certs/, secrets/ and sites.yaml are the operator's, made by the steps at
+    /// its top), and every service of the issue is there.
+    @Test func theComposeFileMountsFilesThatExist() throws {
+        let compose = try String(contentsOfFile: Self.deploy + "/docker-compose.yml", encoding: .utf8)
+        let mounts = compose.split(separator: "\n").compactMap { line -> String? in
+            let text = line.trimmingCharacters(in: .whitespaces)
+            guard text.hasPrefix("- ./") || text.hasPrefix("- ../") else { return nil }
+            return String(text.dropFirst(2).split(separator: ":")[0])
+        }
+        #expect(mounts.count >= 8)
+        let operatorMade = ["./certs", "./sites.yaml"]
+        for mount in mounts where !operatorMade.contains(where: { mount.hasPrefix($0) }) {
+            #expect(FileManager.default.fileExists(atPath: Self.deploy + "/" + mount), "\(mount) is missing")
+        }
+        for service in ["mosquitto:", "postgres:", "ingest:", "prometheus:", "grafana:"] {
+            #expect(compose.contains("\n  \(service)\n"), "no \(service) service")
+        }
+        #expect(FileManager.default.fileExists(atPath: Self.deploy + "/Dockerfile"))
+        let dockerfile = try String(contentsOfFile: Self.deploy + "/Dockerfile", encoding: .utf8)
+        #expect(dockerfile.contains("USER 10001") && dockerfile.components(separatedBy: "\nFROM ").count == 3)
+    }
+
     @Test func theExampleSitesFileLoads() throws {
         let sites = try SitesConfiguration.load(path: Self.deploy + "/config/sites.yaml")
         #expect(sites.sites.map(\.id) == ["hq"] && sites.sites[0].agents.count == 3)
