@@ -87,8 +87,20 @@ struct DashboardTests {
             == "SELECT ts AS \"time\", floor(extract(epoch from ts)/3600)*3600 WHERE ts < '2026-01-01T11:00:00Z' AND ts >= '2026-01-01T09:00:00Z' -- 300000")
     }
 
+    /// The example reporting queries of docs/schema.md, each run as the reader role.
+    static func documentedQueries() throws -> [String] {
+        let text = try String(contentsOfFile: directory + "/../docs/schema.md", encoding: .utf8)
+        let examples = text.components(separatedBy: "## Example reporting queries").last ?? ""
+        let block = examples.components(separatedBy: "```sql").dropFirst().first?.components(separatedBy: "```").first ?? ""
+        return block.components(separatedBy: ";").map { statement in
+            statement.split(separator: "\n").filter { !$0.hasPrefix("--") }.joined(separator: "\n")
+                .trimmingCharacters(in: .whitespacesAndNewlines)
+        }.filter { !$0.isEmpty }
+    }
+
     /// The dashboards' queries, expanded, run as the reader role against the views of a simulated site: no SQL
-    /// error, only the public views, a `time` column in every time series, and data in every time series.
+    /// error, only the public views, a `time` column in every time series, and data in every time series. And the
+    /// documented example queries.
     @Test func everyPanelQueryRunsOnThePublicViews() async throws {
         let queries = try Self.queries()
         #expect(Set(queries.map(\.dashboard)) == ["fleet-health.json", "occupancy.json", "pipeline-health.json"])
@@ -122,6 +134,15 @@ struct DashboardTests {
                 }
             } catch {
                 Issue.record("\(place): \(error)\n\(sql)")
+            }
+        }
+        let documented = try Self.documentedQueries()
+        #expect(documented.count == 6)
+        for sql in documented {
+            do {
+                _ = try connection.query(sql)
+            } catch {
+                Issue.record("docs/schema.md: \(error)\n\(sql)")
             }
         }
     }
