@@ -70,7 +70,7 @@ let package = Package(
         // Throwaway mosquitto and PostgreSQL servers on loopback ports, for the tests and the accuracy harness.
         .target(name: "LocalServers"),
 
-        // A bounded blocking queue between threads.
+        // Between threads: a bounded blocking queue, and blocking work awaited off the cooperative pool.
         .target(name: "WorkQueue"),
 
         // The edge agent's services: sources, batcher, spool, publisher, status.
@@ -107,7 +107,7 @@ let package = Package(
         .target(
             name: "AccuracyHarness",
             dependencies: [
-                "BeaconAgent", "BeaconIngest", "LibPQ", "LocalServers", "Mosquitto",
+                "BeaconAgent", "BeaconIngest", "LibPQ", "LocalServers", "Mosquitto", "WorkQueue",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -124,6 +124,7 @@ let package = Package(
                 "LocalServers",
                 "MetricsEndpoint",
                 "Mosquitto",
+                "WorkQueue",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),

@@ -5,6 +5,7 @@ import LibPQ
 import LocalServers
 import Logging
 import Mosquitto
+import WorkQueue
 
 /// Plays a scenario through the real pipeline — one simulated agent per scenario agent, a mosquitto broker, the
 /// ingest and PostgreSQL — and scores the views against the scenario's ground truth.
@@ -97,12 +98,6 @@ public struct AccuracyRun: Sendable {
     }
 }
 
-/// Runs blocking work (libpq) on a thread of its own, off the cooperative pool.
-func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-    try await withCheckedThrowingContinuation { continuation in
-        Thread.detachNewThread { continuation.resume(with: Result { try body() }) }
-    }
-}
 
 public struct HarnessError: Error, CustomStringConvertible, Sendable {
     public var description: String

@@ -213,14 +213,19 @@ public struct SiteZoneTracker: Sendable {
         // A long silence: skip to a day before rather than write a day of empty minutes.
         if time - minute > 86_400_000_000 { minute = Self.minuteStart(time - 86_400_000_000) }
         while minute + Self.minute + rules.absenceTimeoutMicros <= time {
-            let present = presence.removeValue(forKey: minute) ?? [:]
-            for zone in zones {
-                changes.append(.occupancy(site: site, zone: zone, minuteMicros: minute, occupants: present[zone]?.count ?? 0))
-            }
+            count(minute, into: &changes)
             minute += Self.minute
             closeAbsent(before: minute, into: &changes)
         }
         nextMinute = minute
+    }
+
+    /// Every zone's count of the minute that starts at `minute` (zeros included).
+    private mutating func count(_ minute: Int64, into changes: inout [ZoneChange]) {
+        let present = presence.removeValue(forKey: minute) ?? [:]
+        for zone in zones {
+            changes.append(.occupancy(site: site, zone: zone, minuteMicros: minute, occupants: present[zone]?.count ?? 0))
+        }
     }
 
     private mutating func closeAbsent(before time: Int64, into changes: inout [ZoneChange]) {
@@ -254,10 +259,7 @@ public struct SiteZoneTracker: Sendable {
         pending.removeAll()
         var minute = nextMinute ?? presence.keys.min() ?? Self.minuteStart(newest)
         while minute <= Self.minuteStart(newest) {
-            let present = presence.removeValue(forKey: minute) ?? [:]
-            for zone in zones {
-                changes.append(.occupancy(site: site, zone: zone, minuteMicros: minute, occupants: present[zone]?.count ?? 0))
-            }
+            count(minute, into: &changes)
             minute += Self.minute
         }
         nextMinute = minute

@@ -10,6 +10,7 @@ import Logging
 import Mosquitto
 import Reporting
 import Synchronization
+import WorkQueue
 
 struct DemoCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -198,9 +199,3 @@ final class InterruptFlag: Sendable {
     }
 }
 
-/// Runs blocking work (libpq) on a thread of its own, off the cooperative pool.
-func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-    try await withCheckedThrowingContinuation { continuation in
-        Thread.detachNewThread { continuation.resume(with: Result { try body() }) }
-    }
-}
