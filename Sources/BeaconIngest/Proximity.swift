@@ -21,9 +21,10 @@ public struct ProximitySmoother: Sendable {
         public init() {}
     }
 
+    /// The agent by a small number (the site and agent ids would be most of each key).
     private struct Key: Hashable {
         var beaconID: String
-        var agent: AgentKey
+        var agent: UInt32
     }
 
     private struct Filter {
@@ -34,6 +35,9 @@ public struct ProximitySmoother: Sendable {
 
     public var configuration: Configuration
     private var filters = JournaledDictionary<Key, Filter>()
+    private var agentNumbers: [AgentKey: UInt32] = [:]
+    /// The site of each agent number.
+    private var agentSites: [String] = []
 
     public init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
@@ -42,7 +46,13 @@ public struct ProximitySmoother: Sendable {
     /// Feeds one reading and returns the smoothed RSSI. Readings older than the filter's last are smoothed with
     /// its state but do not move it.
     public mutating func filter(beaconID: String, agent: AgentKey, rssi: Double, timeMicros: Int64) -> Double {
-        let key = Key(beaconID: beaconID, agent: agent)
+        let number = agentNumbers[agent] ?? {
+            let next = UInt32(agentSites.count)
+            agentNumbers[agent] = next
+            agentSites.append(agent.site)
+            return next
+        }()
+        let key = Key(beaconID: beaconID, agent: number)
         guard var state = filters[key], timeMicros - state.timeMicros <= configuration.resetAfterMicros else {
             filters[key] = Filter(rssi: rssi, variance: configuration.measurementVariance, timeMicros: timeMicros)
             return rssi
@@ -62,7 +72,7 @@ public struct ProximitySmoother: Sendable {
     /// anyway), which bounds memory as devices come and go. Per site: sites may be at different event times.
     public mutating func prune(site: String, before timeMicros: Int64) {
         filters.removeAll { key, filter in
-            key.agent.site == site && filter.timeMicros < timeMicros - configuration.resetAfterMicros
+            agentSites[Int(key.agent)] == site && filter.timeMicros < timeMicros - configuration.resetAfterMicros
         }
     }
 

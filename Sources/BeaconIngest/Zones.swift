@@ -61,12 +61,18 @@ public struct SiteZoneTracker: Sendable {
         var lastArrivalMicros: Int64
     }
 
+    private struct AgentReading: Sendable {
+        var agent: String
+        var time: Int64
+        var rssi: Double
+    }
+
     private struct Beacon: Sendable {
         var zone: String?
         var enterMicros: Int64 = 0
         var lastSeenMicros: Int64 = 0
-        /// Newest reading per agent: (time, rssi).
-        var readings: [String: (time: Int64, rssi: Double)] = [:]
+        /// Newest reading per agent (a few agents hear a beacon: a small array costs less than a dictionary).
+        var readings: [AgentReading] = []
         var challenger: (zone: String, sinceMicros: Int64)?
         /// The first reading of a beacon not placed yet.
         var appearedMicros: Int64?
@@ -155,16 +161,21 @@ public struct SiteZoneTracker: Sendable {
             beacon.appearedMicros = nil
         }
         let previousSeen = beacon.lastSeenMicros
-        beacon.readings[reading.agent] = (time, reading.rssi)
+        if let index = beacon.readings.firstIndex(where: { $0.agent == reading.agent }) {
+            beacon.readings[index].time = time
+            beacon.readings[index].rssi = reading.rssi
+        } else {
+            beacon.readings.append(AgentReading(agent: reading.agent, time: time, rssi: reading.rssi))
+        }
         beacon.lastSeenMicros = max(beacon.lastSeenMicros, time)
 
         // The loudest fresh reading per zone.
         var loudest: [String: Double] = [:]
-        for (agent, value) in beacon.readings where time - value.time <= rules.readingLifetimeMicros {
-            guard let zone = agentZones[agent] else { continue }
+        beacon.readings.removeAll { time - $0.time > rules.readingLifetimeMicros }
+        for value in beacon.readings {
+            guard let zone = agentZones[value.agent] else { continue }
             loudest[zone] = max(loudest[zone] ?? -.infinity, value.rssi)
         }
-        beacon.readings = beacon.readings.filter { time - $0.value.time <= rules.readingLifetimeMicros }
         guard let best = loudest.max(by: { ($0.value, $1.key) < ($1.value, $0.key) }) else {
             beacons[reading.beaconID] = beacon
             return
