@@ -11,19 +11,15 @@ struct DeployTests {
     static let deploy = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
         .appendingPathComponent("../../deploy").standardized.path
 
-    /// Runs a program to its end; its exit status and everything it printed.
-    func run(_ executable: String, _ arguments: [String], in directory: String? = nil) throws -> (status: Int32, output: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        try process.run()
-        let output = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: output, as: UTF8.self))
+    /// Runs a program to its end; its exit code and everything it printed. The output goes through a file, not a
+    /// pipe: a server another test starts at the same moment may inherit a pipe's write end and keep it open.
+    func run(_ executable: String, _ arguments: [String]) async throws -> (status: Int32, output: String) {
+        let work = try makeTemporaryDirectory(prefix: "run")
+        defer { try? FileManager.default.removeItem(atPath: work) }
+        let process = try ChildProcess(
+            executable, arguments, standardOutputPath: work + "/output", standardErrorPath: work + "/output")
+        _ = await process.exit()
+        return (process.exitCode ?? -1, (try? String(contentsOfFile: work + "/output", encoding: .utf8)) ?? "")
     }
 
     /// `systemd-analyze verify` says nothing about either unit (it prints, and still exits 0, for a mistyped key
@@ -31,7 +27,7 @@ struct DeployTests {
     @Test(
         .enabled(if: findExecutable("systemd-analyze") != nil, "systemd-analyze is not installed"),
         .enabled(if: beaconflowExecutable != nil, "the beaconflow executable is not built"))
-    func theSystemdUnitsVerify() throws {
+    func theSystemdUnitsVerify() async throws {
         let work = try makeTemporaryDirectory(prefix: "units")
         defer { try? FileManager.default.removeItem(atPath: work) }
         let units = ["beaconflow-agent.service", "beaconflow-ingest.service"]
@@ -40,7 +36,7 @@ struct DeployTests {
             try text.replacingOccurrences(of: "/usr/local/bin/beaconflow", with: beaconflowExecutable!)
                 .write(toFile: work + "/" + unit, atomically: true, encoding: .utf8)
         }
-        let verify = try run(findExecutable("systemd-analyze")!, ["verify", "--man=no"] + units, in: work)
+        let verify = try await run(findExecutable("systemd-analyze")!, ["verify", "--man=no"] + units.map { work + "/" + $0 })
         #expect(verify.status == 0 && verify.output.isEmpty, "\(verify.output)")
         // Only the agent gets capabilities.
         let agent = try String(contentsOfFile: work + "/" + units[0], encoding: .utf8)
@@ -50,7 +46,7 @@ struct DeployTests {
         // The check itself catches a mistake.
         try agent.replacingOccurrences(of: "Restart=always", with: "Restart=sometimes")
             .write(toFile: work + "/broken.service", atomically: true, encoding: .utf8)
-        #expect(!(try run(findExecutable("systemd-analyze")!, ["verify", "--man=no", "broken.service"], in: work).output.isEmpty))
+        #expect(!(try await run(findExecutable("systemd-analyze")!, ["verify", "--man=no", work + "/broken.service"]).output.isEmpty))
     }
 
     /// Docker is not available to the tests: check what can be checked without it. Every file the compose file
@@ -89,9 +85,9 @@ struct DeployTests {
     func theBrokerConfigurationKeepsEachAgentToItsOwnTopics() async throws {
         let work = try makeTemporaryDirectory(prefix: "deploy-broker")
         defer { try? FileManager.default.removeItem(atPath: work) }
-        let made = try run(Self.deploy + "/make-certificates", [work + "/pki", "127.0.0.1", "hq-a1", "hq-a2"])
+        let made = try await run(Self.deploy + "/make-certificates", [work + "/pki", "127.0.0.1", "hq-a1", "hq-a2"])
         #expect(made.status == 0, "\(made.output)")
-        #expect(try run(Self.deploy + "/make-certificates", [work + "/pki", "127.0.0.1", "Bad_Name"]).status == 64)
+        #expect(try await run(Self.deploy + "/make-certificates", [work + "/pki", "127.0.0.1", "Bad_Name"]).status == 64)
         // The broker drops to the user mosquitto, which must read the key and the password file.
         for file in ["broker.key", "passwd"] {
             try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: work + "/pki/" + file)

@@ -104,17 +104,14 @@ func fixturePath(_ name: String) throws -> String {
     try #require(Bundle.module.url(forResource: "Fixtures/\(name)", withExtension: nil)).path
 }
 
-/// Runs a program to completion and returns its standard output; a non-zero exit is a test failure.
+/// Runs a program to completion and returns its standard output; a non-zero exit is a test failure. The output
+/// goes through a file, not a pipe: a server another test starts at the same moment may inherit a pipe's write end
+/// and keep it open, and reading to its end would then never return.
 func run(_ executable: String, _ arguments: [String]) throws -> String {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: executable)
-    process.arguments = arguments
-    let output = Pipe()
-    process.standardOutput = output
-    process.standardError = FileHandle.nullDevice
-    try process.run()
-    let data = output.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    #expect(process.terminationStatus == 0, "\(executable) exited with \(process.terminationStatus)")
-    return String(decoding: data, as: UTF8.self)
+    let directory = try makeTemporaryDirectory(prefix: "run")
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    let process = try ChildProcess(executable, arguments, standardOutputPath: directory + "/output")
+    while process.isRunning { usleep(2_000) }
+    #expect(process.exitCode == 0, "\(executable) exited with \(String(describing: process.exitCode))")
+    return (try? String(contentsOfFile: directory + "/output", encoding: .utf8)) ?? ""
 }
