@@ -30,7 +30,7 @@ public struct Report: Sendable, Equatable, Codable {
         public var zoneID: String
         public var beaconID: String
         public var enteredAt: String
-        /// Seconds; an open visit's runs to the site's newest minute.
+        /// Seconds; an open visit's runs to the site's newest sighting.
         public var dwellSeconds: Double
         public var open: Bool
 
@@ -110,7 +110,8 @@ public struct Report: Sendable, Equatable, Codable {
         report.longestDwells = try connection.query(
             """
             WITH newest AS (
-                SELECT site_id, max(bucket) + interval '1 minute' AS at FROM beaconflow.zone_occupancy GROUP BY site_id
+                SELECT site_id, (SELECT max(ts) FROM beaconflow.sightings s WHERE s.site_id = z.site_id) AS at
+                FROM (SELECT DISTINCT site_id FROM beaconflow.zone_occupancy) z
             )
             SELECT v.site_id, v.zone_id, v.beacon_id, \(timestamp("v.enter_ts")),
                    coalesce(v.dwell_s, greatest(0, extract(epoch FROM n.at - v.enter_ts)::double precision)),
