@@ -18,7 +18,7 @@ struct DemoCommand: AsyncParsableCommand {
         abstract: "Run the whole pipeline on this machine: simulated agents, mosquitto, the ingest, PostgreSQL.",
         discussion: """
             Starts mosquitto and a throwaway PostgreSQL cluster on free loopback ports under --directory
-            (./.beaconflow), then 36 simulated agents (3 sites × 4 zones × 3 agents) hearing about 200 beacons of
+            (./.beaconflow), or uses --broker and --database when given, then 36 simulated agents (3 sites × 4 zones × 3 agents) hearing about 200 beacons of
             every type in real time, and the ingest between them. Shows progress every 2 s (adverts/s heard by the
             agents, batches and rows committed, the ingest's lag), then stops the agents, lets the ingest commit
             everything, prints the report (as `beaconflow report` does) and the psql command to explore the views.
@@ -37,14 +37,25 @@ struct DemoCommand: AsyncParsableCommand {
     @Flag(help: "Leave mosquitto and PostgreSQL running afterwards.") var keep = false
     @Option(help: "Where the servers, their data and the agents' spools go.") var directory = ".beaconflow"
     @Option(help: "Seed of the simulated deployment.") var seed: UInt64 = 7
+    @Option(help: "Use this broker (mqtt://[user:password@]host[:port], or mqtts://... with the system's CAs) instead of starting one.")
+    var broker: String?
+    @Option(help: "Use this database (libpq URI or conninfo) instead of starting one; its beaconflow schema is migrated.")
+    var database: String?
     @Option(help: "Log level of the pipeline's own logs: trace, debug, info, notice, warning, error (default), critical.")
     var logLevel = "error"
 
     func run() async throws {
         guard duration > 0 else { throw ValidationError("--duration must be at least 1 second") }
         guard let level = Logger.Level(rawValue: logLevel) else { throw ValidationError("unknown --log-level '\(logLevel)'") }
-        guard MosquittoServer.executable != nil, PostgresServer.binaries != nil else {
-            FileHandle.standardError.write(Data("beaconflow demo: needs mosquitto and PostgreSQL (scripts/install-deps)\n".utf8))
+        var givenBroker: BrokerAddress?
+        if let broker {
+            switch Result(catching: { () throws(ConfigurationError) in try BrokerAddress(url: broker) }) {
+            case .success(let address): givenBroker = address
+            case .failure(let error): throw ValidationError(error.message)
+            }
+        }
+        guard (broker != nil || MosquittoServer.executable != nil), (database != nil || PostgresServer.binaries != nil) else {
+            FileHandle.standardError.write(Data("beaconflow demo: needs mosquitto and PostgreSQL (scripts/install-deps), or --broker and --database\n".utf8))
             throw ExitCode(69)
         }
         bootstrapLogging(level: level)
@@ -56,13 +67,28 @@ struct DemoCommand: AsyncParsableCommand {
 
         let home = try makeSharedDirectory(directory)
         try await stopLeftovers(in: home)
-        say("Starting mosquitto and PostgreSQL under \(home) ...")
-        let broker = try MosquittoServer(directory: home + "/mosquitto", ownProcessGroup: true)
-        let database = try await PostgresServer.start(directory: home + "/postgres", ownProcessGroup: true)
-        var servers = DemoServers(broker: broker, database: database)
+        var servers = DemoServers()
         defer {
             servers.stopUnlessKept()
             if !keep { try? FileManager.default.removeItem(atPath: home + "/spool") }
+        }
+        let brokerAddress: BrokerAddress
+        if let givenBroker {
+            brokerAddress = givenBroker
+        } else {
+            say("Starting mosquitto under \(home) ...")
+            let server = try MosquittoServer(directory: home + "/mosquitto", ownProcessGroup: true)
+            servers.broker = server
+            brokerAddress = BrokerAddress(host: "127.0.0.1", port: server.port)
+        }
+        let conninfo: String
+        if let database {
+            conninfo = database
+        } else {
+            say("Starting PostgreSQL under \(home) ...")
+            let server = try await PostgresServer.start(directory: home + "/postgres", ownProcessGroup: true)
+            servers.database = server
+            conninfo = server.conninfo
         }
 
         let start = Int64(Date().timeIntervalSince1970)
@@ -70,9 +96,12 @@ struct DemoCommand: AsyncParsableCommand {
         let simulator = try Simulator(scenario)
         let sites = try SitesConfiguration.forScenario(scenario, beaconIDs: simulator.beaconIDs, method: .chosen)
 
-        var mqtt = MQTTClient.Configuration(host: "127.0.0.1", port: broker.port, clientID: "demo-ingest")
+        var mqtt = MQTTClient.Configuration(host: brokerAddress.host, port: brokerAddress.port, clientID: "demo-ingest")
+        mqtt.username = brokerAddress.username
+        mqtt.password = brokerAddress.password
+        if brokerAddress.useTLS { mqtt.tls = MQTTClient.TLS() }
         mqtt.reconnectDelayMinimum = .milliseconds(50)
-        var ingestConfiguration = IngestConfiguration(mqtt: mqtt, database: database.conninfo, sites: sites)
+        var ingestConfiguration = IngestConfiguration(mqtt: mqtt, database: conninfo, sites: sites)
         ingestConfiguration.finishZonesAtStop = true
         let ingest = Ingest(configuration: ingestConfiguration, logger: logger)
         let ingestTask = Task { try await ingest.run() }
@@ -86,7 +115,7 @@ struct DemoCommand: AsyncParsableCommand {
         for site in scenario.sites {
             for agent in site.agents {
                 var configuration = try AgentConfiguration(
-                    siteID: site.id, agentID: agent.id, broker: BrokerAddress(host: "127.0.0.1", port: broker.port),
+                    siteID: site.id, agentID: agent.id, broker: brokerAddress,
                     spoolDirectory: home + "/spool/\(agent.id)")
                 configuration.statusInterval = .seconds(2)
                 configuration.drainTimeout = .seconds(30)
@@ -98,7 +127,6 @@ struct DemoCommand: AsyncParsableCommand {
         say("Running \(agents.count) simulated agents at \(scenario.sites.count) sites with \(scenario.beacons.count) beacons for \(duration) s (Ctrl-C stops) ...")
 
         let began = ContinuousClock.now
-        let conninfo = database.conninfo
         var nextReport = began + .seconds(2)
         while ContinuousClock.now - began < .seconds(duration), !interrupted.isSet {
             try? await Task.sleep(until: nextReport, clock: .continuous)
@@ -127,14 +155,16 @@ struct DemoCommand: AsyncParsableCommand {
         report.agents.removeAll { $0.state == "offline" }
         say("")
         say(report.text)
-        if keep {
+        let startedDatabasePort = servers.database?.port
+        if keep, servers.broker != nil || servers.database != nil {
             servers.keep(in: home)
-            say("mosquitto (mqtt://127.0.0.1:\(broker.port)) and PostgreSQL are still running; explore the views with:")
-            say("  psql \"\(database.conninfo)\" -c 'SELECT * FROM beaconflow.zone_occupancy_hourly'")
-            say("The next `beaconflow demo` stops them; or: kill $(cat \(home)/servers.pid)")
+            say("The servers the demo started are still running (pids in \(home)/servers.pid); the next demo stops them.")
+        }
+        if let port = startedDatabasePort {
+            say(keep ? "Explore the views:" : "Explore the views next time with --keep, then:")
+            say("  psql \"host=127.0.0.1 port=\(port) user=postgres dbname=postgres\" -c 'SELECT * FROM beaconflow.zone_occupancy_hourly'")
         } else {
-            say("Explore the views next time with --keep, then:")
-            say("  psql \"host=127.0.0.1 port=\(database.port) user=postgres dbname=postgres\" -c 'SELECT * FROM beaconflow.visits LIMIT 20'")
+            say("Explore the views with psql on your --database, e.g. SELECT * FROM beaconflow.zone_occupancy_hourly")
         }
     }
 

@@ -1,5 +1,6 @@
 import BeaconIngest
 import Foundation
+import LibPQ
 import LocalServers
 import Synchronization
 import MetricsEndpoint
@@ -164,6 +165,28 @@ struct DemoCommandTests {
         }
         #expect(output.contains("rows"), "progress lines: \(output.prefix(1000))")
         #expect(processes(under: work).isEmpty, "left behind: \(processes(under: work))")
+    }
+
+    /// With --broker and --database the demo starts no server and leaves the given ones running.
+    @Test func theDemoUsesTheGivenServers() async throws {
+        let executable = try #require(beaconflowExecutable)
+        let broker = try MosquittoServer()
+        let database = try await PostgresServer.start()
+        let work = try makeTemporaryDirectory(prefix: "demo")
+        defer { try? FileManager.default.removeItem(atPath: work) }
+        let demo = try ChildProcess(
+            executable,
+            ["demo", "--duration", "6", "--directory", work + "/state", "--broker", broker.url, "--database", database.conninfo],
+            standardOutputPath: work + "/out.txt", standardErrorPath: work + "/err.txt")
+        _ = await demo.exit()
+        let output = (try? String(contentsOfFile: work + "/out.txt", encoding: .utf8)) ?? ""
+        #expect(demo.exitCode == 0, "\(output.suffix(1500))")
+        #expect(!output.contains("Starting"), "\(output.prefix(500))")
+        #expect(output.contains("Occupancy per zone") && output.contains("warehouse"))
+        #expect(!FileManager.default.fileExists(atPath: work + "/state/postgres"))
+        let connection = try PostgresConnection(database.conninfo)
+        #expect(Int(try connection.query("SELECT count(*) FROM beaconflow.agent_health")[0][0] ?? "") == 36)
+        #expect(processes(under: work).isEmpty)
     }
 
     @Test func ctrlCStopsEverything() async throws {
