@@ -68,7 +68,7 @@ let package = Package(
         .target(name: "MetricsEndpoint", dependencies: [.product(name: "Prometheus", package: "swift-prometheus")]),
 
         // Throwaway mosquitto and PostgreSQL servers on loopback ports, for the tests and the accuracy harness.
-        .target(name: "LocalServers"),
+        .target(name: "LocalServers", dependencies: ["WorkQueue"]),
 
         // Between threads: a bounded blocking queue, and blocking work awaited off the cooperative pool.
         .target(name: "WorkQueue"),

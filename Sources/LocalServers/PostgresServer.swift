@@ -1,4 +1,5 @@
 import Foundation
+import WorkQueue
 
 /// A throwaway PostgreSQL cluster on a free loopback port, in its own temporary directory.
 /// As root, initdb and the server run as the `postgres` user (they refuse root), through setpriv, which execs in
@@ -39,11 +40,7 @@ public final class PostgresServer: @unchecked Sendable {
     /// Makes and starts a cluster on a thread of its own: initdb takes a second or two, which must not hold one of
     /// the few threads of the cooperative pool.
     public static func start(directory: String? = nil, ownProcessGroup: Bool = false) async throws -> PostgresServer {
-        try await withCheckedThrowingContinuation { continuation in
-            Thread.detachNewThread {
-                continuation.resume(with: Result { try PostgresServer(directory: directory, ownProcessGroup: ownProcessGroup) })
-            }
-        }
+        try await onThread { try PostgresServer(directory: directory, ownProcessGroup: ownProcessGroup) }
     }
 
     deinit {
@@ -94,9 +91,7 @@ public final class PostgresServer: @unchecked Sendable {
 
     /// Starts it again off the shared async threads.
     public func restart() async throws {
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, Error>) in
-            Thread.detachNewThread { continuation.resume(with: Result { try self.start() }) }
-        }
+        try await onThread { try self.start() }
     }
 
     /// Fast shutdown (SIGINT): aborts sessions, keeps what was committed.

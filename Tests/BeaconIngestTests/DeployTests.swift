@@ -11,17 +11,6 @@ struct DeployTests {
     static let deploy = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
         .appendingPathComponent("../../deploy").standardized.path
 
-    /// Runs a program to its end; its exit code and everything it printed. The output goes through a file, not a
-    /// pipe: a server another test starts at the same moment may inherit a pipe's write end and keep it open.
-    func run(_ executable: String, _ arguments: [String]) async throws -> (status: Int32, output: String) {
-        let work = try makeTemporaryDirectory(prefix: "run")
-        defer { try? FileManager.default.removeItem(atPath: work) }
-        let process = try ChildProcess(
-            executable, arguments, standardOutputPath: work + "/output", standardErrorPath: work + "/output")
-        _ = await process.exit()
-        return (process.exitCode ?? -1, (try? String(contentsOfFile: work + "/output", encoding: .utf8)) ?? "")
-    }
-
     /// `systemd-analyze verify` says nothing about either unit (it prints, and still exits 0, for a mistyped key
     /// or value), with ExecStart pointing at the built binary (it checks that the program exists).
     @Test(
@@ -36,8 +25,8 @@ struct DeployTests {
             try text.replacingOccurrences(of: "/usr/local/bin/beaconflow", with: beaconflowExecutable!)
                 .write(toFile: work + "/" + unit, atomically: true, encoding: .utf8)
         }
-        let verify = try await run(findExecutable("systemd-analyze")!, ["verify", "--man=no"] + units.map { work + "/" + $0 })
-        #expect(verify.status == 0 && verify.output.isEmpty, "\(verify.output)")
+        let verify = try await runProgram(findExecutable("systemd-analyze")!, ["verify", "--man=no"] + units.map { work + "/" + $0 })
+        #expect(verify.status == 0 && verify.output.isEmpty && verify.errors.isEmpty, "\(verify.output)\(verify.errors)")
         // Only the agent gets capabilities.
         let agent = try String(contentsOfFile: work + "/" + units[0], encoding: .utf8)
         let ingest = try String(contentsOfFile: work + "/" + units[1], encoding: .utf8)
@@ -46,7 +35,8 @@ struct DeployTests {
         // The check itself catches a mistake.
         try agent.replacingOccurrences(of: "Restart=always", with: "Restart=sometimes")
             .write(toFile: work + "/broken.service", atomically: true, encoding: .utf8)
-        #expect(!(try await run(findExecutable("systemd-analyze")!, ["verify", "--man=no", work + "/broken.service"]).output.isEmpty))
+        let broken = try await runProgram(findExecutable("systemd-analyze")!, ["verify", "--man=no", work + "/broken.service"])
+        #expect(!(broken.output + broken.errors).isEmpty)
     }
 
     /// Docker is not available to the tests: check what can be checked without it. Every file the compose file
@@ -85,9 +75,9 @@ struct DeployTests {
     func theBrokerConfigurationKeepsEachAgentToItsOwnTopics() async throws {
         let work = try makeTemporaryDirectory(prefix: "deploy-broker")
         defer { try? FileManager.default.removeItem(atPath: work) }
-        let made = try await run(Self.deploy + "/make-certificates", [work + "/pki", "127.0.0.1", "hq-a1", "hq-a2"])
-        #expect(made.status == 0, "\(made.output)")
-        #expect(try await run(Self.deploy + "/make-certificates", [work + "/pki", "127.0.0.1", "Bad_Name"]).status == 64)
+        let made = try await runProgram(Self.deploy + "/make-certificates", [work + "/pki", "127.0.0.1", "hq-a1", "hq-a2"])
+        #expect(made.status == 0, "\(made.output)\(made.errors)")
+        #expect(try await runProgram(Self.deploy + "/make-certificates", [work + "/pki", "127.0.0.1", "Bad_Name"]).status == 64)
         // The broker drops to the user mosquitto, which must read the key and the password file.
         for file in ["broker.key", "passwd"] {
             try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: work + "/pki/" + file)

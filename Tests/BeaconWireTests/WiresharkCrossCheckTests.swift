@@ -26,8 +26,8 @@ import Testing
     @Test(
         .enabled(if: tshark != nil, "tshark is not installed"),
         arguments: ["mixed-beacons.btsnoop", "wban-python-btsnoop_hci.log", "mabip-btsnoop_hci.log"])
-    func eventsAgreeWithTshark(fixtureName: String) throws {
-        let theirs = try tsharkEvents(fixtureName)
+    func eventsAgreeWithTshark(fixtureName: String) async throws {
+        let theirs = try await tsharkEvents(fixtureName)
         let ours = try ourEvents(fixtureName)
         #expect(theirs.count > 60)
         #expect(ours.count == theirs.count)
@@ -48,7 +48,7 @@ import Testing
         #expect(mismatches == 0)
     }
 
-    func tsharkEvents(_ name: String) throws -> [Event] {
+    func tsharkEvents(_ name: String) async throws -> [Event] {
         let fields = [
             "frame.number", "frame.time_epoch", "bthci_evt.bd_addr", "bthci_evt.rssi",
             "btcommon.eir_ad.entry.service_data", "btcommon.eir_ad.entry.company_id",
@@ -58,7 +58,8 @@ import Testing
                 "-r", try fixturePath(name), "-Y", "bthci_evt.le_meta_subevent == 0x02 || bthci_evt.le_meta_subevent == 0x0d",
                 "-T", "fields", "-E", "separator=|", "-E", "occurrence=a",
             ] + fields.flatMap { ["-e", $0] }
-        let output = try run(try #require(Self.tshark), arguments)
+        let (status, output, errors) = try await runProgram(try #require(Self.tshark), arguments)
+        #expect(status == 0, "tshark exited with \(String(describing: status)): \(errors.prefix(500))")
         return output.split(separator: "\n").map { line in
             let columns = line.split(separator: "|", omittingEmptySubsequences: false).map(String.init)
             let seconds = columns[1].split(separator: ".")
@@ -102,16 +103,4 @@ import Testing
 
 func fixturePath(_ name: String) throws -> String {
     try #require(Bundle.module.url(forResource: "Fixtures/\(name)", withExtension: nil)).path
-}
-
-/// Runs a program to completion and returns its standard output; a non-zero exit is a test failure. The output
-/// goes through a file, not a pipe: a server another test starts at the same moment may inherit a pipe's write end
-/// and keep it open, and reading to its end would then never return.
-func run(_ executable: String, _ arguments: [String]) throws -> String {
-    let directory = try makeTemporaryDirectory(prefix: "run")
-    defer { try? FileManager.default.removeItem(atPath: directory) }
-    let process = try ChildProcess(executable, arguments, standardOutputPath: directory + "/output")
-    while process.isRunning { usleep(2_000) }
-    #expect(process.exitCode == 0, "\(executable) exited with \(String(describing: process.exitCode))")
-    return (try? String(contentsOfFile: directory + "/output", encoding: .utf8)) ?? ""
 }

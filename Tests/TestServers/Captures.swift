@@ -1,6 +1,7 @@
 import BeaconAgent
 import BeaconWire
 import Foundation
+import LocalServers
 
 /// The sightings an agent must deliver for a capture: its reports through the same extraction.
 public func expectedSightings(capture path: String, configuration: SightingExtractor.Configuration) throws -> [Sighting] {
@@ -30,3 +31,17 @@ public let beaconflowExecutable: String? = {
     let candidates = [directory, directory.deletingLastPathComponent()].map { $0.appendingPathComponent("beaconflow").path }
     return candidates.first { FileManager.default.isExecutableFile(atPath: $0) }
 }()
+
+/// Runs a program to its end: its exit code (nil when a signal ended it), its standard output and its standard
+/// error. The output goes through files, not pipes: a server another test starts at the same moment may inherit a
+/// pipe's write end and keep it open, and reading to its end would then never return.
+public func runProgram(
+    _ executable: String, _ arguments: [String]
+) async throws -> (status: Int32?, output: String, errors: String) {
+    let work = try makeTemporaryDirectory(prefix: "run")
+    defer { try? FileManager.default.removeItem(atPath: work) }
+    let process = try ChildProcess(executable, arguments, standardOutputPath: work + "/output", standardErrorPath: work + "/errors")
+    _ = await process.exit()
+    func read(_ name: String) -> String { (try? String(contentsOfFile: work + "/" + name, encoding: .utf8)) ?? "" }
+    return (process.exitCode, read("output"), read("errors"))
+}
