@@ -11,8 +11,9 @@ import Foundation
 ///   stays that end within the run and visits that closed). Visits are dated in event time (a move is dated when the
 ///   new zone became louder), so this is what reports show, whatever the delay of the decision itself (the site's
 ///   dwell plus the watermark's lag).
-/// - Occupancy error: mean |counted − true| over the zone-minutes of `zone_occupancy` inside the run, where true
-///   is the number of beacons whose stay in the zone overlaps the minute.
+/// - Occupancy: mean |counted − true| over the zone-minutes of `zone_occupancy` inside the run, and the share of
+///   them within ±1, where true is the number of beacons whose stays in the zone cover at least 30 s of the minute
+///   (the rule the ingest counts by).
 public struct AccuracyScore: Sendable, Equatable {
     public var beaconSeconds = 0
     public var correctSeconds = 0
@@ -27,6 +28,8 @@ public struct AccuracyScore: Sendable, Equatable {
     public var exitErrors: [Double] = []
     public var zoneMinutes = 0
     public var occupancyAbsoluteError = 0
+    /// Zone-minutes counted within ±1 of the truth.
+    public var zoneMinutesWithinOne = 0
 
     public static let settleSeconds = 5.0
     /// Stays cut short by the end of the run are matched only when at least this long.
@@ -39,6 +42,7 @@ public struct AccuracyScore: Sendable, Equatable {
     public var occupancyMeanAbsoluteError: Double {
         zoneMinutes == 0 ? 0 : Double(occupancyAbsoluteError) / Double(zoneMinutes)
     }
+    public var occupancyWithinOne: Double { zoneMinutes == 0 ? 0 : Double(zoneMinutesWithinOne) / Double(zoneMinutes) }
 
     /// One row of the `visits` view: times in Unix seconds, `exit` nil while open.
     public struct Visit: Sendable {
@@ -114,10 +118,15 @@ public struct AccuracyScore: Sendable, Equatable {
             }
         }
         for minute in minutes where minute.minuteStart >= start && minute.minuteStart + 60 <= end {
-            let truth = (staysByZone[minute.zone] ?? []).filter { $0.enter < minute.minuteStart + 60 && $0.exit > minute.minuteStart }
-            let beacons = Set(truth.map(\.beacon)).count
+            var seconds: [String: Double] = [:]
+            for stay in staysByZone[minute.zone] ?? [] {
+                let overlap = min(stay.exit, minute.minuteStart + 60) - max(stay.enter, minute.minuteStart)
+                if overlap > 0 { seconds[stay.beacon, default: 0] += overlap }
+            }
+            let beacons = seconds.values.filter { $0 >= 30 }.count
             zoneMinutes += 1
             occupancyAbsoluteError += abs(minute.occupants - beacons)
+            if abs(minute.occupants - beacons) <= 1 { zoneMinutesWithinOne += 1 }
         }
     }
 

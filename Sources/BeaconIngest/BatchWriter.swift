@@ -56,7 +56,7 @@ public final class BatchWriter {
             try connection.execute("BEGIN")
             let fresh = try insertRecords(batches)
             var sightings: [SightingRow] = []
-            var telemetry: [TelemetryRow] = []
+            var telemetry: [NewTelemetry] = []
             var zoneChanges: [ZoneChange] = []
             var lateReadings = 0
             var outcomes: [Outcome] = []
@@ -86,14 +86,8 @@ public final class BatchWriter {
                     FROM STDIN (FORMAT binary)
                     """, data: Self.copyData(sightings))
             }
-            if !telemetry.isEmpty {
-                try connection.copy(
-                    """
-                    COPY beaconflow.telemetry_raw
-                        (ts, beacon_id, battery_mv, temperature_c, adv_count, uptime_s, site_id, agent_id)
-                    FROM STDIN (FORMAT binary)
-                    """, data: Self.copyData(telemetry))
-            }
+            let stored = try insertTelemetry(telemetry)
+            pipeline.telemetryStored(stored)
             try upsertHealth(pipeline.health.takeChanged())
             try write(zoneChanges)
             try recordProgress(after)
@@ -109,7 +103,7 @@ public final class BatchWriter {
                 if tracker.committedThrough(key) != old { acknowledgements[key] = tracker.committedThrough(key) }
             }
             return GroupResult(
-                outcomes: outcomes, acknowledgements: acknowledgements, telemetryRows: telemetry.count,
+                outcomes: outcomes, acknowledgements: acknowledgements, telemetryRows: stored.count,
                 lateReadings: lateReadings)
         } catch {
             // After the commit only the look for other instances' progress can fail: what committed stays.
@@ -187,12 +181,62 @@ public final class BatchWriter {
         return (Int(rows.first?[0] ?? "") ?? 0, Int(rows.first?[1] ?? "") ?? 0)
     }
 
+    /// Advisory lock class of the per-beacon telemetry locks ('bflt').
+    static let telemetryLockClass = 1_650_879_604
+    /// Receptions of one transmission lie within this of each other (agents' capture times, clock offsets under the
+    /// applied threshold): rows this close to a UTC midnight are checked against the other day's partition too.
+    static let transmissionSpread = "interval '5 minutes'"
+    static let nearMidnight = """
+        (n.ts - (date_trunc('day', n.ts AT TIME ZONE 'UTC') AT TIME ZONE 'UTC') < \(transmissionSpread)
+         OR (date_trunc('day', n.ts AT TIME ZONE 'UTC') AT TIME ZONE 'UTC') + interval '1 day' - n.ts <= \(transmissionSpread))
+        """
+
+    /// Writes the telemetry rows the database does not hold yet and returns them. A transmission is unique within
+    /// its day's partition (migration 4); near a midnight, where two receptions may fall on either side, the
+    /// writer takes a per-beacon lock and looks at the neighbouring day itself, so concurrent instances agree too.
+    private func insertTelemetry(_ telemetry: [NewTelemetry]) throws(PostgresError) -> [NewTelemetry] {
+        guard !telemetry.isEmpty else { return [] }
+        try connection.execute(
+            "CREATE TEMP TABLE IF NOT EXISTS telemetry_incoming (LIKE beaconflow.telemetry_raw) ON COMMIT DELETE ROWS")
+        try connection.copy(
+            """
+            COPY pg_temp.telemetry_incoming (ts, beacon_id, battery_mv, temperature_c, adv_count, uptime_s, site_id, agent_id)
+            FROM STDIN (FORMAT binary)
+            """, data: Self.copyData(telemetry.map(\.row)))
+        // Locks in a statement of their own: the insert's snapshot then sees what the lock waited for.
+        try connection.query(
+            """
+            SELECT count(pg_advisory_xact_lock(\(Self.telemetryLockClass), hashtext(beacon_id)))
+            FROM (SELECT DISTINCT n.beacon_id FROM pg_temp.telemetry_incoming n WHERE \(Self.nearMidnight) ORDER BY 1) s
+            """)
+        let inserted = try connection.query(
+            """
+            INSERT INTO beaconflow.telemetry_raw (ts, beacon_id, battery_mv, temperature_c, adv_count, uptime_s, site_id, agent_id)
+            SELECT n.ts, n.beacon_id, n.battery_mv, n.temperature_c, n.adv_count, n.uptime_s, n.site_id, n.agent_id
+            FROM pg_temp.telemetry_incoming n
+            WHERE NOT (\(Self.nearMidnight) AND EXISTS (
+                SELECT FROM beaconflow.telemetry_raw t
+                WHERE t.beacon_id = n.beacon_id AND t.adv_count = n.adv_count AND t.uptime_s = n.uptime_s
+                  AND t.ts BETWEEN n.ts - \(Self.transmissionSpread) AND n.ts + \(Self.transmissionSpread)))
+            ON CONFLICT DO NOTHING
+            RETURNING beacon_id, adv_count, uptime_s
+            """)
+        var keys = Set<TransmissionKey>()
+        for row in inserted {
+            guard let beacon = row[0], let count = row[1].flatMap({ Int64($0) }), let uptime = row[2].flatMap({ Double($0) })
+            else { continue }
+            keys.insert(TransmissionKey(beaconID: beacon, advertisingCount: count, uptimeSeconds: uptime))
+        }
+        // The first offer of each stored transmission (a group may offer one twice).
+        return telemetry.filter { keys.remove($0.transmission) != nil }
+    }
+
     /// Visits opened, then visits closed (a close may end a visit opened in the same list), then minute counts.
     private func write(_ changes: [ZoneChange]) throws(PostgresError) {
         guard !changes.isEmpty else { return }
         var opened: [[String?]] = [[], [], [], []]
         var closed: [[String?]] = [[], [], [], []]
-        var occupancy: [[String?]] = [[], [], [], []]
+        var occupancy: [[String?]] = [[], [], [], [], []]
         for change in changes {
             switch change {
             case .visitOpened(let site, let zone, let beacon, let enter):
@@ -202,8 +246,9 @@ public final class BatchWriter {
             case .visitClosed(let site, let beacon, let enter, let exit):
                 let values = [site, beacon, PostgresArray.timestamp(unixMicros: enter), PostgresArray.timestamp(unixMicros: exit)]
                 for (column, value) in values.enumerated() { closed[column].append(value) }
-            case .occupancy(let site, let zone, let minute, let occupants):
-                for (column, value) in [site, zone, PostgresArray.timestamp(unixMicros: minute), String(occupants)].enumerated() {
+            case .occupancy(let site, let zone, let minute, let occupants, let seconds):
+                let values = [site, zone, PostgresArray.timestamp(unixMicros: minute), String(occupants), String(seconds)]
+                for (column, value) in values.enumerated() {
                     occupancy[column].append(value)
                 }
             }
@@ -227,9 +272,10 @@ public final class BatchWriter {
         if !occupancy[0].isEmpty {
             try connection.query(
                 """
-                INSERT INTO beaconflow.zone_occupancy_minute (site_id, zone_id, bucket, occupants)
-                SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::integer[])
-                ON CONFLICT (site_id, zone_id, bucket) DO UPDATE SET occupants = excluded.occupants
+                INSERT INTO beaconflow.zone_occupancy_minute (site_id, zone_id, bucket, occupants, occupant_seconds)
+                SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::integer[], $5::double precision[])
+                ON CONFLICT (site_id, zone_id, bucket)
+                DO UPDATE SET occupants = excluded.occupants, occupant_seconds = excluded.occupant_seconds
                 """, occupancy.map(PostgresArray.literal))
         }
     }

@@ -70,7 +70,7 @@ public struct IngestStatistics: Sendable, Equatable {
 public final class Ingest: Sendable {
     private enum Item: Sendable {
         case batch(topic: String, payload: [UInt8], receivedAtMicros: Int64)
-        case status(topic: String, payload: [UInt8], receivedAtMicros: Int64)
+        case status(topic: String, payload: [UInt8], receivedAtMicros: Int64, retained: Bool)
     }
 
     public let configuration: IngestConfiguration
@@ -134,11 +134,11 @@ public final class Ingest: Sendable {
         let forwarder = Task { [self] in
             for await event in client.events {
                 switch event {
-                case .message(let topic, let payload, _):
+                case .message(let topic, let payload, let retained):
                     let now = wallClockMicros()
                     let item: Item =
                         topic.hasSuffix("/status")
-                        ? .status(topic: topic, payload: payload, receivedAtMicros: now)
+                        ? .status(topic: topic, payload: payload, receivedAtMicros: now, retained: retained)
                         : .batch(topic: topic, payload: payload, receivedAtMicros: now)
                     if !queue.push(item, dropWhenFull: true), case .batch = item {
                         // Not acknowledged: the agent still holds it and sends it again.
@@ -296,8 +296,9 @@ public final class Ingest: Sendable {
             var newestReceived: Int64 = 0
             for item in items {
                 switch item {
-                case .status(let topic, let payload, let receivedAt):
-                    try recordStatus(topic: topic, payload: payload, receivedAtMicros: receivedAt, writer: writer)
+                case .status(let topic, let payload, let receivedAt, let retained):
+                    try recordStatus(
+                        topic: topic, payload: payload, receivedAtMicros: receivedAt, retained: retained, writer: writer)
                 case .batch(let topic, let payload, let receivedAt):
                     newestReceived = max(newestReceived, receivedAt)
                     switch intake.check(topic: topic, payload: payload, nowMicros: wallClockMicros()) {
@@ -408,7 +409,7 @@ public final class Ingest: Sendable {
     }
 
     private func recordStatus(
-        topic: String, payload: [UInt8], receivedAtMicros: Int64, writer: BatchWriter
+        topic: String, payload: [UInt8], receivedAtMicros: Int64, retained: Bool, writer: BatchWriter
     ) throws(PostgresError) {
         guard let (site, agentID) = BatchIntake.agentTopic(topic, kind: "status"), let status = AgentStatus(json: payload),
             configuration.sites.agent(site: site, agent: agentID) != nil
@@ -420,7 +421,7 @@ public final class Ingest: Sendable {
         var offsetMillis: Double?
         writer.updatePipeline { pipeline in
             if let clock = status.clockMicros, status.online {
-                _ = pipeline.clocks.observe(agent, agentClockMicros: clock, receivedAtMicros: receivedAtMicros)
+                pipeline.clocks.observe(agent, agentClockMicros: clock, receivedAtMicros: receivedAtMicros, retained: retained)
             }
             offsetMillis = pipeline.clocks.estimateMicros(agent).map { Double($0) / 1000 }
         }

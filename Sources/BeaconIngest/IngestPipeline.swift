@@ -33,7 +33,8 @@ public struct SightingRow: Sendable, Equatable {
 /// What one newly committed batch adds to the database.
 public struct PipelineOutput: Sendable {
     public var sightings: [SightingRow] = []
-    public var telemetry: [TelemetryRow] = []
+    /// Transmissions the pipeline has not seen within its window: written unless the database holds them already.
+    public var telemetry: [NewTelemetry] = []
     public var zoneChanges: [ZoneChange] = []
     /// Readings that came too late to move zones (from an agent its site had let go).
     public var lateReadings = 0
@@ -131,10 +132,7 @@ public struct IngestPipeline: Sendable {
                 let row = telemetryRow(bytes, beaconID: beaconID, batch: batch, timeMicros: time)
             {
                 let (new, rebooted) = telemetry.observe(beaconID: beaconID, tlm: row.tlm, timeMicros: time)
-                if new {
-                    output.telemetry.append(row.row)
-                    health.telemetry(row.row, rebooted: rebooted)
-                }
+                if new { output.telemetry.append(NewTelemetry(row: row.row, rebooted: rebooted)) }
             }
         }
         if let newest = output.sightings.map(\.timeMicros).max() {
@@ -148,6 +146,11 @@ public struct IngestPipeline: Sendable {
         output.lateReadings = (zoneTrackers[batch.siteID]?.lateReadings ?? 0) - lateBefore
         output.zoneChanges = advanceZones(site: batch.siteID, nowMicros: nowMicros)
         return output
+    }
+
+    /// Fleet health learns from the telemetry rows the database took (a repeat it refused teaches nothing).
+    public mutating func telemetryStored(_ stored: [NewTelemetry]) {
+        for telemetry in stored { health.telemetry(telemetry.row, rebooted: telemetry.rebooted) }
     }
 
     /// Whether the zone trackers picked up the open visits of a previous run (once, at the first connection).
@@ -283,34 +286,66 @@ public struct IngestPipeline: Sendable {
 
 public typealias AgentKey = AcknowledgementTracker.AgentKey
 
-/// Each agent's clock offset against the ingest's, estimated from its live status messages (their `clock_us`
-/// against when they arrived): the largest (agent clock − arrival) over the recent ones, since delivery only ever
-/// adds delay. Batches are no guide: after an outage an agent sends batches sealed long ago. Offsets under
-/// `threshold` are not applied: NTP keeps agents within milliseconds, and a correction that small would only add
-/// the network's jitter to the times.
+/// Each agent's clock offset against the ingest's, measured from its live status messages (their `clock_us`
+/// against when they arrived): the largest (agent clock − arrival) over the recent samples, since delivery only
+/// ever adds delay. Batches are no guide: after an outage an agent sends batches sealed long ago.
+///
+/// A status message is a sample only when it shows it was delivered live: it is not a retained delivery (the one
+/// a broker hands out on subscribing, possibly hours old), and the time since the agent's previous status arrived
+/// matches the time between their clocks within `pacingToleranceMicros`. A persistent session's backlog, delivered
+/// in a burst after a reconnect, fails that test, as does the first status after either side restarts. Until a
+/// sample exists no offset is applied, and offsets under `thresholdMicros` never are: NTP keeps agents within
+/// milliseconds, and a correction that small would only add the network's jitter to the times.
 public struct AgentClocks: Sendable {
     public var thresholdMicros: Int64 = 500_000
-    /// Batches the estimate looks back over.
+    /// How far the arrival spacing of two consecutive status messages may differ from their clocks' spacing.
+    public var pacingToleranceMicros: Int64 = 250_000
+    /// Samples the estimate looks back over.
     public var window = 32
 
-    private var samples: [AgentKey: [Int64]] = [:]
+    private struct Agent: Sendable {
+        var samples: [Int64] = []
+        /// The previous status message's clock and arrival.
+        var previous: (clock: Int64, arrival: Int64)?
+    }
+
+    private var agents: [AgentKey: Agent] = [:]
 
     public init() {}
 
-    /// Records a status message's clock; returns the offset to subtract from the agent's times (0 under the threshold).
-    public mutating func observe(_ agent: AgentKey, agentClockMicros: Int64, receivedAtMicros: Int64) -> Int64 {
-        var recent = samples[agent] ?? []
-        recent.append(agentClockMicros - receivedAtMicros)
-        if recent.count > window { recent.removeFirst(recent.count - window) }
-        samples[agent] = recent
-        return offset(agent)
+    /// Records a status message's clock; returns whether it was taken as a sample.
+    @discardableResult
+    public mutating func observe(_ agent: AgentKey, agentClockMicros: Int64, receivedAtMicros: Int64, retained: Bool) -> Bool {
+        guard !retained else { return false }
+        var state = agents[agent] ?? Agent()
+        defer { agents[agent] = state }
+        let previous = state.previous
+        state.previous = (agentClockMicros, receivedAtMicros)
+        guard let previous, agentClockMicros > previous.clock,
+            let clockGap = agentClockMicros.subtractingSafely(previous.clock),
+            let arrivalGap = receivedAtMicros.subtractingSafely(previous.arrival),
+            let mismatch = clockGap.subtractingSafely(arrivalGap), abs(mismatch) <= pacingToleranceMicros,
+            let sample = agentClockMicros.subtractingSafely(receivedAtMicros)
+        else { return false }
+        state.samples.append(sample)
+        if state.samples.count > window { state.samples.removeFirst(state.samples.count - window) }
+        return true
     }
 
-    /// The estimated offset, applied or not.
-    public func estimateMicros(_ agent: AgentKey) -> Int64? { samples[agent]?.max() }
+    /// The measured offset, applied or not; nil before the first sample.
+    public func estimateMicros(_ agent: AgentKey) -> Int64? { agents[agent]?.samples.max() }
 
+    /// The offset subtracted from the agent's times: the estimate when it reaches the threshold, else 0.
     public func offset(_ agent: AgentKey) -> Int64 {
         guard let estimate = estimateMicros(agent), abs(estimate) >= thresholdMicros else { return 0 }
         return estimate
+    }
+}
+
+extension Int64 {
+    /// `self − other`, or nil where that overflows (clocks come from the network).
+    func subtractingSafely(_ other: Int64) -> Int64? {
+        let (result, overflow) = subtractingReportingOverflow(other)
+        return overflow ? nil : result
     }
 }

@@ -14,9 +14,12 @@ public enum Migrator {
     /// `pg_advisory_lock` key: 'bflw' 'migr' as two int32.
     static let lockKey = "1651991415, 1835624306"
 
-    /// Applies what is missing; returns the versions applied.
+    /// Applies what is missing, up to `version` (the newest by default; an older one builds a previous schema, for
+    /// upgrade tests); returns the versions applied.
     @discardableResult
-    public static func migrate(_ connection: PostgresConnection, logger: Logger) throws(PostgresError) -> [Int] {
+    public static func migrate(
+        _ connection: PostgresConnection, through version: Int = .max, logger: Logger
+    ) throws(PostgresError) -> [Int] {
         try connection.execute("SELECT pg_advisory_lock(\(lockKey))")
         defer { _ = try? connection.execute("SELECT pg_advisory_unlock(\(lockKey))") }
         try connection.execute(
@@ -31,7 +34,7 @@ public enum Migrator {
         let applied = Set(
             try connection.query("SELECT version FROM beaconflow.schema_migrations").compactMap { $0[0].flatMap { Int($0) } })
         var done: [Int] = []
-        for migration in Schema.migrations where !applied.contains(migration.version) {
+        for migration in Schema.migrations where !applied.contains(migration.version) && migration.version <= version {
             do {
                 try connection.execute("BEGIN")
                 try connection.execute(migration.sql)

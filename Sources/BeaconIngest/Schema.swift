@@ -5,7 +5,92 @@ enum Schema {
         Migration(version: 1, name: "tables, partitions, roles and the public views", sql: version1),
         Migration(version: 2, name: "acknowledged progress per agent", sql: version2),
         Migration(version: 3, name: "silent agents", sql: version3),
+        Migration(version: 4, name: "one telemetry row per transmission", sql: version4),
+        Migration(version: 5, name: "occupancy by majority of the minute, with occupant seconds", sql: version5),
     ]
+
+    /// A beacon counts in the zone where it spent at least half of the minute (so in one zone at most), and
+    /// `occupant_seconds` sums every beacon's seconds of presence in the zone, so the average occupancy of any
+    /// period is exact: the hourly rollup's `avg_occupants` is its seconds over the hour's counted seconds. Minutes
+    /// counted before this version have no seconds (null); the rollup takes their count for the whole minute.
+    static let version5 = """
+        ALTER TABLE beaconflow.zone_occupancy_minute ADD COLUMN occupant_seconds double precision;
+
+        CREATE OR REPLACE VIEW beaconflow.zone_occupancy AS
+            SELECT site_id, zone_id, bucket, occupants, occupant_seconds
+            FROM beaconflow.zone_occupancy_minute;
+
+        CREATE OR REPLACE VIEW beaconflow.zone_occupancy_hourly AS
+            WITH hours AS (
+                SELECT site_id, zone_id, date_trunc('hour', bucket) AS bucket,
+                       sum(coalesce(occupant_seconds, occupants * 60.0)) / (60.0 * count(*)) AS avg_occupants,
+                       max(occupants) AS peak_occupants
+                FROM beaconflow.zone_occupancy_minute
+                GROUP BY 1, 2, 3
+            )
+            SELECT h.site_id, h.zone_id, h.bucket, h.avg_occupants::double precision AS avg_occupants, h.peak_occupants,
+                   (SELECT count(*) FROM beaconflow.visits_raw v
+                    WHERE v.site_id = h.site_id AND v.zone_id = h.zone_id
+                      AND v.enter_ts >= h.bucket AND v.enter_ts < h.bucket + interval '1 hour') AS visits
+            FROM hours h;
+        """
+
+    /// One `telemetry` row per TLM transmission, enforced by the database: each daily partition has a unique index
+    /// on what identifies a transmission, the beacon and the frame's own advertising counter and uptime (the same
+    /// bytes for every agent that heard it; a reboot restarts both, so they do not repeat). Existing duplicates are
+    /// removed (the earliest reception stays) before the indexes are made. Rows within a few minutes of a UTC
+    /// midnight are also checked against the neighbouring day by the writer (`BatchWriter.insertTelemetry`).
+    static let version4 = #"""
+        DO $$
+        DECLARE
+            partition record;
+        BEGIN
+            FOR partition IN
+                SELECT child.relname
+                FROM pg_inherits
+                JOIN pg_class child ON child.oid = pg_inherits.inhrelid
+                JOIN pg_class parent ON parent.oid = pg_inherits.inhparent
+                JOIN pg_namespace ns ON ns.oid = parent.relnamespace
+                WHERE ns.nspname = 'beaconflow' AND parent.relname = 'telemetry_raw'
+            LOOP
+                EXECUTE format(
+                    'DELETE FROM beaconflow.%1$I a USING beaconflow.%1$I b
+                     WHERE a.beacon_id = b.beacon_id AND a.adv_count = b.adv_count AND a.uptime_s = b.uptime_s
+                       AND (a.ts, a.ctid) > (b.ts, b.ctid)', partition.relname);
+                EXECUTE format('CREATE UNIQUE INDEX %I ON beaconflow.%I (beacon_id, adv_count, uptime_s)',
+                               partition.relname || '_transmission', partition.relname);
+            END LOOP;
+        END
+        $$;
+
+        CREATE OR REPLACE FUNCTION beaconflow.ensure_partitions(first_day date, days integer) RETURNS integer
+        LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog AS $$
+        DECLARE
+            parent text;
+            name text;
+            day date;
+            made integer := 0;
+        BEGIN
+            FOREACH parent IN ARRAY ARRAY['sightings_raw', 'telemetry_raw'] LOOP
+                FOR offset_days IN 0 .. greatest(days, 1) - 1 LOOP
+                    day := first_day + offset_days;
+                    name := parent || '_' || to_char(day, 'YYYYMMDD');
+                    IF to_regclass(format('beaconflow.%I', name)) IS NULL THEN
+                        EXECUTE format(
+                            'CREATE TABLE beaconflow.%I PARTITION OF beaconflow.%I FOR VALUES FROM (%L) TO (%L)',
+                            name, parent, day::timestamp AT TIME ZONE 'UTC', (day + 1)::timestamp AT TIME ZONE 'UTC');
+                        IF parent = 'telemetry_raw' THEN
+                            EXECUTE format('CREATE UNIQUE INDEX %I ON beaconflow.%I (beacon_id, adv_count, uptime_s)',
+                                           name || '_transmission', name);
+                        END IF;
+                        made := made + 1;
+                    END IF;
+                END LOOP;
+            END LOOP;
+            RETURN made;
+        END
+        $$;
+        """#
 
     /// An agent online for `silent_after_minutes` without a batch is flagged in `agent_health.last_error` (the
     /// view's columns are a contract, so the flag is a `silent: ...` message ahead of any error of the agent's).

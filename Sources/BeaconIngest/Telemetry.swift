@@ -26,12 +26,32 @@ public struct TelemetryRow: Sendable, Equatable {
     }
 }
 
-/// Turns the TLM and eTLM frames of sightings into telemetry rows, once per transmission.
+/// A telemetry row the pipeline has not seen, and whether its beacon rebooted since the one before.
+public struct NewTelemetry: Sendable, Equatable {
+    public var row: TelemetryRow
+    public var rebooted: Bool
+
+    /// What identifies the transmission in the database: the beacon, the frame's advertising counter and uptime.
+    public var transmission: TransmissionKey {
+        TransmissionKey(beaconID: row.beaconID, advertisingCount: Int64(row.advertisingCount), uptimeSeconds: row.uptimeSeconds)
+    }
+}
+
+/// One TLM transmission: the same for every agent that heard it, and not repeated after a reboot (the counter and
+/// uptime restart together).
+public struct TransmissionKey: Hashable, Sendable {
+    public var beaconID: String
+    public var advertisingCount: Int64
+    public var uptimeSeconds: Double
+}
+
+/// Turns the TLM and eTLM frames of sightings into telemetry rows, once per transmission: a fast path in memory in
+/// front of the database's unique key (which makes it exact however late an agent delivers).
 ///
 /// Several agents hear the same transmission, and an agent repeats the frame in each batch until it changes: a
-/// transmission is its beacon and advertising counter (PDU count), so a row is written only for a counter not
-/// seen for that beacon within `windowMicros` of event time (an agent that lags the others by less than that —
-/// a replay, a spool draining after an outage — adds no duplicates). A reboot restarts the counters; it shows as
+/// transmission is its beacon and advertising counter (PDU count), so a row is offered only for a counter not
+/// seen for that beacon within `windowMicros` of event time. An agent that lags the others by more than that — a
+/// spool draining after a long outage, a replay — offers rows the database then refuses. A reboot restarts the counters; it shows as
 /// the beacon's boot time (sighting time minus uptime) jumping forward, which, unlike the uptime itself, does not
 /// move when a lagging agent delivers old transmissions late. A pure state machine.
 public struct TelemetryDeduplicator: Sendable {

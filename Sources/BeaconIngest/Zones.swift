@@ -24,8 +24,9 @@ public struct ZoneRules: Sendable, Equatable {
 public enum ZoneChange: Sendable, Equatable {
     case visitOpened(site: String, zone: String, beaconID: String, enterMicros: Int64)
     case visitClosed(site: String, beaconID: String, enterMicros: Int64, exitMicros: Int64)
-    /// Distinct beacons in the zone during the minute that starts at `minuteMicros`.
-    case occupancy(site: String, zone: String, minuteMicros: Int64, occupants: Int)
+    /// The minute that starts at `minuteMicros`: the beacons that spent most of it in the zone (at least half of
+    /// it, so a beacon counts in at most one zone), and the seconds of presence of every beacon summed.
+    case occupancy(site: String, zone: String, minuteMicros: Int64, occupants: Int, occupantSeconds: Double)
 }
 
 /// Zone assignment for one site, in event time. A pure state machine.
@@ -87,11 +88,13 @@ public struct SiteZoneTracker: Sendable {
     private var beacons = JournaledDictionary<String, Beacon>()
     /// The tracker as it was at `beginTransaction()`, without its beacons (journaled instead).
     private var undo: [SiteZoneTracker] = []
-    /// Beacons present per (minute, zone), for minutes not yet counted.
-    private var presence: [Int64: [String: Set<String>]] = [:]
+    /// Microseconds of presence per minute, zone and beacon, for minutes not yet counted.
+    private var presence: [Int64: [String: [String: Int64]]] = [:]
     /// The next minute to count.
     private var nextMinute: Int64?
     public private(set) var watermarkMicros: Int64 = .min
+    /// The earliest reading applied: the site's first minute is observed from here.
+    private var firstReadingMicros: Int64?
     public private(set) var lateReadings = 0
 
     static let minute: Int64 = 60_000_000
@@ -151,6 +154,7 @@ public struct SiteZoneTracker: Sendable {
     private mutating func apply(_ reading: Reading, into changes: inout [ZoneChange]) {
         var beacon = beacons[reading.beaconID] ?? Beacon()
         let time = reading.timeMicros
+        if firstReadingMicros == nil { firstReadingMicros = time }
         if beacon.zone != nil, time - beacon.lastSeenMicros > rules.absenceTimeoutMicros {
             // Gone for longer than the absence timeout: that visit ended when it was last heard.
             changes.append(.visitClosed(site: site, beaconID: reading.beaconID, enterMicros: beacon.enterMicros, exitMicros: beacon.lastSeenMicros))
@@ -161,6 +165,7 @@ public struct SiteZoneTracker: Sendable {
             beacon.appearedMicros = nil
         }
         let previousSeen = beacon.lastSeenMicros
+        let wasPlaced = beacon.zone != nil
         if let index = beacon.readings.firstIndex(where: { $0.agent == reading.agent }) {
             beacon.readings[index].time = time
             beacon.readings[index].rssi = reading.rssi
@@ -186,6 +191,7 @@ public struct SiteZoneTracker: Sendable {
                     if time - challenger.sinceMicros >= rules.switchDwellMicros {
                         let moment = max(challenger.sinceMicros, beacon.enterMicros + 1)
                         changes.append(.visitClosed(site: site, beaconID: reading.beaconID, enterMicros: beacon.enterMicros, exitMicros: moment))
+                        movePresence(of: reading.beaconID, from: current, to: best.key, between: moment, and: previousSeen)
                         beacon.zone = best.key
                         beacon.enterMicros = moment
                         beacon.challenger = nil
@@ -206,15 +212,39 @@ public struct SiteZoneTracker: Sendable {
             beacon.appearedMicros = time
         }
         if let zone = beacon.zone {
-            // Present from the previous reading (if the beacon stayed) through this one.
-            let from = (previousSeen > 0 && time - previousSeen <= rules.absenceTimeoutMicros) ? max(previousSeen, beacon.enterMicros) : time
-            var minute = Self.minuteStart(from)
-            while minute <= time {
-                if minute >= (nextMinute ?? .min) { presence[minute, default: [:]][zone, default: []].insert(reading.beaconID) }
-                minute += Self.minute
-            }
+            // Present from the previous reading (if the beacon stayed) through this one; a beacon just placed, from
+            // its first reading.
+            let stayed = wasPlaced && previousSeen > 0 && time - previousSeen <= rules.absenceTimeoutMicros
+            let from = wasPlaced ? (stayed ? max(previousSeen, beacon.enterMicros) : time) : beacon.enterMicros
+            addPresence(of: reading.beaconID, in: zone, from: from, to: time)
         }
         beacons[reading.beaconID] = beacon
+    }
+
+    /// A move is dated back to when the challenger became louder: the presence counted in the old zone since
+    /// then belongs to the new one.
+    private mutating func movePresence(of beaconID: String, from old: String, to new: String, between from: Int64, and to: Int64) {
+        var minute = Self.minuteStart(from)
+        while minute < to {
+            let overlap = min(to, minute + Self.minute) - max(from, minute)
+            if let counted = presence[minute]?[old]?[beaconID], overlap > 0 {
+                let moved = min(counted, overlap)
+                presence[minute]?[old]?[beaconID] = counted - moved
+                presence[minute, default: [:]][new, default: [:]][beaconID, default: 0] += moved
+            }
+            minute += Self.minute
+        }
+    }
+
+    private mutating func addPresence(of beaconID: String, in zone: String, from: Int64, to: Int64) {
+        var minute = Self.minuteStart(from)
+        while minute < to {
+            let overlap = min(to, minute + Self.minute) - max(from, minute)
+            if minute >= (nextMinute ?? .min), overlap > 0 {
+                presence[minute, default: [:]][zone, default: [:]][beaconID, default: 0] += overlap
+            }
+            minute += Self.minute
+        }
     }
 
     /// Counts every minute that ended an absence timeout before `time`, and closes the visits of beacons gone.
@@ -231,11 +261,24 @@ public struct SiteZoneTracker: Sendable {
         nextMinute = minute
     }
 
-    /// Every zone's count of the minute that starts at `minute` (zeros included).
-    private mutating func count(_ minute: Int64, into changes: inout [ZoneChange]) {
+    /// Every zone's count of the minute that starts at `minute` (zeros included): a beacon counts in the zone where
+    /// it spent the most of the minute when that is at least half of it — of the part observed, in the site's
+    /// first minute (from its first reading) and at the end of the data (through `end`).
+    private mutating func count(_ minute: Int64, through end: Int64 = .max, into changes: inout [ZoneChange]) {
+        let observedMicros = max(1, min(end, minute + Self.minute) - max(minute, firstReadingMicros ?? minute))
         let present = presence.removeValue(forKey: minute) ?? [:]
+        var best: [String: (zone: String, micros: Int64)] = [:]
         for zone in zones {
-            changes.append(.occupancy(site: site, zone: zone, minuteMicros: minute, occupants: present[zone]?.count ?? 0))
+            for (beacon, micros) in present[zone] ?? [:] where micros > best[beacon]?.micros ?? 0 {
+                best[beacon] = (zone, micros)
+            }
+        }
+        var occupants: [String: Int] = [:]
+        for (zone, micros) in best.values where 2 * micros >= observedMicros { occupants[zone, default: 0] += 1 }
+        for zone in zones {
+            let seconds = Double((present[zone] ?? [:]).values.reduce(0, +)) / 1_000_000
+            changes.append(
+                .occupancy(site: site, zone: zone, minuteMicros: minute, occupants: occupants[zone] ?? 0, occupantSeconds: seconds))
         }
     }
 
@@ -270,7 +313,7 @@ public struct SiteZoneTracker: Sendable {
         pending.removeAll()
         var minute = nextMinute ?? presence.keys.min() ?? Self.minuteStart(newest)
         while minute <= Self.minuteStart(newest) {
-            count(minute, into: &changes)
+            count(minute, through: newest, into: &changes)
             minute += Self.minute
         }
         nextMinute = minute
@@ -294,17 +337,21 @@ public struct SiteZoneTracker: Sendable {
 
     /// Picks up where a previous run left off: the beacons of its open visits are in their zones as last seen
     /// (a reading goes on with the same visit; a beacon not heard again has its visit closed when it was last
-    /// seen), and counting goes on after the last minute it counted, so no minute is counted again from part of
-    /// its readings.
+    /// seen), present there from the visit's start to when last seen in the minutes not counted yet, and
+    /// counting goes on after the last minute it counted, so no minute is counted again from part of its readings.
     public mutating func resume(openVisits: [OpenVisit], lastCountedMinuteMicros: Int64?) {
+        if let minute = lastCountedMinuteMicros { nextMinute = minute + Self.minute }
+        // Observed before: the minute in progress is not the site's first.
+        firstReadingMicros = ([lastCountedMinuteMicros].compactMap { $0 } + openVisits.map(\.enterMicros)).min()
         for visit in openVisits where zones.contains(visit.zone) {
             var beacon = Beacon()
             beacon.zone = visit.zone
             beacon.enterMicros = visit.enterMicros
             beacon.lastSeenMicros = max(visit.lastSeenMicros, visit.enterMicros)
             beacons[visit.beaconID] = beacon
+            // Its presence in the minutes not counted yet, which the previous run held in memory.
+            addPresence(of: visit.beaconID, in: visit.zone, from: visit.enterMicros, to: beacon.lastSeenMicros)
         }
-        if let minute = lastCountedMinuteMicros { nextMinute = minute + Self.minute }
     }
 
     mutating func beginTransaction() {

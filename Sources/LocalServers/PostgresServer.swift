@@ -6,7 +6,7 @@ import WorkQueue
 /// place: the process held here is the server itself.
 public final class PostgresServer: @unchecked Sendable {
     public let directory: String
-    public let port: Int
+    public private(set) var port: Int
     private var process: ChildProcess?
 
     /// The directory of initdb/postgres, or nil when PostgreSQL is not installed.
@@ -34,7 +34,20 @@ public final class PostgresServer: @unchecked Sendable {
             try runToEnd("/bin/chown", ["-R", "postgres:postgres", directory])
         }
         try runToEnd(binaries + "/initdb", ["-D", directory + "/data", "-U", "postgres", "--auth=trust", "-E", "UTF8"], asPostgres: true)
-        try start()
+        // Another server started at the same moment may take the free port first: try another.
+        for attempt in 1...3 {
+            do {
+                try start()
+                return
+            } catch where attempt < 3 && portWasTaken {
+                port = try freeLoopbackPort()
+            }
+        }
+    }
+
+    /// Whether the last start failed because the port was in use.
+    private var portWasTaken: Bool {
+        ((try? String(contentsOfFile: directory + "/postgres.log", encoding: .utf8)) ?? "").contains("Address already in use")
     }
 
     /// Makes and starts a cluster on a thread of its own: initdb takes a second or two, which must not hold one of

@@ -18,10 +18,12 @@ public struct Report: Sendable, Equatable, Codable {
         public var peakAt: String
         /// Visits that began in the 24 hours before the newest minute.
         public var visits: Int
+        /// Average occupants over those 24 hours (as far as counted), from the seconds of presence.
+        public var average: Double
 
         enum CodingKeys: String, CodingKey {
             case siteID = "site_id", zoneID = "zone_id", now = "occupants_now", nowAt = "now_at"
-            case peak = "peak_occupants", peakAt = "peak_at", visits = "visits_24h"
+            case peak = "peak_occupants", peakAt = "peak_at", visits = "visits_24h", average = "avg_occupants_24h"
         }
     }
 
@@ -89,7 +91,7 @@ public struct Report: Sendable, Equatable, Codable {
                 SELECT site_id, max(bucket) AS bucket FROM beaconflow.zone_occupancy
                 WHERE $1::text IS NULL OR site_id = $1 GROUP BY site_id
             ), recent AS (
-                SELECT o.site_id, o.zone_id, o.bucket, o.occupants, n.bucket AS newest
+                SELECT o.site_id, o.zone_id, o.bucket, o.occupants, o.occupant_seconds, n.bucket AS newest
                 FROM beaconflow.zone_occupancy o JOIN newest n USING (site_id)
                 WHERE o.bucket > n.bucket - interval '24 hours'
             )
@@ -99,13 +101,15 @@ public struct Report: Sendable, Equatable, Codable {
                    max(r.occupants),
                    \(timestamp("(array_agg(r.bucket ORDER BY r.occupants DESC, r.bucket))[1]")),
                    (SELECT count(*) FROM beaconflow.visits v WHERE v.site_id = r.site_id AND v.zone_id = r.zone_id
-                      AND v.enter_ts > max(r.newest) - interval '24 hours')
+                      AND v.enter_ts > max(r.newest) - interval '24 hours'),
+                   round((sum(coalesce(r.occupant_seconds, r.occupants * 60.0)) / (60.0 * count(*)))::numeric, 2)
             FROM recent r GROUP BY r.site_id, r.zone_id ORDER BY 1, 2
             """, siteFilter
         ).map { row in
             ZoneOccupancy(
                 siteID: row[0] ?? "", zoneID: row[1] ?? "", now: Int(row[2] ?? "") ?? 0, nowAt: row[3] ?? "",
-                peak: Int(row[4] ?? "") ?? 0, peakAt: row[5] ?? "", visits: Int(row[6] ?? "") ?? 0)
+                peak: Int(row[4] ?? "") ?? 0, peakAt: row[5] ?? "", visits: Int(row[6] ?? "") ?? 0,
+                average: Double(row[7] ?? "") ?? 0)
         }
         report.longestDwells = try connection.query(
             """
@@ -179,9 +183,12 @@ extension Report {
         var sections: [String] = []
         sections.append(
             Self.table(
-                "Occupancy per zone (now: the newest counted minute; peak and visits: the 24 hours before it)",
-                ["site", "zone", "now", "at", "peak", "peak at", "visits"],
-                occupancy.map { [$0.siteID, $0.zoneID, String($0.now), $0.nowAt, String($0.peak), $0.peakAt, String($0.visits)] },
+                "Occupancy per zone (now: the newest counted minute; average, peak and visits: the 24 hours before it)",
+                ["site", "zone", "now", "at", "average", "peak", "peak at", "visits"],
+                occupancy.map {
+                    [$0.siteID, $0.zoneID, String($0.now), $0.nowAt, String(format: "%.2f", $0.average), String($0.peak), $0.peakAt,
+                     String($0.visits)]
+                },
                 rightAligned: [2, 4, 6]))
         sections.append(
             Self.table(

@@ -9,7 +9,7 @@ struct ReportCommand: ParsableCommand {
         abstract: "Print occupancy, the longest dwells, and the beacons and agents that need attention.",
         discussion: """
             Reads the public views only (a role granted beaconflow_reader is enough). Occupancy per zone is the
-            newest counted minute of each site ("now") and the peak over the 24 hours before it, so a replay of old
+            newest counted minute of each site ("now"), the average and the peak over the 24 hours before it, so a replay of old
             captures reports its own day. Beacons needing attention are low_battery, rebooting or stale, with the
             forecast days left; agents needing attention are offline, or online but silent.
 

@@ -313,7 +313,7 @@ struct AgentSecurityTests {
                     ["agent", "--site", "hq", "--agent", agentID, "--source",
                      "btsnoop:" + captureFixture("mixed-beacons.btsnoop"), "--speed", "max",
                      "--broker", "mqtts://hq-a1@127.0.0.1:\(port)", "--ca-file", secrets + "/ca.pem",
-                     "--password-file", passwordFile, "--spool", secrets + "/spool-\(name)", "--drain-timeout", "3"],
+                     "--password-file", passwordFile, "--spool", secrets + "/spool-\(name)", "--drain-timeout", "30"],
                     standardErrorPath: log)
             else { return (-1, "") }
             let status = await process.exit()

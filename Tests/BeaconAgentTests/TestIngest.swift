@@ -76,14 +76,15 @@ final class TestIngest: Sendable {
     ) async throws -> TestIngest {
         let ingest = try TestIngest(broker: broker, committedThrough: committedThrough, configure: configure)
         let probe = "beaconflow/v1/probe/test-ingest/status"
-        let deadline = ContinuousClock.now + .seconds(10)
+        // Generous: on a loaded two-core machine the first connection can take seconds.
+        let deadline = ContinuousClock.now + .seconds(30)
         while ContinuousClock.now < deadline {
             if ingest.client.isConnected { _ = try? ingest.client.publish(topic: probe, payload: Array("{}".utf8)) }
             try await Task.sleep(for: .milliseconds(50))
             if ingest.state.withLock({ $0.statuses[probe] != nil }) { return ingest }
         }
         ingest.stop()
-        throw LocalServerError("the test ingest did not get its subscriptions working within 10 s")
+        throw LocalServerError("the test ingest did not get its subscriptions working within 30 s")
     }
 
     /// Disconnects; this also ends the event task, which holds the ingest until then.

@@ -35,7 +35,8 @@ struct AccuracyScoreTests {
             visits: [visit("a", "lobby", 0, 200), visit("a", "lab", 200, nil), visit("b", "lab", 100, 300)],
             minutes: [
                 .init(zone: "lab", minuteStart: Self.t0 + 180, occupants: 2),
-                .init(zone: "lobby", minuteStart: Self.t0 + 180, occupants: 1),
+                // tag-a left the lobby 20 s into this minute: it counts in the lab, where it spent 40 s.
+                .init(zone: "lobby", minuteStart: Self.t0 + 180, occupants: 0),
                 .init(zone: "lab", minuteStart: Self.t0 + 300, occupants: 1),
             ])
         #expect(score.trueStays == 3)  // the move within the lab is the same stay
@@ -45,7 +46,7 @@ struct AccuracyScoreTests {
         #expect(score.medianEnterErrorSeconds == 0)
         #expect(score.medianExitErrorSeconds == 0)  // tag-a's lobby exit and tag-b's exit; tag-a's lab stay runs to the end
         #expect(score.exitErrors.count == 2)
-        #expect(score.zoneMinutes == 3 && score.occupancyMeanAbsoluteError == 0)
+        #expect(score.zoneMinutes == 3 && score.occupancyMeanAbsoluteError == 0 && score.occupancyWithinOne == 1)
         #expect(score.beaconHours == 800.0 / 3600)
     }
 

@@ -22,8 +22,58 @@ func decodedBatch(sequence: UInt64, beaconID: String = "eddystone:01020304050607
     return try BatchReader.decode(try wire.serializedBytes())
 }
 
+/// A batch of TLM sightings from one agent: per entry, the capture time and the frame's advertising counter (its
+/// uptime follows from the counter, one advert every 100 ms since boot, as a real beacon's would).
+func telemetryBatch(agent: String, sequence: UInt64, transmissions: [(timeMicros: Int64, counter: UInt32)]) throws -> DecodedBatch {
+    var builder = BatchBuilder(siteID: "hq", agentID: agent, bootID: 1)
+    let key = BeaconKey(beaconID: "eddystone:0102030405060708090a:0000000000a1", address: 0xC000_0000_0001, addressIsRandom: true, powerAt1mDbm: -59)
+    for transmission in transmissions {
+        let tlm = EddystoneTLM(
+            batteryMillivolts: 3000, temperatureRaw: 22 * 256, advertisingCount: transmission.counter,
+            uptimeTenths: transmission.counter)
+        let sighting = Sighting(
+            timeMicros: transmission.timeMicros, beacon: key, rssi: -60, data: .eddystone([0x20, 0x00] + tlm.fieldBytes))
+        _ = builder.add(sighting, nowNanoseconds: 0)
+    }
+    let sealed = builder.seal(sequence: sequence, firstUnacknowledgedSequence: sequence, agentClockMicros: 0)
+    let wire = try #require(sealed)
+    return try BatchReader.decode(try wire.serializedBytes())
+}
+
 @Suite(.enabled(if: PostgresServer.binaries != nil, "PostgreSQL is not installed"), .timeLimit(.minutes(2)))
 struct BatchWriterTests {
+    @Test func aTransmissionIsOneTelemetryRowHoweverLateAndAcrossMidnight() async throws {
+        let server = try await PostgresServer.start()
+        let connection = try PostgresConnection(server.conninfo)
+        try Migrator.migrate(connection, logger: Logger(label: "test"))
+        let sites = try SitesConfiguration.parse(testSites)
+        let midnight: Int64 = 1_767_225_600_000_000
+        let hour: Int64 = 3_600_000_000
+        var writer = BatchWriter(connection: connection, pipeline: IngestPipeline(sites: sites))
+        // hq-a1 hears counters 10 (two hours before midnight), 50 (a millisecond before midnight) and 90 (an hour
+        // after); hq-a2, two hours behind, delivers 10 and 50 at the end, beyond the pipeline's window.
+        _ = try writer.commit(try telemetryBatch(agent: "hq-a1", sequence: 1, transmissions: [(midnight - 2 * hour, 10), (midnight - 1_000, 50)]))
+        _ = try writer.commit(try telemetryBatch(agent: "hq-a1", sequence: 2, transmissions: [(midnight + hour, 90)]))
+        let late = try writer.commit([try telemetryBatch(agent: "hq-a2", sequence: 1, transmissions: [(midnight - 2 * hour + 900, 10)])])
+        #expect(late.telemetryRows == 0)
+        // After a restart the pipeline remembers nothing: hq-a2's reception of counter 50 falls after midnight.
+        writer = BatchWriter(connection: connection, pipeline: IngestPipeline(sites: sites))
+        let restarted = try writer.commit([try telemetryBatch(agent: "hq-a2", sequence: 2, transmissions: [(midnight + 2_000, 50), (midnight + hour + 1_500, 90)])])
+        #expect(restarted.telemetryRows == 0)
+        #expect(try connection.query("SELECT adv_count, count(*) FROM beaconflow.telemetry GROUP BY 1 ORDER BY 1") == [["10", "1"], ["50", "1"], ["90", "1"]])
+        // The same counter after a reboot (uptime restarted) is a new transmission.
+        let rebooted = try telemetryBatch(agent: "hq-a1", sequence: 3, transmissions: [(midnight + 2 * hour, 90)])
+        var frames = rebooted
+        frames.sightings = frames.sightings.map { sighting in
+            var copy = sighting
+            let tlm = EddystoneTLM(batteryMillivolts: 3000, temperatureRaw: 22 * 256, advertisingCount: 90, uptimeTenths: 7)
+            copy.data = .eddystone([0x20, 0x00] + tlm.fieldBytes)
+            return copy
+        }
+        #expect(try writer.commit([frames]).telemetryRows == 1)
+        #expect(try connection.query("SELECT count(*) FROM beaconflow.telemetry WHERE adv_count = 90") == [["2"]])
+    }
+
     @Test func aRedeliveredBatchGivesOneSetOfRows() async throws {
         let server = try await PostgresServer.start()
         let connection = try PostgresConnection(server.conninfo)

@@ -225,18 +225,59 @@ import Testing
 }
 
 @Suite struct AgentClocksTests {
-    @Test func theOffsetIsTheLeastDelayedSampleAndSmallOnesAreNotApplied() {
+    let agent = AgentKey(site: "hq", agent: "hq-a1")
+    let start: Int64 = 1_767_225_600_000_000
+
+    @Test func theOffsetIsTheLeastDelayedLiveSampleAndSmallOnesAreNotApplied() {
         var clocks = AgentClocks()
-        let agent = AgentKey(site: "hq", agent: "hq-a1")
-        // The agent's clock is 3 s ahead; deliveries take 5-200 ms.
+        // The agent's clock is 3 s ahead; status every 10 s, deliveries take 5-200 ms.
         for (index, delay) in [200_000, 5_000, 80_000].enumerated() {
-            let arrival: Int64 = 1_767_225_600_000_000 + Int64(index) * 10_000_000
-            _ = clocks.observe(agent, agentClockMicros: arrival - Int64(delay) + 3_000_000, receivedAtMicros: arrival)
+            let arrival = start + Int64(index) * 10_000_000
+            clocks.observe(agent, agentClockMicros: arrival - Int64(delay) + 3_000_000, receivedAtMicros: arrival, retained: false)
         }
         #expect(clocks.offset(agent) == 2_995_000)
         let synced = AgentKey(site: "hq", agent: "hq-a2")
-        #expect(clocks.observe(synced, agentClockMicros: 1_000_000, receivedAtMicros: 1_020_000) == 0)
+        let taken1 = clocks.observe(synced, agentClockMicros: start, receivedAtMicros: start + 20_000, retained: false)
+        #expect(!taken1)
+        let taken2 = clocks.observe(synced, agentClockMicros: start + 10_000_000, receivedAtMicros: start + 10_020_000, retained: false)
+        #expect(taken2)
         #expect(clocks.estimateMicros(synced) == -20_000)
+        #expect(clocks.offset(synced) == 0)
+    }
+
+    @Test func retainedAndBackloggedStatusMessagesAreNoSamples() {
+        var clocks = AgentClocks()
+        // After an ingest restart: the retained status, sent 4 s before the subscription.
+        let taken3 = clocks.observe(agent, agentClockMicros: start, receivedAtMicros: start + 4_000_000, retained: true)
+        #expect(!taken3)
+        // The persistent session's backlog: three statuses sent 10 s apart, delivered in one burst.
+        for index in 0..<3 {
+            let sent = start + Int64(index + 1) * 10_000_000
+            let taken4 = clocks.observe(agent, agentClockMicros: sent, receivedAtMicros: start + 35_000_000 + Int64(index) * 1_000, retained: false)
+            #expect(!taken4)
+        }
+        #expect(clocks.estimateMicros(agent) == nil)
+        #expect(clocks.offset(agent) == 0)
+        // Live again: the first live status follows the burst's last at a different pace; the next one is a sample.
+        let taken5 = clocks.observe(agent, agentClockMicros: start + 40_000_000, receivedAtMicros: start + 40_002_000, retained: false)
+        #expect(!taken5)
+        let taken6 = clocks.observe(agent, agentClockMicros: start + 50_000_000, receivedAtMicros: start + 50_001_000, retained: false)
+        #expect(taken6)
+        #expect(clocks.estimateMicros(agent) == -1_000)
+        #expect(clocks.offset(agent) == 0)
+    }
+
+    @Test func anAgentRestartOrExtremeClocksAreNoSamples() {
+        var clocks = AgentClocks()
+        let taken7 = clocks.observe(agent, agentClockMicros: .max, receivedAtMicros: .min, retained: false)
+        #expect(!taken7)
+        let taken8 = clocks.observe(agent, agentClockMicros: .min, receivedAtMicros: .max, retained: false)
+        #expect(!taken8)
+        // The agent restarted with its clock set back: the pace does not match.
+        clocks.observe(agent, agentClockMicros: start, receivedAtMicros: start, retained: false)
+        let taken9 = clocks.observe(agent, agentClockMicros: start - 60_000_000, receivedAtMicros: start + 10_000_000, retained: false)
+        #expect(!taken9)
+        #expect(clocks.estimateMicros(agent) == nil)
     }
 }
 
@@ -273,10 +314,45 @@ import Testing
             ])
         #expect(tracker.zone(of: "b") == "lab")
         var minutes: [String: [Int]] = [:]
-        for case .occupancy(_, let zone, _, let occupants) in changes { minutes[zone, default: []].append(occupants) }
-        // Minutes 0-2 are counted (minute 3 waits for the absence timeout): lobby in 0 and 1, both in 1, lab from 1.
+        var seconds: [String: [Double]] = [:]
+        for case .occupancy(_, let zone, _, let occupants, let occupantSeconds) in changes {
+            minutes[zone, default: []].append(occupants)
+            seconds[zone, default: []].append(occupantSeconds)
+        }
+        // Minutes 0-2 are counted (minute 3 waits for the absence timeout). Minute 1 is 30.001 s in the lobby and
+        // 29.999 s in the lab (the move is dated at 90.001 s): the beacon counts in the lobby only.
         #expect(minutes["lobby"] == [1, 1, 0])
-        #expect(minutes["lab"] == [0, 1, 1])
+        #expect(minutes["lab"] == [0, 0, 1])
+        #expect(seconds["lobby"] == [60, 30.001, 0])
+        #expect(seconds["lab"] == [0, 29.999, 60])
+    }
+
+    @Test func aBeaconWalkingThroughThreeRoomsCountsOnceInTheMinute() throws {
+        let rooms = try SitesConfiguration.parse(
+            """
+            sites:
+              - id: hq
+                zones: [{id: a}, {id: b}, {id: c}]
+                agents: [{id: a1, zone: a}, {id: b1, zone: b}, {id: c1, zone: c}]
+            """).sites[0]
+        var tracker = SiteZoneTracker(site: rooms)
+        var changes: [ZoneChange] = []
+        // In room a for 15 s, b for 30 s, then c; heard every second, loudest by the room's own agent.
+        for index in 0..<150 {
+            let time = start + Int64(index) * second
+            let room = index < 15 ? "a1" : index < 45 ? "b1" : "c1"
+            for agent in ["a1", "b1", "c1"] {
+                tracker.add(beaconID: "walker", agent: agent, timeMicros: time, rssi: agent == room ? -55 : -80)
+                tracker.agentProgressed(agent, newestMicros: time, arrivalMicros: time)
+            }
+            changes += tracker.advance(nowMicros: time)
+        }
+        var first: [String: (occupants: Int, seconds: Double)] = [:]
+        for case .occupancy(_, let zone, let minute, let occupants, let seconds) in changes where minute == start {
+            first[zone] = (occupants, seconds)
+        }
+        #expect(first["a"]?.occupants == 0 && first["b"]?.occupants == 1 && first["c"]?.occupants == 0)
+        #expect(first["a"]?.seconds == 15 && first["b"]?.seconds == 30 && first["c"]?.seconds == 15)
     }
 
     @Test func noiseBelowTheMarginDoesNotMoveTheBeacon() {

@@ -15,7 +15,7 @@ struct MigrationTests {
         "sightings": ["ts", "site_id", "agent_id", "zone_id", "beacon_id", "rssi", "tx_power", "distance_m", "smoothed_distance_m"],
         "telemetry": ["ts", "beacon_id", "battery_mv", "temperature_c", "adv_count", "uptime_s"],
         "visits": ["site_id", "zone_id", "beacon_id", "enter_ts", "exit_ts", "dwell_s"],
-        "zone_occupancy": ["site_id", "zone_id", "bucket", "occupants"],
+        "zone_occupancy": ["site_id", "zone_id", "bucket", "occupants", "occupant_seconds"],
         "zone_occupancy_hourly": ["site_id", "zone_id", "bucket", "avg_occupants", "peak_occupants", "visits"],
         "beacon_health": ["beacon_id", "site_id", "last_seen", "battery_mv", "battery_trend_mv_per_day", "est_days_left",
                           "temperature_c", "reboots_7d", "status"],
@@ -36,6 +36,40 @@ struct MigrationTests {
         // Running it again does nothing; a second instance at the same time waits for the lock and finds it done.
         #expect(try Migrator.migrate(connection, logger: logger) == [])
         #expect(try Migrator.migrate(try PostgresConnection(server.conninfo), logger: logger) == [])
+    }
+
+    @Test func upgradingKeepsOneTelemetryRowPerTransmissionAndLosesNoOtherRow() async throws {
+        let server = try await PostgresServer.start()
+        let connection = try PostgresConnection(server.conninfo)
+        #expect(try Migrator.migrate(connection, through: 3, logger: logger) == [1, 2, 3])
+        #expect(try connection.query("SELECT beaconflow.ensure_partitions('2026-01-01', 1)") == [["2"]])
+        // Schema 3 stored one transmission three times (three agents, the last two hours late) beside two others.
+        try connection.execute(
+            """
+            INSERT INTO beaconflow.telemetry_raw (ts, beacon_id, battery_mv, adv_count, uptime_s, site_id, agent_id) VALUES
+                ('2026-01-01T10:00:00.000100Z', 'b1', 3000, 7, 0.7, 'hq', 'a2'),
+                ('2026-01-01T10:00:00.000050Z', 'b1', 3000, 7, 0.7, 'hq', 'a1'),
+                ('2026-01-01T10:00:00.000200Z', 'b1', 3000, 7, 0.7, 'hq', 'a3'),
+                ('2026-01-01T10:00:01Z', 'b1', 3000, 8, 0.8, 'hq', 'a1'),
+                ('2026-01-01T10:00:00Z', 'b2', 2900, 7, 0.7, 'hq', 'a1');
+            INSERT INTO beaconflow.sightings_raw (ts, site_id, agent_id, beacon_id, rssi) VALUES ('2026-01-01T10:00:00Z', 'hq', 'a1', 'b1', -60);
+            """)
+        #expect(try Migrator.migrate(connection, logger: logger) == Array(4...Migrator.latestVersion))
+        #expect(try connection.query(
+            "SELECT beacon_id, adv_count, agent_id FROM beaconflow.telemetry_raw ORDER BY 1, 2") == [["b1", "7", "a1"], ["b1", "8", "a1"], ["b2", "7", "a1"]])
+        #expect(try connection.query("SELECT count(*) FROM beaconflow.sightings") == [["1"]])
+        // The database now refuses a fourth reception, in this partition and in one made after the upgrade.
+        #expect(try connection.query("SELECT beaconflow.ensure_partitions('2026-01-02', 1)") == [["2"]])
+        for day in ["2026-01-01", "2026-01-02"] {
+            let insert = "INSERT INTO beaconflow.telemetry_raw (ts, beacon_id, adv_count, uptime_s) VALUES ('\(day)T10:00:00Z', 'b9', 7, 0.7)"
+            try connection.execute(insert)
+            do {
+                try connection.execute(insert)
+                Issue.record("a repeated transmission was stored twice on \(day)")
+            } catch {
+                #expect(error.sqlState == "23505")
+            }
+        }
     }
 
     @Test func partitionsAreMadeAheadAndDroppedPastRetention() async throws {
