@@ -96,12 +96,20 @@ public struct AccuracyScore: Sendable, Equatable {
             for stay in stays {
                 staysByZone[stay.zone, default: []].append(stay)
                 beaconHours += (stay.exit - stay.enter) / 3600
+                // The visits in the stay's zone that overlap it, in time order, swept once.
+                let covering = predicted.filter {
+                    $0.zone == stay.zone && $0.enter < stay.exit && ($0.exit ?? .infinity) > stay.enter
+                }.sorted { $0.enter < $1.enter }
+                var next = 0
+                var coveredUntil = -Double.infinity
                 var second = stay.enter + Self.settleSeconds
                 while second < stay.exit {
                     beaconSeconds += 1
-                    if predicted.contains(where: { $0.zone == stay.zone && $0.enter <= second && second < ($0.exit ?? .infinity) }) {
-                        correctSeconds += 1
+                    while next < covering.count, covering[next].enter <= second {
+                        coveredUntil = max(coveredUntil, covering[next].exit ?? .infinity)
+                        next += 1
                     }
+                    if second < coveredUntil { correctSeconds += 1 }
                     second += 1
                 }
                 // A stay that began just before the run ended cannot have been decided yet.
@@ -118,12 +126,18 @@ public struct AccuracyScore: Sendable, Equatable {
             }
         }
         for minute in minutes where minute.minuteStart >= start && minute.minuteStart + 60 <= end {
-            var seconds: [String: Double] = [:]
-            for stay in staysByZone[minute.zone] ?? [] {
-                let overlap = min(stay.exit, minute.minuteStart + 60) - max(stay.enter, minute.minuteStart)
-                if overlap > 0 { seconds[stay.beacon, default: 0] += overlap }
+            // Per beacon, its seconds in each zone this minute; it counts in the zone of the most, from 30 s.
+            var seconds: [String: [String: Double]] = [:]
+            for (zone, stays) in staysByZone {
+                for stay in stays {
+                    let overlap = min(stay.exit, minute.minuteStart + 60) - max(stay.enter, minute.minuteStart)
+                    if overlap > 0 { seconds[stay.beacon, default: [:]][zone, default: 0] += overlap }
+                }
             }
-            let beacons = seconds.values.filter { $0 >= 30 }.count
+            let beacons = seconds.values.filter { zones in
+                guard let best = zones.max(by: { ($0.value, $1.key) < ($1.value, $0.key) }) else { return false }
+                return best.key == minute.zone && best.value >= 30
+            }.count
             zoneMinutes += 1
             occupancyAbsoluteError += abs(minute.occupants - beacons)
             if abs(minute.occupants - beacons) <= 1 { zoneMinutesWithinOne += 1 }

@@ -8,24 +8,38 @@ public struct ZoneMethod: Sendable, Equatable {
     public var summary: String
     public var smoothing: RSSISmoothing
     public var switchMarginDb: Double
+    public var switchEvidenceDbSeconds: Double
     public var switchDwellSeconds: Double
+    /// Further sites-file keys for each site, written as given (`beaconflow accuracy --set`).
+    public var siteKeys: [(key: String, value: String)] = []
+
+    public static func == (left: ZoneMethod, right: ZoneMethod) -> Bool {
+        left.name == right.name && left.smoothing == right.smoothing && left.switchMarginDb == right.switchMarginDb
+            && left.switchEvidenceDbSeconds == right.switchEvidenceDbSeconds
+            && left.switchDwellSeconds == right.switchDwellSeconds && left.siteKeys.map(\.key) == right.siteKeys.map(\.key)
+            && left.siteKeys.map(\.value) == right.siteKeys.map(\.value)
+    }
 
     /// The zone of the loudest reading as heard, changed at once.
     public static let nearest = ZoneMethod(
         name: "nearest", summary: "raw RSSI, loudest agent wins at once", smoothing: .none, switchMarginDb: 0,
-        switchDwellSeconds: 0)
+        switchEvidenceDbSeconds: 0, switchDwellSeconds: 0)
     /// Kalman-smoothed RSSI per (beacon, agent), loudest wins at once.
     public static let kalman = ZoneMethod(
         name: "kalman", summary: "Kalman-smoothed RSSI, loudest agent wins at once", smoothing: .kalman,
-        switchMarginDb: 0, switchDwellSeconds: 0)
-    /// Raw RSSI with the default hysteresis.
+        switchMarginDb: 0, switchEvidenceDbSeconds: 0, switchDwellSeconds: 0)
+    /// Raw RSSI with the default switching rule.
     public static let hysteresis = ZoneMethod(
-        name: "hysteresis", summary: "raw RSSI, challenger 3 dB louder for 4 s", smoothing: .none, switchMarginDb: 3,
-        switchDwellSeconds: 4)
-    /// The ingest's defaults: Kalman-smoothed RSSI and hysteresis.
+        name: "hysteresis", summary: "raw RSSI, the default switching rule", smoothing: .none,
+        switchMarginDb: defaults.switchMarginDb, switchEvidenceDbSeconds: defaults.switchEvidenceDbSeconds,
+        switchDwellSeconds: Double(defaults.switchDwellMicros) / 1_000_000)
+    /// The ingest's defaults: Kalman-smoothed RSSI and the switching rule of `ZoneRules`.
     public static let chosen = ZoneMethod(
-        name: "chosen", summary: "Kalman-smoothed RSSI, challenger 3 dB louder for 4 s (the defaults)",
-        smoothing: .kalman, switchMarginDb: 3, switchDwellSeconds: 4)
+        name: "chosen", summary: "the ingest's defaults: Kalman-smoothed RSSI, change detection on the zones' levels",
+        smoothing: .kalman, switchMarginDb: defaults.switchMarginDb, switchEvidenceDbSeconds: defaults.switchEvidenceDbSeconds,
+        switchDwellSeconds: Double(defaults.switchDwellMicros) / 1_000_000)
+
+    private static let defaults = ZoneRules()
 
     public static let all = [nearest, kalman, hysteresis, chosen]
 
@@ -41,9 +55,14 @@ extension SitesConfiguration {
         for site in scenario.sites {
             lines.append("  - id: \(site.id)")
             lines.append("    path_loss_exponent: \(site.pathLossExponent)")
-            lines.append("    rssi_smoothing: \(method.smoothing.rawValue)")
-            lines.append("    zone_switch_margin_db: \(method.switchMarginDb)")
-            lines.append("    zone_switch_dwell_s: \(method.switchDwellSeconds)")
+            let own = [
+                ("rssi_smoothing", method.smoothing.rawValue), ("zone_switch_margin_db", "\(method.switchMarginDb)"),
+                ("zone_switch_dwell_s", "\(method.switchDwellSeconds)"),
+                ("zone_switch_evidence_db_s", "\(method.switchEvidenceDbSeconds)"),
+            ]
+            // A key given with --set replaces the method's own.
+            for (key, value) in own where !method.siteKeys.contains(where: { $0.key == key }) { lines.append("    \(key): \(value)") }
+            for (key, value) in method.siteKeys { lines.append("    \(key): \(value)") }
             lines.append("    zones:")
             for zone in site.zones { lines.append("      - {id: \(zone.id)\(zone.capacity.map { ", capacity: \($0)" } ?? "")}") }
             lines.append("    agents:")

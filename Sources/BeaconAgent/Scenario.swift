@@ -12,19 +12,30 @@ import Yams
 /// sites:
 ///   - id: hq
 ///     path_loss_exponent: 2.5     # n of the log-distance model
-///     shadowing_db: 4             # σ of the Gaussian shadowing per advert and receiver
+///     shadowing_db: 6             # σ of the shadowing of each beacon-receiver link...
+///     shadowing_correlation_s: 5  # ...an AR(1) process with this correlation time (0: independent per advert)
+///     fading_db: 2                # σ of the fast fading, independent per advert
+///     wall_loss_db: 6             # attenuation per zone boundary between beacon and receiver
+///     receiver_offset_spread_db: 3  # hidden receiver offsets, uniform in ±this (the sites file does not know them)
 ///     zones:
 ///       - {id: lobby, rect: [0, 0, 10, 8]}      # x0, y0, x1, y1
 ///       - {id: lab, rect: [10, 0, 20, 8], capacity: 12}
+///     doors:
+///       - {zones: [lobby, lab], at: [10, 4]}    # beacons moving between the two walk through here
 ///     agents:
 ///       - {id: hq-a1, zone: lobby, position: [5, 4], rssi_offset_db: 0, loss: 0.05}
+///       - {id: hq-a2, zone: lab, position: [10.3, 7], hidden_rssi_offset_db: -2}
 /// beacons:
 ///   - {name: cart-7, site: hq, type: eddystone-uid, namespace: 0102030405060708090a, instance: 0000000000a1,
 ///      url: https://example.com/cart7, path: [{at_s: 0, zone: lobby}, {at_s: 300, zone: lab}, {at_s: 500}]}
 ///   - {name: badge-3, site: hq, type: ibeacon, uuid: e2c56db5-dffb-48d2-b060-d0f5a71096e0, major: 1, minor: 3,
 ///      path: [{at_s: 60, zone: lab}]}
 /// ```
-/// A path stop without `zone` means the beacon left the site (not heard). Beacon types: `eddystone-uid` (UID,
+/// A path stop without `zone` means the beacon left the site (not heard). A beacon walks (1.2 m/s) between the
+/// spots of its stops, through the door of the two zones when there is one, and crosses the boundary exactly at the
+/// next stop's `at_s`, so the path is the ground truth. `rssi_offset_db` is what the receiver hears more than the
+/// model and the sites file knows (it calibrates it away); `hidden_rssi_offset_db` (or one drawn from
+/// `receiver_offset_spread_db`) is unknown to the sites file. Beacon types: `eddystone-uid` (UID,
 /// with a TLM every `tlm_every` adverts and the URL between when `url` is set), `eddystone-eid` (EID and eTLM from
 /// `identity_key`, rotating every 2^`rotation_exponent` s), `ibeacon`, `altbeacon`.
 public struct Scenario: Decodable, Sendable {
@@ -38,23 +49,43 @@ public struct Scenario: Decodable, Sendable {
         public var id: String
         public var pathLossExponent: Double
         public var shadowingDb: Double
+        public var shadowingCorrelationSeconds: Double
+        public var fadingDb: Double
+        public var wallLossDb: Double
+        public var receiverOffsetSpreadDb: Double
         public var zones: [Zone]
+        public var doors: [Door]
         public var agents: [Agent]
 
         enum CodingKeys: String, CodingKey {
-            case id, zones, agents
+            case id, zones, doors, agents
             case pathLossExponent = "path_loss_exponent"
             case shadowingDb = "shadowing_db"
+            case shadowingCorrelationSeconds = "shadowing_correlation_s"
+            case fadingDb = "fading_db"
+            case wallLossDb = "wall_loss_db"
+            case receiverOffsetSpreadDb = "receiver_offset_spread_db"
         }
 
         public init(from decoder: any Decoder) throws {
             let container = try decoder.container(keyedBy: CodingKeys.self)
             id = try container.decode(String.self, forKey: .id)
             pathLossExponent = try container.decodeIfPresent(Double.self, forKey: .pathLossExponent) ?? 2.5
-            shadowingDb = try container.decodeIfPresent(Double.self, forKey: .shadowingDb) ?? 4
+            shadowingDb = try container.decodeIfPresent(Double.self, forKey: .shadowingDb) ?? 6
+            shadowingCorrelationSeconds = try container.decodeIfPresent(Double.self, forKey: .shadowingCorrelationSeconds) ?? 5
+            fadingDb = try container.decodeIfPresent(Double.self, forKey: .fadingDb) ?? 0
+            wallLossDb = try container.decodeIfPresent(Double.self, forKey: .wallLossDb) ?? 0
+            receiverOffsetSpreadDb = try container.decodeIfPresent(Double.self, forKey: .receiverOffsetSpreadDb) ?? 0
             zones = try container.decode([Zone].self, forKey: .zones)
+            doors = try container.decodeIfPresent([Door].self, forKey: .doors) ?? []
             agents = try container.decode([Agent].self, forKey: .agents)
         }
+    }
+
+    /// Where beacons cross between two zones.
+    public struct Door: Decodable, Sendable {
+        public var zones: [String]
+        public var at: [Double]
     }
 
     public struct Zone: Decodable, Sendable {
@@ -69,12 +100,15 @@ public struct Scenario: Decodable, Sendable {
         public var zone: String?
         public var position: [Double]
         public var rssiOffsetDb: Double
+        /// An offset the sites file does not know; nil: drawn from the site's `receiver_offset_spread_db`.
+        public var hiddenRSSIOffsetDb: Double?
         /// Probability that the receiver misses an advert.
         public var loss: Double
 
         enum CodingKeys: String, CodingKey {
             case id, zone, position, loss
             case rssiOffsetDb = "rssi_offset_db"
+            case hiddenRSSIOffsetDb = "hidden_rssi_offset_db"
         }
 
         public init(from decoder: any Decoder) throws {
@@ -83,6 +117,7 @@ public struct Scenario: Decodable, Sendable {
             zone = try container.decodeIfPresent(String.self, forKey: .zone)
             position = try container.decode([Double].self, forKey: .position)
             rssiOffsetDb = try container.decodeIfPresent(Double.self, forKey: .rssiOffsetDb) ?? 0
+            hiddenRSSIOffsetDb = try container.decodeIfPresent(Double.self, forKey: .hiddenRSSIOffsetDb)
             loss = try container.decodeIfPresent(Double.self, forKey: .loss) ?? 0.05
         }
     }
@@ -191,6 +226,14 @@ public struct Scenario: Decodable, Sendable {
         }
         for site in sites {
             let zones = Set(site.zones.map(\.id))
+            for value in [site.shadowingDb, site.shadowingCorrelationSeconds, site.fadingDb, site.wallLossDb, site.receiverOffsetSpreadDb]
+            where !(0...100).contains(value) {
+                throw ConfigurationError(
+                    "\(name): site \(site.id): shadowing_db, shadowing_correlation_s, fading_db, wall_loss_db and receiver_offset_spread_db must be 0-100")
+            }
+            for door in site.doors where door.zones.count != 2 || door.at.count != 2 || !door.zones.allSatisfy(zones.contains) {
+                throw ConfigurationError("\(name): site \(site.id): a door needs zones: [two zones of the site] and at: [x, y]")
+            }
             for zone in site.zones where zone.rect.count != 4 || zone.rect[0] >= zone.rect[2] || zone.rect[1] >= zone.rect[3] {
                 throw ConfigurationError("\(name): zone \(site.id)/\(zone.id) rect must be [x0, y0, x1, y1] with x0 < x1, y0 < y1")
             }

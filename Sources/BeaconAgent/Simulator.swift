@@ -136,12 +136,17 @@ struct SimulatedBeacon: Sendable {
     }
 }
 
-/// Plays a scenario: every beacon's adverts, as each agent of a site hears them (log-distance path loss with
-/// Gaussian shadowing, the agent's RSSI offset and loss, a -100 dBm sensitivity floor), in time order.
-/// Deterministic for the scenario's seed.
+/// Plays a scenario: every beacon's adverts, as each agent of a site hears them, in time order. What an agent
+/// hears: the log-distance path loss from the beacon's position on its trajectory, the loss of every wall between
+/// them, the link's correlated shadowing and independent fading, the receiver's offsets (known and hidden) and
+/// loss, and a -100 dBm sensitivity floor. Deterministic for the scenario's seed.
 public struct Simulator: Sendable {
     public let scenario: Scenario
     let beacons: [SimulatedBeacon]
+    private let plans: [String: FloorPlan]
+    private let trajectories: [Trajectory]
+    /// Per site and agent: the offset the sites file does not know.
+    public let hiddenOffsets: [String: [String: Double]]
     /// Receivers hear nothing weaker than this.
     static let sensitivityDbm = -100.0
     /// Beacons hang about 1 m above or below the receivers: no distance is shorter than that.
@@ -152,75 +157,110 @@ public struct Simulator: Sendable {
         var beacons: [SimulatedBeacon] = []
         for (index, spec) in scenario.beacons.enumerated() { beacons.append(try SimulatedBeacon(spec, index: index)) }
         self.beacons = beacons
+        var plans: [String: FloorPlan] = [:]
+        var hidden: [String: [String: Double]] = [:]
+        for (siteIndex, site) in scenario.sites.enumerated() {
+            plans[site.id] = FloorPlan(site)
+            var random = SeededGenerator(seed: scenario.seed ^ 0x5EED_0FF5 &+ UInt64(siteIndex) &* 0x9E37_79B9_7F4A_7C15)
+            for agent in site.agents {
+                let drawn = (2 * random.unit() - 1) * site.receiverOffsetSpreadDb
+                hidden[site.id, default: [:]][agent.id] = agent.hiddenRSSIOffsetDb ?? drawn
+            }
+        }
+        self.plans = plans
+        hiddenOffsets = hidden
+        trajectories = beacons.enumerated().map { index, beacon in
+            var random = SeededGenerator(seed: scenario.seed ^ UInt64(index + 1) &* 0xD1B5_4A32_D192_ED03)
+            return Trajectory(path: beacon.spec.path, plan: plans[beacon.spec.site] ?? FloorPlan(scenario.sites[0]), random: &random)
+        }
     }
 
-    /// The identity each named beacon is reported under (DESIGN §4), for ground truth and registries.
+    /// The identity each named beacon is reported under, for ground truth and registries.
     public var beaconIDs: [String: String] {
         Dictionary(uniqueKeysWithValues: beacons.map { ($0.spec.name, $0.beaconID) })
     }
 
+    /// One advert as one agent heard it.
+    public struct Reception: Sendable {
+        /// Index into the scenario's beacons.
+        public var beacon: Int
+        public var timeMicros: Int64
+        public var rssi: Double
+        /// The advert's number since the beacon powered on.
+        public var count: Int
+    }
+
     /// What one agent hears, in capture-time order, handed over in chunks of simulated time (10 s).
     public func run(site siteID: String, agent agentID: String, deliver: ([TimedReport]) throws -> Void) throws {
+        try receptions(site: siteID, agent: agentID) { receptions in
+            var reports: [TimedReport] = []
+            reports.reserveCapacity(receptions.count)
+            for reception in receptions {
+                let beacon = beacons[reception.beacon]
+                let seconds = Double(reception.timeMicros - scenario.startUnixSeconds * 1_000_000) / 1_000_000
+                let data = beacon.advertisingData(
+                    count: reception.count, unixMicros: reception.timeMicros, elapsedSeconds: seconds,
+                    salt: UInt16(truncatingIfNeeded: reception.count &* 0x9E37 &+ reception.beacon))
+                let report = AdvertisingReport(
+                    eventType: 0x03, isExtended: false, address: beacon.address,
+                    rssi: Int8(clamping: Int(reception.rssi.rounded())), data: data)
+                reports.append(TimedReport(timeMicros: reception.timeMicros, report: report))
+            }
+            try deliver(reports)
+        }
+    }
+
+    /// What one agent hears, as receptions without frames (for the accuracy evaluation), in chunks of 10 s.
+    public func receptions(site siteID: String, agent agentID: String, deliver: ([Reception]) throws -> Void) throws {
         guard let site = scenario.sites.first(where: { $0.id == siteID }),
-            let agentIndex = site.agents.firstIndex(where: { $0.id == agentID })
+            let agentIndex = site.agents.firstIndex(where: { $0.id == agentID }), let plan = plans[siteID]
         else {
             throw ConfigurationError("the scenario has no agent \(agentID) at site \(siteID)")
         }
         let agent = site.agents[agentIndex]
-        let members = beacons.enumerated().filter { $0.element.spec.site == siteID }
-        // Per beacon: its own random stream for timing and position (the same for every agent of the site),
-        // and one per (beacon, agent) for what this receiver makes of each advert.
-        var timing = members.map { SeededGenerator(seed: scenario.seed ^ UInt64($0.offset + 1) &* 0x9E37_79B9) }
+        let offset = agent.rssiOffsetDb + (hiddenOffsets[siteID]?[agentID] ?? 0)
+        let receiver = (x: agent.position[0], y: agent.position[1])
+        let members = beacons.indices.filter { beacons[$0].spec.site == siteID }
+        // Per beacon: its own random stream for advert timing (the same for every agent of the site), and one per
+        // (beacon, agent) link for what this receiver makes of each advert.
+        var timing = members.map { SeededGenerator(seed: scenario.seed ^ UInt64($0 + 1) &* 0x9E37_79B9) }
         var reception = members.map {
-            SeededGenerator(seed: scenario.seed ^ (UInt64($0.offset + 1) << 20) ^ UInt64(agentIndex + 1) &* 0xC2B2_AE35)
+            SeededGenerator(seed: scenario.seed ^ (UInt64($0 + 1) << 20) ^ UInt64(agentIndex + 1) &* 0xC2B2_AE35)
         }
-        var nextAdvert = timing.indices.map { timing[$0].unit() * members[$0].element.spec.intervalMs / 1000 }
+        var shadowing = [LinkShadowing](repeating: LinkShadowing(), count: members.count)
+        var nextAdvert = members.indices.map { timing[$0].unit() * beacons[members[$0]].spec.intervalMs / 1000 }
         var counts = [Int](repeating: 0, count: members.count)
-        var positions = [(stop: Int, x: Double, y: Double)?](repeating: nil, count: members.count)
-        let zones = Dictionary(uniqueKeysWithValues: site.zones.map { ($0.id, $0.rect) })
         let window = 10.0
         var windowStart = 0.0
         while windowStart < scenario.durationSeconds {
             let windowEnd = min(windowStart + window, scenario.durationSeconds)
-            var reports: [TimedReport] = []
-            for (slot, member) in members.enumerated() {
-                let beacon = member.element
+            var heard: [Reception] = []
+            for (slot, index) in members.enumerated() {
+                let spec = beacons[index].spec
                 while nextAdvert[slot] < windowEnd {
                     let time = nextAdvert[slot]
                     // BLE adds 0-10 ms of random delay to every advertising interval.
-                    nextAdvert[slot] += beacon.spec.intervalMs / 1000 + timing[slot].unit() * 0.010
+                    nextAdvert[slot] += spec.intervalMs / 1000 + timing[slot].unit() * 0.010
                     let count = counts[slot]
                     counts[slot] += 1
-                    guard let stopIndex = beacon.spec.path.lastIndex(where: { $0.atSeconds <= time }),
-                        let zone = beacon.spec.path[stopIndex].zone, let rect = zones[zone]
-                    else { continue }
-                    if positions[slot]?.stop != stopIndex {
-                        // A new stay: somewhere in the zone, away from its walls by 10 %.
-                        let x = rect[0] + (0.1 + 0.8 * timing[slot].unit()) * (rect[2] - rect[0])
-                        let y = rect[1] + (0.1 + 0.8 * timing[slot].unit()) * (rect[3] - rect[1])
-                        positions[slot] = (stopIndex, x, y)
-                    }
-                    let position = positions[slot]!
-                    let dx = position.x - agent.position[0]
-                    let dy = position.y - agent.position[1]
+                    guard let position = trajectories[index].position(at: time) else { continue }
+                    let dx = position.x - receiver.x
+                    let dy = position.y - receiver.y
                     let distance = (dx * dx + dy * dy + Self.heightDifferenceMetres * Self.heightDifferenceMetres).squareRoot()
-                    let shadowing = reception[slot].gaussian() * site.shadowingDb
+                    let walls = site.wallLossDb > 0 ? Double(plan.walls(from: position, to: receiver)) * site.wallLossDb : 0
+                    let shadow = shadowing[slot].next(
+                        at: time, sigma: site.shadowingDb, correlationSeconds: site.shadowingCorrelationSeconds,
+                        random: &reception[slot])
+                    let fading = site.fadingDb > 0 ? reception[slot].gaussian() * site.fadingDb : 0
                     let missed = reception[slot].unit() < agent.loss
-                    let rssi = Double(beacon.spec.power1mDbm) - 10 * site.pathLossExponent * log10(distance) + shadowing
-                        + agent.rssiOffsetDb
+                    let rssi = Double(spec.power1mDbm) - 10 * site.pathLossExponent * log10(distance) - walls + shadow + fading + offset
                     guard !missed, rssi >= Self.sensitivityDbm else { continue }
                     let micros = scenario.startUnixSeconds * 1_000_000 + Int64((time * 1_000_000).rounded())
-                    let data = beacon.advertisingData(
-                        count: count, unixMicros: micros, elapsedSeconds: time,
-                        salt: UInt16(truncatingIfNeeded: timing[slot].next()))
-                    let report = AdvertisingReport(
-                        eventType: 0x03, isExtended: false, address: beacon.address,
-                        rssi: Int8(clamping: Int(rssi.rounded())), data: data)
-                    reports.append(TimedReport(timeMicros: micros, report: report))
+                    heard.append(Reception(beacon: index, timeMicros: micros, rssi: rssi, count: count))
                 }
             }
-            reports.sort { $0.timeMicros < $1.timeMicros }
-            try deliver(reports)
+            heard.sort { $0.timeMicros < $1.timeMicros }
+            try deliver(heard)
             windowStart = windowEnd
         }
     }

@@ -13,8 +13,9 @@ public struct ProximitySmoother: Sendable {
     public struct Configuration: Sendable {
         /// Variance of one RSSI reading, dB² (6 dB shadowing: 36).
         public var measurementVariance: Double = 36
-        /// How fast the true RSSI may wander, dB² per second.
-        public var processVariancePerSecond: Double = 4
+        /// How fast the true RSSI may wander, dB² per second: with 36 dB² readings a few times a second, a time
+        /// constant of about 6 s (chosen with `beaconflow accuracy --preset`).
+        public var processVariancePerSecond: Double = 1
         /// After this long without a sighting the filter starts afresh.
         public var resetAfterMicros: Int64 = 30_000_000
 

@@ -75,7 +75,8 @@ public struct SitesConfiguration: Sendable {
                 entry,
                 [
                     "id", "timezone", "path_loss_exponent", "zones", "agents", "zone_switch_margin_db",
-                    "zone_switch_dwell_s", "absence_timeout_s", "allowed_lateness_s", "rssi_smoothing",
+                    "zone_switch_dwell_s", "zone_switch_evidence_db_s", "absence_timeout_s", "allowed_lateness_s",
+                    "rssi_smoothing",
                 ], place)
             let id = try identifier(entry["id"], "\(place).id")
             guard !sites.contains(where: { $0.id == id }) else { throw SitesError("\(place): site '\(id)' appears twice") }
@@ -119,6 +120,10 @@ public struct SitesConfiguration: Sendable {
             if let margin = try number(entry["zone_switch_margin_db"], "\(place).zone_switch_margin_db") {
                 guard (0...30).contains(margin) else { throw SitesError("\(place).zone_switch_margin_db must be 0-30") }
                 rules.switchMarginDb = margin
+            }
+            if let evidence = try number(entry["zone_switch_evidence_db_s"], "\(place).zone_switch_evidence_db_s") {
+                guard (0...10_000).contains(evidence) else { throw SitesError("\(place).zone_switch_evidence_db_s must be 0-10000") }
+                rules.switchEvidenceDbSeconds = evidence
             }
             for (key, path) in [
                 ("zone_switch_dwell_s", \ZoneRules.switchDwellMicros), ("absence_timeout_s", \ZoneRules.absenceTimeoutMicros),

@@ -1,8 +1,11 @@
 /// How a site decides which zone a beacon is in (sites file keys in parentheses).
 public struct ZoneRules: Sendable, Equatable {
-    /// A challenger zone must be this much louder than the current one (`zone_switch_margin_db`)...
+    /// A challenger zone gathers evidence while it is louder than the current one by more than this
+    /// (`zone_switch_margin_db`): the excess, in dB, times how long it lasts...
     public var switchMarginDb: Double = 3
-    /// ...for this long of event time before the beacon moves (`zone_switch_dwell_s`).
+    /// ...and the beacon moves once the evidence reaches this (`zone_switch_evidence_db_s`)...
+    public var switchEvidenceDbSeconds: Double = 120
+    /// ...and has been gathering for at least this long of event time (`zone_switch_dwell_s`).
     public var switchDwellMicros: Int64 = 4_000_000
     /// Not heard for this long: the beacon has left (`absence_timeout_s`); its visit ends when it was last heard.
     public var absenceTimeoutMicros: Int64 = 30_000_000
@@ -40,8 +43,11 @@ public enum ZoneChange: Sendable, Equatable {
 /// agent let go brings back behind the watermark are stored as sightings but do not move zones (counted in
 /// `lateReadings`). More than `maximumPending` readings waiting releases the slowest agent, to bound memory.
 ///
-/// A beacon is in the zone of its loudest live reading; a challenger zone must be `switchMarginDb` louder for
-/// `switchDwellMicros` before the beacon moves (the move is dated when the challenger became louder). Minutes are
+/// A beacon is placed in the zone of its loudest live reading and moves by change detection (Page's CUSUM): each
+/// other zone gathers evidence, its excess over the current zone beyond `switchMarginDb` times how long it lasts,
+/// never below 0; the beacon moves when a zone's evidence reaches `switchEvidenceDbSeconds` after gathering for at
+/// least `switchDwellMicros`, and the move is dated when that evidence began. So a brief shadow (a person between
+/// beacon and receiver) gathers a little and decays, while a move gathers steadily, sooner the clearer it is. Minutes are
 /// counted when the watermark is an absence timeout past their end, since until then a reading can still show
 /// that the beacon stayed through a gap.
 public struct SiteZoneTracker: Sendable {
@@ -74,7 +80,10 @@ public struct SiteZoneTracker: Sendable {
         var lastSeenMicros: Int64 = 0
         /// Newest reading per agent (a few agents hear a beacon: a small array costs less than a dictionary).
         var readings: [AgentReading] = []
-        var challenger: (zone: String, sinceMicros: Int64)?
+        /// Per challenger zone: the evidence gathered for it (dB·s) and since when.
+        var evidence: [(zone: String, dbSeconds: Double, sinceMicros: Int64)] = []
+        /// When the evidence was last brought up to date.
+        var evidenceMicros: Int64 = 0
         /// The first reading of a beacon not placed yet.
         var appearedMicros: Int64?
     }
@@ -98,6 +107,8 @@ public struct SiteZoneTracker: Sendable {
     public private(set) var lateReadings = 0
 
     static let minute: Int64 = 60_000_000
+    /// How loud a zone none of whose agents hears the beacon (freshly) counts: below any receiver's sensitivity.
+    static let unheardDbm = -105.0
 
     public init(site: SitesConfiguration.Site) {
         self.site = site.id
@@ -159,7 +170,7 @@ public struct SiteZoneTracker: Sendable {
             // Gone for longer than the absence timeout: that visit ended when it was last heard.
             changes.append(.visitClosed(site: site, beaconID: reading.beaconID, enterMicros: beacon.enterMicros, exitMicros: beacon.lastSeenMicros))
             beacon.zone = nil
-            beacon.challenger = nil
+            beacon.evidence = []
         }
         if beacon.zone == nil, let appeared = beacon.appearedMicros, time - appeared > rules.absenceTimeoutMicros {
             beacon.appearedMicros = nil
@@ -186,26 +197,35 @@ public struct SiteZoneTracker: Sendable {
             return
         }
         if let current = beacon.zone {
-            if best.key != current, best.value >= (loudest[current] ?? -.infinity) + rules.switchMarginDb {
-                if let challenger = beacon.challenger, challenger.zone == best.key {
-                    if time - challenger.sinceMicros >= rules.switchDwellMicros {
-                        let moment = max(challenger.sinceMicros, beacon.enterMicros + 1)
-                        changes.append(.visitClosed(site: site, beaconID: reading.beaconID, enterMicros: beacon.enterMicros, exitMicros: moment))
-                        movePresence(of: reading.beaconID, from: current, to: best.key, between: moment, and: previousSeen)
-                        beacon.zone = best.key
-                        beacon.enterMicros = moment
-                        beacon.challenger = nil
-                        changes.append(.visitOpened(site: site, zone: best.key, beaconID: reading.beaconID, enterMicros: moment))
-                    }
-                } else {
-                    beacon.challenger = (best.key, time)
-                }
-            } else {
-                beacon.challenger = nil
+            // Page's CUSUM per challenger: evidence grows with the challenger's excess over the current zone beyond
+            // the margin, for as long as it lasts, and never falls below 0; a move is dated where it began.
+            let seconds = Double(min(max(time - beacon.evidenceMicros, 0), 1_000_000)) / 1_000_000
+            beacon.evidenceMicros = time
+            let held = loudest[current] ?? Self.unheardDbm
+            var evidence: [(zone: String, dbSeconds: Double, sinceMicros: Int64)] = []
+            for (zone, rssi) in loudest where zone != current {
+                let before = beacon.evidence.first { $0.zone == zone }
+                let excess = rssi - held - rules.switchMarginDb
+                let gathered = (before?.dbSeconds ?? 0) + excess * seconds
+                // Evidence begins at the first reading in excess, even before any time has passed.
+                if gathered > 0 || excess > 0 { evidence.append((zone, max(gathered, 0), before?.sinceMicros ?? time)) }
+            }
+            beacon.evidence = evidence
+            if let strongest = evidence.max(by: { ($0.dbSeconds, $1.zone) < ($1.dbSeconds, $0.zone) }),
+                strongest.dbSeconds >= rules.switchEvidenceDbSeconds, time - strongest.sinceMicros >= rules.switchDwellMicros
+            {
+                let moment = max(strongest.sinceMicros, beacon.enterMicros + 1)
+                changes.append(.visitClosed(site: site, beaconID: reading.beaconID, enterMicros: beacon.enterMicros, exitMicros: moment))
+                movePresence(of: reading.beaconID, from: current, to: strongest.zone, between: moment, and: previousSeen)
+                beacon.zone = strongest.zone
+                beacon.enterMicros = moment
+                beacon.evidence = []
+                changes.append(.visitOpened(site: site, zone: strongest.zone, beaconID: reading.beaconID, enterMicros: moment))
             }
         } else if let appeared = beacon.appearedMicros, time - appeared >= rules.entryDwellMicros {
             beacon.zone = best.key
             beacon.enterMicros = appeared
+            beacon.evidenceMicros = time
             beacon.appearedMicros = nil
             changes.append(.visitOpened(site: site, zone: best.key, beaconID: reading.beaconID, enterMicros: appeared))
         } else if beacon.appearedMicros == nil {

@@ -8,46 +8,155 @@ import Logging
 struct AccuracyCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "accuracy",
-        abstract: "Score zone methods against a simulated deployment's ground truth, through the real pipeline.",
+        abstract: "Score zone methods against simulated deployments' ground truth.",
         discussion: """
-            For each method, plays the scenario through simulated agents, a throwaway mosquitto, the ingest and a
-            throwaway PostgreSQL (all on loopback, removed afterwards), then compares the visits and zone_occupancy
-            views with the scenario's ground truth. Prints one Markdown table row per method and site:
+            With --scenario, plays that scenario for each method through simulated agents, a throwaway mosquitto, the ingest and a throwaway PostgreSQL (all on loopback, removed afterwards), then compares the visits and zone_occupancy views with the scenario's ground truth. Methods: nearest (raw RSSI, loudest agent wins at once), kalman (Kalman-smoothed RSSI, at once), hysteresis (raw RSSI with the default switching rule), chosen (the ingest's defaults). Needs mosquitto and PostgreSQL installed (scripts/install-deps).
 
-              zone accuracy     beacon-seconds in the right zone (the first 5 s of each stay not counted)
-              false changes     visits beyond the true stays, per beacon-hour
-              enter/exit error  median |recorded − true| time of the visit that matches each stay, seconds
-              occupancy error   mean |counted − true| beacons per zone-minute
-              missed stays      true stays without any visit in their zone
+            With --preset, compares the ingest's defaults with peers' methods on generated scenarios of that preset (easy, hard, harsh or all; 2×3 rooms, 40 beacons, an hour) for each seed, without servers: the same smoothing and zone tracker as the ingest, fed what the simulated agents hear. Peers' methods: nearest, kalman (room-assistant: Q 0.008, R 4, then nearest), kalman-bermuda (that with Bermuda's switching rule), trimmed-mean (ESPresense: 15 s, Tukey fences), one-euro (the 1€ filter). Prints the mean over seeds with the lowest and highest in brackets.
 
-            Methods: nearest (raw RSSI, loudest agent wins at once), kalman (Kalman-smoothed RSSI, at once),
-            hysteresis (raw RSSI, challenger 3 dB louder for 4 s), chosen (Kalman and hysteresis: the defaults).
-            Needs mosquitto and PostgreSQL installed (scripts/install-deps).
+            Columns: zone accuracy (beacon-seconds in the right zone, the first 5 s of each stay not counted); false changes (visits beyond the true stays, per beacon-hour); enter and exit error (median |recorded − true| time of the visit that matches each stay); occupancy within one (zone-minutes counted within ±1 of the truth, a beacon counting where it spent at least 30 s of the minute); occupancy error (mean |counted − true| per zone-minute); missed stays (true stays without any visit in their zone).
 
-            Example:
+            Examples:
               beaconflow accuracy --scenario deploy/scenarios/boundaries.yaml
               beaconflow accuracy --scenario deploy/scenarios/demo.yaml --method nearest,chosen --json
+              beaconflow accuracy --preset hard --seeds 3-5 --duration 600
             """
     )
 
-    @Option(help: "The scenario (YAML).") var scenario: String
-    @Option(help: "Comma-separated methods: nearest, kalman, hysteresis, chosen.") var method = "nearest,kalman,hysteresis,chosen"
+    @Option(help: "The scenario (YAML), played through the real pipeline.") var scenario: String?
+    @Option(help: "Generated scenarios instead: easy, hard, harsh or all, scored without servers.") var preset: String?
+    @Flag(help: "With --scenario: score the ingest's defaults and peers' methods without servers, as with --preset.")
+    var offline = false
+    @Option(help: "Seeds of the generated scenarios: a range (1-5) or a list (1,4,7).") var seeds = "1-5"
+    @Option(help: "Beacons of each generated scenario.") var beacons = 40
+    @Option(help: "Seconds of each generated scenario.") var duration = 3600
+    @Option(help: "Comma-separated methods (with --scenario: nearest, kalman, hysteresis, chosen; with --preset: chosen, nearest, kalman, kalman-bermuda, trimmed-mean, one-euro). Default: all of them.")
+    var method: String?
+    @Option(name: .customLong("set"), help: "A sites-file key for every site, as key=value, applied to the chosen method (repeatable): for trying settings, e.g. --set zone_switch_evidence_db_s=20.")
+    var siteKeys: [String] = []
     @Flag(help: "One JSON object per method and site instead of the table.") var json = false
     @Option(help: "Log level of the pipeline's own logs: trace, debug, info, notice, warning, error (default), critical.")
     var logLevel = "error"
 
     func run() async throws {
+        switch (scenario, preset) {
+        case (let path?, nil) where offline:
+            do {
+                try runOffline([("scenario", try Scenario.load(path: path))])
+            } catch let error as ConfigurationError {
+                throw ValidationError(error.message)
+            }
+        case (let path?, nil): try await runPipeline(path)
+        case (nil, let preset?): try runGenerated(preset)
+        default: throw ValidationError("give either --scenario or --preset")
+        }
+    }
+
+    /// Generated scenarios, every method, no servers.
+    func runGenerated(_ presetName: String) throws {
+        let presets = presetName == "all" ? ScenarioFamily.presets : try ScenarioFamily.preset(named: presetName).map { [$0] }
+            ?? { throw ValidationError("unknown --preset '\(presetName)'; known: easy, hard, harsh, all") }()
+        let seedList = try Self.seeds(seeds)
+        guard beacons > 0, beacons <= 1000, duration >= 60, duration <= 86_400 else {
+            throw ValidationError("--beacons must be 1-1000 and --duration 60-86400")
+        }
+        var scenarios: [(group: String, scenario: Scenario)] = []
+        for preset in presets {
+            for seed in seedList {
+                scenarios.append((preset.name, try ScenarioFamily.scenario(preset, seed: seed, beacons: beacons, durationSeconds: duration)))
+            }
+        }
+        try runOffline(scenarios)
+    }
+
+    /// Every method on each scenario; a table row per group of scenarios and method, or JSON per scenario.
+    func runOffline(_ scenarios: [(group: String, scenario: Scenario)]) throws {
+        let all: [ZoneEvaluation.Method] = [.ingest(try chosen())] + ZoneEvaluation.Method.baselines
+        let methods = try method.map { list in
+            try list.split(separator: ",").map { name in
+                guard let method = all.first(where: { $0.name == name }) else {
+                    throw ValidationError("unknown method '\(name)'; known: \(all.map(\.name).joined(separator: ", "))")
+                }
+                return method
+            }
+        } ?? all
+        if !json {
+            print("| preset | method | zone accuracy | false changes / beacon-h | enter error (median) | occupancy within ±1 | occupancy error / zone-minute | missed stays |")
+            print("|---|---|---:|---:|---:|---:|---:|---:|")
+        }
+        var groups: [String] = []
+        for entry in scenarios where !groups.contains(entry.group) { groups.append(entry.group) }
+        for group in groups {
+            var scores: [[AccuracyScore]] = Array(repeating: [], count: methods.count)
+            for entry in scenarios where entry.group == group {
+                let evaluation = try ZoneEvaluation(scenario: entry.scenario)
+                for (index, method) in methods.enumerated() {
+                    let score = try evaluation.score(method)
+                    scores[index].append(score)
+                    if json { print(Self.json(score, method: method.name, site: "\(group) seed \(entry.scenario.seed)")) }
+                }
+            }
+            if !json {
+                for (index, method) in methods.enumerated() { print(Self.row(scores[index], preset: group, method: method.name)) }
+            }
+        }
+    }
+
+    /// The ingest's defaults with the `--set` keys.
+    func chosen() throws -> ZoneMethod {
+        var method = ZoneMethod.chosen
+        for pair in siteKeys {
+            let parts = pair.split(separator: "=", maxSplits: 1).map(String.init)
+            guard parts.count == 2, parts[0].allSatisfy({ $0.isLetter || $0 == "_" }) else {
+                throw ValidationError("--set takes key=value, not '\(pair)'")
+            }
+            method.siteKeys.append((parts[0], parts[1]))
+        }
+        return method
+    }
+
+    /// `1-5` or `1,4,7`.
+    static func seeds(_ text: String) throws -> [UInt64] {
+        let parts = text.split(separator: "-")
+        if parts.count == 2, let low = UInt64(parts[0]), let high = UInt64(parts[1]), low <= high, high - low < 1000 {
+            return Array(low...high)
+        }
+        let list = text.split(separator: ",").compactMap { UInt64($0) }
+        guard !list.isEmpty, list.count == text.split(separator: ",").count else {
+            throw ValidationError("--seeds must be a range like 1-5 or a list like 1,4,7")
+        }
+        return list
+    }
+
+    /// The mean over seeds, with the lowest and highest.
+    static func row(_ scores: [AccuracyScore], preset: String, method: String) -> String {
+        func spread(_ values: [Double], _ format: String, scale: Double = 1) -> String {
+            guard !values.isEmpty else { return "–" }
+            let mean = values.reduce(0, +) / Double(values.count) * scale
+            return String(format: format, mean) + " [" + String(format: format, (values.min() ?? 0) * scale) + "–"
+                + String(format: format, (values.max() ?? 0) * scale) + "]"
+        }
+        return "| \(preset) | \(method) | \(spread(scores.map(\.zoneAccuracy), "%.1f", scale: 100)) % | "
+            + "\(spread(scores.map(\.falseChangesPerBeaconHour), "%.2f")) | "
+            + "\(spread(scores.compactMap(\.medianEnterErrorSeconds), "%.1f")) s | "
+            + "\(spread(scores.map(\.occupancyWithinOne), "%.1f", scale: 100)) % | "
+            + "\(spread(scores.map(\.occupancyMeanAbsoluteError), "%.3f")) | "
+            + "\(scores.map(\.missedStays).reduce(0, +)) of \(scores.map(\.trueStays).reduce(0, +)) |"
+    }
+
+    /// A scenario through the real pipeline, per method.
+    func runPipeline(_ path: String) async throws {
         let loaded: Scenario
         do {
-            loaded = try Scenario.load(path: scenario)
+            loaded = try Scenario.load(path: path)
         } catch {
             throw ValidationError(error.message)
         }
-        let methods = try method.split(separator: ",").map { name in
+        let methods = try (method ?? "nearest,kalman,hysteresis,chosen").split(separator: ",").map { name in
             guard let method = ZoneMethod.named(String(name)) else {
                 throw ValidationError("unknown method '\(name)'; known: \(ZoneMethod.all.map(\.name).joined(separator: ", "))")
             }
-            return method
+            return method == .chosen ? try chosen() : method
         }
         guard let level = Logger.Level(rawValue: logLevel) else { throw ValidationError("unknown --log-level '\(logLevel)'") }
         bootstrapLogging(level: level)
@@ -65,7 +174,7 @@ struct AccuracyCommand: AsyncParsableCommand {
             let scores = try await AccuracyRun(scenario: loaded, method: method).run(database: database, logger: logger)
             for site in loaded.sites.map(\.id) {
                 guard let score = scores[site] else { continue }
-                print(json ? Self.json(score, method: method, site: site) : Self.row(score, method: method, site: site))
+                print(json ? Self.json(score, method: method.name, site: site) : Self.row(score, method: method, site: site))
             }
         }
     }
@@ -78,15 +187,16 @@ struct AccuracyCommand: AsyncParsableCommand {
             score.occupancyMeanAbsoluteError, score.missedStays, score.trueStays)
     }
 
-    static func json(_ score: AccuracyScore, method: ZoneMethod, site: String) -> String {
+    static func json(_ score: AccuracyScore, method: String, site: String) -> String {
         func number(_ value: Double?) -> String { value.map { String(format: "%.3f", $0) } ?? "null" }
         return """
-            {"method": "\(method.name)", "site_id": "\(site)", "zone_accuracy": \(number(score.zoneAccuracy)), \
+            {"method": "\(method)", "site_id": "\(site)", "zone_accuracy": \(number(score.zoneAccuracy)), \
             "beacon_seconds": \(score.beaconSeconds), "visits": \(score.visits), "true_stays": \(score.trueStays), \
             "missed_stays": \(score.missedStays), "false_changes_per_beacon_hour": \(number(score.falseChangesPerBeaconHour)), \
             "median_enter_error_s": \(number(score.medianEnterErrorSeconds)), \
             "median_exit_error_s": \(number(score.medianExitErrorSeconds)), \
-            "occupancy_mean_absolute_error": \(number(score.occupancyMeanAbsoluteError)), "zone_minutes": \(score.zoneMinutes)}
+            "occupancy_mean_absolute_error": \(number(score.occupancyMeanAbsoluteError)), \
+            "occupancy_within_one": \(number(score.occupancyWithinOne)), "zone_minutes": \(score.zoneMinutes)}
             """
     }
 }

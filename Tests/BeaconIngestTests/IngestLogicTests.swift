@@ -352,7 +352,7 @@ import Testing
             first[zone] = (occupants, seconds)
         }
         #expect(first["a"]?.occupants == 0 && first["b"]?.occupants == 1 && first["c"]?.occupants == 0)
-        #expect(first["a"]?.seconds == 15 && first["b"]?.seconds == 30 && first["c"]?.seconds == 15)
+        #expect(first["a"]?.seconds == 15 && first["b"]?.seconds == 30 && first["c"]?.seconds == 15, "\(first)")
     }
 
     @Test func noiseBelowTheMarginDoesNotMoveTheBeacon() {
