@@ -143,7 +143,7 @@ let package = Package(
         .testTarget(name: "MosquittoTests", dependencies: ["LocalServers", "Mosquitto", "TestServers"]),
         .testTarget(
             name: "BeaconIngestTests",
-            dependencies: ["AccuracyHarness", "BeaconIngest", "BeaconAgent", "BeaconWire", "LibPQ", "LocalServers", "MetricsEndpoint", "Mosquitto", "Reporting", "TestServers"]),
+            dependencies: ["AccuracyHarness", "BeaconIngest", "BeaconAgent", "BeaconWire", "LibPQ", "LocalServers", "MetricsEndpoint", "Mosquitto", "Reporting", "TestServers", "WorkQueue"]),
         // Starts the real servers (mosquitto, PostgreSQL) on loopback for tests.
         .target(name: "TestServers", dependencies: ["BeaconAgent", "BeaconWire", "LocalServers"], path: "Tests/TestServers"),
     ],

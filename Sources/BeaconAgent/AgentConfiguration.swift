@@ -2,7 +2,7 @@ import BeaconWire
 import Foundation
 import Mosquitto
 
-/// The MQTT topics of one agent (DESIGN §5).
+/// The MQTT topics of one agent (a contract: docs/wire-format.md).
 public struct AgentTopics: Sendable, Hashable {
     public var batch: String
     public var status: String
@@ -104,7 +104,7 @@ public struct AgentConfiguration: Sendable {
 
     public var topics: AgentTopics { AgentTopics(site: siteID, agent: agentID) }
 
-    /// Site and agent ids are `[a-z0-9-]+` (DESIGN §6): they are MQTT topic levels and SQL keys.
+    /// Site and agent ids are `[a-z0-9-]+`: they are MQTT topic levels and SQL keys.
     static func validateIdentifier(_ value: String, _ what: String) throws(ConfigurationError) {
         guard isValidIdentifier(value) else {
             throw ConfigurationError("\(what) '\(value)' must be 1-64 characters of a-z, 0-9 and '-'")

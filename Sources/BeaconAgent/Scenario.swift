@@ -2,7 +2,7 @@ import BeaconWire
 import Foundation
 import Yams
 
-/// A simulated deployment (YAML): the sites of DESIGN §6 with agent positions and zone rectangles in metres, the
+/// A simulated deployment (YAML): the sites of a sites file with agent positions and zone rectangles in metres, the
 /// beacons, and each beacon's path through the zones over time.
 ///
 /// ```yaml

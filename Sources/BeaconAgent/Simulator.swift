@@ -69,7 +69,7 @@ struct SimulatedBeacon: Sendable {
             let key = try hex(spec.identityKey, 16, "identity_key")
             guard spec.rotationExponent <= 15 else { throw ConfigurationError("rotation_exponent must be 0-15") }
             kind = .eddystoneEID(identityKey: key, rotationExponent: spec.rotationExponent)
-            // The id the registry gives the beacon (DESIGN §6), under which the ingest reports resolved EIDs.
+            // The id the registry of the sites file gives the beacon, under which the ingest reports resolved EIDs.
             beaconID = EddystoneUID(
                 txPower: 0, namespace: try hex(spec.namespace, 10, "namespace"),
                 instance: try hex(spec.instance, 6, "instance")

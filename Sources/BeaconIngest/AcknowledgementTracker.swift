@@ -1,7 +1,7 @@
 /// Which sequence the ingest may acknowledge to each agent: "committed through N" must mean every batch up to N
 /// is in the database, so it advances only over a contiguous run. Each batch says which of its agent's
 /// sequences is the oldest still unacknowledged; everything below it was acknowledged or dropped by the agent's
-/// full spool, and is not waited for. A pure state machine (DESIGN §5).
+/// full spool, and is not waited for. A pure state machine (delivery: docs/wire-format.md).
 public struct AcknowledgementTracker: Sendable {
     public struct AgentKey: Hashable, Sendable {
         public var site: String

@@ -221,7 +221,7 @@ public struct IngestPipeline: Sendable {
         zoneTrackers.keys.sorted().flatMap { zoneTrackers[$0]?.finish() ?? [] }
     }
 
-    /// Log-distance model (DESIGN §8): d = 10^((P1m − rssi) / (10 n)).
+    /// Log-distance model: d = 10^((P1m − rssi) / (10 n)).
     public static func distance(rssi: Double, powerAt1m: Double, exponent: Double) -> Double {
         pow(10, (powerAt1m - rssi) / (10 * exponent))
     }

@@ -1,4 +1,4 @@
-/// The `beaconflow` schema, as versioned migrations (DESIGN §7). The views at the end of migration 1 are the
+/// The `beaconflow` schema, as versioned migrations (docs/schema.md). The views at the end of migration 1 are the
 /// public contract: users and dashboards query them, so their names and columns only ever grow.
 enum Schema {
     static let migrations: [Migration] = [
@@ -280,7 +280,7 @@ enum Schema {
         END
         $$;
 
-        -- The public views (DESIGN §7).
+        -- The public views (the contract of docs/schema.md).
         CREATE VIEW beaconflow.sightings AS
             SELECT ts, site_id, agent_id, zone_id, beacon_id, rssi, tx_power, distance_m, smoothed_distance_m
             FROM beaconflow.sightings_raw;
@@ -324,7 +324,7 @@ enum Schema {
             SELECT site_id, agent_id, online, last_batch_at, adverts_per_s, spool_bytes, clock_offset_ms, last_error
             FROM beaconflow.agent_state;
 
-        -- Least privilege (DESIGN §9): the writer writes the tables, the reader reads the views only.
+        -- Least privilege: the writer writes the tables, the reader reads the views only.
         GRANT USAGE ON SCHEMA beaconflow TO beaconflow_writer, beaconflow_reader;
         GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA beaconflow TO beaconflow_writer;
         ALTER DEFAULT PRIVILEGES IN SCHEMA beaconflow GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO beaconflow_writer;

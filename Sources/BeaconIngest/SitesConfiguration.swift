@@ -2,7 +2,7 @@ import BeaconWire
 import Foundation
 import Yams
 
-/// The sites file of DESIGN §6 (a contract): sites with their zones and agents, and the optional beacon registry.
+/// The sites file (a contract; its keys are in the README): sites with their zones and agents, and the optional beacon registry.
 public struct SitesConfiguration: Sendable {
     public struct Site: Sendable {
         public var id: String

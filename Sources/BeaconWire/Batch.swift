@@ -6,7 +6,7 @@ public typealias WireBatch = Beaconflow_V1_Batch
 
 /// The beacon a sighting belongs to, as the agent knows it: one entry of a batch's beacon dictionary.
 public struct BeaconKey: Hashable, Sendable {
-    /// DESIGN §4 identity, or `eid:<hex>` for an EID the agent could not resolve.
+    /// The beacon-id contract's identity, or `eid:<hex>` for an EID the agent could not resolve.
     public var beaconID: String
     /// The device address, big-endian in the low 48 bits; 0 when pseudonymised.
     public var address: UInt64

@@ -12,7 +12,7 @@ public enum BeaconFrame: Hashable, Sendable {
     case gatt(GATTServiceValue)
     case thermometer(ThermometerReading)
 
-    /// The identity this frame carries (DESIGN §4), if it carries one: UID, iBeacon, AltBeacon, and resolved EID.
+    /// The identity this frame carries (the beacon-id contract), if it carries one: UID, iBeacon, AltBeacon, and resolved EID.
     public var beaconID: String? {
         switch self {
         case .eddystoneUID(let uid): return uid.beaconID

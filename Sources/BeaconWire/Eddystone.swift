@@ -92,7 +92,7 @@ public struct EddystoneUID: Hashable, Sendable {
     /// 12 lowercase hex digits.
     public var instanceHex: String { hexString(instance, digits: 12) }
 
-    /// `eddystone:<namespace>:<instance>` (DESIGN §4).
+    /// `eddystone:<namespace>:<instance>` (the beacon-id contract).
     public var beaconID: String { "eddystone:" + namespace + ":" + instanceHex }
 }
 

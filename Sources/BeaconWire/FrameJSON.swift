@@ -1,4 +1,4 @@
-/// The decoded-JSON contract of DESIGN §4: field names in snake_case with units in the name.
+/// The decoded-JSON contract of `beaconflow decode`: field names in snake_case with units in the name.
 extension BeaconFrame {
     public var json: JSONValue {
         switch self {
@@ -111,7 +111,7 @@ extension EddystoneTLM {
 }
 
 extension AdvertisingData {
-    /// The generic fields of one advertisement object (DESIGN §4), without address, RSSI, time or frames.
+    /// The generic fields of one advertisement object, without address, RSSI, time or frames.
     public var jsonFields: [JSONField] {
         var fields: [JSONField] = []
         if let flags { fields.append(JSONField("flags", .number(flags))) }
@@ -154,7 +154,7 @@ public struct DecodedAdvertisement: Sendable {
         self.frames = frames
     }
 
-    /// The identity of the advertiser (DESIGN §4): the first identity frame, else `mac:<address>`.
+    /// The identity of the advertiser (the beacon-id contract): the first identity frame, else `mac:<address>`.
     public var beaconID: String? {
         frames.lazy.compactMap(\.beaconID).first ?? address.map { "mac:\($0)" }
     }
@@ -175,7 +175,7 @@ public struct DecodedAdvertisement: Sendable {
 }
 
 extension DecodeError {
-    /// `{"error": {"code": ..., "offset": ..., "message": ...}}` (DESIGN §3).
+    /// `{"error": {"code": ..., "offset": ..., "message": ...}}` (the `decode` command's contract).
     public var json: JSONValue {
         .object([
             JSONField(

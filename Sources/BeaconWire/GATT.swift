@@ -67,7 +67,7 @@ public struct MedicalFloat: Hashable, Sendable {
     }
 }
 
-/// A decoded GATT characteristic value: the value, its unit, and any fields of its own (DESIGN §4).
+/// A decoded GATT characteristic value: the value, its unit, and any fields of its own (the decoded-JSON contract).
 public struct CharacteristicValue: Hashable, Sendable {
     public var characteristic: UInt16
     public var value: JSONValue

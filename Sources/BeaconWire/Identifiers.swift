@@ -1,4 +1,4 @@
-/// Site, zone and agent ids (DESIGN §6): 1-64 characters of a-z, 0-9 and '-'. They are MQTT topic levels and SQL
+/// Site, zone and agent ids (the sites file's contract): 1-64 characters of a-z, 0-9 and '-'. They are MQTT topic levels and SQL
 /// keys, so nothing else is allowed in them.
 public func isValidIdentifier(_ text: String) -> Bool {
     !text.isEmpty && text.utf8.count <= 64

@@ -1,5 +1,5 @@
 /// A JSON value whose objects keep their keys in insertion order, so output is stable and reads in the order of the
-/// contract (DESIGN §4).
+/// contract (`beaconflow decode`).
 public enum JSONValue: Hashable, Sendable {
     case null
     case bool(Bool)

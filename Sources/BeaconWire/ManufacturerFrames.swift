@@ -32,7 +32,7 @@ public struct IBeacon: Hashable, Sendable {
     /// Lowercase and dashed.
     public var uuid: String { dashedUUID(high: uuidHigh, low: uuidLow) }
 
-    /// `ibeacon:<uuid>:<major>:<minor>` (DESIGN §4).
+    /// `ibeacon:<uuid>:<major>:<minor>` (the beacon-id contract).
     public var beaconID: String { "ibeacon:\(uuid):\(major):\(minor)" }
 
     /// The manufacturer data after the company id.
@@ -80,7 +80,7 @@ public struct AltBeacon: Hashable, Sendable {
             manufacturerReserved: try reader.u8("AltBeacon reserved"))
     }
 
-    /// `altbeacon:<id1>:<id2>:<id3>` (DESIGN §4).
+    /// `altbeacon:<id1>:<id2>:<id3>` (the beacon-id contract).
     public var beaconID: String { "altbeacon:\(id1.hexString):\(id2):\(id3)" }
 
     /// The manufacturer data after the company id.

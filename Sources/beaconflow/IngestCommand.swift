@@ -35,7 +35,7 @@ struct IngestCommand: AsyncParsableCommand {
             """
     )
 
-    @Option(help: "The sites file (DESIGN §6: sites, zones, agents, the beacon registry).") var sites: String
+    @Option(help: "The sites file (sites, zones, agents, the beacon registry; keys in the README).") var sites: String
     @Option(help: "Broker URL: mqtt://[user@]host[:port] or mqtts://... (TLS).") var broker = "mqtt://127.0.0.1:1883"
     @Option(help: "CA certificate file (PEM) for mqtts://; default: the system's CAs.") var caFile: String?
     @Option(help: "Client certificate (PEM) for TLS client authentication.") var certFile: String?

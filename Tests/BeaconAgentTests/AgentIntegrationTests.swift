@@ -259,7 +259,7 @@ struct AgentIntegrationTests {
     }
 }
 
-/// DESIGN §9 through the binary: TLS with a CA the test makes, per-agent credentials from a password file, and
+/// The security model through the binary: TLS with a CA the test makes, per-agent credentials from a password file, and
 /// an ACL under which an agent may write only its own topics.
 @Suite(
     .enabled(if: MosquittoServer.executable != nil && findExecutable("openssl") != nil, "mosquitto or openssl missing"),

@@ -10,7 +10,7 @@ import Testing
 struct MigrationTests {
     let logger = Logger(label: "migration-test")
 
-    /// The public views of DESIGN §7, column by column, in order.
+    /// The public views of docs/schema.md, column by column, in order.
     static let contract: [String: [String]] = [
         "sightings": ["ts", "site_id", "agent_id", "zone_id", "beacon_id", "rssi", "tx_power", "distance_m", "smoothed_distance_m"],
         "telemetry": ["ts", "beacon_id", "battery_mv", "temperature_c", "adv_count", "uptime_s"],

@@ -1,35 +1,78 @@
 import AccuracyHarness
 import BeaconAgent
 import BeaconIngest
+import Foundation
+import TestServers
 import Testing
+import WorkQueue
 
 @Suite(.timeLimit(.minutes(5)))
 struct ZoneEvaluationTests {
     /// Ten minutes of the hard preset, on a seed that was used neither to choose the defaults (1-2) nor for the
     /// published table (3-5): the ingest's defaults beat every peer's method on zone accuracy and false changes.
-    @Test func theDefaultsBeatEveryPeerOnAHardScenario() throws {
-        let scenario = try ScenarioFamily.scenario(ScenarioFamily.hard, seed: 6, durationSeconds: 600)
-        let evaluation = try ZoneEvaluation(scenario: scenario)
-        let chosen = try evaluation.score(.ingest(.chosen))
+    /// (Seconds of computation: on a thread of its own, not the few threads of the cooperative pool.)
+    @Test func theDefaultsBeatEveryPeerOnAHardScenario() async throws {
+        let (chosen, peers) = try await onThread {
+            let evaluation = try ZoneEvaluation(scenario: try ScenarioFamily.scenario(ScenarioFamily.hard, seed: 6, durationSeconds: 600))
+            return (try evaluation.score(.ingest(.chosen)), try ZoneEvaluation.Method.baselines.map { ($0.name, try evaluation.score($0)) })
+        }
         #expect(chosen.zoneAccuracy >= 0.96, "\(chosen)")
         #expect(chosen.falseChangesPerBeaconHour <= 3, "\(chosen)")
         #expect(try #require(chosen.medianEnterErrorSeconds) <= 8, "\(chosen)")
-        for method in ZoneEvaluation.Method.baselines {
-            let peer = try evaluation.score(method)
-            #expect(chosen.zoneAccuracy > peer.zoneAccuracy, "\(method.name): \(peer)")
-            #expect(chosen.falseChangesPerBeaconHour < peer.falseChangesPerBeaconHour, "\(method.name): \(peer)")
+        for (name, peer) in peers {
+            #expect(chosen.zoneAccuracy > peer.zoneAccuracy, "\(name): \(peer)")
+            #expect(chosen.falseChangesPerBeaconHour < peer.falseChangesPerBeaconHour, "\(name): \(peer)")
         }
     }
 
     /// The evaluation without servers runs the ingest's own zone tracker: on a scenario without walls or correlated
     /// shadowing, the raw nearest agent flaps and the defaults do not.
-    @Test func theNearestAgentFlapsUnderIndependentShadowing() throws {
-        var scenario = try ScenarioFamily.scenario(ScenarioFamily.easy, seed: 7, beacons: 12, durationSeconds: 300)
-        scenario.sites[0].shadowingCorrelationSeconds = 0
-        scenario.sites[0].shadowingDb = 6
-        let evaluation = try ZoneEvaluation(scenario: scenario)
-        let nearest = try evaluation.score(.nearest)
-        let chosen = try evaluation.score(.ingest(.chosen))
+    @Test func theNearestAgentFlapsUnderIndependentShadowing() async throws {
+        let (nearest, chosen) = try await onThread {
+            var scenario = try ScenarioFamily.scenario(ScenarioFamily.easy, seed: 7, beacons: 12, durationSeconds: 300)
+            scenario.sites[0].shadowingCorrelationSeconds = 0
+            scenario.sites[0].shadowingDb = 6
+            let evaluation = try ZoneEvaluation(scenario: scenario)
+            return (try evaluation.score(.nearest), try evaluation.score(.ingest(.chosen)))
+        }
         #expect(nearest.falseChangesPerBeaconHour > 20 * max(chosen.falseChangesPerBeaconHour, 1), "\(nearest) \(chosen)")
+    }
+}
+
+/// One at a time: each example keeps a core busy for seconds.
+@Suite(.enabled(if: beaconflowExecutable != nil, "the beaconflow executable is not built"), .serialized, .timeLimit(.minutes(3)))
+struct AccuracyCommandTests {
+    /// The examples of `beaconflow accuracy --help` that need no servers, run as written there.
+    @Test(arguments: [
+        "beaconflow accuracy --preset hard --seeds 3 --duration 120 --beacons 12",
+        "beaconflow accuracy --scenario deploy/scenarios/demo.yaml --offline",
+    ])
+    func theHelpsExamplesRun(example: String) async throws {
+        let executable = try #require(beaconflowExecutable)
+        let help = try await runProgram(executable, ["accuracy", "--help"])
+        #expect(help.output.contains(example))
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../..").standardized.path
+        let arguments = example.split(separator: " ").dropFirst().map {
+            $0.hasPrefix("deploy/") ? root + "/" + $0 : String($0)
+        }
+        let run = try await runProgram(executable, arguments)
+        #expect(run.status == 0, "\(run.errors)")
+        let rows = run.output.split(separator: "\n").filter { $0.hasPrefix("| ") && !$0.hasPrefix("| preset") }
+        let methods = rows.map { $0.split(separator: "|")[1].trimmingCharacters(in: .whitespaces) }
+        #expect(methods == ["chosen", "nearest", "kalman", "kalman-bermuda", "trimmed-mean", "one-euro"], "\(run.output)")
+    }
+
+    @Test func badArgumentsAreNamed() async throws {
+        let executable = try #require(beaconflowExecutable)
+        for (arguments, message) in [
+            (["accuracy", "--preset", "stormy"], "unknown --preset 'stormy'"),
+            (["accuracy", "--preset", "hard", "--seeds", "x"], "--seeds must be a range"),
+            (["accuracy"], "give either --scenario or --preset"),
+            (["accuracy", "--preset", "hard", "--set", "nokey"], "--set takes key=value"),
+        ] {
+            let run = try await runProgram(executable, arguments)
+            #expect(run.status == 64, "\(arguments): \(run.errors)")
+            #expect(run.errors.contains(message), "\(arguments): \(run.errors)")
+        }
     }
 }

@@ -92,7 +92,7 @@ public nonisolated struct Beaconflow_V1_Beacon: Sendable {
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
-  /// The identity as the agent knows it (DESIGN §4): eddystone:..., ibeacon:..., altbeacon:..., mac:... or anon:...
+  /// The identity as the agent knows it (the beacon-id contract): eddystone:..., ibeacon:..., altbeacon:..., mac:... or anon:...
   /// Unresolved Eddystone EIDs are eid:<16 hex>; the ingest resolves them with the registry's identity keys.
   public var beaconID: String = String()
 
