@@ -67,10 +67,21 @@ public final class Agent: Sendable {
         let client = try MQTTClient(mqtt, logger: logger)
         let engine = AgentEngine(
             configuration: configuration, spool: spool, client: client, bootID: bootID, logger: logger)
-        return try await run(engine: engine, client: client)
+        var source = self.source
+        // A capture that cannot be read fails as the source runs, with its own message.
+        if let resumable = source as? any ResumableSource, let input = try? resumable.inputIdentity() {
+            let start = configuration.replayFromStart
+                ? 0 : ReplayPosition.resume(input: input, directory: configuration.spool.directory, nextSequence: spool.nextSequence)
+            if start > 0 {
+                logger.info("Replay resumes after what the spool holds", metadata: ["reports_skipped": "\(start)"])
+                source = resumable.starting(at: start)
+            }
+            engine.replay = (input, start, start)
+        }
+        return try await run(engine: engine, client: client, source: source)
     }
 
-    private func run(engine: AgentEngine, client: MQTTClient) async throws -> Outcome {
+    private func run(engine: AgentEngine, client: MQTTClient, source: any AdvertSource) async throws -> Outcome {
         let topics = configuration.topics
         let queue = BlockingQueue<AgentEngine.Input>(capacity: 64)
         try client.subscribe(topic: topics.ack, qos: 1)
@@ -85,7 +96,6 @@ public final class Agent: Sendable {
                 "broker": "\(configuration.broker.redacted)", "boot_id": "\(hexString(engine.bootID, digits: 16))",
             ])
 
-        let source = self.source
         Thread.detachNewThread { [self] in
             var failure: String?
             do {

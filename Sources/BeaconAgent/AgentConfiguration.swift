@@ -88,6 +88,8 @@ public struct AgentConfiguration: Sendable {
     public var statusInterval: Duration = .seconds(10)
     /// After a finite source (a replay) ends: how long to wait for the last acknowledgements before exiting.
     public var drainTimeout: Duration = .seconds(30)
+    /// A replay normally resumes after what the spool holds of the same input; this starts it over.
+    public var replayFromStart = false
     /// How often the spool is flushed with `FsyncPolicy.periodic`.
     public var syncInterval: Duration = .seconds(1)
     public var sessionExpirySeconds: UInt32 = 3600

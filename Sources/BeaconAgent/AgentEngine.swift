@@ -61,6 +61,8 @@ final class AgentEngine: @unchecked Sendable {
             ($0, Counter(label: "beaconflow_agent_adverts_skipped_total", dimensions: [("reason", $0.rawValue)]))
         })
     private var droppedReported = 0
+    /// A replay being resumed or recorded: its input, the reports consumed, and those in spooled batches.
+    var replay: (input: String, consumed: Int64, spooled: Int64)?
 
     init(configuration: AgentConfiguration, spool: Spool, client: MQTTClient, bootID: UInt64, logger: Logger) {
         self.configuration = configuration
@@ -133,8 +135,11 @@ final class AgentEngine: @unchecked Sendable {
             sightings += 1
             sightingsCounter.increment()
             if !builder.fits(sighting) { seal() }
-            if builder.add(sighting, nowNanoseconds: now) { seal() }
+            let full = builder.add(sighting, nowNanoseconds: now)
+            if let ordinal = timed.ordinal { replay?.consumed = ordinal + 1 }
+            if full { seal() }
         case .failure(let reason):
+            if let ordinal = timed.ordinal { replay?.consumed = ordinal + 1 }
             skippedCounters[reason.skip]?.increment()
             if let error = reason.error {
                 logger.debug(
@@ -153,7 +158,13 @@ final class AgentEngine: @unchecked Sendable {
         else { return }
         do {
             let bytes: [UInt8] = try batch.serializedBytes()
+            if let replay {
+                // Before the batch: where the replay resumes whether or not the append below completes.
+                try ReplayPosition(input: replay.input, sequence: sequence, reports: replay.consumed, reportsBefore: replay.spooled)
+                    .write(directory: spool.configuration.directory, durable: spool.configuration.fsync == .always)
+            }
             try spool.append(sequence: sequence, payload: bytes)
+            if let consumed = replay?.consumed { replay?.spooled = consumed }
             batchesWritten += 1
             batchesCounter.increment()
         } catch {

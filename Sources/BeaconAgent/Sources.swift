@@ -5,10 +5,13 @@ import Foundation
 public struct TimedReport: Sendable {
     public var timeMicros: Int64
     public var report: AdvertisingReport
+    /// Its number in a replayed input (0 for the first), so that a replay can resume after it; nil when live.
+    public var ordinal: Int64?
 
-    public init(timeMicros: Int64, report: AdvertisingReport) {
+    public init(timeMicros: Int64, report: AdvertisingReport, ordinal: Int64? = nil) {
         self.timeMicros = timeMicros
         self.report = report
+        self.ordinal = ordinal
     }
 }
 
@@ -17,6 +20,15 @@ public struct TimedReport: Sendable {
 public protocol AdvertSource: Sendable {
     var name: String { get }
     func run(deliver: ([TimedReport]) -> Void, shouldStop: () -> Bool) throws
+}
+
+/// A finite input that can be started part-way: replaying it again resumes where the spool says it got to
+/// (`ReplayPosition`).
+public protocol ResumableSource: AdvertSource {
+    /// What identifies the input, the same for the same content.
+    func inputIdentity() throws -> String
+    /// The same source, skipping the reports before number `report`.
+    func starting(at report: Int64) -> Self
 }
 
 /// How fast a replay runs.
@@ -58,15 +70,25 @@ public struct SourceError: Error, CustomStringConvertible, Sendable {
 }
 
 /// Replays the advertising reports of a btsnoop, pcap or pcapng capture, with the capture's timestamps.
-public struct CaptureReplaySource: AdvertSource {
+public struct CaptureReplaySource: ResumableSource {
     public let path: String
     public let speed: ReplaySpeed
+    /// Reports before this number are skipped (a resumed replay), unpaced.
+    public var firstReport: Int64 = 0
     public var name: String { "replay:\(path)" }
     static let pacingStep: Duration = .milliseconds(10)
 
     public init(path: String, speed: ReplaySpeed) {
         self.path = path
         self.speed = speed
+    }
+
+    public func inputIdentity() throws -> String { try Self.identity(of: path) }
+
+    public func starting(at report: Int64) -> CaptureReplaySource {
+        var source = self
+        source.firstReport = report
+        return source
     }
 
     public func run(deliver: ([TimedReport]) -> Void, shouldStop: () -> Bool) throws {
@@ -79,6 +101,7 @@ public struct CaptureReplaySource: AdvertSource {
         let started = ContinuousClock.now
         var firstTimestamp: Int64?
         var pending: [TimedReport] = []
+        var ordinal: Int64 = 0
         while !shouldStop() {
             let chunk = handle.readData(ofLength: 64 * 1024)
             if chunk.isEmpty { break }
@@ -87,6 +110,9 @@ public struct CaptureReplaySource: AdvertSource {
                 while let record = try reader.next() {
                     guard record.kind == .event, record.received else { continue }
                     guard let reports = try? decoder.reports(fromEvent: record.packet), !reports.isEmpty else { continue }
+                    let first = ordinal
+                    ordinal += Int64(reports.count)
+                    guard ordinal > firstReport else { continue }
                     if case .factor(let factor) = speed {
                         let first = firstTimestamp ?? record.timestamp
                         firstTimestamp = first
@@ -101,7 +127,9 @@ public struct CaptureReplaySource: AdvertSource {
                             sleepUntil(due, shouldStop: shouldStop)
                         }
                     }
-                    pending += reports.map { TimedReport(timeMicros: record.timestamp, report: $0) }
+                    for (index, report) in reports.enumerated() where first + Int64(index) >= firstReport {
+                        pending.append(TimedReport(timeMicros: record.timestamp, report: report, ordinal: first + Int64(index)))
+                    }
                     if pending.count >= 256 {
                         deliver(pending)
                         pending.removeAll()

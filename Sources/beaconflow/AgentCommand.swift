@@ -60,6 +60,8 @@ struct AgentCommand: AsyncParsableCommand {
     var ackTimeout: Int?
     @Option(help: "After a replay ends, seconds to wait for the last acknowledgements (default 30).")
     var drainTimeout: Int?
+    @Flag(help: "Replay the capture from its first report. By default a replay that ran before with this spool resumes after what the spool holds of the same capture (a restarted or repeated replay adds nothing).")
+    var replayFromStart = false
     @Option(help: "Keep only beacons whose id or address starts with this (repeatable).") var allow: [String] = []
     @Option(help: "Drop beacons whose id or address starts with this (repeatable).") var deny: [String] = []
     @Flag(inversion: .prefixedNo, help: "Also report devices that send no beacon or sensor frame (default no).")
@@ -84,7 +86,7 @@ struct AgentCommand: AsyncParsableCommand {
             site: site, agent: agent, source: source, broker: broker, caFile: caFile, certFile: certFile,
             keyFile: keyFile, passwordFile: passwordFile, spool: spool, spoolMaxMb: spoolMaxMb, fsync: fsync,
             speed: speed, batchMaxSightings: batchMaxSightings, batchMaxAgeMs: batchMaxAgeMs, maxInFlight: maxInFlight,
-            ackTimeout: ackTimeout, drainTimeout: drainTimeout, allow: allow.isEmpty ? nil : allow,
+            ackTimeout: ackTimeout, drainTimeout: drainTimeout, replayFromStart: replayFromStart ? true : nil, allow: allow.isEmpty ? nil : allow,
             deny: deny.isEmpty ? nil : deny, includeUnknownDevices: includeUnknownDevices,
             pseudonymKeyFile: pseudonymKeyFile, active: active, scanIntervalMs: scanIntervalMs,
             scanWindowMs: scanWindowMs, watchdog: watchdog, record: record,

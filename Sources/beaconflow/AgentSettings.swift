@@ -25,6 +25,7 @@ struct AgentSettings: Codable, Equatable {
     var maxInFlight: Int?
     var ackTimeout: Int?
     var drainTimeout: Int?
+    var replayFromStart: Bool?
     var allow: [String]?
     var deny: [String]?
     var includeUnknownDevices: Bool?
@@ -52,6 +53,7 @@ struct AgentSettings: Codable, Equatable {
         case maxInFlight = "max_in_flight"
         case ackTimeout = "ack_timeout"
         case drainTimeout = "drain_timeout"
+        case replayFromStart = "replay_from_start"
         case allow, deny
         case includeUnknownDevices = "include_unknown_devices"
         case pseudonymKeyFile = "pseudonym_key_file"
@@ -101,7 +103,7 @@ struct AgentSettings: Codable, Equatable {
         take(\.site); take(\.agent); take(\.source); take(\.broker); take(\.caFile); take(\.certFile)
         take(\.keyFile); take(\.passwordFile); take(\.spool); take(\.spoolMaxMb); take(\.fsync); take(\.speed)
         take(\.batchMaxSightings); take(\.batchMaxAgeMs); take(\.maxInFlight); take(\.ackTimeout)
-        take(\.drainTimeout); take(\.allow); take(\.deny); take(\.includeUnknownDevices); take(\.pseudonymKeyFile)
+        take(\.drainTimeout); take(\.replayFromStart); take(\.allow); take(\.deny); take(\.includeUnknownDevices); take(\.pseudonymKeyFile)
         take(\.active); take(\.scanIntervalMs); take(\.scanWindowMs); take(\.watchdog); take(\.record)
         take(\.gattPoll); take(\.gattPollHours); take(\.logLevel)
         return result
@@ -144,6 +146,7 @@ struct AgentSettings: Codable, Equatable {
         configuration.maximumInFlight = maxInFlight
         configuration.acknowledgementTimeout = .seconds(ackTimeout)
         configuration.drainTimeout = .seconds(drainTimeout)
+        configuration.replayFromStart = replayFromStart ?? false
         configuration.extractor.allow = allow ?? []
         configuration.extractor.deny = deny ?? []
         configuration.extractor.includeUnknownDevices = includeUnknownDevices ?? false

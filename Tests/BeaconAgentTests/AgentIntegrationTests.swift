@@ -132,17 +132,26 @@ struct AgentIntegrationTests {
         #expect(acknowledgedAtKill < UInt64(beforeRestart))
         let boots = Set(ingest.state.withLock { $0.batches.values.map(\.bootID) })
         #expect(boots.count == 2)
-        // The second run replayed the whole capture: all of it is there.
+        // The second run resumed after what the spool held: across both runs, every report of the capture once.
         let expected = try expectedSightings(capture: capture, configuration: {
             var configuration = SightingExtractor.Configuration()
             configuration.includeUnknownDevices = true
             return configuration
         }())
-        let secondBoot = ingest.state.withLock { state in
-            state.batches.values.filter { $0.bootID != state.batches[1]!.bootID }.flatMap(\.sightings)
-        }
-        #expect(multiset(secondBoot) == multiset(expected))
+        #expect(multiset(ingest.sightings) == multiset(expected))
+        #expect(log.contains("Replay resumes after what the spool holds"), "\(log)")
         #expect(try FileManager.default.contentsOfDirectory(atPath: work + "/spool").filter { $0.hasSuffix(".seg") }.isEmpty)
+
+        // The same command once more adds nothing; --replay-from-start sends the capture again, on purpose.
+        let third = try ChildProcess(executable, arguments, standardErrorPath: work + "/third.log")
+        #expect(await third.exit() == 0)
+        #expect(ingest.batchCount == sequences.count)
+        let again = try ChildProcess(executable, arguments + ["--replay-from-start"], standardErrorPath: work + "/again.log")
+        #expect(await again.exit() == 0)
+        let resent = ingest.state.withLock { state in
+            state.batches.filter { $0.key > UInt64(sequences.count) }.values.flatMap(\.sightings)
+        }
+        #expect(multiset(resent) == multiset(expected))
     }
 
     @Test(.enabled(if: beaconflowExecutable != nil, "the beaconflow executable is not built"))

@@ -167,3 +167,32 @@ func payload(_ sequence: UInt64, size: Int = 100) -> [UInt8] {
         }
     }
 }
+
+@Suite struct ReplayPositionTests {
+    @Test func aReplayResumesAfterWhatTheSpoolHoldsWhereverItWasKilled() throws {
+        let temporary = TemporaryDirectory()
+        defer { temporary.remove() }
+        let directory = temporary.path
+        #expect(ReplayPosition.resume(input: "capture:1:ab", directory: directory, nextSequence: 1) == 0)
+        try ReplayPosition(input: "capture:1:ab", sequence: 5, reports: 100, reportsBefore: 60).write(directory: directory, durable: true)
+        // Killed before batch 5 reached the spool: its reports are read again.
+        #expect(ReplayPosition.resume(input: "capture:1:ab", directory: directory, nextSequence: 5) == 60)
+        // Batch 5 is in the spool (or acknowledged): resume after it.
+        #expect(ReplayPosition.resume(input: "capture:1:ab", directory: directory, nextSequence: 6) == 100)
+        // Another capture starts from its beginning.
+        #expect(ReplayPosition.resume(input: "capture:2:cd", directory: directory, nextSequence: 6) == 0)
+    }
+
+    @Test func theIdentityIsTheContentNotThePath() throws {
+        let temporary = TemporaryDirectory()
+        defer { temporary.remove() }
+        let directory = temporary.path
+        try Data([1, 2, 3]).write(to: URL(fileURLWithPath: directory + "/a"))
+        try Data([1, 2, 3]).write(to: URL(fileURLWithPath: directory + "/b"))
+        try Data([1, 2, 4]).write(to: URL(fileURLWithPath: directory + "/c"))
+        let a = try CaptureReplaySource.identity(of: directory + "/a")
+        #expect(a == (try CaptureReplaySource.identity(of: directory + "/b")))
+        #expect(a != (try CaptureReplaySource.identity(of: directory + "/c")))
+        #expect(throws: SourceError.self) { try CaptureReplaySource.identity(of: directory + "/missing") }
+    }
+}
