@@ -71,12 +71,14 @@ public final class Agent: Sendable {
         // A capture that cannot be read fails as the source runs, with its own message.
         if let resumable = source as? any ResumableSource, let input = try? resumable.inputIdentity() {
             let start = configuration.replayFromStart
-                ? 0 : ReplayPosition.resume(input: input, directory: configuration.spool.directory, nextSequence: spool.nextSequence)
-            if start > 0 {
-                logger.info("Replay resumes after what the spool holds", metadata: ["reports_skipped": "\(start)"])
-                source = resumable.starting(at: start)
+                ? (reports: 0, unbatched: []) : ReplayPosition.resume(input: input, directory: configuration.spool.directory, nextSequence: spool.nextSequence)
+            if start.reports > 0 {
+                logger.info(
+                    "Replay resumes after what the spool holds",
+                    metadata: ["reports_skipped": "\(start.reports - Int64(start.unbatched.count))"])
+                source = resumable.starting(at: start.reports, again: start.unbatched)
             }
-            engine.replay = (input, start, start)
+            engine.replay = ReplayProgress(input: input, consumed: start.reports, spooled: start.reports, spooledUnbatched: start.unbatched)
         }
         return try await run(engine: engine, client: client, source: source)
     }

@@ -61,8 +61,12 @@ final class AgentEngine: @unchecked Sendable {
             ($0, Counter(label: "beaconflow_agent_adverts_skipped_total", dimensions: [("reason", $0.rawValue)]))
         })
     private var droppedReported = 0
-    /// A replay being resumed or recorded: its input, the reports consumed, and those in spooled batches.
-    var replay: (input: String, consumed: Int64, spooled: Int64)?
+    /// A replay being resumed or recorded.
+    var replay: ReplayProgress?
+    /// Frames waiting for their beacon's identity.
+    private var hold = IdentityHold()
+    /// Report numbers of released frames not added to the batch yet (while one report's frames are added).
+    private var unbatched: [Int64] = []
 
     init(configuration: AgentConfiguration, spool: Spool, client: MQTTClient, bootID: UInt64, logger: Logger) {
         self.configuration = configuration
@@ -103,6 +107,7 @@ final class AgentEngine: @unchecked Sendable {
             sourceEnded = true
             sourceError = error
             if let error { lastError = error }
+            releaseHeld()
             seal()
         }
     }
@@ -123,6 +128,7 @@ final class AgentEngine: @unchecked Sendable {
 
     /// Stops intake: seals the open batch and flushes the spool.
     func shutDown() {
+        releaseHeld()
         seal()
         do { try spool.sync() } catch { record(error: "\(error)") }
     }
@@ -134,10 +140,9 @@ final class AgentEngine: @unchecked Sendable {
         case .success(let sighting):
             sightings += 1
             sightingsCounter.increment()
-            if !builder.fits(sighting) { seal() }
-            let full = builder.add(sighting, nowNanoseconds: now)
+            let ready = hold.admit(sighting, address: timed.report.address.value, ordinal: timed.ordinal)
             if let ordinal = timed.ordinal { replay?.consumed = ordinal + 1 }
-            if full { seal() }
+            addToBatch(ready, now: now)
         case .failure(let reason):
             if let ordinal = timed.ordinal { replay?.consumed = ordinal + 1 }
             skippedCounters[reason.skip]?.increment()
@@ -146,6 +151,21 @@ final class AgentEngine: @unchecked Sendable {
                     "Advert skipped", metadata: ["reason": "\(reason.skip.rawValue)", "error": "\(error)"])
             }
         }
+    }
+
+    private func addToBatch(_ frames: [IdentityHold.Frame], now: UInt64) {
+        unbatched = frames.compactMap(\.ordinal)
+        for frame in frames {
+            if !builder.fits(frame.sighting) { seal() }
+            let full = builder.add(frame.sighting, nowNanoseconds: now)
+            if let ordinal = frame.ordinal { unbatched.removeAll { $0 == ordinal } }
+            if full { seal() }
+        }
+    }
+
+    /// Releases the held frames into the batch (the input ended, or the agent stops).
+    private func releaseHeld() {
+        addToBatch(hold.releaseAll(), now: DispatchTime.now().uptimeNanoseconds)
     }
 
     private func seal() {
@@ -158,13 +178,20 @@ final class AgentEngine: @unchecked Sendable {
         else { return }
         do {
             let bytes: [UInt8] = try batch.serializedBytes()
+            var waiting: [Int64] = []
             if let replay {
                 // Before the batch: where the replay resumes whether or not the append below completes.
-                try ReplayPosition(input: replay.input, sequence: sequence, reports: replay.consumed, reportsBefore: replay.spooled)
-                    .write(directory: spool.configuration.directory, durable: spool.configuration.fsync == .always)
+                waiting = (hold.heldOrdinals + unbatched).sorted()
+                try ReplayPosition(
+                    input: replay.input, sequence: sequence, reports: replay.consumed, unbatched: waiting,
+                    reportsBefore: replay.spooled, unbatchedBefore: replay.spooledUnbatched
+                ).write(directory: spool.configuration.directory, durable: spool.configuration.fsync == .always)
             }
             try spool.append(sequence: sequence, payload: bytes)
-            if let consumed = replay?.consumed { replay?.spooled = consumed }
+            if let consumed = replay?.consumed {
+                replay?.spooled = consumed
+                replay?.spooledUnbatched = waiting
+            }
             batchesWritten += 1
             batchesCounter.increment()
         } catch {

@@ -5,7 +5,9 @@ import Foundation
 /// agent resumes after the last report that went into a spooled batch (the spool delivers those itself).
 ///
 /// The record is written before each batch of the replay is appended to the spool, naming that batch's sequence,
-/// the position after it and the position before it. On start, if the spool's sequence counter shows the batch
+/// the position after it and the position before it. A position is the number of reports consumed, and the
+/// numbers of earlier ones not in any batch yet (frames waiting for their beacon's identity, `IdentityHold`),
+/// which a resumed replay reads again. On start, if the spool's sequence counter shows the batch
 /// was appended, the replay resumes at the position after it, otherwise at the one before: a kill between the
 /// two writes neither loses a report nor sends one twice.
 public struct ReplayPosition: Codable, Sendable, Equatable {
@@ -14,21 +16,35 @@ public struct ReplayPosition: Codable, Sendable, Equatable {
     public var sequence: UInt64
     /// Reports of the input consumed through batch `sequence`, and before it.
     public var reports: Int64
+    public var unbatched: [Int64]
     public var reportsBefore: Int64
+    public var unbatchedBefore: [Int64]
+
+    public init(input: String, sequence: UInt64, reports: Int64, unbatched: [Int64] = [], reportsBefore: Int64, unbatchedBefore: [Int64] = []) {
+        self.input = input
+        self.sequence = sequence
+        self.reports = reports
+        self.unbatched = unbatched
+        self.reportsBefore = reportsBefore
+        self.unbatchedBefore = unbatchedBefore
+    }
 
     enum CodingKeys: String, CodingKey {
-        case input, sequence, reports
+        case input, sequence, reports, unbatched
         case reportsBefore = "reports_before"
+        case unbatchedBefore = "unbatched_before"
     }
 
     static let fileName = "replay-position.json"
 
-    /// Where to resume `input`, given the spool's next sequence: 0 for another input or none recorded.
-    public static func resume(input: String, directory: String, nextSequence: UInt64) -> Int64 {
+    /// Where to resume `input`, given the spool's next sequence: the reports consumed and the earlier ones to read
+    /// again; nothing for another input or none recorded.
+    public static func resume(input: String, directory: String, nextSequence: UInt64) -> (reports: Int64, unbatched: [Int64]) {
         guard let data = FileManager.default.contents(atPath: directory + "/" + fileName),
             let position = try? JSONDecoder().decode(ReplayPosition.self, from: data), position.input == input
-        else { return 0 }
-        return nextSequence > position.sequence ? position.reports : position.reportsBefore
+        else { return (0, []) }
+        return nextSequence > position.sequence
+            ? (position.reports, position.unbatched) : (position.reportsBefore, position.unbatchedBefore)
     }
 
     /// Writes the record (a new file renamed over the old, flushed to disk when `durable`).
@@ -73,4 +89,13 @@ extension CaptureReplaySource {
         let digest = SHA256.hash(data: head).map { String(format: "%02x", $0) }.joined()
         return "capture:\(size):\(digest.prefix(32))"
     }
+}
+
+/// A replay the engine records as it goes: its input, the reports consumed, and the position of the last batch
+/// that reached the spool.
+struct ReplayProgress: Sendable {
+    var input: String
+    var consumed: Int64
+    var spooled: Int64
+    var spooledUnbatched: [Int64]
 }

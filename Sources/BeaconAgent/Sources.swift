@@ -27,8 +27,8 @@ public protocol AdvertSource: Sendable {
 public protocol ResumableSource: AdvertSource {
     /// What identifies the input, the same for the same content.
     func inputIdentity() throws -> String
-    /// The same source, skipping the reports before number `report`.
-    func starting(at report: Int64) -> Self
+    /// The same source, skipping the reports before number `report` but those listed in `again`.
+    func starting(at report: Int64, again: [Int64]) -> Self
 }
 
 /// How fast a replay runs.
@@ -73,8 +73,9 @@ public struct SourceError: Error, CustomStringConvertible, Sendable {
 public struct CaptureReplaySource: ResumableSource {
     public let path: String
     public let speed: ReplaySpeed
-    /// Reports before this number are skipped (a resumed replay), unpaced.
+    /// Reports before this number are skipped (a resumed replay), unpaced, but those in `readAgain`.
     public var firstReport: Int64 = 0
+    public var readAgain: Set<Int64> = []
     public var name: String { "replay:\(path)" }
     static let pacingStep: Duration = .milliseconds(10)
 
@@ -85,9 +86,10 @@ public struct CaptureReplaySource: ResumableSource {
 
     public func inputIdentity() throws -> String { try Self.identity(of: path) }
 
-    public func starting(at report: Int64) -> CaptureReplaySource {
+    public func starting(at report: Int64, again: [Int64]) -> CaptureReplaySource {
         var source = self
         source.firstReport = report
+        source.readAgain = Set(again)
         return source
     }
 
@@ -112,7 +114,7 @@ public struct CaptureReplaySource: ResumableSource {
                     guard let reports = try? decoder.reports(fromEvent: record.packet), !reports.isEmpty else { continue }
                     let first = ordinal
                     ordinal += Int64(reports.count)
-                    guard ordinal > firstReport else { continue }
+                    guard ordinal > firstReport || (first..<ordinal).contains(where: readAgain.contains) else { continue }
                     if case .factor(let factor) = speed {
                         let first = firstTimestamp ?? record.timestamp
                         firstTimestamp = first
@@ -127,7 +129,8 @@ public struct CaptureReplaySource: ResumableSource {
                             sleepUntil(due, shouldStop: shouldStop)
                         }
                     }
-                    for (index, report) in reports.enumerated() where first + Int64(index) >= firstReport {
+                    for (index, report) in reports.enumerated()
+                    where first + Int64(index) >= firstReport || readAgain.contains(first + Int64(index)) {
                         pending.append(TimedReport(timeMicros: record.timestamp, report: report, ordinal: first + Int64(index)))
                     }
                     if pending.count >= 256 {

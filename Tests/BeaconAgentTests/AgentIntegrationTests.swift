@@ -183,6 +183,61 @@ struct AgentIntegrationTests {
         #expect(ingest.sequences == Array(1...UInt64(ingest.batchCount)))
     }
 
+    /// A beacon back after longer than the association window, first heard again on a URL or TLM frame: the
+    /// frame waits for the UID frame that follows and goes under its identity, never as a `mac:` device.
+    @Test(.enabled(if: beaconflowExecutable != nil, "the beaconflow executable is not built"))
+    func framesBeforeTheIdentityGoUnderIt() async throws {
+        let executable = try #require(beaconflowExecutable)
+        func scenario(returningAt seconds: Double) -> String {
+            """
+            seed: 5
+            duration_s: \(seconds + 20)
+            sites:
+              - id: hq
+                shadowing_db: 0
+                zones: [{id: z, rect: [0, 0, 4, 4]}]
+                agents: [{id: hq-a1, zone: z, position: [2, 2], loss: 0}]
+            beacons:
+              - {name: cart, site: hq, type: eddystone-uid, namespace: 0102030405060708090a, instance: 0000000000a1,
+                 url: https://example.com/cart, path: [{at_s: 0, zone: z}, {at_s: 5}, {at_s: \(seconds), zone: z}]}
+            """
+        }
+        // Search for a return whose first frame heard is not the UID (URL or TLM ones are 2 in 10).
+        var chosen: Double?
+        for step in 0..<40 {
+            let seconds = 90 + Double(step) * 0.037
+            let simulator = try Simulator(try Scenario.parse(scenario(returningAt: seconds)))
+            var first: [UInt8]?
+            try simulator.run(site: "hq", agent: "hq-a1") { reports in
+                for timed in reports where first == nil && timed.timeMicros >= simulator.scenario.startUnixSeconds * 1_000_000 + 60_000_000 {
+                    first = timed.report.data
+                }
+            }
+            // The service data's frame type follows flags, the service list and the service data header.
+            if let frame = first, frame.count > 11, frame[11] != 0x00 {
+                chosen = seconds
+                break
+            }
+        }
+        let seconds = try #require(chosen, "no return time puts a URL or TLM frame first")
+        let work = try makeTemporaryDirectory(prefix: "agent-identity")
+        defer { try? FileManager.default.removeItem(atPath: work) }
+        try scenario(returningAt: seconds).write(toFile: work + "/scenario.yaml", atomically: true, encoding: .utf8)
+        let broker = try MosquittoServer()
+        let ingest = try await TestIngest.start(broker: broker)
+        defer { ingest.stop() }
+        let process = try ChildProcess(
+            executable,
+            ["agent", "--site", "hq", "--agent", "hq-a1", "--source", "sim:\(work)/scenario.yaml", "--speed", "max",
+             "--broker", broker.url, "--spool", work + "/spool"],
+            standardErrorPath: work + "/agent.log")
+        #expect(await process.exit() == 0, "\((try? String(contentsOfFile: work + "/agent.log", encoding: .utf8)) ?? "")")
+        let identities = Set(ingest.sightings.map(\.beacon.beaconID))
+        #expect(identities == ["eddystone:0102030405060708090a:0000000000a1"])
+        // The frame that came first after the return is there, under the identity.
+        #expect(ingest.sightings.contains { $0.timeMicros >= 1_767_261_600_000_000 + Int64(seconds * 1_000_000) && $0.data != nil })
+    }
+
     @Test(.enabled(if: beaconflowExecutable != nil, "the beaconflow executable is not built"))
     func aConfigFileHoldsTheSettingsAndTheCommandLineOverridesIt() async throws {
         let executable = try #require(beaconflowExecutable)

@@ -1,3 +1,4 @@
+import BeaconWire
 import Foundation
 import Logging
 import Testing
@@ -173,14 +174,20 @@ func payload(_ sequence: UInt64, size: Int = 100) -> [UInt8] {
         let temporary = TemporaryDirectory()
         defer { temporary.remove() }
         let directory = temporary.path
-        #expect(ReplayPosition.resume(input: "capture:1:ab", directory: directory, nextSequence: 1) == 0)
-        try ReplayPosition(input: "capture:1:ab", sequence: 5, reports: 100, reportsBefore: 60).write(directory: directory, durable: true)
+        func resume(_ input: String, next: UInt64) -> [Int64] {
+            let position = ReplayPosition.resume(input: input, directory: directory, nextSequence: next)
+            return [position.reports] + position.unbatched
+        }
+        #expect(resume("capture:1:ab", next: 1) == [0])
+        // Batch 5 holds reports up to 100 but 97, a TLM frame still waiting for its beacon's identity.
+        try ReplayPosition(input: "capture:1:ab", sequence: 5, reports: 100, unbatched: [97], reportsBefore: 60, unbatchedBefore: [])
+            .write(directory: directory, durable: true)
         // Killed before batch 5 reached the spool: its reports are read again.
-        #expect(ReplayPosition.resume(input: "capture:1:ab", directory: directory, nextSequence: 5) == 60)
-        // Batch 5 is in the spool (or acknowledged): resume after it.
-        #expect(ReplayPosition.resume(input: "capture:1:ab", directory: directory, nextSequence: 6) == 100)
+        #expect(resume("capture:1:ab", next: 5) == [60])
+        // Batch 5 is in the spool (or acknowledged): resume after it, with the frame that waited.
+        #expect(resume("capture:1:ab", next: 6) == [100, 97])
         // Another capture starts from its beginning.
-        #expect(ReplayPosition.resume(input: "capture:2:cd", directory: directory, nextSequence: 6) == 0)
+        #expect(resume("capture:2:cd", next: 6) == [0])
     }
 
     @Test func theIdentityIsTheContentNotThePath() throws {
@@ -194,5 +201,38 @@ func payload(_ sequence: UInt64, size: Int = 100) -> [UInt8] {
         #expect(a == (try CaptureReplaySource.identity(of: directory + "/b")))
         #expect(a != (try CaptureReplaySource.identity(of: directory + "/c")))
         #expect(throws: SourceError.self) { try CaptureReplaySource.identity(of: directory + "/missing") }
+    }
+}
+
+@Suite struct IdentityHoldTests {
+    let address: UInt64 = 0xC000_0000_00A1
+    func sighting(_ id: String, at seconds: Int64, tlm: Bool = false) -> Sighting {
+        Sighting(
+            timeMicros: seconds * 1_000_000, beacon: BeaconKey(beaconID: id, address: address, addressIsRandom: true, powerAt1mDbm: nil),
+            rssi: -60, data: tlm ? .eddystone([0x20, 0x00, 0x0B, 0xB8]) : nil)
+    }
+
+    @Test func aFrameBeforeTheFirstIdentityIsAttachedToIt() {
+        var hold = IdentityHold()
+        #expect(hold.admit(sighting("mac:C0:00:00:00:00:A1", at: 1, tlm: true), address: address, ordinal: 0).isEmpty)
+        #expect(hold.heldOrdinals == [0])
+        let released = hold.admit(sighting("eddystone:0102030405060708090a:0000000000a1", at: 2), address: address, ordinal: 1)
+        #expect(released.map(\.sighting.beacon.beaconID) == ["eddystone:0102030405060708090a:0000000000a1", "eddystone:0102030405060708090a:0000000000a1"])
+        #expect(released.map(\.sighting.timeMicros) == [1_000_000, 2_000_000])
+        #expect(released.map(\.ordinal) == [0, 1])
+        #expect(hold.count == 0)
+    }
+
+    @Test func withoutAnIdentityTheFrameGoesAsItWasAfterTheHold() {
+        var hold = IdentityHold()
+        _ = hold.admit(sighting("mac:C0:00:00:00:00:A1", at: 1, tlm: true), address: address, ordinal: nil)
+        // A sensor frame (no Eddystone content) and other devices pass at once; the TLM waits 10 s.
+        #expect(hold.admit(sighting("mac:C0:00:00:00:00:B2", at: 5), address: 7, ordinal: nil).count == 1)
+        let later = hold.admit(sighting("ibeacon:e2c56db5-dffb-48d2-b060-d0f5a71096e0:1:2", at: 12), address: 8, ordinal: nil)
+        #expect(later.map(\.sighting.beacon.beaconID) == ["mac:C0:00:00:00:00:A1", "ibeacon:e2c56db5-dffb-48d2-b060-d0f5a71096e0:1:2"])
+        // Bounded per address: the oldest goes as it was.
+        for second in 0..<40 { _ = hold.admit(sighting("mac:C0:00:00:00:00:A1", at: 20, tlm: true), address: address, ordinal: Int64(second)) }
+        #expect(hold.count == hold.maximumPerAddress)
+        #expect(hold.releaseAll().count == hold.maximumPerAddress)
     }
 }
