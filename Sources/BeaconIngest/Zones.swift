@@ -2,11 +2,11 @@
 public struct ZoneRules: Sendable, Equatable {
     /// A challenger zone gathers evidence while it is louder than the current one by more than this
     /// (`zone_switch_margin_db`): the excess, in dB, times how long it lasts...
-    public var switchMarginDb: Double = 3
+    public var switchMarginDb: Double = 2
     /// ...and the beacon moves once the evidence reaches this (`zone_switch_evidence_db_s`)...
-    public var switchEvidenceDbSeconds: Double = 120
+    public var switchEvidenceDbSeconds: Double = 200
     /// ...and has been gathering for at least this long of event time (`zone_switch_dwell_s`).
-    public var switchDwellMicros: Int64 = 4_000_000
+    public var switchDwellMicros: Int64 = 10_000_000
     /// Not heard for this long: the beacon has left (`absence_timeout_s`); its visit ends when it was last heard.
     public var absenceTimeoutMicros: Int64 = 30_000_000
     /// A beacon that appears is placed once it has been heard for this long (by the agents around it), in the

@@ -432,7 +432,7 @@ struct AccuracyHarnessTests {
         let logger = Logger(label: "accuracy")
         let chosen = try #require(try await AccuracyRun(scenario: scenario, method: .chosen).run(database: database, logger: logger)["floor"])
         #expect(chosen.zoneAccuracy >= 0.97, "\(chosen)")
-        #expect(chosen.falseChangesPerBeaconHour <= 3, "\(chosen)")
+        #expect(chosen.falseChangesPerBeaconHour <= 1, "\(chosen)")
         #expect(try #require(chosen.medianEnterErrorSeconds) <= 10, "\(chosen)")
         #expect(try #require(chosen.medianExitErrorSeconds) <= 10, "\(chosen)")
         #expect(chosen.trueStays > 60 && chosen.missedStays <= 1, "\(chosen)")
