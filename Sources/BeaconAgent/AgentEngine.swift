@@ -63,8 +63,9 @@ final class AgentEngine: @unchecked Sendable {
     private var droppedReported = 0
     /// A replay being resumed or recorded.
     var replay: ReplayProgress?
-    /// Frames waiting for their beacon's identity.
+    /// Frames waiting for their beacon's identity, and the frames ready for the batch (reused).
     private var hold = IdentityHold()
+    private var ready: [IdentityHold.Frame] = []
     /// Report numbers of released frames not added to the batch yet (while one report's frames are added).
     private var unbatched: [Int64] = []
 
@@ -140,7 +141,8 @@ final class AgentEngine: @unchecked Sendable {
         case .success(let sighting):
             sightings += 1
             sightingsCounter.increment()
-            let ready = hold.admit(sighting, address: timed.report.address.value, ordinal: timed.ordinal)
+            ready.removeAll(keepingCapacity: true)
+            hold.admit(sighting, address: timed.report.address.value, ordinal: timed.ordinal, into: &ready)
             if let ordinal = timed.ordinal { replay?.consumed = ordinal + 1 }
             addToBatch(ready, now: now)
         case .failure(let reason):
@@ -154,7 +156,8 @@ final class AgentEngine: @unchecked Sendable {
     }
 
     private func addToBatch(_ frames: [IdentityHold.Frame], now: UInt64) {
-        unbatched = frames.compactMap(\.ordinal)
+        unbatched.removeAll(keepingCapacity: true)
+        for frame in frames { if let ordinal = frame.ordinal { unbatched.append(ordinal) } }
         for frame in frames {
             if !builder.fits(frame.sighting) { seal() }
             let full = builder.add(frame.sighting, nowNanoseconds: now)

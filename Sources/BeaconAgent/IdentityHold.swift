@@ -22,10 +22,11 @@ struct IdentityHold: Sendable {
     /// The capture time of the oldest held frame, to look for expired ones only when some may be.
     private var oldestMicros: Int64 = .max
 
-    /// What goes into the batch now, in order: nothing when `sighting` is held, the frames held for its address
-    /// under its identity when it is an identity frame, and any frames held too long.
-    mutating func admit(_ sighting: Sighting, address: UInt64, ordinal: Int64?) -> [Frame] {
-        var ready = expire(now: sighting.timeMicros)
+    /// Appends to `ready` what goes into the batch now, in order: nothing when `sighting` is held, the frames held
+    /// for its address under its identity when it is an identity frame, and any frames held too long. (A buffer
+    /// the caller reuses: this runs for every advert.)
+    mutating func admit(_ sighting: Sighting, address: UInt64, ordinal: Int64?, into ready: inout [Frame]) {
+        if count > 0 { ready += expire(now: sighting.timeMicros) }
         let id = sighting.beacon.beaconID
         let anonymous = id.hasPrefix("mac:") || id.hasPrefix("anon:")
         if !anonymous, let waiting = held.removeValue(forKey: address) {
@@ -36,7 +37,10 @@ struct IdentityHold: Sendable {
             }
         }
         let frame = Frame(sighting: sighting, ordinal: ordinal)
-        guard anonymous, case .eddystone? = sighting.data else { return ready + [frame] }
+        guard anonymous, case .eddystone? = sighting.data else {
+            ready.append(frame)
+            return
+        }
         held[address, default: []].append(frame)
         count += 1
         oldestMicros = min(oldestMicros, sighting.timeMicros)
@@ -45,7 +49,6 @@ struct IdentityHold: Sendable {
             count -= 1
         }
         if count > maximumHeld { ready += releaseOldest(count - maximumHeld) }
-        return ready
     }
 
     /// Everything held, as it was (the input ended, or the agent stops).

@@ -212,11 +212,17 @@ func payload(_ sequence: UInt64, size: Int = 100) -> [UInt8] {
             rssi: -60, data: tlm ? .eddystone([0x20, 0x00, 0x0B, 0xB8]) : nil)
     }
 
+    func admit(_ hold: inout IdentityHold, _ sighting: Sighting, address: UInt64, ordinal: Int64?) -> [IdentityHold.Frame] {
+        var ready: [IdentityHold.Frame] = []
+        hold.admit(sighting, address: address, ordinal: ordinal, into: &ready)
+        return ready
+    }
+
     @Test func aFrameBeforeTheFirstIdentityIsAttachedToIt() {
         var hold = IdentityHold()
-        #expect(hold.admit(sighting("mac:C0:00:00:00:00:A1", at: 1, tlm: true), address: address, ordinal: 0).isEmpty)
+        #expect(admit(&hold, sighting("mac:C0:00:00:00:00:A1", at: 1, tlm: true), address: address, ordinal: 0).isEmpty)
         #expect(hold.heldOrdinals == [0])
-        let released = hold.admit(sighting("eddystone:0102030405060708090a:0000000000a1", at: 2), address: address, ordinal: 1)
+        let released = admit(&hold, sighting("eddystone:0102030405060708090a:0000000000a1", at: 2), address: address, ordinal: 1)
         #expect(released.map(\.sighting.beacon.beaconID) == ["eddystone:0102030405060708090a:0000000000a1", "eddystone:0102030405060708090a:0000000000a1"])
         #expect(released.map(\.sighting.timeMicros) == [1_000_000, 2_000_000])
         #expect(released.map(\.ordinal) == [0, 1])
@@ -225,13 +231,13 @@ func payload(_ sequence: UInt64, size: Int = 100) -> [UInt8] {
 
     @Test func withoutAnIdentityTheFrameGoesAsItWasAfterTheHold() {
         var hold = IdentityHold()
-        _ = hold.admit(sighting("mac:C0:00:00:00:00:A1", at: 1, tlm: true), address: address, ordinal: nil)
+        _ = admit(&hold, sighting("mac:C0:00:00:00:00:A1", at: 1, tlm: true), address: address, ordinal: nil)
         // A sensor frame (no Eddystone content) and other devices pass at once; the TLM waits 10 s.
-        #expect(hold.admit(sighting("mac:C0:00:00:00:00:B2", at: 5), address: 7, ordinal: nil).count == 1)
-        let later = hold.admit(sighting("ibeacon:e2c56db5-dffb-48d2-b060-d0f5a71096e0:1:2", at: 12), address: 8, ordinal: nil)
+        #expect(admit(&hold, sighting("mac:C0:00:00:00:00:B2", at: 5), address: 7, ordinal: nil).count == 1)
+        let later = admit(&hold, sighting("ibeacon:e2c56db5-dffb-48d2-b060-d0f5a71096e0:1:2", at: 12), address: 8, ordinal: nil)
         #expect(later.map(\.sighting.beacon.beaconID) == ["mac:C0:00:00:00:00:A1", "ibeacon:e2c56db5-dffb-48d2-b060-d0f5a71096e0:1:2"])
         // Bounded per address: the oldest goes as it was.
-        for second in 0..<40 { _ = hold.admit(sighting("mac:C0:00:00:00:00:A1", at: 20, tlm: true), address: address, ordinal: Int64(second)) }
+        for second in 0..<40 { _ = admit(&hold, sighting("mac:C0:00:00:00:00:A1", at: 20, tlm: true), address: address, ordinal: Int64(second)) }
         #expect(hold.count == hold.maximumPerAddress)
         #expect(hold.releaseAll().count == hold.maximumPerAddress)
     }
