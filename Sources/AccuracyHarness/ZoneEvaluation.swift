@@ -87,10 +87,10 @@ public struct ZoneEvaluation: Sendable {
 
     private func scoreIngest(_ method: ZoneMethod) throws -> AccuracyScore {
         let sites = try SitesConfiguration.forScenario(scenario, beaconIDs: simulator.beaconIDs, method: method)
-        guard let configured = sites.sites.first(where: { $0.id == site.id }) else { throw HarnessError("no site \(site.id)") }
-        var tracker = SiteZoneTracker(site: configured)
-        var smoother = ProximitySmoother()
+        // The ingest's own per-reading step: the sites file's offsets, the site's smoothing, the zone tracker.
+        var pipeline = IngestPipeline(sites: sites)
         let agentKeys = site.agents.map { AgentKey(site: site.id, agent: $0.id) }
+        let knownOffsets = site.agents.map { Float($0.rssiOffsetDb) }
         let names = scenario.beacons.map(\.name)
         var changes: [ZoneChange] = []
         // One batch per agent and second, as agents send them.
@@ -100,20 +100,18 @@ public struct ZoneEvaluation: Sendable {
             var newest: [Int32: Int64] = [:]
             while index < receptions.count, receptions[index].timeMicros / 1_000_000 == second {
                 let heard = receptions[index]
-                let agent = agentKeys[Int(heard.agent)]
-                let rssi = Double(heard.rssi)
-                let filtered = method.smoothing == .kalman
-                    ? smoother.filter(beaconID: names[Int(heard.beacon)], agent: agent, rssi: rssi, timeMicros: heard.timeMicros)
-                    : rssi
-                tracker.add(beaconID: names[Int(heard.beacon)], agent: agent.agent, timeMicros: heard.timeMicros, rssi: filtered)
+                // As the receiver heard it: the sites file's offset takes the known part away again.
+                let rssi = Double(heard.rssi + knownOffsets[Int(heard.agent)])
+                _ = pipeline.zoneReading(
+                    beaconID: names[Int(heard.beacon)], agent: agentKeys[Int(heard.agent)], rssi: rssi, timeMicros: heard.timeMicros)
                 newest[heard.agent] = heard.timeMicros
                 index += 1
             }
-            for (agent, time) in newest { tracker.agentProgressed(agentKeys[Int(agent)].agent, newestMicros: time, arrivalMicros: time) }
-            changes += tracker.advance(nowMicros: (second + 1) * 1_000_000)
-            if second % 60 == 0 { smoother.prune(site: site.id, before: second * 1_000_000) }
+            for (agent, time) in newest { pipeline.agentProgressed(agentKeys[Int(agent)], newestMicros: time, arrivalMicros: time) }
+            changes += pipeline.advanceZones(site: site.id, nowMicros: (second + 1) * 1_000_000)
+            if second % 60 == 0 { pipeline.proximity.prune(site: site.id, before: second * 1_000_000) }
         }
-        changes += tracker.finish()
+        changes += pipeline.finishZones()
         var open: [String: AccuracyScore.Visit] = [:]
         var visits: [AccuracyScore.Visit] = []
         var minutes: [AccuracyScore.ZoneMinute] = []

@@ -112,12 +112,8 @@ public struct IngestPipeline: Sendable {
             let beaconID = identity(of: sighting, site: batch.siteID, timeMicros: time)
             var distance: Float?
             var smoothed: Float?
-            let rssi = Double(sighting.rssi) + placement.rssiOffsetDb
-            let filtered = switch placement.smoothing {
-            case .kalman: proximity.filter(beaconID: beaconID, agent: agentKey, rssi: rssi, timeMicros: time)
-            case .none: rssi
-            }
-            zoneTrackers[batch.siteID]?.add(beaconID: beaconID, agent: batch.agentID, timeMicros: time, rssi: filtered)
+            let (rssi, filtered) = zoneReading(
+                beaconID: beaconID, agent: agentKey, placement: placement, rssi: Double(sighting.rssi), timeMicros: time)
             if let power = sighting.beacon.powerAt1mDbm {
                 distance = Float(Self.distance(rssi: rssi, powerAt1m: Double(power), exponent: placement.pathLossExponent))
                 smoothed = Float(Self.distance(rssi: filtered, powerAt1m: Double(power), exponent: placement.pathLossExponent))
@@ -136,7 +132,7 @@ public struct IngestPipeline: Sendable {
             }
         }
         if let newest = output.sightings.map(\.timeMicros).max() {
-            zoneTrackers[batch.siteID]?.agentProgressed(batch.agentID, newestMicros: newest, arrivalMicros: nowMicros)
+            agentProgressed(agentKey, newestMicros: newest, arrivalMicros: nowMicros)
             sightingsSincePrune += output.sightings.count
             if sightingsSincePrune >= Self.pruneEverySightings {
                 sightingsSincePrune = 0
@@ -146,6 +142,32 @@ public struct IngestPipeline: Sendable {
         output.lateReadings = (zoneTrackers[batch.siteID]?.lateReadings ?? 0) - lateBefore
         output.zoneChanges = advanceZones(site: batch.siteID, nowMicros: nowMicros)
         return output
+    }
+
+    /// One reading's part in zone decisions: the agent's RSSI offset from the sites file, its site's smoothing, then
+    /// the site's zone tracker. Returns the corrected and the smoothed RSSI. (`apply` calls it for every sighting;
+    /// the accuracy harness feeds it simulated readings directly.)
+    public mutating func zoneReading(
+        beaconID: String, agent: AgentKey, rssi heard: Double, timeMicros: Int64
+    ) -> (rssi: Double, smoothed: Double) {
+        zoneReading(beaconID: beaconID, agent: agent, placement: placements[agent] ?? Placement(), rssi: heard, timeMicros: timeMicros)
+    }
+
+    private mutating func zoneReading(
+        beaconID: String, agent: AgentKey, placement: Placement, rssi heard: Double, timeMicros: Int64
+    ) -> (rssi: Double, smoothed: Double) {
+        let rssi = heard + placement.rssiOffsetDb
+        let smoothed = switch placement.smoothing {
+        case .kalman: proximity.filter(beaconID: beaconID, agent: agent, rssi: rssi, timeMicros: timeMicros)
+        case .none: rssi
+        }
+        zoneTrackers[agent.site]?.add(beaconID: beaconID, agent: agent.agent, timeMicros: timeMicros, rssi: smoothed)
+        return (rssi, smoothed)
+    }
+
+    /// Records that an agent's readings reached `newestMicros` of event time, arriving at `arrivalMicros`.
+    public mutating func agentProgressed(_ agent: AgentKey, newestMicros: Int64, arrivalMicros: Int64) {
+        zoneTrackers[agent.site]?.agentProgressed(agent.agent, newestMicros: newestMicros, arrivalMicros: arrivalMicros)
     }
 
     /// Fleet health learns from the telemetry rows the database took (a repeat it refused teaches nothing).
