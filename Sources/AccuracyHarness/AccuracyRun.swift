@@ -29,7 +29,7 @@ public struct AccuracyRun: Sendable {
         let simulator = try Simulator(scenario)
         let sites = try SitesConfiguration.forScenario(scenario, beaconIDs: simulator.beaconIDs, method: method)
         let broker = try MosquittoServer()
-        let databaseName = "accuracy_\(method.name)_\(UInt32.random(in: 0...UInt32.max))"
+        let databaseName = "accuracy_\(method.name.replacingOccurrences(of: "-", with: "_"))_\(UInt32.random(in: 0...UInt32.max))"
         try await onThread { try PostgresConnection(server.conninfo).execute("CREATE DATABASE \(databaseName)") }
         let conninfo = "host=127.0.0.1 port=\(server.port) user=postgres dbname=\(databaseName) connect_timeout=5"
 

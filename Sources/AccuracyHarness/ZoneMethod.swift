@@ -35,13 +35,19 @@ public struct ZoneMethod: Sendable, Equatable {
         switchDwellSeconds: Double(defaults.switchDwellMicros) / 1_000_000)
     /// The ingest's defaults: Kalman-smoothed RSSI and the switching rule of `ZoneRules`.
     public static let chosen = ZoneMethod(
-        name: "chosen", summary: "the ingest's defaults: Kalman-smoothed RSSI, change detection on the zones' levels",
+        name: "chosen", summary: "the ingest's defaults: Kalman-smoothed RSSI, zones scored by learned patterns, change detection",
         smoothing: .kalman, switchMarginDb: defaults.switchMarginDb, switchEvidenceDbSeconds: defaults.switchEvidenceDbSeconds,
         switchDwellSeconds: Double(defaults.switchDwellMicros) / 1_000_000)
 
+    /// The defaults, but each zone as loud as its loudest agent instead of the learned patterns.
+    public static let loudestZone = ZoneMethod(
+        name: "chosen-loudest", summary: "the defaults with each zone as loud as its loudest agent",
+        smoothing: .kalman, switchMarginDb: defaults.switchMarginDb, switchEvidenceDbSeconds: defaults.switchEvidenceDbSeconds,
+        switchDwellSeconds: Double(defaults.switchDwellMicros) / 1_000_000, siteKeys: [("zone_scoring", ZoneScoring.loudest.rawValue)])
+
     private static let defaults = ZoneRules()
 
-    public static let all = [nearest, kalman, hysteresis, chosen]
+    public static let all = [nearest, kalman, hysteresis, chosen, loudestZone]
 
     public static func named(_ name: String) -> ZoneMethod? { all.first { $0.name == name } }
 }

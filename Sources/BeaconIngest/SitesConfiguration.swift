@@ -76,7 +76,7 @@ public struct SitesConfiguration: Sendable {
                 [
                     "id", "timezone", "path_loss_exponent", "zones", "agents", "zone_switch_margin_db",
                     "zone_switch_dwell_s", "zone_switch_evidence_db_s", "absence_timeout_s", "allowed_lateness_s",
-                    "rssi_smoothing",
+                    "rssi_smoothing", "zone_scoring",
                 ], place)
             let id = try identifier(entry["id"], "\(place).id")
             guard !sites.contains(where: { $0.id == id }) else { throw SitesError("\(place): site '\(id)' appears twice") }
@@ -117,6 +117,11 @@ public struct SitesConfiguration: Sendable {
                 throw SitesError("\(place).rssi_smoothing must be 'kalman' or 'none', not '\(smoothingName)'")
             }
             var rules = ZoneRules()
+            let scoringName = entry["zone_scoring"] as? String ?? rules.scoring.rawValue
+            guard let scoring = ZoneScoring(rawValue: scoringName) else {
+                throw SitesError("\(place).zone_scoring must be 'pattern' or 'loudest', not '\(scoringName)'")
+            }
+            rules.scoring = scoring
             if let margin = try number(entry["zone_switch_margin_db"], "\(place).zone_switch_margin_db") {
                 guard (0...30).contains(margin) else { throw SitesError("\(place).zone_switch_margin_db must be 0-30") }
                 rules.switchMarginDb = margin

@@ -14,6 +14,9 @@ public struct ZoneRules: Sendable, Equatable {
     public var entryDwellMicros: Int64 = 2_000_000
     /// An agent's reading counts toward the beacon's zone for this long.
     public var readingLifetimeMicros: Int64 = 10_000_000
+    /// How the zones are compared (`zone_scoring`): by learned patterns of all agents' levels, or by each zone's
+    /// loudest agent.
+    public var scoring: ZoneScoring = .pattern
     /// How long a silent agent holds its site's decisions back, in the ingest's own time (`allowed_lateness_s`):
     /// its batches arriving within it are applied in event order, before any minute they fall in is counted.
     /// Past it the agent is let go, and what it brings back from behind the watermark is stored as sightings but
@@ -43,8 +46,10 @@ public enum ZoneChange: Sendable, Equatable {
 /// agent let go brings back behind the watermark are stored as sightings but do not move zones (counted in
 /// `lateReadings`). More than `maximumPending` readings waiting releases the slowest agent, to bound memory.
 ///
-/// A beacon is placed in the zone of its loudest live reading and moves by change detection (Page's CUSUM): each
-/// other zone gathers evidence, its excess over the current zone beyond `switchMarginDb` times how long it lasts,
+/// Each zone has a level for a beacon: by default its score under the site's learned patterns (`ZonePatterns`),
+/// which weighs the fresh readings of every agent; with `zone_scoring: loudest`, the loudest fresh reading of the
+/// zone's own agents. A beacon is placed in the zone of the highest level and moves by change detection (Page's
+/// CUSUM): each other zone gathers evidence, its excess over the current zone beyond `switchMarginDb` times how long it lasts,
 /// never below 0; the beacon moves when a zone's evidence reaches `switchEvidenceDbSeconds` after gathering for at
 /// least `switchDwellMicros`, and the move is dated when that evidence began. So a brief shadow (a person between
 /// beacon and receiver) gathers a little and decays, while a move gathers steadily, sooner the clearer it is. Minutes are
@@ -55,6 +60,9 @@ public struct SiteZoneTracker: Sendable {
     public let rules: ZoneRules
     private let zones: [String]
     private let agentZones: [String: String]
+    /// The agents that serve a zone, numbered as in `patterns`.
+    private let agentNumbers: [String: Int]
+    private var patterns: ZonePatterns
 
     struct Reading: Sendable {
         var beaconID: String
@@ -70,6 +78,7 @@ public struct SiteZoneTracker: Sendable {
 
     private struct AgentReading: Sendable {
         var agent: String
+        var number: Int
         var time: Int64
         var rssi: Double
     }
@@ -116,6 +125,10 @@ public struct SiteZoneTracker: Sendable {
         zones = site.zones.map(\.id)
         agentZones = Dictionary(uniqueKeysWithValues: site.agents.compactMap { agent in agent.zone.map { (agent.id, $0) } })
         unheardAgents = Set(agentZones.keys)
+        let placed = site.agents.compactMap { agent in agent.zone.map { (agent.id, $0) } }
+        agentNumbers = Dictionary(uniqueKeysWithValues: placed.enumerated().map { ($1.0, $0) })
+        let zoneIDs = site.zones.map(\.id)
+        patterns = ZonePatterns(zoneCount: zoneIDs.count, zoneOfAgent: placed.map { zoneIDs.firstIndex(of: $0.1) ?? 0 })
     }
 
     /// Queues a reading; it is applied once the watermark passes it.
@@ -181,16 +194,29 @@ public struct SiteZoneTracker: Sendable {
             beacon.readings[index].time = time
             beacon.readings[index].rssi = reading.rssi
         } else {
-            beacon.readings.append(AgentReading(agent: reading.agent, time: time, rssi: reading.rssi))
+            beacon.readings.append(AgentReading(agent: reading.agent, number: agentNumbers[reading.agent] ?? 0, time: time, rssi: reading.rssi))
         }
         beacon.lastSeenMicros = max(beacon.lastSeenMicros, time)
 
-        // The loudest fresh reading per zone.
+        // Each zone's level: its score from the fresh readings of all agents, or its loudest fresh reading.
         var loudest: [String: Double] = [:]
         beacon.readings.removeAll { time - $0.time > rules.readingLifetimeMicros }
-        for value in beacon.readings {
-            guard let zone = agentZones[value.agent] else { continue }
-            loudest[zone] = max(loudest[zone] ?? -.infinity, value.rssi)
+        switch rules.scoring {
+        case .pattern where !beacon.readings.isEmpty:
+            let levels = beacon.readings.map { (agent: $0.number, level: $0.rssi) }
+            var scores = [Double](repeating: 0, count: zones.count)
+            patterns.score(levels: levels, into: &scores)
+            for (number, zone) in zones.enumerated() { loudest[zone] = scores[number] }
+            if let zone = beacon.zone, time - beacon.enterMicros >= ZonePatterns.learnAfterMicros,
+                let number = zones.firstIndex(of: zone), let agent = agentNumbers[reading.agent]
+            {
+                patterns.learn(zone: number, agent: agent, levels: levels)
+            }
+        default:
+            for value in beacon.readings {
+                guard let zone = agentZones[value.agent] else { continue }
+                loudest[zone] = max(loudest[zone] ?? -.infinity, value.rssi)
+            }
         }
         guard let best = loudest.max(by: { ($0.value, $1.key) < ($1.value, $0.key) }) else {
             beacons[reading.beaconID] = beacon

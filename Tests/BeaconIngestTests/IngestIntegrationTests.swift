@@ -11,6 +11,7 @@ import Reporting
 import Synchronization
 import TestServers
 import Testing
+import WorkQueue
 
 let testSites = """
     sites:
@@ -421,16 +422,20 @@ struct SimulatedSiteTests {
     .enabled(if: MosquittoServer.executable != nil && PostgresServer.binaries != nil, "mosquitto or PostgreSQL is not installed"),
     .timeLimit(.minutes(5)))
 struct AccuracyHarnessTests {
-    /// Open plan at 6 dB of shadowing with every boundary in range of three agents, through the real pipeline: the
-    /// figures the evaluation without servers gives for this scenario (BENCHMARKS.md), and the raw nearest agent
-    /// does far worse (so the scoring can tell them apart).
-    @Test func theDefaultsHoldTheirZonesWhereTheNearestAgentFlaps() async throws {
+    /// Open plan at 6 dB of shadowing with every boundary in range of three agents in a row, through the real
+    /// pipeline, with the zones scored by their loudest agent (what the docs advise for a row of wide zones with one
+    /// agent each): the figures the evaluation without servers gives for this scenario (BENCHMARKS.md), and the raw
+    /// nearest agent does far worse (so the scoring can tell them apart). The learned patterns of the defaults
+    /// hold their zones there too, about two points less accurately (evaluated without servers).
+    @Test func theSwitchingRuleHoldsZonesWhereTheNearestAgentFlaps() async throws {
         let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
             .appendingPathComponent("../../deploy/scenarios/boundaries.yaml").standardized.path
         let scenario = try Scenario.load(path: path)
+        let patterns = try await onThread { try ZoneEvaluation(scenario: scenario).score(.ingest(.chosen)) }
+        #expect(patterns.zoneAccuracy >= 0.965 && patterns.falseChangesPerBeaconHour <= 1.5, "\(patterns)")
         let database = try await PostgresServer.start()
         let logger = Logger(label: "accuracy")
-        let chosen = try #require(try await AccuracyRun(scenario: scenario, method: .chosen).run(database: database, logger: logger)["floor"])
+        let chosen = try #require(try await AccuracyRun(scenario: scenario, method: .loudestZone).run(database: database, logger: logger)["floor"])
         #expect(chosen.zoneAccuracy >= 0.97, "\(chosen)")
         #expect(chosen.falseChangesPerBeaconHour <= 1, "\(chosen)")
         #expect(try #require(chosen.medianEnterErrorSeconds) <= 10, "\(chosen)")

@@ -1,5 +1,5 @@
 import BeaconWire
-import BeaconIngest
+@testable import BeaconIngest
 import Testing
 
 @Suite struct AcknowledgementTrackerTests {
@@ -69,6 +69,7 @@ import Testing
         ("identity_key: \"000102030405060708090a0b0c0d0e0f\"", "identity_key: \"00\"", "identity_key must be 32 hex digits"),
         ("{id: lobby}, {id: lab", "{id: lobby}, {id: lobby", "zone 'lobby' appears twice"),
         ("rssi_offset_db: 0}", "rssi_ofset_db: 0}", "unknown key 'rssi_ofset_db'"),
+        ("path_loss_exponent: 2.5", "path_loss_exponent: 2.5\n    zone_scoring: nearest", "zone_scoring must be 'pattern' or 'loudest', not 'nearest'"),
     ])
     func mistakesAreNamed(replace: String, with replacement: String, message: String) {
         let text = valid.replacingOccurrences(of: replace, with: replacement)
@@ -355,6 +356,48 @@ import Testing
         #expect(first["a"]?.seconds == 15 && first["b"]?.seconds == 30 && first["c"]?.seconds == 15, "\(first)")
     }
 
+    /// A lobby agent on the wall to the lab hears a lab beacon next to that wall louder than the lab's own agent
+    /// does. Scored by the loudest agent, the beacon goes to the lobby; scored by what the site learned of the
+    /// lobby's and the lab's beacons over a few minutes (all agents together), it is in the lab.
+    @Test(arguments: [ZoneScoring.pattern, .loudest])
+    func anAgentOnAWallDoesNotPullTheNextRoomsBeaconsOnceTheSiteHasLearned(scoring: ZoneScoring) throws {
+        let rooms = try SitesConfiguration.parse(
+            """
+            sites:
+              - id: hq
+                zone_scoring: \(scoring.rawValue)
+                zones: [{id: lobby}, {id: lab}]
+                agents: [{id: lobby-centre, zone: lobby}, {id: lobby-wall, zone: lobby}, {id: lab-centre, zone: lab}]
+            """).sites[0]
+        var tracker = SiteZoneTracker(site: rooms)
+        // Levels at lobby-centre, lobby-wall and lab-centre: beacons around the lobby and the lab, with the small
+        // differences between spots of a room, then (from 300 s) one in the lab next to the lobby's wall agent.
+        let lobby: [[Double]] = [[-55, -63, -78], [-58, -57, -74], [-60, -66, -80]]
+        let lab: [[Double]] = [[-80, -72, -55], [-78, -66, -58], [-82, -75, -60]]
+        let nextToTheWall: [Double] = [-76, -57, -62]
+        let agents = ["lobby-centre", "lobby-wall", "lab-centre"]
+        for index in 0..<420 {
+            let time = start + Int64(index) * second
+            var heard: [(String, [Double])] = []
+            for (number, levels) in lobby.enumerated() { heard.append(("lobby-\(number)", levels)) }
+            for (number, levels) in lab.enumerated() { heard.append(("lab-\(number)", levels)) }
+            if index >= 300 { heard.append(("by-the-wall", nextToTheWall)) }
+            for (beacon, levels) in heard {
+                // ±2 dB that changes every few seconds, different per agent.
+                for (number, agent) in agents.enumerated() {
+                    let wobble = Double((index / 3 + number * 5 + beacon.count) % 5) - 2
+                    tracker.add(beaconID: beacon, agent: agent, timeMicros: time + Int64(number), rssi: levels[number] + wobble)
+                }
+            }
+            for (number, agent) in agents.enumerated() {
+                tracker.agentProgressed(agent, newestMicros: time + Int64(number), arrivalMicros: time)
+            }
+            _ = tracker.advance(nowMicros: time)
+        }
+        #expect((0..<3).allSatisfy { tracker.zone(of: "lobby-\($0)") == "lobby" && tracker.zone(of: "lab-\($0)") == "lab" })
+        #expect(tracker.zone(of: "by-the-wall") == (scoring == .pattern ? "lab" : "lobby"))
+    }
+
     @Test func noiseBelowTheMarginDoesNotMoveTheBeacon() {
         // ±6 dB alternating: the lab reading is sometimes 3 dB louder, never for 4 s in a row.
         let (_, changes) = run(seconds: 120, moveAt: 1000, noise: { $0 % 3 == 0 ? -9 : 0 })
@@ -496,5 +539,42 @@ import Testing
         #expect(undone.health.takeChanged() == untouched.health.takeChanged())
         #expect(undone.zoneTrackers["hq"]?.pendingReadings == untouched.zoneTrackers["hq"]?.pendingReadings)
         #expect(undone.zoneTrackers["hq"]?.watermarkMicros == untouched.zoneTrackers["hq"]?.watermarkMicros)
+    }
+}
+
+@Suite struct ZonePatternsTests {
+    /// Zones 0 and 1; agents 0 and 1 serve zone 0, agent 2 zone 1.
+    let zoneOfAgent = [0, 0, 1]
+
+    @Test func beforeLearningEachZoneExpectsItsOwnAgentsLoudest() {
+        let patterns = ZonePatterns(zoneCount: 2, zoneOfAgent: zoneOfAgent)
+        var scores = [0.0, 0.0]
+        patterns.score(levels: [(0, -60), (1, -64), (2, -75)], into: &scores)
+        #expect(scores[0] > scores[1])
+        patterns.score(levels: [(0, -80), (1, -70), (2, -62)], into: &scores)
+        #expect(scores[1] > scores[0])
+        // The same pattern 20 dB quieter (a weaker transmitter) scores the same.
+        var quieter = [0.0, 0.0]
+        patterns.score(levels: [(0, -100), (1, -90), (2, -82)], into: &quieter)
+        #expect(quieter == scores)
+    }
+
+    @Test func learnsHowItsAgentsHearItsBeaconsButOnlyWhenItsOwnAgentIsTheLoudest() {
+        var patterns = ZonePatterns(zoneCount: 2, zoneOfAgent: zoneOfAgent)
+        for _ in 0..<5_000 {
+            // Zone 1's beacons: agent 1 (zone 0's, on the wall) 4 dB below zone 1's own agent.
+            patterns.learn(zone: 1, agent: 1, levels: [(0, -80), (1, -64), (2, -60)])
+            // A beacon said to be in zone 1 whose loudest agent is zone 0's teaches nothing.
+            patterns.learn(zone: 1, agent: 0, levels: [(0, -50), (1, -64), (2, -60)])
+        }
+        let learned = patterns.expectation(zone: 1, agent: 1)
+        #expect(abs(learned.meanDb - -4) < 0.1)  // what is left of the prior
+        #expect(learned.deviationDb < 1)
+        #expect(patterns.expectation(zone: 1, agent: 0).meanDb == -12)
+        // Now a beacon that agent 1 hears loudest, with zone 1's agent 4 dB below and zone 0's centre far down, is
+        // zone 1's.
+        var scores = [0.0, 0.0]
+        patterns.score(levels: [(0, -78), (1, -60), (2, -64)], into: &scores)
+        #expect(scores[1] > scores[0])
     }
 }

@@ -1,0 +1,105 @@
+import Foundation
+
+/// How a site scores the zones a beacon may be in (sites file key `zone_scoring`).
+public enum ZoneScoring: String, Sendable, Equatable, CaseIterable {
+    /// Each zone by how well the beacon's levels at all the site's agents match what the site has learned of
+    /// beacons in that zone (`ZonePatterns`).
+    case pattern
+    /// Each zone by the loudest reading among its own agents.
+    case loudest
+}
+
+/// What a site learns of its zones from the beacons in them: for each zone and agent, how loud that agent hears
+/// a beacon of the zone relative to the loudest agent hearing it (mean and spread, in dB). A pure value.
+///
+/// The zone a beacon is in is the one whose pattern explains its levels best, all agents together: an agent on a
+/// wall that hears the next room's beacons loudly, or a receiver a few dB hotter than the others, stops pulling
+/// beacons into its zone once the site has seen beacons on either side. Relative levels make the pattern the same
+/// for beacons of any transmit power.
+///
+/// Before anything is learned, each zone expects its own agents 3 dB below the loudest and the others 12 dB below,
+/// give or take 6 dB (worth 30 readings). It learns only from a beacon that has been in its zone for a minute and
+/// whose loudest agent is one of the zone's own, so a zone's pattern cannot drift over to its neighbour's beacons;
+/// the newest 3,000 readings of each zone and agent count, so the patterns follow a site that changes. A spread
+/// never counts as less than 6 dB: shadowing makes any narrower pattern overconfident.
+struct ZonePatterns: Sendable {
+    struct Statistics: Sendable {
+        var weight: Double
+        var mean: Double
+        var variance: Double
+        /// Derived from the variance, floored at `minimumDeviationDb`: what a score needs.
+        var inverseTwiceVariance = 0.0
+        var halfLogVariance = 0.0
+
+        init(mean: Double) {
+            weight = ZonePatterns.priorWeight
+            self.mean = mean
+            variance = ZonePatterns.priorDeviationDb * ZonePatterns.priorDeviationDb
+            derive()
+        }
+
+        mutating func add(_ value: Double) {
+            weight = min(weight + 1, ZonePatterns.memory)
+            let delta = value - mean
+            mean += delta / weight
+            variance += (delta * (value - mean) - variance) / weight
+            derive()
+        }
+
+        private mutating func derive() {
+            let floored = max(variance, ZonePatterns.minimumDeviationDb * ZonePatterns.minimumDeviationDb)
+            inverseTwiceVariance = 1 / (2 * floored)
+            halfLogVariance = 0.5 * log(floored)
+        }
+    }
+
+    static let priorOwnDb = -3.0
+    static let priorOtherDb = -12.0
+    static let priorDeviationDb = 6.0
+    static let priorWeight = 30.0
+    static let memory = 3000.0
+    static let minimumDeviationDb = 6.0
+    /// Scores are twice the log-likelihood, so that they compare like levels in dB under the switching rule.
+    static let scoreScale = 2.0
+    static let learnAfterMicros: Int64 = 60_000_000
+
+    /// [zone][agent]
+    private var statistics: [[Statistics]]
+    let zoneOfAgent: [Int]
+
+    init(zoneCount: Int, zoneOfAgent: [Int]) {
+        self.zoneOfAgent = zoneOfAgent
+        statistics = (0..<zoneCount).map { zone in
+            zoneOfAgent.map { Statistics(mean: $0 == zone ? Self.priorOwnDb : Self.priorOtherDb) }
+        }
+    }
+
+    /// Each zone's score for a beacon whose agents (by index) hear it at these levels (dB), written to `scores`.
+    func score(levels: [(agent: Int, level: Double)], into scores: inout [Double]) {
+        let loudest = levels.lazy.map(\.level).max() ?? 0
+        for zone in statistics.indices {
+            var total = 0.0
+            for (agent, level) in levels {
+                let entry = statistics[zone][agent]
+                let delta = level - loudest - entry.mean
+                total -= delta * delta * entry.inverseTwiceVariance + entry.halfLogVariance
+            }
+            scores[zone] = total * Self.scoreScale
+        }
+    }
+
+    /// Learns from one reading of a beacon in `zone`, whose agents hear it at `levels`.
+    mutating func learn(zone: Int, agent: Int, levels: [(agent: Int, level: Double)]) {
+        guard let loudest = levels.max(by: { $0.level < $1.level }), zoneOfAgent[loudest.agent] == zone,
+            let own = levels.first(where: { $0.agent == agent })
+        else { return }
+        statistics[zone][agent].add(own.level - loudest.level)
+    }
+
+    /// The learned mean and spread of one zone and agent (for tests and diagnostics).
+    func expectation(zone: Int, agent: Int) -> (meanDb: Double, deviationDb: Double) {
+        let entry = statistics[zone][agent]
+        return (entry.mean, entry.variance.squareRoot())
+    }
+}
+
