@@ -15,10 +15,16 @@ public final class MosquittoServer: @unchecked Sendable {
     private var leftRunning = false
 
     private let ownProcessGroup: Bool
+    private let persistence: Bool
 
-    /// `ownProcessGroup`: see `ChildProcess`.
-    public init(configuration: String = "", port: Int? = nil, directory given: String? = nil, ownProcessGroup: Bool = false) throws {
+    /// `ownProcessGroup`: see `ChildProcess`. Without `persistence` the broker forgets sessions and retained
+    /// messages when it stops.
+    public init(
+        configuration: String = "", port: Int? = nil, directory given: String? = nil, ownProcessGroup: Bool = false,
+        persistence: Bool = true
+    ) throws {
         self.ownProcessGroup = ownProcessGroup
+        self.persistence = persistence
         directory = try given.map { try makeSharedDirectory($0) } ?? makeTemporaryDirectory(prefix: "mosquitto")
         self.port = try port ?? freeLoopbackPort()
         extraConfiguration = configuration.replacingOccurrences(of: "{dir}", with: directory)
@@ -49,7 +55,7 @@ public final class MosquittoServer: @unchecked Sendable {
             set_tcp_nodelay true
             max_inflight_messages 100
             max_queued_messages 100000
-            persistence true
+            persistence \(persistence)
             persistence_location \(directory)/
             log_dest file \(directory)/mosquitto.log
             log_type error
@@ -70,6 +76,12 @@ public final class MosquittoServer: @unchecked Sendable {
         guard let process else { return }
         process.terminate()
         self.process = nil
+    }
+
+    /// Kills the broker (SIGKILL: nothing saved) and waits for it; `start()` brings it back on the same port.
+    public func kill() {
+        process?.terminate(SIGKILL)
+        process = nil
     }
 
     public var log: String { (try? String(contentsOfFile: directory + "/mosquitto.log", encoding: .utf8)) ?? "" }

@@ -107,6 +107,15 @@ public final class PostgresServer: @unchecked Sendable {
         try await onThread { try self.start() }
     }
 
+    /// Immediate shutdown (SIGQUIT, as `pg_ctl -m immediate`): the server quits without a checkpoint, so the next
+    /// start recovers from the write-ahead log. Waits until it has exited.
+    public func stopImmediately() async {
+        let running = process
+        process = nil
+        running.map { Foundation.kill($0.pid, SIGQUIT) }
+        _ = await running?.exit()
+    }
+
     /// Fast shutdown (SIGINT): aborts sessions, keeps what was committed.
     public func stop() {
         process?.terminate(SIGINT)
