@@ -312,6 +312,57 @@ struct IngestIntegrationTests {
         try await task.value
     }
 
+    /// The lab's agent delivers its first ten minutes two hours late, after the lobby's agent has sent all of its
+    /// two hours and ten minutes. Past the allowed lateness (2 s here) the site went on without it: its sightings
+    /// are stored, its TLM frames (the same transmissions the lobby's agent heard) add no telemetry row, and its
+    /// readings, louder than the lobby's, move no zone and change no minute (counted as late).
+    @Test func anAgentTwoHoursBehindAddsItsSightingsButNoTelemetryTwiceAndNoZoneChange() async throws {
+        let harness = try await IngestHarness.start { configuration in
+            configuration.sites.sites[0].zoneRules.allowedLatenessMicros = 2_000_000
+        }
+        let (client, _) = try await harness.client()
+        defer { client.stop() }
+        let t0: Int64 = 1_767_225_600_000_000
+        let beacon = BeaconKey(beaconID: "eddystone:0102030405060708090a:0000000000b7", address: 0xC000_0000_00B7, addressIsRandom: true, powerAt1mDbm: -59)
+        /// One sighting every 10 s from `first` (an index), every third a TLM frame with the beacon's counters.
+        func publish(agent: String, sequence: UInt64, first: Int, count: Int, rssi: Int8) throws {
+            var builder = BatchBuilder(siteID: "hq", agentID: agent, bootID: 7)
+            builder.configuration.maximumSightings = 10_000
+            for index in first..<(first + count) {
+                var data: DataFrameContent?
+                if index % 3 == 0 {
+                    let advertisingCount = UInt32(index * 40)
+                    let uptimeTenths = UInt32(index * 100)
+                    data = .eddystone(
+                        [0x20, 0x00, 0x0B, 0xB8, 0x16, 0x00] + withUnsafeBytes(of: advertisingCount.bigEndian, Array.init)
+                            + withUnsafeBytes(of: uptimeTenths.bigEndian, Array.init))
+                }
+                _ = builder.add(Sighting(timeMicros: t0 + Int64(index) * 10_000_000, beacon: beacon, rssi: rssi, data: data), nowNanoseconds: 0)
+            }
+            let batch = builder.seal(sequence: sequence, firstUnacknowledgedSequence: sequence, agentClockMicros: t0 + Int64(first) * 10_000_000)
+            let sealed = try #require(batch)
+            _ = try client.publish(topic: "beaconflow/v1/hq/\(agent)/batch", payload: try sealed.serializedBytes())
+        }
+        // The lobby's agent: 2 h 10 min in 13 batches of 10 minutes.
+        for batch in 0..<13 { try publish(agent: "hq-a1", sequence: UInt64(batch + 1), first: batch * 60, count: 60, rssi: -70) }
+        try await harness.eventually("the lobby agent's sightings are stored") { try harness.count("beaconflow.sightings") == 780 }
+        let minutes = "SELECT zone_id, sum(occupants) FROM beaconflow.zone_occupancy WHERE bucket < to_timestamp(\((t0 + 600_000_000) / 1_000_000)) GROUP BY 1 ORDER BY 1"
+        try await harness.eventually("the site goes on without the lab's agent") { try harness.query(minutes) == [["lab", "0"], ["lobby", "10"]] }
+        let telemetryBefore = try harness.count("beaconflow.telemetry")
+        #expect(telemetryBefore == 260)
+
+        // Two hours late, the lab's agent: its first ten minutes, 20 dB louder than the lobby's.
+        let lateBefore = harness.ingest.statistics.lateReadings
+        try publish(agent: "hq-a2", sequence: 1, first: 0, count: 60, rssi: -50)
+        try await harness.eventually("the lab agent's sightings are stored") { try harness.count("beaconflow.sightings") == 840 }
+        #expect(try harness.count("beaconflow.telemetry") == telemetryBefore)
+        #expect(try harness.query("SELECT count(*), count(DISTINCT (adv_count, uptime_s)) FROM beaconflow.telemetry") == [["260", "260"]])
+        #expect(harness.ingest.statistics.lateReadings - lateBefore == 60)
+        #expect(try harness.query("SELECT zone_id, (extract(epoch FROM enter_ts) * 1000000)::bigint FROM beaconflow.visits") == [["lobby", String(t0)]])
+        #expect(try harness.query(minutes) == [["lab", "0"], ["lobby", "10"]])
+        try await harness.stop()
+    }
+
     @Test func aPostgreSQLRestartMidStreamLosesNothing() async throws {
         let harness = try await IngestHarness.start()
         let spool = try makeTemporaryDirectory(prefix: "spool")
