@@ -75,7 +75,7 @@ struct ZonePatterns: Sendable {
     }
 
     /// Each zone's score for a beacon whose agents (by index) hear it at these levels (dB), written to `scores`.
-    func score(levels: [(agent: Int, level: Double)], into scores: inout [Double]) {
+    func score<Levels: Collection>(levels: Levels, into scores: inout [Double]) where Levels.Element == (agent: Int, level: Double) {
         let loudest = levels.lazy.map(\.level).max() ?? 0
         for zone in statistics.indices {
             var total = 0.0
@@ -89,7 +89,7 @@ struct ZonePatterns: Sendable {
     }
 
     /// Learns from one reading of a beacon in `zone`, whose agents hear it at `levels`.
-    mutating func learn(zone: Int, agent: Int, levels: [(agent: Int, level: Double)]) {
+    mutating func learn<Levels: Collection>(zone: Int, agent: Int, levels: Levels) where Levels.Element == (agent: Int, level: Double) {
         guard let loudest = levels.max(by: { $0.level < $1.level }), zoneOfAgent[loudest.agent] == zone,
             let own = levels.first(where: { $0.agent == agent })
         else { return }

@@ -198,27 +198,34 @@ public struct SiteZoneTracker: Sendable {
         }
         beacon.lastSeenMicros = max(beacon.lastSeenMicros, time)
 
-        // Each zone's level: its score from the fresh readings of all agents, or its loudest fresh reading.
-        var loudest: [String: Double] = [:]
+        // Each zone's level, by zone number: its score from the fresh readings of all agents, or its loudest fresh
+        // reading (-infinity: not a candidate).
         beacon.readings.removeAll { time - $0.time > rules.readingLifetimeMicros }
+        var levels = [Double](repeating: -.infinity, count: zones.count)
         switch rules.scoring {
         case .pattern where !beacon.readings.isEmpty:
-            let levels = beacon.readings.map { (agent: $0.number, level: $0.rssi) }
-            var scores = [Double](repeating: 0, count: zones.count)
-            patterns.score(levels: levels, into: &scores)
-            for (number, zone) in zones.enumerated() { loudest[zone] = scores[number] }
+            let heard = beacon.readings.lazy.map { (agent: $0.number, level: $0.rssi) }
+            patterns.score(levels: heard, into: &levels)
             if let zone = beacon.zone, time - beacon.enterMicros >= ZonePatterns.learnAfterMicros,
                 let number = zones.firstIndex(of: zone), let agent = agentNumbers[reading.agent]
             {
-                patterns.learn(zone: number, agent: agent, levels: levels)
+                patterns.learn(zone: number, agent: agent, levels: heard)
             }
         default:
             for value in beacon.readings {
-                guard let zone = agentZones[value.agent] else { continue }
-                loudest[zone] = max(loudest[zone] ?? -.infinity, value.rssi)
+                let zone = patterns.zoneOfAgent[value.number]
+                levels[zone] = max(levels[zone], value.rssi)
             }
         }
-        guard let best = loudest.max(by: { ($0.value, $1.key) < ($1.value, $0.key) }) else {
+        // The highest level; between equal ones, the first zone id in alphabetical order.
+        var best: Int?
+        for zone in levels.indices where levels[zone] > -.infinity {
+            if let leader = best, levels[zone] < levels[leader] || (levels[zone] == levels[leader] && zones[zone] > zones[leader]) {
+                continue
+            }
+            best = zone
+        }
+        guard let best else {
             beacons[reading.beaconID] = beacon
             return
         }
@@ -227,11 +234,13 @@ public struct SiteZoneTracker: Sendable {
             // the margin, for as long as it lasts, and never falls below 0; a move is dated where it began.
             let seconds = Double(min(max(time - beacon.evidenceMicros, 0), 1_000_000)) / 1_000_000
             beacon.evidenceMicros = time
-            let held = loudest[current] ?? Self.unheardDbm
+            let currentNumber = zones.firstIndex(of: current)
+            let held = currentNumber.map { levels[$0] }.flatMap { $0 > -.infinity ? $0 : nil } ?? Self.unheardDbm
             var evidence: [(zone: String, dbSeconds: Double, sinceMicros: Int64)] = []
-            for (zone, rssi) in loudest where zone != current {
+            for number in levels.indices where number != currentNumber && levels[number] > -.infinity {
+                let zone = zones[number]
                 let before = beacon.evidence.first { $0.zone == zone }
-                let excess = rssi - held - rules.switchMarginDb
+                let excess = levels[number] - held - rules.switchMarginDb
                 let gathered = (before?.dbSeconds ?? 0) + excess * seconds
                 // Evidence begins at the first reading in excess, even before any time has passed.
                 if gathered > 0 || excess > 0 { evidence.append((zone, max(gathered, 0), before?.sinceMicros ?? time)) }
@@ -249,11 +258,11 @@ public struct SiteZoneTracker: Sendable {
                 changes.append(.visitOpened(site: site, zone: strongest.zone, beaconID: reading.beaconID, enterMicros: moment))
             }
         } else if let appeared = beacon.appearedMicros, time - appeared >= rules.entryDwellMicros {
-            beacon.zone = best.key
+            beacon.zone = zones[best]
             beacon.enterMicros = appeared
             beacon.evidenceMicros = time
             beacon.appearedMicros = nil
-            changes.append(.visitOpened(site: site, zone: best.key, beaconID: reading.beaconID, enterMicros: appeared))
+            changes.append(.visitOpened(site: site, zone: zones[best], beaconID: reading.beaconID, enterMicros: appeared))
         } else if beacon.appearedMicros == nil {
             beacon.appearedMicros = time
         }

@@ -546,16 +546,18 @@ import Testing
     /// Zones 0 and 1; agents 0 and 1 serve zone 0, agent 2 zone 1.
     let zoneOfAgent = [0, 0, 1]
 
+    func heard(_ levels: [(Int, Double)]) -> [(agent: Int, level: Double)] { levels.map { (agent: $0.0, level: $0.1) } }
+
     @Test func beforeLearningEachZoneExpectsItsOwnAgentsLoudest() {
         let patterns = ZonePatterns(zoneCount: 2, zoneOfAgent: zoneOfAgent)
         var scores = [0.0, 0.0]
-        patterns.score(levels: [(0, -60), (1, -64), (2, -75)], into: &scores)
+        patterns.score(levels: heard([(0, -60), (1, -64), (2, -75)]), into: &scores)
         #expect(scores[0] > scores[1])
-        patterns.score(levels: [(0, -80), (1, -70), (2, -62)], into: &scores)
+        patterns.score(levels: heard([(0, -80), (1, -70), (2, -62)]), into: &scores)
         #expect(scores[1] > scores[0])
         // The same pattern 20 dB quieter (a weaker transmitter) scores the same.
         var quieter = [0.0, 0.0]
-        patterns.score(levels: [(0, -100), (1, -90), (2, -82)], into: &quieter)
+        patterns.score(levels: heard([(0, -100), (1, -90), (2, -82)]), into: &quieter)
         #expect(quieter == scores)
     }
 
@@ -563,9 +565,9 @@ import Testing
         var patterns = ZonePatterns(zoneCount: 2, zoneOfAgent: zoneOfAgent)
         for _ in 0..<5_000 {
             // Zone 1's beacons: agent 1 (zone 0's, on the wall) 4 dB below zone 1's own agent.
-            patterns.learn(zone: 1, agent: 1, levels: [(0, -80), (1, -64), (2, -60)])
+            patterns.learn(zone: 1, agent: 1, levels: heard([(0, -80), (1, -64), (2, -60)]))
             // A beacon said to be in zone 1 whose loudest agent is zone 0's teaches nothing.
-            patterns.learn(zone: 1, agent: 0, levels: [(0, -50), (1, -64), (2, -60)])
+            patterns.learn(zone: 1, agent: 0, levels: heard([(0, -50), (1, -64), (2, -60)]))
         }
         let learned = patterns.expectation(zone: 1, agent: 1)
         #expect(abs(learned.meanDb - -4) < 0.1)  // what is left of the prior
@@ -574,7 +576,7 @@ import Testing
         // Now a beacon that agent 1 hears loudest, with zone 1's agent 4 dB below and zone 0's centre far down, is
         // zone 1's.
         var scores = [0.0, 0.0]
-        patterns.score(levels: [(0, -78), (1, -60), (2, -64)], into: &scores)
+        patterns.score(levels: heard([(0, -78), (1, -60), (2, -64)]), into: &scores)
         #expect(scores[1] > scores[0])
     }
 }
