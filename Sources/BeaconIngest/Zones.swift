@@ -59,14 +59,14 @@ public struct SiteZoneTracker: Sendable {
     public let site: String
     public let rules: ZoneRules
     private let zones: [String]
-    private let agentZones: [String: String]
-    /// The agents that serve a zone, numbered as in `patterns`.
+    /// The agents that serve a zone (the others' readings are ignored), numbered as in `patterns`.
     private let agentNumbers: [String: Int]
     private var patterns: ZonePatterns
 
     struct Reading: Sendable {
         var beaconID: String
         var agent: String
+        var agentNumber: Int
         var timeMicros: Int64
         var rssi: Double
     }
@@ -77,7 +77,6 @@ public struct SiteZoneTracker: Sendable {
     }
 
     private struct AgentReading: Sendable {
-        var agent: String
         var number: Int
         var time: Int64
         var rssi: Double
@@ -123,22 +122,20 @@ public struct SiteZoneTracker: Sendable {
         self.site = site.id
         rules = site.zoneRules
         zones = site.zones.map(\.id)
-        agentZones = Dictionary(uniqueKeysWithValues: site.agents.compactMap { agent in agent.zone.map { (agent.id, $0) } })
-        unheardAgents = Set(agentZones.keys)
-        let placed = site.agents.compactMap { agent in agent.zone.map { (agent.id, $0) } }
-        agentNumbers = Dictionary(uniqueKeysWithValues: placed.enumerated().map { ($1.0, $0) })
-        let zoneIDs = site.zones.map(\.id)
-        patterns = ZonePatterns(zoneCount: zoneIDs.count, zoneOfAgent: placed.map { zoneIDs.firstIndex(of: $0.1) ?? 0 })
+        let placed = site.agents.compactMap { agent in agent.zone.map { (id: agent.id, zone: $0) } }
+        agentNumbers = Dictionary(uniqueKeysWithValues: placed.enumerated().map { ($1.id, $0) })
+        unheardAgents = Set(agentNumbers.keys)
+        patterns = ZonePatterns(zoneCount: zones.count, zoneOfAgent: placed.map { [zones] agent in zones.firstIndex(of: agent.zone) ?? 0 })
     }
 
     /// Queues a reading; it is applied once the watermark passes it.
     public mutating func add(beaconID: String, agent: String, timeMicros: Int64, rssi: Double) {
-        guard agentZones[agent] != nil else { return }
+        guard let number = agentNumbers[agent] else { return }
         if timeMicros <= watermarkMicros {
             lateReadings += 1
             return
         }
-        pending.append(Reading(beaconID: beaconID, agent: agent, timeMicros: timeMicros, rssi: rssi))
+        pending.append(Reading(beaconID: beaconID, agent: agent, agentNumber: number, timeMicros: timeMicros, rssi: rssi))
     }
 
     /// Records that an agent's batch arrived, holding readings up to `newestMicros` (its event-time progress).
@@ -190,11 +187,11 @@ public struct SiteZoneTracker: Sendable {
         }
         let previousSeen = beacon.lastSeenMicros
         let wasPlaced = beacon.zone != nil
-        if let index = beacon.readings.firstIndex(where: { $0.agent == reading.agent }) {
+        if let index = beacon.readings.firstIndex(where: { $0.number == reading.agentNumber }) {
             beacon.readings[index].time = time
             beacon.readings[index].rssi = reading.rssi
         } else {
-            beacon.readings.append(AgentReading(agent: reading.agent, number: agentNumbers[reading.agent] ?? 0, time: time, rssi: reading.rssi))
+            beacon.readings.append(AgentReading(number: reading.agentNumber, time: time, rssi: reading.rssi))
         }
         beacon.lastSeenMicros = max(beacon.lastSeenMicros, time)
 
@@ -207,9 +204,9 @@ public struct SiteZoneTracker: Sendable {
             let heard = beacon.readings.lazy.map { (agent: $0.number, level: $0.rssi) }
             patterns.score(levels: heard, into: &levels)
             if let zone = beacon.zone, time - beacon.enterMicros >= ZonePatterns.learnAfterMicros,
-                let number = zones.firstIndex(of: zone), let agent = agentNumbers[reading.agent]
+                let number = zones.firstIndex(of: zone)
             {
-                patterns.learn(zone: number, agent: agent, levels: heard)
+                patterns.learn(zone: number, agent: reading.agentNumber, levels: heard)
             }
         default:
             for value in beacon.readings {
