@@ -31,11 +31,32 @@ public struct SightingExtractor: Sendable {
     }
 
     public var configuration: Configuration
-    private var identities: [UInt64: (key: BeaconKey, timeMicros: Int64)] = [:]
+    private var identities: [UInt64: KnownIdentity] = [:]
     private var lastPrune: Int64?
 
     public init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
+    }
+
+    /// The identity last heard from an address, with the bytes it was decoded from: a beacon repeats the same
+    /// identity frame, and the same bytes give the same key without decoding and formatting its id again.
+    private struct KnownIdentity {
+        var key: BeaconKey
+        var timeMicros: Int64
+        /// The company id of the manufacturer data, or `eddystoneSource` for an Eddystone frame.
+        var sourceKind: UInt32
+        var source: [UInt8]
+    }
+
+    private static let eddystoneSource: UInt32 = 0x1_0000
+
+    /// The key decoded earlier from exactly these bytes at this address, if any.
+    private func repeatedIdentity(_ bytes: [UInt8], kind: UInt32, address: DeviceAddress) -> BeaconKey? {
+        guard let known = identities[address.value], known.sourceKind == kind, known.source == bytes,
+            known.key.addressIsRandom == (address.kind == .random),
+            known.key.address == (configuration.pseudonymKey == nil ? address.value : 0)
+        else { return nil }
+        return known.key
     }
 
     /// The sighting of one report, or why there is none.
@@ -50,12 +71,16 @@ public struct SightingExtractor: Sendable {
         }
         let address = report.address
         var identity: BeaconKey?
+        var identitySource: (kind: UInt32, bytes: [UInt8])?
         var content: DataFrameContent?
         for service in data.serviceData {
             guard case .uuid16(let uuid) = service.uuid else { continue }
             if uuid == Eddystone.serviceUUID {
-                if let key = eddystoneIdentity(service.data, address: address) {
+                if let key = repeatedIdentity(service.data, kind: Self.eddystoneSource, address: address)
+                    ?? eddystoneIdentity(service.data, address: address)
+                {
                     identity = key
+                    identitySource = (Self.eddystoneSource, service.data)
                 } else if !service.data.isEmpty {
                     content = .eddystone(service.data)
                 }
@@ -65,18 +90,25 @@ public struct SightingExtractor: Sendable {
         }
         for manufacturer in data.manufacturerData {
             let body = manufacturer.data[...]
-            if manufacturer.companyID == IBeacon.companyID, let beacon = try? IBeacon.decode(body) {
+            let kind = UInt32(manufacturer.companyID)
+            if let key = repeatedIdentity(manufacturer.data, kind: kind, address: address) {
+                identity = key
+                identitySource = (kind, manufacturer.data)
+            } else if manufacturer.companyID == IBeacon.companyID, let beacon = try? IBeacon.decode(body) {
                 identity = key(beacon.beaconID, address, power: beacon.measuredPower)
+                identitySource = (kind, manufacturer.data)
             } else if let beacon = try? AltBeacon.decode(companyID: manufacturer.companyID, body) {
                 identity = key(beacon.beaconID, address, power: beacon.referenceRSSI)
+                identitySource = (kind, manufacturer.data)
             } else if manufacturer.companyID == RuuviMeasurement.companyID {
                 content = .manufacturerData(companyID: manufacturer.companyID, manufacturer.data)
             }
         }
         prune(now: timeMicros)
         let beacon: BeaconKey
-        if let identity {
-            identities[address.value] = (identity, timeMicros)
+        if let identity, let identitySource {
+            identities[address.value] = KnownIdentity(
+                key: identity, timeMicros: timeMicros, sourceKind: identitySource.kind, source: identitySource.bytes)
             beacon = identity
         } else if let known = identities[address.value],
             elapsed(from: known.timeMicros, to: timeMicros) <= configuration.associationWindowMicroseconds

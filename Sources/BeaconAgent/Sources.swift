@@ -77,7 +77,7 @@ public struct CaptureReplaySource: ResumableSource {
     public var firstReport: Int64 = 0
     public var readAgain: Set<Int64> = []
     public var name: String { "replay:\(path)" }
-    static let pacingStep: Duration = .milliseconds(10)
+    static let pacingStep: Duration = .milliseconds(25)
 
     public init(path: String, speed: ReplaySpeed) {
         self.path = path
@@ -120,7 +120,7 @@ public struct CaptureReplaySource: ResumableSource {
                         firstTimestamp = first
                         let offset = Double(record.timestamp.subtractingReportingOverflow(first).partialValue) / factor
                         let due = started + .microseconds(Int64(clamping: Int64(exactly: offset.rounded()) ?? 0))
-                        // Paced in 10 ms steps: waking for every advert would cost more than decoding it.
+                        // Paced in 25 ms steps: waking for every advert would cost more than decoding it.
                         if due > ContinuousClock.now + Self.pacingStep {
                             if !pending.isEmpty {
                                 deliver(pending)

@@ -31,6 +31,26 @@ func bytesFromHex(_ hex: String) -> [UInt8] {
         #expect(apple.beacon.powerAt1mDbm == -59)
     }
 
+    @Test func anIdentityThatChangesAtTheSameAddressGivesTheNewKey() throws {
+        var extractor = SightingExtractor()
+        let first = try extractor.sighting(of: report(iBeacon), timeMicros: 1).get()
+        #expect(first.beacon.beaconID == "ibeacon:e2c56db5-dffb-48d2-b060-d0f5a71096e0:1:2")
+        #expect(try extractor.sighting(of: report(iBeacon), timeMicros: 2).get().beacon == first.beacon)
+        // The same device now sends major 3 and another measured power.
+        let moved = try extractor.sighting(of: report(String(iBeacon.dropLast(6)) + "0003c0"), timeMicros: 3).get()
+        #expect(moved.beacon.beaconID == "ibeacon:e2c56db5-dffb-48d2-b060-d0f5a71096e0:1:3")
+        #expect(moved.beacon.powerAt1mDbm == -64)
+        // The same bytes from the same address value, now a public address.
+        let publicReport = AdvertisingReport(
+            eventType: 0x03, isExtended: false, address: DeviceAddress(value: 0xC0FF_EE00_0001, kind: .public),
+            rssi: -60, data: bytesFromHex(iBeacon))
+        let publicSighting = try extractor.sighting(of: publicReport, timeMicros: 4).get()
+        #expect(publicSighting.beacon.beaconID == first.beacon.beaconID && !publicSighting.beacon.addressIsRandom)
+        // Pseudonymised from now on: the address leaves the key although the bytes are the same.
+        extractor.configuration.pseudonymKey = Array(repeating: 7, count: 32)
+        #expect(try extractor.sighting(of: publicReport, timeMicros: 5).get().beacon.address == 0)
+    }
+
     @Test func telemetryJoinsTheIdentityFromTheSameAddressWithinTheWindow() throws {
         var extractor = SightingExtractor()
         extractor.configuration.associationWindowMicroseconds = 10_000_000
