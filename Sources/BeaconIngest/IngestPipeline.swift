@@ -106,14 +106,16 @@ public struct IngestPipeline: Sendable {
         let offset = clocks.offset(agentKey)
         var output = PipelineOutput()
         output.sightings.reserveCapacity(batch.sightings.count)
-        let lateBefore = zoneTrackers[batch.siteID]?.lateReadings ?? 0
+        var zoneReadings: [SiteZoneTracker.BeaconReading] = []
+        zoneReadings.reserveCapacity(batch.sightings.count)
         for sighting in batch.sightings {
             let time = sighting.timeMicros - offset
             let beaconID = identity(of: sighting, site: batch.siteID, timeMicros: time)
             var distance: Float?
             var smoothed: Float?
-            let (rssi, filtered) = zoneReading(
+            let (rssi, filtered) = smoothedReading(
                 beaconID: beaconID, agent: agentKey, placement: placement, rssi: Double(sighting.rssi), timeMicros: time)
+            zoneReadings.append(SiteZoneTracker.BeaconReading(beaconID: beaconID, timeMicros: time, rssi: filtered))
             if let power = sighting.beacon.powerAt1mDbm {
                 distance = Float(Self.distance(rssi: rssi, powerAt1m: Double(power), exponent: placement.pathLossExponent))
                 smoothed = Float(Self.distance(rssi: filtered, powerAt1m: Double(power), exponent: placement.pathLossExponent))
@@ -131,6 +133,8 @@ public struct IngestPipeline: Sendable {
                 if new { output.telemetry.append(NewTelemetry(row: row.row, rebooted: rebooted)) }
             }
         }
+        let lateBefore = zoneTrackers[batch.siteID]?.lateReadings ?? 0
+        zoneTrackers[batch.siteID]?.add(zoneReadings, agent: batch.agentID)
         if let newest = output.sightings.map(\.timeMicros).max() {
             agentProgressed(agentKey, newestMicros: newest, arrivalMicros: nowMicros)
             sightingsSincePrune += output.sightings.count
@@ -145,15 +149,19 @@ public struct IngestPipeline: Sendable {
     }
 
     /// One reading's part in zone decisions: the agent's RSSI offset from the sites file, its site's smoothing, then
-    /// the site's zone tracker. Returns the corrected and the smoothed RSSI. (`apply` calls it for every sighting;
-    /// the accuracy harness feeds it simulated readings directly.)
+    /// the site's zone tracker. Returns the corrected and the smoothed RSSI. (`apply` does the same for a whole
+    /// batch; the accuracy harness feeds simulated readings here one by one.)
     public mutating func zoneReading(
         beaconID: String, agent: AgentKey, rssi heard: Double, timeMicros: Int64
     ) -> (rssi: Double, smoothed: Double) {
-        zoneReading(beaconID: beaconID, agent: agent, placement: placements[agent] ?? Placement(), rssi: heard, timeMicros: timeMicros)
+        let (rssi, smoothed) = smoothedReading(
+            beaconID: beaconID, agent: agent, placement: placements[agent] ?? Placement(), rssi: heard, timeMicros: timeMicros)
+        zoneTrackers[agent.site]?.add(beaconID: beaconID, agent: agent.agent, timeMicros: timeMicros, rssi: smoothed)
+        return (rssi, smoothed)
     }
 
-    private mutating func zoneReading(
+    /// The agent's RSSI offset and its site's smoothing.
+    private mutating func smoothedReading(
         beaconID: String, agent: AgentKey, placement: Placement, rssi heard: Double, timeMicros: Int64
     ) -> (rssi: Double, smoothed: Double) {
         let rssi = heard + placement.rssiOffsetDb
@@ -161,7 +169,6 @@ public struct IngestPipeline: Sendable {
         case .kalman: proximity.filter(beaconID: beaconID, agent: agent, rssi: rssi, timeMicros: timeMicros)
         case .none: rssi
         }
-        zoneTrackers[agent.site]?.add(beaconID: beaconID, agent: agent.agent, timeMicros: timeMicros, rssi: smoothed)
         return (rssi, smoothed)
     }
 

@@ -59,13 +59,28 @@ public struct SiteZoneTracker: Sendable {
     public let site: String
     public let rules: ZoneRules
     private let zones: [String]
-    /// The agents that serve a zone (the others' readings are ignored), numbered as in `patterns`.
+    /// A minute's presence before any: no beacon in any zone.
+    private let emptyMinute: [[String: Int64]]
+    /// The agents that serve a zone (the others' readings are ignored), numbered as in `patterns`, in the order
+    /// of their ids (readings at the same time are applied in that order).
     private let agentNumbers: [String: Int]
     private var patterns: ZonePatterns
 
+    /// A reading of one beacon by one agent (the agent is given separately).
+    public struct BeaconReading: Sendable {
+        public var beaconID: String
+        public var timeMicros: Int64
+        public var rssi: Double
+
+        public init(beaconID: String, timeMicros: Int64, rssi: Double) {
+            self.beaconID = beaconID
+            self.timeMicros = timeMicros
+            self.rssi = rssi
+        }
+    }
+
     struct Reading: Sendable {
         var beaconID: String
-        var agent: String
         var agentNumber: Int
         var timeMicros: Int64
         var rssi: Double
@@ -82,14 +97,15 @@ public struct SiteZoneTracker: Sendable {
         var rssi: Double
     }
 
+    /// Zones are numbered by their order in the sites file.
     private struct Beacon: Sendable {
-        var zone: String?
+        var zone: Int?
         var enterMicros: Int64 = 0
         var lastSeenMicros: Int64 = 0
         /// Newest reading per agent (a few agents hear a beacon: a small array costs less than a dictionary).
         var readings: [AgentReading] = []
         /// Per challenger zone: the evidence gathered for it (dB·s) and since when.
-        var evidence: [(zone: String, dbSeconds: Double, sinceMicros: Int64)] = []
+        var evidence: [(zone: Int, dbSeconds: Double, sinceMicros: Int64)] = []
         /// When the evidence was last brought up to date.
         var evidenceMicros: Int64 = 0
         /// The first reading of a beacon not placed yet.
@@ -105,8 +121,8 @@ public struct SiteZoneTracker: Sendable {
     private var beacons = JournaledDictionary<String, Beacon>()
     /// The tracker as it was at `beginTransaction()`, without its beacons (journaled instead).
     private var undo: [SiteZoneTracker] = []
-    /// Microseconds of presence per minute, zone and beacon, for minutes not yet counted.
-    private var presence: [Int64: [String: [String: Int64]]] = [:]
+    /// Microseconds of presence per minute, zone number and beacon, for minutes not yet counted.
+    private var presence: [Int64: [[String: Int64]]] = [:]
     /// The next minute to count.
     private var nextMinute: Int64?
     public private(set) var watermarkMicros: Int64 = .min
@@ -122,20 +138,29 @@ public struct SiteZoneTracker: Sendable {
         self.site = site.id
         rules = site.zoneRules
         zones = site.zones.map(\.id)
-        let placed = site.agents.compactMap { agent in agent.zone.map { (id: agent.id, zone: $0) } }
+        emptyMinute = Array(repeating: [:], count: zones.count)
+        let placed = site.agents.compactMap { agent in agent.zone.map { (id: agent.id, zone: $0) } }.sorted { $0.id < $1.id }
         agentNumbers = Dictionary(uniqueKeysWithValues: placed.enumerated().map { ($1.id, $0) })
         unheardAgents = Set(agentNumbers.keys)
         patterns = ZonePatterns(zoneCount: zones.count, zoneOfAgent: placed.map { [zones] agent in zones.firstIndex(of: agent.zone) ?? 0 })
     }
 
-    /// Queues a reading; it is applied once the watermark passes it.
-    public mutating func add(beaconID: String, agent: String, timeMicros: Int64, rssi: Double) {
+    /// Queues an agent's readings; each is applied once the watermark passes it.
+    public mutating func add(_ readings: [BeaconReading], agent: String) {
         guard let number = agentNumbers[agent] else { return }
-        if timeMicros <= watermarkMicros {
-            lateReadings += 1
-            return
+        pending.reserveCapacity(pending.count + readings.count)
+        for reading in readings {
+            if reading.timeMicros <= watermarkMicros {
+                lateReadings += 1
+                continue
+            }
+            pending.append(Reading(beaconID: reading.beaconID, agentNumber: number, timeMicros: reading.timeMicros, rssi: reading.rssi))
         }
-        pending.append(Reading(beaconID: beaconID, agent: agent, agentNumber: number, timeMicros: timeMicros, rssi: rssi))
+    }
+
+    /// Queues one reading.
+    public mutating func add(beaconID: String, agent: String, timeMicros: Int64, rssi: Double) {
+        add([BeaconReading(beaconID: beaconID, timeMicros: timeMicros, rssi: rssi)], agent: agent)
     }
 
     /// Records that an agent's batch arrived, holding readings up to `newestMicros` (its event-time progress).
@@ -161,7 +186,7 @@ public struct SiteZoneTracker: Sendable {
         guard watermark > watermarkMicros else { return [] }
         watermarkMicros = watermark
         var changes: [ZoneChange] = []
-        pending.sort { ($0.timeMicros, $0.agent, $0.beaconID) < ($1.timeMicros, $1.agent, $1.beaconID) }
+        pending.sort(by: Self.inOrder)
         let ready = pending.partitioningIndex { $0.timeMicros > watermark }
         for reading in pending[..<ready] {
             countMinutes(through: reading.timeMicros, into: &changes)
@@ -170,6 +195,13 @@ public struct SiteZoneTracker: Sendable {
         pending.removeFirst(ready)
         countMinutes(through: watermark, into: &changes)
         return changes
+    }
+
+    /// The order readings are applied in: by time, then agent, then beacon.
+    private static func inOrder(_ a: Reading, _ b: Reading) -> Bool {
+        if a.timeMicros != b.timeMicros { return a.timeMicros < b.timeMicros }
+        if a.agentNumber != b.agentNumber { return a.agentNumber < b.agentNumber }
+        return a.beaconID < b.beaconID
     }
 
     private mutating func apply(_ reading: Reading, into changes: inout [ZoneChange]) {
@@ -203,10 +235,8 @@ public struct SiteZoneTracker: Sendable {
         case .pattern where !beacon.readings.isEmpty:
             let heard = beacon.readings.lazy.map { (agent: $0.number, level: $0.rssi) }
             patterns.score(levels: heard, into: &levels)
-            if let zone = beacon.zone, time - beacon.enterMicros >= ZonePatterns.learnAfterMicros,
-                let number = zones.firstIndex(of: zone)
-            {
-                patterns.learn(zone: number, agent: reading.agentNumber, levels: heard)
+            if let zone = beacon.zone, time - beacon.enterMicros >= ZonePatterns.learnAfterMicros {
+                patterns.learn(zone: zone, agent: reading.agentNumber, levels: heard)
             }
         default:
             for value in beacon.readings {
@@ -231,19 +261,18 @@ public struct SiteZoneTracker: Sendable {
             // the margin, for as long as it lasts, and never falls below 0; a move is dated where it began.
             let seconds = Double(min(max(time - beacon.evidenceMicros, 0), 1_000_000)) / 1_000_000
             beacon.evidenceMicros = time
-            let currentNumber = zones.firstIndex(of: current)
-            let held = currentNumber.map { levels[$0] }.flatMap { $0 > -.infinity ? $0 : nil } ?? Self.unheardDbm
-            var evidence: [(zone: String, dbSeconds: Double, sinceMicros: Int64)] = []
-            for number in levels.indices where number != currentNumber && levels[number] > -.infinity {
-                let zone = zones[number]
+            let held = levels[current] > -.infinity ? levels[current] : Self.unheardDbm
+            var evidence: [(zone: Int, dbSeconds: Double, sinceMicros: Int64)] = []
+            for zone in levels.indices where zone != current && levels[zone] > -.infinity {
                 let before = beacon.evidence.first { $0.zone == zone }
-                let excess = levels[number] - held - rules.switchMarginDb
+                let excess = levels[zone] - held - rules.switchMarginDb
                 let gathered = (before?.dbSeconds ?? 0) + excess * seconds
                 // Evidence begins at the first reading in excess, even before any time has passed.
                 if gathered > 0 || excess > 0 { evidence.append((zone, max(gathered, 0), before?.sinceMicros ?? time)) }
             }
             beacon.evidence = evidence
-            if let strongest = evidence.max(by: { ($0.dbSeconds, $1.zone) < ($1.dbSeconds, $0.zone) }),
+            // The most evidence; between equal ones, the first zone id in alphabetical order.
+            if let strongest = evidence.max(by: { ($0.dbSeconds, zones[$1.zone]) < ($1.dbSeconds, zones[$0.zone]) }),
                 strongest.dbSeconds >= rules.switchEvidenceDbSeconds, time - strongest.sinceMicros >= rules.switchDwellMicros
             {
                 let moment = max(strongest.sinceMicros, beacon.enterMicros + 1)
@@ -252,10 +281,10 @@ public struct SiteZoneTracker: Sendable {
                 beacon.zone = strongest.zone
                 beacon.enterMicros = moment
                 beacon.evidence = []
-                changes.append(.visitOpened(site: site, zone: strongest.zone, beaconID: reading.beaconID, enterMicros: moment))
+                changes.append(.visitOpened(site: site, zone: zones[strongest.zone], beaconID: reading.beaconID, enterMicros: moment))
             }
         } else if let appeared = beacon.appearedMicros, time - appeared >= rules.entryDwellMicros {
-            beacon.zone = zones[best]
+            beacon.zone = best
             beacon.enterMicros = appeared
             beacon.evidenceMicros = time
             beacon.appearedMicros = nil
@@ -275,29 +304,30 @@ public struct SiteZoneTracker: Sendable {
 
     /// A move is dated back to when the challenger became louder: the presence counted in the old zone since
     /// then belongs to the new one.
-    private mutating func movePresence(of beaconID: String, from old: String, to new: String, between from: Int64, and to: Int64) {
+    private mutating func movePresence(of beaconID: String, from old: Int, to new: Int, between from: Int64, and to: Int64) {
         var minute = Self.minuteStart(from)
         while minute < to {
             let overlap = min(to, minute + Self.minute) - max(from, minute)
-            if let counted = presence[minute]?[old]?[beaconID], overlap > 0 {
+            if let counted = presence[minute]?[old][beaconID], overlap > 0 {
                 let moved = min(counted, overlap)
-                presence[minute]?[old]?[beaconID] = counted - moved
-                presence[minute, default: [:]][new, default: [:]][beaconID, default: 0] += moved
+                presence[minute]?[old][beaconID] = counted - moved
+                presence[minute, default: emptyMinute][new][beaconID, default: 0] += moved
             }
             minute += Self.minute
         }
     }
 
-    private mutating func addPresence(of beaconID: String, in zone: String, from: Int64, to: Int64) {
+    private mutating func addPresence(of beaconID: String, in zone: Int, from: Int64, to: Int64) {
         var minute = Self.minuteStart(from)
         while minute < to {
             let overlap = min(to, minute + Self.minute) - max(from, minute)
             if minute >= (nextMinute ?? .min), overlap > 0 {
-                presence[minute, default: [:]][zone, default: [:]][beaconID, default: 0] += overlap
+                presence[minute, default: emptyMinute][zone][beaconID, default: 0] += overlap
             }
             minute += Self.minute
         }
     }
+
 
     /// Counts every minute that ended an absence timeout before `time`, and closes the visits of beacons gone.
     private mutating func countMinutes(through time: Int64, into changes: inout [ZoneChange]) {
@@ -318,19 +348,19 @@ public struct SiteZoneTracker: Sendable {
     /// first minute (from its first reading) and at the end of the data (through `end`).
     private mutating func count(_ minute: Int64, through end: Int64 = .max, into changes: inout [ZoneChange]) {
         let observedMicros = max(1, min(end, minute + Self.minute) - max(minute, firstReadingMicros ?? minute))
-        let present = presence.removeValue(forKey: minute) ?? [:]
-        var best: [String: (zone: String, micros: Int64)] = [:]
-        for zone in zones {
-            for (beacon, micros) in present[zone] ?? [:] where micros > best[beacon]?.micros ?? 0 {
+        let present = presence.removeValue(forKey: minute) ?? emptyMinute
+        var best: [String: (zone: Int, micros: Int64)] = [:]
+        for zone in zones.indices {
+            for (beacon, micros) in present[zone] where micros > best[beacon]?.micros ?? 0 {
                 best[beacon] = (zone, micros)
             }
         }
-        var occupants: [String: Int] = [:]
-        for (zone, micros) in best.values where 2 * micros >= observedMicros { occupants[zone, default: 0] += 1 }
-        for zone in zones {
-            let seconds = Double((present[zone] ?? [:]).values.reduce(0, +)) / 1_000_000
+        var occupants = [Int](repeating: 0, count: zones.count)
+        for (zone, micros) in best.values where 2 * micros >= observedMicros { occupants[zone] += 1 }
+        for zone in zones.indices {
+            let seconds = Double(present[zone].values.reduce(0, +)) / 1_000_000
             changes.append(
-                .occupancy(site: site, zone: zone, minuteMicros: minute, occupants: occupants[zone] ?? 0, occupantSeconds: seconds))
+                .occupancy(site: site, zone: zones[zone], minuteMicros: minute, occupants: occupants[zone], occupantSeconds: seconds))
         }
     }
 
@@ -347,7 +377,7 @@ public struct SiteZoneTracker: Sendable {
     static func minuteStart(_ time: Int64) -> Int64 { time.floorDivided(by: minute) * minute }
 
     /// The zone a beacon is in now, as far as the watermark has gone.
-    public func zone(of beaconID: String) -> String? { beacons[beaconID]?.zone }
+    public func zone(of beaconID: String) -> String? { beacons[beaconID]?.zone.map { zones[$0] } }
 
     public var trackedBeacons: Int { beacons.count }
 
@@ -357,7 +387,7 @@ public struct SiteZoneTracker: Sendable {
         guard let newest = agents.values.map(\.newestMicros).max() else { return [] }
         var changes: [ZoneChange] = []
         watermarkMicros = max(watermarkMicros, newest)
-        pending.sort { ($0.timeMicros, $0.agent, $0.beaconID) < ($1.timeMicros, $1.agent, $1.beaconID) }
+        pending.sort(by: Self.inOrder)
         for reading in pending {
             countMinutes(through: reading.timeMicros, into: &changes)
             apply(reading, into: &changes)
@@ -395,14 +425,15 @@ public struct SiteZoneTracker: Sendable {
         if let minute = lastCountedMinuteMicros { nextMinute = minute + Self.minute }
         // Observed before: the minute in progress is not the site's first.
         firstReadingMicros = ([lastCountedMinuteMicros].compactMap { $0 } + openVisits.map(\.enterMicros)).min()
-        for visit in openVisits where zones.contains(visit.zone) {
+        for visit in openVisits {
+            guard let zone = zones.firstIndex(of: visit.zone) else { continue }
             var beacon = Beacon()
-            beacon.zone = visit.zone
+            beacon.zone = zone
             beacon.enterMicros = visit.enterMicros
             beacon.lastSeenMicros = max(visit.lastSeenMicros, visit.enterMicros)
             beacons[visit.beaconID] = beacon
             // Its presence in the minutes not counted yet, which the previous run held in memory.
-            addPresence(of: visit.beaconID, in: visit.zone, from: visit.enterMicros, to: beacon.lastSeenMicros)
+            addPresence(of: visit.beaconID, in: zone, from: visit.enterMicros, to: beacon.lastSeenMicros)
         }
     }
 
