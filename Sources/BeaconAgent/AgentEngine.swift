@@ -17,15 +17,6 @@ final class AgentEngine: @unchecked Sendable {
         case characteristicReads(GATTPoller.Result)
     }
 
-    /// The ingest's retained acknowledgement: `{"committed_through": N}`.
-    struct Acknowledgement: Decodable {
-        var committedThrough: UInt64
-
-        enum CodingKeys: String, CodingKey {
-            case committedThrough = "committed_through"
-        }
-    }
-
     let configuration: AgentConfiguration
     let topics: AgentTopics
     let bootID: UInt64
@@ -54,6 +45,8 @@ final class AgentEngine: @unchecked Sendable {
     private let batchesCounter = Counter(label: "beaconflow_agent_batches_total")
     private let publishCounter = Counter(label: "beaconflow_agent_publishes_total")
     private let droppedCounter = Counter(label: "beaconflow_agent_spool_dropped_batches_total")
+    /// Acknowledgements not believed (beyond the newest batch sealed, or not an acknowledgement at all).
+    private let refusedAcknowledgementsCounter = Counter(label: "beaconflow_agent_acknowledgements_refused_total")
     private let spoolBytesGauge = Gauge(label: "beaconflow_agent_spool_bytes")
     private let spoolPendingGauge = Gauge(label: "beaconflow_agent_spool_pending_batches")
     private let skippedCounters = Dictionary(
@@ -254,20 +247,28 @@ final class AgentEngine: @unchecked Sendable {
             logger.error("Broker refused a publish", metadata: ["reason_code": "\(reasonCode)"])
         case .published:
             break
-        case .message(let topic, let payload, _):
+        case .message(let topic, let payload, let retained):
             guard topic == topics.ack else { return }
-            guard let ack = try? JSONDecoder().decode(Acknowledgement.self, from: Data(payload)) else {
-                logger.warning("Acknowledgement payload is not {\"committed_through\": N}; ignored", metadata: ["topic": "\(topic)"])
-                return
+            switch Acknowledgement.action(
+                payload: payload, retained: retained, acknowledged: window.acknowledged, nextSequence: spool.nextSequence)
+            {
+            case .none:
+                break
+            case .acknowledge(let sequence):
+                acknowledge(through: sequence, adopting: false, now: now)
+            case .adopt(let sequence):
+                acknowledge(through: sequence, adopting: true, now: now)
+            case .refuse(let reason):
+                refusedAcknowledgementsCounter.increment()
+                record(error: "acknowledgement refused: \(reason)")
+                logger.warning("Acknowledgement refused; nothing deleted", metadata: ["reason": "\(escapedForLog(reason))"])
             }
-            acknowledge(through: ack.committedThrough, now: now)
         }
     }
 
-    private func acknowledge(through sequence: UInt64, now: UInt64) {
-        guard sequence > window.acknowledged else { return }
+    private func acknowledge(through sequence: UInt64, adopting: Bool, now: UInt64) {
         do {
-            if sequence >= spool.nextSequence {
+            if adopting {
                 // Beyond anything this spool wrote: not about these batches (see Spool.adoptAcknowledgement).
                 try spool.adoptAcknowledgement(beyondWritten: sequence) { newSequence, firstUnacknowledged, payload in
                     guard var batch = try? WireBatch(serializedBytes: payload) else { return nil }

@@ -63,6 +63,11 @@ public struct SightingExtractor: Sendable {
     public mutating func sighting(
         of report: AdvertisingReport, timeMicros: Int64
     ) -> Result<Sighting, SkipReason> {
+        // A level no radio reports (the controller's "not available", 127, is nil already): the ingest would refuse
+        // the whole batch for it.
+        if let rssi = report.rssi, !BatchReader.rssiRange.contains(rssi) {
+            return .failure(SkipReason(skip: .malformed, error: nil))
+        }
         let data: AdvertisingData
         do {
             data = try AdvertisingData(parsing: report.data)

@@ -54,21 +54,21 @@ public struct BatchIntake: Sendable {
         return (String(parts[2]), String(parts[3]))
     }
 
-    /// A refused batch, with the batch itself when it decoded and belongs to a known agent (its sequence can then
-    /// be acknowledged: it is kept in `rejected_batches`).
+    /// A refused batch, with its header when that was valid and names a known agent on its own topic: its
+    /// sequence can then be acknowledged (the batch is kept in `rejected_batches`), so that the agent moves on.
     public struct Failure: Error, Sendable {
         public var rejection: Rejection
-        public var batch: DecodedBatch?
+        public var header: BatchHeader?
 
-        init(_ reason: RejectionReason, _ message: String, batch: DecodedBatch? = nil) {
+        init(_ reason: RejectionReason, _ message: String, header: BatchHeader? = nil) {
             rejection = Rejection(reason, message)
-            self.batch = batch
+            self.header = header
         }
     }
 
     public func check(topic: String, payload: [UInt8], nowMicros: Int64) -> Result<DecodedBatch, Failure> {
         guard let (site, agent) = Self.agentTopic(topic, kind: "batch") else {
-            return .failure(Failure(.wrongTopic, "topic '\(topic.prefix(200))' is not beaconflow/v1/<site>/<agent>/batch"))
+            return .failure(Failure(.wrongTopic, "topic '\(escapedForLog(topic.prefix(200)))' is not beaconflow/v1/<site>/<agent>/batch"))
         }
         guard payload.count <= maximumBytes else {
             return .failure(Failure(.tooLarge, "batch is \(payload.count) bytes, the limit is \(maximumBytes)"))
@@ -84,7 +84,10 @@ public struct BatchIntake: Sendable {
                 case .tooLarge: .tooLarge
                 default: .undecodable
                 }
-            return .failure(Failure(reason, error.description))
+            let header = error.header.flatMap { header in
+                header.siteID == site && header.agentID == agent && sites.agent(site: site, agent: agent) != nil ? header : nil
+            }
+            return .failure(Failure(reason, error.description, header: header))
         }
         guard batch.siteID == site, batch.agentID == agent else {
             return .failure(
@@ -102,14 +105,14 @@ public struct BatchIntake: Sendable {
                 Failure(
                     .badTimestamp,
                     "a sighting is \((latest - nowMicros) / 1_000_000) s ahead of the ingest's clock (tolerance \(futureToleranceMicros / 1_000_000) s)",
-                    batch: batch))
+                    header: batch.header))
         }
         if let earliest = times.min(), earliest < earliestMicros {
             return .failure(
                 Failure(
                     .badTimestamp,
                     "a sighting is dated \((earliestMicros - earliest) / 1_000_000) s before the earliest accepted time: the agent's clock is not set",
-                    batch: batch))
+                    header: batch.header))
         }
         return .success(batch)
     }

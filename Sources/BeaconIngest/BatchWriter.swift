@@ -284,11 +284,11 @@ public final class BatchWriter {
     /// rows PostgreSQL would not take) counts as done for the acknowledgement, in the same transaction: it is
     /// kept here, and an agent resending it forever would gain nothing. Returns the acknowledgement it moves.
     public func recordRejection(
-        topic: String, payload: [UInt8], reason: String, message: String, batch: DecodedBatch? = nil
+        topic: String, payload: [UInt8], reason: String, message: String, header: BatchHeader? = nil
     ) throws(PostgresError) -> [AgentKey: UInt64] {
         var key: AgentKey?
-        if let batch {
-            key = AgentKey(site: batch.siteID, agent: batch.agentID)
+        if let header {
+            key = AgentKey(site: header.siteID, agent: header.agentID)
             if let key, !loadedAgents.contains(key) { try loadProgress(key) }
         }
         let savedTracker = tracker
@@ -300,10 +300,10 @@ public final class BatchWriter {
                 VALUES ($1, $2, $3, decode($4, 'hex'))
                 """, [String(topic.prefix(1000)), reason, message, payload.hexString])
             var acknowledgements: [AgentKey: UInt64] = [:]
-            if let batch, let key {
+            if let header, let key {
                 let before = tracker.committedThrough(key)
                 let through = tracker.committed(
-                    key, sequence: batch.sequence, firstUnacknowledged: batch.firstUnacknowledgedSequence)
+                    key, sequence: header.sequence, firstUnacknowledged: header.firstUnacknowledgedSequence)
                 if through != before {
                     try recordProgress([key: through])
                     acknowledgements[key] = through

@@ -79,7 +79,7 @@ public final class Ingest: Sendable {
     private let statisticsState = Mutex(IngestStatistics())
 
     private let batchCounters = Dictionary(
-        uniqueKeysWithValues: ["committed", "duplicate", "rejected", "deferred"].map {
+        uniqueKeysWithValues: ["committed", "duplicate", "rejected", "deferred", "retained_ignored"].map {
             ($0, Counter(label: "beaconflow_ingest_batches_total", dimensions: [("outcome", $0)]))
         })
     private let rejectionCounters = Dictionary(
@@ -90,6 +90,10 @@ public final class Ingest: Sendable {
     private let telemetryCounter = Counter(label: "beaconflow_ingest_telemetry_total")
     private let lateReadingsCounter = Counter(label: "beaconflow_ingest_late_readings_total")
     private let reconnectCounter = Counter(label: "beaconflow_ingest_database_reconnects_total")
+    /// Status messages not used: not on a known agent's status topic, or not a valid status.
+    private let statusesIgnoredCounter = Counter(label: "beaconflow_ingest_statuses_ignored_total")
+    /// Statements PostgreSQL refused for their data (not the connection): the batch or status is set aside.
+    private let statementErrorsCounter = Counter(label: "beaconflow_ingest_statement_errors_total")
     private let commitTimer = Timer(label: "beaconflow_ingest_commit_seconds")
     private let queueGauge = Gauge(label: "beaconflow_ingest_queue_depth")
     private let lagGauge = Gauge(label: "beaconflow_ingest_lag_seconds")
@@ -134,6 +138,10 @@ public final class Ingest: Sendable {
         let forwarder = Task { [self] in
             for await event in client.events {
                 switch event {
+                case .message(let topic, let payload, let retained) where retained && !topic.hasSuffix("/status"):
+                    // Agents never retain batches: one kept by the broker would come back at every restart.
+                    batchCounters["retained_ignored"]?.increment()
+                    logger.warning("Retained batch ignored", metadata: ["topic": "\(escapedForLog(topic.prefix(200)))"])
                 case .message(let topic, let payload, let retained):
                     let now = wallClockMicros()
                     let item: Item =
@@ -187,6 +195,7 @@ public final class Ingest: Sendable {
         var stopping = false
         var lastZoneTick = ContinuousClock.now
         var lastPartitionMaintenance = ContinuousClock.now
+        var migrated = false
         while true {
             if !stopping, shouldStop {
                 // Stop intake; what is queued is still committed and acknowledged.
@@ -194,8 +203,9 @@ public final class Ingest: Sendable {
                 queue.close()
             }
             if writer == nil {
-                switch connect(pipeline: detached!) {
+                switch connect(pipeline: detached!, migrate: !migrated) {
                 case .success(let connected):
+                    migrated = true
                     writer = connected
                     detached = nil
                     delay = configuration.reconnectDelayMinimum
@@ -238,17 +248,21 @@ public final class Ingest: Sendable {
                     writer = nil
                     continue
                 case .failure(let error):
-                    logger.error("Partition maintenance failed", metadata: ["error": "\(error)"])
+                    statementError(error, "Partition maintenance failed")
                 }
             }
             if ContinuousClock.now - lastZoneTick >= .seconds(1) {
                 // Agents gone idle stop holding their site's decisions back even when no batch arrives.
                 lastZoneTick = .now
-                if case .failure(let error) = Result(catching: { () throws(PostgresError) in try active.advanceZones() }) {
+                switch Result(catching: { () throws(PostgresError) in try active.advanceZones() }) {
+                case .success: break
+                case .failure(let error) where error.isConnectionFailure:
                     lostConnection(error)
                     detached = active.pipeline
                     writer = nil
                     continue
+                case .failure(let error):
+                    statementError(error, "Zone changes could not be written")
                 }
             }
             if backlog.isEmpty { continue }
@@ -264,6 +278,12 @@ public final class Ingest: Sendable {
         }
     }
 
+    /// PostgreSQL refused a statement for its data: retrying it cannot help, so it is counted, logged and left.
+    private func statementError(_ error: PostgresError, _ message: Logger.Message) {
+        statementErrorsCounter.increment()
+        logger.error(message, metadata: ["error": "\(escapedForLog(error.description))"])
+    }
+
     private func lostConnection(_ error: PostgresError) {
         statisticsState.withLock {
             $0.databaseConnected = false
@@ -273,10 +293,11 @@ public final class Ingest: Sendable {
         logger.warning("PostgreSQL connection lost; reconnecting", metadata: ["error": "\(error)"])
     }
 
-    private func connect(pipeline: IngestPipeline) -> Result<BatchWriter, PostgresError> {
+    /// Connects, migrating the schema first on the first connection only (a reconnect finds it in place).
+    private func connect(pipeline: IngestPipeline, migrate: Bool) -> Result<BatchWriter, PostgresError> {
         Result { () throws(PostgresError) in
             let connection = try PostgresConnection(configuration.database)
-            try Migrator.migrate(connection, logger: logger)
+            if migrate { try Migrator.migrate(connection, logger: logger) }
             statisticsState.withLock { $0.databaseConnected = true }
             logger.info("Connected to PostgreSQL", metadata: ["schema_version": "\(Migrator.latestVersion)"])
             let writer = BatchWriter(connection: connection, pipeline: pipeline)
@@ -297,17 +318,25 @@ public final class Ingest: Sendable {
             for item in items {
                 switch item {
                 case .status(let topic, let payload, let receivedAt, let retained):
-                    try recordStatus(
-                        topic: topic, payload: payload, receivedAtMicros: receivedAt, retained: retained, writer: writer)
+                    do throws(PostgresError) {
+                        try recordStatus(
+                            topic: topic, payload: payload, receivedAtMicros: receivedAt, retained: retained, writer: writer)
+                    } catch where !error.isConnectionFailure {
+                        statementError(error, "An agent status could not be recorded")
+                    }
                 case .batch(let topic, let payload, let receivedAt):
                     newestReceived = max(newestReceived, receivedAt)
                     switch intake.check(topic: topic, payload: payload, nowMicros: wallClockMicros()) {
                     case .success(let batch):
                         accepted.append(AcceptedBatch(batch: batch, topic: topic, payload: payload))
                     case .failure(let failure):
-                        try reject(
-                            topic: topic, payload: payload, failure.rejection, batch: failure.batch, writer: writer,
-                            client: client)
+                        do throws(PostgresError) {
+                            try reject(
+                                topic: topic, payload: payload, failure.rejection, header: failure.header, writer: writer,
+                                client: client)
+                        } catch where !error.isConnectionFailure {
+                            statementError(error, "A rejected batch could not be recorded")
+                        }
                     }
                 }
             }
@@ -343,7 +372,7 @@ public final class Ingest: Sendable {
         } catch where !error.isConnectionFailure {
             try reject(
                 topic: group[0].topic, payload: group[0].payload, Rejection(.refusedByDatabase, error.description),
-                batch: group[0].batch, writer: writer, client: client)
+                header: group[0].batch.header, writer: writer, client: client)
             return
         }
         commitTimer.recordNanoseconds(Int64(DispatchTime.now().uptimeNanoseconds - started))
@@ -390,14 +419,17 @@ public final class Ingest: Sendable {
     }
 
     private func reject(
-        topic: String, payload: [UInt8], _ rejection: Rejection, batch: DecodedBatch?, writer: BatchWriter,
+        topic: String, payload: [UInt8], _ rejection: Rejection, header: BatchHeader?, writer: BatchWriter,
         client: MQTTClient
     ) throws(PostgresError) {
         logger.warning(
             "Batch rejected",
-            metadata: ["topic": "\(topic.prefix(200))", "reason": "\(rejection.reason.rawValue)", "error": "\(rejection.message)"])
+            metadata: [
+                "topic": "\(escapedForLog(topic.prefix(200)))", "reason": "\(rejection.reason.rawValue)",
+                "error": "\(escapedForLog(rejection.message))",
+            ])
         let acknowledgements = try writer.recordRejection(
-            topic: topic, payload: payload, reason: rejection.reason.rawValue, message: rejection.message, batch: batch)
+            topic: topic, payload: payload, reason: rejection.reason.rawValue, message: rejection.message, header: header)
         count(rejection: rejection.reason)
         publish(acknowledgements, client: client)
     }
@@ -411,10 +443,19 @@ public final class Ingest: Sendable {
     private func recordStatus(
         topic: String, payload: [UInt8], receivedAtMicros: Int64, retained: Bool, writer: BatchWriter
     ) throws(PostgresError) {
-        guard let (site, agentID) = BatchIntake.agentTopic(topic, kind: "status"), let status = AgentStatus(json: payload),
+        guard let (site, agentID) = BatchIntake.agentTopic(topic, kind: "status"),
             configuration.sites.agent(site: site, agent: agentID) != nil
         else {
-            logger.debug("Status message ignored", metadata: ["topic": "\(topic.prefix(200))"])
+            statusesIgnoredCounter.increment()
+            logger.debug("Status message ignored", metadata: ["topic": "\(escapedForLog(topic.prefix(200)))"])
+            return
+        }
+        let status: AgentStatus
+        do {
+            status = try AgentStatus(json: payload)
+        } catch {
+            statusesIgnoredCounter.increment()
+            logger.warning("Status message ignored", metadata: ["topic": "\(escapedForLog(topic))", "error": "\(error)"])
             return
         }
         let agent = AgentKey(site: site, agent: agentID)
@@ -435,7 +476,8 @@ public final class Ingest: Sendable {
     }
 }
 
-/// An agent's retained status message (or its last will), the fields the ingest uses.
+/// An agent's retained status message (or its last will), the fields the ingest uses, each checked: a status is
+/// input like a batch.
 public struct AgentStatus: Sendable, Equatable {
     public var online: Bool
     public var advertsPerSecond: Double?
@@ -443,14 +485,30 @@ public struct AgentStatus: Sendable, Equatable {
     public var clockMicros: Int64?
     public var lastError: String?
 
-    public init?(json payload: [UInt8]) {
-        guard let object = try? JSONSerialization.jsonObject(with: Data(payload)) as? [String: Any],
-            let online = object["online"] as? Bool
-        else { return nil }
+    /// Why a status message was ignored.
+    public struct Invalid: Error, Sendable, Equatable, CustomStringConvertible {
+        public var description: String
+    }
+
+    public init(json payload: [UInt8]) throws(Invalid) {
+        guard payload.count <= 64 * 1024 else { throw Invalid(description: "status is \(payload.count) bytes, the limit is 65536") }
+        guard let object = try? JSONSerialization.jsonObject(with: Data(payload)) as? [String: Any] else {
+            throw Invalid(description: "status is not a JSON object")
+        }
+        guard let online = object["online"] as? Bool else { throw Invalid(description: "status has no boolean 'online'") }
         self.online = online
-        advertsPerSecond = (object["adverts_per_s"] as? NSNumber)?.doubleValue
-        spoolBytes = (object["spool_bytes"] as? NSNumber)?.int64Value
-        clockMicros = (object["clock_us"] as? NSNumber)?.int64Value
+        advertsPerSecond = try Self.number(object, "adverts_per_s", in: 0...10_000_000)
+        spoolBytes = try Self.number(object, "spool_bytes", in: 0...Double(1 << 53)).map { Int64($0) }
+        clockMicros = try Self.number(object, "clock_us", in: 0...Double(BatchReader.latestMicros)).map { Int64($0) }
         lastError = (object["last_error"] as? String).map { String($0.prefix(500)) }
+    }
+
+    /// An optional number field within `range` (integers beyond 2^53 are not exact in JSON anyway).
+    private static func number(_ object: [String: Any], _ key: String, in range: ClosedRange<Double>) throws(Invalid) -> Double? {
+        guard let value = object[key], !(value is NSNull) else { return nil }
+        guard let number = value as? NSNumber, range.contains(number.doubleValue) else {
+            throw Invalid(description: "status field '\(key)' is not a number from \(range.lowerBound) to \(range.upperBound)")
+        }
+        return number.doubleValue
     }
 }

@@ -20,13 +20,34 @@ public struct BatchError: Error, Hashable, Sendable, CustomStringConvertible {
 
     public var code: Code
     public var message: String
+    /// The batch's header, when it was valid and only the rest of the batch is not: the ingest can still
+    /// acknowledge the batch as refused, so that its agent moves on.
+    public var header: BatchHeader?
 
-    public init(_ code: Code, _ message: String) {
+    public init(_ code: Code, _ message: String, header: BatchHeader? = nil) {
         self.code = code
         self.message = message
+        self.header = header
     }
 
     public var description: String { "\(code): \(message)" }
+}
+
+/// What names a batch and its place in its agent's delivery.
+public struct BatchHeader: Hashable, Sendable {
+    public var siteID: String
+    public var agentID: String
+    public var bootID: UInt64
+    public var sequence: UInt64
+    public var firstUnacknowledgedSequence: UInt64
+
+    public init(siteID: String, agentID: String, bootID: UInt64, sequence: UInt64, firstUnacknowledgedSequence: UInt64) {
+        self.siteID = siteID
+        self.agentID = agentID
+        self.bootID = bootID
+        self.sequence = sequence
+        self.firstUnacknowledgedSequence = firstUnacknowledgedSequence
+    }
 }
 
 /// A validated batch with its sightings expanded: absolute times, beacons resolved, RSSI in dBm.
@@ -39,6 +60,12 @@ public struct DecodedBatch: Sendable {
     public var agentClockMicros: Int64
     public var sightings: [Sighting]
     public var characteristicReads: [CharacteristicRead]
+
+    public var header: BatchHeader {
+        BatchHeader(
+            siteID: siteID, agentID: agentID, bootID: bootID, sequence: sequence,
+            firstUnacknowledgedSequence: firstUnacknowledgedSequence)
+    }
 }
 
 /// A characteristic value read over a GATT connection (the agent's poll of listed devices).
@@ -66,6 +93,17 @@ public enum BatchReader {
     public static let maximumBytes = 1 << 20
     /// The widest span of capture time one batch may cover (a day), against corrupt deltas.
     public static let maximumSpanMicros: UInt64 = 86_400_000_000
+    /// Times on the wire (Unix µs) lie from 1970 to 2200-01-01: sums and differences of any two stay far from
+    /// Int64's limits.
+    public static let latestMicros: Int64 = 7_258_118_400_000_000
+    /// Sequences run from 1 to 2^62: an agent sealing a thousand batches a second takes 146 million years to get
+    /// there, and one past any sequence still fits PostgreSQL's bigint.
+    public static let maximumSequence: UInt64 = 1 << 62
+    /// The RSSI a radio can report, dBm (HCI: -127 to +20; 127 means "not available" and is never sent).
+    public static let rssiRange: ClosedRange<Int8> = -127...20
+
+    /// Whether a time lies in the range the wire allows.
+    public static func isValidTime(_ micros: Int64) -> Bool { (0...latestMicros).contains(micros) }
 
     public static func decode(_ bytes: [UInt8]) throws(BatchError) -> DecodedBatch {
         guard bytes.count <= maximumBytes else {
@@ -85,13 +123,40 @@ public enum BatchReader {
             throw BatchError(
                 .unsupportedVersion, "format_version \(wire.formatVersion) is not \(formatVersion)")
         }
-        guard !wire.siteID.isEmpty else { throw BatchError(.invalidField, "site_id is empty") }
-        guard !wire.agentID.isEmpty else { throw BatchError(.invalidField, "agent_id is empty") }
+        guard isValidIdentifier(wire.siteID) else {
+            throw BatchError(.invalidField, "site_id is not 1-64 characters of a-z, 0-9 and -")
+        }
+        guard isValidIdentifier(wire.agentID) else {
+            throw BatchError(.invalidField, "agent_id is not 1-64 characters of a-z, 0-9 and -")
+        }
         guard wire.sequence > 0 else { throw BatchError(.invalidField, "sequence is 0; sequences start at 1") }
+        guard wire.sequence <= maximumSequence else {
+            throw BatchError(.invalidField, "sequence \(wire.sequence) is above the largest allowed, 2^62")
+        }
         guard wire.firstUnacknowledgedSequence <= wire.sequence else {
             throw BatchError(
                 .invalidField,
                 "first_unacknowledged_sequence \(wire.firstUnacknowledgedSequence) is above sequence \(wire.sequence)")
+        }
+        let header = BatchHeader(
+            siteID: wire.siteID, agentID: wire.agentID, bootID: wire.bootID, sequence: wire.sequence,
+            firstUnacknowledgedSequence: wire.firstUnacknowledgedSequence)
+        do {
+            return try decodeBody(wire)
+        } catch {
+            var failure = error
+            failure.header = header
+            throw failure
+        }
+    }
+
+    /// Everything after the header.
+    private static func decodeBody(_ wire: WireBatch) throws(BatchError) -> DecodedBatch {
+        guard isValidTime(wire.agentClockUs) else {
+            throw BatchError(.invalidField, "agent_clock_us \(wire.agentClockUs) is not between 1970 and 2200")
+        }
+        guard isValidTime(wire.baseTimeUs) else {
+            throw BatchError(.invalidField, "base_time_us \(wire.baseTimeUs) is not between 1970 and 2200")
         }
         let count = wire.sightingBeacon.count
         guard wire.sightingTimeDeltaUs.count == count, wire.sightingRssi.count == count else {
@@ -140,8 +205,9 @@ public enum BatchReader {
             guard !overflow else { throw BatchError(.invalidField, "sighting \(index) time overflows") }
             time = next
             let biased = wire.sightingRssi[index]
-            guard biased <= 255, let rssi = Int8(exactly: Int32(biased) - rssiBias) else {
-                throw BatchError(.invalidField, "sighting \(index) rssi \(biased) is outside 0-255 (RSSI + 128)")
+            guard biased <= 255, let rssi = Int8(exactly: Int32(biased) - rssiBias), rssiRange.contains(rssi) else {
+                throw BatchError(
+                    .invalidField, "sighting \(index) rssi \(Int64(biased) - Int64(rssiBias)) dBm is outside -127 to +20 (sent as RSSI + 128)")
             }
             sightings.append(Sighting(timeMicros: time, beacon: beacons[beaconIndex], rssi: rssi))
         }
@@ -171,6 +237,9 @@ public enum BatchReader {
         for (index, read) in wire.characteristicReads.enumerated() {
             guard Int(read.beacon) < beacons.count, let uuid = UInt16(exactly: read.characteristicUuid16) else {
                 throw BatchError(.inconsistentColumns, "characteristic_reads[\(index)] names no beacon or no 16-bit UUID")
+            }
+            guard isValidTime(read.timeUs) else {
+                throw BatchError(.invalidField, "characteristic_reads[\(index)].time_us \(read.timeUs) is not between 1970 and 2200")
             }
             reads.append(
                 CharacteristicRead(

@@ -21,8 +21,13 @@ public struct PostgresError: Error, Sendable, Hashable, CustomStringConvertible 
         "PostgreSQL \(operation) failed" + (sqlState.map { " (SQLSTATE \($0))" } ?? "") + ": \(message)"
     }
 
-    /// The connection is gone (class 08, or libpq lost it): reconnect and retry.
-    public var isConnectionFailure: Bool { sqlState.map { $0.hasPrefix("08") } ?? true }
+    /// The connection is gone or the server cannot serve now: class 08, an administrator's or a crash shutdown
+    /// (57P01-57P03), insufficient resources (class 53), or libpq lost the connection (no SQLSTATE). Reconnect and
+    /// retry. Any other error is about the statement and its data: retrying the same statement fails the same way.
+    public var isConnectionFailure: Bool {
+        guard let sqlState else { return true }
+        return sqlState.hasPrefix("08") || sqlState.hasPrefix("53") || ["57P01", "57P02", "57P03"].contains(sqlState)
+    }
 }
 
 /// One libpq connection. Blocking calls: it belongs to one thread at a time, never Swift's cooperative pool.

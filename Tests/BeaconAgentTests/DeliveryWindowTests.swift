@@ -39,3 +39,33 @@ import Testing
         #expect(window.capacity(nowNanoseconds: 1) == 4)
     }
 }
+
+@Suite struct AcknowledgementTests {
+    func action(_ json: String, retained: Bool = false, acknowledged: UInt64 = 3, next: UInt64 = 11) -> Acknowledgement.Action {
+        Acknowledgement.action(payload: Array(json.utf8), retained: retained, acknowledged: acknowledged, nextSequence: next)
+    }
+
+    @Test func onlyWhatTheAgentSealedCanBeAcknowledged() {
+        #expect(action(#"{"committed_through": 7}"#) == .acknowledge(7))
+        #expect(action(#"{"committed_through": 10}"#) == .acknowledge(10))  // the newest batch sealed
+        #expect(action(#"{"committed_through": 2}"#) == .none)
+        // Live, beyond the newest batch sealed: forged or confused; nothing is deleted.
+        guard case .refuse(let reason) = action(#"{"committed_through": 14}"#) else {
+            Issue.record("accepted")
+            return
+        }
+        #expect(reason == "committed_through 14 is beyond the newest batch sealed, 10")
+        // Retained from an earlier life of the agent: adopted (its batches move past it), but never near the end of
+        // the sequence space.
+        #expect(action(#"{"committed_through": 14}"#, retained: true) == .adopt(14))
+        #expect(action(#"{"committed_through": 9223372036854775807}"#, retained: true)
+            == .refuse("committed_through 9223372036854775807 is beyond the largest sequence allowed, 2^62"))
+        #expect(action(#"{"committed_through": 18446744073709551615}"#, retained: true) != .adopt(18_446_744_073_709_551_615))
+    }
+
+    @Test func malformedAcknowledgementsAreRefused() {
+        for payload in [#"{"committed_through": -1}"#, #"{"committed_through": 1e300}"#, "{}", "14", #"{"committed_through": 18446744073709551616}"#] {
+            #expect(action(payload) == .refuse(#"the payload is not {"committed_through": N}"#), "\(payload)")
+        }
+    }
+}

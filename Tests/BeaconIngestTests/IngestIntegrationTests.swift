@@ -105,7 +105,7 @@ final class IngestHarness: @unchecked Sendable {
 func batchPayload(
     site: String = "hq", agent: String = "hq-a1", sequence: UInt64, beaconID: String = "ibeacon:e2c56db5-dffb-48d2-b060-d0f5a71096e0:1:2",
     count: Int = 100, start: Int64 = 1_767_225_600_000_000, formatVersion: UInt32? = nil,
-    rssi: (Int) -> Int8 = { Int8(-50 - $0 % 30) }
+    rssi: (Int) -> Int8 = { Int8(-50 - $0 % 30) }, edit: (inout WireBatch) -> Void = { _ in }
 ) throws -> [UInt8] {
     var builder = BatchBuilder(siteID: site, agentID: agent, bootID: 42)
     builder.configuration.maximumSightings = 10_000
@@ -118,6 +118,7 @@ func batchPayload(
     let sealed = builder.seal(sequence: sequence, firstUnacknowledgedSequence: sequence, agentClockMicros: start)
     var wire = try #require(sealed)
     if let formatVersion { wire.formatVersion = formatVersion }
+    edit(&wire)
     return try wire.serializedBytes()
 }
 
@@ -222,6 +223,67 @@ struct IngestIntegrationTests {
         }
         #expect(try harness.count("beaconflow.sightings") == 100)
         try await harness.stop()
+    }
+
+    /// Messages built to trap or stall the ingest, published retained (an agent's credentials allow that on its own
+    /// topics): each is refused with a reason, the good batch after them commits, the refused ones with a valid
+    /// header are acknowledged so that the agent moves on, the ingest stops promptly, and a restarted ingest that
+    /// receives them all again from the broker still works.
+    @Test func hostileMessagesAreRefusedAndNeitherTrapNorStallTheIngest() async throws {
+        let harness = try await IngestHarness.start()
+        let (client, events) = try await harness.client()
+        defer { client.stop() }
+        try client.subscribe(topic: "beaconflow/v1/hq/hq-a1/ack")
+        var read = Beaconflow_V1_CharacteristicRead()
+        read.characteristicUuid16 = 0x2A19
+        read.timeUs = .min
+        let refused: [(payload: [UInt8], field: String)] = [
+            (try batchPayload(sequence: 1, edit: { $0.agentClockUs = .min }), "agent_clock_us"),
+            (try batchPayload(sequence: 2, edit: { $0.baseTimeUs = .min }), "base_time_us"),
+            (try batchPayload(sequence: 3, edit: { $0.characteristicReads = [read] }), "time_us"),
+            (try batchPayload(sequence: 4, rssi: { _ in 127 }), "rssi"),
+            (try batchPayload(sequence: 1, edit: { $0.sequence = .max; $0.firstUnacknowledgedSequence = .max }), "sequence"),
+            (try batchPayload(sequence: 1, edit: { $0.sequence = 1 << 63; $0.firstUnacknowledgedSequence = 1 << 63 }), "sequence"),
+            (try batchPayload(sequence: 1, edit: { $0.siteID = "hq\nforged" }), "site_id"),
+        ]
+        for item in refused { try client.publish(topic: "beaconflow/v1/hq/hq-a1/batch", payload: item.payload, retain: true) }
+        for status in [#"{"online": true, "adverts_per_s": 1e300}"#, #"{"online": true, "clock_us": -9223372036854775808}"#] {
+            try client.publish(topic: "beaconflow/v1/hq/hq-a1/status", payload: Array(status.utf8), retain: true)
+        }
+        try client.publish(topic: "beaconflow/v1/hq/hq-a1/batch", payload: try batchPayload(sequence: 5))
+        try await harness.eventually("every batch is handled") {
+            let statistics = harness.ingest.statistics
+            return statistics.batchesRejected == refused.count && statistics.batchesCommitted == 1
+        }
+        let details = try harness.query("SELECT detail FROM beaconflow.rejected_batches").map { $0[0] ?? "" }
+        for item in refused { #expect(details.contains { $0.contains(item.field) }, "\(item.field): \(details)") }
+        #expect(!details.contains { $0.contains("\n") })
+        #expect(try harness.count("beaconflow.sightings") == 100)
+        #expect(try harness.query("SELECT adverts_per_s, clock_offset_ms FROM beaconflow.agent_state WHERE agent_id = 'hq-a1'")
+            .allSatisfy { $0 == [nil, nil] })
+        try await events.first { event in
+            guard case .message("beaconflow/v1/hq/hq-a1/ack", let payload, _) = event else { return false }
+            return String(decoding: payload, as: UTF8.self) == #"{"committed_through": 5}"#
+        }
+        let stopping = ContinuousClock.now
+        try await harness.stop()
+        #expect(ContinuousClock.now - stopping < .seconds(10))
+
+        // The broker hands the retained status and batch to the next ingest: the status is refused again, the batch
+        // ignored (agents never retain batches), and the ingest works.
+        var configuration = harness.ingest.configuration
+        configuration.mqtt.clientID = "test-ingest-restarted"
+        let restarted = Ingest(configuration: configuration, logger: Logger(label: "test-ingest-restarted"))
+        let task = Task { try await restarted.run() }
+        try await harness.eventually("the restarted ingest is connected") {
+            restarted.statistics.mqttConnected && restarted.statistics.databaseConnected
+        }
+        try client.publish(topic: "beaconflow/v1/hq/hq-a1/batch", payload: try batchPayload(sequence: 6, start: 1_767_225_700_000_000))
+        try await harness.eventually("the next batch commits") { restarted.statistics.batchesCommitted == 1 }
+        #expect(try harness.count("beaconflow.sightings") == 200)
+        #expect(restarted.statistics.batchesRejected == 0 && restarted.statistics.batchesDuplicate == 0)
+        restarted.requestStop()
+        try await task.value
     }
 
     @Test func partitionsAreMadeAheadAndDroppedPastRetentionOnATimer() async throws {

@@ -120,7 +120,41 @@ import Testing
             Issue.record("accepted")
             return
         }
-        #expect(failure.batch?.sequence == 9)
+        #expect(failure.header?.sequence == 9)
+    }
+
+    @Test func aBatchWithAValidHeaderAndAnInvalidBodyCanBeAcknowledged() throws {
+        let clockUnset = try batchPayload(sequence: 11, edit: { $0.agentClockUs = .min })
+        guard case .failure(let failure) = intake.check(topic: "beaconflow/v1/hq/hq-a1/batch", payload: clockUnset, nowMicros: now)
+        else {
+            Issue.record("accepted")
+            return
+        }
+        #expect(failure.rejection.reason == .undecodable && failure.header?.sequence == 11)
+        // The same body on another agent's topic names nobody that may be acknowledged.
+        guard case .failure(let elsewhere) = intake.check(topic: "beaconflow/v1/hq/hq-a2/batch", payload: clockUnset, nowMicros: now)
+        else {
+            Issue.record("accepted")
+            return
+        }
+        #expect(elsewhere.header == nil)
+    }
+
+    @Test func statusesAreCheckedLikeBatches() throws {
+        func status(_ json: String) -> String {
+            do {
+                let parsed = try AgentStatus(json: Array(json.utf8))
+                return "online \(parsed.online) \(parsed.advertsPerSecond ?? -1) \(parsed.spoolBytes ?? -1) \(parsed.clockMicros ?? -1)"
+            } catch { return "\(error)" }
+        }
+        #expect(status(#"{"online": true, "adverts_per_s": 12.5, "spool_bytes": 4096, "clock_us": 1767225600000000}"#)
+            == "online true 12.5 4096 1767225600000000")
+        #expect(status(#"{"online": false}"#) == "online false -1.0 -1 -1")
+        #expect(status(#"{"online": true, "adverts_per_s": 1e300}"#).contains("'adverts_per_s' is not a number"))
+        #expect(status(#"{"online": true, "clock_us": -9223372036854775808}"#).contains("'clock_us' is not a number"))
+        #expect(status(#"{"online": true, "spool_bytes": "lots"}"#).contains("'spool_bytes' is not a number"))
+        #expect(status(#"{"online": "yes"}"#) == "status has no boolean 'online'")
+        #expect(status("[1, 2]") == "status is not a JSON object")
     }
 }
 

@@ -160,6 +160,40 @@ func seal(_ sightings: [Sighting], configuration: BatchBuilder.Configuration = .
             #expect(try code(change) == expected, "case \(index)")
         }
 
+        // Extreme integers: refused with the field named, never a trap. Where the header is valid, the error
+        // carries it, so that the ingest can acknowledge the batch as refused.
+        func failure(_ change: (inout WireBatch) -> Void) throws -> BatchError? {
+            var batch = valid
+            change(&batch)
+            do {
+                _ = try BatchReader.decode(try batch.serializedBytes())
+                return nil
+            } catch let error as BatchError { return error }
+        }
+        var read = Beaconflow_V1_CharacteristicRead()
+        read.characteristicUuid16 = 0x2A19
+        read.timeUs = .min
+        let extremes: [(field: String, headerKept: Bool, (inout WireBatch) -> Void)] = [
+            ("agent_clock_us", true, { $0.agentClockUs = .min }),
+            ("agent_clock_us", true, { $0.agentClockUs = .max }),
+            ("base_time_us", true, { $0.baseTimeUs = .min }),
+            ("base_time_us", true, { $0.baseTimeUs = BatchReader.latestMicros + 1 }),
+            ("characteristic_reads[0].time_us", true, { $0.characteristicReads = [read] }),
+            ("rssi 127 dBm", true, { $0.sightingRssi = [255] }),
+            ("rssi 21 dBm", true, { $0.sightingRssi = [149] }),
+            ("sequence", false, { $0.sequence = .max; $0.firstUnacknowledgedSequence = .max }),
+            ("sequence", false, { $0.sequence = 1 << 63; $0.firstUnacknowledgedSequence = 1 << 63 }),
+            ("site_id", false, { $0.siteID = "hq\nforged line" }),
+            ("agent_id", false, { $0.agentID = "A1" }),
+        ]
+        for (field, headerKept, change) in extremes {
+            let error = try #require(try failure(change), "\(field) accepted")
+            #expect(error.code == .invalidField && error.message.contains(field), "\(field): \(error)")
+            #expect((error.header?.sequence == 5) == headerKept, "\(field): \(error)")
+        }
+        #expect(try failure { $0.sightingRssi = [148] } == nil)  // +20 dBm, the top of the range
+        #expect(try failure { $0.sequence = BatchReader.maximumSequence; $0.baseTimeUs = BatchReader.latestMicros } == nil)
+
         #expect(throws: BatchError.self) { try BatchReader.decode([0xFF, 0xFF, 0xFF]) }
         #expect((try? BatchReader.decode(Array(repeating: 0, count: BatchReader.maximumBytes + 1))) == nil)
         // Truncation anywhere gives an error, never a trap.

@@ -1,0 +1,45 @@
+import BeaconWire
+import Foundation
+
+/// The ingest's retained acknowledgement, `{"committed_through": N}`: every batch of the agent through sequence N
+/// is in the database. The spool deletes what an acknowledgement covers, so the agent checks each one before
+/// believing it.
+struct Acknowledgement: Decodable, Equatable {
+    var committedThrough: UInt64
+
+    enum CodingKeys: String, CodingKey {
+        case committedThrough = "committed_through"
+    }
+
+    /// What to do with an acknowledgement message.
+    enum Action: Equatable {
+        /// Nothing new (an acknowledgement already applied).
+        case none
+        /// Delete the batches through this sequence from the spool.
+        case acknowledge(UInt64)
+        /// A retained acknowledgement beyond every batch this spool wrote: it is about an earlier life of the same
+        /// agent (a wiped state directory); the pending batches move past it (`Spool.adoptAcknowledgement`).
+        case adopt(UInt64)
+        /// Not believable: nothing is deleted.
+        case refuse(String)
+    }
+
+    /// Checks an acknowledgement against what the agent has: the newest sequence it sealed is `nextSequence - 1`,
+    /// and no acknowledgement may delete past it; only a retained one (what the broker kept from an earlier life)
+    /// may lie beyond, and never past the largest sequence the wire allows.
+    static func action(payload: [UInt8], retained: Bool, acknowledged: UInt64, nextSequence: UInt64) -> Action {
+        guard payload.count <= 256, let ack = try? JSONDecoder().decode(Acknowledgement.self, from: Data(payload)) else {
+            return .refuse("the payload is not {\"committed_through\": N}")
+        }
+        let sequence = ack.committedThrough
+        if sequence <= acknowledged { return .none }
+        if sequence < nextSequence { return .acknowledge(sequence) }
+        guard retained else {
+            return .refuse("committed_through \(sequence) is beyond the newest batch sealed, \(nextSequence - 1)")
+        }
+        guard sequence < BatchReader.maximumSequence else {
+            return .refuse("committed_through \(sequence) is beyond the largest sequence allowed, 2^62")
+        }
+        return .adopt(sequence)
+    }
+}
