@@ -70,6 +70,31 @@ struct AgentIntegrationTests {
         #expect(multiset(ingest.sightings) == multiset(expected))
     }
 
+    /// Acknowledgements beyond what the agent sealed, as anyone allowed on the ack topic could send them: refused,
+    /// nothing deleted or renumbered, and every batch still arrives once the real acknowledgements come.
+    @Test func forgedAcknowledgementsDeleteNothing() async throws {
+        let broker = try MosquittoServer()
+        let ingest = try await TestIngest.start(broker: broker)
+        defer { ingest.stop() }
+        ingest.setAcknowledging(false)
+        let spool = try makeTemporaryDirectory(prefix: "spool")
+        defer { try? FileManager.default.removeItem(atPath: spool) }
+        let capture = captureFixture("wban-python-btsnoop_hci.log")
+        let configuration = try configuration(broker, spool: spool)
+        let agent = Agent(
+            configuration: configuration, source: CaptureReplaySource(path: capture, speed: .factor(70)), logger: logger)
+        async let outcome = agent.run()
+        try await ingest.wait(for: "a few batches") { $0.batchCount >= 2 }
+        try ingest.publishAcknowledgement(site: "hq", agent: "hq-a1", 100_000)
+        try ingest.publishAcknowledgement(site: "hq", agent: "hq-a1", UInt64(Int64.max))
+        try await Task.sleep(for: .milliseconds(500))
+        ingest.setAcknowledging(true)
+        #expect(try await outcome == .finished)
+        let expected = try expectedSightings(capture: capture, configuration: configuration.extractor)
+        #expect(multiset(ingest.sightings) == multiset(expected))
+        #expect(ingest.sequences == Array(1...UInt64(ingest.batchCount)))
+    }
+
     @Test func batchesSurviveABrokerRestart() async throws {
         let broker = try MosquittoServer()
         let ingest = try await TestIngest.start(broker: broker)
