@@ -216,7 +216,8 @@ final class AgentEngine: @unchecked Sendable {
         }
         for batch in batches {
             do {
-                try client.publish(topic: topics.batch, payload: batch.payload, qos: 1)
+                let payload = Self.updatingFirstUnacknowledged(batch.payload, to: min(spool.firstUnacknowledgedSequence, batch.sequence))
+                try client.publish(topic: topics.batch, payload: payload, qos: 1)
                 window.published(batch.sequence, nowNanoseconds: now)
                 batchesPublished += 1
                 publishCounter.increment()
@@ -225,6 +226,23 @@ final class AgentEngine: @unchecked Sendable {
                 return
             }
         }
+    }
+
+    /// A spooled batch as it goes out: when the spool has since dropped or had acknowledged the batches its
+    /// `first_unacknowledged_sequence` named, the field is sent again with the oldest sequence actually held, so
+    /// that the ingest does not wait for batches that no longer exist. Protobuf takes the last value of a
+    /// repeated scalar field, so the field is appended (a few bytes) rather than the batch re-encoded.
+    static func updatingFirstUnacknowledged(_ payload: [UInt8], to first: UInt64) -> [UInt8] {
+        guard let wire = try? WireBatch(serializedBytes: payload), wire.firstUnacknowledgedSequence < first else { return payload }
+        var updated = payload
+        updated.append(6 << 3)  // field 6 (first_unacknowledged_sequence), varint
+        var value = first
+        while value >= 0x80 {
+            updated.append(UInt8(value & 0x7F) | 0x80)
+            value >>= 7
+        }
+        updated.append(UInt8(value))
+        return updated
     }
 
     private func handle(_ event: MQTTEvent, now: UInt64) {

@@ -62,6 +62,9 @@ public final class BatchWriter {
             var outcomes: [Outcome] = []
             var before: [AgentKey: UInt64] = [:]
             var after: [AgentKey: UInt64] = [:]
+            /// Agents that sent a batch again: they lack the acknowledgement (a retained one can be lost with the
+            /// broker), so it is published again even when it did not move.
+            var redelivered: Set<AgentKey> = []
             for (index, batch) in batches.enumerated() {
                 let key = AgentKey(site: batch.siteID, agent: batch.agentID)
                 if before[key] == nil { before[key] = tracker.committedThrough(key) }
@@ -74,6 +77,7 @@ public final class BatchWriter {
                     outcomes.append(.committed(rows: output.sightings.count))
                 } else {
                     outcomes.append(.duplicate)
+                    redelivered.insert(key)
                 }
                 after[key] = tracker.committed(
                     key, sequence: batch.sequence, firstUnacknowledged: batch.firstUnacknowledgedSequence)
@@ -95,7 +99,9 @@ public final class BatchWriter {
             committed = true
             pipeline.commitTransaction()
             var acknowledgements: [AgentKey: UInt64] = [:]
-            for (key, through) in after where through != before[key] { acknowledgements[key] = through }
+            for (key, through) in after where through != before[key] || (redelivered.contains(key) && through > 0) {
+                acknowledgements[key] = through
+            }
             // Batches beyond a gap may have been committed by another ingest instance: look before waiting.
             for key in after.keys where tracker.waiting(key) > 0 {
                 let old = tracker.committedThrough(key)
@@ -304,10 +310,9 @@ public final class BatchWriter {
                 let before = tracker.committedThrough(key)
                 let through = tracker.committed(
                     key, sequence: header.sequence, firstUnacknowledged: header.firstUnacknowledgedSequence)
-                if through != before {
-                    try recordProgress([key: through])
-                    acknowledgements[key] = through
-                }
+                if through != before { try recordProgress([key: through]) }
+                // Also when it did not move: a refused batch sent again means the agent lacks the acknowledgement.
+                if through > 0 { acknowledgements[key] = through }
             }
             try connection.execute("COMMIT")
             return acknowledgements

@@ -1,3 +1,4 @@
+import BeaconWire
 import Testing
 @testable import BeaconAgent
 
@@ -61,6 +62,21 @@ import Testing
         #expect(action(#"{"committed_through": 9223372036854775807}"#, retained: true)
             == .refuse("committed_through 9223372036854775807 is beyond the largest sequence allowed, 2^62"))
         #expect(action(#"{"committed_through": 18446744073709551615}"#, retained: true) != .adopt(18_446_744_073_709_551_615))
+    }
+
+    @Test func aResentBatchNamesTheOldestBatchStillHeld() throws {
+        var wire = WireBatch()
+        wire.formatVersion = 1
+        wire.siteID = "hq"
+        wire.agentID = "a1"
+        wire.sequence = 90
+        wire.firstUnacknowledgedSequence = 3
+        let payload: [UInt8] = try wire.serializedBytes()
+        let updated = AgentEngine.updatingFirstUnacknowledged(payload, to: 77)
+        #expect(try BatchReader.decode(updated).firstUnacknowledgedSequence == 77)
+        #expect(try BatchReader.decode(updated).sequence == 90)
+        #expect(updated.count == payload.count + 2)
+        #expect(AgentEngine.updatingFirstUnacknowledged(payload, to: 3) == payload)
     }
 
     @Test func malformedAcknowledgementsAreRefused() {

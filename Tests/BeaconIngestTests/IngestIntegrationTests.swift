@@ -31,8 +31,10 @@ final class IngestHarness: @unchecked Sendable {
     /// The test's own connection, for queries.
     let connection: PostgresConnection
 
-    static func start(configure: (inout IngestConfiguration) -> Void = { _ in }) async throws -> IngestHarness {
-        let broker = try MosquittoServer()
+    static func start(
+        brokerPersistence: Bool = true, configure: (inout IngestConfiguration) -> Void = { _ in }
+    ) async throws -> IngestHarness {
+        let broker = try MosquittoServer(persistence: brokerPersistence)
         let database = try await PostgresServer.start()
         var mqtt = MQTTClient.Configuration(host: "127.0.0.1", port: broker.port, clientID: "test-ingest")
         mqtt.reconnectDelayMinimum = .milliseconds(50)
@@ -284,6 +286,62 @@ struct IngestIntegrationTests {
         #expect(restarted.statistics.batchesRejected == 0 && restarted.statistics.batchesDuplicate == 0)
         restarted.requestStop()
         try await task.value
+    }
+
+    /// The broker is away while an agent replays a capture into a spool too small for it: the oldest batches are
+    /// dropped. Once the broker is back, the batches still held name the first of them as their oldest
+    /// unacknowledged sequence, so the ingest acknowledges them without waiting for the dropped ones: the agent
+    /// ends with an empty spool and every batch it held is committed once.
+    @Test func anAgentWhoseSpoolOverflowedDeliversWhatItStillHolds() async throws {
+        let harness = try await IngestHarness.start()
+        harness.broker.stop()
+        let spool = try makeTemporaryDirectory(prefix: "spool")
+        defer { try? FileManager.default.removeItem(atPath: spool) }
+        var configuration = try agentConfiguration(harness.broker, spool: spool)
+        configuration.extractor.includeUnknownDevices = true  // the capture's devices are not beacons
+        configuration.spool.maximumBytes = 8 << 10
+        configuration.spool.segmentBytes = 2 << 10
+        let agent = Agent(
+            configuration: configuration, source: CaptureReplaySource(path: captureFixture("wban-python-btsnoop_hci.log"), speed: .maximum),
+            logger: logger)
+        async let outcome = agent.run()
+        try await Task.sleep(for: .seconds(2))
+        try harness.broker.start()
+        #expect(try await outcome == .finished)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: spool).filter { $0.hasSuffix(".seg") }.isEmpty)
+        let batches = try harness.query("SELECT count(*), count(DISTINCT sequence), min(sequence), max(sequence) FROM beaconflow.batches")[0]
+            .map { Int($0 ?? "") ?? -1 }
+        #expect(batches[0] == batches[1] && batches[3] - batches[2] + 1 == batches[0], "\(batches)")
+        #expect(batches[2] > 1, "the oldest batches were dropped: \(batches)")
+        let committed = try harness.query("SELECT committed_through FROM beaconflow.agent_state WHERE agent_id = 'hq-a1'")
+        #expect(committed == [[String(batches[3])]])
+        try await harness.stop()
+    }
+
+    /// The broker loses the retained acknowledgement (restarted without persistence) and the agent, never having
+    /// seen it, sends the batch again: the ingest answers the duplicate with the acknowledgement.
+    @Test func aLostAcknowledgementIsPublishedAgainWhenTheBatchComesAgain() async throws {
+        let harness = try await IngestHarness.start(brokerPersistence: false)
+        let payload = try batchPayload(sequence: 1)
+        do {
+            let (client, events) = try await harness.client()
+            defer { client.stop() }
+            try client.subscribe(topic: "beaconflow/v1/hq/hq-a1/ack")
+            try client.publish(topic: "beaconflow/v1/hq/hq-a1/batch", payload: payload)
+            try await events.first { if case .message(_, let body, _) = $0 { body == Array(#"{"committed_through": 1}"#.utf8) } else { false } }
+        }
+        harness.broker.stop()
+        try harness.broker.start()
+        let (client, events) = try await harness.client(id: "test-publisher-again")
+        defer { client.stop() }
+        try client.subscribe(topic: "beaconflow/v1/hq/hq-a1/ack")
+        try await harness.eventually("the ingest is connected again") { harness.ingest.statistics.mqttConnected }
+        try await Task.sleep(for: .milliseconds(500))
+        try client.publish(topic: "beaconflow/v1/hq/hq-a1/batch", payload: payload)
+        try await events.first { if case .message(_, let body, _) = $0 { body == Array(#"{"committed_through": 1}"#.utf8) } else { false } }
+        #expect(harness.ingest.statistics.batchesDuplicate == 1)
+        #expect(try harness.count("beaconflow.sightings") == 100)
+        try await harness.stop()
     }
 
     @Test func partitionsAreMadeAheadAndDroppedPastRetentionOnATimer() async throws {
