@@ -13,6 +13,12 @@ let package = Package(
         .executableTarget(name: "FuzzCapture", dependencies: ["CLibFuzzer", .product(name: "BeaconWire", package: "beaconflow")]),
         .executableTarget(name: "FuzzCharacteristic", dependencies: ["CLibFuzzer", .product(name: "BeaconWire", package: "beaconflow")]),
         .executableTarget(name: "FuzzBatch", dependencies: ["CLibFuzzer", .product(name: "BeaconWire", package: "beaconflow")]),
+        .executableTarget(
+            name: "FuzzIngestInput",
+            dependencies: [
+                "CLibFuzzer", .product(name: "BeaconWire", package: "beaconflow"),
+                .product(name: "BeaconIngest", package: "beaconflow"), .product(name: "BeaconAgent", package: "beaconflow"),
+            ]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -4,15 +4,15 @@ import Foundation
 /// The ingest's retained acknowledgement, `{"committed_through": N}`: every batch of the agent through sequence N
 /// is in the database. The spool deletes what an acknowledgement covers, so the agent checks each one before
 /// believing it.
-struct Acknowledgement: Decodable, Equatable {
-    var committedThrough: UInt64
+public struct Acknowledgement: Decodable, Equatable, Sendable {
+    public var committedThrough: UInt64
 
     enum CodingKeys: String, CodingKey {
         case committedThrough = "committed_through"
     }
 
     /// What to do with an acknowledgement message.
-    enum Action: Equatable {
+    public enum Action: Equatable, Sendable {
         /// Nothing new (an acknowledgement already applied).
         case none
         /// Delete the batches through this sequence from the spool.
@@ -27,7 +27,7 @@ struct Acknowledgement: Decodable, Equatable {
     /// Checks an acknowledgement against what the agent has: the newest sequence it sealed is `nextSequence - 1`,
     /// and no acknowledgement may delete past it; only a retained one (what the broker kept from an earlier life)
     /// may lie beyond, and never past the largest sequence the wire allows.
-    static func action(payload: [UInt8], retained: Bool, acknowledged: UInt64, nextSequence: UInt64) -> Action {
+    public static func action(payload: [UInt8], retained: Bool, acknowledged: UInt64, nextSequence: UInt64) -> Action {
         guard payload.count <= 256, let ack = try? JSONDecoder().decode(Acknowledgement.self, from: Data(payload)) else {
             return .refuse("the payload is not {\"committed_through\": N}")
         }
