@@ -83,12 +83,27 @@ extension CaptureReplaySource {
             throw SourceError(source: path, "cannot open the capture file (\(String(cString: strerror(errno))))")
         }
         defer { try? handle.close() }
+        try requireNotDirectory(handle, path: path)
         let size = (try? handle.seekToEnd()) ?? 0
         try? handle.seek(toOffset: 0)
-        let head = handle.readData(ofLength: 1 << 20)
+        let head: Data
+        do {
+            head = try handle.read(upToCount: 1 << 20) ?? Data()
+        } catch {
+            throw SourceError(source: path, "cannot read the capture file (\(error.localizedDescription))")
+        }
         let digest = SHA256.hash(data: head).map { String(format: "%02x", $0) }.joined()
         return "capture:\(size):\(digest.prefix(32))"
     }
+}
+
+/// A capture must not be a directory: one opens for reading but cannot be read.
+func requireNotDirectory(_ handle: FileHandle, path: String) throws(SourceError) {
+    var status = stat()
+    guard fstat(handle.fileDescriptor, &status) == 0 else {
+        throw SourceError(source: path, "cannot examine the capture file (\(String(cString: strerror(errno))))")
+    }
+    guard status.st_mode & S_IFMT != S_IFDIR else { throw SourceError(source: path, "is a directory: give a capture file") }
 }
 
 /// A replay the engine records as it goes: its input, the reports consumed, and the position of the last batch

@@ -98,6 +98,7 @@ public struct CaptureReplaySource: ResumableSource {
             throw SourceError(source: path, "cannot open the capture file (\(String(cString: strerror(errno))))")
         }
         defer { try? handle.close() }
+        try requireNotDirectory(handle, path: path)
         var reader = CaptureReader()
         var decoder = AdvertisingReportDecoder()
         let started = ContinuousClock.now
@@ -105,7 +106,13 @@ public struct CaptureReplaySource: ResumableSource {
         var pending: [TimedReport] = []
         var ordinal: Int64 = 0
         while !shouldStop() {
-            let chunk = handle.readData(ofLength: 64 * 1024)
+            let chunk: Data
+            do {
+                chunk = try handle.read(upToCount: 64 * 1024) ?? Data()
+            } catch {
+                if !pending.isEmpty { deliver(pending) }
+                throw SourceError(source: path, "cannot read the capture file (\(error.localizedDescription))")
+            }
             if chunk.isEmpty { break }
             reader.append(chunk)
             do {

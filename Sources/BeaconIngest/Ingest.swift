@@ -17,6 +17,9 @@ public struct IngestConfiguration: Sendable {
     /// With a name, the batch subscription is shared (`$share/<name>/...`): the broker hands each batch to one
     /// of the instances in the group. Without, each instance gets every batch and the database keeps one copy.
     public var sharedSubscriptionGroup: String?
+    /// Whether the broker keeps the ingest's session (its subscriptions and the batches queued for it) for a day
+    /// after a disconnect: for a client id that stays the same across restarts.
+    public var persistentSession = true
     /// Messages waiting for the writer at most; beyond it they are deferred (not acknowledged, so the agents
     /// send them again): intake pauses while PostgreSQL is away.
     public var queueCapacity = 512
@@ -127,8 +130,8 @@ public final class Ingest: Sendable {
     public func run() async throws {
         let queue = BlockingQueue<Item>(capacity: configuration.queueCapacity)
         var mqtt = configuration.mqtt
-        // Subscriptions and queued batches survive an ingest restart for this long.
-        mqtt.sessionExpirySeconds = max(mqtt.sessionExpirySeconds, 86_400)
+        // Subscriptions and queued batches survive an ingest restart for this long (a client id of its own only).
+        if configuration.persistentSession { mqtt.sessionExpirySeconds = max(mqtt.sessionExpirySeconds, 86_400) }
         let client = try MQTTClient(mqtt, logger: logger)
         let batchFilter = configuration.sharedSubscriptionGroup.map { "$share/\($0)/\(IngestConfiguration.batchTopicFilter)" }
             ?? IngestConfiguration.batchTopicFilter

@@ -52,6 +52,9 @@ struct DecodeCommand: ParsableCommand {
         guard sources.count == 1 else {
             throw ValidationError("Give exactly one of --hex, --btsnoop or --pcap.")
         }
+        if let unixTime, !(0...BatchReader.latestMicros / 1_000_000).contains(unixTime) {
+            throw ValidationError("--unix-time must be between 0 (1970) and 7258118400 (2200-01-01).")
+        }
     }
 
     func run() throws {

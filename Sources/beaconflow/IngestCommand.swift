@@ -42,8 +42,10 @@ struct IngestCommand: AsyncParsableCommand {
     @Option(help: "Client key (PEM) for --cert-file.") var keyFile: String?
     @Option(help: "File whose first line is the MQTT password (keeps it out of the process list).")
     var passwordFile: String?
-    @Option(help: "MQTT client id; its persistent session holds batches while the ingest is down.")
-    var clientID = "beaconflow-ingest"
+    @Option(
+        help: "MQTT client id. Given, the broker keeps its session for a day, holding batches while the ingest is down; each instance needs its own. Default: beaconflow-ingest-<host>-<process id>, unique, with no session kept (agents send again what was not acknowledged)."
+    )
+    var clientID: String?
     @Option(help: "Share the batch subscription with the other instances of this group ($share/<group>/...).")
     var sharedGroup: String?
     @Option(help: "libpq connection URI or conninfo (default: from the PG* environment variables).")
@@ -75,7 +77,8 @@ struct IngestCommand: AsyncParsableCommand {
     func configuration() throws(ConfigurationError) -> IngestConfiguration {
         var address = try BrokerAddress(url: broker)
         if let passwordFile { try address.readPassword(file: passwordFile) }
-        var mqtt = MQTTClient.Configuration(host: address.host, port: address.port, clientID: clientID)
+        let uniqueClientID = "beaconflow-ingest-\(ProcessInfo.processInfo.hostName.prefix(40))-\(getpid())"
+        var mqtt = MQTTClient.Configuration(host: address.host, port: address.port, clientID: clientID ?? uniqueClientID)
         mqtt.username = address.username
         mqtt.password = address.password
         if address.useTLS {
@@ -93,6 +96,7 @@ struct IngestCommand: AsyncParsableCommand {
         }
         guard queueCapacity >= 1, maxGroup >= 1 else { throw ConfigurationError("--queue-capacity and --max-group must be at least 1") }
         var configuration = IngestConfiguration(mqtt: mqtt, database: database, sites: sitesConfiguration)
+        configuration.persistentSession = clientID != nil
         configuration.sharedSubscriptionGroup = sharedGroup
         configuration.queueCapacity = queueCapacity
         configuration.maximumGroup = maxGroup

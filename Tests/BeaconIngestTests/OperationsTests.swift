@@ -123,6 +123,25 @@ struct IngestCommandTests {
         let log = (try? String(contentsOfFile: work + "/log", encoding: .utf8)) ?? ""
         #expect(log.contains("sites[0].id"), "\(log)")
     }
+
+    /// Values that used to trap (exit 132): a clear error instead.
+    @Test func extremeArgumentsAreErrorsNotTraps() async throws {
+        let executable = try #require(beaconflowExecutable)
+        let work = try makeTemporaryDirectory(prefix: "extreme-arguments")
+        defer { try? FileManager.default.removeItem(atPath: work) }
+        let decode = try ChildProcess(
+            executable, ["decode", "--hex", "0201", "--unix-time", "9223372036854775807"], standardErrorPath: work + "/decode.log")
+        _ = await decode.exit()
+        #expect(decode.exitCode == 64)
+        #expect(((try? String(contentsOfFile: work + "/decode.log", encoding: .utf8)) ?? "").contains("--unix-time must be between"))
+        let agent = try ChildProcess(
+            executable,
+            ["agent", "--site", "hq", "--agent", "hq-a1", "--source", "btsnoop:" + work, "--broker", "mqtt://127.0.0.1:1", "--spool", work + "/spool"],
+            standardErrorPath: work + "/agent.log")
+        _ = await agent.exit()
+        #expect(agent.exitCode == 66)
+        #expect(((try? String(contentsOfFile: work + "/agent.log", encoding: .utf8)) ?? "").contains("is a directory: give a capture file"))
+    }
 }
 
 @Suite(
