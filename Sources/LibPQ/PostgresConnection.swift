@@ -36,6 +36,8 @@ public final class PostgresConnection {
 
     /// Connects with a libpq conninfo string or `postgresql://` URI; `PG*` environment variables apply as in psql.
     public init(_ conninfo: String) throws(PostgresError) {
+        // Checked first: libpq's own message for a syntax error would quote the string, password and all.
+        if let problem = Self.syntaxError(in: conninfo) { throw PostgresError("parse the connection string", problem) }
         guard let connection = PQconnectdb(conninfo) else {
             throw PostgresError("connect", "libpq could not allocate a connection")
         }
@@ -50,6 +52,41 @@ public final class PostgresConnection {
     }
 
     deinit { PQfinish(connection) }
+
+    /// Why a conninfo string or URI cannot be parsed, or nil when it can. libpq's message quotes the offending
+    /// part, which may be a password: quoted text is left out.
+    public static func syntaxError(in conninfo: String) -> String? {
+        var error: UnsafeMutablePointer<CChar>?
+        guard let options = PQconninfoParse(conninfo, &error) else {
+            let message = error.map { String(cString: $0) } ?? "the connection string cannot be parsed"
+            if let error { PQfreemem(error) }
+            return withoutQuotedText(trimmed(message))
+        }
+        PQconninfoFree(options)
+        return nil
+    }
+
+    /// `message` with every "quoted" part longer than two characters replaced by "…" (a quoted "=" stays).
+    static func withoutQuotedText(_ message: String) -> String {
+        var result = ""
+        var quoted: String?
+        for character in message {
+            if character == "\"" {
+                if let text = quoted {
+                    result += "\"" + (text.count <= 2 ? text : "…") + "\""
+                    quoted = nil
+                } else {
+                    quoted = ""
+                }
+            } else if quoted != nil {
+                quoted?.append(character)
+            } else {
+                result.append(character)
+            }
+        }
+        if quoted != nil { result += "\"…" }
+        return result
+    }
 
     /// Runs one or more statements without parameters (migrations, transaction control).
     public func execute(_ sql: String) throws(PostgresError) {

@@ -1,4 +1,5 @@
 import ArgumentParser
+import LibPQ
 import BeaconAgent
 import BeaconIngest
 import BeaconWire
@@ -72,6 +73,10 @@ struct IngestCommand: AsyncParsableCommand {
         var host = String(metricsListen[..<colon])
         if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
         return (host, port)
+    }
+
+    func validate() throws {
+        if let problem = PostgresConnection.syntaxError(in: database) { throw ValidationError("--database: \(problem)") }
     }
 
     func configuration() throws(ConfigurationError) -> IngestConfiguration {

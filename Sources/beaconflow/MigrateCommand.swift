@@ -21,6 +21,10 @@ struct MigrateCommand: ParsableCommand {
     @Option(help: "libpq connection URI or conninfo (default: from the PG* environment variables).")
     var database = ""
 
+    func validate() throws {
+        if let problem = PostgresConnection.syntaxError(in: database) { throw ValidationError("--database: \(problem)") }
+    }
+
     func run() throws {
         LoggingSystem.bootstrap(StreamLogHandler.standardError)
         let logger = Logger(label: "beaconflow.migrate")

@@ -25,6 +25,10 @@ struct ReportCommand: ParsableCommand {
     @Option(help: "Rows at most in the dwell and beacon lists.") var limit = 10
     @Flag(help: "One JSON object instead of tables.") var json = false
 
+    func validate() throws {
+        if let problem = PostgresConnection.syntaxError(in: database) { throw ValidationError("--database: \(problem)") }
+    }
+
     func run() throws {
         do {
             let report = try Report.load(try PostgresConnection(database), site: site, limit: max(1, limit))

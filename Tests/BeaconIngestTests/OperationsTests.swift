@@ -142,6 +142,20 @@ struct IngestCommandTests {
         #expect(agent.exitCode == 66)
         #expect(((try? String(contentsOfFile: work + "/agent.log", encoding: .utf8)) ?? "").contains("is a directory: give a capture file"))
     }
+
+    /// A connection string libpq cannot parse is named without printing it: it may hold a password.
+    @Test func aBadConnectionStringIsNamedWithoutItsPassword() async throws {
+        let executable = try #require(beaconflowExecutable)
+        let work = try makeTemporaryDirectory(prefix: "bad-conninfo")
+        defer { try? FileManager.default.removeItem(atPath: work) }
+        for (command, database) in [("report", "host=localhost password=s3cret-value foo"), ("migrate", "postgresql://u:s3cret-value@h/db?sslmode")] {
+            let process = try ChildProcess(executable, [command, "--database", database], standardErrorPath: work + "/\(command).log")
+            _ = await process.exit()
+            #expect(process.exitCode == 64)
+            let log = (try? String(contentsOfFile: work + "/\(command).log", encoding: .utf8)) ?? ""
+            #expect(log.contains("--database: ") && !log.contains("s3cret"), "\(log)")
+        }
+    }
 }
 
 @Suite(
