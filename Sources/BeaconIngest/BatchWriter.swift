@@ -171,11 +171,21 @@ public final class BatchWriter {
         pipeline.resumeZones(openVisits: openVisits, lastCountedMinutes: lastMinutes)
     }
 
+    /// How much of a rejected batch is kept (its size is kept too).
+    static let rejectedPayloadBytes = 65_536
+
     /// Creates the raw tables' daily partitions from today (UTC) through `partitions_ahead_days` ahead and, with
-    /// `dropExpired`, drops those older than `retention_days` (both in `beaconflow.settings`). Returns the number
-    /// of partitions made and dropped.
+    /// `dropExpired`, drops those older than `retention_days` (both in `beaconflow.settings`) and deletes the
+    /// rejected batches as old. Returns the number of partitions made and dropped.
     @discardableResult
     public func maintainPartitions(dropExpired: Bool) throws(PostgresError) -> (made: Int, dropped: Int) {
+        if dropExpired {
+            try connection.query(
+                """
+                DELETE FROM beaconflow.rejected_batches
+                WHERE received_at < now() - (SELECT value::integer FROM beaconflow.settings WHERE key = 'retention_days') * interval '1 day'
+                """)
+        }
         let rows = try connection.query(
             """
             SELECT beaconflow.ensure_partitions((now() AT TIME ZONE 'UTC')::date,
@@ -302,9 +312,13 @@ public final class BatchWriter {
         do {
             try connection.query(
                 """
-                INSERT INTO beaconflow.rejected_batches (topic, reason, detail, payload)
-                VALUES ($1, $2, $3, decode($4, 'hex'))
-                """, [String(topic.prefix(1000)), reason, message, payload.hexString])
+                INSERT INTO beaconflow.rejected_batches (topic, reason, detail, payload, payload_bytes)
+                VALUES ($1, $2, $3, decode($4, 'hex'), $5::integer)
+                """,
+                [
+                    String(topic.prefix(1000)), reason, message, Array(payload.prefix(Self.rejectedPayloadBytes)).hexString,
+                    String(payload.count),
+                ])
             var acknowledgements: [AgentKey: UInt64] = [:]
             if let header, let key {
                 let before = tracker.committedThrough(key)

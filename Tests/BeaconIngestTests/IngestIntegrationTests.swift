@@ -216,11 +216,16 @@ struct IngestIntegrationTests {
             let statistics = harness.ingest.statistics
             return statistics.batchesRejected == cases.count && statistics.batchesCommitted == 1
         }
-        let rows = try harness.query("SELECT reason, topic, length(payload), detail FROM beaconflow.rejected_batches ORDER BY received_at")
+        let rows = try harness.query(
+            "SELECT reason, topic, length(payload), detail, payload_bytes FROM beaconflow.rejected_batches ORDER BY received_at")
         #expect(rows.map { $0[0] ?? "" }.sorted() == cases.map(\.reason).sorted())
         for row in rows {
-            let match = cases.first { $0.reason == row[0] && $0.topic == row[1] && String($0.payload.count) == row[2] }
-            #expect(match != nil, "stored whole: \(row)")
+            // Kept whole up to 64 KiB, with the size of the whole.
+            let match = cases.first {
+                $0.reason == row[0] && $0.topic == row[1] && String(min($0.payload.count, 65_536)) == row[2]
+                    && String($0.payload.count) == row[4]
+            }
+            #expect(match != nil, "stored: \(row)")
             #expect((row[3] ?? "").count > 10, "with a message: \(row)")
         }
         #expect(try harness.count("beaconflow.sightings") == 100)
@@ -355,12 +360,32 @@ struct IngestIntegrationTests {
         #expect(made.contains("sightings_raw_\(today)") && made.contains("telemetry_raw_\(threeAhead)"), "\(made)")
         #expect(!made.contains("sightings_raw_\(fiveAhead)"))
         _ = try harness.query("SELECT beaconflow.ensure_partitions('2020-01-01', 2)")
+        // Bounded: no more than 62 days at once, nothing newer than the retention dropped.
+        for call in ["ensure_partitions('2020-01-01', 100000)", "ensure_partitions('0001-01-01', 1)", "drop_partitions_before('2999-01-01')"] {
+            #expect(throws: PostgresError.self, "\(call)") { try harness.query("SELECT beaconflow.\(call)") }
+        }
+        #expect(try harness.query(partitions).map { $0[0]! }.contains("sightings_raw_\(today)"))
         _ = try harness.query("UPDATE beaconflow.settings SET value = '5' WHERE key = 'partitions_ahead_days'")
         try await harness.eventually("the 2020 partitions are dropped and five days ahead are made") {
             let now = try harness.query(partitions).map { $0[0]! }
             return !now.contains { $0.hasSuffix("20200101") || $0.hasSuffix("20200102") } && now.contains("sightings_raw_\(fiveAhead)")
         }
         #expect(try harness.query(partitions).map { $0[0]! }.contains("sightings_raw_\(today)"))
+        try await harness.stop()
+    }
+
+    /// Two sessions making the same new partitions at once (two ingests on one database): one waits for the other
+    /// and finds them made, never "relation already exists" (42P07).
+    @Test func concurrentPartitionCreationDoesNotCollide() async throws {
+        let harness = try await IngestHarness.start()
+        let conninfo = harness.database.conninfo
+        for round in 0..<10 {
+            let day = "2021-\(round + 10 < 13 ? "\(round + 10)" : "0\(round - 2)")-05"
+            async let first = onThread { try PostgresConnection(conninfo).query("SELECT beaconflow.ensure_partitions('\(day)', 3)") }
+            async let second = onThread { try PostgresConnection(conninfo).query("SELECT beaconflow.ensure_partitions('\(day)', 3)") }
+            let made = try await [first[0][0], second[0][0]].compactMap { $0.flatMap { Int($0) } }
+            #expect(made.sorted() == [0, 6], "\(day): \(made)")
+        }
         try await harness.stop()
     }
 
