@@ -31,6 +31,7 @@ public final class MetricsEndpoint: Sendable {
     private let registry: PrometheusCollectorRegistry
     private let health: @Sendable () -> Health
     private let stopped = Mutex(false)
+    private let clients = Mutex(0)
 
     /// Listens on `host:port` (an IPv4 or IPv6 literal; port 0 picks a free one) and starts serving.
     public init(
@@ -92,6 +93,12 @@ public final class MetricsEndpoint: Sendable {
         if first { shutdown(socket, Int32(SHUT_RDWR)) }
     }
 
+    /// Clients served at once; more are turned away at once (a scraper retries).
+    static let maximumClients = 16
+    /// How long a client has to send its request, and to take the response.
+    static let clientTimeoutMilliseconds: Int32 = 2000
+
+    /// Accepts clients and serves each on a thread of its own, so that a slow one never holds up the others.
     private func serve() {
         while !stopped.withLock({ $0 }) {
             let connection = accept(socket, nil, nil)
@@ -99,10 +106,22 @@ public final class MetricsEndpoint: Sendable {
                 if errno == EINTR || errno == ECONNABORTED { continue }
                 break
             }
-            var timeout = timeval(tv_sec: 2, tv_usec: 0)
-            setsockopt(connection, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-            respond(on: connection)
-            close(connection)
+            var timeout = timeval(tv_sec: Int(Self.clientTimeoutMilliseconds / 1000), tv_usec: 0)
+            setsockopt(connection, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+            let admitted = clients.withLock { count in
+                guard count < Self.maximumClients else { return false }
+                count += 1
+                return true
+            }
+            guard admitted else {
+                close(connection)
+                continue
+            }
+            Thread.detachNewThread { [self] in
+                respond(on: connection)
+                close(connection)
+                clients.withLock { $0 -= 1 }
+            }
         }
         close(socket)
     }
@@ -110,7 +129,14 @@ public final class MetricsEndpoint: Sendable {
     private func respond(on connection: Int32) {
         var request: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 2048)
+        let deadline = ContinuousClock.now + .milliseconds(Int(Self.clientTimeoutMilliseconds))
+        // The whole request within the deadline, however slowly it trickles in.
         while request.count < 8192, !request.ends(with: [13, 10, 13, 10]) {
+            let left = deadline - ContinuousClock.now
+            guard left > .zero else { return }
+            var descriptor = pollfd(fd: connection, events: Int16(POLLIN), revents: 0)
+            let milliseconds = Int32(left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000) + 1
+            guard poll(&descriptor, 1, milliseconds) > 0 else { return }
             let count = read(connection, &chunk, chunk.count)
             guard count > 0 else { break }
             request += chunk[..<count]

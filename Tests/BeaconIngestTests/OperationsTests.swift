@@ -54,6 +54,41 @@ func httpGet(port: Int, path: String) throws -> (status: String, body: String) {
         #expect(try httpGet(port: endpoint.port, path: "/other").status == "HTTP/1.1 404 Not Found")
     }
 
+    /// A client that sends a byte at a time holds nobody else up, and is cut off after the client timeout.
+    @Test func aSlowClientDoesNotBlockOthers() throws {
+        let endpoint = try MetricsEndpoint(host: "127.0.0.1", port: 0, registry: PrometheusCollectorRegistry()) {
+            MetricsEndpoint.Health(healthy: true, json: "{}")
+        }
+        defer { endpoint.stop() }
+        let slow = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(slow) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(endpoint.port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(slow, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        try #require(connected == 0)
+        let started = ContinuousClock.now
+        var byte: UInt8 = 0x47  // "G"
+        _ = send(slow, &byte, 1, 0)
+        let healthz = try httpGet(port: endpoint.port, path: "/healthz")
+        #expect(healthz.status == "HTTP/1.1 200 OK")
+        #expect(ContinuousClock.now - started < .seconds(1))
+        // Still trickling, the slow client is closed once its time is up.
+        var closedAfter: Duration?
+        for _ in 0..<60 {
+            Thread.sleep(forTimeInterval: 0.1)
+            if send(slow, &byte, 1, Int32(MSG_NOSIGNAL)) < 0 {
+                closedAfter = ContinuousClock.now - started
+                break
+            }
+        }
+        let after = try #require(closedAfter)
+        #expect(after >= .seconds(2) && after < .seconds(5), "\(after)")
+    }
+
     @Test func aTakenPortIsAClearError() throws {
         let first = try MetricsEndpoint(host: "127.0.0.1", port: 0, registry: PrometheusCollectorRegistry()) {
             MetricsEndpoint.Health(healthy: true, json: "{}")
