@@ -20,6 +20,9 @@ public enum Migrator {
     public static func migrate(
         _ connection: PostgresConnection, through version: Int = .max, logger: Logger
     ) throws(PostgresError) -> [Int] {
+        // Nothing to do needs no privilege: a login that may only write rows (beaconflow_writer) starts on a
+        // schema its owner has migrated.
+        if let current = try currentVersion(connection), current >= min(version, latestVersion) { return [] }
         try connection.execute("SELECT pg_advisory_lock(\(lockKey))")
         defer { _ = try? connection.execute("SELECT pg_advisory_unlock(\(lockKey))") }
         try connection.execute(
@@ -44,13 +47,22 @@ public enum Migrator {
                 try connection.execute("COMMIT")
             } catch {
                 _ = try? connection.execute("ROLLBACK")
+                let advice =
+                    error.sqlState == "42501"
+                    ? " (this login may not change the schema: run `beaconflow migrate` as the schema's owner)" : ""
                 throw PostgresError(
-                    "migration \(migration.version) (\(migration.name))", sqlState: error.sqlState, error.message)
+                    "migration \(migration.version) (\(migration.name))", sqlState: error.sqlState, error.message + advice)
             }
             logger.info("Schema migration applied", metadata: ["version": "\(migration.version)", "name": "\(migration.name)"])
             done.append(migration.version)
         }
         return done
+    }
+
+    /// The newest version applied to the database, or nil when it has no beaconflow schema yet.
+    public static func currentVersion(_ connection: PostgresConnection) throws(PostgresError) -> Int? {
+        guard try connection.query("SELECT to_regclass('beaconflow.schema_migrations') IS NOT NULL") == [["t"]] else { return nil }
+        return try connection.query("SELECT max(version) FROM beaconflow.schema_migrations").first?[0].flatMap { Int($0) }
     }
 
     /// The newest version this build knows.

@@ -374,6 +374,33 @@ struct IngestIntegrationTests {
         try await harness.stop()
     }
 
+    /// The ingest runs as a login that is only in beaconflow_writer, on a schema its owner migrated: it commits,
+    /// makes partitions through the bounded functions, and cannot change the retention.
+    @Test func anIngestLoginThatIsOnlyAWriterWorks() async throws {
+        let harness = try await IngestHarness.start()
+        try await harness.stop()
+        _ = try harness.query("CREATE ROLE ingest_only LOGIN IN ROLE beaconflow_writer")
+        var configuration = harness.ingest.configuration
+        configuration.database = harness.database.conninfo.replacingOccurrences(of: "user=postgres", with: "user=ingest_only")
+        configuration.mqtt.clientID = "test-ingest-writer-only"
+        let writerOnly = Ingest(configuration: configuration, logger: Logger(label: "test-ingest-writer-only"))
+        let task = Task { try await writerOnly.run() }
+        try await harness.eventually("the writer-only ingest is connected") {
+            writerOnly.statistics.mqttConnected && writerOnly.statistics.databaseConnected
+        }
+        try await Task.sleep(for: .milliseconds(500))
+        let (client, _) = try await harness.client()
+        defer { client.stop() }
+        try client.publish(topic: "beaconflow/v1/hq/hq-a1/batch", payload: try batchPayload(sequence: 1, start: 1_609_459_200_000_000))
+        try await harness.eventually("the batch commits") { writerOnly.statistics.batchesCommitted == 1 }
+        #expect(try harness.count("beaconflow.sightings") == 100)
+        let writer = try PostgresConnection(configuration.database)
+        #expect(throws: PostgresError.self) { try writer.query("UPDATE beaconflow.settings SET value = '0' WHERE key = 'retention_days'") }
+        #expect(throws: PostgresError.self) { try writer.query("CREATE TABLE beaconflow.intruder (x int)") }
+        writerOnly.requestStop()
+        try await task.value
+    }
+
     /// Two sessions making the same new partitions at once (two ingests on one database): one waits for the other
     /// and finds them made, never "relation already exists" (42P07).
     @Test func concurrentPartitionCreationDoesNotCollide() async throws {
