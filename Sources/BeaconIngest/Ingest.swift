@@ -43,8 +43,9 @@ public struct IngestConfiguration: Sendable {
         self.sites = sites
     }
 
-    public static let batchTopicFilter = "beaconflow/v1/+/+/batch"
-    public static let statusTopicFilter = "beaconflow/v1/+/+/status"
+    /// What the ingest subscribes to: the batches and statuses of the sites in its sites file, not every site's.
+    public static func batchTopicFilter(site: String) -> String { "beaconflow/v1/\(site)/+/batch" }
+    public static func statusTopicFilter(site: String) -> String { "beaconflow/v1/\(site)/+/status" }
 }
 
 /// Counts since the start, for `/healthz`, the demo's progress line and tests.
@@ -133,10 +134,14 @@ public final class Ingest: Sendable {
         // Subscriptions and queued batches survive an ingest restart for this long (a client id of its own only).
         if configuration.persistentSession { mqtt.sessionExpirySeconds = max(mqtt.sessionExpirySeconds, 86_400) }
         let client = try MQTTClient(mqtt, logger: logger)
-        let batchFilter = configuration.sharedSubscriptionGroup.map { "$share/\($0)/\(IngestConfiguration.batchTopicFilter)" }
-            ?? IngestConfiguration.batchTopicFilter
-        try client.subscribe(topic: batchFilter, qos: 1)
-        try client.subscribe(topic: IngestConfiguration.statusTopicFilter, qos: 1)
+        let batchFilters = configuration.sites.sites.map { site in
+            let filter = IngestConfiguration.batchTopicFilter(site: site.id)
+            return configuration.sharedSubscriptionGroup.map { "$share/\($0)/\(filter)" } ?? filter
+        }
+        for filter in batchFilters { try client.subscribe(topic: filter, qos: 1) }
+        for site in configuration.sites.sites {
+            try client.subscribe(topic: IngestConfiguration.statusTopicFilter(site: site.id), qos: 1)
+        }
 
         let forwarder = Task { [self] in
             for await event in client.events {
@@ -170,7 +175,7 @@ public final class Ingest: Sendable {
         client.start()
         logger.info(
             "Ingest started",
-            metadata: ["subscription": "\(batchFilter)", "sites": "\(configuration.sites.sites.count)"])
+            metadata: ["subscriptions": "\(batchFilters.joined(separator: " "))", "sites": "\(configuration.sites.sites.count)"])
 
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             Thread.detachNewThread { [self] in
@@ -219,9 +224,15 @@ public final class Ingest: Sendable {
                             metadata: ["queued": "\(backlog.count)", "error": "\(error)"])
                         return
                     }
-                    logger.warning(
-                        "PostgreSQL unavailable; intake paused",
-                        metadata: ["error": "\(error)", "retry_in": "\(delay)"])
+                    if error.operation == Self.claimSitesOperation {
+                        logger.warning(
+                            "Another ingest serves these sites; standing by",
+                            metadata: ["sites": "\(error.message)", "retry_in": "\(delay)"])
+                    } else {
+                        logger.warning(
+                            "PostgreSQL unavailable; intake paused",
+                            metadata: ["error": "\(error)", "retry_in": "\(delay)"])
+                    }
                     sleep(delay)
                     delay = min(delay * 2, configuration.reconnectDelayMaximum)
                     continue
@@ -297,10 +308,23 @@ public final class Ingest: Sendable {
     }
 
     /// Connects, migrating the schema first on the first connection only (a reconnect finds it in place).
+    /// Advisory lock class of the per-site locks ('bfst'); the key within it is `hashtext(site_id)`.
+    static let siteLockClass = 1_650_881_396
+    static let claimSitesOperation = "claim sites"
+
     private func connect(pipeline: IngestPipeline, migrate: Bool) -> Result<BatchWriter, PostgresError> {
         Result { () throws(PostgresError) in
             let connection = try PostgresConnection(configuration.database)
             if migrate { try Migrator.migrate(connection, logger: logger) }
+            // One ingest per site: its zone state lives in one process. The locks belong to this connection's
+            // session, so they go when the process or its connection does; a second instance waits until then.
+            let sites = configuration.sites.sites.map(\.id)
+            let taken = try connection.query(
+                "SELECT site FROM unnest($1::text[]) AS site WHERE NOT pg_try_advisory_lock(\(Self.siteLockClass), hashtext(site))",
+                [PostgresArray.literal(sites)])
+            guard taken.isEmpty else {
+                throw PostgresError(Self.claimSitesOperation, taken.compactMap { $0[0] }.joined(separator: ", "))
+            }
             statisticsState.withLock { $0.databaseConnected = true }
             logger.info("Connected to PostgreSQL", metadata: ["schema_version": "\(Migrator.latestVersion)"])
             let writer = BatchWriter(connection: connection, pipeline: pipeline)

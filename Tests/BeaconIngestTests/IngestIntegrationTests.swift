@@ -401,6 +401,31 @@ struct IngestIntegrationTests {
         try await task.value
     }
 
+    /// A second ingest on the same sites (the same broker and database) stands by while the first serves them,
+    /// committing nothing, and takes over once the first has stopped.
+    @Test func aSecondIngestOnTheSameSitesStandsByUntilTheFirstStops() async throws {
+        let harness = try await IngestHarness.start()
+        var configuration = harness.ingest.configuration
+        configuration.mqtt.clientID = "test-ingest-second"
+        let second = Ingest(configuration: configuration, logger: Logger(label: "test-ingest-second"))
+        let task = Task { try await second.run() }
+        try await harness.eventually("the second ingest is on the broker") { second.statistics.mqttConnected }
+        try await Task.sleep(for: .seconds(1))
+        #expect(!second.statistics.databaseConnected)
+        let (client, _) = try await harness.client()
+        defer { client.stop() }
+        try client.publish(topic: "beaconflow/v1/hq/hq-a1/batch", payload: try batchPayload(sequence: 1))
+        try await harness.eventually("the first ingest commits") { harness.ingest.statistics.batchesCommitted == 1 }
+        #expect(second.statistics.batchesCommitted == 0 && second.statistics.batchesDuplicate == 0)
+        try await harness.stop()
+        try await harness.eventually("the second ingest takes the sites over") { second.statistics.databaseConnected }
+        try client.publish(topic: "beaconflow/v1/hq/hq-a1/batch", payload: try batchPayload(sequence: 2, start: 1_767_225_700_000_000))
+        try await harness.eventually("the second ingest commits the next batch") { second.statistics.batchesCommitted == 1 }
+        #expect(try harness.count("beaconflow.batches") == 2)
+        second.requestStop()
+        try await task.value
+    }
+
     /// Two sessions making the same new partitions at once (two ingests on one database): one waits for the other
     /// and finds them made, never "relation already exists" (42P07).
     @Test func concurrentPartitionCreationDoesNotCollide() async throws {
