@@ -112,7 +112,7 @@ public func makeSharedDirectory(_ path: String) throws -> String {
 
 /// A port that was free a moment ago: bind port 0 on 127.0.0.1 and read it back.
 public func freeLoopbackPort() throws -> Int {
-    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
     guard descriptor >= 0 else { throw LocalServerError("socket: errno \(errno)") }
     defer { close(descriptor) }
     var address = sockaddr_in()
@@ -134,7 +134,7 @@ public func waitForPort(_ port: Int, timeout: Duration, alive: () -> Bool) throw
     let deadline = ContinuousClock.now + timeout
     while ContinuousClock.now < deadline {
         guard alive() else { throw LocalServerError("the server exited during start-up") }
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")

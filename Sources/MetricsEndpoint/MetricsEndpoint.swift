@@ -106,6 +106,9 @@ public final class MetricsEndpoint: Sendable {
                 if errno == EINTR || errno == ECONNABORTED { continue }
                 break
             }
+            // Not inherited by a child process (the demo starts servers): a copy there would keep the client
+            // connected after this process closes it.
+            _ = fcntl(connection, F_SETFD, FD_CLOEXEC)
             var timeout = timeval(tv_sec: Int(Self.clientTimeoutMilliseconds / 1000), tv_usec: 0)
             setsockopt(connection, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
             let admitted = clients.withLock { count in

@@ -60,7 +60,7 @@ func httpGet(port: Int, path: String) throws -> (status: String, body: String) {
             MetricsEndpoint.Health(healthy: true, json: "{}")
         }
         defer { endpoint.stop() }
-        let slow = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let slow = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         defer { close(slow) }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
