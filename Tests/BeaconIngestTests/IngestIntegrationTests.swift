@@ -65,6 +65,18 @@ final class IngestHarness: @unchecked Sendable {
 
     func query(_ sql: String) throws -> [[String?]] { try connection.query(sql) }
 
+    /// Another ingest on the same broker and database (a restart, a second instance), with the harness's
+    /// configuration as `configure` leaves it and a client id of its own; the caller stops it.
+    func anotherIngest(
+        clientID: String, configure: (inout IngestConfiguration) -> Void = { _ in }
+    ) -> (ingest: Ingest, task: Task<Void, Error>) {
+        var configuration = ingest.configuration
+        configuration.mqtt.clientID = clientID
+        configure(&configuration)
+        let another = Ingest(configuration: configuration, logger: Logger(label: clientID))
+        return (another, Task { try await another.run() })
+    }
+
     func count(_ relation: String) throws -> Int {
         Int(try query("SELECT count(*) FROM \(relation)")[0][0] ?? "") ?? -1
     }
@@ -278,10 +290,7 @@ struct IngestIntegrationTests {
 
         // The broker hands the retained status and batch to the next ingest: the status is refused again, the batch
         // ignored (agents never retain batches), and the ingest works.
-        var configuration = harness.ingest.configuration
-        configuration.mqtt.clientID = "test-ingest-restarted"
-        let restarted = Ingest(configuration: configuration, logger: Logger(label: "test-ingest-restarted"))
-        let task = Task { try await restarted.run() }
+        let (restarted, task) = harness.anotherIngest(clientID: "test-ingest-restarted")
         try await harness.eventually("the restarted ingest is connected") {
             restarted.statistics.mqttConnected && restarted.statistics.databaseConnected
         }
@@ -380,11 +389,8 @@ struct IngestIntegrationTests {
         let harness = try await IngestHarness.start()
         try await harness.stop()
         _ = try harness.query("CREATE ROLE ingest_only LOGIN IN ROLE beaconflow_writer")
-        var configuration = harness.ingest.configuration
-        configuration.database = harness.database.conninfo.replacingOccurrences(of: "user=postgres", with: "user=ingest_only")
-        configuration.mqtt.clientID = "test-ingest-writer-only"
-        let writerOnly = Ingest(configuration: configuration, logger: Logger(label: "test-ingest-writer-only"))
-        let task = Task { try await writerOnly.run() }
+        let writerLogin = harness.database.conninfo.replacingOccurrences(of: "user=postgres", with: "user=ingest_only")
+        let (writerOnly, task) = harness.anotherIngest(clientID: "test-ingest-writer-only") { $0.database = writerLogin }
         try await harness.eventually("the writer-only ingest is connected") {
             writerOnly.statistics.mqttConnected && writerOnly.statistics.databaseConnected
         }
@@ -394,7 +400,7 @@ struct IngestIntegrationTests {
         try client.publish(topic: "beaconflow/v1/hq/hq-a1/batch", payload: try batchPayload(sequence: 1, start: 1_609_459_200_000_000))
         try await harness.eventually("the batch commits") { writerOnly.statistics.batchesCommitted == 1 }
         #expect(try harness.count("beaconflow.sightings") == 100)
-        let writer = try PostgresConnection(configuration.database)
+        let writer = try PostgresConnection(writerLogin)
         #expect(throws: PostgresError.self) { try writer.query("UPDATE beaconflow.settings SET value = '0' WHERE key = 'retention_days'") }
         #expect(throws: PostgresError.self) { try writer.query("CREATE TABLE beaconflow.intruder (x int)") }
         writerOnly.requestStop()
@@ -405,10 +411,7 @@ struct IngestIntegrationTests {
     /// committing nothing, and takes over once the first has stopped.
     @Test func aSecondIngestOnTheSameSitesStandsByUntilTheFirstStops() async throws {
         let harness = try await IngestHarness.start()
-        var configuration = harness.ingest.configuration
-        configuration.mqtt.clientID = "test-ingest-second"
-        let second = Ingest(configuration: configuration, logger: Logger(label: "test-ingest-second"))
-        let task = Task { try await second.run() }
+        let (second, task) = harness.anotherIngest(clientID: "test-ingest-second")
         try await harness.eventually("the second ingest is on the broker") { second.statistics.mqttConnected }
         try await Task.sleep(for: .seconds(1))
         #expect(!second.statistics.databaseConnected)
@@ -487,10 +490,7 @@ struct IngestIntegrationTests {
         try await harness.eventually("the beacon is placed in the lobby") { try harness.query(visits) == [["lobby", String(t0), "t"]] }
         try await harness.stop()
 
-        var configuration = harness.ingest.configuration
-        configuration.mqtt.clientID = "test-ingest-restarted"
-        let restarted = Ingest(configuration: configuration, logger: Logger(label: "test-ingest-restarted"))
-        let task = Task { try await restarted.run() }
+        let (restarted, task) = harness.anotherIngest(clientID: "test-ingest-restarted")
         try await harness.eventually("the restarted ingest is connected") {
             restarted.statistics.mqttConnected && restarted.statistics.databaseConnected
         }
