@@ -397,9 +397,13 @@ public final class Ingest: Sendable {
             for batch in group { try commit([batch], writer: writer, client: client) }
             return
         } catch where !error.isConnectionFailure {
-            try reject(
-                topic: group[0].topic, payload: group[0].payload, Rejection(.refusedByDatabase, error.description),
-                header: group[0].batch.header, writer: writer, client: client)
+            do throws(PostgresError) {
+                try reject(
+                    topic: group[0].topic, payload: group[0].payload, Rejection(.refusedByDatabase, error.description),
+                    header: group[0].batch.header, writer: writer, client: client)
+            } catch where !error.isConnectionFailure {
+                statementError(error, "A rejected batch could not be recorded")
+            }
             return
         }
         commitTimer.recordNanoseconds(Int64(DispatchTime.now().uptimeNanoseconds - started))
