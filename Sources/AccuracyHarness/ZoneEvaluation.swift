@@ -102,14 +102,13 @@ public struct ZoneEvaluation: Sendable {
                 let heard = receptions[index]
                 // As the receiver heard it: the sites file's offset takes the known part away again.
                 let rssi = Double(heard.rssi + knownOffsets[Int(heard.agent)])
-                _ = pipeline.zoneReading(
+                pipeline.zoneReading(
                     beaconID: names[Int(heard.beacon)], agent: agentKeys[Int(heard.agent)], rssi: rssi, timeMicros: heard.timeMicros)
                 newest[heard.agent] = heard.timeMicros
                 index += 1
             }
             for (agent, time) in newest { pipeline.agentProgressed(agentKeys[Int(agent)], newestMicros: time, arrivalMicros: time) }
             changes += pipeline.advanceZones(site: site.id, nowMicros: (second + 1) * 1_000_000)
-            if second % 60 == 0 { pipeline.proximity.prune(site: site.id, before: second * 1_000_000) }
         }
         changes += pipeline.finishZones()
         var open: [String: AccuracyScore.Visit] = [:]

@@ -94,6 +94,7 @@ public final class BatchWriter {
             pipeline.telemetryStored(stored)
             try upsertHealth(pipeline.health.takeChanged())
             try write(zoneChanges)
+            try saveZoneCheckpoints()
             try recordProgress(after)
             try connection.execute("COMMIT")
             committed = true
@@ -134,6 +135,8 @@ public final class BatchWriter {
         do {
             try connection.execute("BEGIN")
             try write(changes)
+            // Past the end of the data the state has counted a part of the last minute: nothing to resume from.
+            if !finish { try saveZoneCheckpoints() }
             try connection.execute("COMMIT")
             pipeline.commitTransaction()
         } catch {
@@ -143,32 +146,130 @@ public final class BatchWriter {
         }
     }
 
-    /// Gives the zone trackers the visits a previous run left open and the last minute it counted, per site;
-    /// once per process (later connections keep the state the writer had).
-    public func resumeZonesIfNeeded() throws(PostgresError) {
-        guard !pipeline.zonesResumed else { return }
-        var openVisits: [String: [SiteZoneTracker.OpenVisit]] = [:]
+    /// How a restart picked up each site's zone state.
+    public struct ZoneResumption: Sendable {
+        /// Sites restored from their checkpoint, with the stored sightings read back after it.
+        public var restoredSites = 0
+        public var replayedSightings = 0
+        /// Sites whose checkpoint could not be used, with why (they resume from their open visits).
+        public var unusableCheckpoints: [(site: String, error: CheckpointError)] = []
+    }
+
+    /// Once per process (later connections keep the state the writer has): restores each site's zone tracker from
+    /// the checkpoint its last transaction with counted minutes saved and reads back the site's sightings stored
+    /// after it, so the zone tables come out as without the restart. A site that has not counted a minute yet
+    /// reads back all its sightings. A site without a usable checkpoint that has counted minutes (a database
+    /// written before checkpoints, an edited sites file) resumes from its open visits and last counted minute.
+    @discardableResult
+    public func resumeZonesIfNeeded(nowMicros: Int64 = wallClockMicros()) throws(PostgresError) -> ZoneResumption {
+        var resumption = ZoneResumption()
+        guard !pipeline.zonesResumed else { return resumption }
+        let sites = Set(pipeline.sites.sites.map(\.id))
+        var restored: Set<String> = []
         for row in try connection.query(
-            """
-            SELECT v.site_id, v.zone_id, v.beacon_id, (extract(epoch FROM v.enter_ts) * 1000000)::bigint,
-                   (extract(epoch FROM coalesce(s.last_seen, v.enter_ts)) * 1000000)::bigint
-            FROM beaconflow.visits_raw v LEFT JOIN beaconflow.beacon_state s USING (beacon_id)
-            WHERE v.exit_ts IS NULL
-            """)
+            "SELECT site_id, (extract(epoch FROM watermark) * 1000000)::bigint, encode(state, 'hex') FROM beaconflow.zone_checkpoints")
         {
-            guard let site = row[0], let zone = row[1], let beacon = row[2], let enter = row[3].flatMap({ Int64($0) }),
-                let lastSeen = row[4].flatMap({ Int64($0) })
-            else { continue }
-            openVisits[site, default: []].append(
-                SiteZoneTracker.OpenVisit(beaconID: beacon, zone: zone, enterMicros: enter, lastSeenMicros: lastSeen))
+            guard let site = row[0], sites.contains(site), let watermark = row[1].flatMap({ Int64($0) }), let hex = row[2] else { continue }
+            do throws(CheckpointError) {
+                guard let state = try? [UInt8](hex: hex) else { throw CheckpointError(code: .damaged, offset: 0) }
+                try pipeline.restoreZones(site: site, checkpoint: state)
+            } catch {
+                resumption.unusableCheckpoints.append((site, error))
+                continue
+            }
+            restored.insert(site)
+            resumption.restoredSites += 1
+            resumption.replayedSightings += try replaySightings(site: site, after: watermark, arrivalMicros: nowMicros)
         }
+        var others = sites.subtracting(restored)
         var lastMinutes: [String: Int64] = [:]
-        for row in try connection.query(
-            "SELECT site_id, (extract(epoch FROM max(bucket)) * 1000000)::bigint FROM beaconflow.zone_occupancy_minute GROUP BY 1")
-        {
-            if let site = row[0], let minute = row[1].flatMap({ Int64($0) }) { lastMinutes[site] = minute }
+        if !others.isEmpty {
+            for row in try connection.query(
+                """
+                SELECT site_id, (extract(epoch FROM max(bucket)) * 1000000)::bigint FROM beaconflow.zone_occupancy_minute
+                WHERE site_id = ANY($1::text[]) GROUP BY 1
+                """, [PostgresArray.literal(others.sorted())])
+            {
+                if let site = row[0], let minute = row[1].flatMap({ Int64($0) }) { lastMinutes[site] = minute }
+            }
         }
-        pipeline.resumeZones(openVisits: openVisits, lastCountedMinutes: lastMinutes)
+        for site in others.sorted() where lastMinutes[site] == nil {
+            resumption.replayedSightings += try replaySightings(site: site, after: nil, arrivalMicros: nowMicros)
+            others.remove(site)
+        }
+        if !others.isEmpty {
+            var openVisits: [String: [SiteZoneTracker.OpenVisit]] = [:]
+            for row in try connection.query(
+                """
+                SELECT v.site_id, v.zone_id, v.beacon_id, (extract(epoch FROM v.enter_ts) * 1000000)::bigint,
+                       (extract(epoch FROM coalesce(s.last_seen, v.enter_ts)) * 1000000)::bigint
+                FROM beaconflow.visits_raw v LEFT JOIN beaconflow.beacon_state s USING (beacon_id)
+                WHERE v.exit_ts IS NULL AND v.site_id = ANY($1::text[])
+                """, [PostgresArray.literal(others.sorted())])
+            {
+                guard let site = row[0], let zone = row[1], let beacon = row[2], let enter = row[3].flatMap({ Int64($0) }),
+                    let lastSeen = row[4].flatMap({ Int64($0) })
+                else { continue }
+                openVisits[site, default: []].append(
+                    SiteZoneTracker.OpenVisit(beaconID: beacon, zone: zone, enterMicros: enter, lastSeenMicros: lastSeen))
+            }
+            pipeline.resumeZones(openVisits: openVisits, lastCountedMinutes: lastMinutes, sites: others)
+        }
+        pipeline.zonesWereResumed()
+        return resumption
+    }
+
+    /// How much event time one query of `replaySightings` reads.
+    static let replayWindowMicros: Int64 = 60_000_000
+
+    /// Gives a site's zone tracker the sightings stored after `watermark` (nil: all of them), a window of event
+    /// time at a time; their agents count as live from `arrivalMicros`. Returns the number of sightings.
+    private func replaySightings(site: String, after watermark: Int64?, arrivalMicros: Int64) throws(PostgresError) -> Int {
+        let bounds = try connection.query(
+            """
+            SELECT (extract(epoch FROM min(ts)) * 1000000)::bigint, (extract(epoch FROM max(ts)) * 1000000)::bigint
+            FROM beaconflow.sightings_raw WHERE site_id = $1 AND ts > $2::timestamptz
+            """, [site, watermark.map { PostgresArray.timestamp(unixMicros: $0) } ?? "-infinity"])
+        guard let oldest = bounds.first?[0].flatMap({ Int64($0) }), let newest = bounds.first?[1].flatMap({ Int64($0) }) else {
+            return 0
+        }
+        var from = max(watermark ?? .min, oldest - 1)
+        var replayed = 0
+        var newestByAgent: [String: Int64] = [:]
+        while from < newest {
+            let through = from + min(Self.replayWindowMicros, newest - from)
+            var readings: [String: [SiteZoneTracker.BeaconReading]] = [:]
+            for row in try connection.query(
+                """
+                SELECT agent_id, beacon_id, (extract(epoch FROM ts) * 1000000)::bigint, rssi FROM beaconflow.sightings_raw
+                WHERE site_id = $1 AND ts > $2::timestamptz AND ts <= $3::timestamptz
+                """, [site, PostgresArray.timestamp(unixMicros: from), PostgresArray.timestamp(unixMicros: through)])
+            {
+                guard let agent = row[0], let beacon = row[1], let time = row[2].flatMap({ Int64($0) }),
+                    let rssi = row[3].flatMap({ Double($0) })
+                else { continue }
+                readings[agent, default: []].append(.init(beaconID: beacon, timeMicros: time, rssi: rssi))
+                newestByAgent[agent] = max(newestByAgent[agent] ?? .min, time)
+                replayed += 1
+            }
+            for (agent, list) in readings { pipeline.replayZoneReadings(list, agent: AgentKey(site: site, agent: agent)) }
+            from = through
+        }
+        for (agent, time) in newestByAgent {
+            pipeline.agentProgressed(AgentKey(site: site, agent: agent), newestMicros: time, arrivalMicros: arrivalMicros)
+        }
+        return replayed
+    }
+
+    /// Saves the checkpoints of the sites whose trackers counted minutes, in the current transaction.
+    private func saveZoneCheckpoints() throws(PostgresError) {
+        for checkpoint in pipeline.takeZoneCheckpoints() {
+            try connection.query(
+                """
+                INSERT INTO beaconflow.zone_checkpoints (site_id, watermark, state) VALUES ($1, $2::timestamptz, decode($3, 'hex'))
+                ON CONFLICT (site_id) DO UPDATE SET watermark = excluded.watermark, state = excluded.state, saved_at = now()
+                """, [checkpoint.site, PostgresArray.timestamp(unixMicros: checkpoint.watermarkMicros), checkpoint.state.hexString])
+        }
     }
 
     /// How much of a rejected batch is kept (its size is kept too).

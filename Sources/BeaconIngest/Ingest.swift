@@ -146,7 +146,7 @@ public final class Ingest: Sendable {
         let forwarder = Task { [self] in
             for await event in client.events {
                 switch event {
-                case .message(let topic, let payload, let retained) where retained && !topic.hasSuffix("/status"):
+                case .message(let topic, _, let retained) where retained && !topic.hasSuffix("/status"):
                     // Agents never retain batches: one kept by the broker would come back at every restart.
                     batchCounters["retained_ignored"]?.increment()
                     logger.warning("Retained batch ignored", metadata: ["topic": "\(escapedForLog(topic.prefix(200)))"])
@@ -329,7 +329,20 @@ public final class Ingest: Sendable {
             logger.info("Connected to PostgreSQL", metadata: ["schema_version": "\(Migrator.latestVersion)"])
             let writer = BatchWriter(connection: connection, pipeline: pipeline)
             try writer.maintainPartitions(dropExpired: false)
-            try writer.resumeZonesIfNeeded()
+            let resumption = try writer.resumeZonesIfNeeded()
+            for (site, error) in resumption.unusableCheckpoints {
+                logger.warning(
+                    "A zone checkpoint could not be used; the site resumes from its open visits",
+                    metadata: ["site": "\(site)", "error": "\(error)"])
+            }
+            if resumption.restoredSites > 0 || resumption.replayedSightings > 0 {
+                logger.info(
+                    "Zone state resumed",
+                    metadata: [
+                        "sites_from_checkpoints": "\(resumption.restoredSites)",
+                        "sightings_replayed": "\(resumption.replayedSightings)",
+                    ])
+            }
             return writer
         }
     }

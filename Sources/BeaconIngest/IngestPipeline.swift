@@ -115,7 +115,7 @@ public struct IngestPipeline: Sendable {
             var smoothed: Float?
             let (rssi, filtered) = smoothedReading(
                 beaconID: beaconID, agent: agentKey, placement: placement, rssi: Double(sighting.rssi), timeMicros: time)
-            zoneReadings.append(SiteZoneTracker.BeaconReading(beaconID: beaconID, timeMicros: time, rssi: filtered))
+            zoneReadings.append(SiteZoneTracker.BeaconReading(beaconID: beaconID, timeMicros: time, rssi: rssi))
             if let power = sighting.beacon.powerAt1mDbm {
                 distance = Float(Self.distance(rssi: rssi, powerAt1m: Double(power), exponent: placement.pathLossExponent))
                 smoothed = Float(Self.distance(rssi: filtered, powerAt1m: Double(power), exponent: placement.pathLossExponent))
@@ -148,16 +148,12 @@ public struct IngestPipeline: Sendable {
         return output
     }
 
-    /// One reading's part in zone decisions: the agent's RSSI offset from the sites file, its site's smoothing, then
-    /// the site's zone tracker. Returns the corrected and the smoothed RSSI. (`apply` does the same for a whole
-    /// batch; the accuracy harness feeds simulated readings here one by one.)
-    public mutating func zoneReading(
-        beaconID: String, agent: AgentKey, rssi heard: Double, timeMicros: Int64
-    ) -> (rssi: Double, smoothed: Double) {
-        let (rssi, smoothed) = smoothedReading(
-            beaconID: beaconID, agent: agent, placement: placements[agent] ?? Placement(), rssi: heard, timeMicros: timeMicros)
-        zoneTrackers[agent.site]?.add(beaconID: beaconID, agent: agent.agent, timeMicros: timeMicros, rssi: smoothed)
-        return (rssi, smoothed)
+    /// One reading's part in zone decisions: the agent's RSSI offset from the sites file, then the site's zone
+    /// tracker (which smooths it). `apply` does the same for a whole batch; the accuracy harness feeds simulated
+    /// readings here one by one.
+    public mutating func zoneReading(beaconID: String, agent: AgentKey, rssi heard: Double, timeMicros: Int64) {
+        let rssi = heard + (placements[agent] ?? Placement()).rssiOffsetDb
+        zoneTrackers[agent.site]?.add(beaconID: beaconID, agent: agent.agent, timeMicros: timeMicros, rssi: rssi)
     }
 
     /// The agent's RSSI offset and its site's smoothing.
@@ -182,16 +178,49 @@ public struct IngestPipeline: Sendable {
         for telemetry in stored { health.telemetry(telemetry.row, rebooted: telemetry.rebooted) }
     }
 
-    /// Whether the zone trackers picked up the open visits of a previous run (once, at the first connection).
+    /// Whether the zone trackers picked up where a previous run left off (once, at the first connection).
     public private(set) var zonesResumed = false
 
-    /// Resumes each site's zone tracking from what the database holds (see `SiteZoneTracker.resume`).
-    public mutating func resumeZones(openVisits: [String: [SiteZoneTracker.OpenVisit]], lastCountedMinutes: [String: Int64]) {
-        for site in zoneTrackers.keys {
+    /// A site's zone state to save with the transaction, for a restart to resume from.
+    public struct ZoneCheckpoint: Sendable {
+        public var site: String
+        /// The tracker's watermark: the state holds every reading up to it, the database every one after.
+        public var watermarkMicros: Int64
+        public var state: [UInt8]
+    }
+
+    /// The checkpoints of the sites that counted minutes since their last one.
+    public mutating func takeZoneCheckpoints() -> [ZoneCheckpoint] {
+        zoneTrackers.keys.sorted().compactMap { site in
+            guard zoneTrackers[site]?.checkpointDue == true, let state = zoneTrackers[site]?.takeCheckpoint(),
+                let watermark = zoneTrackers[site]?.watermarkMicros
+            else { return nil }
+            return ZoneCheckpoint(site: site, watermarkMicros: watermark, state: state)
+        }
+    }
+
+    /// Restores a site's zone tracker from its checkpoint; the site's sightings newer than the checkpoint's
+    /// watermark are then to be given to `replayZoneReadings`.
+    public mutating func restoreZones(site: String, checkpoint: [UInt8]) throws(CheckpointError) {
+        try zoneTrackers[site]?.restore(checkpoint: checkpoint)
+    }
+
+    /// Stored sightings of one agent (RSSI as heard) back into its site's zone tracker, after `restoreZones`.
+    public mutating func replayZoneReadings(_ readings: [SiteZoneTracker.BeaconReading], agent: AgentKey) {
+        let offset = (placements[agent] ?? Placement()).rssiOffsetDb
+        zoneTrackers[agent.site]?.add(readings.map { .init(beaconID: $0.beaconID, timeMicros: $0.timeMicros, rssi: $0.rssi + offset) }, agent: agent.agent)
+    }
+
+    /// Resumes the zone tracking of sites without a usable checkpoint from what the database holds (see
+    /// `SiteZoneTracker.resume`).
+    public mutating func resumeZones(openVisits: [String: [SiteZoneTracker.OpenVisit]], lastCountedMinutes: [String: Int64], sites: Set<String>) {
+        for site in sites where zoneTrackers[site] != nil {
             zoneTrackers[site]?.resume(openVisits: openVisits[site] ?? [], lastCountedMinuteMicros: lastCountedMinutes[site])
         }
-        zonesResumed = true
     }
+
+    /// Marks the zone state as resumed: later connections keep what the pipeline holds.
+    public mutating func zonesWereResumed() { zonesResumed = true }
 
     /// Starts a transaction: what the pipeline does until `commitTransaction()` can be undone by
     /// `rollbackTransaction()` (the database transaction it went with failed). The per-beacon tables keep a

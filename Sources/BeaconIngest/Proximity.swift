@@ -28,14 +28,8 @@ public struct ProximitySmoother: Sendable {
         var agent: UInt32
     }
 
-    private struct Filter {
-        var rssi: Double
-        var variance: Double
-        var timeMicros: Int64
-    }
-
     public var configuration: Configuration
-    private var filters = JournaledDictionary<Key, Filter>()
+    private var filters = JournaledDictionary<Key, RSSIFilter>()
     private var agentNumbers: [AgentKey: UInt32] = [:]
     /// The site of each agent number.
     private var agentSites: [String] = []
@@ -54,19 +48,10 @@ public struct ProximitySmoother: Sendable {
             return next
         }()
         let key = Key(beaconID: beaconID, agent: number)
-        guard var state = filters[key], timeMicros - state.timeMicros <= configuration.resetAfterMicros else {
-            filters[key] = Filter(rssi: rssi, variance: configuration.measurementVariance, timeMicros: timeMicros)
-            return rssi
-        }
-        guard timeMicros >= state.timeMicros else { return state.rssi }
-        let seconds = Double(timeMicros - state.timeMicros) / 1_000_000
-        state.variance += configuration.processVariancePerSecond * seconds
-        let gain = state.variance / (state.variance + configuration.measurementVariance)
-        state.rssi += gain * (rssi - state.rssi)
-        state.variance *= 1 - gain
-        state.timeMicros = timeMicros
+        var state = filters[key]
+        let smoothed = RSSIFilter.update(&state, rssi: rssi, timeMicros: timeMicros, configuration: configuration)
         filters[key] = state
-        return state.rssi
+        return smoothed
     }
 
     /// Forgets a site's pairs not heard for `resetAfterMicros` before `timeMicros` (they would start afresh
@@ -82,4 +67,33 @@ public struct ProximitySmoother: Sendable {
     mutating func rollbackTransaction() { filters.rollback() }
 
     public var trackedPairs: Int { filters.count }
+}
+
+/// One (beacon, agent) pair's Kalman filter state; the one definition of the filter that `ProximitySmoother` and
+/// the zone tracker both run.
+struct RSSIFilter: Sendable, Equatable {
+    var rssi: Double
+    var variance: Double
+    var timeMicros: Int64
+
+    /// Feeds one reading to `state` (nil: none yet) and returns the smoothed RSSI. A filter not fed for longer than
+    /// `resetAfterMicros` starts afresh; a reading older than the filter's last is smoothed with its state but does
+    /// not move it.
+    static func update(
+        _ state: inout RSSIFilter?, rssi: Double, timeMicros: Int64, configuration: ProximitySmoother.Configuration
+    ) -> Double {
+        guard var filter = state, timeMicros - filter.timeMicros <= configuration.resetAfterMicros else {
+            state = RSSIFilter(rssi: rssi, variance: configuration.measurementVariance, timeMicros: timeMicros)
+            return rssi
+        }
+        guard timeMicros >= filter.timeMicros else { return filter.rssi }
+        let seconds = Double(timeMicros - filter.timeMicros) / 1_000_000
+        filter.variance += configuration.processVariancePerSecond * seconds
+        let gain = filter.variance / (filter.variance + configuration.measurementVariance)
+        filter.rssi += gain * (rssi - filter.rssi)
+        filter.variance *= 1 - gain
+        filter.timeMicros = timeMicros
+        state = filter
+        return filter.rssi
+    }
 }

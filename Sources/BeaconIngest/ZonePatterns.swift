@@ -38,6 +38,13 @@ struct ZonePatterns: Sendable {
             derive()
         }
 
+        init(weight: Double, mean: Double, variance: Double) {
+            self.weight = weight
+            self.mean = mean
+            self.variance = variance
+            derive()
+        }
+
         mutating func add(_ value: Double) {
             weight = min(weight + 1, ZonePatterns.memory)
             let delta = value - mean
@@ -94,6 +101,25 @@ struct ZonePatterns: Sendable {
             let own = levels.first(where: { $0.agent == agent })
         else { return }
         statistics[zone][agent].add(own.level - loudest.level)
+    }
+
+    func encode(into writer: inout CheckpointWriter) {
+        for zone in statistics {
+            for entry in zone {
+                writer.double(entry.weight)
+                writer.double(entry.mean)
+                writer.double(entry.variance)
+            }
+        }
+    }
+
+    /// Reads what `encode` wrote for patterns of the same zones and agents.
+    mutating func decode(from reader: inout CheckpointReader) throws(CheckpointError) {
+        for zone in statistics.indices {
+            for agent in statistics[zone].indices {
+                statistics[zone][agent] = Statistics(weight: try reader.double(), mean: try reader.double(), variance: try reader.double())
+            }
+        }
     }
 
     /// The learned mean and spread of one zone and agent (for tests and diagnostics).

@@ -37,7 +37,7 @@ public enum ZoneChange: Sendable, Equatable {
 
 /// Zone assignment for one site, in event time. A pure state machine.
 ///
-/// Readings (smoothed RSSI per beacon and agent) wait until the site's watermark passes them, then are applied in
+/// Readings (RSSI per beacon and agent) wait until the site's watermark passes them, then are smoothed and applied in
 /// time order, so the same captures give the same visits whether they are replayed live or at full speed, and a
 /// batch that arrives late (an agent's spool draining after an outage) still lands in the right minute. The
 /// watermark is the oldest newest-reading over the site's live agents. Every agent of the sites file is live
@@ -65,8 +65,11 @@ public struct SiteZoneTracker: Sendable {
     /// of their ids (readings at the same time are applied in that order).
     private let agentNumbers: [String: Int]
     private var patterns: ZonePatterns
+    /// The Kalman filter's settings, or nil where the site does not smooth.
+    private let smoothing: ProximitySmoother.Configuration?
 
-    /// A reading of one beacon by one agent (the agent is given separately).
+    /// A reading of one beacon by one agent (the agent is given separately): as heard plus the agent's offset
+    /// from the sites file. The tracker smooths it, per beacon and agent, in event order.
     public struct BeaconReading: Sendable {
         public var beaconID: String
         public var timeMicros: Int64
@@ -110,6 +113,13 @@ public struct SiteZoneTracker: Sendable {
         var evidenceMicros: Int64 = 0
         /// The first reading of a beacon not placed yet.
         var appearedMicros: Int64?
+        /// Each agent's RSSI filter (the site's `rssi_smoothing`), which outlives the reading's lifetime.
+        var filters: [AgentFilter] = []
+    }
+
+    private struct AgentFilter: Sendable {
+        var number: Int
+        var filter: RSSIFilter?
     }
 
     private var pending: [Reading] = []
@@ -129,6 +139,8 @@ public struct SiteZoneTracker: Sendable {
     /// The earliest reading applied: the site's first minute is observed from here.
     private var firstReadingMicros: Int64?
     public private(set) var lateReadings = 0
+    /// Whether minutes were counted since the last `takeCheckpoint()`.
+    public private(set) var checkpointDue = false
 
     static let minute: Int64 = 60_000_000
     /// How loud a zone none of whose agents hears the beacon (freshly) counts: below any receiver's sensitivity.
@@ -137,6 +149,7 @@ public struct SiteZoneTracker: Sendable {
     public init(site: SitesConfiguration.Site) {
         self.site = site.id
         rules = site.zoneRules
+        smoothing = site.rssiSmoothing == .kalman ? ProximitySmoother.Configuration() : nil
         zones = site.zones.map(\.id)
         emptyMinute = Array(repeating: [:], count: zones.count)
         let placed = site.agents.compactMap { agent in agent.zone.map { (id: agent.id, zone: $0) } }.sorted { $0.id < $1.id }
@@ -197,16 +210,26 @@ public struct SiteZoneTracker: Sendable {
         return changes
     }
 
-    /// The order readings are applied in: by time, then agent, then beacon.
+    /// The order readings are applied in: by time, then agent, then beacon (then level, so that the order never
+    /// depends on the order of arrival).
     private static func inOrder(_ a: Reading, _ b: Reading) -> Bool {
         if a.timeMicros != b.timeMicros { return a.timeMicros < b.timeMicros }
         if a.agentNumber != b.agentNumber { return a.agentNumber < b.agentNumber }
-        return a.beaconID < b.beaconID
+        if a.beaconID != b.beaconID { return a.beaconID < b.beaconID }
+        return a.rssi < b.rssi
     }
 
     private mutating func apply(_ reading: Reading, into changes: inout [ZoneChange]) {
         var beacon = beacons[reading.beaconID] ?? Beacon()
         let time = reading.timeMicros
+        var level = reading.rssi
+        if let smoothing {
+            let index = beacon.filters.firstIndex { $0.number == reading.agentNumber } ?? {
+                beacon.filters.append(AgentFilter(number: reading.agentNumber))
+                return beacon.filters.count - 1
+            }()
+            level = RSSIFilter.update(&beacon.filters[index].filter, rssi: reading.rssi, timeMicros: time, configuration: smoothing)
+        }
         if firstReadingMicros == nil { firstReadingMicros = time }
         if beacon.zone != nil, time - beacon.lastSeenMicros > rules.absenceTimeoutMicros {
             // Gone for longer than the absence timeout: that visit ended when it was last heard.
@@ -221,9 +244,9 @@ public struct SiteZoneTracker: Sendable {
         let wasPlaced = beacon.zone != nil
         if let index = beacon.readings.firstIndex(where: { $0.number == reading.agentNumber }) {
             beacon.readings[index].time = time
-            beacon.readings[index].rssi = reading.rssi
+            beacon.readings[index].rssi = level
         } else {
-            beacon.readings.append(AgentReading(number: reading.agentNumber, time: time, rssi: reading.rssi))
+            beacon.readings.append(AgentReading(number: reading.agentNumber, time: time, rssi: level))
         }
         beacon.lastSeenMicros = max(beacon.lastSeenMicros, time)
 
@@ -348,6 +371,7 @@ public struct SiteZoneTracker: Sendable {
     /// first minute (from its first reading) and at the end of the data (through `end`).
     private mutating func count(_ minute: Int64, through end: Int64 = .max, into changes: inout [ZoneChange]) {
         let observedMicros = max(1, min(end, minute + Self.minute) - max(minute, firstReadingMicros ?? minute))
+        checkpointDue = true
         let present = presence.removeValue(forKey: minute) ?? emptyMinute
         var best: [String: (zone: Int, micros: Int64)] = [:]
         for zone in zones.indices {
@@ -435,6 +459,144 @@ public struct SiteZoneTracker: Sendable {
             // Its presence in the minutes not counted yet, which the previous run held in memory.
             addPresence(of: visit.beaconID, in: zone, from: visit.enterMicros, to: beacon.lastSeenMicros)
         }
+    }
+
+    static let checkpointVersion: Int64 = 1
+
+    /// The tracker's state as of its watermark, as bytes for `restore(checkpoint:)`: all of it but the readings
+    /// still waiting, which the database holds as the site's sightings newer than the watermark.
+    public mutating func takeCheckpoint() -> [UInt8] {
+        checkpointDue = false
+        var out = CheckpointWriter()
+        out.int(Self.checkpointVersion)
+        out.int(zones.count)
+        for zone in zones { out.string(zone) }
+        let agentIDs = agentNumbers.sorted { $0.value < $1.value }.map(\.key)
+        out.int(agentIDs.count)
+        for agent in agentIDs { out.string(agent) }
+        out.int(watermarkMicros)
+        out.optional(nextMinute)
+        out.optional(firstReadingMicros)
+        out.optional(firstArrivalMicros)
+        out.int(unheardAgents.count)
+        for agent in unheardAgents.sorted() { out.string(agent) }
+        out.int(agents.count)
+        for (agent, progress) in agents.sorted(by: { $0.key < $1.key }) {
+            out.string(agent)
+            out.int(progress.newestMicros)
+            out.int(progress.lastArrivalMicros)
+        }
+        patterns.encode(into: &out)
+        out.int(beacons.count)
+        for (beaconID, beacon) in beacons.sorted(by: { $0.key < $1.key }) {
+            out.string(beaconID)
+            out.optional(beacon.zone.map(Int64.init))
+            out.int(beacon.enterMicros)
+            out.int(beacon.lastSeenMicros)
+            out.int(beacon.readings.count)
+            for reading in beacon.readings {
+                out.int(reading.number)
+                out.int(reading.time)
+                out.double(reading.rssi)
+            }
+            out.int(beacon.evidence.count)
+            for evidence in beacon.evidence {
+                out.int(evidence.zone)
+                out.double(evidence.dbSeconds)
+                out.int(evidence.sinceMicros)
+            }
+            out.int(beacon.evidenceMicros)
+            out.optional(beacon.appearedMicros)
+            out.int(beacon.filters.count)
+            for agent in beacon.filters {
+                out.int(agent.number)
+                out.optional(agent.filter?.timeMicros)
+                if let filter = agent.filter {
+                    out.double(filter.rssi)
+                    out.double(filter.variance)
+                }
+            }
+        }
+        out.int(presence.count)
+        for (minute, perZone) in presence.sorted(by: { $0.key < $1.key }) {
+            out.int(minute)
+            for zone in perZone {
+                out.int(zone.count)
+                for (beaconID, micros) in zone.sorted(by: { $0.key < $1.key }) {
+                    out.string(beaconID)
+                    out.int(micros)
+                }
+            }
+        }
+        return out.bytes
+    }
+
+    /// Restores a state `takeCheckpoint()` saved for the same zones and agents. The readings it left waiting are
+    /// to be added again (the site's sightings newer than `watermarkMicros`). The tracker is unchanged on error.
+    public mutating func restore(checkpoint: [UInt8]) throws(CheckpointError) {
+        var input = CheckpointReader(checkpoint)
+        guard try input.int() == Self.checkpointVersion else { throw CheckpointError(code: .unknownVersion, offset: 0) }
+        let zoneIDs = try (0..<input.count(minimumBytes: 8)).map { _ throws(CheckpointError) in try input.string() }
+        let agentIDs = try (0..<input.count(minimumBytes: 8)).map { _ throws(CheckpointError) in try input.string() }
+        guard zoneIDs == zones, agentIDs == agentNumbers.sorted(by: { $0.value < $1.value }).map(\.key) else {
+            throw CheckpointError(code: .otherLayout, offset: input.offset)
+        }
+        var restored = self
+        restored.pending = []
+        restored.watermarkMicros = try input.int()
+        restored.nextMinute = try input.optional()
+        restored.firstReadingMicros = try input.optional()
+        restored.firstArrivalMicros = try input.optional()
+        restored.unheardAgents = Set(try (0..<input.count(minimumBytes: 8)).map { _ throws(CheckpointError) in try input.string() })
+        restored.agents = [:]
+        for _ in 0..<(try input.count(minimumBytes: 24)) {
+            let agent = try input.string()
+            restored.agents[agent] = AgentProgress(newestMicros: try input.int(), lastArrivalMicros: try input.int())
+        }
+        try restored.patterns.decode(from: &input)
+        restored.beacons = JournaledDictionary()
+        for _ in 0..<(try input.count(minimumBytes: 40)) {
+            let beaconID = try input.string()
+            var beacon = Beacon()
+            beacon.zone = try input.optional().map { zone throws(CheckpointError) in
+                guard zone >= 0, zone < zones.count else { throw CheckpointError(code: .damaged, offset: input.offset) }
+                return Int(zone)
+            }
+            beacon.enterMicros = try input.int()
+            beacon.lastSeenMicros = try input.int()
+            for _ in 0..<(try input.count(minimumBytes: 24)) {
+                beacon.readings.append(
+                    AgentReading(number: try input.index(below: agentIDs.count), time: try input.int(), rssi: try input.double()))
+            }
+            for _ in 0..<(try input.count(minimumBytes: 24)) {
+                beacon.evidence.append((try input.index(below: zones.count), try input.double(), try input.int()))
+            }
+            beacon.evidenceMicros = try input.int()
+            beacon.appearedMicros = try input.optional()
+            for _ in 0..<(try input.count(minimumBytes: 9)) {
+                var agent = AgentFilter(number: try input.index(below: agentIDs.count))
+                if let time = try input.optional() {
+                    agent.filter = RSSIFilter(rssi: try input.double(), variance: try input.double(), timeMicros: time)
+                }
+                beacon.filters.append(agent)
+            }
+            restored.beacons[beaconID] = beacon
+        }
+        restored.presence = [:]
+        for _ in 0..<(try input.count(minimumBytes: 8)) {
+            let minute = try input.int()
+            var perZone = emptyMinute
+            for zone in zones.indices {
+                for _ in 0..<(try input.count(minimumBytes: 16)) {
+                    let beaconID = try input.string()
+                    perZone[zone][beaconID] = try input.int()
+                }
+            }
+            restored.presence[minute] = perZone
+        }
+        guard input.isAtEnd else { throw CheckpointError(code: .damaged, offset: input.offset) }
+        restored.checkpointDue = false
+        self = restored
     }
 
     mutating func beginTransaction() {

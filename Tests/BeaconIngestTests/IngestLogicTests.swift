@@ -316,8 +316,9 @@ import Testing
     }
 }
 
+/// The rules on levels as given: the sites here do not smooth (the filter has tests of its own).
 @Suite struct SiteZoneTrackerTests {
-    let site = try! SitesConfiguration.parse(testSites).sites[0]
+    let site = try! SitesConfiguration.parse(testSites.replacingOccurrences(of: "- id: hq", with: "- id: hq\n    rssi_smoothing: none")).sites[0]
     let start: Int64 = 1_767_225_600_000_000  // a minute boundary
     let second: Int64 = 1_000_000
 
@@ -367,6 +368,7 @@ import Testing
             """
             sites:
               - id: hq
+                rssi_smoothing: none
                 zones: [{id: a}, {id: b}, {id: c}]
                 agents: [{id: a1, zone: a}, {id: b1, zone: b}, {id: c1, zone: c}]
             """).sites[0]

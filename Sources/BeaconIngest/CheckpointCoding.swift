@@ -1,0 +1,98 @@
+/// The byte layout of zone checkpoints: little-endian integers, doubles by their bit pattern (so a restored state
+/// is the exact state saved), strings and arrays prefixed by their length.
+struct CheckpointWriter {
+    private(set) var bytes: [UInt8] = []
+
+    mutating func int(_ value: Int64) {
+        withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
+    }
+
+    mutating func int(_ value: Int) { int(Int64(value)) }
+
+    mutating func double(_ value: Double) { int(Int64(bitPattern: value.bitPattern)) }
+
+    mutating func optional(_ value: Int64?) {
+        bytes.append(value == nil ? 0 : 1)
+        if let value { int(value) }
+    }
+
+    mutating func string(_ value: String) {
+        let utf8 = Array(value.utf8)
+        int(utf8.count)
+        bytes += utf8
+    }
+}
+
+/// Why a zone checkpoint cannot be restored.
+public struct CheckpointError: Error, CustomStringConvertible, Sendable {
+    public enum Code: Sendable {
+        /// The bytes end early or hold an impossible value.
+        case damaged
+        /// Written by a version of the tracker this one does not read.
+        case unknownVersion
+        /// The site's zones or agents changed since (the sites file was edited).
+        case otherLayout
+    }
+
+    public var code: Code
+    /// Where reading stopped.
+    public var offset: Int
+
+    public var description: String {
+        switch code {
+        case .damaged: "zone checkpoint damaged at byte \(offset)"
+        case .unknownVersion: "zone checkpoint of an unknown version"
+        case .otherLayout: "zone checkpoint of other zones or agents than the sites file's"
+        }
+    }
+}
+
+/// Reads what `CheckpointWriter` wrote; every read is bounds-checked, so a damaged checkpoint is an error.
+struct CheckpointReader {
+    typealias Damaged = CheckpointError
+
+    private let bytes: [UInt8]
+    private(set) var offset = 0
+
+    init(_ bytes: [UInt8]) { self.bytes = bytes }
+
+    var isAtEnd: Bool { offset == bytes.count }
+
+    mutating func int() throws(Damaged) -> Int64 {
+        guard bytes.count - offset >= 8 else { throw Damaged(code: .damaged, offset: offset) }
+        var value: UInt64 = 0
+        for index in 0..<8 { value |= UInt64(bytes[offset + index]) << (8 * index) }
+        offset += 8
+        return Int64(bitPattern: value)
+    }
+
+    /// A count of items, each taking at least `minimumBytes`, that fits in what is left.
+    mutating func count(minimumBytes: Int = 1) throws(Damaged) -> Int {
+        let at = offset
+        let value = try int()
+        guard value >= 0, value <= (bytes.count - offset) / max(minimumBytes, 1) else { throw Damaged(code: .damaged, offset: at) }
+        return Int(value)
+    }
+
+    /// A small non-negative number below `limit` (a zone or agent number).
+    mutating func index(below limit: Int) throws(Damaged) -> Int {
+        let at = offset
+        let value = try int()
+        guard value >= 0, value < limit else { throw Damaged(code: .damaged, offset: at) }
+        return Int(value)
+    }
+
+    mutating func double() throws(Damaged) -> Double { Double(bitPattern: UInt64(bitPattern: try int())) }
+
+    mutating func optional() throws(Damaged) -> Int64? {
+        guard offset < bytes.count, bytes[offset] <= 1 else { throw Damaged(code: .damaged, offset: offset) }
+        offset += 1
+        return bytes[offset - 1] == 1 ? try int() : nil
+    }
+
+    mutating func string() throws(Damaged) -> String {
+        let length = try count()
+        defer { offset += length }
+        return String(decoding: bytes[offset..<offset + length], as: UTF8.self)
+    }
+}
