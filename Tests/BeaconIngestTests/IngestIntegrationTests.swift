@@ -403,6 +403,19 @@ struct IngestIntegrationTests {
         let writer = try PostgresConnection(writerLogin)
         #expect(throws: PostgresError.self) { try writer.query("UPDATE beaconflow.settings SET value = '0' WHERE key = 'retention_days'") }
         #expect(throws: PostgresError.self) { try writer.query("CREATE TABLE beaconflow.intruder (x int)") }
+        // Raw rows are append-only for the writer, through the parent or a partition (one the writer had made).
+        let today = try #require(try harness.query("SELECT to_char(now() AT TIME ZONE 'UTC', 'YYYYMMDD')").first?[0] ?? nil)
+        for statement in [
+            "DELETE FROM beaconflow.sightings_raw", "UPDATE beaconflow.sightings_raw SET rssi = 0",
+            "DELETE FROM beaconflow.sightings_raw_20210101", "DELETE FROM beaconflow.sightings_raw_\(today)",
+            "DELETE FROM beaconflow.telemetry_raw", "DELETE FROM beaconflow.batches", "DELETE FROM beaconflow.visits_raw",
+        ] {
+            do {
+                try writer.query(statement)
+                Issue.record("the writer may: \(statement)")
+            } catch { #expect(error.sqlState == "42501", "\(statement): \(error)") }
+        }
+        #expect(try harness.count("beaconflow.sightings") == 100)
         writerOnly.requestStop()
         try await task.value
     }
