@@ -19,7 +19,7 @@ struct DeployTests {
     func theSystemdUnitsVerify() async throws {
         let work = try makeTemporaryDirectory(prefix: "units")
         defer { try? FileManager.default.removeItem(atPath: work) }
-        let units = ["beaconflow-agent.service", "beaconflow-ingest.service"]
+        let units = ["beaconflow-agent.service", "beaconflow-ingest.service", "beaconflow-migrate.service"]
         for unit in units {
             let text = try String(contentsOfFile: Self.deploy + "/systemd/" + unit, encoding: .utf8)
             try text.replacingOccurrences(of: "/usr/local/bin/beaconflow", with: beaconflowExecutable!)
@@ -54,7 +54,7 @@ struct DeployTests {
         for mount in mounts where !operatorMade.contains(where: { mount.hasPrefix($0) }) {
             #expect(FileManager.default.fileExists(atPath: Self.deploy + "/" + mount), "\(mount) is missing")
         }
-        for service in ["mosquitto:", "postgres:", "ingest:", "prometheus:", "grafana:"] {
+        for service in ["mosquitto:", "postgres:", "migrate:", "ingest:", "prometheus:", "grafana:"] {
             #expect(compose.contains("\n  \(service)\n"), "no \(service) service")
         }
         #expect(FileManager.default.fileExists(atPath: Self.deploy + "/Dockerfile"))
