@@ -31,7 +31,7 @@ struct AgentCommand: AsyncParsableCommand {
             Examples:
               beaconflow agent --site hq --agent hq-a1 --source btsnoop:capture.log --broker mqtt://127.0.0.1:1883
               beaconflow agent --site hq --agent hq-a1 --source pcap:day.pcapng --speed max \\
-                --broker mqtts://agent-hq-a1@broker.example:8883 --ca-file ca.pem --password-file /etc/beaconflow/mqtt.pw
+                --broker mqtts://broker.example:8883 --ca-file ca.pem --password-file /etc/beaconflow/mqtt.pw
             """
     )
 
@@ -45,7 +45,7 @@ struct AgentCommand: AsyncParsableCommand {
     @Option(help: "CA certificate file (PEM) for mqtts://; default: the system's CAs.") var caFile: String?
     @Option(help: "Client certificate (PEM) for TLS client authentication.") var certFile: String?
     @Option(help: "Client key (PEM) for --cert-file.") var keyFile: String?
-    @Option(help: "File whose first line is the MQTT password (keeps it out of the process list).")
+    @Option(help: "File whose first line is the MQTT password (keeps it out of the process list). With no user in --broker the agent logs in as <site>/<agent>, the user name the shipped broker ACL expects.")
     var passwordFile: String?
     @Option(help: "Spool directory; default .beaconflow/spool/<site>-<agent>.") var spool: String?
     @Option(help: "Largest spool size in MiB (default 256); the oldest batches are dropped (and counted) beyond it.")

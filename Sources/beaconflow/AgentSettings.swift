@@ -112,7 +112,10 @@ struct AgentSettings: Codable, Equatable {
     func configuration() throws(ConfigurationError) -> AgentConfiguration {
         guard let site, let agent else { throw ConfigurationError("--site and --agent are required (or in --config)") }
         var address = try BrokerAddress(url: broker ?? "mqtt://127.0.0.1:1883")
-        if let passwordFile { try address.readPassword(file: passwordFile) }
+        if let passwordFile {
+            try address.readPassword(file: passwordFile)
+            if address.username == nil { address.username = "\(site)/\(agent)" }
+        }
         var configuration = try AgentConfiguration(
             siteID: site, agentID: agent, broker: address,
             spoolDirectory: spool ?? ".beaconflow/spool/\(site)-\(agent)")

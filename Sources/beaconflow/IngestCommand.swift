@@ -47,7 +47,7 @@ struct IngestCommand: AsyncParsableCommand {
         help: "MQTT client id. Given, the broker keeps its session for a day, holding batches while the ingest is down; each instance needs its own. Default: beaconflow-ingest-<host>-<process id>, unique, with no session kept (agents send again what was not acknowledged)."
     )
     var clientID: String?
-    @Option(help: "Share the batch subscription with the other instances of this group ($share/<group>/...).")
+    @Option(help: "Share the batch subscription with the other instances of this group ($share/<group>/...). The shipped broker ACL does not grant it: any client may join a group, and the broker drops the share of batches that client may not read.")
     var sharedGroup: String?
     @Option(help: "libpq connection URI or conninfo (default: from the PG* environment variables).")
     var database = ""

@@ -364,7 +364,7 @@ struct AgentSecurityTests {
         defer { try? FileManager.default.removeItem(atPath: secrets) }
         try makeTestPKI(openssl: try #require(findExecutable("openssl")), in: secrets)
         let passwd = try #require(findExecutable("mosquitto_passwd", extraDirectories: ["/usr/sbin"]))
-        for (user, password, create) in [("hq-a1", "agent-secret", true), ("ingest", "ingest-secret", false)] {
+        for (user, password, create) in [("hq/hq-a1", "agent-secret", true), ("ingest", "ingest-secret", false)] {
             let process = try ChildProcess(passwd, (create ? ["-c"] : []) + ["-b", secrets + "/passwd", user, password])
             #expect(await process.exit() == 0)
         }
@@ -372,7 +372,7 @@ struct AgentSecurityTests {
             user ingest
             topic readwrite beaconflow/v1/#
 
-            pattern readwrite beaconflow/v1/+/%u/#
+            pattern readwrite beaconflow/v1/%u/#
             """.write(toFile: secrets + "/acl", atomically: true, encoding: .utf8)
         try "agent-secret\n".write(toFile: secrets + "/agent.pw", atomically: true, encoding: .utf8)
         try "wrong-secret\n".write(toFile: secrets + "/wrong.pw", atomically: true, encoding: .utf8)
@@ -397,22 +397,24 @@ struct AgentSecurityTests {
         }
         defer { ingest.stop() }
 
-        func agent(_ name: String, agentID: String, passwordFile: String) async -> (status: Int32, log: String) {
+        /// Without a user in the URL the agent logs in as <site>/<agent>.
+        /// Those meant to fail give up after 5 s.
+        func agent(_ name: String, agentID: String, passwordFile: String, user: String = "", drain: Int = 5) async -> (status: Int32, log: String) {
             let log = secrets + "/\(name).log"
             guard
                 let process = try? ChildProcess(
                     executable,
                     ["agent", "--site", "hq", "--agent", agentID, "--source",
                      "btsnoop:" + captureFixture("mixed-beacons.btsnoop"), "--speed", "max",
-                     "--broker", "mqtts://hq-a1@127.0.0.1:\(port)", "--ca-file", secrets + "/ca.pem",
-                     "--password-file", passwordFile, "--spool", secrets + "/spool-\(name)", "--drain-timeout", "30"],
+                     "--broker", "mqtts://\(user)127.0.0.1:\(port)", "--ca-file", secrets + "/ca.pem",
+                     "--password-file", passwordFile, "--spool", secrets + "/spool-\(name)", "--drain-timeout", "\(drain)"],
                     standardErrorPath: log)
             else { return (-1, "") }
             let status = await process.exit()
             return ((status >> 8) & 0xFF, (try? String(contentsOfFile: log, encoding: .utf8)) ?? "")
         }
 
-        let good = await agent("good", agentID: "hq-a1", passwordFile: secrets + "/agent.pw")
+        let good = await agent("good", agentID: "hq-a1", passwordFile: secrets + "/agent.pw", drain: 30)
         #expect(good.status == 0, "\(good.log)")
         #expect(ingest.batchCount > 0)
         #expect(!good.log.contains("agent-secret"))
@@ -422,9 +424,12 @@ struct AgentSecurityTests {
         #expect(wrong.log.lowercased().contains("not authori"))
         #expect(!wrong.log.contains("wrong-secret"))
 
-        // Username hq-a1 publishing as agent hq-a2: the ACL refuses, and the agent says so.
+        // User hq/hq-a1 (given in the URL, percent-encoded) publishing as agent hq-a2: the ACL refuses, and the
+        // agent says so. As hq/hq-a2, its default user, it is not authorised at all.
         let before = ingest.batchCount
-        let impostor = await agent("impostor", agentID: "hq-a2", passwordFile: secrets + "/agent.pw")
+        let unknown = await agent("unknown", agentID: "hq-a2", passwordFile: secrets + "/agent.pw")
+        #expect(unknown.status == 75 && unknown.log.lowercased().contains("not authori"), "\(unknown.log)")
+        let impostor = await agent("impostor", agentID: "hq-a2", passwordFile: secrets + "/agent.pw", user: "hq%2Fhq-a1@")
         #expect(impostor.status == 75)
         #expect(impostor.log.contains("Broker refused a publish"))
         #expect(ingest.batchCount == before)

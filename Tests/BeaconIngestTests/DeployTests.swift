@@ -69,15 +69,17 @@ struct DeployTests {
     }
 
     /// deploy/make-certificates and deploy/mosquitto (paths moved to a temporary directory): an agent connects
-    /// over TLS with its password and may publish its own batches but not another agent's; the ingest may
-    /// acknowledge.
+    /// over TLS with its password and may publish its own batches but not another agent's, nor its own under
+    /// another site; the ingest may acknowledge, and an agent taking the ingest's client id does not push it off.
     @Test(.enabled(if: MosquittoServer.executable != nil && findExecutable("mosquitto_passwd", extraDirectories: ["/usr/bin"]) != nil, "mosquitto is not installed"))
     func theBrokerConfigurationKeepsEachAgentToItsOwnTopics() async throws {
         let work = try makeTemporaryDirectory(prefix: "deploy-broker")
         defer { try? FileManager.default.removeItem(atPath: work) }
-        let made = try await runProgram(Self.deploy + "/make-certificates", [work + "/pki", "127.0.0.1", "hq-a1", "hq-a2"])
+        let made = try await runProgram(Self.deploy + "/make-certificates", [work + "/pki", "127.0.0.1", "hq/hq-a1", "hq/hq-a2", "ingest-2"])
         #expect(made.status == 0, "\(made.output)\(made.errors)")
-        #expect(try await runProgram(Self.deploy + "/make-certificates", [work + "/pki", "127.0.0.1", "Bad_Name"]).status == 64)
+        for bad in ["hq/Bad_Name", "hq-a1", "hq/a/b", "ingest-1"] {
+            #expect(try await runProgram(Self.deploy + "/make-certificates", [work + "/pki", "127.0.0.1", bad]).status == 64, "\(bad)")
+        }
         // The broker drops to the user mosquitto, which must read the key and the password file.
         for file in ["broker.key", "passwd"] {
             try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: work + "/pki/" + file)
@@ -94,8 +96,8 @@ struct DeployTests {
             .joined(separator: "\n")
         let broker = try MosquittoServer(configuration: configuration, port: port)
 
-        func client(_ user: String) async throws -> (MQTTClient, Collector<MQTTEvent>) {
-            var settings = MQTTClient.Configuration(host: "127.0.0.1", port: port, clientID: "deploy-\(user)")
+        func client(_ user: String, clientID: String? = nil) async throws -> (MQTTClient, Collector<MQTTEvent>) {
+            var settings = MQTTClient.Configuration(host: "127.0.0.1", port: port, clientID: clientID ?? "deploy-\(user)")
             settings.username = user
             settings.password = try String(contentsOfFile: work + "/pki/secrets/\(user).pw", encoding: .utf8)
                 .trimmingCharacters(in: .whitespacesAndNewlines)
@@ -114,15 +116,25 @@ struct DeployTests {
             guard case .published(_, let code) = event else { return -1 }
             return code
         }
-        let agent = try await client("hq-a1")
+        let agent = try await client("hq/hq-a1")
         defer { agent.0.stop() }
         #expect(try await reason(agent, "beaconflow/v1/hq/hq-a1/batch") < 0x80)
         #expect(try await reason(agent, "beaconflow/v1/hq/hq-a1/status") < 0x80)
         #expect(try await reason(agent, "beaconflow/v1/hq/hq-a2/batch") == 135, "\(broker.log)")
+        #expect(try await reason(agent, "beaconflow/v1/lab/hq-a1/batch") == 135, "another site")
         #expect(try await reason(agent, "beaconflow/v1/hq/hq-a1/ack") == 135)
-        let ingest = try await client("ingest")
+        let ingest = try await client("ingest", clientID: "beaconflow-ingest-1")
         defer { ingest.0.stop() }
         #expect(try await reason(ingest, "beaconflow/v1/hq/hq-a1/ack") < 0x80)
         #expect(try await reason(ingest, "beaconflow/v1/hq/hq-a1/batch") == 135)
+        let second = try await client("ingest-2")
+        defer { second.0.stop() }
+        #expect(try await reason(second, "beaconflow/v1/hq/hq-a2/ack") < 0x80)
+        // An agent claiming the ingest's client id gets its own user name as id: the ingest stays connected.
+        let impostor = try await client("hq/hq-a2", clientID: "beaconflow-ingest-1")
+        defer { impostor.0.stop() }
+        try await Task.sleep(for: .milliseconds(500))
+        #expect(try await reason(ingest, "beaconflow/v1/hq/hq-a2/ack") < 0x80)
+        #expect(ingest.1.all.allSatisfy { if case .disconnected = $0 { false } else { true } }, "\(ingest.1.all)")
     }
 }
