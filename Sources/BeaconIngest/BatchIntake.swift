@@ -16,6 +16,9 @@ public enum RejectionReason: String, Sendable, CaseIterable {
     case badTimestamp = "bad_timestamp"
     /// PostgreSQL refused the rows (e.g. text it cannot store); the batch alone, its neighbours go in.
     case refusedByDatabase = "database_refused"
+    /// The agent's sequence is committed already with other content (boot id, seal time or number of sightings):
+    /// the batch is kept here, the committed one stays.
+    case sequenceReused = "sequence_reused"
 }
 
 /// A refused batch: the reason and a message that names the problem (stored with the raw bytes).

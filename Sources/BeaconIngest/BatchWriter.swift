@@ -11,6 +11,8 @@ public final class BatchWriter {
     public enum Outcome: Sendable, Equatable {
         case committed(rows: Int)
         case duplicate
+        /// The sequence is committed with other content; says how they differ.
+        case sequenceReused(String)
     }
 
     public struct GroupResult: Sendable {
@@ -55,6 +57,7 @@ public final class BatchWriter {
         do {
             try connection.execute("BEGIN")
             let fresh = try insertRecords(batches)
+            let reused = try reusedSequences(batches, fresh: fresh)
             var sightings: [SightingRow] = []
             var telemetry: [NewTelemetry] = []
             var zoneChanges: [ZoneChange] = []
@@ -76,7 +79,7 @@ public final class BatchWriter {
                     lateReadings += output.lateReadings
                     outcomes.append(.committed(rows: output.sightings.count))
                 } else {
-                    outcomes.append(.duplicate)
+                    outcomes.append(reused[index].map(Outcome.sequenceReused) ?? .duplicate)
                     redelivered.insert(key)
                 }
                 after[key] = tracker.committed(
@@ -487,6 +490,42 @@ public final class BatchWriter {
             if keys.contains(key), seen.insert(key).inserted { fresh.insert(index) }
         }
         return fresh
+    }
+
+    /// The batches not inserted whose (site, agent, sequence) is committed with another boot id, seal time or
+    /// number of sightings: not a redelivery (that has the same bytes) but an agent that reused a sequence.
+    /// Returns how each differs, by index.
+    private func reusedSequences(_ batches: [DecodedBatch], fresh: Set<Int>) throws(PostgresError) -> [Int: String] {
+        let repeated = batches.indices.filter { !fresh.contains($0) }
+        guard !repeated.isEmpty else { return [:] }
+        var values: [String] = []
+        var parameters: [String?] = []
+        for index in repeated {
+            let batch = batches[index]
+            let base = parameters.count
+            values.append(
+                "($\(base + 1)::integer, $\(base + 2), $\(base + 3), $\(base + 4)::bigint, $\(base + 5)::bigint, "
+                    + "$\(base + 6)::double precision, $\(base + 7)::integer)")
+            parameters += [
+                String(index), batch.siteID, batch.agentID, String(batch.sequence), String(Int64(bitPattern: batch.bootID)),
+                String(batch.agentClockMicros), String(batch.sightings.count),
+            ]
+        }
+        var reused: [Int: String] = [:]
+        for row in try connection.query(
+            """
+            SELECT v.i, b.boot_id, b.sightings, v.boot, v.n, b.agent_clock = to_timestamp(v.clock / 1e6)
+            FROM (VALUES \(values.joined(separator: ", "))) AS v(i, site, agent, seq, boot, clock, n)
+            JOIN beaconflow.batches b ON b.site_id = v.site AND b.agent_id = v.agent AND b.sequence = v.seq
+            WHERE b.boot_id <> v.boot OR b.sightings <> v.n OR b.agent_clock IS DISTINCT FROM to_timestamp(v.clock / 1e6)
+            """, parameters)
+        {
+            guard let index = row[0].flatMap({ Int($0) }) else { continue }
+            reused[index] =
+                "sequence \(batches[index].sequence) is committed with boot id \(row[1] ?? "?") and \(row[2] ?? "?") sightings"
+                + (row[5] == "t" ? "" : " sealed at another time") + "; this batch has boot id \(row[3] ?? "?") and \(row[4] ?? "?")"
+        }
+        return reused
     }
 
     /// Each agent's committed-through sequence and last batch time, kept only ever growing.

@@ -423,13 +423,22 @@ public final class Ingest: Sendable {
         var committed = 0
         var duplicates = 0
         var rows = 0
-        for outcome in result.outcomes {
+        for (outcome, accepted) in zip(result.outcomes, group) {
             switch outcome {
             case .committed(let sightings):
                 committed += 1
                 rows += sightings
             case .duplicate:
                 duplicates += 1
+            case .sequenceReused(let difference):
+                // Not a redelivery: kept with the reason, so that it is seen (the committed batch stays).
+                do throws(PostgresError) {
+                    try reject(
+                        topic: accepted.topic, payload: accepted.payload, Rejection(.sequenceReused, difference),
+                        header: accepted.batch.header, writer: writer, client: client)
+                } catch where !error.isConnectionFailure {
+                    statementError(error, "A rejected batch could not be recorded")
+                }
             }
         }
         batchCounters["committed"]?.increment(by: committed)

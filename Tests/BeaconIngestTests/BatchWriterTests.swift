@@ -82,6 +82,22 @@ struct BatchWriterTests {
         let batch = try decodedBatch(sequence: 7)
         #expect(try writer.commit(batch) == .committed(rows: 100))
         #expect(try writer.commit(batch) == .duplicate)
+        // The same sequence with other content is no redelivery: said, and the committed batch stays.
+        var other = batch
+        other.sightings.removeLast()
+        guard case .sequenceReused(let difference) = try writer.commit(other) else {
+            Issue.record("a reused sequence passed as a duplicate")
+            return
+        }
+        #expect(difference == "sequence 7 is committed with boot id \(Int64(bitPattern: 0xFEED_0000_0000_0001)) and 100 sightings; this batch has boot id \(Int64(bitPattern: 0xFEED_0000_0000_0001)) and 99")
+        var resealed = batch
+        resealed.agentClockMicros += 1
+        guard case .sequenceReused(let later) = try writer.commit(resealed) else {
+            Issue.record("a batch sealed at another time passed as a duplicate")
+            return
+        }
+        #expect(later.contains("sealed at another time"))
+        #expect(try writer.commit(batch) == .duplicate)
         #expect(try connection.query("SELECT count(*) FROM beaconflow.sightings") == [["100"]])
         #expect(try connection.query("SELECT count(*), min(boot_id) FROM beaconflow.batches") == [["1", String(Int64(bitPattern: 0xFEED_0000_0000_0001))]])
         // Both days got their partition; values survive the binary COPY to the microsecond.

@@ -202,6 +202,11 @@ struct IngestIntegrationTests {
             guard case .message("beaconflow/v1/hq/hq-a1/ack", let payload, _) = event else { return false }
             return String(decoding: payload, as: UTF8.self) == #"{"committed_through": 1}"#
         }
+        // Sequence 1 again with other sightings: kept as a reused sequence, the committed batch stays.
+        try client.publish(topic: "beaconflow/v1/hq/hq-a1/batch", payload: try batchPayload(sequence: 1, count: 50))
+        try await harness.eventually("the reused sequence is rejected") { harness.ingest.statistics.batchesRejected == 1 }
+        #expect(try harness.query("SELECT reason, payload_bytes > 0 FROM beaconflow.rejected_batches") == [["sequence_reused", "t"]])
+        #expect(try harness.count("beaconflow.sightings") == 100)
         try await harness.stop()
     }
 
