@@ -23,6 +23,8 @@ public final class BatchWriter {
         public var telemetryRows = 0
         /// Readings too late to move zones (they are stored as sightings).
         public var lateReadings = 0
+        /// Beacons forgotten to stay within the pipeline's maximum.
+        public var evictedBeacons = 0
     }
 
     private let connection: PostgresConnection
@@ -62,6 +64,7 @@ public final class BatchWriter {
             var telemetry: [NewTelemetry] = []
             var zoneChanges: [ZoneChange] = []
             var lateReadings = 0
+            var evictedBeacons = 0
             var outcomes: [Outcome] = []
             var before: [AgentKey: UInt64] = [:]
             var after: [AgentKey: UInt64] = [:]
@@ -77,6 +80,7 @@ public final class BatchWriter {
                     telemetry += output.telemetry
                     zoneChanges += output.zoneChanges
                     lateReadings += output.lateReadings
+                    evictedBeacons += output.evictedBeacons
                     outcomes.append(.committed(rows: output.sightings.count))
                 } else {
                     outcomes.append(reused[index].map(Outcome.sequenceReused) ?? .duplicate)
@@ -114,7 +118,7 @@ public final class BatchWriter {
             }
             return GroupResult(
                 outcomes: outcomes, acknowledgements: acknowledgements, telemetryRows: stored.count,
-                lateReadings: lateReadings)
+                lateReadings: lateReadings, evictedBeacons: evictedBeacons)
         } catch {
             // After the commit only the look for other instances' progress can fail: what committed stays.
             if !committed {

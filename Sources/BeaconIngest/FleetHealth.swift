@@ -150,6 +150,12 @@ public struct FleetHealth: Sendable {
 
     public var trackedBeacons: Int { beacons.count }
 
+    /// Forgets the beacons not seen the longest beyond `maximum` (their `beacon_health` rows stay; one heard again
+    /// starts its battery trend afresh). Returns how many.
+    mutating func evict(keeping maximum: Int) -> Int {
+        beacons.evictOldest(keeping: maximum) { $0.lastSeenMicros }
+    }
+
     mutating func beginTransaction() {
         beacons.begin()
         changedAtBegin = changed

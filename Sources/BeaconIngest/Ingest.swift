@@ -28,6 +28,8 @@ public struct IngestConfiguration: Sendable {
     public var reconnectDelayMinimum: Duration = .milliseconds(200)
     public var reconnectDelayMaximum: Duration = .seconds(10)
     public var health = FleetHealth.Configuration()
+    /// See `IngestPipeline.maximumBeacons`.
+    public var maximumBeacons = 200_000
     public var intakeFutureToleranceMicros: Int64 = 300_000_000
     /// How often the writer makes the coming days' partitions and drops those past retention. Expired partitions
     /// are first dropped one interval after start, so that a short run (a replay of old captures, a test) keeps
@@ -93,6 +95,7 @@ public final class Ingest: Sendable {
     private let sightingsCounter = Counter(label: "beaconflow_ingest_sightings_total")
     private let telemetryCounter = Counter(label: "beaconflow_ingest_telemetry_total")
     private let lateReadingsCounter = Counter(label: "beaconflow_ingest_late_readings_total")
+    private let evictedBeaconsCounter = Counter(label: "beaconflow_ingest_beacons_evicted_total")
     private let reconnectCounter = Counter(label: "beaconflow_ingest_database_reconnects_total")
     /// Status messages not used: not on a known agent's status topic, or not a valid status.
     private let statusesIgnoredCounter = Counter(label: "beaconflow_ingest_statuses_ignored_total")
@@ -197,6 +200,7 @@ public final class Ingest: Sendable {
         // The derived state lives in the writer while connected, and here between connections: never in both, so
         // that the writer's changes never copy it (it grows with the beacons).
         var detached: IngestPipeline? = IngestPipeline(sites: configuration.sites, health: configuration.health)
+        detached?.maximumBeacons = configuration.maximumBeacons
         var writer: BatchWriter?
         var backlog: [Item] = []
         var delay = configuration.reconnectDelayMinimum
@@ -446,6 +450,7 @@ public final class Ingest: Sendable {
         sightingsCounter.increment(by: rows)
         telemetryCounter.increment(by: result.telemetryRows)
         lateReadingsCounter.increment(by: result.lateReadings)
+        evictedBeaconsCounter.increment(by: result.evictedBeacons)
         statisticsState.withLock {
             $0.lateReadings += result.lateReadings
             $0.telemetryCommitted += result.telemetryRows

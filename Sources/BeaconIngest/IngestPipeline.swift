@@ -38,6 +38,8 @@ public struct PipelineOutput: Sendable {
     public var zoneChanges: [ZoneChange] = []
     /// Readings that came too late to move zones (from an agent its site had let go).
     public var lateReadings = 0
+    /// Beacons forgotten to stay within `IngestPipeline.maximumBeacons`.
+    public var evictedBeacons = 0
 }
 
 /// Everything the ingest derives from batches, as one pure state machine: EID resolution, association of
@@ -53,6 +55,9 @@ public struct IngestPipeline: Sendable {
     public var proximity = ProximitySmoother()
     /// How long a device address stays attached to the identity last seen from it.
     public var associationWindowMicros: Int64 = 60_000_000
+    /// Beacons (and device addresses) the per-beacon tables hold at most, whatever ids arrive: past it those not
+    /// seen the longest are forgotten (`--max-beacons`).
+    public var maximumBeacons = 200_000
 
     private var placements: [AgentKey: Placement] = [:]
     /// Zone assignment per site.
@@ -144,6 +149,11 @@ public struct IngestPipeline: Sendable {
             }
         }
         output.lateReadings = (zoneTrackers[batch.siteID]?.lateReadings ?? 0) - lateBefore
+        output.evictedBeacons = health.evict(keeping: maximumBeacons)
+        telemetry.evict(keeping: maximumBeacons)
+        identities.evictOldest(keeping: maximumBeacons) { $0.timeMicros }
+        if unresolvableEIDs.count > maximumBeacons { unresolvableEIDs.removeAll() }
+        if resolvedEIDs.count > maximumBeacons { resolvedEIDs.removeAll() }
         output.zoneChanges = advanceZones(site: batch.siteID, nowMicros: nowMicros)
         return output
     }

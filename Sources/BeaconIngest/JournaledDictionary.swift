@@ -26,6 +26,20 @@ struct JournaledDictionary<Key: Hashable & Sendable, Value: Sendable>: Sendable,
         }
     }
 
+    /// Keeps at most `maximum` entries: past it, forgets those with the oldest `time`, down to nine tenths of the
+    /// maximum (so that the sort is paid once per tenth of it). Returns how many it forgot.
+    @discardableResult
+    mutating func evictOldest(keeping maximum: Int, by time: (Value) -> Int64) -> Int {
+        guard storage.count > maximum else { return 0 }
+        let excess = storage.count - maximum + maximum / 10
+        let oldest = storage.map { (time: time($0.value), key: $0.key) }.sorted { $0.time < $1.time }.prefix(excess)
+        for entry in oldest {
+            remember(entry.key)
+            storage[entry.key] = nil
+        }
+        return oldest.count
+    }
+
     /// Starts recording; what changes from here can be undone by `rollback()`.
     mutating func begin() {
         journal.removeAll()

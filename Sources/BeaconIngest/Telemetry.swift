@@ -110,6 +110,12 @@ public struct TelemetryDeduplicator: Sendable {
 
     public var trackedBeacons: Int { recent.count }
 
+    /// Forgets the beacons whose newest transmission is the oldest beyond `maximum` (a repeat of theirs is then
+    /// refused by the database's unique index instead).
+    mutating func evict(keeping maximum: Int) {
+        recent.evictOldest(keeping: maximum) { $0.newestMicros }
+    }
+
     mutating func beginTransaction() { recent.begin() }
     mutating func commitTransaction() { recent.commit() }
     mutating func rollbackTransaction() { recent.rollback() }

@@ -60,6 +60,8 @@ struct IngestCommand: AsyncParsableCommand {
     @Option(help: "low_battery at or below this level in mV (default 2400), or with fewer than --low-battery-days left.")
     var lowBatteryMv = 2400.0
     @Option(help: "low_battery when the forecast leaves fewer days than this (default 30).") var lowBatteryDays = 30.0
+    @Option(help: "Beacons the ingest keeps state for at most (default 200000); past it those not seen the longest are forgotten and counted, whatever ids arrive.")
+    var maxBeacons = 200_000
     @Option(help: "Where /metrics (Prometheus) and /healthz listen: HOST:PORT, [IPv6]:PORT, or 'none' (default 127.0.0.1:9464).")
     var metricsListen = "127.0.0.1:9464"
     @Option(help: "Log level: trace, debug, info (default), notice, warning, error, critical.") var logLevel = "info"
@@ -100,6 +102,7 @@ struct IngestCommand: AsyncParsableCommand {
             throw ConfigurationError("--shared-group must be 1-64 characters of a-z, 0-9 and '-'")
         }
         guard queueCapacity >= 1, maxGroup >= 1 else { throw ConfigurationError("--queue-capacity and --max-group must be at least 1") }
+        guard maxBeacons >= 100 else { throw ConfigurationError("--max-beacons must be at least 100") }
         var configuration = IngestConfiguration(mqtt: mqtt, database: database, sites: sitesConfiguration)
         configuration.persistentSession = clientID != nil
         configuration.sharedSubscriptionGroup = sharedGroup
@@ -108,6 +111,7 @@ struct IngestCommand: AsyncParsableCommand {
         configuration.health.cutoffMillivolts = batteryCutoffMv
         configuration.health.lowBatteryMillivolts = lowBatteryMv
         configuration.health.lowBatteryDays = lowBatteryDays
+        configuration.maximumBeacons = maxBeacons
         return configuration
     }
 

@@ -578,6 +578,41 @@ import Testing
     }
 }
 
+@Suite struct BeaconBoundTests {
+    /// 30,000 distinct ids (each with a TLM frame) through a pipeline bounded at 1,000 beacons: the per-beacon tables
+    /// stay within the bound, the evictions are counted, and the beacons heard last are the ones kept.
+    @Test func randomBeaconIdsCannotGrowThePipelineWithoutBound() throws {
+        let sites = try SitesConfiguration.parse(testSites)
+        var pipeline = IngestPipeline(sites: sites)
+        pipeline.maximumBeacons = 1_000
+        let start: Int64 = 1_767_225_600_000_000
+        var evicted = 0
+        for batchIndex in 0..<30 {
+            var builder = BatchBuilder(siteID: "hq", agentID: "hq-a1", bootID: 1)
+            builder.configuration.maximumSightings = 10_000
+            for index in 0..<1_000 {
+                let number = batchIndex * 1_000 + index
+                let key = BeaconKey(
+                    beaconID: "eddystone:0102030405060708090a:\(hexString(UInt64(number), digits: 12))", address: UInt64(number) + 1,
+                    addressIsRandom: true, powerAt1mDbm: -59)
+                let tlm = EddystoneTLM(batteryMillivolts: 3000, temperatureRaw: 0, advertisingCount: 1, uptimeTenths: 10)
+                _ = builder.add(
+                    Sighting(timeMicros: start + Int64(number) * 1_000, beacon: key, rssi: -60, data: .eddystone([0x20, 0x00] + tlm.fieldBytes)),
+                    nowNanoseconds: 0)
+            }
+            let sealed = builder.seal(sequence: UInt64(batchIndex + 1), firstUnacknowledgedSequence: 1, agentClockMicros: start)
+            let wire = try #require(sealed)
+            let output = pipeline.apply(try BatchReader.decode(try wire.serializedBytes()), nowMicros: start + 60_000_000)
+            pipeline.telemetryStored(output.telemetry)
+            evicted += output.evictedBeacons
+            #expect(pipeline.health.trackedBeacons <= 1_000 && pipeline.telemetry.trackedBeacons <= 1_000)
+        }
+        #expect(evicted >= 29_000)
+        #expect(pipeline.health.health(of: "eddystone:0102030405060708090a:\(hexString(29_999, digits: 12))") != nil)
+        #expect(pipeline.health.health(of: "eddystone:0102030405060708090a:\(hexString(0, digits: 12))") == nil)
+    }
+}
+
 @Suite struct ZonePatternsTests {
     /// Zones 0 and 1; agents 0 and 1 serve zone 0, agent 2 zone 1.
     let zoneOfAgent = [0, 0, 1]
