@@ -188,9 +188,10 @@ struct FaultTests {
         """
 
     /// The same replay twice at once, each through its own broker, PostgreSQL, ingest and agents: once undisturbed,
-    /// once with the ingest stopped gracefully and started again before it has counted a minute, then killed
-    /// (-9) and started again between checkpoints. Both end with the same visits and minute counts, to the
-    /// microsecond, and the same sightings; the agent that never sends loses nothing either.
+    /// once with the ingest stopped gracefully and started again before it has counted a minute, a second ingest
+    /// started on the same sites (it stands by), then the first killed (-9) between checkpoints, so that the
+    /// second takes over. Both end with the same visits and minute counts, to the microsecond, and the same
+    /// sightings; the agent that never sends loses nothing either.
     @Test func anIngestRestartedGracefullyOrKilledGivesTheZonesOfAnUndisturbedRun() async throws {
         let executable = try #require(beaconflowExecutable)
         let work = try makeTemporaryDirectory(prefix: "restarts")
@@ -241,10 +242,14 @@ struct FaultTests {
         restarted.ingest.terminate()
         #expect(await restarted.ingest.exit() == 0)
         restarted.ingest = try ChildProcess(executable, restarted.arguments, standardErrorPath: work + "/restarted-ingest.log")
-        try await Task.sleep(for: .seconds(21))
+        try await Task.sleep(for: .seconds(2))
+        var standbyArguments = restarted.arguments
+        standbyArguments[standbyArguments.count - 1] = "127.0.0.1:\(try freeLoopbackPort())"
+        let standby = try ChildProcess(executable, standbyArguments, standardErrorPath: work + "/standby-ingest.log")
+        defer { standby.terminate() }
+        try await Task.sleep(for: .seconds(19))
         restarted.ingest.terminate(SIGKILL)
         _ = await restarted.ingest.exit()
-        restarted.ingest = try ChildProcess(executable, restarted.arguments, standardErrorPath: work + "/restarted-ingest.log")
 
         for (name, run) in [("undisturbed", undisturbed), ("restarted", restarted)] {
             for (agent, process) in zip(["hq-a1", "hq-a2"], run.agents) {
@@ -274,13 +279,17 @@ struct FaultTests {
             actual = try await contents(restarted)
         } while (expected != actual || expected[1].count < 6) && ContinuousClock.now < deadline
         let log = (try? String(contentsOfFile: work + "/restarted-ingest.log", encoding: .utf8)) ?? ""
+        let standbyLog = (try? String(contentsOfFile: work + "/standby-ingest.log", encoding: .utf8)) ?? ""
         #expect(expected[0].count >= 8, "visits: \(expected[0])")
         #expect(expected[1].count >= 6 && expected[1].contains { $0[2] != "0" }, "minutes: \(expected[1])")
         #expect(actual[0] == expected[0], "visits after restarts:\n\(actual[0])\nundisturbed:\n\(expected[0])")
         #expect(actual[1] == expected[1], "minutes after restarts:\n\(actual[1])\nundisturbed:\n\(expected[1])")
         #expect(actual[2] == expected[2], "sightings after restarts: \(actual[2]), undisturbed: \(expected[2])")
-        // Both restarts happened and the second resumed from a checkpoint.
-        #expect(log.components(separatedBy: "Connected to PostgreSQL").count == 4, "\(log.suffix(3000))")
+        // The restart happened and read back the sightings; the second instance stood by, then took over from the
+        // checkpoint.
+        #expect(log.components(separatedBy: "Connected to PostgreSQL").count == 3, "\(log.suffix(3000))")
         #expect(log.contains("Zone state resumed"), "\(log.suffix(3000))")
+        #expect(standbyLog.contains("Another ingest serves these sites; standing by"), "\(standbyLog.suffix(3000))")
+        #expect(standbyLog.contains("sites_from_checkpoints=1"), "\(standbyLog.suffix(3000))")
     }
 }
