@@ -119,8 +119,9 @@ final class TestIngest: Sendable {
         for description: String, timeout: Duration = .seconds(30), _ condition: @Sendable (TestIngest) -> Bool
     ) async throws {
         let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
+        while true {
             if condition(self) { return }
+            guard ContinuousClock.now < deadline else { break }
             try await Task.sleep(for: .milliseconds(20))
         }
         throw LocalServerError("timed out waiting for \(description); have \(batchCount) batches")

@@ -107,8 +107,9 @@ final class IngestHarness: @unchecked Sendable {
         _ description: String, timeout: Duration = .seconds(30), _ condition: () throws -> Bool
     ) async throws {
         let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
+        while true {
             if try condition() { return }
+            guard ContinuousClock.now < deadline else { break }
             try await Task.sleep(for: .milliseconds(50))
         }
         throw LocalServerError("timed out waiting until \(description); ingest: \(ingest.statistics)")
