@@ -149,6 +149,8 @@ public struct AdvertisingData: Hashable, Sendable {
         case ADType.incompleteUUID16, ADType.completeUUID16: try uuidList(width: 2, "16-bit service UUID")
         case ADType.incompleteUUID32, ADType.completeUUID32: try uuidList(width: 4, "32-bit service UUID")
         case ADType.incompleteUUID128, ADType.completeUUID128: try uuidList(width: 16, "128-bit service UUID")
+        case ADType.shortenedLocalName where localNameIsComplete:
+            break  // the complete name wins, wherever the shortened one comes
         case ADType.shortenedLocalName, ADType.completeLocalName:
             localName = String(decoding: data, as: UTF8.self)
             localNameIsComplete = structure.type == ADType.completeLocalName

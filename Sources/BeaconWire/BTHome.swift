@@ -18,6 +18,14 @@ public struct BTHomePacket: Hashable, Sendable {
     public var ciphertext: [UInt8]?
     /// The encryption counter, for encrypted packets.
     public var counter: UInt32?
+    /// An object id this decoder does not know, and the byte offset of it: its size is unknown, so the objects
+    /// after it are not read (those before it are).
+    public var unknownObject: UnknownObject?
+
+    public struct UnknownObject: Hashable, Sendable {
+        public var id: UInt8
+        public var offset: Int
+    }
 
     enum Kind {
         case value
@@ -75,7 +83,8 @@ public struct BTHomePacket: Hashable, Sendable {
         0x58: v("temperature", 1, 0.35, signed: true), 0x59: v("count", 1, signed: true),
         0x5A: v("count", 2, signed: true), 0x5B: v("count", 4, signed: true), 0x5C: v("power", 4, 0.01, signed: true),
         0x5D: v("current", 2, 0.001, signed: true), 0x5E: v("direction", 2, 0.01), 0x5F: v("precipitation", 2, 0.1),
-        0x60: v("channel", 1),
+        0x60: v("channel", 1), 0x61: v("rotational_speed", 2), 0x62: v("speed", 4, 0.000001, signed: true),
+        0x63: v("acceleration", 4, 0.000001, signed: true), 0x64: v("light_level", 1),
         0xF0: v("device_type_id", 2), 0xF1: v("firmware_version", 4), 0xF2: v("firmware_version", 3),
     ]
 
@@ -145,9 +154,8 @@ public struct BTHomePacket: Hashable, Sendable {
             let idOffset = reader.offset
             let id = try reader.u8("BTHome object id")
             guard let object = Self.objects[id] else {
-                throw DecodeError(
-                    .unknownType, at: idOffset,
-                    "BTHome object id 0x\(hexString(UInt64(id), digits: 2)) is unknown; the rest cannot be sized")
+                unknownObject = UnknownObject(id: id, offset: idOffset)
+                break
             }
             switch object.kind {
             case .text, .raw:

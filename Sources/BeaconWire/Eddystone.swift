@@ -47,6 +47,12 @@ func requireLength(
     }
 }
 
+func requireMinimumLength(_ actual: Int, _ minimum: Int, _ name: StaticString, at offset: Int) throws(DecodeError) {
+    if actual < minimum {
+        throw DecodeError(.invalidLength, at: offset, "\(name) frame is \(actual) bytes, expected at least \(minimum)")
+    }
+}
+
 /// Eddystone-UID: a 10-byte namespace and a 6-byte instance.
 public struct EddystoneUID: Hashable, Sendable {
     /// Calibrated transmit power at 0 m, in dBm.

@@ -71,6 +71,11 @@ extension BeaconFrame {
             fields.append(JSONField("events", .array(packet.events)))
             if let counter = packet.counter { fields.append(JSONField("counter", .number(counter))) }
             if let ciphertext = packet.ciphertext { fields.append(JSONField("ciphertext", .string(ciphertext.hexString))) }
+            if let unknown = packet.unknownObject {
+                fields.append(
+                    JSONField(
+                        "stopped_at", .object([JSONField("object_id", .number(unknown.id)), JSONField("offset", .number(unknown.offset))])))
+            }
             return .object(fields)
         case .gatt(let service):
             guard case .object(let valueFields) = service.value.json else { return .null }

@@ -1,5 +1,6 @@
 /// Ruuvi sensor data formats 3 (RAWv1) and 5 (RAWv2), manufacturer data of company 0x0499
-/// (docs.ruuvi.com, "Data formats"). Values the sensor marks "not available" are nil.
+/// (docs.ruuvi.com, "Data formats"). Values the sensor marks "not available" are nil. A payload longer than its
+/// format's (14 and 24 bytes) is read for those and the rest ignored, as the specification's readers do.
 public struct RuuviMeasurement: Hashable, Sendable {
     public static let companyID: UInt16 = 0x0499
 
@@ -23,7 +24,7 @@ public struct RuuviMeasurement: Hashable, Sendable {
         let format = try reader.u8("Ruuvi data format")
         switch format {
         case 3:
-            try requireLength(data.count, [14], "Ruuvi format 3", at: base)
+            try requireMinimumLength(data.count, 14, "Ruuvi format 3", at: base)
             var m = RuuviMeasurement(dataFormat: 3)
             m.humidity = Double(try reader.u8("Ruuvi humidity")) / 2
             let whole = try reader.u8("Ruuvi temperature")
@@ -38,7 +39,7 @@ public struct RuuviMeasurement: Hashable, Sendable {
             m.batteryMillivolts = try reader.u16be("Ruuvi battery")
             return m
         case 5:
-            try requireLength(data.count, [24], "Ruuvi format 5", at: base)
+            try requireMinimumLength(data.count, 24, "Ruuvi format 5", at: base)
             var m = RuuviMeasurement(dataFormat: 5)
             let temperature = Int16(bitPattern: try reader.u16be("Ruuvi temperature"))
             m.temperatureCelsius = temperature == Int16.min ? nil : Double(temperature) * 0.005

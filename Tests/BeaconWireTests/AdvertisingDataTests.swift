@@ -27,6 +27,15 @@ import Testing
         #expect(!data.localNameIsComplete)
     }
 
+    /// Core Specification Supplement Part A §1.2: a shortened name is the start of the complete one; the complete
+    /// name is kept whichever comes first.
+    @Test func theCompleteNameWinsOverAShortenedOne() throws {
+        for payload in [ad(0x09, Array("Cart 7".utf8)) + ad(0x08, Array("Ca".utf8)), ad(0x08, Array("Ca".utf8)) + ad(0x09, Array("Cart 7".utf8))] {
+            let data = try AdvertisingData(parsing: payload)
+            #expect(data.localName == "Cart 7" && data.localNameIsComplete)
+        }
+    }
+
     @Test func zeroLengthEndsThePayload() throws {
         // Legacy PDUs are zero-padded to 31 bytes; what follows a zero length is not read.
         let payload = ad(0x01, [0x06]) + [0x00, 0x05, 0xFF]

@@ -56,11 +56,37 @@ import Testing
         #expect(error?.code == .authenticationFailed)
     }
 
+    /// bthome.io/format, the objects added last: rotational speed (uint16, rpm), speed and acceleration (sint32,
+    /// factor 0.000001) and light level (uint8).
+    @Test func theNewestObjects() throws {
+        let frames = try decodeFrames(serviceData16(0xFCD2, bytes("40" + "61e803" + "6240e20100" + "63c01dfeff" + "6405")))
+        guard case .bthome(let packet) = frames.first else {
+            Issue.record("no BTHome frame")
+            return
+        }
+        #expect(
+            packet.values == [
+                JSONField("rotational_speed", .int(1000)), JSONField("speed", .double(0.123456)),
+                JSONField("acceleration", .double(-0.123456)), JSONField("light_level", .int(5)),
+            ])
+        #expect(packet.unknownObject == nil)
+    }
+
+    /// An object id not in the table cannot be sized: the objects before it are kept, the decoder says where it
+    /// stopped, and the advert is no error.
+    @Test func anUnknownObjectStopsThePacketButKeepsWhatCameBefore() throws {
+        let frames = try decodeFrames(serviceData16(0xFCD2, bytes("40" + "015e" + "e0" + "0102")))
+        guard case .bthome(let packet) = frames.first else {
+            Issue.record("no BTHome frame")
+            return
+        }
+        #expect(packet.values == [JSONField("battery", .int(94))])
+        #expect(packet.unknownObject == BTHomePacket.UnknownObject(id: 0xE0, offset: 7))
+        #expect(frames.first?.json["stopped_at"] == .object([JSONField("object_id", .number(0xE0)), JSONField("offset", .number(7))]))
+    }
+
     @Test func malformedPackets() {
         #expect(decodeError { _ = try decodeFrames(serviceData16(0xFCD2, bytes("20"))) }?.code == .unsupportedVersion)
-        let unknown = decodeError { _ = try decodeFrames(serviceData16(0xFCD2, bytes("40" + "015e" + "e0"))) }
-        #expect(unknown?.code == .unknownType)
-        #expect(unknown?.offset == 7)
         #expect(decodeError { _ = try decodeFrames(serviceData16(0xFCD2, bytes("40" + "0282"))) }?.code == .truncated)
         #expect(decodeError { _ = try decodeFrames(serviceData16(0xFCD2, bytes("41" + "0102"))) }?.code == .truncated)
     }

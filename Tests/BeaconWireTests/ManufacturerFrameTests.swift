@@ -91,6 +91,16 @@ import Testing
         #expect(minimum.pressurePascal == 50_000)
     }
 
+    /// The specification's valid vectors with bytes appended (docs.ruuvi.com: a reader takes the format's length):
+    /// the same values.
+    @Test func ruuviPayloadsWithTrailingBytesDecodeAsWithout() throws {
+        for vector in ["03291A1ECE1EFC18F94202CA0B53", "0512FC5394C37C0004FFFC040CAC364200CDCBB8334C884F"] {
+            let plain = try RuuviMeasurement.decode(bytes(vector)[...], base: 0)
+            #expect(try RuuviMeasurement.decode(bytes(vector + "0000")[...], base: 0) == plain)
+        }
+        #expect(decodeError { _ = try RuuviMeasurement.decode(bytes("03291A1ECE1EFC18F94202CA0B")[...], base: 0) }?.code == .invalidLength)
+    }
+
     @Test func ruuviUnknownFormatAndWrongLength() {
         #expect(decodeError { _ = try RuuviMeasurement.decode(bytes("0601")[...], base: 0) }?.code == .unsupportedVersion)
         #expect(decodeError { _ = try RuuviMeasurement.decode(bytes("0512FC")[...], base: 0) }?.code == .invalidLength)
