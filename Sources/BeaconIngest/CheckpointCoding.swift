@@ -21,6 +21,11 @@ struct CheckpointWriter {
         int(utf8.count)
         bytes += utf8
     }
+
+    mutating func strings(_ values: [String]) {
+        int(values.count)
+        for value in values { string(value) }
+    }
 }
 
 /// Why a zone checkpoint cannot be restored.
@@ -94,5 +99,11 @@ struct CheckpointReader {
         let length = try count()
         defer { offset += length }
         return String(decoding: bytes[offset..<offset + length], as: UTF8.self)
+    }
+
+    mutating func strings() throws(Damaged) -> [String] {
+        var values: [String] = []
+        for _ in 0..<(try count(minimumBytes: 8)) { values.append(try string()) }
+        return values
     }
 }

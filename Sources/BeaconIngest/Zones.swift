@@ -469,17 +469,13 @@ public struct SiteZoneTracker: Sendable {
         checkpointDue = false
         var out = CheckpointWriter()
         out.int(Self.checkpointVersion)
-        out.int(zones.count)
-        for zone in zones { out.string(zone) }
-        let agentIDs = agentNumbers.sorted { $0.value < $1.value }.map(\.key)
-        out.int(agentIDs.count)
-        for agent in agentIDs { out.string(agent) }
+        out.strings(zones)
+        out.strings(agentNumbers.sorted { $0.value < $1.value }.map(\.key))
         out.int(watermarkMicros)
         out.optional(nextMinute)
         out.optional(firstReadingMicros)
         out.optional(firstArrivalMicros)
-        out.int(unheardAgents.count)
-        for agent in unheardAgents.sorted() { out.string(agent) }
+        out.strings(unheardAgents.sorted())
         out.int(agents.count)
         for (agent, progress) in agents.sorted(by: { $0.key < $1.key }) {
             out.string(agent)
@@ -536,8 +532,8 @@ public struct SiteZoneTracker: Sendable {
     public mutating func restore(checkpoint: [UInt8]) throws(CheckpointError) {
         var input = CheckpointReader(checkpoint)
         guard try input.int() == Self.checkpointVersion else { throw CheckpointError(code: .unknownVersion, offset: 0) }
-        let zoneIDs = try (0..<input.count(minimumBytes: 8)).map { _ throws(CheckpointError) in try input.string() }
-        let agentIDs = try (0..<input.count(minimumBytes: 8)).map { _ throws(CheckpointError) in try input.string() }
+        let zoneIDs = try input.strings()
+        let agentIDs = try input.strings()
         guard zoneIDs == zones, agentIDs == agentNumbers.sorted(by: { $0.value < $1.value }).map(\.key) else {
             throw CheckpointError(code: .otherLayout, offset: input.offset)
         }
@@ -547,7 +543,7 @@ public struct SiteZoneTracker: Sendable {
         restored.nextMinute = try input.optional()
         restored.firstReadingMicros = try input.optional()
         restored.firstArrivalMicros = try input.optional()
-        restored.unheardAgents = Set(try (0..<input.count(minimumBytes: 8)).map { _ throws(CheckpointError) in try input.string() })
+        restored.unheardAgents = Set(try input.strings())
         restored.agents = [:]
         for _ in 0..<(try input.count(minimumBytes: 24)) {
             let agent = try input.string()

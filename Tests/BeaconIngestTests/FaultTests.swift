@@ -13,10 +13,8 @@ import WorkQueue
     .enabled(if: beaconflowExecutable != nil, "the beaconflow executable is not built"),
     .timeLimit(.minutes(5)))
 struct FaultTests {
-    static let scenario = """
-        seed: 41
-        start_unix_s: 1767261600
-        duration_s: 150
+    /// The site of both scenarios: two rooms with a door, correlated shadowing, a wall, 10 % loss.
+    static let site = """
         sites:
           - id: hq
             shadowing_db: 4
@@ -30,6 +28,13 @@ struct FaultTests {
             agents:
               - {id: hq-a1, zone: lobby, position: [3, 2.5], loss: 0.1}
               - {id: hq-a2, zone: lab, position: [9, 2.5], loss: 0.1}
+        """
+
+    static let scenario = """
+        seed: 41
+        start_unix_s: 1767261600
+        duration_s: 150
+        \(site)
         beacons:
           - {name: cart, site: hq, type: eddystone-uid, namespace: 0102030405060708090a, instance: 0000000000c1, tlm_every: 4, interval_ms: 200, path: [{at_s: 0, zone: lobby}, {at_s: 70, zone: lab}]}
           - {name: bed, site: hq, type: eddystone-uid, namespace: 0102030405060708090a, instance: 0000000000c2, tlm_every: 5, interval_ms: 250, path: [{at_s: 0, zone: lab}]}
@@ -157,19 +162,7 @@ struct FaultTests {
         seed: 43
         start_unix_s: 1767265200
         duration_s: 240
-        sites:
-          - id: hq
-            shadowing_db: 4
-            shadowing_correlation_s: 3
-            wall_loss_db: 6
-            zones:
-              - {id: lobby, rect: [0, 0, 6, 5]}
-              - {id: lab, rect: [6, 0, 12, 5]}
-            doors:
-              - {zones: [lobby, lab], at: [6, 2.5]}
-            agents:
-              - {id: hq-a1, zone: lobby, position: [3, 2.5], loss: 0.1}
-              - {id: hq-a2, zone: lab, position: [9, 2.5], loss: 0.1}
+        \(site)
         beacons:
           - {name: cart, site: hq, type: eddystone-uid, namespace: 0102030405060708090a, instance: 0000000000c1, interval_ms: 200, path: [{at_s: 0, zone: lobby}, {at_s: 70, zone: lab}, {at_s: 160, zone: lobby}]}
           - {name: bed, site: hq, type: eddystone-uid, namespace: 0102030405060708090a, instance: 0000000000c2, interval_ms: 250, path: [{at_s: 0, zone: lab}]}
