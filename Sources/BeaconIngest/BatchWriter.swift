@@ -169,8 +169,20 @@ public final class BatchWriter {
     /// written before checkpoints, an edited sites file) resumes from its open visits and last counted minute.
     @discardableResult
     public func resumeZonesIfNeeded(nowMicros: Int64 = wallClockMicros()) throws(PostgresError) -> ZoneResumption {
+        guard !pipeline.zonesResumed else { return ZoneResumption() }
+        let unresumed = pipeline
+        do {
+            let resumption = try resumeZones(nowMicros: nowMicros)
+            pipeline.zonesWereResumed()
+            return resumption
+        } catch {
+            pipeline = unresumed  // nothing half done: the next connection starts over
+            throw error
+        }
+    }
+
+    private func resumeZones(nowMicros: Int64) throws(PostgresError) -> ZoneResumption {
         var resumption = ZoneResumption()
-        guard !pipeline.zonesResumed else { return resumption }
         let sites = Set(pipeline.sites.sites.map(\.id))
         var restored: Set<String> = []
         for row in try connection.query(
@@ -222,7 +234,6 @@ public final class BatchWriter {
             }
             pipeline.resumeZones(openVisits: openVisits, lastCountedMinutes: lastMinutes, sites: others)
         }
-        pipeline.zonesWereResumed()
         return resumption
     }
 
