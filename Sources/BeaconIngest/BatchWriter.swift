@@ -21,6 +21,8 @@ public final class BatchWriter {
         /// Agents whose committed-through sequence this group moved, with the new value to acknowledge.
         public var acknowledgements: [AgentKey: UInt64]
         public var telemetryRows = 0
+        public var sensorReadingRows = 0
+        public var undecodableFrames: [UndecodableFrame] = []
         /// Readings too late to move zones (they are stored as sightings).
         public var lateReadings = 0
         /// Beacons forgotten to stay within the pipeline's maximum.
@@ -62,6 +64,9 @@ public final class BatchWriter {
             let reused = try reusedSequences(batches, fresh: fresh)
             var sightings: [SightingRow] = []
             var telemetry: [NewTelemetry] = []
+            var readings: [SensorReadingRow] = []
+            var deviceInfo: [DeviceInfoRow] = []
+            var undecodable: [UndecodableFrame] = []
             var zoneChanges: [ZoneChange] = []
             var lateReadings = 0
             var evictedBeacons = 0
@@ -78,6 +83,9 @@ public final class BatchWriter {
                     let output = pipeline.apply(batch, nowMicros: nowMicros)
                     sightings += output.sightings
                     telemetry += output.telemetry
+                    readings += output.sensorReadings
+                    deviceInfo += output.deviceInfo
+                    undecodable += output.undecodableFrames
                     zoneChanges += output.zoneChanges
                     lateReadings += output.lateReadings
                     evictedBeacons += output.evictedBeacons
@@ -99,6 +107,9 @@ public final class BatchWriter {
             }
             let stored = try insertTelemetry(telemetry)
             pipeline.telemetryStored(stored)
+            let storedReadings = try insertSensorReadings(readings)
+            pipeline.sensorReadingsStored(storedReadings)
+            try upsertDeviceInfo(deviceInfo)
             try upsertHealth(pipeline.health.takeChanged())
             try write(zoneChanges)
             try saveZoneCheckpoints()
@@ -118,7 +129,8 @@ public final class BatchWriter {
             }
             return GroupResult(
                 outcomes: outcomes, acknowledgements: acknowledgements, telemetryRows: stored.count,
-                lateReadings: lateReadings, evictedBeacons: evictedBeacons)
+                sensorReadingRows: storedReadings.count, undecodableFrames: undecodable, lateReadings: lateReadings,
+                evictedBeacons: evictedBeacons)
         } catch {
             // After the commit only the look for other instances' progress can fail: what committed stays.
             if !committed {
@@ -366,6 +378,115 @@ public final class BatchWriter {
         return telemetry.filter { keys.remove($0.transmission) != nil }
     }
 
+    /// Advisory lock class of the per-beacon sensor-reading locks ('bfsr').
+    static let sensorLockClass = 1_650_881_394
+
+    /// Writes the readings of transmissions the database does not hold yet and returns them: a transmission is
+    /// stored unless a row of the same beacon and frame hash lies within its tolerance. Per-beacon locks (in beacon
+    /// order, after the telemetry's) make instances committing the same transmission at once agree.
+    private func insertSensorReadings(_ rows: [SensorReadingRow]) throws(PostgresError) -> [SensorReadingRow] {
+        guard !rows.isEmpty else { return [] }
+        try connection.execute(
+            """
+            CREATE TEMP TABLE IF NOT EXISTS sensor_incoming (LIKE beaconflow.sensor_readings_raw, tolerance_us bigint)
+            ON COMMIT DELETE ROWS
+            """)
+        try connection.copy(
+            """
+            COPY pg_temp.sensor_incoming (ts, site_id, agent_id, beacon_id, quantity, value, unit, frame_hash, tolerance_us)
+            FROM STDIN (FORMAT binary)
+            """, data: Self.copyData(rows))
+        try connection.query(
+            """
+            SELECT count(pg_advisory_xact_lock(\(Self.sensorLockClass), hashtext(beacon_id)))
+            FROM (SELECT DISTINCT beacon_id FROM pg_temp.sensor_incoming ORDER BY 1) s
+            """)
+        let inserted = try connection.query(
+            """
+            WITH fresh AS (
+                SELECT DISTINCT n.beacon_id, n.frame_hash, n.ts FROM pg_temp.sensor_incoming n
+                WHERE NOT EXISTS (
+                    SELECT FROM beaconflow.sensor_readings_raw r
+                    WHERE r.beacon_id = n.beacon_id AND r.frame_hash = n.frame_hash
+                      AND r.ts BETWEEN n.ts - n.tolerance_us * interval '1 microsecond'
+                                   AND n.ts + n.tolerance_us * interval '1 microsecond')
+            ), stored AS (
+                INSERT INTO beaconflow.sensor_readings_raw (ts, site_id, agent_id, beacon_id, quantity, value, unit, frame_hash)
+                SELECT n.ts, n.site_id, n.agent_id, n.beacon_id, n.quantity, n.value, n.unit, n.frame_hash
+                FROM pg_temp.sensor_incoming n JOIN fresh USING (beacon_id, frame_hash, ts)
+                RETURNING 1
+            )
+            SELECT beacon_id, frame_hash, (extract(epoch FROM ts) * 1000000)::bigint FROM fresh
+            """)
+        struct Key: Hashable {
+            var beacon: String
+            var hash: Int64
+            var time: Int64
+        }
+        var keys = Set<Key>()
+        for row in inserted {
+            guard let beacon = row[0], let hash = row[1].flatMap({ Int64($0) }), let time = row[2].flatMap({ Int64($0) })
+            else { continue }
+            keys.insert(Key(beacon: beacon, hash: hash, time: time))
+        }
+        return rows.filter { keys.contains(Key(beacon: $0.beaconID, hash: $0.frameHash, time: $0.timeMicros)) }
+    }
+
+    /// The latest value of each beacon's Device Information strings.
+    private func upsertDeviceInfo(_ rows: [DeviceInfoRow]) throws(PostgresError) {
+        guard !rows.isEmpty else { return }
+        // One row per (beacon, name) in a statement: the latest.
+        var latest: [String: DeviceInfoRow] = [:]
+        for row in rows {
+            let key = row.beaconID + "\u{0}" + row.name
+            if let known = latest[key], known.timeMicros > row.timeMicros { continue }
+            latest[key] = row
+        }
+        let unique = latest.keys.sorted().compactMap { latest[$0] }
+        func array(_ values: [String?]) -> String? { PostgresArray.literal(values) }
+        try connection.query(
+            """
+            INSERT INTO beaconflow.device_info_state AS d (beacon_id, name, value, site_id, agent_id, read_at)
+            SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[])
+            ON CONFLICT (beacon_id, name) DO UPDATE SET
+                value = excluded.value, site_id = excluded.site_id, agent_id = excluded.agent_id, read_at = excluded.read_at
+            WHERE excluded.read_at >= d.read_at
+            """,
+            [
+                array(unique.map(\.beaconID)), array(unique.map(\.name)), array(unique.map(\.value)),
+                array(unique.map(\.siteID)), array(unique.map(\.agentID)),
+                array(unique.map { PostgresArray.timestamp(unixMicros: $0.timeMicros) }),
+            ])
+    }
+
+    /// Writes the sites file's beacon registry (labels, and whether keys are configured; never the keys) into
+    /// `beacon_registry`, replacing what an earlier start wrote.
+    public func writeRegistry(_ beacons: [SitesConfiguration.Beacon]) throws(PostgresError) {
+        func array(_ values: [String?]) -> String? { PostgresArray.literal(values) }
+        try connection.execute("BEGIN")
+        do {
+            try connection.query(
+                "DELETE FROM beaconflow.beacon_registry WHERE NOT (beacon_id = ANY ($1::text[]))",
+                [array(beacons.map(\.id))])
+            try connection.query(
+                """
+                INSERT INTO beaconflow.beacon_registry (beacon_id, label, identity_key, bthome_bindkey)
+                SELECT * FROM unnest($1::text[], $2::text[], $3::boolean[], $4::boolean[])
+                ON CONFLICT (beacon_id) DO UPDATE SET
+                    label = excluded.label, identity_key = excluded.identity_key, bthome_bindkey = excluded.bthome_bindkey
+                """,
+                [
+                    array(beacons.map(\.id)), array(beacons.map(\.label)),
+                    array(beacons.map { $0.identityKey == nil ? "false" : "true" }),
+                    array(beacons.map { $0.bthomeBindkey == nil ? "false" : "true" }),
+                ])
+            try connection.execute("COMMIT")
+        } catch {
+            _ = try? connection.execute("ROLLBACK")
+            throw error
+        }
+    }
+
     /// Visits opened, then visits closed (a close may end a visit opened in the same list), then minute counts.
     private func write(_ changes: [ZoneChange]) throws(PostgresError) {
         guard !changes.isEmpty else { return }
@@ -591,9 +712,9 @@ public final class BatchWriter {
         try connection.query(
             """
             INSERT INTO beaconflow.beacon_state AS s (beacon_id, site_id, last_seen, battery_mv, battery_trend_mv_per_day,
-                est_days_left, temperature_c, reboots_7d, status)
+                est_days_left, temperature_c, reboots_7d, status, battery_pct, battery_trend_pct_per_day, kind, first_seen)
             SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::integer[], $5::real[], $6::real[],
-                $7::real[], $8::integer[], $9::text[])
+                $7::real[], $8::integer[], $9::text[], $10::real[], $11::real[], $12::text[], $13::timestamptz[])
             ON CONFLICT (beacon_id) DO UPDATE SET
                 site_id = excluded.site_id,
                 last_seen = greatest(s.last_seen, excluded.last_seen),
@@ -602,7 +723,11 @@ public final class BatchWriter {
                 est_days_left = coalesce(excluded.est_days_left, s.est_days_left),
                 temperature_c = coalesce(excluded.temperature_c, s.temperature_c),
                 reboots_7d = excluded.reboots_7d,
-                status = excluded.status
+                status = excluded.status,
+                battery_pct = coalesce(excluded.battery_pct, s.battery_pct),
+                battery_trend_pct_per_day = coalesce(excluded.battery_trend_pct_per_day, s.battery_trend_pct_per_day),
+                kind = coalesce(excluded.kind, s.kind),
+                first_seen = least(s.first_seen, excluded.first_seen)
             """,
             [
                 array(rows.map(\.beaconID)), array(rows.map(\.siteID)),
@@ -612,6 +737,9 @@ public final class BatchWriter {
                 array(rows.map { $0.estimatedDaysLeft.map { String($0) } }),
                 array(rows.map { $0.temperatureCelsius.map { String($0) } }),
                 array(rows.map { String($0.rebootsIn7Days) }), array(rows.map(\.status.rawValue)),
+                array(rows.map { $0.batteryPercent.map { String($0) } }),
+                array(rows.map { $0.batteryTrendPercentPerDay.map { String($0) } }), array(rows.map(\.kind)),
+                array(rows.map { PostgresArray.timestamp(unixMicros: $0.firstSeenMicros) }),
             ])
     }
 
@@ -649,12 +777,32 @@ public final class BatchWriter {
         return copy.finished()
     }
 
+    static func copyData(_ rows: [SensorReadingRow]) -> [UInt8] {
+        var copy = BinaryCopyWriter(capacity: 64 + rows.count * 120)
+        for row in rows {
+            copy.startRow(fields: 9)
+            copy.timestamp(unixMicros: row.timeMicros)
+            copy.text(row.siteID)
+            copy.text(row.agentID)
+            copy.text(row.beaconID)
+            copy.text(row.reading.quantity)
+            copy.double(row.reading.value)
+            copy.text(row.reading.unit)
+            copy.bigint(row.frameHash)
+            copy.bigint(row.toleranceMicros)
+        }
+        return copy.finished()
+    }
+
     private func ensurePartitions(for batches: [DecodedBatch]) throws(PostgresError) {
         var days: Set<Int64> = []
         for batch in batches {
             let offset = pipeline.clocks.offset(AgentKey(site: batch.siteID, agent: batch.agentID))
             for sighting in batch.sightings {
                 days.insert((sighting.timeMicros - offset).floorDivided(by: 86_400_000_000))
+            }
+            for read in batch.characteristicReads {
+                days.insert((read.timeMicros - offset).floorDivided(by: 86_400_000_000))
             }
         }
         for day in days.subtracting(partitionedDays).sorted() {

@@ -1,3 +1,5 @@
+import BeaconWire
+
 /// What `beacon_health` says about one beacon.
 public struct BeaconHealth: Sendable, Equatable {
     public enum Status: String, Sendable {
@@ -17,13 +19,21 @@ public struct BeaconHealth: Sendable, Equatable {
     public var rebootsIn7Days: Int
     /// `stale` is decided by the view, against the database's clock.
     public var status: Status
+    /// The level in percent, for beacons that report it (BTHome, ATC/pvvx, GATT Battery Level).
+    public var batteryPercent: Double?
+    public var batteryTrendPercentPerDay: Double?
+    /// The type of the beacon's identity frame, else of its data frames (`ruuvi`, `bthome`, ...).
+    public var kind: String?
+    public var firstSeenMicros: Int64
 }
 
 /// Fleet health per beacon: last seen, battery level and its trend, days left, reboots. A pure state machine fed
 /// in event time.
 ///
 /// The trend is the Theil–Sen slope (the median of pairwise slopes, robust to the odd sagging reading under radio
-/// load or cold) of 4-hour battery means over the last 7 days; days left extrapolate it down to the cutoff.
+/// load or cold) of 4-hour battery means over the last 7 days; days left extrapolate it down to the cutoff. Voltage
+/// (TLM, Ruuvi, ATC/pvvx) and percent (BTHome, ATC/pvvx, GATT Battery Level) are followed each in its own unit;
+/// days left and `low_battery` come from the voltage when the beacon reports one, else from the percent.
 public struct FleetHealth: Sendable {
     public struct Configuration: Sendable {
         /// The battery level at which a beacon stops working (a CR2032 is spent near 2.0 V).
@@ -34,6 +44,9 @@ public struct FleetHealth: Sendable {
         public var lowBatteryDays: Double = 30
         /// `rebooting` with at least this many reboots in 7 days.
         public var rebootingAt = 3
+        /// The same cutoff and low level for beacons that report percent only.
+        public var cutoffPercent: Double = 0
+        public var lowBatteryPercent: Double = 20
 
         public init() {}
     }
@@ -50,9 +63,13 @@ public struct FleetHealth: Sendable {
     private struct Beacon: Sendable {
         var siteID: String
         var lastSeenMicros: Int64
+        var firstSeenMicros: Int64
+        var kind: String?
         var batteryMillivolts: Int32?
+        var batteryPercent: Double?
         var temperatureCelsius: Double?
         var buckets: [BatteryBucket] = []
+        var percentBuckets: [BatteryBucket] = []
         var reboots: [Int64] = []
     }
 
@@ -67,14 +84,88 @@ public struct FleetHealth: Sendable {
 
     public mutating func seen(beaconID: String, siteID: String, timeMicros: Int64) {
         if var beacon = beacons[beaconID] {
-            guard timeMicros > beacon.lastSeenMicros else { return }
-            beacon.lastSeenMicros = timeMicros
-            beacon.siteID = siteID
+            if timeMicros < beacon.firstSeenMicros {
+                beacon.firstSeenMicros = timeMicros
+            } else {
+                guard timeMicros > beacon.lastSeenMicros else { return }
+                beacon.lastSeenMicros = timeMicros
+                beacon.siteID = siteID
+            }
             beacons[beaconID] = beacon
         } else {
-            beacons[beaconID] = Beacon(siteID: siteID, lastSeenMicros: timeMicros)
+            beacons[beaconID] = Beacon(siteID: siteID, lastSeenMicros: timeMicros, firstSeenMicros: timeMicros)
         }
         changed.insert(beaconID)
+    }
+
+    /// The type of a frame heard from the beacon: an identity frame's type wins over data frames'.
+    public mutating func kind(beaconID: String, _ frameType: String) {
+        guard var beacon = beacons[beaconID] else { return }
+        let kind = Self.identityKind(of: beaconID) ?? frameType
+        guard beacon.kind != kind else { return }
+        beacon.kind = kind
+        beacons[beaconID] = beacon
+        changed.insert(beaconID)
+    }
+
+    /// The kind a beacon id tells by itself (the beacon-id forms of the wire format).
+    static func identityKind(of beaconID: String) -> String? {
+        for (prefix, kind) in [("eddystone:", "eddystone-uid"), ("eid:", "eddystone-eid"), ("ibeacon:", "ibeacon"),
+                               ("altbeacon:", "altbeacon")] where beaconID.hasPrefix(prefix) {
+            return kind
+        }
+        return nil
+    }
+
+    /// A battery or temperature reading of a format other than TLM.
+    public mutating func reading(_ reading: SensorReading, beaconID: String, siteID: String, timeMicros: Int64) {
+        switch (reading.quantity, reading.unit) {
+        case ("battery_voltage", SensorUnit.millivolt):
+            seen(beaconID: beaconID, siteID: siteID, timeMicros: timeMicros)
+            battery(beaconID: beaconID, millivolts: Int32(clamping: Int(reading.value.rounded())), timeMicros: timeMicros)
+        case ("battery", SensorUnit.percent):
+            seen(beaconID: beaconID, siteID: siteID, timeMicros: timeMicros)
+            guard var beacon = beacons[beaconID] else { return }
+            beacon.batteryPercent = reading.value
+            Self.add(reading.value, at: timeMicros, to: &beacon.percentBuckets)
+            beacons[beaconID] = beacon
+        case ("temperature", SensorUnit.celsius):
+            seen(beaconID: beaconID, siteID: siteID, timeMicros: timeMicros)
+            guard var beacon = beacons[beaconID] else { return }
+            beacon.temperatureCelsius = reading.value
+            beacons[beaconID] = beacon
+        default:
+            return
+        }
+        prune(beaconID)
+    }
+
+    private mutating func battery(beaconID: String, millivolts: Int32, timeMicros: Int64) {
+        guard var beacon = beacons[beaconID] else { return }
+        beacon.batteryMillivolts = millivolts
+        Self.add(Double(millivolts), at: timeMicros, to: &beacon.buckets)
+        beacons[beaconID] = beacon
+    }
+
+    private static func add(_ level: Double, at timeMicros: Int64, to buckets: inout [BatteryBucket]) {
+        let bucket = Int32(truncatingIfNeeded: timeMicros / bucketMicros)
+        if let index = buckets.lastIndex(where: { $0.bucket == bucket }) {
+            buckets[index].sum += level
+            buckets[index].count += 1
+        } else {
+            buckets.append(BatteryBucket(bucket: bucket, sum: level, count: 1))
+            buckets.sort { $0.bucket < $1.bucket }
+        }
+    }
+
+    /// Keeps a week of buckets and reboots.
+    private mutating func prune(_ beaconID: String) {
+        guard var beacon = beacons[beaconID] else { return }
+        let horizon = beacon.lastSeenMicros - Self.window
+        beacon.buckets.removeAll { Int64($0.bucket) * Self.bucketMicros < horizon - Self.bucketMicros }
+        beacon.percentBuckets.removeAll { Int64($0.bucket) * Self.bucketMicros < horizon - Self.bucketMicros }
+        beacon.reboots.removeAll { $0 < horizon }
+        beacons[beaconID] = beacon
     }
 
     public mutating func telemetry(_ row: TelemetryRow, rebooted: Bool) {
@@ -82,21 +173,11 @@ public struct FleetHealth: Sendable {
         guard var beacon = beacons[row.beaconID] else { return }
         if let temperature = row.temperatureCelsius { beacon.temperatureCelsius = temperature }
         if rebooted { beacon.reboots.append(row.timeMicros) }
-        if let battery = row.batteryMillivolts {
-            beacon.batteryMillivolts = battery
-            let bucket = Int32(truncatingIfNeeded: row.timeMicros / Self.bucketMicros)
-            if let index = beacon.buckets.lastIndex(where: { $0.bucket == bucket }) {
-                beacon.buckets[index].sum += Double(battery)
-                beacon.buckets[index].count += 1
-            } else {
-                beacon.buckets.append(BatteryBucket(bucket: bucket, sum: Double(battery), count: 1))
-                beacon.buckets.sort { $0.bucket < $1.bucket }
-            }
-        }
-        let horizon = beacon.lastSeenMicros - Self.window
-        beacon.buckets.removeAll { Int64($0.bucket) * Self.bucketMicros < horizon - Self.bucketMicros }
-        beacon.reboots.removeAll { $0 < horizon }
         beacons[row.beaconID] = beacon
+        if let battery = row.batteryMillivolts {
+            self.battery(beaconID: row.beaconID, millivolts: battery, timeMicros: row.timeMicros)
+        }
+        prune(row.beaconID)
     }
 
     /// The beacons changed since the last call, as `beacon_health` rows.
@@ -107,20 +188,31 @@ public struct FleetHealth: Sendable {
 
     public func health(of beaconID: String) -> BeaconHealth? {
         guard let beacon = beacons[beaconID] else { return nil }
-        let points = beacon.buckets.map {
-            (days: (Double($0.bucket) + 0.5) * Double(Self.bucketMicros) / 86_400_000_000, millivolts: $0.sum / Double($0.count))
+        func slope(_ buckets: [BatteryBucket]) -> Double? {
+            Self.theilSenSlope(
+                buckets.map {
+                    (days: (Double($0.bucket) + 0.5) * Double(Self.bucketMicros) / 86_400_000_000, millivolts: $0.sum / Double($0.count))
+                })
         }
-        let trend = Self.theilSenSlope(points)
-        var daysLeft: Double?
-        if let trend, let battery = beacon.batteryMillivolts {
-            daysLeft = trend < 0 ? max(0, (Double(battery) - configuration.cutoffMillivolts) / -trend) : nil
+        func daysLeft(level: Double, cutoff: Double, trend: Double?) -> Double? {
+            guard let trend, trend < 0 else { return nil }
+            return max(0, (level - cutoff) / -trend)
+        }
+        let trend = slope(beacon.buckets)
+        let percentTrend = slope(beacon.percentBuckets)
+        var low = false
+        var left: Double?
+        if let battery = beacon.batteryMillivolts {
+            left = daysLeft(level: Double(battery), cutoff: configuration.cutoffMillivolts, trend: trend)
+            low = Double(battery) <= configuration.lowBatteryMillivolts
+        } else if let percent = beacon.batteryPercent {
+            left = daysLeft(level: percent, cutoff: configuration.cutoffPercent, trend: percentTrend)
+            low = percent <= configuration.lowBatteryPercent
         }
         let status: BeaconHealth.Status
         if beacon.reboots.count >= configuration.rebootingAt {
             status = .rebooting
-        } else if let battery = beacon.batteryMillivolts,
-            Double(battery) <= configuration.lowBatteryMillivolts || (daysLeft.map { $0 < configuration.lowBatteryDays } ?? false)
-        {
+        } else if low || (left.map { $0 < configuration.lowBatteryDays } ?? false) {
             status = .lowBattery
         } else {
             status = .ok
@@ -128,8 +220,9 @@ public struct FleetHealth: Sendable {
         return BeaconHealth(
             beaconID: beaconID, siteID: beacon.siteID, lastSeenMicros: beacon.lastSeenMicros,
             batteryMillivolts: beacon.batteryMillivolts, batteryTrendMillivoltsPerDay: trend,
-            estimatedDaysLeft: daysLeft, temperatureCelsius: beacon.temperatureCelsius,
-            rebootsIn7Days: beacon.reboots.count, status: status)
+            estimatedDaysLeft: left, temperatureCelsius: beacon.temperatureCelsius,
+            rebootsIn7Days: beacon.reboots.count, status: status, batteryPercent: beacon.batteryPercent,
+            batteryTrendPercentPerDay: percentTrend, kind: beacon.kind, firstSeenMicros: beacon.firstSeenMicros)
     }
 
     /// The median of the slopes between every pair of points; nil with fewer than two points a day apart.

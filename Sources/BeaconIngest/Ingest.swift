@@ -58,6 +58,7 @@ public struct IngestStatistics: Sendable, Equatable {
     public var batchesDeferred = 0
     public var sightingsCommitted = 0
     public var telemetryCommitted = 0
+    public var sensorReadingsCommitted = 0
     /// Readings that arrived after their site let their agent go: stored, but no zone moved for them.
     public var lateReadings = 0
     /// From the arrival of the newest batch of the last group to its commit.
@@ -94,6 +95,9 @@ public final class Ingest: Sendable {
         })
     private let sightingsCounter = Counter(label: "beaconflow_ingest_sightings_total")
     private let telemetryCounter = Counter(label: "beaconflow_ingest_telemetry_total")
+    private let sensorReadingsCounter = Counter(label: "beaconflow_ingest_sensor_readings_total")
+    /// Beacons and reasons already logged as undecodable (each is logged once per run; all are counted).
+    private let reportedUndecodable = Mutex(Set<String>())
     private let lateReadingsCounter = Counter(label: "beaconflow_ingest_late_readings_total")
     private let evictedBeaconsCounter = Counter(label: "beaconflow_ingest_beacons_evicted_total")
     private let reconnectCounter = Counter(label: "beaconflow_ingest_database_reconnects_total")
@@ -333,6 +337,7 @@ public final class Ingest: Sendable {
             logger.info("Connected to PostgreSQL", metadata: ["schema_version": "\(Migrator.latestVersion)"])
             let writer = BatchWriter(connection: connection, pipeline: pipeline)
             try writer.maintainPartitions(dropExpired: false)
+            try writer.writeRegistry(configuration.sites.beacons)
             let resumption = try writer.resumeZonesIfNeeded()
             for (site, error) in resumption.unusableCheckpoints {
                 logger.warning(
@@ -449,11 +454,24 @@ public final class Ingest: Sendable {
         batchCounters["duplicate"]?.increment(by: duplicates)
         sightingsCounter.increment(by: rows)
         telemetryCounter.increment(by: result.telemetryRows)
+        sensorReadingsCounter.increment(by: result.sensorReadingRows)
+        for frame in result.undecodableFrames {
+            Counter(label: "beaconflow_ingest_undecodable_frames_total", dimensions: [("reason", frame.reason)]).increment()
+            let first = reportedUndecodable.withLock { reported in
+                reported.count < 10_000 && reported.insert(frame.beaconID + " " + frame.reason).inserted
+            }
+            if first {
+                logger.warning(
+                    "A data frame could not be decoded; its readings are not stored",
+                    metadata: ["beacon": "\(frame.beaconID)", "reason": "\(frame.reason)", "error": "\(frame.message)"])
+            }
+        }
         lateReadingsCounter.increment(by: result.lateReadings)
         evictedBeaconsCounter.increment(by: result.evictedBeacons)
         statisticsState.withLock {
             $0.lateReadings += result.lateReadings
             $0.telemetryCommitted += result.telemetryRows
+            $0.sensorReadingsCommitted += result.sensorReadingRows
             $0.batchesCommitted += committed
             $0.batchesDuplicate += duplicates
             $0.sightingsCommitted += rows

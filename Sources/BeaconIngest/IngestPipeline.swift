@@ -35,6 +35,10 @@ public struct PipelineOutput: Sendable {
     public var sightings: [SightingRow] = []
     /// Transmissions the pipeline has not seen within its window: written unless the database holds them already.
     public var telemetry: [NewTelemetry] = []
+    /// Readings of transmissions the pipeline has not seen: written unless the database holds them already.
+    public var sensorReadings: [SensorReadingRow] = []
+    public var deviceInfo: [DeviceInfoRow] = []
+    public var undecodableFrames: [UndecodableFrame] = []
     public var zoneChanges: [ZoneChange] = []
     /// Readings that came too late to move zones (from an agent its site had let go).
     public var lateReadings = 0
@@ -50,6 +54,9 @@ public struct IngestPipeline: Sendable {
     public var sites: SitesConfiguration
     public var keyring: EddystoneKeyring
     public var telemetry = TelemetryDeduplicator()
+    public var sensorReadings = SensorDeduplicator()
+    /// Decodes the data frames of sightings, with the registry's BTHome bindkeys.
+    public var frameDecoder: FrameDecoder
     public var health: FleetHealth
     public var clocks = AgentClocks()
     public var proximity = ProximitySmoother()
@@ -93,6 +100,7 @@ public struct IngestPipeline: Sendable {
     public init(sites: SitesConfiguration, health: FleetHealth.Configuration = .init()) {
         self.sites = sites
         self.keyring = EddystoneKeyring(identities: sites.identities)
+        self.frameDecoder = FrameDecoder(bindkeys: sites.bindkeys)
         self.health = FleetHealth(configuration: health)
         for site in sites.sites {
             zoneTrackers[site.id] = SiteZoneTracker(site: site)
@@ -131,12 +139,12 @@ public struct IngestPipeline: Sendable {
                     beaconID: beaconID, rssi: sighting.rssi, powerAt1mDbm: sighting.beacon.powerAt1mDbm,
                     distanceMeters: distance, smoothedDistanceMeters: smoothed))
             health.seen(beaconID: beaconID, siteID: batch.siteID, timeMicros: time)
-            if case .eddystone(let bytes)? = sighting.data, bytes.first == Eddystone.tlmFrameType,
-                let row = telemetryRow(bytes, beaconID: beaconID, batch: batch, timeMicros: time)
-            {
-                let (new, rebooted) = telemetry.observe(beaconID: beaconID, tlm: row.tlm, timeMicros: time)
-                if new { output.telemetry.append(NewTelemetry(row: row.row, rebooted: rebooted)) }
+            if let content = sighting.data {
+                dataFrame(content, of: sighting.beacon, beaconID: beaconID, batch: batch, timeMicros: time, into: &output)
             }
+        }
+        for read in batch.characteristicReads {
+            characteristicRead(read, batch: batch, offset: offset, into: &output)
         }
         let lateBefore = zoneTrackers[batch.siteID]?.lateReadings ?? 0
         zoneTrackers[batch.siteID]?.add(zoneReadings, agent: batch.agentID)
@@ -151,6 +159,7 @@ public struct IngestPipeline: Sendable {
         output.lateReadings = (zoneTrackers[batch.siteID]?.lateReadings ?? 0) - lateBefore
         output.evictedBeacons = health.evict(keeping: maximumBeacons)
         telemetry.evict(keeping: maximumBeacons)
+        sensorReadings.evict(keeping: maximumBeacons)
         identities.evictOldest(keeping: maximumBeacons) { $0.timeMicros }
         if unresolvableEIDs.count > maximumBeacons { unresolvableEIDs.removeAll() }
         if resolvedEIDs.count > maximumBeacons { resolvedEIDs.removeAll() }
@@ -186,6 +195,13 @@ public struct IngestPipeline: Sendable {
     /// Fleet health learns from the telemetry rows the database took (a repeat it refused teaches nothing).
     public mutating func telemetryStored(_ stored: [NewTelemetry]) {
         for telemetry in stored { health.telemetry(telemetry.row, rebooted: telemetry.rebooted) }
+    }
+
+    /// And from the battery and temperature readings of other formats (TLM's come through `telemetryStored`).
+    public mutating func sensorReadingsStored(_ stored: [SensorReadingRow]) {
+        for row in stored where row.frameType != "eddystone-tlm" {
+            health.reading(row.reading, beaconID: row.beaconID, siteID: row.siteID, timeMicros: row.timeMicros)
+        }
     }
 
     /// Whether the zone trackers picked up where a previous run left off (once, at the first connection).
@@ -238,12 +254,14 @@ public struct IngestPipeline: Sendable {
     public mutating func beginTransaction() {
         proximity.beginTransaction()
         telemetry.beginTransaction()
+        sensorReadings.beginTransaction()
         health.beginTransaction()
         identities.begin()
         for site in zoneTrackers.keys { zoneTrackers[site]?.beginTransaction() }
         var saved = self
         saved.proximity = ProximitySmoother(configuration: proximity.configuration)
         saved.telemetry = TelemetryDeduplicator()
+        saved.sensorReadings = SensorDeduplicator()
         saved.health = FleetHealth(configuration: health.configuration)
         saved.identities = JournaledDictionary()
         saved.zoneTrackers = [:]
@@ -253,6 +271,7 @@ public struct IngestPipeline: Sendable {
     public mutating func commitTransaction() {
         proximity.commitTransaction()
         telemetry.commitTransaction()
+        sensorReadings.commitTransaction()
         health.commitTransaction()
         identities.commit()
         for site in zoneTrackers.keys { zoneTrackers[site]?.commitTransaction() }
@@ -263,11 +282,13 @@ public struct IngestPipeline: Sendable {
         guard var saved = undo.first else { return }
         proximity.rollbackTransaction()
         telemetry.rollbackTransaction()
+        sensorReadings.rollbackTransaction()
         health.rollbackTransaction()
         identities.rollback()
         for site in zoneTrackers.keys { zoneTrackers[site]?.rollbackTransaction() }
         saved.proximity = proximity
         saved.telemetry = telemetry
+        saved.sensorReadings = sensorReadings
         saved.health = health
         saved.identities = identities
         saved.zoneTrackers = zoneTrackers
@@ -324,6 +345,88 @@ public struct IngestPipeline: Sendable {
         resolvedEIDs[id] = resolution
         resolvedEIDs[resolution.identity.beaconID] = resolution
         return resolution
+    }
+
+    /// A sighting's data frame: TLM telemetry, and the readings of every format that has them, once per
+    /// transmission.
+    private mutating func dataFrame(
+        _ content: DataFrameContent, of beacon: BeaconKey, beaconID: String, batch: DecodedBatch, timeMicros: Int64,
+        into output: inout PipelineOutput
+    ) {
+        let frame: BeaconFrame
+        if case .eddystone(let bytes) = content {
+            // TLM and eTLM (decrypted with the pipeline's EID resolutions); URLs have no readings.
+            guard bytes.first == Eddystone.tlmFrameType,
+                let row = telemetryRow(bytes, beaconID: beaconID, batch: batch, timeMicros: timeMicros)
+            else { return }
+            let (new, rebooted) = telemetry.observe(beaconID: beaconID, tlm: row.tlm, timeMicros: timeMicros)
+            if new { output.telemetry.append(NewTelemetry(row: row.row, rebooted: rebooted)) }
+            frame = .eddystoneTLM(row.tlm)
+        } else {
+            let address = beacon.address == 0
+                ? nil : DeviceAddress(value: beacon.address, kind: beacon.addressIsRandom ? .random : .public)
+            do {
+                guard let decoded = try frameDecoder.frame(of: content, address: address, unixSeconds: timeMicros / 1_000_000)
+                else { return }
+                frame = decoded
+            } catch {
+                output.undecodableFrames.append(
+                    UndecodableFrame(beaconID: beaconID, reason: error.code.rawValue, message: error.description))
+                return
+            }
+        }
+        health.kind(beaconID: beaconID, frame.typeName)
+        if case .bthome(let packet) = frame, packet.ciphertext != nil {
+            output.undecodableFrames.append(
+                UndecodableFrame(
+                    beaconID: beaconID, reason: "no_bindkey",
+                    message: "encrypted BTHome frame and no bthome_bindkey for this beacon in the sites file"))
+            return
+        }
+        let readings = frame.sensorReadings
+        guard !readings.isEmpty else { return }
+        let hash = FrameHash.of(content)
+        let tolerance = sensorReadings.tolerance(carriesCounter: frame.carriesCounter)
+        guard sensorReadings.observe(beaconID: beaconID, frameHash: hash, timeMicros: timeMicros, toleranceMicros: tolerance)
+        else { return }
+        for reading in readings {
+            output.sensorReadings.append(
+                SensorReadingRow(
+                    timeMicros: timeMicros, siteID: batch.siteID, agentID: batch.agentID, beaconID: beaconID,
+                    reading: reading, frameType: frame.typeName, frameHash: hash, toleranceMicros: tolerance))
+        }
+    }
+
+    /// A GATT poll result: numeric characteristics are readings (`gatt-read`), Device Information strings and
+    /// listed characteristics without a decoder (as hex) are `device_info`.
+    private mutating func characteristicRead(
+        _ read: CharacteristicRead, batch: DecodedBatch, offset: Int64, into output: inout PipelineOutput
+    ) {
+        let time = read.timeMicros - offset
+        let beaconID = read.beacon.beaconID
+        let decoded = try? GATTCharacteristic.decode(read.characteristic, read.value)
+        if let reading = decoded?.sensorReading {
+            let hash = FrameHash.of(tag: 0x4_0000 | UInt32(read.characteristic), read.value, time: time)
+            let tolerance = sensorReadings.repeatToleranceMicros
+            guard sensorReadings.observe(beaconID: beaconID, frameHash: hash, timeMicros: time, toleranceMicros: tolerance)
+            else { return }
+            output.sensorReadings.append(
+                SensorReadingRow(
+                    timeMicros: time, siteID: batch.siteID, agentID: batch.agentID, beaconID: beaconID, reading: reading,
+                    frameType: "gatt-read", frameHash: hash, toleranceMicros: tolerance))
+            return
+        }
+        let name: String
+        let value: String
+        if let information = decoded?.deviceInformation {
+            (name, value) = information
+        } else {
+            name = "characteristic_" + hexString(UInt64(read.characteristic), digits: 4)
+            value = read.value.hexString
+        }
+        output.deviceInfo.append(
+            DeviceInfoRow(
+                timeMicros: time, siteID: batch.siteID, agentID: batch.agentID, beaconID: beaconID, name: name, value: value))
     }
 
     private mutating func telemetryRow(

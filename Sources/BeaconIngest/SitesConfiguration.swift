@@ -31,6 +31,8 @@ public struct SitesConfiguration: Sendable {
         public var label: String?
         /// 16 bytes, for EID resolution and eTLM decryption.
         public var identityKey: [UInt8]?
+        /// 16 bytes, for decrypting BTHome (the beacon id is then `mac:<address>`, the address being the nonce's).
+        public var bthomeBindkey: [UInt8]?
     }
 
     public var sites: [Site]
@@ -46,6 +48,21 @@ public struct SitesConfiguration: Sendable {
         beacons.compactMap { beacon in
             beacon.identityKey.map { EddystoneIdentity(beaconID: beacon.id, identityKey: $0) }
         }
+    }
+
+    /// BTHome bindkeys of the registry, by device address.
+    public var bindkeys: [UInt64: [UInt8]] {
+        var keys: [UInt64: [UInt8]] = [:]
+        for beacon in beacons {
+            if let key = beacon.bthomeBindkey, let address = Self.address(ofMACBeacon: beacon.id) { keys[address] = key }
+        }
+        return keys
+    }
+
+    /// The address of a `mac:AA:BB:CC:DD:EE:FF` beacon id.
+    static func address(ofMACBeacon id: String) -> UInt64? {
+        guard id.hasPrefix("mac:") else { return nil }
+        return DeviceAddress(String(id.dropFirst(4)))?.value
     }
 
     public static func load(path: String) throws(SitesError) -> SitesConfiguration {
@@ -147,16 +164,29 @@ public struct SitesConfiguration: Sendable {
         var beacons: [Beacon] = []
         for (index, entry) in (document["beacons"] as? [[String: Any]] ?? []).enumerated() {
             let place = "\(name): beacons[\(index)]"
-            try unknownKeys(entry, ["id", "label", "identity_key"], place)
+            try unknownKeys(entry, ["id", "label", "identity_key", "bthome_bindkey"], place)
             guard let id = entry["id"] as? String, !id.isEmpty else { throw SitesError("\(place).id is missing") }
-            var key: [UInt8]?
-            if let text = entry["identity_key"] as? String {
-                guard let bytes = try? [UInt8](hex: text), bytes.count == 16 else {
-                    throw SitesError("\(place).identity_key must be 32 hex digits")
+            guard !beacons.contains(where: { $0.id == id }) else { throw SitesError("\(place): beacon '\(id)' appears twice") }
+            func key(_ name: String) throws(SitesError) -> [UInt8]? {
+                guard let text = entry[name] as? String else {
+                    if entry[name] != nil { throw SitesError("\(place).\(name) must be 32 hex digits") }
+                    return nil
                 }
-                key = bytes
+                guard let bytes = try? [UInt8](hex: text), bytes.count == 16 else {
+                    throw SitesError("\(place).\(name) must be 32 hex digits")
+                }
+                return bytes
             }
-            beacons.append(Beacon(id: id, label: entry["label"] as? String, identityKey: key))
+            let bindkey = try key("bthome_bindkey")
+            if bindkey != nil, address(ofMACBeacon: id) == nil {
+                throw SitesError(
+                    "\(place).bthome_bindkey needs the beacon's address: give its id as mac:AA:BB:CC:DD:EE:FF, not '\(id)'")
+            }
+            if let label = entry["label"], !(label is String) {
+                throw SitesError("\(place).label must be a string")
+            }
+            beacons.append(
+                Beacon(id: id, label: entry["label"] as? String, identityKey: try key("identity_key"), bthomeBindkey: bindkey))
         }
         return SitesConfiguration(sites: sites, beacons: beacons)
     }

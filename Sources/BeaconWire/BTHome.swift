@@ -14,6 +14,9 @@ public struct BTHomePacket: Hashable, Sendable {
     public var binary: [JSONField] = []
     /// Button and dimmer events, in order.
     public var events: [JSONValue] = []
+    /// The measurements and binary sensors as `sensor_readings` rows (quantities numbered like `values`); events,
+    /// text, raw and device information are not readings.
+    public var readings: [SensorReading] = []
     /// Set when the packet is encrypted and no bindkey for its address is configured.
     public var ciphertext: [UInt8]?
     /// The encryption counter, for encrypted packets.
@@ -34,6 +37,8 @@ public struct BTHomePacket: Hashable, Sendable {
         case packetID
         case text
         case raw
+        /// Device type and firmware: decoded as values, not stored as readings.
+        case deviceInfo
     }
 
     struct Object {
@@ -42,50 +47,81 @@ public struct BTHomePacket: Hashable, Sendable {
         var signed: Bool
         var factor: Double
         var kind: Kind
+        /// The `sensor_readings` quantity and unit; the decoded value times `toUnit` is in that unit.
+        var quantity: String
+        var unit: String
+        var toUnit: Double = 1
     }
 
-    private static func v(_ name: String, _ size: Int, _ factor: Double = 1, signed: Bool = false) -> Object {
-        Object(name: name, size: size, signed: signed, factor: factor, kind: .value)
+    private static func v(
+        _ name: String, _ size: Int, _ unit: String, _ factor: Double = 1, signed: Bool = false,
+        as quantity: String? = nil, scale: Double = 1
+    ) -> Object {
+        Object(
+            name: name, size: size, signed: signed, factor: factor, kind: .value,
+            quantity: quantity ?? name, unit: unit, toUnit: scale)
     }
 
-    private static func b(_ name: String) -> Object { Object(name: name, size: 1, signed: false, factor: 1, kind: .binary) }
+    private static func b(_ name: String, as quantity: String? = nil) -> Object {
+        Object(
+            name: name, size: 1, signed: false, factor: 1, kind: .binary, quantity: quantity ?? name,
+            unit: SensorUnit.boolean)
+    }
 
-    /// The object table of bthome.io/format: id → name, size in bytes, signedness and factor.
+    private static func other(_ name: String, _ size: Int, _ kind: Kind) -> Object {
+        Object(name: name, size: size, signed: false, factor: 1, kind: kind, quantity: name, unit: "")
+    }
+
+    /// The object table of bthome.io/format: id → name, size in bytes, signedness, factor, and the sensor-reading
+    /// quantity and unit it is stored as (one unit per quantity: pounds, millimetres and millilitres are converted,
+    /// and binary sensors whose names are also measurements get a suffix).
     static let objects: [UInt8: Object] = [
-        0x00: Object(name: "packet_id", size: 1, signed: false, factor: 1, kind: .packetID),
-        0x01: v("battery", 1), 0x02: v("temperature", 2, 0.01, signed: true), 0x03: v("humidity", 2, 0.01),
-        0x04: v("pressure", 3, 0.01), 0x05: v("illuminance", 3, 0.01), 0x06: v("mass_kg", 2, 0.01),
-        0x07: v("mass_lb", 2, 0.01), 0x08: v("dewpoint", 2, 0.01, signed: true), 0x09: v("count", 1),
-        0x0A: v("energy", 3, 0.001), 0x0B: v("power", 3, 0.01), 0x0C: v("voltage", 2, 0.001),
-        0x0D: v("pm2_5", 2), 0x0E: v("pm10", 2),
-        0x0F: b("generic_boolean"), 0x10: b("power"), 0x11: b("opening"),
-        0x12: v("co2", 2), 0x13: v("tvoc", 2), 0x14: v("moisture", 2, 0.01),
-        0x15: b("battery"), 0x16: b("battery_charging"), 0x17: b("carbon_monoxide"), 0x18: b("cold"),
-        0x19: b("connectivity"), 0x1A: b("door"), 0x1B: b("garage_door"), 0x1C: b("gas"), 0x1D: b("heat"),
-        0x1E: b("light"), 0x1F: b("lock"), 0x20: b("moisture"), 0x21: b("motion"), 0x22: b("moving"),
-        0x23: b("occupancy"), 0x24: b("plug"), 0x25: b("presence"), 0x26: b("problem"), 0x27: b("running"),
-        0x28: b("safety"), 0x29: b("smoke"), 0x2A: b("sound"), 0x2B: b("tamper"), 0x2C: b("vibration"),
-        0x2D: b("window"),
-        0x2E: v("humidity", 1), 0x2F: v("moisture", 1),
-        0x3A: Object(name: "button", size: 1, signed: false, factor: 1, kind: .event),
-        0x3C: Object(name: "dimmer", size: 2, signed: false, factor: 1, kind: .event),
-        0x3D: v("count", 2), 0x3E: v("count", 4), 0x3F: v("rotation", 2, 0.1, signed: true),
-        0x40: v("distance_mm", 2), 0x41: v("distance_m", 2, 0.1), 0x42: v("duration", 3, 0.001),
-        0x43: v("current", 2, 0.001), 0x44: v("speed", 2, 0.01), 0x45: v("temperature", 2, 0.1, signed: true),
-        0x46: v("uv_index", 1, 0.1), 0x47: v("volume", 2, 0.1), 0x48: v("volume_ml", 2),
-        0x49: v("volume_flow_rate", 2, 0.001), 0x4A: v("voltage", 2, 0.1), 0x4B: v("gas", 3, 0.001),
-        0x4C: v("gas", 4, 0.001), 0x4D: v("energy", 4, 0.001), 0x4E: v("volume", 4, 0.001),
-        0x4F: v("water", 4, 0.001), 0x50: v("timestamp", 4), 0x51: v("acceleration", 2, 0.001),
-        0x52: v("gyroscope", 2, 0.001),
-        0x53: Object(name: "text", size: 0, signed: false, factor: 1, kind: .text),
-        0x54: Object(name: "raw", size: 0, signed: false, factor: 1, kind: .raw),
-        0x55: v("volume_storage", 4, 0.001), 0x56: v("conductivity", 2), 0x57: v("temperature", 1, signed: true),
-        0x58: v("temperature", 1, 0.35, signed: true), 0x59: v("count", 1, signed: true),
-        0x5A: v("count", 2, signed: true), 0x5B: v("count", 4, signed: true), 0x5C: v("power", 4, 0.01, signed: true),
-        0x5D: v("current", 2, 0.001, signed: true), 0x5E: v("direction", 2, 0.01), 0x5F: v("precipitation", 2, 0.1),
-        0x60: v("channel", 1), 0x61: v("rotational_speed", 2), 0x62: v("speed", 4, 0.000001, signed: true),
-        0x63: v("acceleration", 4, 0.000001, signed: true), 0x64: v("light_level", 1),
-        0xF0: v("device_type_id", 2), 0xF1: v("firmware_version", 4), 0xF2: v("firmware_version", 3),
+        0x00: other("packet_id", 1, .packetID),
+        0x01: v("battery", 1, SensorUnit.percent), 0x02: v("temperature", 2, SensorUnit.celsius, 0.01, signed: true),
+        0x03: v("humidity", 2, SensorUnit.percent, 0.01), 0x04: v("pressure", 3, SensorUnit.hectopascal, 0.01),
+        0x05: v("illuminance", 3, SensorUnit.lux, 0.01), 0x06: v("mass_kg", 2, SensorUnit.kilogram, 0.01, as: "mass"),
+        0x07: v("mass_lb", 2, SensorUnit.kilogram, 0.01, as: "mass", scale: 0.45359237),
+        0x08: v("dewpoint", 2, SensorUnit.celsius, 0.01, signed: true), 0x09: v("count", 1, SensorUnit.count),
+        0x0A: v("energy", 3, SensorUnit.kilowattHour, 0.001), 0x0B: v("power", 3, SensorUnit.watt, 0.01),
+        0x0C: v("voltage", 2, SensorUnit.volt, 0.001), 0x0D: v("pm2_5", 2, SensorUnit.microgramPerCubicMetre),
+        0x0E: v("pm10", 2, SensorUnit.microgramPerCubicMetre),
+        0x0F: b("generic_boolean"), 0x10: b("power", as: "power_on"), 0x11: b("opening"),
+        0x12: v("co2", 2, SensorUnit.ppm), 0x13: v("tvoc", 2, SensorUnit.microgramPerCubicMetre),
+        0x14: v("moisture", 2, SensorUnit.percent, 0.01),
+        0x15: b("battery", as: "battery_low"), 0x16: b("battery_charging"), 0x17: b("carbon_monoxide"),
+        0x18: b("cold"), 0x19: b("connectivity"), 0x1A: b("door"), 0x1B: b("garage_door"),
+        0x1C: b("gas", as: "gas_detected"), 0x1D: b("heat"), 0x1E: b("light"), 0x1F: b("lock"),
+        0x20: b("moisture", as: "moisture_detected"), 0x21: b("motion"), 0x22: b("moving"), 0x23: b("occupancy"),
+        0x24: b("plug"), 0x25: b("presence"), 0x26: b("problem"), 0x27: b("running"), 0x28: b("safety"),
+        0x29: b("smoke"), 0x2A: b("sound"), 0x2B: b("tamper"), 0x2C: b("vibration"), 0x2D: b("window"),
+        0x2E: v("humidity", 1, SensorUnit.percent), 0x2F: v("moisture", 1, SensorUnit.percent),
+        0x3A: other("button", 1, .event), 0x3C: other("dimmer", 2, .event),
+        0x3D: v("count", 2, SensorUnit.count), 0x3E: v("count", 4, SensorUnit.count),
+        0x3F: v("rotation", 2, SensorUnit.degree, 0.1, signed: true),
+        0x40: v("distance_mm", 2, SensorUnit.metre, as: "distance", scale: 0.001),
+        0x41: v("distance_m", 2, SensorUnit.metre, 0.1, as: "distance"), 0x42: v("duration", 3, SensorUnit.second, 0.001),
+        0x43: v("current", 2, SensorUnit.ampere, 0.001), 0x44: v("speed", 2, SensorUnit.metrePerSecond, 0.01),
+        0x45: v("temperature", 2, SensorUnit.celsius, 0.1, signed: true), 0x46: v("uv_index", 1, SensorUnit.index, 0.1),
+        0x47: v("volume", 2, SensorUnit.litre, 0.1), 0x48: v("volume_ml", 2, SensorUnit.litre, as: "volume", scale: 0.001),
+        0x49: v("volume_flow_rate", 2, SensorUnit.cubicMetrePerHour, 0.001), 0x4A: v("voltage", 2, SensorUnit.volt, 0.1),
+        0x4B: v("gas", 3, SensorUnit.cubicMetre, 0.001), 0x4C: v("gas", 4, SensorUnit.cubicMetre, 0.001),
+        0x4D: v("energy", 4, SensorUnit.kilowattHour, 0.001), 0x4E: v("volume", 4, SensorUnit.litre, 0.001),
+        0x4F: v("water", 4, SensorUnit.litre, 0.001), 0x50: v("timestamp", 4, SensorUnit.unixSecond),
+        0x51: v("acceleration", 2, SensorUnit.metrePerSecondSquared, 0.001),
+        0x52: v("gyroscope", 2, SensorUnit.degreePerSecond, 0.001),
+        0x53: other("text", 0, .text), 0x54: other("raw", 0, .raw),
+        0x55: v("volume_storage", 4, SensorUnit.litre, 0.001), 0x56: v("conductivity", 2, SensorUnit.microsiemensPerCentimetre),
+        0x57: v("temperature", 1, SensorUnit.celsius, signed: true),
+        0x58: v("temperature", 1, SensorUnit.celsius, 0.35, signed: true), 0x59: v("count", 1, SensorUnit.count, signed: true),
+        0x5A: v("count", 2, SensorUnit.count, signed: true), 0x5B: v("count", 4, SensorUnit.count, signed: true),
+        0x5C: v("power", 4, SensorUnit.watt, 0.01, signed: true), 0x5D: v("current", 2, SensorUnit.ampere, 0.001, signed: true),
+        0x5E: v("direction", 2, SensorUnit.degree, 0.01), 0x5F: v("precipitation", 2, SensorUnit.millimetre, 0.1),
+        0x60: v("channel", 1, SensorUnit.count), 0x61: v("rotational_speed", 2, SensorUnit.revolutionsPerMinute),
+        0x62: v("speed", 4, SensorUnit.metrePerSecond, 0.000001, signed: true),
+        0x63: v("acceleration", 4, SensorUnit.metrePerSecondSquared, 0.000001, signed: true),
+        0x64: v("light_level", 1, SensorUnit.index),
+        0xF0: other("device_type_id", 2, .deviceInfo), 0xF1: other("firmware_version", 4, .deviceInfo),
+        0xF2: other("firmware_version", 3, .deviceInfo),
     ]
 
     static let buttonEvents: [UInt8: String] = [
@@ -150,6 +186,7 @@ public struct BTHomePacket: Hashable, Sendable {
         var valueList: [JSONValue] = []
         var binaryNames: [String] = []
         var binaryList: [JSONValue] = []
+        var measured: [SensorReading] = []
         while !reader.isAtEnd {
             let idOffset = reader.offset
             let id = try reader.u8("BTHome object id")
@@ -166,8 +203,10 @@ public struct BTHomePacket: Hashable, Sendable {
             case .packetID:
                 packetID = try reader.u8("BTHome packet id")
             case .binary:
+                let on = try reader.u8("BTHome binary sensor") != 0
                 binaryNames.append(object.name)
-                binaryList.append(.bool(try reader.u8("BTHome binary sensor") != 0))
+                binaryList.append(.bool(on))
+                measured.append(SensorReading(quantity: object.quantity, value: on ? 1 : 0, unit: object.unit))
             case .event:
                 let eventType = try reader.u8("BTHome event")
                 if object.name == "button" {
@@ -182,16 +221,23 @@ public struct BTHomePacket: Hashable, Sendable {
                             JSONField("steps", .number(steps)),
                         ]))
                 }
-            case .value:
+            case .value, .deviceInfo:
                 let raw = try reader.uintLE(object.size, "BTHome value")
                 let shift = UInt64(64 - 8 * object.size)
                 let integer = object.signed ? Int64(bitPattern: raw << shift) >> Int64(shift) : Int64(raw)
                 valueNames.append(object.name)
-                valueList.append(object.factor == 1 ? .int(integer) : .double(scaled(integer, object.factor)))
+                let value = object.factor == 1 ? Double(integer) : scaled(integer, object.factor)
+                valueList.append(object.factor == 1 ? .int(integer) : .double(value))
+                if object.kind == .value {
+                    measured.append(SensorReading(quantity: object.quantity, value: value * object.toUnit, unit: object.unit))
+                }
             }
         }
         values = Self.numbered(valueNames, valueList)
         binary = Self.numbered(binaryNames, binaryList)
+        readings = zip(Self.numbered(measured.map(\.quantity), measured.map { _ in JSONValue.null }), measured).map {
+            SensorReading(quantity: $0.0.key, value: $0.1.value, unit: $0.1.unit)
+        }
     }
 
     /// Rounds away binary noise: 2178 × 0.01 is 21.78, not 21.780000000000001.

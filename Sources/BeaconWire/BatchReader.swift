@@ -61,6 +61,20 @@ public struct DecodedBatch: Sendable {
     public var sightings: [Sighting]
     public var characteristicReads: [CharacteristicRead]
 
+    public init(
+        siteID: String, agentID: String, bootID: UInt64, sequence: UInt64, firstUnacknowledgedSequence: UInt64,
+        agentClockMicros: Int64, sightings: [Sighting], characteristicReads: [CharacteristicRead] = []
+    ) {
+        self.siteID = siteID
+        self.agentID = agentID
+        self.bootID = bootID
+        self.sequence = sequence
+        self.firstUnacknowledgedSequence = firstUnacknowledgedSequence
+        self.agentClockMicros = agentClockMicros
+        self.sightings = sightings
+        self.characteristicReads = characteristicReads
+    }
+
     public var header: BatchHeader {
         BatchHeader(
             siteID: siteID, agentID: agentID, bootID: bootID, sequence: sequence,

@@ -202,6 +202,25 @@ public struct FrameDecoder: Sendable {
         return frames
     }
 
+    /// Decodes one data frame as a batch carries it (service or manufacturer data of a sighting). Nil when the
+    /// content is of no format this decoder reads.
+    public mutating func frame(
+        of content: DataFrameContent, address: DeviceAddress?, unixSeconds: Int64
+    ) throws(DecodeError) -> BeaconFrame? {
+        switch content {
+        case .eddystone(let bytes):
+            return try serviceFrame(
+                uuid: Eddystone.serviceUUID, ServiceData(uuid: .uuid16(Eddystone.serviceUUID), data: bytes),
+                address: address, unixSeconds: unixSeconds)
+        case .serviceData(let uuid, let bytes):
+            return try serviceFrame(
+                uuid: uuid, ServiceData(uuid: .uuid16(uuid), data: bytes), address: address, unixSeconds: unixSeconds)
+        case .manufacturerData(let company, let bytes):
+            guard company == RuuviMeasurement.companyID else { return nil }
+            return .ruuvi(try RuuviMeasurement.decode(bytes[...], base: 0))
+        }
+    }
+
     private mutating func serviceFrame(
         uuid: UInt16, _ service: ServiceData, address: DeviceAddress?, unixSeconds: Int64
     ) throws(DecodeError) -> BeaconFrame? {

@@ -31,13 +31,15 @@ public struct Report: Sendable, Equatable, Codable {
         public var siteID: String
         public var zoneID: String
         public var beaconID: String
+        /// The beacon's label in the sites file's registry.
+        public var label: String?
         public var enteredAt: String
         /// Seconds; an open visit's runs to the site's newest sighting.
         public var dwellSeconds: Double
         public var open: Bool
 
         enum CodingKeys: String, CodingKey {
-            case siteID = "site_id", zoneID = "zone_id", beaconID = "beacon_id", enteredAt = "enter_ts"
+            case siteID = "site_id", zoneID = "zone_id", beaconID = "beacon_id", label, enteredAt = "enter_ts"
             case dwellSeconds = "dwell_s", open
         }
     }
@@ -45,16 +47,21 @@ public struct Report: Sendable, Equatable, Codable {
     public struct BeaconAttention: Sendable, Equatable, Codable {
         public var siteID: String
         public var beaconID: String
+        public var label: String?
         public var status: String
         public var lastSeen: String
         public var batteryMillivolts: Int?
         public var trendMillivoltsPerDay: Double?
+        /// For beacons that report their battery in percent only.
+        public var batteryPercent: Double?
+        public var trendPercentPerDay: Double?
         public var estimatedDaysLeft: Double?
         public var reboots7Days: Int
 
         enum CodingKeys: String, CodingKey {
-            case siteID = "site_id", beaconID = "beacon_id", status, lastSeen = "last_seen"
+            case siteID = "site_id", beaconID = "beacon_id", label, status, lastSeen = "last_seen"
             case batteryMillivolts = "battery_mv", trendMillivoltsPerDay = "battery_trend_mv_per_day"
+            case batteryPercent = "battery_pct", trendPercentPerDay = "battery_trend_pct_per_day"
             case estimatedDaysLeft = "est_days_left", reboots7Days = "reboots_7d"
         }
     }
@@ -119,21 +126,21 @@ public struct Report: Sendable, Equatable, Codable {
             )
             SELECT v.site_id, v.zone_id, v.beacon_id, \(timestamp("v.enter_ts")),
                    coalesce(v.dwell_s, greatest(0, extract(epoch FROM n.at - v.enter_ts)::double precision)),
-                   v.exit_ts IS NULL
+                   v.exit_ts IS NULL, \(label("v.beacon_id"))
             FROM beaconflow.visits v LEFT JOIN newest n USING (site_id)
             WHERE $1::text IS NULL OR v.site_id = $1
             ORDER BY 5 DESC NULLS LAST, v.beacon_id LIMIT \(limit)
             """, siteFilter
         ).map { row in
             Dwell(
-                siteID: row[0] ?? "", zoneID: row[1] ?? "", beaconID: row[2] ?? "", enteredAt: row[3] ?? "",
+                siteID: row[0] ?? "", zoneID: row[1] ?? "", beaconID: row[2] ?? "", label: row[6], enteredAt: row[3] ?? "",
                 dwellSeconds: Double(row[4] ?? "") ?? 0, open: row[5] == "t")
         }
         report.beacons = try connection.query(
             """
             SELECT site_id, beacon_id, status, \(timestamp("last_seen")), battery_mv, battery_trend_mv_per_day,
-                   est_days_left, reboots_7d
-            FROM beaconflow.beacon_health
+                   est_days_left, reboots_7d, battery_pct, battery_trend_pct_per_day, \(label("h.beacon_id"))
+            FROM beaconflow.beacon_health h
             WHERE status <> 'ok' AND ($1::text IS NULL OR site_id = $1)
             ORDER BY CASE status WHEN 'low_battery' THEN 0 WHEN 'rebooting' THEN 1 ELSE 2 END,
                      est_days_left NULLS LAST, beacon_id
@@ -141,8 +148,9 @@ public struct Report: Sendable, Equatable, Codable {
             """, siteFilter
         ).map { row in
             BeaconAttention(
-                siteID: row[0] ?? "", beaconID: row[1] ?? "", status: row[2] ?? "", lastSeen: row[3] ?? "",
+                siteID: row[0] ?? "", beaconID: row[1] ?? "", label: row[10], status: row[2] ?? "", lastSeen: row[3] ?? "",
                 batteryMillivolts: row[4].flatMap { Int($0) }, trendMillivoltsPerDay: row[5].flatMap { Double($0) },
+                batteryPercent: row[8].flatMap { Double($0) }, trendPercentPerDay: row[9].flatMap { Double($0) },
                 estimatedDaysLeft: row[6].flatMap { Double($0) }, reboots7Days: Int(row[7] ?? "") ?? 0)
         }
         report.agents = try connection.query(
@@ -157,6 +165,11 @@ public struct Report: Sendable, Equatable, Codable {
             AgentAttention(siteID: row[0] ?? "", agentID: row[1] ?? "", state: row[2] ?? "", lastBatchAt: row[3], lastError: row[4])
         }
         return report
+    }
+
+    /// The registry label of the beacon an expression names (the `beacons` view).
+    private static func label(_ beaconID: String) -> String {
+        "(SELECT b.label FROM beaconflow.beacons b WHERE b.beacon_id = \(beaconID))"
     }
 
     /// An RFC 3339 UTC text of a timestamptz expression, to the second.
@@ -192,16 +205,25 @@ extension Report {
                 rightAligned: [2, 4, 6]))
         sections.append(
             Self.table(
-                "Longest dwells", ["site", "zone", "beacon", "entered", "dwell", ""],
-                longestDwells.map { [$0.siteID, $0.zoneID, $0.beaconID, $0.enteredAt, duration($0.dwellSeconds), $0.open ? "still there" : ""] },
-                rightAligned: [4]))
+                "Longest dwells", ["site", "zone", "beacon", "label", "entered", "dwell", ""],
+                longestDwells.map {
+                    [$0.siteID, $0.zoneID, $0.beaconID, $0.label ?? "", $0.enteredAt, duration($0.dwellSeconds), $0.open ? "still there" : ""]
+                },
+                rightAligned: [5]))
         sections.append(
             Self.table(
-                "Beacons needing attention", ["site", "beacon", "status", "last seen", "battery mV", "mV/day", "days left", "reboots 7d"],
-                beacons.map {
-                    [$0.siteID, $0.beaconID, $0.status, $0.lastSeen, $0.batteryMillivolts.map(String.init) ?? "-",
-                     number($0.trendMillivoltsPerDay, 1), number($0.estimatedDaysLeft), String($0.reboots7Days)]
-                }, rightAligned: [4, 5, 6, 7]))
+                "Beacons needing attention",
+                ["site", "beacon", "label", "status", "last seen", "battery", "per day", "days left", "reboots 7d"],
+                beacons.map { beacon in
+                    let battery: (level: String, trend: String) =
+                        if let millivolts = beacon.batteryMillivolts {
+                            ("\(millivolts) mV", beacon.trendMillivoltsPerDay.map { number($0, 1) + " mV" } ?? "-")
+                        } else if let percent = beacon.batteryPercent {
+                            (number(percent) + " %", beacon.trendPercentPerDay.map { number($0, 1) + " %" } ?? "-")
+                        } else { ("-", "-") }
+                    return [beacon.siteID, beacon.beaconID, beacon.label ?? "", beacon.status, beacon.lastSeen, battery.level,
+                            battery.trend, number(beacon.estimatedDaysLeft), String(beacon.reboots7Days)]
+                }, rightAligned: [5, 6, 7, 8]))
         sections.append(
             Self.table(
                 "Agents offline or silent", ["site", "agent", "state", "last batch", "last error"],

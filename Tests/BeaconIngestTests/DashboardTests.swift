@@ -137,7 +137,7 @@ struct DashboardTests {
             }
         }
         let documented = try Self.documentedQueries()
-        #expect(documented.count == 7)
+        #expect(documented.count == 10)
         for sql in documented {
             do {
                 _ = try connection.query(sql)

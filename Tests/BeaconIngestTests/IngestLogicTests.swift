@@ -254,8 +254,10 @@ import Testing
         health.seen(beaconID: "b", siteID: "hq", timeMicros: start)
         #expect(health.takeChanged().map(\.beaconID) == ["a", "b"])
         #expect(health.takeChanged().isEmpty)
-        health.seen(beaconID: "a", siteID: "hq", timeMicros: start - 1)  // older: nothing changes
+        health.seen(beaconID: "a", siteID: "hq", timeMicros: start)  // not newer: nothing changes
         #expect(health.takeChanged().isEmpty)
+        health.seen(beaconID: "a", siteID: "hq", timeMicros: start - 1)  // older: only the first sighting moves
+        #expect(health.takeChanged().map { [$0.firstSeenMicros, $0.lastSeenMicros] } == [[start - 1, start]])
     }
 }
 

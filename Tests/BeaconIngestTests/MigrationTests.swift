@@ -18,7 +18,10 @@ struct MigrationTests {
         "zone_occupancy": ["site_id", "zone_id", "bucket", "occupants", "occupant_seconds"],
         "zone_occupancy_hourly": ["site_id", "zone_id", "bucket", "avg_occupants", "peak_occupants", "visits"],
         "beacon_health": ["beacon_id", "site_id", "last_seen", "battery_mv", "battery_trend_mv_per_day", "est_days_left",
-                          "temperature_c", "reboots_7d", "status"],
+                          "temperature_c", "reboots_7d", "status", "battery_pct", "battery_trend_pct_per_day"],
+        "sensor_readings": ["ts", "site_id", "agent_id", "beacon_id", "quantity", "value", "unit"],
+        "device_info": ["beacon_id", "site_id", "agent_id", "name", "value", "read_at"],
+        "beacons": ["beacon_id", "site_id", "label", "kind", "first_seen", "last_seen", "identity_source"],
         "agent_health": ["site_id", "agent_id", "online", "last_batch_at", "adverts_per_s", "spool_bytes", "clock_offset_ms",
                          "last_error"],
     ]
@@ -58,8 +61,10 @@ struct MigrationTests {
         #expect(try connection.query(
             "SELECT beacon_id, adv_count, agent_id FROM beaconflow.telemetry_raw ORDER BY 1, 2") == [["b1", "7", "a1"], ["b1", "8", "a1"], ["b2", "7", "a1"]])
         #expect(try connection.query("SELECT count(*) FROM beaconflow.sightings") == [["1"]])
+        // Sensor readings have a partition for the day that had data, so late readings of it have a place.
+        #expect(try connection.query("SELECT to_regclass('beaconflow.sensor_readings_raw_20260101') IS NOT NULL") == [["t"]])
         // The database now refuses a fourth reception, in this partition and in one made after the upgrade.
-        #expect(try connection.query("SELECT beaconflow.ensure_partitions('2026-01-02', 1)") == [["2"]])
+        #expect(try connection.query("SELECT beaconflow.ensure_partitions('2026-01-02', 1)") == [["3"]])
         for day in ["2026-01-01", "2026-01-02"] {
             let insert = "INSERT INTO beaconflow.telemetry_raw (ts, beacon_id, adv_count, uptime_s) VALUES ('\(day)T10:00:00Z', 'b9', 7, 0.7)"
             try connection.execute(insert)
@@ -76,8 +81,8 @@ struct MigrationTests {
         let server = try await PostgresServer.start()
         let connection = try PostgresConnection(server.conninfo)
         try Migrator.migrate(connection, logger: logger)
-        #expect(try connection.query("SELECT beaconflow.ensure_partitions('2026-01-01', 3)") == [["6"]])
-        #expect(try connection.query("SELECT beaconflow.ensure_partitions('2026-01-02', 3)") == [["2"]])
+        #expect(try connection.query("SELECT beaconflow.ensure_partitions('2026-01-01', 3)") == [["9"]])
+        #expect(try connection.query("SELECT beaconflow.ensure_partitions('2026-01-02', 3)") == [["3"]])
         try connection.execute(
             """
             INSERT INTO beaconflow.sightings_raw (ts, site_id, agent_id, beacon_id, rssi)
@@ -85,7 +90,7 @@ struct MigrationTests {
             """)
         #expect(try connection.query("SELECT count(*) FROM beaconflow.sightings_raw_20260102") == [["1"]])
         #expect(try connection.query("SELECT count(*) FROM beaconflow.sightings") == [["2"]])
-        #expect(try connection.query("SELECT beaconflow.drop_partitions_before('2026-01-03')") == [["4"]])
+        #expect(try connection.query("SELECT beaconflow.drop_partitions_before('2026-01-03')") == [["6"]])
         #expect(try connection.query("SELECT count(*) FROM beaconflow.sightings") == [["0"]])
         // A day with no partition is an error that names the problem, not a silent loss.
         do {
@@ -115,10 +120,25 @@ struct MigrationTests {
             #expect(error.sqlState == "42501")  // insufficient privilege
         }
         let writer = try PostgresConnection(server.conninfo.replacingOccurrences(of: "user=postgres", with: "user=ingest"))
-        #expect(try writer.query("SELECT beaconflow.ensure_partitions('2026-02-01', 1)") == [["2"]])
+        #expect(try writer.query("SELECT beaconflow.ensure_partitions('2026-02-01', 1)") == [["3"]])
         try writer.execute(
             "INSERT INTO beaconflow.sightings_raw (ts, site_id, agent_id, beacon_id, rssi) VALUES ('2026-02-01Z', 'hq', 'a1', 'b', -60)")
         #expect(try reader.query("SELECT count(*) FROM beaconflow.sightings") == [["1"]])
+        // Sensor readings are appended like the other raw rows, and never changed.
+        try writer.execute(
+            """
+            INSERT INTO beaconflow.sensor_readings_raw (ts, site_id, agent_id, beacon_id, quantity, value, unit, frame_hash)
+            VALUES ('2026-02-01Z', 'hq', 'a1', 'b', 'temperature', 21.5, 'celsius', 1)
+            """)
+        #expect(try reader.query("SELECT quantity, value, unit FROM beaconflow.sensor_readings") == [["temperature", "21.5", "celsius"]])
+        for statement in ["UPDATE beaconflow.sensor_readings_raw SET value = 0", "DELETE FROM beaconflow.sensor_readings_raw_20260201"] {
+            do {
+                try writer.execute(statement)
+                Issue.record("the writer changed a sensor reading: \(statement)")
+            } catch {
+                #expect(error.sqlState == "42501")
+            }
+        }
     }
 
     @Test func connectionFailuresNameTheProblemWithoutTheSecret() async throws {
