@@ -37,7 +37,7 @@ struct IdentityHold: Sendable {
             }
         }
         let frame = Frame(sighting: sighting, ordinal: ordinal)
-        guard anonymous, case .eddystone? = sighting.data else {
+        guard anonymous, sighting.frames.contains(where: { if case .eddystone = $0 { true } else { false } }) else {
             ready.append(frame)
             return
         }

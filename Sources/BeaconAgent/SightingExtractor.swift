@@ -77,7 +77,7 @@ public struct SightingExtractor: Sendable {
         let address = report.address
         var identity: BeaconKey?
         var identitySource: (kind: UInt32, bytes: [UInt8])?
-        var content: DataFrameContent?
+        var content: [DataFrameContent] = []
         for service in data.serviceData {
             guard case .uuid16(let uuid) = service.uuid else { continue }
             if uuid == Eddystone.serviceUUID {
@@ -87,10 +87,10 @@ public struct SightingExtractor: Sendable {
                     identity = key
                     identitySource = (Self.eddystoneSource, service.data)
                 } else if !service.data.isEmpty {
-                    content = .eddystone(service.data)
+                    content.append(.eddystone(service.data))
                 }
             } else if isSensorService(uuid) {
-                content = .serviceData(uuid16: uuid, service.data)
+                content.append(.serviceData(uuid16: uuid, service.data))
             }
         }
         for manufacturer in data.manufacturerData {
@@ -106,7 +106,7 @@ public struct SightingExtractor: Sendable {
                 identity = key(beacon.beaconID, address, power: beacon.referenceRSSI)
                 identitySource = (kind, manufacturer.data)
             } else if manufacturer.companyID == RuuviMeasurement.companyID {
-                content = .manufacturerData(companyID: manufacturer.companyID, manufacturer.data)
+                content.append(.manufacturerData(companyID: manufacturer.companyID, manufacturer.data))
             }
         }
         prune(now: timeMicros)
@@ -119,13 +119,13 @@ public struct SightingExtractor: Sendable {
             elapsed(from: known.timeMicros, to: timeMicros) <= configuration.associationWindowMicroseconds
         {
             beacon = known.key
-        } else if content != nil || configuration.includeUnknownDevices {
+        } else if !content.isEmpty || configuration.includeUnknownDevices {
             beacon = anonymousKey(address)
         } else {
             return .failure(SkipReason(skip: .unknownDevice, error: nil))
         }
         guard isAllowed(beacon, address) else { return .failure(SkipReason(skip: .filtered, error: nil)) }
-        return .success(Sighting(timeMicros: timeMicros, beacon: beacon, rssi: report.rssi ?? -127, data: content))
+        return .success(Sighting(timeMicros: timeMicros, beacon: beacon, rssi: report.rssi ?? -127, frames: content))
     }
 
     /// The beacon a device at `address` is, as of `timeMicros`: its identity when one was heard from it within

@@ -93,7 +93,8 @@ public struct FleetHealth: Sendable {
             }
             beacons[beaconID] = beacon
         } else {
-            beacons[beaconID] = Beacon(siteID: siteID, lastSeenMicros: timeMicros, firstSeenMicros: timeMicros)
+            beacons[beaconID] = Beacon(
+                siteID: siteID, lastSeenMicros: timeMicros, firstSeenMicros: timeMicros, kind: Self.identityKind(of: beaconID))
         }
         changed.insert(beaconID)
     }

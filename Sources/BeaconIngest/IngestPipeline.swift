@@ -139,7 +139,7 @@ public struct IngestPipeline: Sendable {
                     beaconID: beaconID, rssi: sighting.rssi, powerAt1mDbm: sighting.beacon.powerAt1mDbm,
                     distanceMeters: distance, smoothedDistanceMeters: smoothed))
             health.seen(beaconID: beaconID, siteID: batch.siteID, timeMicros: time)
-            if let content = sighting.data {
+            for content in sighting.frames {
                 dataFrame(content, of: sighting.beacon, beaconID: beaconID, batch: batch, timeMicros: time, into: &output)
             }
         }

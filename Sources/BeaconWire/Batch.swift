@@ -45,13 +45,25 @@ public struct Sighting: Hashable, Sendable {
     public var timeMicros: Int64
     public var beacon: BeaconKey
     public var rssi: Int8
-    public var data: DataFrameContent?
+    /// The advertisement's data frames, in the order they appeared (one advert may carry several: a thermometer's
+    /// temperature and battery service data).
+    public var frames: [DataFrameContent]
 
     public init(timeMicros: Int64, beacon: BeaconKey, rssi: Int8, data: DataFrameContent? = nil) {
+        self.init(timeMicros: timeMicros, beacon: beacon, rssi: rssi, frames: data.map { [$0] } ?? [])
+    }
+
+    public init(timeMicros: Int64, beacon: BeaconKey, rssi: Int8, frames: [DataFrameContent]) {
         self.timeMicros = timeMicros
         self.beacon = beacon
         self.rssi = rssi
-        self.data = data
+        self.frames = frames
+    }
+
+    /// The first data frame; setting it replaces them all.
+    public var data: DataFrameContent? {
+        get { frames.first }
+        set { frames = newValue.map { [$0] } ?? [] }
     }
 }
 
@@ -120,16 +132,18 @@ public struct BatchBuilder: Sendable {
     /// `fits(sighting)` is false.
     public mutating func add(_ sighting: Sighting, nowNanoseconds: UInt64) -> Bool {
         var sighting = sighting
-        if let content = sighting.data {
-            let key = DataKey(beaconID: sighting.beacon.beaconID, stream: content.stream)
-            if let last = lastEmitted[key], last.content == content, sighting.timeMicros >= last.timeMicros,
-                sighting.timeMicros.subtractingReportingOverflow(last.timeMicros).partialValue
-                    < configuration.dataRefreshMicroseconds,
-                !sighting.timeMicros.subtractingReportingOverflow(last.timeMicros).overflow
-            {
-                sighting.data = nil
-            } else {
+        if !sighting.frames.isEmpty {
+            sighting.frames = sighting.frames.filter { content in
+                let key = DataKey(beaconID: sighting.beacon.beaconID, stream: content.stream)
+                if let last = lastEmitted[key], last.content == content, sighting.timeMicros >= last.timeMicros,
+                    sighting.timeMicros.subtractingReportingOverflow(last.timeMicros).partialValue
+                        < configuration.dataRefreshMicroseconds,
+                    !sighting.timeMicros.subtractingReportingOverflow(last.timeMicros).overflow
+                {
+                    return false
+                }
                 lastEmitted[key] = (content, sighting.timeMicros)
+                return true
             }
         }
         if sightings.isEmpty {
@@ -203,7 +217,7 @@ public struct BatchBuilder: Sendable {
             batch.sightingTimeDeltaUs.append(UInt64(bitPattern: sighting.timeMicros &- previousTime))
             batch.sightingRssi.append(UInt32(Int32(sighting.rssi) + BatchReader.rssiBias))
             previousTime = sighting.timeMicros
-            if let content = sighting.data {
+            for content in sighting.frames {
                 var frame = Beaconflow_V1_DataFrame()
                 frame.sighting = UInt32(position)
                 switch content {

@@ -124,7 +124,8 @@ public nonisolated struct Beaconflow_V1_DataFrame: Sendable {
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
-  /// Index into the sighting columns: who sent the frame and when.
+  /// Index into the sighting columns: who sent the frame and when. Several frames of one advertisement name the same
+  /// sighting, in the order the advertisement carried them.
   public var sighting: UInt32 = 0
 
   public var content: Beaconflow_V1_DataFrame.OneOf_Content? = nil
