@@ -37,15 +37,20 @@ public struct AdvertisingReportDecoder: Sendable {
     public static let legacyReportSubevent: UInt8 = 0x02
     public static let extendedReportSubevent: UInt8 = 0x0D
 
+    /// Fragments of one advertisement: a scan response (event type bit 3) is reassembled apart from the
+    /// advertisement it answers, and keeps its own event type.
     private struct FragmentKey: Hashable {
         var address: UInt64
         var kind: DeviceAddress.Kind
         var sid: UInt8
+        var scanResponse: Bool
     }
 
     private var fragments: [FragmentKey: AdvertisingReport] = [:]
     /// Reassembly stops at the largest extended advertising data the Core Specification allows.
     public static let maximumExtendedDataLength = 1650
+    /// Event type bit 3 of an extended report: the data is a scan response (Core Vol 4, Part E, §7.7.65.13).
+    static let scanResponseBit: UInt16 = 0x0008
 
     public init() {}
 
@@ -128,7 +133,8 @@ public struct AdvertisingReportDecoder: Sendable {
             let data = try reader.slice(length, "report data")
             let status = (eventType >> 5) & 0x03
 
-            let key = FragmentKey(address: address.value, kind: address.kind, sid: sid)
+            let key = FragmentKey(
+                address: address.value, kind: address.kind, sid: sid, scanResponse: eventType & Self.scanResponseBit != 0)
             var report =
                 fragments.removeValue(forKey: key)
                 ?? AdvertisingReport(eventType: eventType, isExtended: true, address: address, rssi: nil, data: [])

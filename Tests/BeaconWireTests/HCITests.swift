@@ -52,8 +52,10 @@ import Testing
         #expect(decodeError { _ = try decoder.reports(fromEvent: overrun) }?.offset == 12)
     }
 
-    func extendedEvent(status: UInt16, sid: UInt8 = 1, address: UInt64 = 0xAABBCCDDEEFF, data: [UInt8], txPower: Int8 = -4) -> [UInt8] {
-        let eventType = UInt16(0x0000) | status << 5
+    func extendedEvent(
+        status: UInt16, sid: UInt8 = 1, address: UInt64 = 0xAABBCCDDEEFF, data: [UInt8], txPower: Int8 = -4, type: UInt16 = 0
+    ) -> [UInt8] {
+        let eventType = type | status << 5
         var report: [UInt8] = [UInt8(eventType & 0xFF), UInt8(eventType >> 8), 0x01]
         report += DeviceAddress(value: address, kind: .random).hciBytes
         report += [0x01, 0x02, sid, UInt8(bitPattern: txPower), UInt8(bitPattern: Int8(-61)), 0, 0, 0] + [UInt8](repeating: 0, count: 6)
@@ -79,6 +81,19 @@ import Testing
         #expect(report.txPower == -4 && report.rssi == -61 && report.sid == 1 && report.secondaryPHY == 2)
         #expect(decoder.pendingFragments == 0)
         #expect(try BeaconScanner.firstFrame(in: report.data[...])?.beaconID == "eddystone:e157bd5df90aad1dc2fb:000000000001")
+    }
+
+    /// A scan response (event type 0x000B: connectable, scannable, scan response) arriving while the advertisement it
+    /// answers is still in fragments is a report of its own, with its own event type; neither takes the other's data.
+    @Test func aScanResponseKeepsItsEventTypeAndItsData() throws {
+        var decoder = AdvertisingReportDecoder()
+        #expect(try decoder.reports(fromEvent: extendedEvent(status: 1, data: [2, 1, 6], type: 0x0003)).isEmpty)
+        let response = try decoder.reports(fromEvent: extendedEvent(status: 0, data: ad(0x09, Array("tag".utf8)), type: 0x000B))
+        #expect(response.map(\.eventType) == [0x000B])
+        #expect(response.first?.data == ad(0x09, Array("tag".utf8)))
+        let advert = try decoder.reports(fromEvent: extendedEvent(status: 0, data: [3, 0xFF, 0x59, 0x00], type: 0x0003))
+        #expect(advert.map(\.eventType) == [0x0003])
+        #expect(advert.first?.data == [2, 1, 6, 3, 0xFF, 0x59, 0x00])
     }
 
     @Test func truncatedExtendedData() throws {
