@@ -90,4 +90,55 @@ import Testing
         #expect(decodeError { _ = try decodeFrames(serviceData16(0xFCD2, bytes("40" + "0282"))) }?.code == .truncated)
         #expect(decodeError { _ = try decodeFrames(serviceData16(0xFCD2, bytes("41" + "0102"))) }?.code == .truncated)
     }
+
+    /// Service data vectors of the bthome-ble test suite (github.com/Bluetooth-Devices/bthome-ble,
+    /// tests/test_parser_v2.py at 7a79e673), as `sensor_readings` rows: values as that suite expects them, names
+    /// numbered the same way, one unit per quantity.
+    @Test(arguments: [
+        // test_bthome_triple_temperature_double_humidity_battery
+        ("4002ca0902cf0902cf0803b71803b717015d",
+         ["temperature_1=25.06 celsius", "temperature_2=25.11 celsius", "temperature_3=22.55 celsius",
+          "humidity_1=63.27 percent", "humidity_2=60.71 percent", "battery=93 percent"]),
+        // test_bthome_double_voltage_different_object_id: power, two voltages of different resolution, battery
+        ("400001" + "0b000000" + "4a0d09" + "0133" + "0ce90c",
+         ["power=0 watt", "voltage_1=231.7 volt", "battery=51 percent", "voltage_2=3.305 volt"]),
+        // test_bthome_test: a binary "power" sensor beside a voltage
+        ("4000a70c780b1000", ["voltage=2.936 volt", "power_on=0 boolean"]),
+        // test_bthome_shelly_button: the press is an event, not a reading
+        ("400052016" + "43a01", ["battery=100 percent"]),
+        // test_bthome_gyroscope, test_bthome_volume_storage
+        ("44528756", ["gyroscope=22.151 degree_per_second"]),
+        ("4055875" + "62a01", ["volume_storage=19551.879 litre"]),
+        // test_bthome_text and test_bthome_raw: decoded, but not readings
+        ("44530c48656c6c6f20576f726c6421", []),
+        ("44540c48656c6c6f20576f726c6421", []),
+    ])
+    func readingsOfThePublicSuite(serviceData: String, expected: [String]) throws {
+        let frames = try decodeFrames(serviceData16(0xFCD2, bytes(serviceData)))
+        let readings = frames.first?.sensorReadings ?? []
+        #expect(readings.map { "\($0.quantity)=\($0.value.formatted(.number.grouping(.never))) \($0.unit)" } == expected)
+    }
+
+    /// bthome-ble tests/test_parser_v2.py: test_bindkey_wrong (a frame of A4:C1:38:8D:18:B2 and a key that is not its
+    /// own) and test_same_service_data (counter 0x00112233, the specification's key and address).
+    @Test func encryptedVectorsOfThePublicSuite() throws {
+        let wrongAddress = try #require(DeviceAddress("A4:C1:38:8D:18:B2"))
+        let wrong = FrameDecoder(bindkeys: [wrongAddress.value: bytes("814aac74c4f17b6c1581e1ab87816b99")])
+        let error = decodeError {
+            _ = try decodeFrames(serviceData16(0xFCD2, bytes("41d2fcefe52eb212d600112233bc38c966")), address: wrongAddress, decoder: wrong)
+        }
+        #expect(error?.code == .authenticationFailed)
+        #expect(error?.message.contains("wrong bindkey for A4:C1:38:8D:18:B2") == true)
+
+        let address = try #require(DeviceAddress("54:48:E6:8F:80:A5"))
+        let decoder = FrameDecoder(bindkeys: [address.value: bytes("231d39c1d7cc1ab1aee224cd096db932")])
+        let frames = try decodeFrames(serviceData16(0xFCD2, bytes("41e445f3c9962b332211006c7c4519")), address: address, decoder: decoder)
+        guard case .bthome(let packet) = frames.first else {
+            Issue.record("no BTHome frame")
+            return
+        }
+        #expect(packet.counter == 1_122_867)
+        #expect(packet.ciphertext == nil && !packet.readings.isEmpty)
+    }
 }
+
