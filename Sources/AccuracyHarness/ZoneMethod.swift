@@ -77,12 +77,15 @@ extension SitesConfiguration {
                 lines.append("      - {id: \(agent.id)\(agent.zone.map { ", zone: \($0)" } ?? ""), rssi_offset_db: \(-agent.rssiOffsetDb)}")
             }
         }
-        let keyed = scenario.beacons.filter { $0.identityKey != nil }
-        if !keyed.isEmpty {
+        // The registry: every beacon with its scenario name as the label, and its identity key if it has one.
+        let listed = scenario.beacons.filter { beaconIDs[$0.name] != nil }
+        if !listed.isEmpty {
             lines.append("beacons:")
-            for beacon in keyed {
-                guard let id = beaconIDs[beacon.name], let key = beacon.identityKey else { continue }
-                lines.append("  - {id: \"\(id)\", identity_key: \(key)}")
+            var seen: Set<String> = []
+            for beacon in listed {
+                guard let id = beaconIDs[beacon.name], seen.insert(id).inserted else { continue }
+                let label = beacon.name.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
+                lines.append("  - {id: \"\(id)\", label: \"\(label)\"\(beacon.identityKey.map { ", identity_key: \($0)" } ?? "")}")
             }
         }
         return try parse(lines.joined(separator: "\n") + "\n", name: "sites for the scenario")
