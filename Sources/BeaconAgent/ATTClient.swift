@@ -1,7 +1,9 @@
 /// The ATT conversation of a GATT poll (Core Specification Vol 3, Part F and G): discover the primary services,
 /// discover the characteristics of Battery (0x180F) and Device Information (0x180A), and read Battery Level
-/// (0x2A19), System ID (0x2A23) and the Device Information strings (0x2A24–0x2A29). A pure state machine: it
-/// says which request PDU to send and takes each response PDU. ATT allows one outstanding request at a time.
+/// (0x2A19), System ID (0x2A23) and the Device Information strings (0x2A24–0x2A29); with `extraCharacteristics`,
+/// the characteristics of every service with a 16-bit UUID are discovered and those listed read too. A pure state
+/// machine: it says which request PDU to send and takes each response PDU. ATT allows one outstanding request at a
+/// time.
 public struct ATTClient: Sendable {
     /// A characteristic value read from the device.
     public struct Reading: Sendable, Hashable {
@@ -43,7 +45,12 @@ public struct ATTClient: Sendable {
     private var readings: [Reading] = []
     private var refused: [UInt16: UInt8] = [:]
 
-    public init() {}
+    /// Characteristics (16-bit UUIDs) a site lists beyond Battery Level and Device Information.
+    public let extraCharacteristics: Set<UInt16>
+
+    public init(extraCharacteristics: Set<UInt16> = []) {
+        self.extraCharacteristics = extraCharacteristics
+    }
 
     /// The first request.
     public mutating func start() -> Step {
@@ -105,7 +112,7 @@ public struct ATTClient: Sendable {
     }
 
     private var wanted: [(uuid: UInt16, start: UInt16, end: UInt16)] {
-        services.filter { Self.wantedServices.contains($0.uuid) }
+        extraCharacteristics.isEmpty ? services.filter { Self.wantedServices.contains($0.uuid) } : services
     }
 
     private mutating func nextAfterServices() -> Step {
@@ -115,7 +122,9 @@ public struct ATTClient: Sendable {
     private mutating func nextService(after index: Int) -> Step {
         let next = index + 1
         guard next < wanted.count else {
-            characteristics = characteristics.filter { Self.wantedCharacteristics.contains($0.uuid) }
+            characteristics = characteristics.filter {
+                Self.wantedCharacteristics.contains($0.uuid) || extraCharacteristics.contains($0.uuid)
+            }
             return nextRead(after: -1)
         }
         phase = .characteristics(service: next, from: wanted[next].start)

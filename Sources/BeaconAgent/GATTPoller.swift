@@ -18,6 +18,8 @@ public struct GATTPoller: Sendable {
 
     public var targets: [DeviceAddress]
     public var interval: Duration
+    /// Characteristics read beyond Battery Level and Device Information (`--gatt-read`).
+    public var extraCharacteristics: Set<UInt16> = []
     /// ATT's transaction timeout is 30 s (Core Vol 3, Part F, §3.3.3).
     public var requestTimeout: Duration = .seconds(30)
     public var connectTimeoutSeconds = 10
@@ -39,7 +41,8 @@ public struct GATTPoller: Sendable {
                         address: address.value, random: address.kind == .random,
                         timeoutSeconds: connectTimeoutSeconds)
                     defer { socket.close() }
-                    let result = try Self.poll(socket, address: address, timeout: requestTimeout)
+                    let result = try Self.poll(
+                        socket, address: address, timeout: requestTimeout, extraCharacteristics: extraCharacteristics)
                     deliver(result)
                     logger.info(
                         "GATT poll done",
@@ -54,8 +57,10 @@ public struct GATTPoller: Sendable {
     }
 
     /// Runs the ATT conversation over a connected socket.
-    public static func poll(_ socket: ATTSocket, address: DeviceAddress, timeout: Duration) throws -> Result {
-        var client = ATTClient()
+    public static func poll(
+        _ socket: ATTSocket, address: DeviceAddress, timeout: Duration, extraCharacteristics: Set<UInt16> = []
+    ) throws -> Result {
+        var client = ATTClient(extraCharacteristics: extraCharacteristics)
         var step = client.start()
         var buffer = [UInt8](repeating: 0, count: 512)
         let milliseconds = Int32(clamping: timeout.components.seconds * 1000)

@@ -78,6 +78,8 @@ struct AgentCommand: AsyncParsableCommand {
     @Option(help: "Read Battery Level and Device Information over GATT from this device every --gatt-poll-hours: AA:BB:CC:DD:EE:FF, /random for a random address (repeatable).")
     var gattPoll: [String] = []
     @Option(help: "Hours between GATT polls (default 6).") var gattPollHours: Double?
+    @Option(help: "Also read this characteristic (16-bit UUID in hex, such as 2A6E for Temperature) in every GATT poll, from whichever service holds it; numeric ones the ingest knows become sensor readings, the others device information in hex (repeatable).")
+    var gattRead: [String] = []
     @Option(help: "Log level: trace, debug, info (default), notice, warning, error, critical.") var logLevel: String?
 
     /// The command line's settings; nil where an option was not given.
@@ -90,7 +92,8 @@ struct AgentCommand: AsyncParsableCommand {
             deny: deny.isEmpty ? nil : deny, includeUnknownDevices: includeUnknownDevices,
             pseudonymKeyFile: pseudonymKeyFile, active: active, scanIntervalMs: scanIntervalMs,
             scanWindowMs: scanWindowMs, watchdog: watchdog, record: record,
-            gattPoll: gattPoll.isEmpty ? nil : gattPoll, gattPollHours: gattPollHours, logLevel: logLevel)
+            gattPoll: gattPoll.isEmpty ? nil : gattPoll, gattPollHours: gattPollHours,
+            gattRead: gattRead.isEmpty ? nil : gattRead, logLevel: logLevel)
     }
 
     func run() async throws {

@@ -37,6 +37,7 @@ struct AgentSettings: Codable, Equatable {
     var record: String?
     var gattPoll: [String]?
     var gattPollHours: Double?
+    var gattRead: [String]?
     var logLevel: String?
 
     enum CodingKeys: String, CodingKey, CaseIterable {
@@ -63,6 +64,7 @@ struct AgentSettings: Codable, Equatable {
         case watchdog, record
         case gattPoll = "gatt_poll"
         case gattPollHours = "gatt_poll_hours"
+        case gattRead = "gatt_read"
         case logLevel = "log_level"
     }
 
@@ -105,7 +107,7 @@ struct AgentSettings: Codable, Equatable {
         take(\.batchMaxSightings); take(\.batchMaxAgeMs); take(\.maxInFlight); take(\.ackTimeout)
         take(\.drainTimeout); take(\.replayFromStart); take(\.allow); take(\.deny); take(\.includeUnknownDevices); take(\.pseudonymKeyFile)
         take(\.active); take(\.scanIntervalMs); take(\.scanWindowMs); take(\.watchdog); take(\.record)
-        take(\.gattPoll); take(\.gattPollHours); take(\.logLevel)
+        take(\.gattPoll); take(\.gattPollHours); take(\.gattRead); take(\.logLevel)
         return result
     }
 
@@ -178,7 +180,15 @@ struct AgentSettings: Codable, Equatable {
             }
             targets.append(address)
         }
-        return GATTPoller(targets: targets, interval: .seconds(hours * 3600), logger: logger)
+        var poller = GATTPoller(targets: targets, interval: .seconds(hours * 3600), logger: logger)
+        for text in gattRead ?? [] {
+            let digits = text.lowercased().hasPrefix("0x") ? String(text.dropFirst(2)) : text
+            guard digits.count == 4, let uuid = UInt16(digits, radix: 16) else {
+                throw ConfigurationError("gatt_read '\(text)' is not a 16-bit characteristic UUID such as 2A6E")
+            }
+            poller.extraCharacteristics.insert(uuid)
+        }
+        return poller
     }
 
     func source(logger: Logger) throws(ConfigurationError) -> any AdvertSource {

@@ -108,6 +108,24 @@ func poll(_ server: FakeGATTServer, limit: Int = 100) -> (ATTClient.Step, Int) {
         #expect(requests == 2 + 2 + 4 + 8)
     }
 
+    /// A listed characteristic is found in whichever service holds it (here the date time 0x2A50 of the Device
+    /// Information service and the vendor service's 0xFF01), and read beside the usual ones.
+    @Test func listedCharacteristicsAreReadToo() {
+        var client = ATTClient(extraCharacteristics: [0x2A50, 0xFF01, 0x2A6E])
+        var step = client.start()
+        var requests = 0
+        while case .send(let request) = step, requests < 100 {
+            requests += 1
+            step = client.receive(FakeGATTServer.beacon.answer(request))
+        }
+        guard case .finished(let readings, _) = step else {
+            Issue.record("poll did not finish: \(step)")
+            return
+        }
+        #expect(readings.map(\.characteristic) == [0x2A19, 0x2A29, 0x2A24, 0x2A26, 0x2A27, 0x2A28, 0x2A23, 0x2A50, 0xFF01])
+        #expect(readings.last?.value == [0])
+    }
+
     @Test func aDeviceWithoutTheServicesGivesNothing() {
         let server = FakeGATTServer(services: [(0x1800, 1, 0xFFFF)], characteristics: [])
         let (step, requests) = poll(server)
