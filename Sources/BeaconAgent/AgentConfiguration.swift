@@ -54,8 +54,15 @@ public struct BrokerAddress: Sendable, Hashable {
 
     /// Takes the password from the first line of a file (which keeps it out of the process list).
     public mutating func readPassword(file path: String) throws(ConfigurationError) {
+        let descriptor = open(path, O_RDONLY)
+        guard descriptor >= 0 else {
+            let code = errno
+            throw ConfigurationError(
+                "cannot read the password file \(path): \(String(cString: strerror(code))) (errno \(code))")
+        }
+        close(descriptor)
         guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
-            throw ConfigurationError("cannot read the password file \(path)")
+            throw ConfigurationError("the password file \(path) is not UTF-8 text")
         }
         password = String(text.split(separator: "\n", omittingEmptySubsequences: false).first ?? "")
     }

@@ -23,6 +23,20 @@ public struct MQTTError: Error, Hashable, Sendable, CustomStringConvertible {
     }
 
     public var description: String { "MQTT \(operation) failed: \(message) (\(code))" }
+
+    /// A CONNACK refusal by name, with what usually causes it.
+    static func refusal(reasonCode: Int32) -> String {
+        let name = String(cString: mosquitto_reason_string(reasonCode))
+        let hint: String
+        switch reasonCode {
+        case 134: hint = ": the broker does not know this user name and password (check the URL's user and the password file)"
+        case 135: hint = ": this user may not connect, or not with this client id (the broker's password file and ACL)"
+        case 133: hint = ": the broker refused the client id"
+        case 136, 137: hint = ": the broker cannot take connections now; retrying"
+        default: hint = ""
+        }
+        return "\(name) (reason \(reasonCode))\(hint)"
+    }
 }
 
 /// What the client reports, in order, on `MQTTClient.events`.
@@ -140,6 +154,10 @@ public final class MQTTClient: Sendable {
                 try check("credentials", mosquitto_username_pw_set(pointer, configuration.username, configuration.password))
             }
             if let tls = configuration.tls {
+                // libmosquitto says only "invalid function arguments" for a file it cannot read.
+                for (file, what) in [(tls.caFile, "CA file"), (tls.certificateFile, "certificate file"), (tls.keyFile, "key file")] {
+                    if let file { try Self.requireReadable(file, what) }
+                }
                 try check(
                     "tls",
                     mosquitto_tls_set(
@@ -159,6 +177,17 @@ public final class MQTTClient: Sendable {
             throw error
         }
         installCallbacks(pointer)
+    }
+
+    /// Throws an error naming the file, what it is for, and why it cannot be read (the errno).
+    static func requireReadable(_ path: String, _ what: String) throws(MQTTError) {
+        let descriptor = open(path, O_RDONLY)
+        guard descriptor >= 0 else {
+            let code = errno
+            throw MQTTError(
+                "tls", message: "the \(what) \(path) cannot be read: \(String(cString: strerror(code))) (errno \(code))")
+        }
+        close(descriptor)
     }
 
     deinit {
@@ -239,11 +268,12 @@ public final class MQTTClient: Sendable {
                 }
                 context.state.withLock { $0.connected = false }
                 if !context.state.withLock({ $0.running }) { break }
-                context.continuation.yield(.disconnected(reason: MQTTError("loop", code: loopRC).message))
+                context.continuation.yield(.disconnected(reason: MQTTError("loop", code: loopRC).message + tlsHint(loopRC)))
             } else {
-                let error = rc == MOSQ_ERR_ERRNO.rawValue
+                var error = rc == MOSQ_ERR_ERRNO.rawValue
                     ? MQTTError("connect", message: String(cString: strerror(errno)))
                     : MQTTError("connect", code: rc)
+                error.message += tlsHint(rc)
                 context.logger.warning(
                     "MQTT connect failed; retrying",
                     metadata: [
@@ -255,6 +285,14 @@ public final class MQTTClient: Sendable {
             sleep(delay)
             delay = min(delay * 2, configuration.reconnectDelayMaximum)
         }
+    }
+
+    /// What a TLS failure usually means, for a `MOSQ_ERR_TLS`; empty for any other result.
+    private func tlsHint(_ rc: Int32) -> String {
+        guard rc == MOSQ_ERR_TLS.rawValue else { return "" }
+        return configuration.tls?.caFile == nil
+            ? " (the broker's certificate is not trusted by the system's CAs: give its CA with --ca-file; or its name does not match the host \(configuration.host))"
+            : " (the broker's certificate is not signed by the CA of --ca-file, or its name does not match the host \(configuration.host))"
     }
 
     /// Sleeps in short steps so that `stop()` is not held up by a long backoff.
@@ -269,10 +307,10 @@ public final class MQTTClient: Sendable {
         mosquitto_connect_v5_callback_set(pointer) { mosq, userdata, rc, flags, _ in
             let context = Unmanaged<Context>.fromOpaque(userdata!).takeUnretainedValue()
             guard rc == 0 else {
+                let reason = MQTTError.refusal(reasonCode: rc)
                 context.logger.error(
-                    "MQTT broker refused the connection",
-                    metadata: ["reason": "\(String(cString: mosquitto_reason_string(rc)))", "reason_code": "\(rc)"])
-                context.continuation.yield(.disconnected(reason: String(cString: mosquitto_reason_string(rc))))
+                    "MQTT broker refused the connection", metadata: ["reason": "\(reason)", "reason_code": "\(rc)"])
+                context.continuation.yield(.disconnected(reason: reason))
                 return
             }
             let subscriptions = context.state.withLock { state in

@@ -88,8 +88,26 @@ public struct Report: Sendable, Equatable, Codable {
         case occupancy, longestDwells = "longest_dwells", beacons, agents
     }
 
-    /// Reads the report; `site` limits it to one site, `limit` bounds the dwell and beacon lists.
-    public static func load(_ connection: PostgresConnection, site: String? = nil, limit: Int = 10) throws(PostgresError) -> Report {
+    /// Reads the report; `site` limits it to one site, `limit` bounds the dwell, beacon and agent lists. Throws a
+    /// `ReportError` when the schema is missing or the site unknown, a `PostgresError` when a query fails.
+    public static func load(_ connection: PostgresConnection, site: String? = nil, limit: Int = 10) throws -> Report {
+        guard try connection.query("SELECT to_regclass('beaconflow.zone_occupancy') IS NOT NULL") == [["t"]] else {
+            throw ReportError(
+                "the database has no beaconflow schema this login can read: run `beaconflow migrate` (as the schema's owner) first, or check --database")
+        }
+        if let site {
+            let known = try connection.query(
+                """
+                SELECT site_id FROM beaconflow.agent_health UNION SELECT site_id FROM beaconflow.zone_occupancy
+                UNION SELECT site_id FROM beaconflow.beacons WHERE site_id IS NOT NULL ORDER BY 1
+                """
+            ).compactMap { $0[0] }
+            guard known.contains(site) else {
+                throw ReportError(
+                    "site '\(site)' has no data in the database; "
+                        + (known.isEmpty ? "no site has any yet" : "sites with data: \(known.joined(separator: ", "))"))
+            }
+        }
         var report = Report()
         let siteFilter: [String?] = [site]
         report.occupancy = try connection.query(
@@ -159,7 +177,7 @@ public struct Report: Sendable, Equatable, Codable {
                    \(timestamp("last_batch_at")), last_error
             FROM beaconflow.agent_health
             WHERE (NOT online OR last_error LIKE 'silent:%') AND ($1::text IS NULL OR site_id = $1)
-            ORDER BY 1, 2
+            ORDER BY 1, 2 LIMIT \(limit)
             """, siteFilter
         ).map { row in
             AgentAttention(siteID: row[0] ?? "", agentID: row[1] ?? "", state: row[2] ?? "", lastBatchAt: row[3], lastError: row[4])
@@ -189,10 +207,7 @@ extension Report {
     /// The report as terminal tables.
     public var text: String {
         func number(_ value: Double?, _ digits: Int = 0) -> String { value.map { String(format: "%.\(digits)f", $0) } ?? "-" }
-        func duration(_ seconds: Double) -> String {
-            let minutes = Int(seconds / 60)
-            return minutes >= 60 ? "\(minutes / 60) h \(minutes % 60) min" : "\(minutes) min \(Int(seconds) % 60) s"
-        }
+        func duration(_ seconds: Double) -> String { Self.duration(seconds) }
         var sections: [String] = []
         sections.append(
             Self.table(
@@ -231,6 +246,14 @@ extension Report {
         return sections.joined(separator: "\n")
     }
 
+    /// A dwell as people read it: `4 min 10 s`, `2 h 5 min`, `3 d 4 h`.
+    public static func duration(_ seconds: Double) -> String {
+        let minutes = Int(seconds / 60)
+        let hours = minutes / 60
+        if hours >= 48 { return "\(hours / 24) d \(hours % 24) h" }
+        return minutes >= 60 ? "\(hours) h \(minutes % 60) min" : "\(minutes) min \(Int(seconds) % 60) s"
+    }
+
     static func table(_ title: String, _ header: [String], _ rows: [[String]], rightAligned: Set<Int> = []) -> String {
         guard !rows.isEmpty else { return "\(title): none\n" }
         let widths = header.indices.map { column in ([header] + rows).map { $0[column].count }.max() ?? 0 }
@@ -244,4 +267,11 @@ extension Report {
         let rule = widths.map { String(repeating: "-", count: $0) }.joined(separator: "  ")
         return ([title, line(header), rule] + rows.map(line)).joined(separator: "\n") + "\n"
     }
+}
+
+/// Why a report cannot be made, said so that the user can act on it.
+public struct ReportError: Error, CustomStringConvertible, Sendable {
+    public var message: String
+    public init(_ message: String) { self.message = message }
+    public var description: String { message }
 }

@@ -36,7 +36,7 @@ struct AccuracyCommand: AsyncParsableCommand {
     @Option(name: .customLong("set"), help: "A sites-file key for every site, as key=value, applied to the chosen method (repeatable): for trying settings, e.g. --set zone_switch_evidence_db_s=20.")
     var siteKeys: [String] = []
     @Flag(help: "One JSON object per method and site instead of the table.") var json = false
-    @Option(help: "Log level of the pipeline's own logs: trace, debug, info, notice, warning, error (default), critical.")
+    @Option(help: "Log level of the pipeline's own logs: trace, debug, info, notice, warning, error, critical.")
     var logLevel = "error"
 
     func run() async throws {

@@ -11,9 +11,9 @@ struct AgentCommand: AsyncParsableCommand {
         commandName: "agent",
         abstract: "Run an edge agent: read adverts, batch them, spool them to disk, publish them over MQTT.",
         discussion: """
-            Every batch is written to the spool before it is published and removed only when the ingest's
-            retained acknowledgement (beaconflow/v1/<site>/<agent>/ack) covers it, so nothing is lost while the
-            broker or the ingest is away. SIGTERM or Ctrl-C stops intake, seals the open batch and flushes the
+            Every batch is written to the spool before it is published and removed only when the ingest's \
+            retained acknowledgement (beaconflow/v1/<site>/<agent>/ack) covers it, so nothing is lost while the \
+            broker or the ingest is away. SIGTERM or Ctrl-C stops intake, seals the open batch and flushes the \
             spool; what is not acknowledged goes out on the next start.
 
             Sources:
@@ -23,9 +23,9 @@ struct AgentCommand: AsyncParsableCommand {
               sim:SCENARIO   play this agent's part of a simulated site (see `beaconflow simulate --help`)
               pcap:PATH      replay a pcap/pcapng capture (link type 201 or 187)
 
-            Exit status: 0 done (a replay fully acknowledged, or stopped by a signal); 64 bad arguments;
-            66 the source failed (e.g. no such capture); 69 MQTT client setup failed; 73 the spool cannot be
-            opened or written; 75 a replay ended with batches still unacknowledged after --drain-timeout
+            Exit status: 0 done (a replay fully acknowledged, or stopped by a signal); 64 bad arguments; \
+            66 the source failed (e.g. no such capture); 69 MQTT client setup failed; 73 the spool cannot be \
+            opened or written; 75 a replay ended with batches still unacknowledged after --drain-timeout \
             (they stay in the spool).
 
             Examples:

@@ -7,7 +7,7 @@ struct DecodeCommand: ParsableCommand {
         commandName: "decode",
         abstract: "Decode advertising data, HCI events, beacon frames or capture files to JSON lines.",
         discussion: """
-            Prints one JSON object per advertisement (or per value). Malformed input prints
+            Prints one JSON object per advertisement (or per value). Malformed input prints \
             {"error": {"code": ..., "offset": ..., "message": ...}} and exits with status 1.
 
             Examples:

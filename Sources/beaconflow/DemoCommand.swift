@@ -17,14 +17,14 @@ struct DemoCommand: AsyncParsableCommand {
         commandName: "demo",
         abstract: "Run the whole pipeline on this machine: simulated agents, mosquitto, the ingest, PostgreSQL.",
         discussion: """
-            Starts mosquitto and a throwaway PostgreSQL cluster on free loopback ports under --directory
-            (./.beaconflow), or uses --broker and --database when given, then 36 simulated agents (3 sites × 4 zones × 3 agents) hearing about 200 beacons of
-            every type in real time, and the ingest between them. Shows progress every 2 s (adverts/s heard by the
-            agents, batches and rows committed, the ingest's lag), then stops the agents, lets the ingest commit
+            Starts mosquitto and a throwaway PostgreSQL cluster on free loopback ports under --directory \
+            (./.beaconflow), or uses --broker and --database when given, then 36 simulated agents (3 sites × 4 zones × 3 agents) hearing about 200 beacons of \
+            every type in real time, and the ingest between them. Shows progress every 2 s (adverts/s heard by the \
+            agents, batches and rows committed, the ingest's lag), then stops the agents, lets the ingest commit \
             everything, prints the report (as `beaconflow report` does) and the psql command to explore the views.
 
-            Ctrl-C stops everything at any point and leaves no process behind. --keep leaves mosquitto and
-            PostgreSQL running afterwards (for psql and Grafana); the next `beaconflow demo` stops them and starts
+            Ctrl-C stops everything at any point and leaves no process behind. --keep leaves mosquitto and \
+            PostgreSQL running afterwards (for psql and Grafana); the next `beaconflow demo` stops them and starts \
             afresh. Needs mosquitto and PostgreSQL installed (scripts/install-deps).
 
             Examples:
@@ -41,7 +41,7 @@ struct DemoCommand: AsyncParsableCommand {
     var broker: String?
     @Option(help: "Use this database (libpq URI or conninfo) instead of starting one; its beaconflow schema is migrated.")
     var database: String?
-    @Option(help: "Log level of the pipeline's own logs: trace, debug, info, notice, warning, error (default), critical.")
+    @Option(help: "Log level of the pipeline's own logs: trace, debug, info, notice, warning, error, critical.")
     var logLevel = "error"
 
     func run() async throws {
@@ -151,10 +151,14 @@ struct DemoCommand: AsyncParsableCommand {
         if interrupted.isSet { return }
 
         var report = try await onThread { try Report.load(PostgresConnection(conninfo), limit: 5) }
-        // The agents just said goodbye because the demo stopped them: not news.
+        // The agents just said goodbye because the demo stopped them: not news, but said.
+        let stopped = report.agents.filter { $0.state == "offline" }.count
         report.agents.removeAll { $0.state == "offline" }
         say("")
         say(report.text)
+        if stopped > 0 {
+            say("(The agents the demo just stopped are offline now and left out above; `beaconflow report` lists them.)")
+        }
         let startedDatabasePort = servers.database?.port
         if keep, servers.broker != nil || servers.database != nil {
             servers.keep(in: home)

@@ -16,15 +16,15 @@ struct IngestCommand: AsyncParsableCommand {
         commandName: "ingest",
         abstract: "Run the ingest: take batches from MQTT, validate them, and commit them to PostgreSQL exactly once.",
         discussion: """
-            Subscribes to beaconflow/v1/+/+/batch (QoS 1, a persistent session) and the agents' status topics,
-            checks every batch against its topic and the sites file, commits each batch with its (agent, sequence)
-            in one transaction (a redelivered batch adds nothing), then publishes the agent's retained
-            acknowledgement. Refused batches are kept whole in beaconflow.rejected_batches with the reason. The
-            schema is migrated at start. While PostgreSQL is away the ingest reconnects with backoff and stops
-            acknowledging; the agents keep their batches until it is back. SIGTERM or Ctrl-C stops intake,
+            Subscribes to beaconflow/v1/+/+/batch (QoS 1, a persistent session) and the agents' status topics, \
+            checks every batch against its topic and the sites file, commits each batch with its (agent, sequence) \
+            in one transaction (a redelivered batch adds nothing), then publishes the agent's retained \
+            acknowledgement. Refused batches are kept (their first 64 KiB) in beaconflow.rejected_batches with the reason. The \
+            schema is migrated at start. While PostgreSQL is away the ingest reconnects with backoff and stops \
+            acknowledging; the agents keep their batches until it is back. SIGTERM or Ctrl-C stops intake, \
             commits and acknowledges what is queued, then exits.
 
-            Several instances may share one broker and one database; with --shared-group they split the batches
+            Several instances may share one broker and one database; with --shared-group they split the batches \
             between them (an MQTT v5 shared subscription), each with its own --client-id.
 
             Exit status: 0 stopped by a signal; 64 bad arguments or sites file; 69 MQTT client setup failed.
@@ -51,20 +51,20 @@ struct IngestCommand: AsyncParsableCommand {
     var sharedGroup: String?
     @Option(help: "libpq connection URI or conninfo (default: from the PG* environment variables).")
     var database = ""
-    @Option(help: "Messages queued for the writer at most (default 512); beyond it batches are deferred to the agents' resends.")
+    @Option(help: "Messages queued for the writer at most; beyond it batches are deferred to the agents' resends.")
     var queueCapacity = 512
-    @Option(help: "Batches committed in one transaction at most when the queue is deep (default 64).")
+    @Option(help: "Batches committed in one transaction at most when the queue is deep.")
     var maxGroup = 64
-    @Option(help: "Battery level (mV) at which a beacon stops working, for the days-left forecast (default 2000).")
+    @Option(help: "Battery level (mV) at which a beacon stops working, for the days-left forecast.")
     var batteryCutoffMv = 2000.0
-    @Option(help: "low_battery at or below this level in mV (default 2400), or with fewer than --low-battery-days left.")
+    @Option(help: "low_battery at or below this level in mV, or with fewer than --low-battery-days left.")
     var lowBatteryMv = 2400.0
-    @Option(help: "low_battery when the forecast leaves fewer days than this (default 30).") var lowBatteryDays = 30.0
-    @Option(help: "Beacons the ingest keeps state for at most (default 200000); past it those not seen the longest are forgotten and counted, whatever ids arrive.")
+    @Option(help: "low_battery when the forecast leaves fewer days than this.") var lowBatteryDays = 30.0
+    @Option(help: "Beacons the ingest keeps state for at most; past it those not seen the longest are forgotten and counted, whatever ids arrive.")
     var maxBeacons = 200_000
-    @Option(help: "Where /metrics (Prometheus) and /healthz listen: HOST:PORT, [IPv6]:PORT, or 'none' (default 127.0.0.1:9464).")
+    @Option(help: "Where /metrics (Prometheus) and /healthz listen: HOST:PORT, [IPv6]:PORT, or 'none'.")
     var metricsListen = "127.0.0.1:9464"
-    @Option(help: "Log level: trace, debug, info (default), notice, warning, error, critical.") var logLevel = "info"
+    @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.") var logLevel = "info"
 
     /// The metrics listener's host and port, or nil for none.
     func metricsAddress() throws(ConfigurationError) -> (host: String, port: Int)? {

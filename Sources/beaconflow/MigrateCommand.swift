@@ -8,8 +8,8 @@ struct MigrateCommand: ParsableCommand {
         commandName: "migrate",
         abstract: "Create or update the beaconflow schema, its roles and its public views.",
         discussion: """
-            Applies the schema migrations this version knows and has not applied yet, each in its own
-            transaction, under an advisory lock (several ingest instances starting at once are safe). The ingest
+            Applies the schema migrations this version knows and has not applied yet, each in its own \
+            transaction, under an advisory lock (several ingest instances starting at once are safe). The ingest \
             also runs it at start. PG* environment variables work as in psql.
 
             Examples:

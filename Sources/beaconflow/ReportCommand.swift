@@ -8,9 +8,9 @@ struct ReportCommand: ParsableCommand {
         commandName: "report",
         abstract: "Print occupancy, the longest dwells, and the beacons and agents that need attention.",
         discussion: """
-            Reads the public views only (a role granted beaconflow_reader is enough). Occupancy per zone is the
-            newest counted minute of each site ("now"), the average and the peak over the 24 hours before it, so a replay of old
-            captures reports its own day. Beacons needing attention are low_battery, rebooting or stale, with the
+            Reads the public views only (a role granted beaconflow_reader is enough). Occupancy per zone is the \
+            newest counted minute of each site ("now"), the average and the peak over the 24 hours before it, so a replay of old \
+            captures reports its own day. Beacons needing attention are low_battery, rebooting or stale, with the \
             forecast days left; agents needing attention are offline, or online but silent.
 
             Examples:
@@ -35,7 +35,7 @@ struct ReportCommand: ParsableCommand {
             print(json ? report.json : report.text, terminator: json ? "\n" : "")
         } catch {
             FileHandle.standardError.write(Data("beaconflow report: \(error)\n".utf8))
-            throw ExitCode(error.isConnectionFailure ? 69 : 1)
+            throw ExitCode((error as? PostgresError)?.isConnectionFailure == true ? 69 : 1)
         }
     }
 }

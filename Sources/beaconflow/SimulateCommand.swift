@@ -8,9 +8,9 @@ struct SimulateCommand: ParsableCommand {
         commandName: "simulate",
         abstract: "Play a simulated deployment into capture files: one btsnoop per agent, and the ground truth.",
         discussion: """
-            Writes <out>/<site>-<agent>.btsnoop (datalink 1002, the HCI events each agent would have received)
-            and <out>/truth.csv (beacon_id,site_id,zone_id,enter_ts,exit_ts). The same scenario and seed always give
-            the same files. Replay them with `beaconflow agent --source btsnoop:...`, or play a scenario live with
+            Writes <out>/<site>-<agent>.btsnoop (datalink 1002, the HCI events each agent would have received) \
+            and <out>/truth.csv (beacon_id,site_id,zone_id,enter_ts,exit_ts). The same scenario and seed always give \
+            the same files. Replay them with `beaconflow agent --source btsnoop:...`, or play a scenario live with \
             `beaconflow agent --source sim:SCENARIO`.
 
             The scenario format is documented in Sources/BeaconAgent/Scenario.swift and README.md.

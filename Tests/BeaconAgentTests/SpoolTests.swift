@@ -1,6 +1,7 @@
 import BeaconWire
 import Foundation
 import Logging
+import LocalServers
 import Testing
 @testable import BeaconAgent
 
@@ -240,5 +241,26 @@ func payload(_ sequence: UInt64, size: Int = 100) -> [UInt8] {
         for second in 0..<40 { _ = admit(&hold, sighting("mac:C0:00:00:00:00:A1", at: 20, tlm: true), address: address, ordinal: Int64(second)) }
         #expect(hold.count == hold.maximumPerAddress)
         #expect(hold.releaseAll().count == hold.maximumPerAddress)
+    }
+}
+
+@Suite struct BrokerAddressTests {
+    /// An unreadable password file is named with the reason the system gives.
+    @Test func anUnreadablePasswordFileNamesTheErrno() throws {
+        var address = BrokerAddress(host: "127.0.0.1", port: 1883)
+        do {
+            try address.readPassword(file: "/nonexistent/agent.pw")
+            Issue.record("a missing password file was read")
+        } catch {
+            #expect("\(error)" == "cannot read the password file /nonexistent/agent.pw: No such file or directory (errno 2)")
+        }
+        let directory = try makeTemporaryDirectory(prefix: "pw")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        do {
+            try address.readPassword(file: directory)
+            Issue.record("a directory was read as a password file")
+        } catch {
+            #expect("\(error)".contains("is not UTF-8 text") || "\(error)".contains("Is a directory"), "\(error)")
+        }
     }
 }

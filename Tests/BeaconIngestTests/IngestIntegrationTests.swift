@@ -681,7 +681,21 @@ struct SimulatedSiteTests {
         #expect(report.agents.map(\.agentID) == ["hq-a1", "hq-a2", "hq-a3"] && report.agents.allSatisfy { $0.state == "offline" })
         #expect(report.text.contains("Occupancy per zone") && report.text.contains("corridor"))
         #expect(report.json.contains("\"occupants_now\"") && report.json.contains("\"longest_dwells\""))
-        #expect(try Report.load(harness.connection, site: "elsewhere").occupancy.isEmpty)
+        #expect(Report.duration(280_000) == "3 d 5 h" && Report.duration(7_500) == "2 h 5 min" && Report.duration(250) == "4 min 10 s")
+        #expect(try Report.load(harness.connection, site: "hq", limit: 1).agents.count == 1)
+        do {
+            _ = try Report.load(harness.connection, site: "elsewhere")
+            Issue.record("an unknown site gave a report")
+        } catch {
+            #expect("\(error)" == "site 'elsewhere' has no data in the database; sites with data: hq")
+        }
+        let empty = try await PostgresServer.start()
+        do {
+            _ = try Report.load(try PostgresConnection(empty.conninfo))
+            Issue.record("a database without the schema gave a report")
+        } catch {
+            #expect("\(error)".contains("run `beaconflow migrate`"))
+        }
     }
 }
 

@@ -1,7 +1,7 @@
 import Foundation
 import LocalServers
 import Logging
-import Mosquitto
+@testable import Mosquitto
 import TestServers
 import Testing
 
@@ -113,8 +113,24 @@ struct MQTTClientTests {
         let (untrusted, untrustedEvents) = try client(broker, id: "tls-bad") { $0.tls = MQTTClient.TLS() }
         untrusted.start()
         defer { untrusted.stop() }
-        try await untrustedEvents.first { if case .disconnected = $0 { true } else { false } }
+        let refusal = try await untrustedEvents.first { if case .disconnected = $0 { true } else { false } }
         #expect(!untrustedEvents.all.contains { if case .connected = $0 { true } else { false } })
+        // The reason says what to do about it.
+        guard case .disconnected(let reason) = refusal else { return }
+        #expect(reason.contains("not trusted by the system's CAs: give its CA with --ca-file"), "\(reason)")
+
+        // A CA file that is not there is named, with the errno, before any connection is tried.
+        do {
+            _ = try client(broker, id: "tls-missing") { $0.tls = MQTTClient.TLS(caFile: pki + "/nosuch.pem") }
+            Issue.record("a missing CA file was accepted")
+        } catch {
+            #expect("\(error)" == "MQTT tls failed: the CA file \(pki)/nosuch.pem cannot be read: No such file or directory (errno 2) (-1)")
+        }
+    }
+
+    @Test func refusalsAreNamedWithTheirUsualCause() {
+        #expect(MQTTError.refusal(reasonCode: 135).hasPrefix("Not authorized (reason 135): this user may not connect"))
+        #expect(MQTTError.refusal(reasonCode: 134).contains("password file"))
     }
 }
 
