@@ -173,7 +173,8 @@ public final class MQTTClient: Sendable {
                     })
             }
         } catch {
-            mosquitto_destroy(pointer)
+            // Every stored property is set, so `deinit` runs and destroys the handle (destroying it here too freed
+            // it twice).
             throw error
         }
         installCallbacks(pointer)
