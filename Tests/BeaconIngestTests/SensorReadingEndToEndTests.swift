@@ -85,16 +85,6 @@ struct SensorReadingEndToEndTests {
         return readings
     }
 
-    func agentConfiguration(_ broker: MosquittoServer, agent: String, spool: String) throws -> AgentConfiguration {
-        var configuration = try AgentConfiguration(
-            siteID: "hq", agentID: agent, broker: BrokerAddress(host: "127.0.0.1", port: broker.port), spoolDirectory: spool)
-        configuration.batch.maximumAgeNanoseconds = 100_000_000
-        configuration.batch.maximumSightings = 200
-        configuration.acknowledgementTimeout = .seconds(2)
-        configuration.drainTimeout = .seconds(60)
-        return configuration
-    }
-
     @Test func everyDecodedReadingIsStoredOnceWithBatteriesLabelsAndDeviceInformation() async throws {
         let sites = try SitesConfiguration.parse(Self.sites)
         let harness = try await IngestHarness.start { $0.sites = sites }
@@ -107,7 +97,8 @@ struct SensorReadingEndToEndTests {
         // Two agents hear the bundled capture (every transmission twice), a third the sensors.
         var expected: [Sighting] = []
         for (agent, capture) in [("hq-a1", mixed), ("hq-a2", mixed), ("hq-a3", sensors)] {
-            let configuration = try agentConfiguration(harness.broker, agent: agent, spool: work + "/" + agent)
+            var configuration = try IngestIntegrationTests().agentConfiguration(harness.broker, spool: work + "/" + agent, agent: agent)
+            configuration.drainTimeout = .seconds(60)  // three replays while the whole suite runs
             let run = Agent(
                 configuration: configuration, source: CaptureReplaySource(path: capture, speed: .maximum),
                 logger: Logger(label: agent))
