@@ -9,6 +9,7 @@ let package = Package(
         .library(name: "BeaconWire", targets: ["BeaconWire"]),
         .library(name: "BeaconAgent", targets: ["BeaconAgent"]),
         .library(name: "BeaconIngest", targets: ["BeaconIngest"]),
+        .library(name: "BeaconMessaging", targets: ["BeaconMessaging"]),
         .library(name: "LibPQ", targets: ["LibPQ"]),
         .library(name: "LocalServers", targets: ["LocalServers"]),
         .library(name: "Mosquitto", targets: ["Mosquitto"]),
@@ -58,6 +59,9 @@ let package = Package(
             dependencies: ["CMosquitto", .product(name: "Logging", package: "swift-log")]
         ),
 
+        // The contract between agent and ingest: topics, the ack, status and rejection messages, broker addresses.
+        .target(name: "BeaconMessaging", dependencies: ["BeaconWire", "Mosquitto"]),
+
         // The one Swift wrapper of libpq.
         .target(name: "LibPQ", dependencies: ["CLibPQ"]),
 
@@ -77,6 +81,7 @@ let package = Package(
         .target(
             name: "BeaconAgent",
             dependencies: [
+                "BeaconMessaging",
                 "BeaconWire",
                 "BlueZHCI",
                 "Mosquitto",
@@ -93,7 +98,7 @@ let package = Package(
         .target(
             name: "BeaconIngest",
             dependencies: [
-                "BeaconWire", "LibPQ", "Mosquitto", "WorkQueue",
+                "BeaconMessaging", "BeaconWire", "LibPQ", "Mosquitto", "WorkQueue",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Yams", package: "Yams"),
@@ -107,7 +112,7 @@ let package = Package(
         .target(
             name: "AccuracyHarness",
             dependencies: [
-                "BeaconAgent", "BeaconIngest", "LibPQ", "LocalServers", "Mosquitto", "WorkQueue",
+                "BeaconAgent", "BeaconIngest", "BeaconMessaging", "LibPQ", "LocalServers", "Mosquitto", "WorkQueue",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -120,6 +125,7 @@ let package = Package(
                 "BeaconWire",
                 "BeaconAgent",
                 "BeaconIngest",
+                "BeaconMessaging",
                 "LibPQ",
                 "LocalServers",
                 "MetricsEndpoint",
@@ -139,13 +145,13 @@ let package = Package(
             dependencies: ["BeaconWire", "LocalServers", "TestServers"],
             resources: [.copy("Fixtures")]
         ),
-        .testTarget(name: "BeaconAgentTests", dependencies: ["BeaconAgent", "BeaconWire", "BlueZHCI", "LocalServers", "Mosquitto", "TestServers"]),
+        .testTarget(name: "BeaconAgentTests", dependencies: ["BeaconAgent", "BeaconMessaging", "BeaconWire", "BlueZHCI", "LocalServers", "Mosquitto", "TestServers"]),
         .testTarget(name: "MosquittoTests", dependencies: ["LocalServers", "Mosquitto", "TestServers"]),
         .testTarget(
             name: "BeaconIngestTests",
-            dependencies: ["AccuracyHarness", "BeaconIngest", "BeaconAgent", "BeaconWire", "LibPQ", "LocalServers", "MetricsEndpoint", "Mosquitto", "Reporting", "TestServers", "WorkQueue"]),
+            dependencies: ["AccuracyHarness", "BeaconIngest", "BeaconAgent", "BeaconMessaging", "BeaconWire", "LibPQ", "LocalServers", "MetricsEndpoint", "Mosquitto", "Reporting", "TestServers", "WorkQueue"]),
         // Starts the real servers (mosquitto, PostgreSQL) on loopback for tests.
-        .target(name: "TestServers", dependencies: ["BeaconAgent", "BeaconWire", "LocalServers"], path: "Tests/TestServers"),
+        .target(name: "TestServers", dependencies: ["BeaconAgent", "BeaconWire", "LocalServers", .product(name: "Logging", package: "swift-log")], path: "Tests/TestServers"),
     ],
     swiftLanguageModes: [.v6]
 )

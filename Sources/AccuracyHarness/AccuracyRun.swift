@@ -1,5 +1,6 @@
 import BeaconAgent
 import BeaconIngest
+import BeaconMessaging
 import Foundation
 import LibPQ
 import LocalServers
@@ -33,7 +34,8 @@ public struct AccuracyRun: Sendable {
         try await onThread { try PostgresConnection(server.conninfo).execute("CREATE DATABASE \(databaseName)") }
         let conninfo = "host=127.0.0.1 port=\(server.port) user=postgres dbname=\(databaseName) connect_timeout=5"
 
-        var mqtt = MQTTClient.Configuration(host: "127.0.0.1", port: broker.port, clientID: "accuracy-ingest")
+        let address = BrokerAddress(host: "127.0.0.1", port: broker.port)
+        var mqtt = address.clientConfiguration(clientID: "accuracy-ingest", tls: nil)
         mqtt.reconnectDelayMinimum = .milliseconds(50)
         let ingest = Ingest(
             configuration: IngestConfiguration(mqtt: mqtt, database: conninfo, sites: sites), logger: logger)
@@ -54,7 +56,7 @@ public struct AccuracyRun: Sendable {
                     spools.append(spool)
                     var configuration = try AgentConfiguration(
                         siteID: site.id, agentID: agent.id,
-                        broker: BrokerAddress(host: "127.0.0.1", port: broker.port), spoolDirectory: spool)
+                        broker: address, spoolDirectory: spool)
                     configuration.acknowledgementTimeout = .seconds(5)
                     configuration.drainTimeout = timeLimit
                     let source = SimulatorSource(simulator: simulator, site: site.id, agent: agent.id, speed: .maximum)

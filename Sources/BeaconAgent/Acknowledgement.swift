@@ -1,16 +1,9 @@
+import BeaconMessaging
 import BeaconWire
-import Foundation
 
-/// The ingest's retained acknowledgement, `{"committed_through": N}`: every batch of the agent through sequence N
-/// is in the database. The spool deletes what an acknowledgement covers, so the agent checks each one before
-/// believing it.
-public struct Acknowledgement: Decodable, Equatable, Sendable {
-    public var committedThrough: UInt64
-
-    enum CodingKeys: String, CodingKey {
-        case committedThrough = "committed_through"
-    }
-
+/// Checking the ingest's acknowledgements: the spool deletes what an acknowledgement covers, so the agent checks
+/// each one before believing it.
+extension Acknowledgement {
     /// What to do with an acknowledgement message.
     public enum Action: Equatable, Sendable {
         /// Nothing new (an acknowledgement already applied).
@@ -28,7 +21,7 @@ public struct Acknowledgement: Decodable, Equatable, Sendable {
     /// and no acknowledgement may delete past it; only a retained one (what the broker kept from an earlier life)
     /// may lie beyond, and never past the largest sequence the wire allows.
     public static func action(payload: [UInt8], retained: Bool, acknowledged: UInt64, nextSequence: UInt64) -> Action {
-        guard payload.count <= 256, let ack = try? JSONDecoder().decode(Acknowledgement.self, from: Data(payload)) else {
+        guard let ack = Acknowledgement(payload: payload) else {
             return .refuse("the payload is not {\"committed_through\": N}")
         }
         let sequence = ack.committedThrough

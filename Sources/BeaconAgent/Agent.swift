@@ -1,3 +1,4 @@
+import BeaconMessaging
 import BeaconWire
 import Dispatch
 import Foundation
@@ -48,22 +49,16 @@ public final class Agent: Sendable {
         let spool = try Spool(configuration.spool, logger: logger)
         let bootID = UInt64.random(in: 1...UInt64.max)
         let topics = configuration.topics
-        var mqtt = MQTTClient.Configuration(
-            host: configuration.broker.host, port: configuration.broker.port,
-            clientID: "beaconflow-agent-\(configuration.siteID)-\(configuration.agentID)")
-        mqtt.username = configuration.broker.username
-        mqtt.password = configuration.broker.password
-        mqtt.tls = configuration.tls
+        var mqtt = configuration.broker.clientConfiguration(
+            clientID: "beaconflow-agent-\(configuration.siteID)-\(configuration.agentID)", tls: configuration.tls)
         mqtt.sessionExpirySeconds = configuration.sessionExpirySeconds
         // The broker publishes this, retained, if the agent vanishes without a clean disconnect.
-        let will = JSONValue.object([
-            JSONField("online", .bool(false)),
-            JSONField("site_id", .string(configuration.siteID)),
-            JSONField("agent_id", .string(configuration.agentID)),
-            JSONField("boot_id", .string(hexString(bootID, digits: 16))),
-            JSONField("last_error", .string("connection lost")),
-        ])
-        mqtt.will = MQTTClient.Will(topic: topics.status, payload: Array(will.text.utf8), retain: true)
+        var will = AgentStatus(online: false)
+        will.siteID = configuration.siteID
+        will.agentID = configuration.agentID
+        will.bootID = hexString(bootID, digits: 16)
+        will.lastError = "connection lost"
+        mqtt.will = MQTTClient.Will(topic: topics.status, payload: will.payload, retain: true)
         let client = try MQTTClient(mqtt, logger: logger)
         let engine = AgentEngine(
             configuration: configuration, spool: spool, client: client, bootID: bootID, logger: logger)
@@ -87,6 +82,7 @@ public final class Agent: Sendable {
         let topics = configuration.topics
         let queue = BlockingQueue<AgentEngine.Input>(capacity: 64)
         try client.subscribe(topic: topics.ack, qos: 1)
+        try client.subscribe(topic: topics.rejection, qos: 1)
         let forwarder = Task {
             for await event in client.events { queue.pushUrgent(.mqtt(event)) }
         }

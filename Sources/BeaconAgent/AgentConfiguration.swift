@@ -1,85 +1,7 @@
+import BeaconMessaging
 import BeaconWire
 import Foundation
 import Mosquitto
-
-/// The MQTT topics of one agent (a contract: docs/wire-format.md).
-public struct AgentTopics: Sendable, Hashable {
-    public var batch: String
-    public var status: String
-    public var ack: String
-
-    public init(site: String, agent: String) {
-        let base = "beaconflow/v1/\(site)/\(agent)/"
-        batch = base + "batch"
-        status = base + "status"
-        ack = base + "ack"
-    }
-}
-
-/// A broker address from `mqtt://[user[:password]@]host[:port]` or `mqtts://...` (TLS, port 8883 by default).
-public struct BrokerAddress: Sendable, Hashable {
-    public var host: String
-    public var port: Int
-    public var useTLS: Bool
-    public var username: String?
-    public var password: String?
-
-    public init(host: String, port: Int, useTLS: Bool = false, username: String? = nil, password: String? = nil) {
-        self.host = host
-        self.port = port
-        self.useTLS = useTLS
-        self.username = username
-        self.password = password
-    }
-
-    /// Parses a broker URL; the error names what is wrong without repeating a password.
-    public init(url text: String) throws(ConfigurationError) {
-        guard let components = URLComponents(string: text), let scheme = components.scheme else {
-            throw ConfigurationError("broker URL is not a URL; expected mqtt://host:port or mqtts://host:port")
-        }
-        switch scheme {
-        case "mqtt": useTLS = false
-        case "mqtts": useTLS = true
-        default: throw ConfigurationError("broker URL scheme '\(scheme)' is not mqtt or mqtts")
-        }
-        guard let host = components.host, !host.isEmpty else {
-            throw ConfigurationError("broker URL has no host")
-        }
-        self.host = host.hasPrefix("[") ? String(host.dropFirst().dropLast()) : host
-        port = components.port ?? (useTLS ? 8883 : 1883)
-        guard (1...65535).contains(port) else { throw ConfigurationError("broker port \(port) is out of range") }
-        username = components.user?.removingPercentEncoding
-        password = components.password?.removingPercentEncoding
-    }
-
-    /// Takes the password from the first line of a file (which keeps it out of the process list).
-    public mutating func readPassword(file path: String) throws(ConfigurationError) {
-        let descriptor = open(path, O_RDONLY)
-        guard descriptor >= 0 else {
-            let code = errno
-            throw ConfigurationError(
-                "cannot read the password file \(path): \(String(cString: strerror(code))) (errno \(code))")
-        }
-        close(descriptor)
-        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
-            throw ConfigurationError("the password file \(path) is not UTF-8 text")
-        }
-        password = String(text.split(separator: "\n", omittingEmptySubsequences: false).first ?? "")
-    }
-
-    /// The URL without the password, for logs and messages.
-    public var redacted: String {
-        let user = username.map { "\($0)@" } ?? ""
-        return "\(useTLS ? "mqtts" : "mqtt")://\(user)\(host):\(port)"
-    }
-}
-
-/// A configuration mistake, said so that the user can fix it.
-public struct ConfigurationError: Error, CustomStringConvertible, Sendable {
-    public var message: String
-    public init(_ message: String) { self.message = message }
-    public var description: String { message }
-}
 
 /// Everything `beaconflow agent` runs with.
 public struct AgentConfiguration: Sendable {
@@ -108,7 +30,7 @@ public struct AgentConfiguration: Sendable {
         self.agentID = agentID
         self.broker = broker
         self.spool = Spool.Configuration(directory: spoolDirectory)
-        if broker.useTLS { tls = MQTTClient.TLS() }
+        tls = try broker.tls(caFile: nil, certificateFile: nil, keyFile: nil)
     }
 
     public var topics: AgentTopics { AgentTopics(site: siteID, agent: agentID) }

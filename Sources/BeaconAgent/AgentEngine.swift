@@ -1,3 +1,4 @@
+import BeaconMessaging
 import BeaconWire
 import Foundation
 import Logging
@@ -47,6 +48,12 @@ final class AgentEngine: @unchecked Sendable {
     private let droppedCounter = Counter(label: "beaconflow_agent_spool_dropped_batches_total")
     /// Acknowledgements not believed (beyond the newest batch sealed, or not an acknowledgement at all).
     private let refusedAcknowledgementsCounter = Counter(label: "beaconflow_agent_acknowledgements_refused_total")
+    /// Batches the ingest refused, by the reason it gave.
+    private let refusedBatchesCounters = Dictionary(
+        uniqueKeysWithValues: (RejectionReason.allCases.map(\.rawValue) + ["other"]).map {
+            ($0, Counter(label: "beaconflow_agent_batches_refused_total", dimensions: [("reason", $0)]))
+        })
+    private var refusedBatches = 0
     private let spoolBytesGauge = Gauge(label: "beaconflow_agent_spool_bytes")
     private let spoolPendingGauge = Gauge(label: "beaconflow_agent_spool_pending_batches")
     private let skippedCounters = Dictionary(
@@ -265,6 +272,8 @@ final class AgentEngine: @unchecked Sendable {
             logger.error("Broker refused a publish", metadata: ["reason_code": "\(reasonCode)"])
         case .published:
             break
+        case .message(let topic, let payload, _) where topic == topics.rejection:
+            refused(payload)
         case .message(let topic, let payload, let retained):
             guard topic == topics.ack else { return }
             switch Acknowledgement.action(
@@ -282,6 +291,25 @@ final class AgentEngine: @unchecked Sendable {
                 logger.warning("Acknowledgement refused; nothing deleted", metadata: ["reason": "\(escapedForLog(reason))"])
             }
         }
+    }
+
+    /// The ingest refused a batch: said in the log and the status, so that the cause is seen here.
+    private func refused(_ payload: [UInt8]) {
+        guard let notice = RejectionNotice(payload: payload) else {
+            logger.warning("A rejection notice could not be read", metadata: ["bytes": "\(payload.count)"])
+            return
+        }
+        refusedBatches += 1
+        refusedBatchesCounters[notice.reasonLabel]?.increment()
+        let batch = notice.sequence.map { "batch \($0)" } ?? "a batch"
+        let outcome = notice.acknowledged ? "kept by the ingest and acknowledged" : "kept here and sent again"
+        record(error: "the ingest refused \(batch) (\(notice.reason)): \(notice.detail); \(outcome)")
+        logger.error(
+            "The ingest refused a batch",
+            metadata: [
+                "sequence": "\(notice.sequence.map(String.init) ?? "unknown")", "reason": "\(escapedForLog(notice.reason.prefix(64)))",
+                "error": "\(escapedForLog(notice.detail))", "acknowledged": "\(notice.acknowledged)",
+            ])
     }
 
     private func acknowledge(through sequence: UInt64, adopting: Bool, now: UInt64) {
@@ -324,7 +352,7 @@ final class AgentEngine: @unchecked Sendable {
             statusWindowStart = ContinuousClock.now
         }
         lastStatus = ContinuousClock.now
-        let payload = Array(statusJSON(online: online).text.utf8)
+        let payload = status(online: online).payload
         do {
             try client.publish(topic: topics.status, payload: payload, qos: 1, retain: true)
         } catch {
@@ -332,24 +360,24 @@ final class AgentEngine: @unchecked Sendable {
         }
     }
 
-    func statusJSON(online: Bool) -> JSONValue {
-        .object([
-            JSONField("online", .bool(online)),
-            JSONField("site_id", .string(configuration.siteID)),
-            JSONField("agent_id", .string(configuration.agentID)),
-            JSONField("boot_id", .string(hexString(bootID, digits: 16))),
-            JSONField("clock_us", .int(Self.wallClockMicros())),
-            JSONField("uptime_s", .double(((ContinuousClock.now - startedAt).seconds * 10).rounded() / 10)),
-            JSONField("adverts_per_s", .double((advertsPerSecond * 10).rounded() / 10)),
-            JSONField("sightings", .number(sightings)),
-            JSONField("batches", .number(batchesWritten)),
-            JSONField("last_sequence", .number(spool.nextSequence - 1)),
-            JSONField("acknowledged_through", .number(spool.acknowledgedThrough)),
-            JSONField("spool_batches", .number(spool.pendingCount)),
-            JSONField("spool_bytes", .number(spool.byteCount)),
-            JSONField("dropped_batches", .number(spool.droppedBatches)),
-            JSONField("last_error", .optional(lastError)),
-        ])
+    func status(online: Bool) -> AgentStatus {
+        var status = AgentStatus(online: online)
+        status.siteID = configuration.siteID
+        status.agentID = configuration.agentID
+        status.bootID = hexString(bootID, digits: 16)
+        status.clockMicros = Self.wallClockMicros()
+        status.uptimeSeconds = ((ContinuousClock.now - startedAt).seconds * 10).rounded() / 10
+        status.advertsPerSecond = (advertsPerSecond * 10).rounded() / 10
+        status.sightings = Int64(sightings)
+        status.batches = Int64(batchesWritten)
+        status.lastSequence = Int64(spool.nextSequence - 1)
+        status.acknowledgedThrough = Int64(spool.acknowledgedThrough)
+        status.spoolBatches = Int64(spool.pendingCount)
+        status.spoolBytes = Int64(spool.byteCount)
+        status.droppedBatches = Int64(spool.droppedBatches)
+        status.refusedBatches = Int64(refusedBatches)
+        status.lastError = lastError
+        return status
     }
 
     private func record(error: String) {

@@ -1,3 +1,4 @@
+import BeaconMessaging
 import BeaconWire
 
 /// Scan settings (Core Specification Vol 4, Part E, §7.8.10 and §7.8.64).

@@ -1,3 +1,4 @@
+import BeaconMessaging
 import Foundation
 
 /// Generated scenarios for judging zone methods: one site of 2×3 rooms (6 m × 5 m, a door in every shared wall),

@@ -1,3 +1,4 @@
+import BeaconMessaging
 import BeaconWire
 import Foundation
 

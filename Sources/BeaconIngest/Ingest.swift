@@ -1,3 +1,4 @@
+import BeaconMessaging
 import BeaconWire
 import Dispatch
 import Foundation
@@ -45,9 +46,6 @@ public struct IngestConfiguration: Sendable {
         self.sites = sites
     }
 
-    /// What the ingest subscribes to: the batches and statuses of the sites in its sites file, not every site's.
-    public static func batchTopicFilter(site: String) -> String { "beaconflow/v1/\(site)/+/batch" }
-    public static func statusTopicFilter(site: String) -> String { "beaconflow/v1/\(site)/+/status" }
 }
 
 /// Counts since the start, for `/healthz`, the demo's progress line and tests.
@@ -98,6 +96,7 @@ public final class Ingest: Sendable {
     private let sensorReadingsCounter = Counter(label: "beaconflow_ingest_sensor_readings_total")
     /// Beacons and reasons already logged as undecodable (each is logged once per run; all are counted).
     private let reportedUndecodable = Mutex(Set<String>())
+    private let noticesSent = Mutex(IntervalLimiter(interval: .seconds(10)))
     private let lateReadingsCounter = Counter(label: "beaconflow_ingest_late_readings_total")
     private let evictedBeaconsCounter = Counter(label: "beaconflow_ingest_beacons_evicted_total")
     private let reconnectCounter = Counter(label: "beaconflow_ingest_database_reconnects_total")
@@ -142,12 +141,12 @@ public final class Ingest: Sendable {
         if configuration.persistentSession { mqtt.sessionExpirySeconds = max(mqtt.sessionExpirySeconds, 86_400) }
         let client = try MQTTClient(mqtt, logger: logger)
         let batchFilters = configuration.sites.sites.map { site in
-            let filter = IngestConfiguration.batchTopicFilter(site: site.id)
+            let filter = AgentTopics.siteFilter(site: site.id, kind: .batch)
             return configuration.sharedSubscriptionGroup.map { "$share/\($0)/\(filter)" } ?? filter
         }
         for filter in batchFilters { try client.subscribe(topic: filter, qos: 1) }
         for site in configuration.sites.sites {
-            try client.subscribe(topic: IngestConfiguration.statusTopicFilter(site: site.id), qos: 1)
+            try client.subscribe(topic: AgentTopics.siteFilter(site: site.id, kind: .status), qos: 1)
         }
 
         let forwarder = Task { [self] in
@@ -381,8 +380,8 @@ public final class Ingest: Sendable {
                     case .failure(let failure):
                         do throws(PostgresError) {
                             try reject(
-                                topic: topic, payload: payload, failure.rejection, header: failure.header, writer: writer,
-                                client: client)
+                                topic: topic, payload: payload, failure.rejection, header: failure.header,
+                                sequence: failure.sequence, writer: writer, client: client)
                         } catch where !error.isConnectionFailure {
                             statementError(error, "A rejected batch could not be recorded")
                         }
@@ -483,10 +482,10 @@ public final class Ingest: Sendable {
     /// Publishes each agent's retained "committed through N" (only after the commit that made it true).
     private func publish(_ acknowledgements: [AgentKey: UInt64], client: MQTTClient) {
         for (agent, through) in acknowledgements {
-            let payload = Array("{\"committed_through\": \(through)}".utf8)
             do {
                 try client.publish(
-                    topic: "beaconflow/v1/\(agent.site)/\(agent.agent)/ack", payload: payload, qos: 1, retain: true)
+                    topic: AgentTopics(site: agent.site, agent: agent.agent).ack,
+                    payload: Acknowledgement(committedThrough: through).payload, qos: 1, retain: true)
             } catch {
                 // The next commit for this agent acknowledges again; until then the agent waits or resends.
                 logger.warning("Acknowledgement not published", metadata: ["agent": "\(agent.agent)", "error": "\(error)"])
@@ -494,9 +493,11 @@ public final class Ingest: Sendable {
         }
     }
 
+    /// Records a refused batch, acknowledges it when its header allows, and tells the agent; `sequence` is the
+    /// batch's when its header was readable but does not allow acknowledging.
     private func reject(
-        topic: String, payload: [UInt8], _ rejection: Rejection, header: BatchHeader?, writer: BatchWriter,
-        client: MQTTClient
+        topic: String, payload: [UInt8], _ rejection: Rejection, header: BatchHeader?, sequence: UInt64? = nil,
+        writer: BatchWriter, client: MQTTClient
     ) throws(PostgresError) {
         logger.warning(
             "Batch rejected",
@@ -508,6 +509,26 @@ public final class Ingest: Sendable {
             topic: topic, payload: payload, reason: rejection.reason.rawValue, message: rejection.message, header: header)
         count(rejection: rejection.reason)
         publish(acknowledgements, client: client)
+        if let topics = AgentTopics(parsing: topic, kind: .batch) {
+            notify(topics, rejection, sequence: header?.sequence ?? sequence, acknowledged: !acknowledgements.isEmpty, client: client)
+        }
+    }
+
+    /// Tells the agent why its batch was refused, at most once per agent and reason per 10 s
+    /// (an agent resends what is not acknowledged, and one notice says as much as a hundred).
+    private func notify(
+        _ topics: AgentTopics, _ rejection: Rejection, sequence: UInt64?, acknowledged: Bool, client: MQTTClient
+    ) {
+        let due = noticesSent.withLock { sent in
+            sent.isDue(topics.site + "/" + topics.agent + " " + rejection.reason.rawValue, now: ContinuousClock.now)
+        }
+        guard due else { return }
+        let notice = RejectionNotice(sequence: sequence, rejection: rejection, acknowledged: acknowledged)
+        do {
+            try client.publish(topic: topics.rejection, payload: notice.payload, qos: 1)
+        } catch {
+            logger.warning("Rejection notice not published", metadata: ["agent": "\(topics.agent)", "error": "\(error)"])
+        }
     }
 
     private func count(rejection reason: RejectionReason) {
@@ -519,8 +540,8 @@ public final class Ingest: Sendable {
     private func recordStatus(
         topic: String, payload: [UInt8], receivedAtMicros: Int64, retained: Bool, writer: BatchWriter
     ) throws(PostgresError) {
-        guard let (site, agentID) = BatchIntake.agentTopic(topic, kind: "status"),
-            configuration.sites.agent(site: site, agent: agentID) != nil
+        guard let topics = AgentTopics(parsing: topic, kind: .status),
+            configuration.sites.agent(site: topics.site, agent: topics.agent) != nil
         else {
             statusesIgnoredCounter.increment()
             logger.debug("Status message ignored", metadata: ["topic": "\(escapedForLog(topic.prefix(200)))"])
@@ -534,7 +555,7 @@ public final class Ingest: Sendable {
             logger.warning("Status message ignored", metadata: ["topic": "\(escapedForLog(topic))", "error": "\(error)"])
             return
         }
-        let agent = AgentKey(site: site, agent: agentID)
+        let agent = AgentKey(site: topics.site, agent: topics.agent)
         var offsetMillis: Double?
         writer.updatePipeline { pipeline in
             if let clock = status.clockMicros, status.online {
@@ -549,42 +570,5 @@ public final class Ingest: Sendable {
         // In short steps, so that a stop request is seen.
         let deadline = ContinuousClock.now + duration
         while ContinuousClock.now < deadline, !shouldStop { Thread.sleep(forTimeInterval: 0.05) }
-    }
-}
-
-/// An agent's retained status message (or its last will), the fields the ingest uses, each checked: a status is
-/// input like a batch.
-public struct AgentStatus: Sendable, Equatable {
-    public var online: Bool
-    public var advertsPerSecond: Double?
-    public var spoolBytes: Int64?
-    public var clockMicros: Int64?
-    public var lastError: String?
-
-    /// Why a status message was ignored.
-    public struct Invalid: Error, Sendable, Equatable, CustomStringConvertible {
-        public var description: String
-    }
-
-    public init(json payload: [UInt8]) throws(Invalid) {
-        guard payload.count <= 64 * 1024 else { throw Invalid(description: "status is \(payload.count) bytes, the limit is 65536") }
-        guard let object = try? JSONSerialization.jsonObject(with: Data(payload)) as? [String: Any] else {
-            throw Invalid(description: "status is not a JSON object")
-        }
-        guard let online = object["online"] as? Bool else { throw Invalid(description: "status has no boolean 'online'") }
-        self.online = online
-        advertsPerSecond = try Self.number(object, "adverts_per_s", in: 0...10_000_000)
-        spoolBytes = try Self.number(object, "spool_bytes", in: 0...Double(1 << 53)).map { Int64($0) }
-        clockMicros = try Self.number(object, "clock_us", in: 0...Double(BatchReader.latestMicros)).map { Int64($0) }
-        lastError = (object["last_error"] as? String).map { String($0.prefix(500)) }
-    }
-
-    /// An optional number field within `range` (integers beyond 2^53 are not exact in JSON anyway).
-    private static func number(_ object: [String: Any], _ key: String, in range: ClosedRange<Double>) throws(Invalid) -> Double? {
-        guard let value = object[key], !(value is NSNull) else { return nil }
-        guard let number = value as? NSNumber, range.contains(number.doubleValue) else {
-            throw Invalid(description: "status field '\(key)' is not a number from \(range.lowerBound) to \(range.upperBound)")
-        }
-        return number.doubleValue
     }
 }

@@ -1,6 +1,7 @@
 import AccuracyHarness
 import ArgumentParser
 import BeaconAgent
+import BeaconMessaging
 import Foundation
 import LocalServers
 import Logging

@@ -1,5 +1,6 @@
 import ArgumentParser
 import BeaconAgent
+import BeaconMessaging
 import Foundation
 import Logging
 import Mosquitto

@@ -1,4 +1,5 @@
 import BeaconAgent
+import BeaconMessaging
 import BeaconWire
 import Foundation
 import Logging
@@ -121,10 +122,7 @@ struct AgentSettings: Codable, Equatable {
         var configuration = try AgentConfiguration(
             siteID: site, agentID: agent, broker: address,
             spoolDirectory: spool ?? ".beaconflow/spool/\(site)-\(agent)")
-        if caFile != nil || certFile != nil || keyFile != nil {
-            guard address.useTLS else { throw ConfigurationError("ca_file, cert_file and key_file need an mqtts:// broker") }
-            configuration.tls = MQTTClient.TLS(caFile: caFile, certificateFile: certFile, keyFile: keyFile)
-        }
+        configuration.tls = try address.tls(caFile: caFile, certificateFile: certFile, keyFile: keyFile)
         let spoolMaxMb = spoolMaxMb ?? 256
         guard spoolMaxMb >= 1 else { throw ConfigurationError("spool_max_mb must be at least 1") }
         configuration.spool.maximumBytes = spoolMaxMb << 20

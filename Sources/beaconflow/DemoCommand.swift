@@ -2,6 +2,7 @@ import AccuracyHarness
 import ArgumentParser
 import BeaconAgent
 import BeaconIngest
+import BeaconMessaging
 import Dispatch
 import Foundation
 import LibPQ
@@ -96,10 +97,8 @@ struct DemoCommand: AsyncParsableCommand {
         let simulator = try Simulator(scenario)
         let sites = try SitesConfiguration.forScenario(scenario, beaconIDs: simulator.beaconIDs, method: .chosen)
 
-        var mqtt = MQTTClient.Configuration(host: brokerAddress.host, port: brokerAddress.port, clientID: "demo-ingest")
-        mqtt.username = brokerAddress.username
-        mqtt.password = brokerAddress.password
-        if brokerAddress.useTLS { mqtt.tls = MQTTClient.TLS() }
+        var mqtt = brokerAddress.clientConfiguration(
+            clientID: "demo-ingest", tls: try brokerAddress.tls(caFile: nil, certificateFile: nil, keyFile: nil))
         mqtt.reconnectDelayMinimum = .milliseconds(50)
         var ingestConfiguration = IngestConfiguration(mqtt: mqtt, database: conninfo, sites: sites)
         ingestConfiguration.finishZonesAtStop = true

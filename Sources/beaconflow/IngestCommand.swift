@@ -1,9 +1,10 @@
 import ArgumentParser
-import LibPQ
 import BeaconAgent
 import BeaconIngest
+import BeaconMessaging
 import BeaconWire
 import Foundation
+import LibPQ
 import Logging
 import Metrics
 import MetricsEndpoint
@@ -16,16 +17,17 @@ struct IngestCommand: AsyncParsableCommand {
         commandName: "ingest",
         abstract: "Run the ingest: take batches from MQTT, validate them, and commit them to PostgreSQL exactly once.",
         discussion: """
-            Subscribes to beaconflow/v1/+/+/batch (QoS 1, a persistent session) and the agents' status topics, \
+            Subscribes to the batch and status topics of the sites in the sites file (beaconflow/v1/<site>/+/batch, QoS 1), \
             checks every batch against its topic and the sites file, commits each batch with its (agent, sequence) \
             in one transaction (a redelivered batch adds nothing), then publishes the agent's retained \
-            acknowledgement. Refused batches are kept (their first 64 KiB) in beaconflow.rejected_batches with the reason. The \
-            schema is migrated at start. While PostgreSQL is away the ingest reconnects with backoff and stops \
-            acknowledging; the agents keep their batches until it is back. SIGTERM or Ctrl-C stops intake, \
-            commits and acknowledges what is queued, then exits.
+            acknowledgement. A refused batch is kept (its first 64 KiB) in beaconflow.rejected_batches with the reason, \
+            and the agent is told why on its rejection topic. The schema is migrated at start. While PostgreSQL is away \
+            the ingest reconnects with backoff and stops acknowledging; the agents keep their batches until it is back. \
+            SIGTERM or Ctrl-C stops intake, commits and acknowledges what is queued, then exits.
 
-            Several instances may share one broker and one database; with --shared-group they split the batches \
-            between them (an MQTT v5 shared subscription), each with its own --client-id.
+            Several instances may share one broker and one database, each with its own sites file (a partition of the \
+            sites): a site is served by one instance at a time (a PostgreSQL advisory lock), and an instance whose sites \
+            are taken stands by until they are free.
 
             Exit status: 0 stopped by a signal; 64 bad arguments or sites file; 69 MQTT client setup failed.
 
@@ -85,14 +87,8 @@ struct IngestCommand: AsyncParsableCommand {
         var address = try BrokerAddress(url: broker)
         if let passwordFile { try address.readPassword(file: passwordFile) }
         let uniqueClientID = "beaconflow-ingest-\(ProcessInfo.processInfo.hostName.prefix(40))-\(getpid())"
-        var mqtt = MQTTClient.Configuration(host: address.host, port: address.port, clientID: clientID ?? uniqueClientID)
-        mqtt.username = address.username
-        mqtt.password = address.password
-        if address.useTLS {
-            mqtt.tls = MQTTClient.TLS(caFile: caFile, certificateFile: certFile, keyFile: keyFile)
-        } else if caFile != nil || certFile != nil || keyFile != nil {
-            throw ConfigurationError("--ca-file, --cert-file and --key-file need an mqtts:// broker")
-        }
+        let mqtt = address.clientConfiguration(
+            clientID: clientID ?? uniqueClientID, tls: try address.tls(caFile: caFile, certificateFile: certFile, keyFile: keyFile))
         let sitesConfiguration: SitesConfiguration
         switch Result(catching: { () throws(SitesError) in try SitesConfiguration.load(path: sites) }) {
         case .success(let loaded): sitesConfiguration = loaded

@@ -1,4 +1,5 @@
 import BeaconAgent
+import BeaconMessaging
 import BeaconWire
 import Foundation
 import LocalServers

@@ -1,3 +1,4 @@
+import BeaconMessaging
 import BeaconWire
 import Testing
 @testable import BeaconAgent

@@ -1,7 +1,8 @@
+import BeaconMessaging
 import BeaconWire
 import Foundation
-import Logging
 import LocalServers
+import Logging
 import Testing
 @testable import BeaconAgent
 

@@ -130,6 +130,14 @@ struct DeployTests {
         let second = try await client("ingest-2")
         defer { second.0.stop() }
         #expect(try await reason(second, "beaconflow/v1/hq/hq-a2/ack") < 0x80)
+        // The ingest's rejection notice reaches the agent it is about, and the agent cannot forge one.
+        try agent.0.subscribe(topic: "beaconflow/v1/hq/hq-a1/rejection")
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(try await reason(agent, "beaconflow/v1/hq/hq-a1/rejection") == 135)
+        #expect(try await reason(ingest, "beaconflow/v1/hq/hq-a1/rejection") < 0x80)
+        try await agent.1.first(within: .seconds(10)) {
+            if case .message("beaconflow/v1/hq/hq-a1/rejection", [1, 2, 3], _) = $0 { true } else { false }
+        }
         // An agent claiming the ingest's client id gets its own user name as id: the ingest stays connected.
         let impostor = try await client("hq/hq-a2", clientID: "beaconflow-ingest-1")
         defer { impostor.0.stop() }

@@ -1,10 +1,11 @@
 import AccuracyHarness
 import BeaconAgent
 import BeaconIngest
+import BeaconMessaging
 import BeaconWire
 import Foundation
-import LocalServers
 import LibPQ
+import LocalServers
 import Logging
 import Mosquitto
 import Reporting
@@ -201,7 +202,7 @@ struct IngestIntegrationTests {
         #expect(try harness.count("beaconflow.batches") == 1)
         try await events.first { event in
             guard case .message("beaconflow/v1/hq/hq-a1/ack", let payload, _) = event else { return false }
-            return String(decoding: payload, as: UTF8.self) == #"{"committed_through": 1}"#
+            return Acknowledgement(payload: payload) == Acknowledgement(committedThrough: 1)
         }
         // Sequence 1 again with other sightings: kept as a reused sequence, the committed batch stays.
         try client.publish(topic: "beaconflow/v1/hq/hq-a1/batch", payload: try batchPayload(sequence: 1, count: 50))
@@ -213,8 +214,9 @@ struct IngestIntegrationTests {
 
     @Test func badBatchesAreKeptWithTheirReasonAndGoodOnesStillGoIn() async throws {
         let harness = try await IngestHarness.start()
-        let (client, _) = try await harness.client()
+        let (client, events) = try await harness.client()
         defer { client.stop() }
+        try client.subscribe(topic: "beaconflow/v1/+/+/rejection")
         let now = Int64(Date().timeIntervalSince1970 * 1_000_000)
         let cases: [(topic: String, payload: [UInt8], reason: String)] = [
             ("beaconflow/v1/hq/hq-a1/batch", Array("not a batch at all".utf8), "undecodable"),
@@ -247,6 +249,57 @@ struct IngestIntegrationTests {
             #expect((row[3] ?? "").count > 10, "with a message: \(row)")
         }
         #expect(try harness.count("beaconflow.sightings") == 100)
+        // Each agent is told why, once per reason (two bad timestamps, one notice); the wrong topic names no agent.
+        let notices = events.all.compactMap { event -> String? in
+            guard case .message(let topic, let payload, _) = event, let notice = RejectionNotice(payload: payload) else {
+                return nil
+            }
+            return "\(topic.split(separator: "/")[3]) \(notice.reason) \(notice.sequence.map(String.init) ?? "-") \(notice.acknowledged)"
+        }
+        #expect(
+            notices.sorted() == [
+                "hq-a1 bad_timestamp 6 true", "hq-a1 database_refused 8 true", "hq-a1 too_large - false",
+                "hq-a1 topic_mismatch 3 false", "hq-a1 undecodable - false", "hq-a1 unsupported_version - false",
+                "hq-a9 unknown_agent 4 false",
+            ], "\(notices)")
+        try await harness.stop()
+    }
+
+    /// An agent that the sites file does not list learns why its batches stay unacknowledged: the ingest's
+    /// notice shows in the agent's log and in the status it publishes, and the batches stay in its spool.
+    @Test func anAgentMissingFromTheSitesFileSeesWhyInItsLogAndStatus() async throws {
+        let harness = try await IngestHarness.start()
+        let spool = try makeTemporaryDirectory(prefix: "spool")
+        defer { try? FileManager.default.removeItem(atPath: spool) }
+        let (client, events) = try await harness.client()
+        defer { client.stop() }
+        try client.subscribe(topic: "beaconflow/v1/hq/hq-a9/status")
+        var configuration = try agentConfiguration(harness.broker, spool: spool, agent: "hq-a9")
+        configuration.drainTimeout = .seconds(3)
+        let log = RecordingLog()
+        let agent = Agent(
+            configuration: configuration, source: CaptureReplaySource(path: captureFixture("mixed-beacons.btsnoop"), speed: .maximum),
+            logger: log.logger(label: "agent"))
+        guard case .undelivered(let pending) = try await agent.run() else {
+            Issue.record("the batches were acknowledged")
+            return
+        }
+        #expect(pending > 0)
+        let refusals = log.all.filter { $0.message == "The ingest refused a batch" }
+        #expect(refusals.first?.metadata["reason"] == "unknown_agent", "\(log.all)")
+        #expect(refusals.first?.metadata["error"] == "the sites file has no agent 'hq-a9' in site 'hq'")
+        let status = try await events.first { event in
+            guard case .message(_, let payload, _) = event, let status = try? AgentStatus(json: payload) else { return false }
+            return status.online == false
+        }
+        guard case .message(_, let payload, _) = status else { return }
+        let reported = try AgentStatus(json: payload)
+        #expect(
+            reported.lastError?.hasPrefix("the ingest refused batch") == true
+                && reported.lastError?.contains("(unknown_agent): the sites file has no agent 'hq-a9' in site 'hq'; kept here") == true,
+            "\(reported)")
+        #expect((reported.refusedBatches ?? 0) >= 1 && reported.spoolBatches == Int64(pending))
+        #expect(try harness.count("beaconflow.sightings") == 0)
         try await harness.stop()
     }
 
@@ -288,7 +341,7 @@ struct IngestIntegrationTests {
             .allSatisfy { $0 == [nil, nil] })
         try await events.first { event in
             guard case .message("beaconflow/v1/hq/hq-a1/ack", let payload, _) = event else { return false }
-            return String(decoding: payload, as: UTF8.self) == #"{"committed_through": 5}"#
+            return Acknowledgement(payload: payload) == Acknowledgement(committedThrough: 5)
         }
         let stopping = ContinuousClock.now
         try await harness.stop()
@@ -348,7 +401,7 @@ struct IngestIntegrationTests {
             defer { client.stop() }
             try client.subscribe(topic: "beaconflow/v1/hq/hq-a1/ack")
             try client.publish(topic: "beaconflow/v1/hq/hq-a1/batch", payload: payload)
-            try await events.first { if case .message(_, let body, _) = $0 { body == Array(#"{"committed_through": 1}"#.utf8) } else { false } }
+            try await events.first { if case .message(_, let body, _) = $0 { Acknowledgement(payload: body)?.committedThrough == 1 } else { false } }
         }
         harness.broker.stop()
         try harness.broker.start()
@@ -358,7 +411,7 @@ struct IngestIntegrationTests {
         try await harness.eventually("the ingest is connected again") { harness.ingest.statistics.mqttConnected }
         try await Task.sleep(for: .milliseconds(500))
         try client.publish(topic: "beaconflow/v1/hq/hq-a1/batch", payload: payload)
-        try await events.first { if case .message(_, let body, _) = $0 { body == Array(#"{"committed_through": 1}"#.utf8) } else { false } }
+        try await events.first { if case .message(_, let body, _) = $0 { Acknowledgement(payload: body)?.committedThrough == 1 } else { false } }
         #expect(harness.ingest.statistics.batchesDuplicate == 1)
         #expect(try harness.count("beaconflow.sightings") == 100)
         try await harness.stop()

@@ -1,3 +1,4 @@
+import BeaconMessaging
 import BeaconWire
 @testable import BeaconIngest
 import Testing
@@ -651,5 +652,20 @@ import Testing
         var scores = [0.0, 0.0]
         patterns.score(levels: heard([(0, -78), (1, -60), (2, -64)]), into: &scores)
         #expect(scores[1] > scores[0])
+    }
+}
+
+@Suite struct IntervalLimiterTests {
+    @Test func onePerKeyPerIntervalWithinCapacity() {
+        var limiter = IntervalLimiter(interval: .seconds(10), capacity: 2)
+        let start = ContinuousClock.now
+        func passes(_ key: String, after seconds: Int) -> Bool { limiter.isDue(key, now: start + .seconds(seconds)) }
+        #expect(passes("a", after: 0))
+        #expect(!passes("a", after: 9))
+        #expect(passes("a", after: 10))
+        #expect(passes("b", after: 10))
+        // Full with two recent keys: a third waits; once they are quiet for an interval, it passes.
+        #expect(!passes("c", after: 11))
+        #expect(passes("c", after: 21))
     }
 }
