@@ -32,9 +32,9 @@ struct IngestCommand: AsyncParsableCommand {
             Exit status: 0 stopped by a signal; 64 bad arguments or sites file; 69 MQTT client setup failed.
 
             Examples:
-              beaconflow ingest --sites sites.yaml --broker mqtt://127.0.0.1:1883 --database postgresql://127.0.0.1/beaconflow
+              beaconflow ingest --sites deploy/config/sites.yaml --broker mqtt://127.0.0.1:1883 --database postgresql://127.0.0.1/beaconflow
               beaconflow ingest --sites /etc/beaconflow/sites.yaml --broker mqtts://ingest@broker.example:8883 \\
-                --ca-file ca.pem --password-file /etc/beaconflow/mqtt.pw --database "host=db dbname=beaconflow user=ingest"
+                --ca-file /etc/beaconflow/ca.pem --password-file /etc/beaconflow/mqtt.pw --database "host=db dbname=beaconflow user=ingest"
             """
     )
 

@@ -32,7 +32,7 @@ struct AgentIntegrationTests {
         defer { ingest.stop() }
         let spool = try makeTemporaryDirectory(prefix: "spool")
         defer { try? FileManager.default.removeItem(atPath: spool) }
-        let capture = captureFixture("mixed-beacons.btsnoop")
+        let capture = exampleFile("mixed-beacons.btsnoop")
         var configuration = try configuration(broker, spool: spool)
         configuration.extractor.includeUnknownDevices = false
         let agent = Agent(
@@ -61,7 +61,7 @@ struct AgentIntegrationTests {
         try ingest.publishAcknowledgement(site: "hq", agent: "hq-a1", 5000)
         let spool = try makeTemporaryDirectory(prefix: "spool")
         defer { try? FileManager.default.removeItem(atPath: spool) }
-        let capture = captureFixture("mixed-beacons.btsnoop")
+        let capture = exampleFile("mixed-beacons.btsnoop")
         let configuration = try configuration(broker, spool: spool)
         let agent = Agent(
             configuration: configuration, source: CaptureReplaySource(path: capture, speed: .maximum), logger: logger)
@@ -280,7 +280,7 @@ struct AgentIntegrationTests {
         try """
             site: hq
             agent: from-file
-            source: btsnoop:\(captureFixture("mixed-beacons.btsnoop"))
+            source: btsnoop:\(exampleFile("mixed-beacons.btsnoop"))
             broker: \(broker.url)
             spool: \(work)/spool
             speed: max
@@ -305,7 +305,7 @@ struct AgentIntegrationTests {
         let executable = try #require(beaconflowExecutable)
         let work = try makeTemporaryDirectory(prefix: "agent-errors")
         defer { try? FileManager.default.removeItem(atPath: work) }
-        let capture = captureFixture("mixed-beacons.btsnoop")
+        let capture = exampleFile("mixed-beacons.btsnoop")
         let port = try freeLoopbackPort()
         #expect(FileManager.default.createFile(atPath: work + "/file", contents: Data([1])))
         func run(_ name: String, _ extra: [String]) async -> (status: Int32, log: String) {
@@ -408,7 +408,7 @@ struct AgentSecurityTests {
                 let process = try? ChildProcess(
                     executable,
                     ["agent", "--site", "hq", "--agent", agentID, "--source",
-                     "btsnoop:" + captureFixture("mixed-beacons.btsnoop"), "--speed", "max",
+                     "btsnoop:" + exampleFile("mixed-beacons.btsnoop"), "--speed", "max",
                      "--broker", "mqtts://\(user)127.0.0.1:\(port)", "--ca-file", secrets + "/ca.pem",
                      "--password-file", passwordFile, "--spool", secrets + "/spool-\(name)", "--drain-timeout", "\(drain)"],
                     standardErrorPath: log)

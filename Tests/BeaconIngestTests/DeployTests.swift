@@ -8,8 +8,7 @@ import Testing
 
 /// The files of deploy/, checked with the tools that read them.
 struct DeployTests {
-    static let deploy = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-        .appendingPathComponent("../../deploy").standardized.path
+    static let deploy = deployDirectory
 
     /// `systemd-analyze verify` says nothing about either unit (it prints, and still exits 0, for a mistyped key
     /// or value), with ExecStart pointing at the built binary (it checks that the program exists).
@@ -75,32 +74,15 @@ struct DeployTests {
     func theBrokerConfigurationKeepsEachAgentToItsOwnTopics() async throws {
         let work = try makeTemporaryDirectory(prefix: "deploy-broker")
         defer { try? FileManager.default.removeItem(atPath: work) }
-        let made = try await runProgram(Self.deploy + "/make-certificates", [work + "/pki", "127.0.0.1", "hq/hq-a1", "hq/hq-a2", "ingest-2"])
-        #expect(made.status == 0, "\(made.output)\(made.errors)")
+        let (broker, port) = try await startShippedBroker(in: work, users: ["hq/hq-a1", "hq/hq-a2", "ingest-2"])
         for bad in ["hq/Bad_Name", "hq-a1", "hq/a/b", "ingest-1"] {
             #expect(try await runProgram(Self.deploy + "/make-certificates", [work + "/pki", "127.0.0.1", bad]).status == 64, "\(bad)")
         }
-        // The broker drops to the user mosquitto, which must read the key and the password file.
-        for file in ["broker.key", "passwd"] {
-            try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: work + "/pki/" + file)
-        }
-        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: work + "/pki")
-        try FileManager.default.copyItem(atPath: Self.deploy + "/mosquitto/acl", toPath: work + "/pki/acl")
-        let port = try freeLoopbackPort()
-        var configuration = try String(contentsOfFile: Self.deploy + "/mosquitto/mosquitto.conf", encoding: .utf8)
-            .replacingOccurrences(of: "/etc/mosquitto/beaconflow", with: work + "/pki")
-            .replacingOccurrences(of: "listener 8883", with: "listener \(port) 127.0.0.1")
-        // The test broker's own lines set these: where it keeps its files.
-        configuration = configuration.split(separator: "\n", omittingEmptySubsequences: false)
-            .filter { line in !["per_listener_settings", "persistence_location", "log_dest"].contains { line.hasPrefix($0) } }
-            .joined(separator: "\n")
-        let broker = try MosquittoServer(configuration: configuration, port: port)
 
         func client(_ user: String, clientID: String? = nil) async throws -> (MQTTClient, Collector<MQTTEvent>) {
             var settings = MQTTClient.Configuration(host: "127.0.0.1", port: port, clientID: clientID ?? "deploy-\(user)")
             settings.username = user
-            settings.password = try String(contentsOfFile: work + "/pki/secrets/\(user).pw", encoding: .utf8)
-                .trimmingCharacters(in: .whitespacesAndNewlines)
+            settings.password = try shippedPassword(in: work, user: user)
             settings.tls = MQTTClient.TLS(caFile: work + "/pki/ca.pem")
             let client = try MQTTClient(settings, logger: Logger(label: user))
             let events = Collector(client.events)

@@ -159,7 +159,7 @@ struct IngestIntegrationTests {
         let harness = try await IngestHarness.start()
         let spool = try makeTemporaryDirectory(prefix: "spool")
         defer { try? FileManager.default.removeItem(atPath: spool) }
-        let capture = captureFixture("mixed-beacons.btsnoop")
+        let capture = exampleFile("mixed-beacons.btsnoop")
         let configuration = try agentConfiguration(harness.broker, spool: spool)
         let agent = Agent(
             configuration: configuration, source: CaptureReplaySource(path: capture, speed: .maximum), logger: logger)
@@ -278,7 +278,7 @@ struct IngestIntegrationTests {
         configuration.drainTimeout = .seconds(3)
         let log = RecordingLog()
         let agent = Agent(
-            configuration: configuration, source: CaptureReplaySource(path: captureFixture("mixed-beacons.btsnoop"), speed: .maximum),
+            configuration: configuration, source: CaptureReplaySource(path: exampleFile("mixed-beacons.btsnoop"), speed: .maximum),
             logger: log.logger(label: "agent"))
         guard case .undelivered(let pending) = try await agent.run() else {
             Issue.record("the batches were acknowledged")

@@ -136,7 +136,7 @@ struct IngestCommandTests {
         let agent = try ChildProcess(
             executable,
             [
-                "agent", "--site", "hq", "--agent", "hq-a1", "--source", "btsnoop:\(captureFixture("mixed-beacons.btsnoop"))",
+                "agent", "--site", "hq", "--agent", "hq-a1", "--source", "btsnoop:\(exampleFile("mixed-beacons.btsnoop"))",
                 "--speed", "max", "--broker", broker.url, "--spool", work + "/spool", "--ack-timeout", "2",
             ], standardErrorPath: work + "/agent.log")
         // The agent exits 0 only when the ingest has acknowledged every batch, which it does after the commit.

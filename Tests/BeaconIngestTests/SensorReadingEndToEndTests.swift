@@ -92,7 +92,7 @@ struct SensorReadingEndToEndTests {
         defer { try? FileManager.default.removeItem(atPath: work) }
         let sensors = work + "/sensors.btsnoop"
         try Data(Self.sensorCapture()).write(to: URL(fileURLWithPath: sensors))
-        let mixed = captureFixture("mixed-beacons.btsnoop")
+        let mixed = exampleFile("mixed-beacons.btsnoop")
 
         // Two agents hear the bundled capture (every transmission twice), a third the sensors.
         var expected: [Sighting] = []

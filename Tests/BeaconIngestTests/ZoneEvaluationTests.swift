@@ -43,29 +43,8 @@ struct ZoneEvaluationTests {
     }
 }
 
-/// One at a time: each example keeps a core busy for seconds.
 @Suite(.enabled(if: beaconflowExecutable != nil, "the beaconflow executable is not built"), .serialized, .timeLimit(.minutes(3)))
 struct AccuracyCommandTests {
-    /// The examples of `beaconflow accuracy --help` that need no servers, run as written there.
-    @Test(arguments: [
-        "beaconflow accuracy --preset hard --seeds 3 --duration 120 --beacons 12",
-        "beaconflow accuracy --scenario deploy/scenarios/demo.yaml --offline",
-    ])
-    func theHelpsExamplesRun(example: String) async throws {
-        let executable = try #require(beaconflowExecutable)
-        let help = try await runProgram(executable, ["accuracy", "--help"])
-        #expect(help.output.contains(example))
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../..").standardized.path
-        let arguments = example.split(separator: " ").dropFirst().map {
-            $0.hasPrefix("deploy/") ? root + "/" + $0 : String($0)
-        }
-        let run = try await runProgram(executable, arguments)
-        #expect(run.status == 0, "\(run.errors)")
-        let rows = run.output.split(separator: "\n").filter { $0.hasPrefix("| ") && !$0.hasPrefix("| preset") }
-        let methods = rows.map { $0.split(separator: "|")[1].trimmingCharacters(in: .whitespaces) }
-        #expect(methods == ["chosen", "chosen-loudest", "nearest", "kalman", "kalman-bermuda", "trimmed-mean", "one-euro"], "\(run.output)")
-    }
-
     @Test func badArgumentsAreNamed() async throws {
         let executable = try #require(beaconflowExecutable)
         for (arguments, message) in [

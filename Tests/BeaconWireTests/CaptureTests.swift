@@ -1,10 +1,17 @@
 import Foundation
+import TestServers
 import Testing
 @testable import BeaconWire
 
+/// A capture of the repository's examples/, or else of the tests' Fixtures/.
+func fixturePath(_ name: String) throws -> String {
+    let example = exampleFile(name)
+    if FileManager.default.fileExists(atPath: example) { return example }
+    return try #require(Bundle.module.url(forResource: "Fixtures/\(name)", withExtension: nil)).path
+}
+
 func fixture(_ name: String) throws -> [UInt8] {
-    let url = try #require(Bundle.module.url(forResource: "Fixtures/\(name)", withExtension: nil))
-    return Array(try Data(contentsOf: url))
+    Array(try Data(contentsOf: URL(fileURLWithPath: try fixturePath(name))))
 }
 
 /// Reads a whole capture in chunks of `chunk` bytes and returns its records.

@@ -1,4 +1,5 @@
 import Foundation
+import TestServers
 import Testing
 @testable import BeaconWire
 
@@ -41,13 +42,38 @@ import Testing
         return file
     }
 
+    /// The same records as pcapng (link type 201, Bluetooth HCI H4 with a direction header), timestamps in µs.
+    static func pcapng(fromBtsnoop btsnoop: [UInt8]) throws -> [UInt8] {
+        func le32(_ value: UInt32) -> [UInt8] { withUnsafeBytes(of: value.littleEndian, Array.init) }
+        func block(_ type: UInt32, _ body: [UInt8]) -> [UInt8] {
+            let padded = body + [UInt8](repeating: 0, count: (4 - body.count % 4) % 4)
+            return le32(type) + le32(UInt32(12 + padded.count)) + padded + le32(UInt32(12 + padded.count))
+        }
+        var file = block(0x0A0D_0D0A, le32(0x1A2B_3C4D) + [1, 0, 0, 0] + [UInt8](repeating: 0xFF, count: 8))
+        file += block(1, [201, 0, 0, 0] + le32(65_535))
+        for record in try readCapture(btsnoop) {
+            let packet = le32(UInt32(record.received ? 1 : 0).bigEndian) + [0x04] + record.packet
+            let time = UInt64(record.timestamp)
+            file += block(
+                6, le32(0) + le32(UInt32(time >> 32)) + le32(UInt32(time & 0xFFFF_FFFF)) + le32(UInt32(packet.count))
+                    + le32(UInt32(packet.count)) + packet)
+        }
+        return file
+    }
+
+    /// examples/ holds the capture as btsnoop and as pcapng; `BEACONFLOW_WRITE_FIXTURES=1` writes them again.
     @Test func bundledCaptureMatchesItsGenerator() throws {
         let generated = Self.mixedBeaconsCapture()
+        let pcapng = try Self.pcapng(fromBtsnoop: generated)
         if ProcessInfo.processInfo.environment["BEACONFLOW_WRITE_FIXTURES"] == "1" {
-            let url = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures/mixed-beacons.btsnoop")
-            try Data(generated).write(to: url)
+            try Data(generated).write(to: URL(fileURLWithPath: exampleFile("mixed-beacons.btsnoop")))
+            try Data(pcapng).write(to: URL(fileURLWithPath: exampleFile("mixed-beacons.pcapng")))
         }
         #expect(try fixture("mixed-beacons.btsnoop") == generated)
+        #expect(try fixture("mixed-beacons.pcapng") == pcapng)
+        let fromPcapng = try readCapture(pcapng)
+        let fromBtsnoop = try readCapture(generated)
+        #expect(fromPcapng.map(\.packet) == fromBtsnoop.map(\.packet) && fromPcapng.map(\.timestamp) == fromBtsnoop.map(\.timestamp))
     }
 
     @Test func bundledCaptureDecodesToEveryFamily() throws {

@@ -25,7 +25,7 @@ import Testing
 
     @Test(
         .enabled(if: tshark != nil, "tshark is not installed"),
-        arguments: ["mixed-beacons.btsnoop", "wban-python-btsnoop_hci.log", "mabip-btsnoop_hci.log"])
+        arguments: ["mixed-beacons.btsnoop", "mixed-beacons.pcapng", "wban-python-btsnoop_hci.log", "mabip-btsnoop_hci.log"])
     func eventsAgreeWithTshark(fixtureName: String) async throws {
         let theirs = try await tsharkEvents(fixtureName)
         let ours = try ourEvents(fixtureName)
@@ -101,6 +101,3 @@ import Testing
     }
 }
 
-func fixturePath(_ name: String) throws -> String {
-    try #require(Bundle.module.url(forResource: "Fixtures/\(name)", withExtension: nil)).path
-}

@@ -1,0 +1,61 @@
+import BeaconMessaging
+import Foundation
+import Yams
+
+/// A `--config` YAML file read as the command line it stands for: `key: value` becomes `--key value` (snake_case
+/// keys, kebab-case options), `key: true` the flag `--key`, `key: false` nothing, and a list the option once per
+/// item. The command then parses the file's arguments and its own with the same option definitions, the file's
+/// first; an option given on the command line replaces the file's (lists included).
+enum ConfigFile {
+    /// `arguments` (a subcommand's, without its name) with the `--config` file's settings put in front.
+    static func expanding(_ arguments: [String]) throws(ConfigurationError) -> [String] {
+        var rest = arguments
+        var path: String?
+        if let index = rest.firstIndex(of: "--config") {
+            guard index + 1 < rest.count else { throw ConfigurationError("--config needs a file") }
+            path = rest[index + 1]
+            rest.removeSubrange(index...(index + 1))
+        } else if let index = rest.firstIndex(where: { $0.hasPrefix("--config=") }) {
+            path = String(rest[index].dropFirst("--config=".count))
+            rest.remove(at: index)
+        }
+        guard let path else { return arguments }
+        let given = Set(rest.filter { $0.hasPrefix("--") }.map { String($0.split(separator: "=", maxSplits: 1)[0]) })
+        return try settings(path: path).filter { !given.contains($0.option) }.flatMap(\.arguments) + rest
+    }
+
+    /// The file's settings in the order written, each as an option and its arguments.
+    static func settings(path: String) throws(ConfigurationError) -> [(option: String, arguments: [String])] {
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
+            let code = errno
+            throw ConfigurationError("cannot read --config \(path): \(String(cString: strerror(code))) (errno \(code))")
+        }
+        let node: Node?
+        do { node = try Yams.compose(yaml: text) } catch { throw ConfigurationError("\(path): not valid YAML (\(error))") }
+        guard let mapping = node?.mapping else { throw ConfigurationError("\(path): expected a mapping of settings (key: value)") }
+        var result: [(option: String, arguments: [String])] = []
+        for (keyNode, value) in mapping {
+            guard let key = keyNode.string, key.allSatisfy({ $0.isLowercase || $0.isNumber || $0 == "_" }), !key.isEmpty else {
+                throw ConfigurationError("\(path): setting names are snake_case, not '\(keyNode.string ?? "?")'")
+            }
+            let option = "--" + key.replacingOccurrences(of: "_", with: "-")
+            switch value {
+            case .scalar(let scalar):
+                switch scalar.style == .plain ? Bool(scalar.string) : nil {
+                case true?: result.append((option, [option]))
+                case false?: continue
+                case nil: result.append((option, [option, scalar.string]))
+                }
+            case .sequence(let items):
+                let values = try items.map { item throws(ConfigurationError) -> String in
+                    guard let scalar = item.scalar else { throw ConfigurationError("\(path): '\(key)' lists something that is not a value") }
+                    return scalar.string
+                }
+                result.append((option, values.flatMap { [option, $0] }))
+            default:
+                throw ConfigurationError("\(path): '\(key)' is not a value or a list of values")
+            }
+        }
+        return result
+    }
+}

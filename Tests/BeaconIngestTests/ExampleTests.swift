@@ -1,0 +1,370 @@
+import Foundation
+import LibPQ
+import LocalServers
+import TestServers
+import Testing
+
+/// An example command: where it is written and the command line as written there.
+struct Example: Hashable, CustomStringConvertible {
+    var origin: String
+    var line: String
+    var description: String { "\(origin): \(line)" }
+
+    /// The command's words after `beaconflow`, and the environment assignments before it.
+    var command: (environment: [String: String], arguments: [String]) {
+        var environment: [String: String] = [:]
+        var words = Self.shellWords(line)[...]
+        while let first = words.first, let equals = first.firstIndex(of: "="), first[..<equals].allSatisfy({ $0.isUppercase || $0 == "_" }) {
+            environment[String(first[..<equals])] = String(first[first.index(after: equals)...])
+            words = words.dropFirst()
+        }
+        return (environment, Array(words.dropFirst()))
+    }
+
+    var subcommand: String { command.arguments.first ?? "" }
+
+    /// Splits a command line as sh would, for the quoting the examples use (single and double quotes).
+    static func shellWords(_ text: String) -> [String] {
+        var words: [String] = []
+        var current = ""
+        var inWord = false
+        var quote: Character?
+        for character in text {
+            if let open = quote {
+                if character == open { quote = nil } else { current.append(character) }
+            } else if character == "\"" || character == "'" {
+                quote = character
+                inWord = true
+            } else if character == " " || character == "\t" {
+                if inWord { words.append(current) }
+                current = ""
+                inWord = false
+            } else {
+                current.append(character)
+                inWord = true
+            }
+        }
+        if inWord { words.append(current) }
+        return words
+    }
+
+    /// Logical lines (joined at a trailing `\`) with their `# comment` cut off.
+    static func commandLines(_ lines: [Substring]) -> [String] {
+        var result: [String] = []
+        var pending = ""
+        for raw in lines {
+            var line = String(raw)
+            if let comment = line.range(of: "  #") ?? line.range(of: " # ") { line = String(line[..<comment.lowerBound]) }
+            line = line.trimmingCharacters(in: .whitespaces)
+            if line.hasSuffix("\\") {
+                pending += line.dropLast().trimmingCharacters(in: .whitespaces) + " "
+            } else {
+                result.append(pending + line)
+                pending = ""
+            }
+        }
+        return result.filter { !$0.isEmpty }
+    }
+
+    /// The `beaconflow` command lines of the ```sh blocks of a Markdown file.
+    static func inMarkdown(_ path: String) throws -> [Example] {
+        let text = try String(contentsOfFile: repositoryRoot + "/" + path, encoding: .utf8)
+        var examples: [Example] = []
+        var block: [Substring]?
+        for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
+            if line.hasPrefix("```") {
+                if let lines = block {
+                    examples += commandLines(lines).filter { !$0.hasPrefix("scripts/") }.map { Example(origin: path, line: $0) }
+                    block = nil
+                } else if line == "```sh" {
+                    block = []
+                }
+            } else if block != nil {
+                block?.append(line)
+            }
+        }
+        return examples
+    }
+
+    /// The lines under "Examples:" in a command's `--help` (one line each: the terminal width is set wide); no
+    /// subcommand is `beaconflow --help`.
+    static func inHelp(of subcommand: String?, executable: String) async throws -> [Example] {
+        var environment = ProcessInfo.processInfo.environment
+        environment["COLUMNS"] = "10000"
+        let help = try await runProgram(executable, (subcommand.map { [$0] } ?? []) + ["--help"], environment: environment)
+        let lines = help.output.split(separator: "\n", omittingEmptySubsequences: false)
+        guard let start = lines.firstIndex(of: "Examples:") else { return [] }
+        let body = lines[(start + 1)...].prefix { !$0.isEmpty }
+        return commandLines(Array(body)).map { Example(origin: "beaconflow \(subcommand.map { $0 + " " } ?? "")--help", line: $0) }
+    }
+
+    /// Files in Markdown ```yaml blocks whose first line names where they live (`# /etc/beaconflow/agent.yaml`).
+    static func filesInMarkdown(_ path: String) throws -> [String: String] {
+        let text = try String(contentsOfFile: repositoryRoot + "/" + path, encoding: .utf8)
+        var files: [String: String] = [:]
+        for block in text.components(separatedBy: "```yaml\n").dropFirst() {
+            let body = block.components(separatedBy: "```")[0]
+            if let first = body.split(separator: "\n").first, first.hasPrefix("# /") {
+                files[String(first.dropFirst(2))] = body
+            }
+        }
+        return files
+    }
+}
+
+/// Every example of the README, docs/ and the `--help` texts runs, as written, against what the repository ships
+/// (examples/, deploy/). What an example cannot name here is mapped, and only this: the hosts
+/// (`127.0.0.1:1883`, `broker.example:8883`, `127.0.0.1:5432`, `host=db`, `/run/postgresql`) are this test's
+/// mosquitto (plain, and TLS as deploy/ configures it), and PostgreSQL; `/etc/beaconflow/` and
+/// `/var/lib/beaconflow/` are directories of the test; the environment has `PGPORT` and `PGUSER=postgres` as a
+/// user's shell would; and the demo runs 5 s instead of its 60 or 300.
+@Suite(
+    .enabled(if: MosquittoServer.executable != nil && PostgresServer.binaries != nil, "mosquitto or PostgreSQL is not installed"),
+    .enabled(if: beaconflowExecutable != nil, "the beaconflow executable is not built"),
+    .enabled(if: findExecutable("mosquitto_passwd", extraDirectories: ["/usr/bin"]) != nil, "mosquitto_passwd is not installed"),
+    .serialized, .timeLimit(.minutes(10)))
+struct ExampleTests {
+    static let documents = ["README.md"] + ((try? FileManager.default.contentsOfDirectory(atPath: repositoryRoot + "/docs")) ?? [])
+        .filter { $0.hasSuffix(".md") }.sorted().map { "docs/" + $0 }
+    static let subcommands = ["agent", "ingest", "decode", "simulate", "accuracy", "report", "migrate", "demo"]
+
+    static func allExamples(executable: String) async throws -> [Example] {
+        var examples: [Example] = []
+        for document in documents { examples += try Example.inMarkdown(document) }
+        for subcommand in [nil] + subcommands { examples += try await Example.inHelp(of: subcommand, executable: executable) }
+        return examples
+    }
+
+    /// The collection itself: it finds the examples where they are, and a command nobody runs would fail.
+    @Test func theExamplesAreFound() async throws {
+        let examples = try await Self.allExamples(executable: try #require(beaconflowExecutable))
+        for subcommand in Self.subcommands where subcommand != "simulate" {
+            #expect(examples.contains { $0.subcommand == subcommand && $0.origin.hasSuffix("--help") }, "\(subcommand)")
+            #expect(examples.contains { $0.subcommand == subcommand && $0.origin == "README.md" }, "\(subcommand)")
+        }
+        #expect(Example.commandLines(["a \\", "  b   # note", "", "c"]) == ["a b", "c"])
+        #expect(Example.shellWords(#"x --database "host=db dbname=b" 'q r'"#) == ["x", "--database", "host=db dbname=b", "q r"])
+        #expect(Example(origin: "", line: "PGHOST=/run PGDATABASE=b beaconflow migrate").command.environment == ["PGHOST": "/run", "PGDATABASE": "b"])
+        #expect(try Example.filesInMarkdown("README.md").keys.contains("/etc/beaconflow/agent.yaml"))
+        #expect(examples.filter { $0.origin == "beaconflow --help" }.count == 3)
+    }
+
+    @Test func everyExampleRuns() async throws {
+        let executable = try #require(beaconflowExecutable)
+        var examples: [Example] = []
+        for example in try await Self.allExamples(executable: executable) where !examples.contains(where: { $0.line == example.line }) {
+            examples.append(example)
+        }
+        let world = try await ExampleWorld.start()
+        defer { world.clean() }
+
+        func run(_ example: Example, timeout: Duration = .seconds(300)) async throws -> (status: Int32?, output: String, errors: String) {
+            let (environment, arguments) = world.command(example)
+            return try await world.run(executable, arguments, environment: environment, timeout: timeout)
+        }
+
+        let bySubcommand = Dictionary(grouping: examples, by: \.subcommand)
+        #expect(Set(bySubcommand.keys).isSubset(of: Self.subcommands), "examples no one runs: \(examples.filter { !Self.subcommands.contains($0.subcommand) })")
+
+        for example in bySubcommand["migrate"] ?? [] {
+            let result = try await run(example)
+            #expect(result.status == 0, "\(example)\n\(result.errors)")
+        }
+
+        // Each ingest with the agents of its broker: an agent's replay ends when the ingest acknowledged it all.
+        let agents = bySubcommand["agent"] ?? []
+        var agentsRun: Set<Example> = []
+        for ingest in bySubcommand["ingest"] ?? [] {
+            let secure = ingest.line.contains("mqtts://")
+            try world.writePassword(user: "ingest")
+            let server = try world.start(executable, world.command(ingest))
+            try await world.eventually("\(ingest) connects to PostgreSQL") { server.errors.contains("Connected to PostgreSQL") }
+            for agent in agents where world.usesTLS(agent) == secure {
+                try world.writePassword(user: "hq/" + world.agentID(agent))
+                let result = try await run(agent)
+                #expect(result.status == 0, "\(agent)\n\(result.errors.suffix(3000))")
+                agentsRun.insert(agent)
+            }
+            server.process.terminate(SIGTERM)
+            let status = await server.process.exit()
+            #expect(server.process.exitCode == 0, "\(ingest) exit \(status)\n\(server.errors.suffix(3000))")
+        }
+        #expect(agentsRun == Set(agents), "agents with no ingest: \(Set(agents).subtracting(agentsRun))")
+        let stored = try world.database.query("SELECT agent_id, count(*) FROM beaconflow.sightings GROUP BY 1 ORDER BY 1")
+        #expect(stored.map { $0[0] ?? "" } == ["hq-a1", "hq-a2", "hq-a3"], "\(stored)")
+
+        for example in bySubcommand["report"] ?? [] {
+            let result = try await run(example)
+            #expect(result.status == 0 && result.output.contains("hq-a2"), "\(example)\n\(result.output)\(result.errors)")
+        }
+        for example in bySubcommand["decode"] ?? [] {
+            let result = try await run(example)
+            #expect(result.status == 0 && !result.output.isEmpty && !result.output.contains(#""error""#), "\(example)\n\(result.output.prefix(2000))\(result.errors)")
+        }
+        for example in (bySubcommand["accuracy"] ?? []) + (bySubcommand["simulate"] ?? []) {
+            let result = try await run(example, timeout: .seconds(400))
+            #expect(result.status == 0 && !result.output.isEmpty, "\(example)\n\(result.errors.suffix(3000))")
+            // A table names every zone method, in order.
+            let rows = result.output.split(separator: "\n").filter { $0.hasPrefix("| ") && !$0.hasPrefix("| preset") && !$0.hasPrefix("| method") }
+            if example.line.contains("--preset") {
+                let methods = rows.map { $0.split(separator: "|")[1].trimmingCharacters(in: .whitespaces) }
+                #expect(methods == ["chosen", "chosen-loudest", "nearest", "kalman", "kalman-bermuda", "trimmed-mean", "one-euro"], "\(result.output)")
+            }
+        }
+        for example in bySubcommand["demo"] ?? [] {
+            let result = try await run(example)
+            #expect(result.status == 0 && result.output.contains("Occupancy per zone"), "\(example)\n\(result.output.suffix(2000))\(result.errors.suffix(2000))")
+            if example.line.contains("--keep") {
+                // The servers it left are running; stop them as the next demo would.
+                let pids = try String(contentsOfFile: world.directory + "/.beaconflow/servers.pid", encoding: .utf8)
+                    .split(whereSeparator: \.isWhitespace).compactMap { pid_t($0) }
+                #expect(pids.count == 2 && pids.allSatisfy { kill($0, 0) == 0 }, "\(pids)")
+                for pid in pids { kill(pid, SIGINT) }
+            }
+        }
+    }
+}
+
+/// The servers and directories the examples run against.
+final class ExampleWorld: @unchecked Sendable {
+    let directory: String
+    let broker: MosquittoServer
+    let secureBroker: MosquittoServer
+    let securePort: Int
+    let postgres: PostgresServer
+    let database: PostgresConnection
+
+    private init(directory: String, broker: MosquittoServer, secure: (MosquittoServer, Int), postgres: PostgresServer) throws {
+        self.directory = directory
+        self.broker = broker
+        (secureBroker, securePort) = secure
+        self.postgres = postgres
+        database = try PostgresConnection("host=127.0.0.1 port=\(postgres.port) user=postgres dbname=beaconflow connect_timeout=5")
+    }
+
+    static func start() async throws -> ExampleWorld {
+        let directory = try makeTemporaryDirectory(prefix: "examples")
+        for shipped in ["examples", "deploy"] {
+            try FileManager.default.createSymbolicLink(atPath: directory + "/" + shipped, withDestinationPath: repositoryRoot + "/" + shipped)
+        }
+        let broker = try MosquittoServer()
+        let secure = try await startShippedBroker(in: directory, users: ["hq/hq-a1", "hq/hq-a2", "hq/hq-a3"])
+        let postgres = try await PostgresServer.start()
+        // What deploy/postgres-init.sh makes, with the owner that migrates.
+        let admin = try PostgresConnection(postgres.conninfo)
+        for statement in [
+            "CREATE ROLE beaconflow LOGIN", "CREATE DATABASE beaconflow OWNER beaconflow",
+            "CREATE ROLE beaconflow_writer NOLOGIN", "CREATE ROLE beaconflow_reader NOLOGIN",
+            "CREATE ROLE ingest LOGIN IN ROLE beaconflow_writer", "CREATE ROLE grafana LOGIN IN ROLE beaconflow_reader",
+        ] { try admin.execute(statement) }
+        let world = try ExampleWorld(directory: directory, broker: broker, secure: secure, postgres: postgres)
+        let etc = directory + "/etc/beaconflow"
+        try FileManager.default.createDirectory(atPath: etc, withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: deployDirectory + "/config/sites.yaml", toPath: etc + "/sites.yaml")
+        try FileManager.default.copyItem(atPath: directory + "/pki/ca.pem", toPath: etc + "/ca.pem")
+        for document in ExampleTests.documents {
+            for (path, text) in try Example.filesInMarkdown(document) {
+                try world.mapped(text).write(toFile: world.mapped(path), atomically: true, encoding: .utf8)
+            }
+        }
+        return world
+    }
+
+    func clean() {
+        broker.stop()
+        secureBroker.stop()
+        postgres.stop()
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    /// An example's text with its hosts and system paths made this test's.
+    func mapped(_ text: String) -> String {
+        var text = text
+        for (placeholder, here) in [
+            ("127.0.0.1:1883", "127.0.0.1:\(broker.port)"), ("broker.example:8883", "127.0.0.1:\(securePort)"),
+            ("127.0.0.1:5432", "127.0.0.1:\(postgres.port)"), ("host=db ", "host=127.0.0.1 "),
+            ("/run/postgresql", postgres.directory), ("/etc/beaconflow/", directory + "/etc/beaconflow/"),
+            ("/var/lib/beaconflow/", directory + "/var/lib/beaconflow/"), ("--duration 300", "--duration 5"),
+        ] {
+            text = text.replacingOccurrences(of: placeholder, with: here)
+        }
+        return text
+    }
+
+    func command(_ example: Example) -> (environment: [String: String], arguments: [String]) {
+        var (environment, arguments) = Example(origin: example.origin, line: mapped(example.line)).command
+        if arguments.first == "demo", !arguments.contains("--duration") { arguments += ["--duration", "5"] }
+        var merged = ProcessInfo.processInfo.environment
+        merged["PGPORT"] = String(postgres.port)
+        merged["PGUSER"] = "postgres"
+        merged["PGCONNECT_TIMEOUT"] = "5"
+        merged.merge(environment) { $1 }
+        return (merged, arguments)
+    }
+
+    /// The agent an agent example runs as: its `--agent`, or its config file's `agent:`.
+    func agentID(_ example: Example) -> String {
+        let arguments = command(example).arguments
+        if let index = arguments.firstIndex(of: "--agent"), index + 1 < arguments.count { return arguments[index + 1] }
+        return configLine(example, key: "agent") ?? ""
+    }
+
+    func usesTLS(_ example: Example) -> Bool {
+        example.line.contains("mqtts://") || configLine(example, key: "broker")?.hasPrefix("mqtts://") == true
+    }
+
+    private func configLine(_ example: Example, key: String) -> String? {
+        let arguments = command(example).arguments
+        guard let index = arguments.firstIndex(of: "--config"), index + 1 < arguments.count,
+            let text = try? String(contentsOfFile: arguments[index + 1], encoding: .utf8)
+        else { return nil }
+        return text.split(separator: "\n").first { $0.hasPrefix(key + ":") }
+            .map { $0.dropFirst(key.count + 1).trimmingCharacters(in: .whitespaces) }
+    }
+
+    /// `/etc/beaconflow/mqtt.pw` as the given user's (the examples share the path; each host has its own file).
+    func writePassword(user: String) throws {
+        try (shippedPassword(in: directory, user: user) + "\n").write(toFile: directory + "/etc/beaconflow/mqtt.pw", atomically: true, encoding: .utf8)
+    }
+
+    func run(
+        _ executable: String, _ arguments: [String], environment: [String: String], timeout: Duration
+    ) async throws -> (status: Int32?, output: String, errors: String) {
+        let started = try start(executable, (environment, arguments))
+        let deadline = ContinuousClock.now + timeout
+        while started.process.isRunning, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
+        if started.process.isRunning { started.process.terminate(SIGKILL) }
+        _ = await started.process.exit()
+        return (started.process.exitCode, started.output, started.errors)
+    }
+
+    final class Started: Sendable {
+        let process: ChildProcess
+        let outputPath: String
+        init(process: ChildProcess, outputPath: String) {
+            self.process = process
+            self.outputPath = outputPath
+        }
+        var output: String { (try? String(contentsOfFile: outputPath + ".out", encoding: .utf8)) ?? "" }
+        var errors: String { (try? String(contentsOfFile: outputPath + ".err", encoding: .utf8)) ?? "" }
+    }
+
+    private var started = 0
+
+    func start(_ executable: String, _ command: (environment: [String: String], arguments: [String])) throws -> Started {
+        started += 1
+        let path = directory + "/run-\(started)"
+        let process = try startProgram(
+            executable, command.arguments, environment: command.environment, currentDirectory: directory,
+            standardOutputPath: path + ".out", standardErrorPath: path + ".err")
+        return Started(process: process, outputPath: path)
+    }
+
+    func eventually(_ what: String, timeout: Duration = .seconds(30), _ condition: () -> Bool) async throws {
+        let deadline = ContinuousClock.now + timeout
+        while !condition() {
+            guard ContinuousClock.now < deadline else { throw LocalServerError("timed out waiting until \(what)") }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+    }
+}
