@@ -84,35 +84,15 @@ struct AgentCommand: AsyncParsableCommand {
     var gattRead: [String] = []
     @Option(help: "Log level: trace, debug, info (default), notice, warning, error, critical.") var logLevel: String?
 
-    /// The command line's settings; nil where an option was not given.
-    var commandLineSettings: AgentSettings {
-        AgentSettings(
-            site: site, agent: agent, source: source, broker: broker, caFile: caFile, certFile: certFile,
-            keyFile: keyFile, passwordFile: passwordFile, spool: spool, spoolMaxMb: spoolMaxMb, fsync: fsync,
-            speed: speed, batchMaxSightings: batchMaxSightings, batchMaxAgeMs: batchMaxAgeMs, maxInFlight: maxInFlight,
-            ackTimeout: ackTimeout, drainTimeout: drainTimeout, replayFromStart: replayFromStart ? true : nil, allow: allow.isEmpty ? nil : allow,
-            deny: deny.isEmpty ? nil : deny, includeUnknownDevices: includeUnknownDevices,
-            pseudonymKeyFile: pseudonymKeyFile, active: active, scanIntervalMs: scanIntervalMs,
-            scanWindowMs: scanWindowMs, watchdog: watchdog, record: record,
-            gattPoll: gattPoll.isEmpty ? nil : gattPoll, gattPollHours: gattPollHours,
-            gattRead: gattRead.isEmpty ? nil : gattRead, logLevel: logLevel)
-    }
-
     func run() async throws {
-        let settings: AgentSettings
-        do {
-            settings = try AgentSettings.merged(file: config, commandLine: commandLineSettings)
-        } catch {
-            throw ValidationError(error.message)
-        }
-        let level = Logger.Level(rawValue: settings.logLevel ?? "info") ?? .info
+        let level = Logger.Level(rawValue: logLevel ?? "info") ?? .info
         bootstrapLogging(level: level)
         let logger = Logger(label: "beaconflow.agent")
         let configuration: AgentConfiguration
         let advertSource: any AdvertSource
         let gattPoller: GATTPoller?
         switch Result(catching: { () throws(ConfigurationError) in
-            (try settings.configuration(), try settings.source(logger: logger), try settings.gattPoller(logger: logger))
+            (try agentConfiguration(), try makeSource(logger: logger), try makeGATTPoller(logger: logger))
         }) {
         case .success(let (made, madeSource, madePoller)):
             configuration = made

@@ -21,6 +21,36 @@ struct Beaconflow: AsyncParsableCommand {
     )
 }
 
+extension Beaconflow {
+    /// Parses the command line (with the `--config` file of a subcommand that takes one laid under it) and runs it.
+    static func main() async {
+        let expanded: (arguments: [String], file: ConfigFile?)
+        do {
+            expanded = try ConfigFile.expanding(Array(CommandLine.arguments.dropFirst()))
+        } catch {
+            exit(withError: ValidationError(error.message))
+        }
+        var command: any ParsableCommand
+        do {
+            command = try parseAsRoot(expanded.arguments)
+        } catch {
+            if let file = expanded.file, let explained = file.explain(message(for: error)) {
+                exit(withError: ValidationError(explained))
+            }
+            exit(withError: error)
+        }
+        do {
+            if var asyncCommand = command as? any AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            exit(withError: error)
+        }
+    }
+}
+
 /// Logs to standard error at `level` (constant messages, data in metadata).
 func bootstrapLogging(level: Logger.Level) {
     LoggingSystem.bootstrap { label in

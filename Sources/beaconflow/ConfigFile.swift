@@ -6,10 +6,18 @@ import Yams
 /// keys, kebab-case options), `key: true` the flag `--key`, `key: false` nothing, and a list the option once per
 /// item. The command then parses the file's arguments and its own with the same option definitions, the file's
 /// first; an option given on the command line replaces the file's (lists included).
-enum ConfigFile {
-    /// `arguments` (a subcommand's, without its name) with the `--config` file's settings put in front.
-    static func expanding(_ arguments: [String]) throws(ConfigurationError) -> [String] {
-        var rest = arguments
+struct ConfigFile {
+    var path: String
+    var settings: [(option: String, arguments: [String])]
+
+    /// The subcommands that take `--config`.
+    static let subcommands: Set<String> = ["agent", "ingest"]
+
+    /// A command line (subcommand first) with its `--config` file's settings put in front of the subcommand's own
+    /// options, and the file, when there is one.
+    static func expanding(_ arguments: [String]) throws(ConfigurationError) -> (arguments: [String], file: ConfigFile?) {
+        guard let subcommand = arguments.first, subcommands.contains(subcommand) else { return (arguments, nil) }
+        var rest = Array(arguments.dropFirst())
         var path: String?
         if let index = rest.firstIndex(of: "--config") {
             guard index + 1 < rest.count else { throw ConfigurationError("--config needs a file") }
@@ -19,9 +27,20 @@ enum ConfigFile {
             path = String(rest[index].dropFirst("--config=".count))
             rest.remove(at: index)
         }
-        guard let path else { return arguments }
+        guard let path else { return (arguments, nil) }
+        let file = ConfigFile(path: path, settings: try settings(path: path))
         let given = Set(rest.filter { $0.hasPrefix("--") }.map { String($0.split(separator: "=", maxSplits: 1)[0]) })
-        return try settings(path: path).filter { !given.contains($0.option) }.flatMap(\.arguments) + rest
+        return ([subcommand] + file.settings.filter { !given.contains($0.option) }.flatMap(\.arguments) + rest, file)
+    }
+
+    /// A parse error about one of the file's settings, said in the file's terms.
+    func explain(_ message: String) -> String? {
+        for (option, _) in settings where message.contains("'\(option)") {
+            let key = option.dropFirst(2).replacingOccurrences(of: "-", with: "_")
+            if message.hasPrefix("Unknown option") { return "\(path): unknown setting '\(key)'" }
+            return "\(path): setting '\(key)': \(message)"
+        }
+        return nil
     }
 
     /// The file's settings in the order written, each as an option and its arguments.

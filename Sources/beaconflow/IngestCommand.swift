@@ -38,6 +38,8 @@ struct IngestCommand: AsyncParsableCommand {
             """
     )
 
+    @Option(help: "A YAML file with any of these options, keys in snake_case (sites, broker, database, metrics_listen, ...); options given here override it.")
+    var config: String?
     @Option(help: "The sites file (sites, zones, agents, the beacon registry; keys in the README).") var sites: String
     @Option(help: "Broker URL: mqtt://[user@]host[:port] or mqtts://... (TLS).") var broker = "mqtt://127.0.0.1:1883"
     @Option(help: "CA certificate file (PEM) for mqtts://; default: the system's CAs.") var caFile: String?

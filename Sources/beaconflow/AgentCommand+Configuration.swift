@@ -4,115 +4,11 @@ import BeaconWire
 import Foundation
 import Logging
 import Mosquitto
-import Yams
 
-/// The agent's settings as given: on the command line, in a `--config` YAML file (keys are the options in
-/// snake_case), or both, the command line winning. Defaults are applied when the configuration is built.
-struct AgentSettings: Codable, Equatable {
-    var site: String?
-    var agent: String?
-    var source: String?
-    var broker: String?
-    var caFile: String?
-    var certFile: String?
-    var keyFile: String?
-    var passwordFile: String?
-    var spool: String?
-    var spoolMaxMb: Int?
-    var fsync: String?
-    var speed: String?
-    var batchMaxSightings: Int?
-    var batchMaxAgeMs: Int?
-    var maxInFlight: Int?
-    var ackTimeout: Int?
-    var drainTimeout: Int?
-    var replayFromStart: Bool?
-    var allow: [String]?
-    var deny: [String]?
-    var includeUnknownDevices: Bool?
-    var pseudonymKeyFile: String?
-    var active: Bool?
-    var scanIntervalMs: Double?
-    var scanWindowMs: Double?
-    var watchdog: Int?
-    var record: String?
-    var gattPoll: [String]?
-    var gattPollHours: Double?
-    var gattRead: [String]?
-    var logLevel: String?
-
-    enum CodingKeys: String, CodingKey, CaseIterable {
-        case site, agent, source, broker
-        case caFile = "ca_file"
-        case certFile = "cert_file"
-        case keyFile = "key_file"
-        case passwordFile = "password_file"
-        case spool
-        case spoolMaxMb = "spool_max_mb"
-        case fsync, speed
-        case batchMaxSightings = "batch_max_sightings"
-        case batchMaxAgeMs = "batch_max_age_ms"
-        case maxInFlight = "max_in_flight"
-        case ackTimeout = "ack_timeout"
-        case drainTimeout = "drain_timeout"
-        case replayFromStart = "replay_from_start"
-        case allow, deny
-        case includeUnknownDevices = "include_unknown_devices"
-        case pseudonymKeyFile = "pseudonym_key_file"
-        case active
-        case scanIntervalMs = "scan_interval_ms"
-        case scanWindowMs = "scan_window_ms"
-        case watchdog, record
-        case gattPoll = "gatt_poll"
-        case gattPollHours = "gatt_poll_hours"
-        case gattRead = "gatt_read"
-        case logLevel = "log_level"
-    }
-
-    /// Reads `--config` (when given) and lays the command line over it. Unknown keys are errors: a misspelt
-    /// setting must not be silently ignored.
-    static func merged(file path: String?, commandLine: AgentSettings) throws(ConfigurationError) -> AgentSettings {
-        guard let path else { return commandLine }
-        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
-            throw ConfigurationError("cannot read --config \(path)")
-        }
-        let file: AgentSettings
-        do {
-            guard let mapping = try Yams.load(yaml: text) as? [String: Any] else {
-                throw ConfigurationError("\(path): expected a mapping of settings (key: value)")
-            }
-            let known = Set(CodingKeys.allCases.map(\.rawValue))
-            if let unknown = mapping.keys.sorted().first(where: { !known.contains($0) }) {
-                throw ConfigurationError(
-                    "\(path): unknown setting '\(unknown)'; known: \(known.sorted().joined(separator: ", "))")
-            }
-            file = try YAMLDecoder().decode(AgentSettings.self, from: text)
-        } catch let error as ConfigurationError {
-            throw error
-        } catch let error as DecodingError {
-            throw ConfigurationError("\(path): \(describe(error))")
-        } catch {
-            throw ConfigurationError("\(path): not valid YAML (\(error))")
-        }
-        return file.overridden(by: commandLine)
-    }
-
-    /// These settings with every value `other` has put over them.
-    func overridden(by other: AgentSettings) -> AgentSettings {
-        var result = self
-        func take<T>(_ path: WritableKeyPath<AgentSettings, T?>) {
-            if let value = other[keyPath: path] { result[keyPath: path] = value }
-        }
-        take(\.site); take(\.agent); take(\.source); take(\.broker); take(\.caFile); take(\.certFile)
-        take(\.keyFile); take(\.passwordFile); take(\.spool); take(\.spoolMaxMb); take(\.fsync); take(\.speed)
-        take(\.batchMaxSightings); take(\.batchMaxAgeMs); take(\.maxInFlight); take(\.ackTimeout)
-        take(\.drainTimeout); take(\.replayFromStart); take(\.allow); take(\.deny); take(\.includeUnknownDevices); take(\.pseudonymKeyFile)
-        take(\.active); take(\.scanIntervalMs); take(\.scanWindowMs); take(\.watchdog); take(\.record)
-        take(\.gattPoll); take(\.gattPollHours); take(\.gattRead); take(\.logLevel)
-        return result
-    }
-
-    func configuration() throws(ConfigurationError) -> AgentConfiguration {
+/// What the agent's options make: its configuration, its source and its GATT poller. Defaults are applied
+/// here; an option left out (on the command line and in the `--config` file) is nil.
+extension AgentCommand {
+    func agentConfiguration() throws(ConfigurationError) -> AgentConfiguration {
         guard let site, let agent else { throw ConfigurationError("--site and --agent are required (or in --config)") }
         var address = try BrokerAddress(url: broker ?? "mqtt://127.0.0.1:1883")
         if let passwordFile {
@@ -149,9 +45,9 @@ struct AgentSettings: Codable, Equatable {
         configuration.maximumInFlight = maxInFlight
         configuration.acknowledgementTimeout = .seconds(ackTimeout)
         configuration.drainTimeout = .seconds(drainTimeout)
-        configuration.replayFromStart = replayFromStart ?? false
-        configuration.extractor.allow = allow ?? []
-        configuration.extractor.deny = deny ?? []
+        configuration.replayFromStart = replayFromStart
+        configuration.extractor.allow = allow
+        configuration.extractor.deny = deny
         configuration.extractor.includeUnknownDevices = includeUnknownDevices ?? false
         if let pseudonymKeyFile {
             guard let text = try? String(contentsOfFile: pseudonymKeyFile, encoding: .utf8),
@@ -165,12 +61,12 @@ struct AgentSettings: Codable, Equatable {
     }
 
     /// The GATT poll of `gatt_poll` devices (`AA:BB:CC:DD:EE:FF`, `/random` for a random address), if any.
-    func gattPoller(logger: Logger) throws(ConfigurationError) -> GATTPoller? {
-        guard let addresses = gattPoll, !addresses.isEmpty else { return nil }
+    func makeGATTPoller(logger: Logger) throws(ConfigurationError) -> GATTPoller? {
+        guard !gattPoll.isEmpty else { return nil }
         let hours = gattPollHours ?? 6
         guard hours > 0, hours <= 24 * 30 else { throw ConfigurationError("gatt_poll_hours must be more than 0, at most 720") }
         var targets: [DeviceAddress] = []
-        for text in addresses {
+        for text in gattPoll {
             let random = text.hasSuffix("/random")
             let bare = random ? String(text.dropLast("/random".count)) : text
             guard let address = DeviceAddress(bare, kind: random ? .random : .public) else {
@@ -179,7 +75,7 @@ struct AgentSettings: Codable, Equatable {
             targets.append(address)
         }
         var poller = GATTPoller(targets: targets, interval: .seconds(hours * 3600), logger: logger)
-        for text in gattRead ?? [] {
+        for text in gattRead {
             let digits = text.lowercased().hasPrefix("0x") ? String(text.dropFirst(2)) : text
             guard digits.count == 4, let uuid = UInt16(digits, radix: 16) else {
                 throw ConfigurationError("gatt_read '\(text)' is not a 16-bit characteristic UUID such as 2A6E")
@@ -189,7 +85,7 @@ struct AgentSettings: Codable, Equatable {
         return poller
     }
 
-    func source(logger: Logger) throws(ConfigurationError) -> any AdvertSource {
+    func makeSource(logger: Logger) throws(ConfigurationError) -> any AdvertSource {
         guard let source else { throw ConfigurationError("--source is required (or source: in --config)") }
         guard let colon = source.firstIndex(of: ":") else {
             throw ConfigurationError("source must be hci:hciN, btsnoop:PATH, pcap:PATH or sim:SCENARIO, not '\(source)'")
@@ -224,19 +120,5 @@ struct AgentSettings: Codable, Equatable {
         default:
             throw ConfigurationError("source kind '\(kind)' is not hci, btsnoop, pcap or sim")
         }
-    }
-}
-
-/// A decoding error as a sentence that names the setting.
-private func describe(_ error: DecodingError) -> String {
-    switch error {
-    case .typeMismatch(let type, let context), .valueNotFound(let type, let context):
-        return "setting '\(context.codingPath.map(\.stringValue).joined(separator: "."))' must be \(type)"
-    case .dataCorrupted(let context):
-        return "setting '\(context.codingPath.map(\.stringValue).joined(separator: "."))': \(context.debugDescription)"
-    case .keyNotFound(let key, _):
-        return "missing setting '\(key.stringValue)'"
-    @unknown default:
-        return "\(error)"
     }
 }
