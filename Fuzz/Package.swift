@@ -18,6 +18,7 @@ let package = Package(
             dependencies: [
                 "CLibFuzzer", .product(name: "BeaconWire", package: "beaconflow"),
                 .product(name: "BeaconIngest", package: "beaconflow"), .product(name: "BeaconAgent", package: "beaconflow"),
+                .product(name: "BeaconMessaging", package: "beaconflow"),
             ]),
     ],
     swiftLanguageModes: [.v6]

@@ -1,5 +1,6 @@
 import BeaconAgent
 import BeaconIngest
+import BeaconMessaging
 import BeaconWire
 import CLibFuzzer
 import Glibc
