@@ -18,7 +18,7 @@ public func startShippedBroker(in directory: String, users: [String]) async thro
     try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: pki)
     try FileManager.default.copyItem(atPath: deployDirectory + "/mosquitto/acl", toPath: pki + "/acl")
     let port = try freeLoopbackPort()
-    var configuration = try String(contentsOfFile: deployDirectory + "/mosquitto/mosquitto.conf", encoding: .utf8)
+    var configuration = try String(contentsOfFile: deployDirectory + "/mosquitto/beaconflow.conf", encoding: .utf8)
         .replacingOccurrences(of: "/etc/mosquitto/beaconflow", with: pki)
         .replacingOccurrences(of: "listener 8883", with: "listener \(port) 127.0.0.1")
     // The test broker's own lines set these: where it keeps its files.

@@ -1,0 +1,205 @@
+import Foundation
+import LocalServers
+import TestServers
+import Testing
+import Yams
+
+/// deploy/ started the first time, as an operator would, without docker or systemd: every service the compose
+/// file runs from an image this machine has a program for (mosquitto, PostgreSQL, migrate, the ingest) runs as
+/// that image's user, with the compose file's command, environment, mounts and secrets and nothing else, in a
+/// network namespace where the service names resolve to loopback; an agent on a "gateway" then delivers a capture
+/// through the published broker port. Prometheus and Grafana are not installed here: their configuration is
+/// checked by the dashboard and alert tests.
+@Suite(.serialized) struct DeployStartupTests {
+    /// The images' users: eclipse-mosquitto's mosquitto, postgres's postgres, and deploy/Dockerfile's USER.
+    static let imageUsers = ["mosquitto": 1883, "postgres": 999]
+
+    struct Service {
+        var image: String
+        var command: [String]
+        var environment: [String: String]
+        var binds: [ContainedProgram.Mount]
+        var namedVolumes: [(name: String, target: String)]
+        var secrets: [String]
+    }
+
+    /// The services of a compose file, with bind sources made absolute against `directory`.
+    static func services(ofComposeFile path: String, directory: String) throws -> [String: Service] {
+        let text = try String(contentsOfFile: path, encoding: .utf8)
+        let compose = try #require(try Yams.load(yaml: text) as? [String: Any])
+        let services = try #require(compose["services"] as? [String: [String: Any]])
+        var result: [String: Service] = [:]
+        for (name, service) in services {
+            var binds: [ContainedProgram.Mount] = [], volumes: [(String, String)] = []
+            for volume in service["volumes"] as? [String] ?? [] {
+                let parts = volume.split(separator: ":").map(String.init)
+                if parts[0].hasPrefix(".") {
+                    let source = URL(fileURLWithPath: directory + "/" + parts[0]).standardized.path
+                    binds.append(.init(source, at: parts[1], readOnly: parts.count > 2 && parts[2] == "ro"))
+                } else {
+                    volumes.append((parts[0], parts[1]))
+                }
+            }
+            result[name] = Service(
+                image: service["image"] as? String ?? "",
+                command: service["command"] as? [String] ?? [],
+                environment: (service["environment"] as? [String: Any] ?? [:]).mapValues { "\($0)" },
+                binds: binds, namedVolumes: volumes, secrets: service["secrets"] as? [String] ?? [])
+        }
+        // Secrets: a file each, mounted at /run/secrets/<name> as it is on the host.
+        let secretFiles = (compose["secrets"] as? [String: [String: String]] ?? [:]).compactMapValues { $0["file"] }
+        for (name, service) in result {
+            for secret in service.secrets {
+                let file = try #require(secretFiles[secret], "the secret \(secret) of \(name) has no file")
+                result[name]!.binds.append(.init(URL(fileURLWithPath: directory + "/" + file).standardized.path, at: "/run/secrets/" + secret))
+            }
+        }
+        return result
+    }
+
+    /// The compose deployment: prepare-compose as root, then the services in their order, each as its image's user.
+    @Test(
+        .enabled(if: canRunContainedPrograms, "needs root and namespaces"),
+        .enabled(if: MosquittoServer.executable != nil && PostgresServer.binaries != nil && beaconflowExecutable != nil,
+                 "needs mosquitto, PostgreSQL and the built beaconflow"))
+    func theComposeServicesStartAsTheirUsersAndTalkToEachOther() async throws {
+        let work = try makeTemporaryDirectory(prefix: "compose-startup")
+        defer { try? FileManager.default.removeItem(atPath: work) }
+        let deploy = work + "/deploy"
+        try FileManager.default.copyItem(atPath: deployDirectory, toPath: deploy)
+        try FileManager.default.copyItem(atPath: repositoryRoot + "/dashboards", toPath: work + "/dashboards")
+
+        // The operator's step.
+        let prepared = try await runProgram(deploy + "/prepare-compose", ["broker.example.net", "hq/hq-a1"])
+        #expect(prepared.status == 0, "\(prepared.output)\(prepared.errors)")
+        let again = try await runProgram(deploy + "/prepare-compose", ["broker.example.net", "hq/hq-a1", "hq/hq-a2"])
+        #expect(again.status == 0, "a second run (adding an agent) fails: \(again.errors)")
+
+        let dockerfile = try String(contentsOfFile: deploy + "/Dockerfile", encoding: .utf8)
+        let beaconflowUID = try #require(dockerfile.split(separator: "\n").last { $0.hasPrefix("USER ") }
+            .flatMap { Int($0.dropFirst(5).split(separator: ":")[0]) })
+        let services = try Self.services(ofComposeFile: deploy + "/docker-compose.yml", directory: deploy)
+
+        // Secrets: readable by their service's user alone. The broker sees no client password and not the CA key.
+        for (name, service) in services {
+            let uid = service.image.hasPrefix("beaconflow") ? beaconflowUID : Self.imageUsers.first { service.image.hasPrefix("eclipse-" + $0.key) || service.image.hasPrefix($0.key + ":") }?.value
+            for bind in service.binds where bind.target.hasPrefix("/run/secrets/") || bind.source.hasSuffix(".key") || bind.source.hasSuffix("/passwd") {
+                let attributes = try FileManager.default.attributesOfItem(atPath: bind.source)
+                #expect((attributes[.posixPermissions] as? Int ?? 0) & 0o077 == 0, "\(name): \(bind.source) is open to others")
+                #expect(attributes[.ownerAccountID] as? Int == uid, "\(name): \(bind.source) is not its user's (\(uid.map(String.init) ?? "?"))")
+            }
+        }
+        let brokerSources = try #require(services["mosquitto"]).binds.map(\.source)
+        #expect(!brokerSources.contains { $0.hasSuffix("ca.key") || $0.contains("/secrets") || $0.hasSuffix("/certs") })
+
+        // The containers.
+        let (passwd, group) = try containedUserFiles(["mosquitto": 1883, "postgres": 999, "beaconflow": beaconflowUID], in: work)
+        let hosts = work + "/hosts"
+        try "127.0.0.1 localhost \(services.keys.sorted().joined(separator: " ")) broker.example.net\n"
+            .write(toFile: hosts, atomically: true, encoding: .utf8)
+        let system: [ContainedProgram.Mount] = [.init(passwd, at: "/etc/passwd"), .init(group, at: "/etc/group"), .init(hosts, at: "/etc/hosts")]
+        func volume(_ name: String, owner: Int) throws -> String {
+            let path = work + "/volumes/" + name
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+            _ = chown(path, uid_t(owner), gid_t(owner))
+            return path
+        }
+        var specifications: [String: ContainedProgram] = [:]
+        for name in ["mosquitto", "postgres", "migrate", "ingest"] {
+            let service = try #require(services[name], "no service \(name)")
+            let uid = name == "mosquitto" ? 1883 : name == "postgres" ? 999 : beaconflowUID
+            var mounts = system + service.binds
+            for (volumeName, target) in service.namedVolumes {
+                mounts.append(.init(try volume(volumeName, owner: uid), at: target, readOnly: false))
+            }
+            var arguments = service.command
+            var owned: [String] = []
+            if service.image.hasPrefix("beaconflow") {
+                mounts.append(.init(beaconflowExecutable!, at: "/app/beaconflow"))
+                arguments = ["/app/beaconflow"] + arguments
+            } else if name == "postgres" {
+                // What the postgres image's entrypoint does on a first start, as its user.
+                let entrypoint = work + "/postgres-entrypoint"
+                try Self.postgresEntrypoint.write(toFile: entrypoint, atomically: true, encoding: .utf8)
+                try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: entrypoint)
+                mounts.append(.init(entrypoint, at: "/docker-entrypoint.sh"))
+                arguments = ["/docker-entrypoint.sh"]
+                owned = ["/var/run/postgresql"]
+            }
+            specifications[name] = ContainedProgram(
+                uid: uid, arguments: arguments,
+                environment: service.environment.merging(["PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:" + PostgresServer.binaries!]) { $1 },
+                mounts: mounts, ownedDirectories: owned)
+        }
+        // A gateway's agent, as the agent unit's dynamic user would run it, through the published port.
+        let agentPassword = work + "/agent.pw"
+        try FileManager.default.copyItem(atPath: deploy + "/certs/secrets/hq/hq-a1.pw", toPath: agentPassword)
+        _ = chown(agentPassword, 61_234, 61_234)
+        specifications["agent"] = ContainedProgram(
+            uid: 61_234,
+            arguments: ["/app/beaconflow", "agent", "--site", "hq", "--agent", "hq-a1", "--source", "btsnoop:/capture.btsnoop",
+                        "--speed", "max", "--broker", "mqtts://broker.example.net:8883", "--ca-file", "/ca.pem",
+                        "--password-file", "/agent.pw", "--spool", "/var/tmp/spool",
+                        // A batch published before the ingest's first subscription is resent after this.
+                        "--ack-timeout", "2"],
+            mounts: system + [
+                .init(beaconflowExecutable!, at: "/app/beaconflow"), .init(exampleFile("mixed-beacons.btsnoop"), at: "/capture.btsnoop"),
+                .init(deploy + "/certs/ca.pem", at: "/ca.pem"), .init(agentPassword, at: "/agent.pw"),
+            ])
+        for (name, program) in specifications {
+            try program.specification(root: work + "/roots/" + name).write(toFile: work + "/" + name + ".spec", atomically: true, encoding: .utf8)
+        }
+        let readerPassword = try String(contentsOfFile: deploy + "/secrets/grafana-db-password", encoding: .utf8)
+        let script = containedShellFunctions + "\n" + """
+            set -u
+            cd \(work)
+            ip link set lo up
+            mkdir -p logs
+            contained postgres.spec > logs/postgres 2>&1 & postgres=$!
+            for _ in $(seq 600); do \(PostgresServer.binaries!)/pg_isready -q -h 127.0.0.1 -p 5432 && break; sleep 0.1; done
+            (contained migrate.spec) > logs/migrate 2>&1; echo "migrate $?" >> results
+            contained mosquitto.spec > logs/mosquitto 2>&1 & mosquitto=$!
+            contained ingest.spec > logs/ingest 2>&1 & ingest=$!
+            timeout 120 bash -c "$(declare -f contained contained_main); contained agent.spec" > logs/agent 2>&1; echo "agent $?" >> results
+            PGPASSWORD='\(readerPassword)' \(PostgresServer.binaries!)/psql -h 127.0.0.1 -U grafana -d beaconflow -Atc \\
+              "SELECT count(*) FROM beaconflow.sightings" > logs/reader 2>&1; echo "reader $?" >> results
+            \(findExecutable("curl").map { "\($0) -sf http://127.0.0.1:9464/metrics > logs/metrics; echo \"metrics $?\" >> results" } ?? "")
+            kill -TERM $ingest; wait $ingest; echo "ingest $?" >> results
+            kill -TERM $mosquitto; wait $mosquitto
+            kill -INT $postgres; wait $postgres
+            """
+        try script.write(toFile: work + "/project.sh", atomically: true, encoding: .utf8)
+        let run = try await runProgram(findExecutable("unshare")!, ["--net", "--mount", "--fork", "bash", work + "/project.sh"])
+        func log(_ name: String) -> String { (try? String(contentsOfFile: work + "/logs/" + name, encoding: .utf8)) ?? "" }
+        let results = Dictionary(
+            ((try? String(contentsOfFile: work + "/results", encoding: .utf8)) ?? "").split(separator: "\n")
+                .map { line in (String(line.split(separator: " ")[0]), Int(line.split(separator: " ")[1]) ?? -1) }) { $1 }
+        let context = "\(run.errors)\n--- postgres\n\(log("postgres"))\n--- migrate\n\(log("migrate"))\n--- mosquitto\n\(log("mosquitto"))\n--- ingest\n\(log("ingest"))\n--- agent\n\(log("agent"))\n--- reader\n\(log("reader"))"
+        #expect(results["migrate"] == 0, "migrate: \(context)")
+        #expect(results["agent"] == 0, "the agent did not deliver: \(context)")
+        #expect(results["reader"] == 0 && (Int(log("reader").trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0) > 0, "Grafana's login reads no sightings: \(context)")
+        #expect(results["ingest"] == 0, "the ingest did not stop cleanly: \(context)")
+        if results["metrics"] != nil { #expect(results["metrics"] == 0 && log("metrics").contains("beaconflow_ingest"), "no /metrics") }
+        #expect(!log("mosquitto").contains("Error"), "\(log("mosquitto"))")
+        // The broker kept its session state in the image's data directory.
+        #expect(FileManager.default.fileExists(atPath: work + "/volumes/mosquitto-data/mosquitto.db"), "mosquitto wrote no persistence file: \(log("mosquitto"))")
+    }
+
+    /// The postgres image's first start (docker-entrypoint.sh), as its user: initdb with the password file, the
+    /// database, the init scripts against a server on the socket only, then the server. Connections come from
+    /// other containers, which the image makes authenticate with passwords: here they come from loopback, so
+    /// local TCP needs a password too.
+    static let postgresEntrypoint = #"""
+        #!/bin/bash
+        set -euo pipefail
+        export PGDATA=/var/lib/postgresql/data
+        initdb -D "$PGDATA" --username="$POSTGRES_USER" --pwfile=<(cat "$POSTGRES_PASSWORD_FILE"; echo) \
+          --auth-local=trust --auth-host=scram-sha-256 > /dev/null
+        pg_ctl -D "$PGDATA" -w -o "-c listen_addresses='' -k /var/run/postgresql" start > /dev/null
+        export PGHOST=/var/run/postgresql
+        psql -v ON_ERROR_STOP=1 --username "$POSTGRES_USER" --dbname postgres -c "CREATE DATABASE \"$POSTGRES_DB\"" > /dev/null
+        for script in /docker-entrypoint-initdb.d/*.sh; do bash "$script"; done
+        pg_ctl -D "$PGDATA" -w -m fast stop > /dev/null
+        exec postgres -D "$PGDATA" -c listen_addresses='*' -k /var/run/postgresql
+        """#
+}
