@@ -200,6 +200,198 @@ import Yams
         psql -v ON_ERROR_STOP=1 --username "$POSTGRES_USER" --dbname postgres -c "CREATE DATABASE \"$POSTGRES_DB\"" > /dev/null
         for script in /docker-entrypoint-initdb.d/*.sh; do bash "$script"; done
         pg_ctl -D "$PGDATA" -w -m fast stop > /dev/null
-        exec postgres -D "$PGDATA" -c listen_addresses='*' -k /var/run/postgresql
+        exec postgres -D "$PGDATA" -c listen_addresses='*' -k /var/run/postgresql "$@"
         """#
+
+    /// What systemd makes of a unit's [Service] section, for the keys the shipped units use.
+    struct Unit {
+        var execStart: [String] = []
+        var credentials: [(id: String, path: String)] = []
+        var environment: [String: String] = [:]
+        var environmentFiles: [String] = []
+        var stateDirectory: String?
+
+        init(path: String) throws {
+            let text = try String(contentsOfFile: path, encoding: .utf8).replacingOccurrences(of: "\\\n", with: " ")
+            for line in text.split(separator: "\n") where !line.hasPrefix("#") {
+                guard let equals = line.firstIndex(of: "=") else { continue }
+                let key = String(line[..<equals]), value = String(line[line.index(after: equals)...])
+                switch key {
+                case "ExecStart": execStart = value.split(whereSeparator: \.isWhitespace).map(String.init)
+                case "LoadCredential":
+                    let parts = value.split(separator: ":", maxSplits: 1).map(String.init)
+                    credentials.append((parts[0], parts[1]))
+                case "Environment":
+                    let parts = value.split(separator: "=", maxSplits: 1).map(String.init)
+                    environment[parts[0]] = parts[1]
+                case "EnvironmentFile": environmentFiles.append(value)
+                case "StateDirectory": stateDirectory = value
+                default: continue
+                }
+            }
+        }
+    }
+
+    /// deploy/systemd as an operator installs it (the unit comments' files under /etc/beaconflow, root-only
+    /// secrets, the example configs with the certificates of make-certificates), each unit run as systemd would:
+    /// a dynamic user, its credentials in a directory only it reads, its state directory, `%d` and `${...}`
+    /// expanded, the environment files read. The broker is mosquitto with beaconflow.conf as a drop-in of a
+    /// Debian-like main file, PostgreSQL serves TLS as db.example.net; the example host names resolve to loopback.
+    /// The agent replays a capture instead of scanning hci0 (its command line adds --source).
+    @Test(
+        .enabled(if: canRunContainedPrograms, "needs root and namespaces"),
+        .enabled(if: MosquittoServer.executable != nil && PostgresServer.binaries != nil && beaconflowExecutable != nil,
+                 "needs mosquitto, PostgreSQL and the built beaconflow"))
+    func theSystemdUnitsStartWithTheirCredentials() async throws {
+        let work = try makeTemporaryDirectory(prefix: "systemd-startup")
+        defer { try? FileManager.default.removeItem(atPath: work) }
+        let files = FileManager.default
+        func write(_ text: String, _ path: String, mode: Int = 0o600, owner: Int = 0) throws {
+            try text.write(toFile: path, atomically: true, encoding: .utf8)
+            try files.setAttributes([.posixPermissions: mode], ofItemAtPath: path)
+            _ = chown(path, uid_t(owner), gid_t(owner))
+        }
+        func read(_ path: String) throws -> String { try String(contentsOfFile: path, encoding: .utf8) }
+
+        // The broker's and the database's certificates, the MQTT users.
+        let made = try await runProgram(deployDirectory + "/make-certificates", [work + "/pki", "broker.example.net", "hq/hq-a1"])
+        #expect(made.status == 0, "\(made.errors)")
+        let dbMade = try await runProgram(deployDirectory + "/make-certificates", [work + "/db-pki", "db.example.net"])
+        #expect(dbMade.status == 0, "\(dbMade.errors)")
+
+        // /etc/beaconflow as the unit comments describe it.
+        let etc = work + "/etc-beaconflow"
+        try files.createDirectory(atPath: etc, withIntermediateDirectories: true)
+        for name in ["ingest.yaml", "agent.yaml", "sites.yaml", "migrate.env"] {
+            try write(try read(deployDirectory + "/config/" + name), etc + "/" + name, mode: 0o644)
+        }
+        try write(try read(work + "/pki/ca.pem"), etc + "/ca.pem", mode: 0o644)
+        try write(try read(work + "/db-pki/ca.pem"), etc + "/db-ca.pem", mode: 0o644)
+        try write(try read(work + "/pki/secrets/ingest.pw"), etc + "/ingest-mqtt.pw")
+        try write(try read(work + "/pki/secrets/hq/hq-a1.pw"), etc + "/agent-mqtt.pw")
+        let ownerPassword = "owner-" + UUID().uuidString, ingestPassword = "ingest-" + UUID().uuidString
+        try write("db.example.net:5432:beaconflow:beaconflow:\(ownerPassword)\n", etc + "/owner.pgpass")
+        try write("db.example.net:5432:beaconflow:ingest:\(ingestPassword)\n", etc + "/ingest.pgpass")
+
+        let (passwd, group) = try containedUserFiles(["mosquitto": 1883, "postgres": 999], in: work)
+        let hosts = work + "/hosts"
+        try write("127.0.0.1 localhost broker.example.net db.example.net\n", hosts, mode: 0o644)
+        let system: [ContainedProgram.Mount] = [.init(passwd, at: "/etc/passwd"), .init(group, at: "/etc/group"), .init(hosts, at: "/etc/hosts")]
+        let path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:" + PostgresServer.binaries!
+        var specifications: [String: ContainedProgram] = [:]
+
+        // mosquitto as the Debian package runs it, with beaconflow.conf in conf.d and its files readable by mosquitto.
+        let broker = work + "/broker"
+        try files.createDirectory(atPath: broker + "/data", withIntermediateDirectories: true)
+        _ = chown(broker + "/data", 1883, 1883)
+        try write("persistence true\npersistence_location /var/lib/mosquitto/\nlog_dest stderr\ninclude_dir /etc/mosquitto/conf.d\n", broker + "/mosquitto.conf", mode: 0o644)
+        for name in ["broker.key", "passwd"] { try write(try read(work + "/pki/" + name), broker + "/" + name, mode: 0o600, owner: 1883) }
+        specifications["mosquitto"] = ContainedProgram(
+            uid: 1883, arguments: ["mosquitto", "-c", "/etc/mosquitto/mosquitto.conf"], environment: ["PATH": path],
+            mounts: system + [
+                .init(broker + "/mosquitto.conf", at: "/etc/mosquitto/mosquitto.conf"),
+                .init(deployDirectory + "/mosquitto/beaconflow.conf", at: "/etc/mosquitto/conf.d/beaconflow.conf"),
+                .init(deployDirectory + "/mosquitto/acl", at: "/etc/mosquitto/beaconflow/acl"),
+                .init(work + "/pki/ca.pem", at: "/etc/mosquitto/beaconflow/ca.pem"),
+                .init(work + "/pki/broker.pem", at: "/etc/mosquitto/beaconflow/broker.pem"),
+                .init(broker + "/broker.key", at: "/etc/mosquitto/beaconflow/broker.key"),
+                .init(broker + "/passwd", at: "/etc/mosquitto/beaconflow/passwd"),
+                .init(broker + "/data", at: "/var/lib/mosquitto", readOnly: false),
+            ])
+
+        // PostgreSQL with TLS, its roles made as the compose deployment's init script makes them.
+        let database = work + "/database"
+        try files.createDirectory(atPath: database + "/data", withIntermediateDirectories: true)
+        _ = chown(database + "/data", 999, 999)
+        try write(ownerPassword, database + "/postgres-password", owner: 999)
+        try write(ingestPassword, database + "/ingest-db-password", owner: 999)
+        try write("unused-" + UUID().uuidString, database + "/grafana-db-password", owner: 999)
+        try write(try read(work + "/db-pki/broker.pem"), database + "/server.pem", mode: 0o644)
+        try write(try read(work + "/db-pki/broker.key"), database + "/server.key", owner: 999)
+        try write(Self.postgresEntrypoint, database + "/entrypoint", mode: 0o755)
+        specifications["postgres"] = ContainedProgram(
+            uid: 999,
+            arguments: ["/docker-entrypoint.sh", "-c", "ssl=on", "-c", "ssl_cert_file=/tls/server.pem", "-c", "ssl_key_file=/tls/server.key"],
+            environment: ["PATH": path, "POSTGRES_USER": "beaconflow", "POSTGRES_DB": "beaconflow", "POSTGRES_PASSWORD_FILE": "/run/secrets/postgres-password"],
+            mounts: system + [
+                .init(database + "/entrypoint", at: "/docker-entrypoint.sh"),
+                .init(deployDirectory + "/postgres-init.sh", at: "/docker-entrypoint-initdb.d/10-beaconflow-roles.sh"),
+                .init(database + "/data", at: "/var/lib/postgresql/data", readOnly: false),
+                .init(database + "/server.pem", at: "/tls/server.pem"), .init(database + "/server.key", at: "/tls/server.key"),
+            ] + ["postgres-password", "ingest-db-password", "grafana-db-password"].map { .init(database + "/" + $0, at: "/run/secrets/" + $0) },
+            ownedDirectories: ["/var/run/postgresql"])
+
+        // The units.
+        for (index, name) in ["migrate", "ingest", "agent"].enumerated() {
+            let unitName = "beaconflow-\(name).service"
+            let unit = try Unit(path: deployDirectory + "/systemd/" + unitName)
+            let uid = 61_001 + index
+            let credentials = work + "/credentials/" + unitName
+            try files.createDirectory(atPath: credentials, withIntermediateDirectories: true)
+            for credential in unit.credentials {
+                let source = credential.path.replacingOccurrences(of: "/etc/beaconflow", with: etc)
+                try write(try read(source), credentials + "/" + credential.id, mode: 0o400, owner: uid)
+            }
+            let credentialsDirectory = "/run/credentials/" + unitName
+            var environment = ["PATH": path, "CREDENTIALS_DIRECTORY": credentialsDirectory]
+            for file in unit.environmentFiles {
+                for line in try read(file.replacingOccurrences(of: "/etc/beaconflow", with: etc)).split(separator: "\n") where !line.hasPrefix("#") {
+                    let parts = line.split(separator: "=", maxSplits: 1).map(String.init)
+                    if parts.count == 2 { environment[parts[0]] = parts[1] }
+                }
+            }
+            for (key, value) in unit.environment { environment[key] = value.replacingOccurrences(of: "%d", with: credentialsDirectory) }
+            var arguments = unit.execStart.map { word in
+                environment.reduce(word) { $0.replacingOccurrences(of: "${\($1.key)}", with: $1.value) }
+            }
+            #expect(arguments.first == "/usr/local/bin/beaconflow" && !arguments.contains { $0.contains("${") || $0.contains("%") })
+            arguments[0] = "/app/beaconflow"
+            var mounts = system + [
+                .init(beaconflowExecutable!, at: "/app/beaconflow"), .init(etc, at: "/etc/beaconflow"),
+                .init(credentials, at: credentialsDirectory),
+            ]
+            if let state = unit.stateDirectory {
+                let directory = work + "/state/" + state
+                try files.createDirectory(atPath: directory, withIntermediateDirectories: true)
+                _ = chown(directory, uid_t(uid), gid_t(uid))
+                mounts.append(.init(directory, at: "/var/lib/" + state, readOnly: false))
+            }
+            if name == "agent" {
+                mounts.append(.init(exampleFile("mixed-beacons.btsnoop"), at: "/capture.btsnoop"))
+                arguments += ["--source", "btsnoop:/capture.btsnoop", "--speed", "max", "--ack-timeout", "2"]
+            }
+            specifications[name] = ContainedProgram(uid: uid, arguments: arguments, environment: environment, mounts: mounts)
+        }
+        for (name, program) in specifications {
+            try write(try program.specification(root: work + "/roots/" + name), work + "/" + name + ".spec", mode: 0o600)
+        }
+        let script = containedShellFunctions + "\n" + """
+            set -u
+            cd \(work)
+            ip link set lo up
+            mkdir -p logs
+            contained postgres.spec > logs/postgres 2>&1 & postgres=$!
+            for _ in $(seq 600); do \(PostgresServer.binaries!)/pg_isready -q -h 127.0.0.1 -p 5432 && break; sleep 0.1; done
+            (contained migrate.spec) > logs/migrate 2>&1; echo "migrate $?" >> results
+            contained mosquitto.spec > logs/mosquitto 2>&1 & mosquitto=$!
+            contained ingest.spec > logs/ingest 2>&1 & ingest=$!
+            timeout 120 bash -c "$(declare -f contained contained_main); contained agent.spec" > logs/agent 2>&1; echo "agent $?" >> results
+            PGPASSWORD='\(ownerPassword)' PGSSLMODE=require \(PostgresServer.binaries!)/psql -h 127.0.0.1 -U beaconflow -d beaconflow -Atc \\
+              "SELECT count(*) FROM beaconflow.sightings" > logs/count 2>&1; echo "count $?" >> results
+            kill -TERM $ingest; wait $ingest; echo "ingest $?" >> results
+            kill -TERM $mosquitto; wait $mosquitto
+            kill -INT $postgres; wait $postgres
+            """
+        try write(script, work + "/project.sh", mode: 0o700)
+        let run = try await runProgram(findExecutable("unshare")!, ["--net", "--mount", "--fork", "bash", work + "/project.sh"])
+        func log(_ name: String) -> String { (try? read(work + "/logs/" + name)) ?? "" }
+        let results = Dictionary(
+            ((try? read(work + "/results")) ?? "").split(separator: "\n")
+                .map { line in (String(line.split(separator: " ")[0]), Int(line.split(separator: " ")[1]) ?? -1) }) { $1 }
+        let context = "\(run.errors)\n--- postgres\n\(log("postgres"))\n--- migrate\n\(log("migrate"))\n--- mosquitto\n\(log("mosquitto"))\n--- ingest\n\(log("ingest"))\n--- agent\n\(log("agent"))\n--- count\n\(log("count"))"
+        #expect(results["migrate"] == 0, "migrate: \(context)")
+        #expect(results["agent"] == 0, "the agent did not deliver: \(context)")
+        #expect(results["count"] == 0 && (Int(log("count").trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0) > 0, "no sightings stored: \(context)")
+        #expect(results["ingest"] == 0, "the ingest did not stop cleanly: \(context)")
+    }
 }
