@@ -21,7 +21,17 @@ public final class Agent: Sendable {
         case sourceFailed(String)
     }
 
+    /// What `/healthz` reports: whether the broker connection is up, and how much waits in the spool.
+    public struct Health: Sendable, Equatable {
+        public var brokerConnected = false
+        public var pendingBatches = 0
+        public var spoolBytes: Int64 = 0
+    }
+
     public let configuration: AgentConfiguration
+    private let currentHealth = Mutex(Health())
+    /// The engine's state as of its last turn (every 50 ms at most).
+    public var health: Health { currentHealth.withLock { $0 } }
     private let source: any AdvertSource
     private let gattPoller: GATTPoller?
     private let logger: Logger
@@ -134,6 +144,8 @@ public final class Agent: Sendable {
             let now = DispatchTime.now().uptimeNanoseconds
             for input in inputs { engine.handle(input, now: now) }
             engine.tick(now: now)
+            let health = Health(brokerConnected: engine.isConnected, pendingBatches: engine.pendingBatches, spoolBytes: engine.spoolBytes)
+            currentHealth.withLock { $0 = health }
             if shouldStop {
                 engine.shutDown()
                 logger.info("Agent stopped", metadata: ["pending_batches": "\(engine.pendingBatches)"])

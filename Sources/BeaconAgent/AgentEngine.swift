@@ -45,6 +45,7 @@ final class AgentEngine: @unchecked Sendable {
     private let sightingsCounter = Counter(label: "beaconflow_agent_sightings_total")
     private let batchesCounter = Counter(label: "beaconflow_agent_batches_total")
     private let publishCounter = Counter(label: "beaconflow_agent_publishes_total")
+    private let acknowledgedCounter = Counter(label: "beaconflow_agent_batches_acknowledged_total")
     private let droppedCounter = Counter(label: "beaconflow_agent_spool_dropped_batches_total")
     /// Acknowledgements not believed (beyond the newest batch sealed, or not an acknowledgement at all).
     private let refusedAcknowledgementsCounter = Counter(label: "beaconflow_agent_acknowledgements_refused_total")
@@ -89,6 +90,8 @@ final class AgentEngine: @unchecked Sendable {
     /// Nothing left to do for a finite source: it ended, and every batch was acknowledged.
     var isDrained: Bool { sourceEnded && builder.isEmpty && spool.pendingCount == 0 }
     var pendingBatches: Int { spool.pendingCount }
+    var spoolBytes: Int64 { Int64(spool.byteCount) }
+    var isConnected: Bool { window.isConnected }
 
     func handle(_ input: Input, now: UInt64) {
         switch input {
@@ -327,7 +330,9 @@ final class AgentEngine: @unchecked Sendable {
                     acknowledgementTimeoutNanoseconds: window.acknowledgementTimeoutNanoseconds)
                 window.connected()
             } else {
+                let pending = spool.pendingCount
                 try spool.acknowledge(through: sequence)
+                acknowledgedCounter.increment(by: max(0, pending - spool.pendingCount))
             }
         } catch {
             record(error: "\(error)")

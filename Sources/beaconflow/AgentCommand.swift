@@ -3,6 +3,7 @@ import BeaconAgent
 import BeaconMessaging
 import Foundation
 import Logging
+import MetricsEndpoint
 import Mosquitto
 import ServiceLifecycle
 import Synchronization
@@ -82,6 +83,8 @@ struct AgentCommand: AsyncParsableCommand {
     @Option(help: "Hours between GATT polls (default 6).") var gattPollHours: Double?
     @Option(help: "Also read this characteristic (16-bit UUID in hex, such as 2A6E for Temperature) in every GATT poll, from whichever service holds it; numeric ones the ingest knows become sensor readings, the others device information in hex (repeatable).")
     var gattRead: [String] = []
+    @Option(help: "Where /metrics (Prometheus: spool bytes and batches, batches sealed, published, acknowledged, refused and dropped, adverts and sightings, scan restarts) and /healthz (200 while connected to the broker) listen: HOST:PORT, [IPv6]:PORT, or 'none' (the default).")
+    var metricsListen: String?
     @Option(help: "Log level: trace, debug, info (default), notice, warning, error, critical.") var logLevel: String?
 
     func run() async throws {
@@ -91,18 +94,37 @@ struct AgentCommand: AsyncParsableCommand {
         let configuration: AgentConfiguration
         let advertSource: any AdvertSource
         let gattPoller: GATTPoller?
+        let metrics: MetricsListenAddress?
         switch Result(catching: { () throws(ConfigurationError) in
-            (try agentConfiguration(), try makeSource(logger: logger), try makeGATTPoller(logger: logger))
+            (try agentConfiguration(), try makeSource(logger: logger), try makeGATTPoller(logger: logger),
+             try MetricsListenAddress.parse(metricsListen ?? "none"))
         }) {
-        case .success(let (made, madeSource, madePoller)):
+        case .success(let (made, madeSource, madePoller, madeMetrics)):
             configuration = made
             advertSource = madeSource
             gattPoller = madePoller
+            metrics = madeMetrics
         case .failure(let error):
             throw ValidationError(error.message)
         }
 
+        // Before the agent makes its counters, so that they report here.
+        let registry = metrics.map { _ in MetricsListenAddress.bootstrapRegistry() }
         let agent = Agent(configuration: configuration, source: advertSource, gattPoller: gattPoller, logger: logger)
+        var endpoint: MetricsEndpoint?
+        if let metrics, let registry {
+            do {
+                endpoint = try metrics.serve(registry, logger: logger) {
+                    let health = agent.health
+                    return MetricsEndpoint.Health(
+                        healthy: health.brokerConnected,
+                        json: #"{"broker_connected":\#(health.brokerConnected),"pending_batches":\#(health.pendingBatches),"spool_bytes":\#(health.spoolBytes)}"#)
+                }
+            } catch {
+                throw ValidationError("\(error)")
+            }
+        }
+        defer { endpoint?.stop() }
         let service = AgentService(agent: agent)
         do {
             try await runUntilSignalled(service, logger: logger)

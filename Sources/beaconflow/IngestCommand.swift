@@ -6,10 +6,8 @@ import BeaconWire
 import Foundation
 import LibPQ
 import Logging
-import Metrics
 import MetricsEndpoint
 import Mosquitto
-import Prometheus
 import ServiceLifecycle
 
 struct IngestCommand: AsyncParsableCommand {
@@ -70,17 +68,6 @@ struct IngestCommand: AsyncParsableCommand {
     var metricsListen = "127.0.0.1:9464"
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.") var logLevel = "info"
 
-    /// The metrics listener's host and port, or nil for none.
-    func metricsAddress() throws(ConfigurationError) -> (host: String, port: Int)? {
-        guard metricsListen != "none" else { return nil }
-        guard let colon = metricsListen.lastIndex(of: ":"), let port = Int(metricsListen[metricsListen.index(after: colon)...]),
-            (0...65535).contains(port)
-        else { throw ConfigurationError("--metrics-listen must be HOST:PORT, [IPv6]:PORT or none, not '\(metricsListen)'") }
-        var host = String(metricsListen[..<colon])
-        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
-        return (host, port)
-    }
-
     func validate() throws {
         if let problem = PostgresConnection.syntaxError(in: database) { throw ValidationError("--database: \(problem)") }
     }
@@ -116,25 +103,23 @@ struct IngestCommand: AsyncParsableCommand {
     func run() async throws {
         guard let level = Logger.Level(rawValue: logLevel) else { throw ValidationError("unknown --log-level '\(logLevel)'") }
         let configuration: IngestConfiguration
-        let metrics: (host: String, port: Int)?
-        switch Result(catching: { () throws(ConfigurationError) in (try self.configuration(), try metricsAddress()) }) {
+        let metrics: MetricsListenAddress?
+        switch Result(catching: { () throws(ConfigurationError) in (try self.configuration(), try MetricsListenAddress.parse(metricsListen)) }) {
         case .success(let made): (configuration, metrics) = made
         case .failure(let error): throw ValidationError(error.message)
         }
         bootstrapLogging(level: level)
         let logger = Logger(label: "beaconflow.ingest")
-        let registry = PrometheusCollectorRegistry()
         // Before the ingest makes its counters, so that they report here.
-        if metrics != nil { MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry)) }
+        let registry = metrics.map { _ in MetricsListenAddress.bootstrapRegistry() }
         let ingest = Ingest(configuration: configuration, logger: logger)
         var endpoint: MetricsEndpoint?
-        if let metrics {
+        if let metrics, let registry {
             do {
-                endpoint = try MetricsEndpoint(host: metrics.host, port: metrics.port, registry: registry) {
+                endpoint = try metrics.serve(registry, logger: logger) {
                     let (healthy, json) = ingest.health
                     return MetricsEndpoint.Health(healthy: healthy, json: json)
                 }
-                logger.info("Serving /metrics and /healthz", metadata: ["listen": "\(metrics.host):\(metrics.port)"])
             } catch {
                 throw ValidationError("\(error)")
             }

@@ -3,6 +3,7 @@ import LibPQ
 import LocalServers
 import TestServers
 import Testing
+import Yams
 
 /// Grafana's PostgreSQL macros, expanded as Grafana does (facts from its macro engine: `$__timeFilter(c)` →
 /// `c BETWEEN '<from>' AND '<to>'`, `$__timeGroup(c, '5m')` → `floor(extract(epoch from c)/300)*300`, ...), and
@@ -143,5 +144,75 @@ struct DashboardTests {
                 Issue.record("docs/schema.md: \(error)\n\(sql)")
             }
         }
+        try checkAlertRules(connection, site: try #require(sites.first))
+    }
+
+    struct AlertRule {
+        var uid: String
+        var sql: String
+    }
+
+    /// The Grafana alert rules: each a PostgreSQL query (refId A, the provisioned datasource) and a threshold on
+    /// it that is the rule's condition.
+    static func alertRules() throws -> [AlertRule] {
+        let text = try String(contentsOfFile: directory + "/provisioning/alerting/beaconflow.yaml", encoding: .utf8)
+        let file = try #require(try Yams.load(yaml: text) as? [String: Any])
+        let groups = try #require(file["groups"] as? [[String: Any]])
+        var rules: [AlertRule] = []
+        for rule in groups.flatMap({ $0["rules"] as? [[String: Any]] ?? [] }) {
+            let uid = rule["uid"] as? String ?? "?"
+            let data = rule["data"] as? [[String: Any]] ?? []
+            let query = try #require(data.first { $0["refId"] as? String == "A" }, "\(uid): no query A")
+            let condition = try #require(data.first { $0["refId"] as? String == rule["condition"] as? String }, "\(uid): no condition")
+            let threshold = condition["model"] as? [String: Any] ?? [:]
+            #expect(query["datasourceUid"] as? String == "beaconflow-pg", "\(uid)")
+            #expect(threshold["type"] as? String == "threshold" && threshold["expression"] as? String == "A", "\(uid): the condition is not a threshold on A")
+            #expect(rule["noDataState"] as? String == "OK", "\(uid): a site with nothing to report must count as normal")
+            let model = query["model"] as? [String: Any] ?? [:]
+            rules.append(AlertRule(uid: uid, sql: try #require(model["rawSql"] as? String, "\(uid): no SQL")))
+        }
+        return rules
+    }
+
+    /// Each rule's query as the reader, as Grafana's alerting runs it: rows of one site label and one number.
+    /// With everything well (beacons just heard with full batteries, agents online and sending) no rule returns a
+    /// row; with one beacon low, one stale, one agent offline and one silent, each returns that site with 1.
+    func checkAlertRules(_ connection: PostgresConnection, site: String) throws {
+        let rules = try Self.alertRules()
+        #expect(Set(rules.map(\.uid)) == ["beaconflow-low-battery", "beaconflow-stale-beacons", "beaconflow-agents-offline", "beaconflow-agents-silent"])
+        func evaluate() throws -> [String: [[String?]]] {
+            try connection.execute("SET ROLE beaconflow_reader")
+            defer { try? connection.execute("RESET ROLE") }
+            var results: [String: [[String?]]] = [:]
+            for rule in rules {
+                try connection.execute("CREATE OR REPLACE TEMP VIEW alert_rule AS \(rule.sql)")
+                let types = try connection.query(
+                    "SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = 'alert_rule'::regclass AND attnum > 0 ORDER BY attnum"
+                ).compactMap { $0[0] }
+                #expect(types == ["text", "bigint"], "\(rule.uid): columns \(types)")
+                results[rule.uid] = try connection.query("SELECT * FROM alert_rule")
+                try connection.execute("DROP VIEW alert_rule")
+            }
+            return results
+        }
+        try connection.execute("RESET ROLE")
+        try connection.execute("BEGIN")
+        defer { try? connection.execute("ROLLBACK") }
+        try connection.execute(
+            "UPDATE beaconflow.beacon_state SET last_seen = now(), status = 'ok', est_days_left = 365, battery_mv = 3000")
+        try connection.execute(
+            "UPDATE beaconflow.agent_state SET online = true, online_since = now(), last_batch_at = now(), last_error = NULL")
+        for (uid, rows) in try evaluate() { #expect(rows.isEmpty, "\(uid) fires with everything well: \(rows)") }
+
+        let beacons = try connection.query("SELECT beacon_id FROM beaconflow.beacon_state WHERE site_id = $1 ORDER BY beacon_id LIMIT 2", [site]).compactMap { $0[0] }
+        let agents = try connection.query("SELECT agent_id FROM beaconflow.agent_state WHERE site_id = $1 ORDER BY agent_id LIMIT 2", [site]).compactMap { $0[0] }
+        try #require(beacons.count == 2 && agents.count == 2)
+        _ = try connection.query("UPDATE beaconflow.beacon_state SET status = 'low_battery', est_days_left = 12 WHERE beacon_id = $1", [beacons[0]])
+        _ = try connection.query("UPDATE beaconflow.beacon_state SET last_seen = now() - interval '1 day' WHERE beacon_id = $1", [beacons[1]])
+        _ = try connection.query("UPDATE beaconflow.agent_state SET online = false WHERE site_id = $1 AND agent_id = $2", [site, agents[0]])
+        _ = try connection.query(
+            "UPDATE beaconflow.agent_state SET online_since = now() - interval '1 hour', last_batch_at = now() - interval '1 hour' WHERE site_id = $1 AND agent_id = $2",
+            [site, agents[1]])
+        for (uid, rows) in try evaluate() { #expect(rows == [[site, "1"]], "\(uid): \(rows)") }
     }
 }

@@ -61,6 +61,54 @@ struct DeployTests {
         #expect(dockerfile.contains("USER 10001") && dockerfile.components(separatedBy: "\nFROM ").count == 3)
     }
 
+    /// deploy/prometheus.yml and its alerting rules load in promtool, the rules' unit tests pass, every alert has
+    /// a test in which it fires, and every metric a rule reads is one the ingest or the agent makes.
+    @Test(.enabled(if: findExecutable("promtool") != nil, "promtool is not installed"))
+    func thePrometheusAlertRulesLoadAndPassTheirTests() async throws {
+        let promtool = findExecutable("promtool")!
+        let work = try makeTemporaryDirectory(prefix: "prometheus")
+        defer { try? FileManager.default.removeItem(atPath: work) }
+        try String(contentsOfFile: Self.deploy + "/prometheus.yml", encoding: .utf8)
+            .replacingOccurrences(of: "/etc/prometheus/beaconflow-alerts.yml", with: Self.deploy + "/prometheus-alerts.yml")
+            .write(toFile: work + "/prometheus.yml", atomically: true, encoding: .utf8)
+        let config = try await runProgram(promtool, ["check", "config", work + "/prometheus.yml"])
+        #expect(config.status == 0 && (config.output + config.errors).contains("SUCCESS: 1 rule files found"), "\(config.output)\(config.errors)")
+        let tests = try await runProgram(promtool, ["test", "rules", Self.deploy + "/prometheus-alerts.test.yml"])
+        #expect(tests.status == 0, "\(tests.output)\(tests.errors)")
+
+        let rules = try String(contentsOfFile: Self.deploy + "/prometheus-alerts.yml", encoding: .utf8)
+        let testText = try String(contentsOfFile: Self.deploy + "/prometheus-alerts.test.yml", encoding: .utf8)
+        let alerts = rules.split(separator: "\n").compactMap { line -> String? in
+            let text = line.trimmingCharacters(in: .whitespaces)
+            return text.hasPrefix("- alert: ") ? String(text.dropFirst(9)) : nil
+        }
+        #expect(alerts.count >= 10)
+        for alert in alerts {
+            let firing = testText.components(separatedBy: "alertname: \(alert)\n").dropFirst()
+                .contains { $0.trimmingCharacters(in: .whitespaces).hasPrefix("exp_alerts:\n") }
+            #expect(firing, "no test in which \(alert) fires")
+        }
+        // Metric names as the code declares them (swift-metrics labels).
+        var declared = Set<String>()
+        let sources = repositoryRoot + "/Sources"
+        let label = try NSRegularExpression(pattern: #"label: "(beaconflow_[a-z_]+)""#)
+        for file in FileManager.default.enumerator(atPath: sources)!.compactMap({ $0 as? String }) where file.hasSuffix(".swift") {
+            let text = try String(contentsOfFile: sources + "/" + file, encoding: .utf8)
+            for match in label.matches(in: text, range: NSRange(text.startIndex..., in: text)) {
+                declared.insert(String(text[Range(match.range(at: 1), in: text)!]))
+            }
+        }
+        let used = try NSRegularExpression(pattern: #"expr: .*"#).matches(in: rules, range: NSRange(rules.startIndex..., in: rules))
+            .flatMap { match -> [String] in
+                let expression = String(rules[Range(match.range, in: rules)!])
+                return expression.split(whereSeparator: { !($0.isLetter || $0 == "_") }).map(String.init).filter { $0.hasPrefix("beaconflow_") }
+            }
+        #expect(Set(used).count >= 9)
+        for metric in Set(used) {
+            #expect(declared.contains(metric), "\(metric) is not a metric beaconflow makes")
+        }
+    }
+
     @Test func theExampleSitesFileLoads() throws {
         let sites = try SitesConfiguration.load(path: Self.deploy + "/config/sites.yaml")
         #expect(sites.sites.map(\.id) == ["hq"] && sites.sites[0].agents.count == 3)

@@ -141,7 +141,9 @@ struct IngestCommandTests {
             ], standardErrorPath: work + "/agent.log")
         // The agent exits 0 only when the ingest has acknowledged every batch, which it does after the commit.
         let agentStatus = await agent.exit()
-        #expect(agentStatus == 0, "agent log: \((try? String(contentsOfFile: work + "/agent.log", encoding: .utf8)) ?? "")")
+        let agentLog = (try? String(contentsOfFile: work + "/agent.log", encoding: .utf8)) ?? ""
+        #expect(agentStatus == 0, "agent log: \(agentLog)")
+        #expect(!agentLog.contains("Serving /metrics"), "the agent serves /metrics only when asked")
         let metrics = try httpGet(port: port, path: "/metrics").body
         #expect(metrics.contains(#"beaconflow_ingest_batches_total{outcome="committed"}"#))
         #expect(metrics.contains("beaconflow_ingest_sightings_total"))
@@ -152,6 +154,58 @@ struct IngestCommandTests {
         #expect(status == 0, "ingest log: \(log)")
         #expect(log.contains("Ingest stopped"))
         #expect(!log.contains("password"))
+    }
+
+    /// The agent's /metrics and /healthz (off unless asked for): a live simulated source through a real broker
+    /// and ingest; the counters move, the spool empties as batches are acknowledged, /healthz follows the broker.
+    @Test func theAgentServesMetricsWhenAsked() async throws {
+        let executable = try #require(beaconflowExecutable)
+        let broker = try MosquittoServer()
+        let database = try await PostgresServer.start()
+        let work = try makeTemporaryDirectory(prefix: "agent-metrics")
+        defer { try? FileManager.default.removeItem(atPath: work) }
+        try testSites.write(toFile: work + "/sites.yaml", atomically: true, encoding: .utf8)
+        let ingest = try ChildProcess(
+            executable, ["ingest", "--sites", work + "/sites.yaml", "--broker", broker.url, "--database", database.conninfo, "--metrics-listen", "none"],
+            standardErrorPath: work + "/ingest.log")
+        let port = try freeLoopbackPort()
+        let agent = try ChildProcess(
+            executable,
+            [
+                "agent", "--site", "hq", "--agent", "hq-a1", "--source", "sim:" + deployDirectory + "/scenarios/demo.yaml",
+                "--broker", broker.url, "--spool", work + "/spool", "--metrics-listen", "127.0.0.1:\(port)",
+            ], standardErrorPath: work + "/agent.log")
+        func metric(_ name: String, in text: String) -> Double? {
+            text.split(separator: "\n").first { $0.hasPrefix(name + " ") }.flatMap { Double($0.split(separator: " ")[1]) }
+        }
+        var metrics = ""
+        let deadline = ContinuousClock.now + .seconds(30)
+        while ContinuousClock.now < deadline {
+            metrics = (try? httpGet(port: port, path: "/metrics").body) ?? ""
+            if (metric("beaconflow_agent_batches_acknowledged_total", in: metrics) ?? 0) >= 3 { break }
+            try await Task.sleep(for: .milliseconds(200))
+        }
+        let log = { (try? String(contentsOfFile: work + "/agent.log", encoding: .utf8)) ?? "" }
+        #expect((metric("beaconflow_agent_batches_acknowledged_total", in: metrics) ?? 0) >= 3, "\(metrics)\n\(log())")
+        #expect((metric("beaconflow_agent_publishes_total", in: metrics) ?? 0) >= (metric("beaconflow_agent_batches_acknowledged_total", in: metrics) ?? 0))
+        #expect((metric("beaconflow_agent_adverts_total", in: metrics) ?? 0) > 0)
+        #expect(metric("beaconflow_agent_spool_bytes", in: metrics) != nil)
+        let health = try httpGet(port: port, path: "/healthz")
+        #expect(health.status == "HTTP/1.1 200 OK" && health.body.contains(#""broker_connected":true"#), "\(health)")
+        // Without the broker: unhealthy, and the batches wait in the spool.
+        broker.stop()
+        let brokerGone = ContinuousClock.now + .seconds(20)
+        var unhealthy = try httpGet(port: port, path: "/healthz")
+        while ContinuousClock.now < brokerGone, unhealthy.status == "HTTP/1.1 200 OK" {
+            try await Task.sleep(for: .milliseconds(200))
+            unhealthy = try httpGet(port: port, path: "/healthz")
+        }
+        #expect(unhealthy.status == "HTTP/1.1 503 Service Unavailable" && unhealthy.body.contains(#""broker_connected":false"#), "\(unhealthy)")
+        try await Task.sleep(for: .seconds(2))
+        #expect((metric("beaconflow_agent_spool_pending_batches", in: try httpGet(port: port, path: "/metrics").body) ?? 0) > 0)
+        agent.terminate(SIGTERM)
+        ingest.terminate(SIGTERM)
+        #expect(log().contains("Serving /metrics"))
     }
 
     @Test func aBadSitesFileIsNamedAndExits64() async throws {

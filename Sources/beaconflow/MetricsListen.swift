@@ -1,0 +1,37 @@
+import BeaconMessaging
+import Logging
+import Metrics
+import MetricsEndpoint
+import Prometheus
+
+/// Where a command serves `/metrics` and `/healthz` (`--metrics-listen`): HOST:PORT, [IPv6]:PORT, or `none`.
+struct MetricsListenAddress {
+    var host: String
+    var port: Int
+
+    /// nil for `none`.
+    static func parse(_ text: String) throws(ConfigurationError) -> MetricsListenAddress? {
+        guard text != "none" else { return nil }
+        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]), (0...65535).contains(port)
+        else { throw ConfigurationError("--metrics-listen must be HOST:PORT, [IPv6]:PORT or none, not '\(text)'") }
+        var host = String(text[..<colon])
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        return MetricsListenAddress(host: host, port: port)
+    }
+
+    /// Sends every swift-metrics metric made from now on to a new Prometheus registry: call it before making the
+    /// component whose counters `serve` should report.
+    static func bootstrapRegistry() -> PrometheusCollectorRegistry {
+        let registry = PrometheusCollectorRegistry()
+        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
+        return registry
+    }
+
+    func serve(
+        _ registry: PrometheusCollectorRegistry, logger: Logger, health: @escaping @Sendable () -> MetricsEndpoint.Health
+    ) throws(MetricsEndpoint.Failure) -> MetricsEndpoint {
+        let endpoint = try MetricsEndpoint(host: host, port: port, registry: registry, health: health)
+        logger.info("Serving /metrics and /healthz", metadata: ["listen": "\(host):\(endpoint.port)"])
+        return endpoint
+    }
+}
