@@ -37,8 +37,7 @@ struct AccuracyCommand: AsyncParsableCommand {
     @Option(name: .customLong("set"), help: "A sites-file key for every site, as key=value, applied to the chosen method (repeatable): for trying settings, e.g. --set zone_switch_evidence_db_s=20.")
     var siteKeys: [String] = []
     @Flag(help: "One JSON object per method and site instead of the table.") var json = false
-    @Option(help: "Log level of the pipeline's own logs: trace, debug, info, notice, warning, error, critical.")
-    var logLevel = "error"
+    @Option(help: "Log level of the pipeline's own logs.") var logLevel: Logger.Level = .error
 
     func run() async throws {
         switch (scenario, preset) {
@@ -160,7 +159,7 @@ struct AccuracyCommand: AsyncParsableCommand {
             }
             return method == .chosen ? try chosen() : method
         }
-        guard let level = Logger.Level(rawValue: logLevel) else { throw ValidationError("unknown --log-level '\(logLevel)'") }
+        let level = logLevel
         bootstrapLogging(level: level)
         let logger = Logger(label: "beaconflow.accuracy")
         guard MosquittoServer.executable != nil, PostgresServer.binaries != nil else {

@@ -1,3 +1,4 @@
+import ArgumentParser
 import BeaconAgent
 import BeaconMessaging
 import BeaconWire
@@ -8,38 +9,39 @@ import Mosquitto
 /// What the agent's options make: its configuration, its source and its GATT poller. Defaults are applied
 /// here; an option left out (on the command line and in the `--config` file) is nil.
 extension AgentCommand {
+    /// The checks that need no file: ranges of the numeric options.
+    func validate() throws {
+        func check(_ value: Int?, _ range: ClosedRange<Int>, _ name: String) throws {
+            if let value, !range.contains(value) {
+                throw ValidationError("\(name) must be \(range.lowerBound)-\(range.upperBound), not \(value)")
+            }
+        }
+        try check(spoolMaxMb, 1...1_048_576, "spool_max_mb")
+        try check(batchMaxSightings, 1...100_000, "batch_max_sightings")
+        try check(batchMaxAgeMs, 10...600_000, "batch_max_age_ms")
+        try check(maxInFlight, 1...1000, "max_in_flight")
+        try check(ackTimeout, 1...86_400, "ack_timeout")
+        try check(drainTimeout, 0...86_400, "drain_timeout")
+        if let gattPollHours, !(gattPollHours > 0 && gattPollHours <= 720) {
+            throw ValidationError("gatt_poll_hours must be more than 0, at most 720, not \(gattPollHours)")
+        }
+    }
+
     func agentConfiguration() throws(ConfigurationError) -> AgentConfiguration {
         guard let site, let agent else { throw ConfigurationError("--site and --agent are required (or in --config)") }
-        var address = try BrokerAddress(url: broker ?? "mqtt://127.0.0.1:1883")
-        if let passwordFile {
-            try address.readPassword(file: passwordFile)
-            if address.username == nil { address.username = "\(site)/\(agent)" }
-        }
+        let broker = try brokerOptions.resolve(defaultUser: "\(site)/\(agent)")
         var configuration = try AgentConfiguration(
-            siteID: site, agentID: agent, broker: address,
+            siteID: site, agentID: agent, broker: broker.address,
             spoolDirectory: spool ?? ".beaconflow/spool/\(site)-\(agent)")
-        configuration.tls = try address.tls(caFile: caFile, certificateFile: certFile, keyFile: keyFile)
-        let spoolMaxMb = spoolMaxMb ?? 256
-        guard spoolMaxMb >= 1 else { throw ConfigurationError("spool_max_mb must be at least 1") }
-        configuration.spool.maximumBytes = spoolMaxMb << 20
+        configuration.tls = broker.tls
+        configuration.spool.maximumBytes = (spoolMaxMb ?? 256) << 20
         configuration.spool.segmentBytes = min(4 << 20, max(64 << 10, configuration.spool.maximumBytes / 8))
-        switch fsync ?? "always" {
-        case "always": configuration.spool.fsync = .always
-        case "periodic": configuration.spool.fsync = .periodic
-        case "never": configuration.spool.fsync = .never
-        case let other: throw ConfigurationError("fsync must be always, periodic or never, not '\(other)'")
-        }
+        configuration.spool.fsync = (fsync ?? .always).policy
         let batchMaxSightings = batchMaxSightings ?? 1000
         let batchMaxAgeMs = batchMaxAgeMs ?? 1000
         let maxInFlight = maxInFlight ?? 16
         let ackTimeout = ackTimeout ?? 30
         let drainTimeout = drainTimeout ?? 30
-        guard (1...100_000).contains(batchMaxSightings) else {
-            throw ConfigurationError("batch_max_sightings must be 1-100000")
-        }
-        guard (10...600_000).contains(batchMaxAgeMs) else { throw ConfigurationError("batch_max_age_ms must be 10-600000") }
-        guard (1...1000).contains(maxInFlight) else { throw ConfigurationError("max_in_flight must be 1-1000") }
-        guard ackTimeout >= 1, drainTimeout >= 0 else { throw ConfigurationError("ack_timeout must be at least 1 s, drain_timeout not negative") }
         configuration.batch.maximumSightings = batchMaxSightings
         configuration.batch.maximumAgeNanoseconds = UInt64(batchMaxAgeMs) * 1_000_000
         configuration.maximumInFlight = maxInFlight
@@ -64,7 +66,6 @@ extension AgentCommand {
     func makeGATTPoller(logger: Logger) throws(ConfigurationError) -> GATTPoller? {
         guard !gattPoll.isEmpty else { return nil }
         let hours = gattPollHours ?? 6
-        guard hours > 0, hours <= 24 * 30 else { throw ConfigurationError("gatt_poll_hours must be more than 0, at most 720") }
         var targets: [DeviceAddress] = []
         for text in gattPoll {
             let random = text.hasSuffix("/random")
@@ -92,10 +93,7 @@ extension AgentCommand {
         }
         let kind = source[..<colon]
         let argument = String(source[source.index(after: colon)...])
-        let speedText = speed ?? "1"
-        guard let replaySpeed = ReplaySpeed(speedText) else {
-            throw ConfigurationError("speed must be max or a positive number, not '\(speedText)'")
-        }
+        let replaySpeed = speed ?? .factor(1)
         switch kind {
         case "btsnoop", "pcap":
             guard !argument.isEmpty else { throw ConfigurationError("source \(kind): needs a file path") }

@@ -25,6 +25,9 @@ struct AgentCommand: AsyncParsableCommand {
               sim:SCENARIO   play this agent's part of a simulated site (see `beaconflow simulate --help`)
               pcap:PATH      replay a pcap/pcapng capture (link type 201 or 187)
 
+            With a password file and no user in --broker the agent logs in as <site>/<agent>, the user name the \
+            shipped broker ACL expects.
+
             Exit status: 0 done (a replay fully acknowledged, or stopped by a signal); 64 bad arguments; \
             66 the source failed (e.g. no such capture); 69 MQTT client setup failed; 73 the spool cannot be \
             opened or written; 75 a replay ended with batches still unacknowledged after --drain-timeout \
@@ -43,19 +46,13 @@ struct AgentCommand: AsyncParsableCommand {
     @Option(help: "Site id ([a-z0-9-]+).") var site: String?
     @Option(help: "Agent id ([a-z0-9-]+), unique within the site.") var agent: String?
     @Option(help: "Where adverts come from: hci:hciN, btsnoop:PATH, pcap:PATH or sim:SCENARIO.") var source: String?
-    @Option(help: "Broker URL: mqtt://[user@]host[:port] or mqtts://... (TLS). Default mqtt://127.0.0.1:1883.")
-    var broker: String?
-    @Option(help: "CA certificate file (PEM) for mqtts://; default: the system's CAs.") var caFile: String?
-    @Option(help: "Client certificate (PEM) for TLS client authentication.") var certFile: String?
-    @Option(help: "Client key (PEM) for --cert-file.") var keyFile: String?
-    @Option(help: "File whose first line is the MQTT password (keeps it out of the process list). With no user in --broker the agent logs in as <site>/<agent>, the user name the shipped broker ACL expects.")
-    var passwordFile: String?
+    @OptionGroup(title: "Broker") var brokerOptions: BrokerOptions
     @Option(help: "Spool directory; default .beaconflow/spool/<site>-<agent>.") var spool: String?
     @Option(help: "Largest spool size in MiB (default 256); the oldest batches are dropped (and counted) beyond it.")
     var spoolMaxMb: Int?
-    @Option(help: "When the spool is flushed to disk: always (every batch, the default), periodic (every second) or never.")
-    var fsync: String?
-    @Option(help: "Replay speed: max, or a factor of real time (default 1, the capture's own pace).") var speed: String?
+    @Option(help: "When the spool is flushed to disk (default always): always after every batch, periodic every second, never leaves it to the kernel (a process crash loses nothing, a power cut may).")
+    var fsync: FsyncMode?
+    @Option(help: "Replay speed: max, or a factor of real time (default 1, the capture's own pace).") var speed: ReplaySpeed?
     @Option(help: "A batch is sent when it holds this many sightings (default 1000)...") var batchMaxSightings: Int?
     @Option(help: "...or when its first sighting is this old, in milliseconds (default 1000).") var batchMaxAgeMs: Int?
     @Option(help: "Batches published and awaiting acknowledgement at most (default 16).") var maxInFlight: Int?
@@ -85,11 +82,10 @@ struct AgentCommand: AsyncParsableCommand {
     var gattRead: [String] = []
     @Option(help: "Where /metrics (Prometheus: spool bytes and batches, batches sealed, published, acknowledged, refused and dropped, adverts and sightings, scan restarts) and /healthz (200 while connected to the broker) listen: HOST:PORT, [IPv6]:PORT, or 'none' (the default).")
     var metricsListen: String?
-    @Option(help: "Log level: trace, debug, info (default), notice, warning, error, critical.") var logLevel: String?
+    @Option(help: "Log level (default info).") var logLevel: Logger.Level?
 
     func run() async throws {
-        let level = Logger.Level(rawValue: logLevel ?? "info") ?? .info
-        bootstrapLogging(level: level)
+        bootstrapLogging(level: logLevel ?? .info)
         let logger = Logger(label: "beaconflow.agent")
         let configuration: AgentConfiguration
         let advertSource: any AdvertSource

@@ -42,12 +42,11 @@ struct DemoCommand: AsyncParsableCommand {
     var broker: String?
     @Option(help: "Use this database (libpq URI or conninfo) instead of starting one; its beaconflow schema is migrated.")
     var database: String?
-    @Option(help: "Log level of the pipeline's own logs: trace, debug, info, notice, warning, error, critical.")
-    var logLevel = "error"
+    @Option(help: "Log level of the pipeline's own logs.") var logLevel: Logger.Level = .error
 
     func run() async throws {
         guard duration > 0 else { throw ValidationError("--duration must be at least 1 second") }
-        guard let level = Logger.Level(rawValue: logLevel) else { throw ValidationError("unknown --log-level '\(logLevel)'") }
+        let level = logLevel
         var givenBroker: BrokerAddress?
         if let broker {
             switch Result(catching: { () throws(ConfigurationError) in try BrokerAddress(url: broker) }) {

@@ -39,20 +39,14 @@ struct IngestCommand: AsyncParsableCommand {
     @Option(help: "A YAML file with any of these options, keys in snake_case (sites, broker, database, metrics_listen, ...); options given here override it.")
     var config: String?
     @Option(help: "The sites file (sites, zones, agents, the beacon registry; keys in the README).") var sites: String
-    @Option(help: "Broker URL: mqtt://[user@]host[:port] or mqtts://... (TLS).") var broker = "mqtt://127.0.0.1:1883"
-    @Option(help: "CA certificate file (PEM) for mqtts://; default: the system's CAs.") var caFile: String?
-    @Option(help: "Client certificate (PEM) for TLS client authentication.") var certFile: String?
-    @Option(help: "Client key (PEM) for --cert-file.") var keyFile: String?
-    @Option(help: "File whose first line is the MQTT password (keeps it out of the process list).")
-    var passwordFile: String?
+    @OptionGroup(title: "Broker") var brokerOptions: BrokerOptions
     @Option(
         help: "MQTT client id. Given, the broker keeps its session for a day, holding batches while the ingest is down; each instance needs its own. Default: beaconflow-ingest-<host>-<process id>, unique, with no session kept (agents send again what was not acknowledged)."
     )
     var clientID: String?
     @Option(help: "Share the batch subscription with the other instances of this group ($share/<group>/...). The shipped broker ACL does not grant it: any client may join a group, and the broker drops the share of batches that client may not read.")
     var sharedGroup: String?
-    @Option(help: "libpq connection URI or conninfo (default: from the PG* environment variables).")
-    var database = ""
+    @OptionGroup(title: "Database") var databaseOptions: DatabaseOptions
     @Option(help: "Messages queued for the writer at most; beyond it batches are deferred to the agents' resends.")
     var queueCapacity = 512
     @Option(help: "Batches committed in one transaction at most when the queue is deep.")
@@ -66,29 +60,28 @@ struct IngestCommand: AsyncParsableCommand {
     var maxBeacons = 200_000
     @Option(help: "Where /metrics (Prometheus) and /healthz listen: HOST:PORT, [IPv6]:PORT, or 'none'.")
     var metricsListen = "127.0.0.1:9464"
-    @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.") var logLevel = "info"
+    @Option(help: "Log level.") var logLevel: Logger.Level = .info
 
+    /// The checks that need no file. (The database's is its option group's.)
     func validate() throws {
-        if let problem = PostgresConnection.syntaxError(in: database) { throw ValidationError("--database: \(problem)") }
+        guard sharedGroup.map({ isValidIdentifier($0) }) ?? true else {
+            throw ValidationError("--shared-group must be 1-64 characters of a-z, 0-9 and '-'")
+        }
+        guard queueCapacity >= 1, maxGroup >= 1 else { throw ValidationError("--queue-capacity and --max-group must be at least 1") }
+        guard maxBeacons >= 100 else { throw ValidationError("--max-beacons must be at least 100") }
+        _ = try MetricsListenAddress.parse(metricsListen)
     }
 
     func configuration() throws(ConfigurationError) -> IngestConfiguration {
-        var address = try BrokerAddress(url: broker)
-        if let passwordFile { try address.readPassword(file: passwordFile) }
+        let broker = try brokerOptions.resolve()
         let uniqueClientID = "beaconflow-ingest-\(ProcessInfo.processInfo.hostName.prefix(40))-\(getpid())"
-        let mqtt = address.clientConfiguration(
-            clientID: clientID ?? uniqueClientID, tls: try address.tls(caFile: caFile, certificateFile: certFile, keyFile: keyFile))
+        let mqtt = broker.address.clientConfiguration(clientID: clientID ?? uniqueClientID, tls: broker.tls)
         let sitesConfiguration: SitesConfiguration
         switch Result(catching: { () throws(SitesError) in try SitesConfiguration.load(path: sites) }) {
         case .success(let loaded): sitesConfiguration = loaded
         case .failure(let error): throw ConfigurationError(error.message)
         }
-        guard sharedGroup.map({ isValidIdentifier($0) }) ?? true else {
-            throw ConfigurationError("--shared-group must be 1-64 characters of a-z, 0-9 and '-'")
-        }
-        guard queueCapacity >= 1, maxGroup >= 1 else { throw ConfigurationError("--queue-capacity and --max-group must be at least 1") }
-        guard maxBeacons >= 100 else { throw ConfigurationError("--max-beacons must be at least 100") }
-        var configuration = IngestConfiguration(mqtt: mqtt, database: database, sites: sitesConfiguration)
+        var configuration = IngestConfiguration(mqtt: mqtt, database: databaseOptions.database, sites: sitesConfiguration)
         configuration.persistentSession = clientID != nil
         configuration.sharedSubscriptionGroup = sharedGroup
         configuration.queueCapacity = queueCapacity
@@ -101,14 +94,13 @@ struct IngestCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        guard let level = Logger.Level(rawValue: logLevel) else { throw ValidationError("unknown --log-level '\(logLevel)'") }
         let configuration: IngestConfiguration
         let metrics: MetricsListenAddress?
         switch Result(catching: { () throws(ConfigurationError) in (try self.configuration(), try MetricsListenAddress.parse(metricsListen)) }) {
         case .success(let made): (configuration, metrics) = made
         case .failure(let error): throw ValidationError(error.message)
         }
-        bootstrapLogging(level: level)
+        bootstrapLogging(level: logLevel)
         let logger = Logger(label: "beaconflow.ingest")
         // Before the ingest makes its counters, so that they report here.
         let registry = metrics.map { _ in MetricsListenAddress.bootstrapRegistry() }

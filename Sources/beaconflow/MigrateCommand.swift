@@ -18,18 +18,13 @@ struct MigrateCommand: ParsableCommand {
             """
     )
 
-    @Option(help: "libpq connection URI or conninfo (default: from the PG* environment variables).")
-    var database = ""
-
-    func validate() throws {
-        if let problem = PostgresConnection.syntaxError(in: database) { throw ValidationError("--database: \(problem)") }
-    }
+    @OptionGroup var databaseOptions: DatabaseOptions
 
     func run() throws {
         LoggingSystem.bootstrap(StreamLogHandler.standardError)
         let logger = Logger(label: "beaconflow.migrate")
         do {
-            let connection = try PostgresConnection(database)
+            let connection = try PostgresConnection(databaseOptions.database)
             let applied = try Migrator.migrate(connection, logger: logger)
             print(
                 applied.isEmpty

@@ -19,19 +19,14 @@ struct ReportCommand: ParsableCommand {
             """
     )
 
-    @Option(help: "libpq connection URI or conninfo (default: from the PG* environment variables).")
-    var database = ""
+    @OptionGroup var databaseOptions: DatabaseOptions
     @Option(help: "Only this site.") var site: String?
     @Option(help: "Rows at most in the dwell and beacon lists.") var limit = 10
     @Flag(help: "One JSON object instead of tables.") var json = false
 
-    func validate() throws {
-        if let problem = PostgresConnection.syntaxError(in: database) { throw ValidationError("--database: \(problem)") }
-    }
-
     func run() throws {
         do {
-            let report = try Report.load(try PostgresConnection(database), site: site, limit: max(1, limit))
+            let report = try Report.load(try PostgresConnection(databaseOptions.database), site: site, limit: max(1, limit))
             print(json ? report.json : report.text, terminator: json ? "\n" : "")
         } catch {
             FileHandle.standardError.write(Data("beaconflow report: \(error)\n".utf8))

@@ -1,0 +1,57 @@
+import ArgumentParser
+import BeaconAgent
+import BeaconMessaging
+import LibPQ
+import Logging
+import Mosquitto
+
+/// The broker and TLS options of the agent and the ingest.
+struct BrokerOptions: ParsableArguments {
+    @Option(help: "Broker URL: mqtt://[user@]host[:port] or mqtts://... (TLS).") var broker = "mqtt://127.0.0.1:1883"
+    @Option(help: "CA certificate file (PEM) for mqtts://; default: the system's CAs.") var caFile: String?
+    @Option(help: "Client certificate (PEM) for TLS client authentication.") var certFile: String?
+    @Option(help: "Client key (PEM) for --cert-file.") var keyFile: String?
+    @Option(help: "File whose first line is the MQTT password (keeps it out of the process list).")
+    var passwordFile: String?
+
+    /// The broker's address with the password read from its file, logging in as `defaultUser` when the URL names
+    /// no user and there is a password; and the TLS settings, nil for mqtt://.
+    func resolve(defaultUser: String? = nil) throws(ConfigurationError) -> (address: BrokerAddress, tls: MQTTClient.TLS?) {
+        var address = try BrokerAddress(url: broker)
+        if let passwordFile {
+            try address.readPassword(file: passwordFile)
+            if address.username == nil { address.username = defaultUser }
+        }
+        return (address, try address.tls(caFile: caFile, certificateFile: certFile, keyFile: keyFile))
+    }
+}
+
+/// The PostgreSQL connection of the ingest, `migrate` and `report`.
+struct DatabaseOptions: ParsableArguments {
+    @Option(help: "libpq connection URI or conninfo (default: from the PG* environment variables).")
+    var database = ""
+
+    func validate() throws {
+        if let problem = PostgresConnection.syntaxError(in: database) { throw ValidationError("--database: \(problem)") }
+    }
+}
+
+extension Logger.Level: @retroactive ExpressibleByArgument {}
+
+/// `--fsync`: when the agent's spool reaches the disk.
+enum FsyncMode: String, CaseIterable, ExpressibleByArgument {
+    case always, periodic, never
+
+    var policy: Spool.FsyncPolicy {
+        switch self {
+        case .always: .always
+        case .periodic: .periodic
+        case .never: .never
+        }
+    }
+}
+
+extension ReplaySpeed: ExpressibleByArgument {
+    public init?(argument: String) { self.init(argument) }
+    public var defaultValueDescription: String { description }
+}
