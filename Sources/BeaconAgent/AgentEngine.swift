@@ -11,7 +11,7 @@ import SwiftProtobuf
 ///
 /// Unchecked `Sendable`: it is created on one thread and then used only by the engine thread it is handed to.
 final class AgentEngine: @unchecked Sendable {
-    enum Input {
+    enum Input: Sendable {
         case reports([TimedReport])
         case mqtt(MQTTEvent)
         case sourceEnded(error: String?)

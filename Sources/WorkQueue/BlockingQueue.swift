@@ -1,8 +1,8 @@
 import Foundation
 
 /// A bounded blocking queue between threads (a source or an MQTT client → an engine or a writer thread). `push` waits while full unless
-/// told to drop; `pop` waits at most a timeout.
-public final class BlockingQueue<Element>: @unchecked Sendable {
+/// told to drop; `pop` waits at most a timeout. Elements cross threads, hence Sendable.
+public final class BlockingQueue<Element: Sendable>: @unchecked Sendable {
     private let condition = NSCondition()
     private var items: [Element] = []
     private let capacity: Int

@@ -150,36 +150,11 @@ import Yams
             try program.specification(root: work + "/roots/" + name).write(toFile: work + "/" + name + ".spec", atomically: true, encoding: .utf8)
         }
         let readerPassword = try String(contentsOfFile: deploy + "/secrets/grafana-db-password", encoding: .utf8)
-        let script = containedShellFunctions + "\n" + """
-            set -u
-            cd \(work)
-            ip link set lo up
-            mkdir -p logs
-            contained postgres.spec > logs/postgres 2>&1 & postgres=$!
-            for _ in $(seq 600); do \(PostgresServer.binaries!)/pg_isready -q -h 127.0.0.1 -p 5432 && break; sleep 0.1; done
-            (contained migrate.spec) > logs/migrate 2>&1; echo "migrate $?" >> results
-            contained mosquitto.spec > logs/mosquitto 2>&1 & mosquitto=$!
-            contained ingest.spec > logs/ingest 2>&1 & ingest=$!
-            timeout 120 bash -c "$(declare -f contained contained_main); contained agent.spec" > logs/agent 2>&1; echo "agent $?" >> results
-            PGPASSWORD='\(readerPassword)' \(PostgresServer.binaries!)/psql -h 127.0.0.1 -U grafana -d beaconflow -Atc \\
-              "SELECT count(*) FROM beaconflow.sightings" > logs/reader 2>&1; echo "reader $?" >> results
-            \(findExecutable("curl").map { "\($0) -sf http://127.0.0.1:9464/metrics > logs/metrics; echo \"metrics $?\" >> results" } ?? "")
-            kill -TERM $ingest; wait $ingest; echo "ingest $?" >> results
-            kill -TERM $mosquitto; wait $mosquitto
-            kill -INT $postgres; wait $postgres
-            """
-        try script.write(toFile: work + "/project.sh", atomically: true, encoding: .utf8)
-        let run = try await runProgram(findExecutable("unshare")!, ["--net", "--mount", "--fork", "bash", work + "/project.sh"])
-        func log(_ name: String) -> String { (try? String(contentsOfFile: work + "/logs/" + name, encoding: .utf8)) ?? "" }
-        let results = Dictionary(
-            ((try? String(contentsOfFile: work + "/results", encoding: .utf8)) ?? "").split(separator: "\n")
-                .map { line in (String(line.split(separator: " ")[0]), Int(line.split(separator: " ")[1]) ?? -1) }) { $1 }
-        let context = "\(run.errors)\n--- postgres\n\(log("postgres"))\n--- migrate\n\(log("migrate"))\n--- mosquitto\n\(log("mosquitto"))\n--- ingest\n\(log("ingest"))\n--- agent\n\(log("agent"))\n--- reader\n\(log("reader"))"
-        #expect(results["migrate"] == 0, "migrate: \(context)")
-        #expect(results["agent"] == 0, "the agent did not deliver: \(context)")
-        #expect(results["reader"] == 0 && (Int(log("reader").trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0) > 0, "Grafana's login reads no sightings: \(context)")
-        #expect(results["ingest"] == 0, "the ingest did not stop cleanly: \(context)")
-        if results["metrics"] != nil { #expect(results["metrics"] == 0 && log("metrics").contains("beaconflow_ingest"), "no /metrics") }
+        let run = try await Self.runDeployment(
+            in: work, reader: (user: "grafana", password: readerPassword, sslMode: "prefer"), scrapeMetrics: true)
+        run.expectStartedAndDelivered()
+        if let metrics = run.results["metrics"] { #expect(metrics == 0 && run.log("metrics").contains("beaconflow_ingest"), "no /metrics") }
+        let log = run.log
         #expect(!log("mosquitto").contains("Error"), "\(log("mosquitto"))")
         // The broker kept its session state in the image's data directory.
         #expect(FileManager.default.fileExists(atPath: work + "/volumes/mosquitto-data/mosquitto.db"), "mosquitto wrote no persistence file: \(log("mosquitto"))")
@@ -365,33 +340,64 @@ import Yams
         for (name, program) in specifications {
             try write(try program.specification(root: work + "/roots/" + name), work + "/" + name + ".spec", mode: 0o600)
         }
+        let run = try await Self.runDeployment(in: work, reader: (user: "beaconflow", password: ownerPassword, sslMode: "require"))
+        run.expectStartedAndDelivered()
+    }
+
+    /// What a deployment run left: each step's exit status and each program's log.
+    struct DeploymentRun {
+        var results: [String: Int]
+        var log: (String) -> String
+        var errors: String
+
+        var context: String {
+            ([errors] + ["postgres", "migrate", "mosquitto", "ingest", "agent", "reader"].map { "--- \($0)\n\(log($0))" })
+                .joined(separator: "\n")
+        }
+
+        /// migrate succeeded, the agent's replay was acknowledged whole, the reader finds sightings, and the
+        /// ingest stopped cleanly on SIGTERM.
+        func expectStartedAndDelivered() {
+            #expect(results["migrate"] == 0, "migrate: \(context)")
+            #expect(results["agent"] == 0, "the agent did not deliver: \(context)")
+            #expect(results["reader"] == 0 && (Int(log("reader").trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0) > 0,
+                    "the reader finds no sightings: \(context)")
+            #expect(results["ingest"] == 0, "the ingest did not stop cleanly: \(context)")
+        }
+    }
+
+    /// Runs the programs of `work`'s specifications (postgres, migrate, mosquitto, ingest, agent) in their order
+    /// in a network namespace of their own: PostgreSQL until it answers, migrate to its end, the broker and the
+    /// ingest, the agent to its end; then counts the sightings as `reader` over TCP and stops the servers.
+    static func runDeployment(
+        in work: String, reader: (user: String, password: String, sslMode: String), scrapeMetrics: Bool = false
+    ) async throws -> DeploymentRun {
+        let binaries = PostgresServer.binaries!
+        let scrape = scrapeMetrics ? findExecutable("curl").map { "\($0) -sf http://127.0.0.1:9464/metrics > logs/metrics; echo \"metrics $?\" >> results" } : nil
         let script = containedShellFunctions + "\n" + """
             set -u
             cd \(work)
             ip link set lo up
             mkdir -p logs
             contained postgres.spec > logs/postgres 2>&1 & postgres=$!
-            for _ in $(seq 600); do \(PostgresServer.binaries!)/pg_isready -q -h 127.0.0.1 -p 5432 && break; sleep 0.1; done
+            for _ in $(seq 600); do \(binaries)/pg_isready -q -h 127.0.0.1 -p 5432 && break; sleep 0.1; done
             (contained migrate.spec) > logs/migrate 2>&1; echo "migrate $?" >> results
             contained mosquitto.spec > logs/mosquitto 2>&1 & mosquitto=$!
             contained ingest.spec > logs/ingest 2>&1 & ingest=$!
             timeout 120 bash -c "$(declare -f contained contained_main); contained agent.spec" > logs/agent 2>&1; echo "agent $?" >> results
-            PGPASSWORD='\(ownerPassword)' PGSSLMODE=require \(PostgresServer.binaries!)/psql -h 127.0.0.1 -U beaconflow -d beaconflow -Atc \\
-              "SELECT count(*) FROM beaconflow.sightings" > logs/count 2>&1; echo "count $?" >> results
+            PGPASSWORD='\(reader.password)' PGSSLMODE=\(reader.sslMode) \(binaries)/psql -h 127.0.0.1 -U \(reader.user) -d beaconflow -Atc \\
+              "SELECT count(*) FROM beaconflow.sightings" > logs/reader 2>&1; echo "reader $?" >> results
+            \(scrape ?? "")
             kill -TERM $ingest; wait $ingest; echo "ingest $?" >> results
             kill -TERM $mosquitto; wait $mosquitto
             kill -INT $postgres; wait $postgres
             """
-        try write(script, work + "/project.sh", mode: 0o700)
-        let run = try await runProgram(findExecutable("unshare")!, ["--net", "--mount", "--fork", "bash", work + "/project.sh"])
-        func log(_ name: String) -> String { (try? read(work + "/logs/" + name)) ?? "" }
+        try script.write(toFile: work + "/deployment.sh", atomically: true, encoding: .utf8)
+        let run = try await runProgram(findExecutable("unshare")!, ["--net", "--mount", "--fork", "bash", work + "/deployment.sh"])
         let results = Dictionary(
-            ((try? read(work + "/results")) ?? "").split(separator: "\n")
+            ((try? String(contentsOfFile: work + "/results", encoding: .utf8)) ?? "").split(separator: "\n")
                 .map { line in (String(line.split(separator: " ")[0]), Int(line.split(separator: " ")[1]) ?? -1) }) { $1 }
-        let context = "\(run.errors)\n--- postgres\n\(log("postgres"))\n--- migrate\n\(log("migrate"))\n--- mosquitto\n\(log("mosquitto"))\n--- ingest\n\(log("ingest"))\n--- agent\n\(log("agent"))\n--- count\n\(log("count"))"
-        #expect(results["migrate"] == 0, "migrate: \(context)")
-        #expect(results["agent"] == 0, "the agent did not deliver: \(context)")
-        #expect(results["count"] == 0 && (Int(log("count").trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0) > 0, "no sightings stored: \(context)")
-        #expect(results["ingest"] == 0, "the ingest did not stop cleanly: \(context)")
+        return DeploymentRun(
+            results: results, log: { (try? String(contentsOfFile: work + "/logs/" + $0, encoding: .utf8)) ?? "" }, errors: run.errors)
     }
 }
