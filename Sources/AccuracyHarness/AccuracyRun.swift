@@ -78,19 +78,18 @@ public struct AccuracyRun: Sendable {
                 let visits = try connection.query(
                     """
                     SELECT beacon_id, zone_id, extract(epoch FROM enter_ts), extract(epoch FROM exit_ts)
-                    FROM beaconflow.visits WHERE site_id = '\(site.id)'
-                    """
-                ).compactMap { row -> AccuracyScore.Visit? in
-                    guard let beacon = row[0], let zone = row[1], let enter = row[2].flatMap(Double.init) else { return nil }
-                    return AccuracyScore.Visit(beaconID: beacon, zone: zone, enter: enter, exit: row[3].flatMap(Double.init))
+                    FROM beaconflow.visits WHERE site_id = $1
+                    """, [site.id]
+                ).map { row in
+                    AccuracyScore.Visit(
+                        beaconID: try row.decode(0), zone: try row.decode(1), enter: try row.decode(2),
+                        exit: try row.decode(3, as: Double?.self))
                 }
                 let minutes = try connection.query(
-                    "SELECT zone_id, extract(epoch FROM bucket), occupants FROM beaconflow.zone_occupancy WHERE site_id = '\(site.id)'"
-                ).compactMap { row -> AccuracyScore.ZoneMinute? in
-                    guard let zone = row[0], let start = row[1].flatMap(Double.init), let count = row[2].flatMap(Int.init) else {
-                        return nil
-                    }
-                    return AccuracyScore.ZoneMinute(zone: zone, minuteStart: start, occupants: count)
+                    "SELECT zone_id, extract(epoch FROM bucket), occupants FROM beaconflow.zone_occupancy WHERE site_id = $1",
+                    [site.id]
+                ).map { row in
+                    AccuracyScore.ZoneMinute(zone: try row.decode(0), minuteStart: try row.decode(1), occupants: try row.decode(2))
                 }
                 scores[site.id] = AccuracyScore(
                     scenario: scenario, site: site.id, beaconIDs: simulator.beaconIDs, visits: visits, minutes: minutes)

@@ -3,11 +3,11 @@ import Crypto
 
 /// Turns advertising reports into sightings: which beacon, how loud, and any data frame worth sending.
 ///
-/// Identity frames (Eddystone UID/EID, iBeacon, AltBeacon) name the beacon. Frames without identity (Eddystone
-/// URL/TLM/eTLM, BTHome, GATT service data, Ruuvi) are attached to the identity last seen from the same address
-/// within `associationWindowMicroseconds`, as Eddystone intends, and otherwise to `mac:<address>` (or
-/// `anon:<keyed hash>` when the site pseudonymises addresses). Devices with neither are left out unless
-/// `includeUnknownDevices` is set. A pure state machine.
+/// `FrameClassifier` decides which frames name the beacon (Eddystone UID/EID, iBeacon, AltBeacon) and which carry
+/// data without identity (Eddystone URL/TLM/eTLM, BTHome, GATT service data, Ruuvi). Data frames are attached to
+/// the identity last seen from the same address within `associationWindowMicroseconds`, as Eddystone intends, and
+/// otherwise to `mac:<address>` (or `anon:<keyed hash>` when the site pseudonymises addresses). Devices with neither
+/// are left out unless `includeUnknownDevices` is set. A pure state machine.
 public struct SightingExtractor: Sendable {
     public struct Configuration: Sendable {
         public var associationWindowMicroseconds: Int64 = 60_000_000
@@ -38,21 +38,17 @@ public struct SightingExtractor: Sendable {
         self.configuration = configuration
     }
 
-    /// The identity last heard from an address, with the bytes it was decoded from: a beacon repeats the same
-    /// identity frame, and the same bytes give the same key without decoding and formatting its id again.
+    /// The identity last heard from an address, with the frame it was decoded from: a beacon repeats the same
+    /// identity frame, and the same frame gives the same key without formatting its id again.
     private struct KnownIdentity {
         var key: BeaconKey
         var timeMicros: Int64
-        /// The company id of the manufacturer data, or `eddystoneSource` for an Eddystone frame.
-        var sourceKind: UInt32
-        var source: [UInt8]
+        var frame: BeaconFrame
     }
 
-    private static let eddystoneSource: UInt32 = 0x1_0000
-
-    /// The key decoded earlier from exactly these bytes at this address, if any.
-    private func repeatedIdentity(_ bytes: [UInt8], kind: UInt32, address: DeviceAddress) -> BeaconKey? {
-        guard let known = identities[address.value], known.sourceKind == kind, known.source == bytes,
+    /// The key made earlier from exactly this frame at this address, if any.
+    private func repeatedIdentity(_ frame: BeaconFrame, address: DeviceAddress) -> BeaconKey? {
+        guard let known = identities[address.value], known.frame == frame,
             known.key.addressIsRandom == (address.kind == .random),
             known.key.address == (configuration.pseudonymKey == nil ? address.value : 0)
         else { return nil }
@@ -68,52 +64,22 @@ public struct SightingExtractor: Sendable {
         if let rssi = report.rssi, !BatchReader.rssiRange.contains(rssi) {
             return .failure(SkipReason(skip: .malformed, error: nil))
         }
-        let data: AdvertisingData
+        let classified: ClassifiedAdvertisement
         do {
-            data = try AdvertisingData(parsing: report.data)
+            classified = try FrameClassifier.classify(report.data[...])
         } catch {
             return .failure(SkipReason(skip: .malformed, error: error))
         }
         let address = report.address
         var identity: BeaconKey?
-        var identitySource: (kind: UInt32, bytes: [UInt8])?
-        var content: [DataFrameContent] = []
-        for service in data.serviceData {
-            guard case .uuid16(let uuid) = service.uuid else { continue }
-            if uuid == Eddystone.serviceUUID {
-                if let key = repeatedIdentity(service.data, kind: Self.eddystoneSource, address: address)
-                    ?? eddystoneIdentity(service.data, address: address)
-                {
-                    identity = key
-                    identitySource = (Self.eddystoneSource, service.data)
-                } else if !service.data.isEmpty {
-                    content.append(.eddystone(service.data))
-                }
-            } else if isSensorService(uuid) {
-                content.append(.serviceData(uuid16: uuid, service.data))
-            }
+        if let frame = classified.identity {
+            identity = repeatedIdentity(frame, address: address) ?? key(of: frame, address)
         }
-        for manufacturer in data.manufacturerData {
-            let body = manufacturer.data[...]
-            let kind = UInt32(manufacturer.companyID)
-            if let key = repeatedIdentity(manufacturer.data, kind: kind, address: address) {
-                identity = key
-                identitySource = (kind, manufacturer.data)
-            } else if manufacturer.companyID == IBeacon.companyID, let beacon = try? IBeacon.decode(body) {
-                identity = key(beacon.beaconID, address, power: beacon.measuredPower)
-                identitySource = (kind, manufacturer.data)
-            } else if let beacon = try? AltBeacon.decode(companyID: manufacturer.companyID, body) {
-                identity = key(beacon.beaconID, address, power: beacon.referenceRSSI)
-                identitySource = (kind, manufacturer.data)
-            } else if manufacturer.companyID == RuuviMeasurement.companyID {
-                content.append(.manufacturerData(companyID: manufacturer.companyID, manufacturer.data))
-            }
-        }
+        let content = classified.data
         prune(now: timeMicros)
         let beacon: BeaconKey
-        if let identity, let identitySource {
-            identities[address.value] = KnownIdentity(
-                key: identity, timeMicros: timeMicros, sourceKind: identitySource.kind, source: identitySource.bytes)
+        if let identity, let frame = classified.identity {
+            identities[address.value] = KnownIdentity(key: identity, timeMicros: timeMicros, frame: frame)
             beacon = identity
         } else if let known = identities[address.value],
             elapsed(from: known.timeMicros, to: timeMicros) <= configuration.associationWindowMicroseconds
@@ -121,6 +87,8 @@ public struct SightingExtractor: Sendable {
             beacon = known.key
         } else if !content.isEmpty || configuration.includeUnknownDevices {
             beacon = anonymousKey(address)
+        } else if let malformed = classified.malformed {
+            return .failure(SkipReason(skip: .malformed, error: malformed))
         } else {
             return .failure(SkipReason(skip: .unknownDevice, error: nil))
         }
@@ -144,14 +112,18 @@ public struct SightingExtractor: Sendable {
         public var error: DecodeError?
     }
 
-    private func eddystoneIdentity(_ frame: [UInt8], address: DeviceAddress) -> BeaconKey? {
-        guard let type = frame.first else { return nil }
-        switch try? Eddystone.decode(frame[...]) {
-        case .eddystoneUID(let uid)? where type == Eddystone.uidFrameType:
+    /// The key an identity frame gives the beacon at `address`.
+    private func key(of frame: BeaconFrame, _ address: DeviceAddress) -> BeaconKey? {
+        switch frame {
+        case .eddystoneUID(let uid):
             // Eddystone's tx power is at 0 m; 41 dB is the loss over the first metre (Eddystone spec).
             return key(uid.beaconID, address, power: Int8(clamping: Int(uid.txPower) - 41))
-        case .eddystoneEID(let eid)? where type == Eddystone.eidFrameType:
+        case .eddystoneEID(let eid):
             return key("eid:" + eid.eidHex, address, power: Int8(clamping: Int(eid.txPower) - 41))
+        case .iBeacon(let beacon):
+            return key(beacon.beaconID, address, power: beacon.measuredPower)
+        case .altBeacon(let beacon):
+            return key(beacon.beaconID, address, power: beacon.referenceRSSI)
         default:
             return nil
         }
@@ -195,10 +167,5 @@ public struct SightingExtractor: Sendable {
     private func elapsed(from earlier: Int64, to later: Int64) -> Int64 {
         let (difference, overflow) = later.subtractingReportingOverflow(earlier)
         return overflow ? (later > earlier ? .max : .min) : difference
-    }
-
-    private func isSensorService(_ uuid: UInt16) -> Bool {
-        uuid == BTHomePacket.serviceUUID || uuid == 0x181A || uuid == 0x1809 || uuid == 0x180F
-            || GATTServiceValue.characteristicOfService[uuid] != nil || GATTCharacteristic.isKnown(uuid)
     }
 }

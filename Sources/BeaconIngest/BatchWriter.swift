@@ -99,12 +99,7 @@ public final class BatchWriter {
                     key, sequence: batch.sequence, firstUnacknowledged: batch.firstUnacknowledgedSequence)
             }
             if !sightings.isEmpty {
-                try connection.copy(
-                    """
-                    COPY beaconflow.sightings_raw
-                        (ts, site_id, agent_id, zone_id, beacon_id, rssi, tx_power, distance_m, smoothed_distance_m)
-                    FROM STDIN (FORMAT binary)
-                    """, data: Self.copyData(sightings))
+                try connection.copy(sightings, into: SightingRow.copyTable)
             }
             let stored = try insertTelemetry(telemetry)
             pipeline.telemetryStored(stored)
@@ -199,12 +194,16 @@ public final class BatchWriter {
         let sites = Set(pipeline.sites.sites.map(\.id))
         var restored: Set<String> = []
         for row in try connection.query(
-            "SELECT site_id, (extract(epoch FROM watermark) * 1000000)::bigint, encode(state, 'hex') FROM beaconflow.zone_checkpoints")
+            "SELECT site_id, (extract(epoch FROM watermark) * 1000000)::bigint, state FROM beaconflow.zone_checkpoints")
         {
-            guard let site = row[0], sites.contains(site), let watermark = row[1].flatMap({ Int64($0) }), let hex = row[2] else { continue }
+            let site = try row.decode(0, as: String.self)
+            guard sites.contains(site) else { continue }
+            let watermark = try row.decode(1, as: Int64.self)
             do throws(CheckpointError) {
-                guard let state = try? [UInt8](hex: hex) else { throw CheckpointError(code: .damaged, offset: 0) }
-                try pipeline.restoreZones(site: site, checkpoint: state)
+                guard let state = try? row.decode(2, as: PostgresBytes.self) else {
+                    throw CheckpointError(code: .damaged, offset: 0)
+                }
+                try pipeline.restoreZones(site: site, checkpoint: state.bytes)
             } catch {
                 resumption.unusableCheckpoints.append((site, error))
                 continue
@@ -220,9 +219,9 @@ public final class BatchWriter {
                 """
                 SELECT site_id, (extract(epoch FROM max(bucket)) * 1000000)::bigint FROM beaconflow.zone_occupancy_minute
                 WHERE site_id = ANY($1::text[]) GROUP BY 1
-                """, [PostgresArray.literal(others.sorted())])
+                """, [others.sorted()])
             {
-                if let site = row[0], let minute = row[1].flatMap({ Int64($0) }) { lastMinutes[site] = minute }
+                lastMinutes[try row.decode(0)] = try row.decode(1, as: Int64.self)
             }
         }
         for site in others.sorted() where lastMinutes[site] == nil {
@@ -237,13 +236,12 @@ public final class BatchWriter {
                        (extract(epoch FROM coalesce(s.last_seen, v.enter_ts)) * 1000000)::bigint
                 FROM beaconflow.visits_raw v LEFT JOIN beaconflow.beacon_state s USING (beacon_id)
                 WHERE v.exit_ts IS NULL AND v.site_id = ANY($1::text[])
-                """, [PostgresArray.literal(others.sorted())])
+                """, [others.sorted()])
             {
-                guard let site = row[0], let zone = row[1], let beacon = row[2], let enter = row[3].flatMap({ Int64($0) }),
-                    let lastSeen = row[4].flatMap({ Int64($0) })
-                else { continue }
-                openVisits[site, default: []].append(
-                    SiteZoneTracker.OpenVisit(beaconID: beacon, zone: zone, enterMicros: enter, lastSeenMicros: lastSeen))
+                openVisits[try row.decode(0), default: []].append(
+                    SiteZoneTracker.OpenVisit(
+                        beaconID: try row.decode(2), zone: try row.decode(1), enterMicros: try row.decode(3),
+                        lastSeenMicros: try row.decode(4)))
             }
             pipeline.resumeZones(openVisits: openVisits, lastCountedMinutes: lastMinutes, sites: others)
         }
@@ -259,11 +257,11 @@ public final class BatchWriter {
         let bounds = try connection.query(
             """
             SELECT (extract(epoch FROM min(ts)) * 1000000)::bigint, (extract(epoch FROM max(ts)) * 1000000)::bigint
-            FROM beaconflow.sightings_raw WHERE site_id = $1 AND ts > $2::timestamptz
-            """, [site, watermark.map { PostgresArray.timestamp(unixMicros: $0) } ?? "-infinity"])
-        guard let oldest = bounds.first?[0].flatMap({ Int64($0) }), let newest = bounds.first?[1].flatMap({ Int64($0) }) else {
-            return 0
-        }
+            FROM beaconflow.sightings_raw WHERE site_id = $1 AND ts > $2
+            """, [site, watermark.map(PostgresTimestamp.init(unixMicros:)) ?? .distantPast])
+        guard let bound = bounds.first, let oldest = try bound.decode(0, as: Int64?.self),
+            let newest = try bound.decode(1, as: Int64?.self)
+        else { return 0 }
         var from = max(watermark ?? .min, oldest - 1)
         var replayed = 0
         var newestByAgent: [String: Int64] = [:]
@@ -273,12 +271,13 @@ public final class BatchWriter {
             for row in try connection.query(
                 """
                 SELECT agent_id, beacon_id, (extract(epoch FROM ts) * 1000000)::bigint, rssi FROM beaconflow.sightings_raw
-                WHERE site_id = $1 AND ts > $2::timestamptz AND ts <= $3::timestamptz
-                """, [site, PostgresArray.timestamp(unixMicros: from), PostgresArray.timestamp(unixMicros: through)])
+                WHERE site_id = $1 AND ts > $2 AND ts <= $3
+                """, [site, PostgresTimestamp(unixMicros: from), PostgresTimestamp(unixMicros: through)])
             {
-                guard let agent = row[0], let beacon = row[1], let time = row[2].flatMap({ Int64($0) }),
-                    let rssi = row[3].flatMap({ Double($0) })
-                else { continue }
+                let agent = try row.decode(0, as: String.self)
+                let beacon = try row.decode(1, as: String.self)
+                let time = try row.decode(2, as: Int64.self)
+                let rssi = try row.decode(3, as: Double.self)
                 readings[agent, default: []].append(.init(beaconID: beacon, timeMicros: time, rssi: rssi))
                 newestByAgent[agent] = max(newestByAgent[agent] ?? .min, time)
                 replayed += 1
@@ -297,9 +296,10 @@ public final class BatchWriter {
         for checkpoint in pipeline.takeZoneCheckpoints() {
             try connection.query(
                 """
-                INSERT INTO beaconflow.zone_checkpoints (site_id, watermark, state) VALUES ($1, $2::timestamptz, decode($3, 'hex'))
+                INSERT INTO beaconflow.zone_checkpoints (site_id, watermark, state) VALUES ($1, $2, $3)
                 ON CONFLICT (site_id) DO UPDATE SET watermark = excluded.watermark, state = excluded.state, saved_at = now()
-                """, [checkpoint.site, PostgresArray.timestamp(unixMicros: checkpoint.watermarkMicros), checkpoint.state.hexString])
+                """,
+                [checkpoint.site, PostgresTimestamp(unixMicros: checkpoint.watermarkMicros), PostgresBytes(checkpoint.state)])
         }
     }
 
@@ -324,9 +324,10 @@ public final class BatchWriter {
                        (SELECT value::integer FROM beaconflow.settings WHERE key = 'partitions_ahead_days') + 1),
                    CASE WHEN $1 THEN beaconflow.drop_partitions_before((now() AT TIME ZONE 'UTC')::date
                        - (SELECT value::integer FROM beaconflow.settings WHERE key = 'retention_days')) ELSE 0 END
-            """, [dropExpired ? "true" : "false"])
+            """, [dropExpired])
         partitionedDays.removeAll()  // a dropped day is made again if a late batch needs it
-        return (Int(rows.first?[0] ?? "") ?? 0, Int(rows.first?[1] ?? "") ?? 0)
+        guard let row = rows.first else { return (0, 0) }
+        return (try row.decode(0), try row.decode(1))
     }
 
     /// Advisory lock class of the per-beacon telemetry locks ('bflt').
@@ -346,11 +347,7 @@ public final class BatchWriter {
         guard !telemetry.isEmpty else { return [] }
         try connection.execute(
             "CREATE TEMP TABLE IF NOT EXISTS telemetry_incoming (LIKE beaconflow.telemetry_raw) ON COMMIT DELETE ROWS")
-        try connection.copy(
-            """
-            COPY pg_temp.telemetry_incoming (ts, beacon_id, battery_mv, temperature_c, adv_count, uptime_s, site_id, agent_id)
-            FROM STDIN (FORMAT binary)
-            """, data: Self.copyData(telemetry.map(\.row)))
+        try connection.copy(telemetry.map(\.row), into: TelemetryRow.copyTable)
         // Locks in a statement of their own: the insert's snapshot then sees what the lock waited for.
         try connection.query(
             """
@@ -371,9 +368,8 @@ public final class BatchWriter {
             """)
         var keys = Set<TransmissionKey>()
         for row in inserted {
-            guard let beacon = row[0], let count = row[1].flatMap({ Int64($0) }), let uptime = row[2].flatMap({ Double($0) })
-            else { continue }
-            keys.insert(TransmissionKey(beaconID: beacon, advertisingCount: count, uptimeSeconds: uptime))
+            keys.insert(
+                TransmissionKey(beaconID: try row.decode(0), advertisingCount: try row.decode(1), uptimeSeconds: try row.decode(2)))
         }
         // The first offer of each stored transmission (a group may offer one twice).
         return telemetry.filter { keys.remove($0.transmission) != nil }
@@ -392,11 +388,7 @@ public final class BatchWriter {
             CREATE TEMP TABLE IF NOT EXISTS sensor_incoming (LIKE beaconflow.sensor_readings_raw, tolerance_us bigint)
             ON COMMIT DELETE ROWS
             """)
-        try connection.copy(
-            """
-            COPY pg_temp.sensor_incoming (ts, site_id, agent_id, beacon_id, quantity, value, unit, frame_hash, tolerance_us)
-            FROM STDIN (FORMAT binary)
-            """, data: Self.copyData(rows))
+        try connection.copy(rows, into: SensorReadingRow.copyTable)
         try connection.query(
             """
             SELECT count(pg_advisory_xact_lock(\(Self.sensorLockClass), hashtext(beacon_id)))
@@ -426,9 +418,7 @@ public final class BatchWriter {
         }
         var keys = Set<Key>()
         for row in inserted {
-            guard let beacon = row[0], let hash = row[1].flatMap({ Int64($0) }), let time = row[2].flatMap({ Int64($0) })
-            else { continue }
-            keys.insert(Key(beacon: beacon, hash: hash, time: time))
+            keys.insert(Key(beacon: try row.decode(0), hash: try row.decode(1), time: try row.decode(2)))
         }
         return rows.filter { keys.contains(Key(beacon: $0.beaconID, hash: $0.frameHash, time: $0.timeMicros)) }
     }
@@ -444,7 +434,6 @@ public final class BatchWriter {
             latest[key] = row
         }
         let unique = latest.keys.sorted().compactMap { latest[$0] }
-        func array(_ values: [String?]) -> String? { PostgresArray.literal(values) }
         try connection.query(
             """
             INSERT INTO beaconflow.device_info_state AS d (beacon_id, name, value, site_id, agent_id, read_at)
@@ -454,21 +443,19 @@ public final class BatchWriter {
             WHERE excluded.read_at >= d.read_at
             """,
             [
-                array(unique.map(\.beaconID)), array(unique.map(\.name)), array(unique.map(\.value)),
-                array(unique.map(\.siteID)), array(unique.map(\.agentID)),
-                array(unique.map { PostgresArray.timestamp(unixMicros: $0.timeMicros) }),
+                unique.map(\.beaconID), unique.map(\.name), unique.map(\.value), unique.map(\.siteID),
+                unique.map(\.agentID), unique.map { PostgresTimestamp(unixMicros: $0.timeMicros) },
             ])
     }
 
     /// Writes the sites file's beacon registry (labels, and whether keys are configured; never the keys) into
     /// `beacon_registry`, replacing what an earlier start wrote.
     public func writeRegistry(_ beacons: [SitesConfiguration.Beacon]) throws(PostgresError) {
-        func array(_ values: [String?]) -> String? { PostgresArray.literal(values) }
         try connection.execute("BEGIN")
         do {
             try connection.query(
                 "DELETE FROM beaconflow.beacon_registry WHERE NOT (beacon_id = ANY ($1::text[]))",
-                [array(beacons.map(\.id))])
+                [beacons.map(\.id)])
             try connection.query(
                 """
                 INSERT INTO beaconflow.beacon_registry (beacon_id, label, identity_key, bthome_bindkey)
@@ -477,9 +464,8 @@ public final class BatchWriter {
                     label = excluded.label, identity_key = excluded.identity_key, bthome_bindkey = excluded.bthome_bindkey
                 """,
                 [
-                    array(beacons.map(\.id)), array(beacons.map(\.label)),
-                    array(beacons.map { $0.identityKey == nil ? "false" : "true" }),
-                    array(beacons.map { $0.bthomeBindkey == nil ? "false" : "true" }),
+                    beacons.map(\.id), beacons.map(\.label), beacons.map { $0.identityKey != nil },
+                    beacons.map { $0.bthomeBindkey != nil },
                 ])
             try connection.execute("COMMIT")
         } catch {
@@ -491,49 +477,53 @@ public final class BatchWriter {
     /// Visits opened, then visits closed (a close may end a visit opened in the same list), then minute counts.
     private func write(_ changes: [ZoneChange]) throws(PostgresError) {
         guard !changes.isEmpty else { return }
-        var opened: [[String?]] = [[], [], [], []]
-        var closed: [[String?]] = [[], [], [], []]
-        var occupancy: [[String?]] = [[], [], [], [], []]
+        var opened: [(site: String, zone: String, beacon: String, enter: Int64)] = []
+        var closed: [(site: String, beacon: String, enter: Int64, exit: Int64)] = []
+        var occupancy: [(site: String, zone: String, minute: Int64, occupants: Int, seconds: Double)] = []
         for change in changes {
             switch change {
-            case .visitOpened(let site, let zone, let beacon, let enter):
-                for (column, value) in [site, zone, beacon, PostgresArray.timestamp(unixMicros: enter)].enumerated() {
-                    opened[column].append(value)
-                }
-            case .visitClosed(let site, let beacon, let enter, let exit):
-                let values = [site, beacon, PostgresArray.timestamp(unixMicros: enter), PostgresArray.timestamp(unixMicros: exit)]
-                for (column, value) in values.enumerated() { closed[column].append(value) }
+            case .visitOpened(let site, let zone, let beacon, let enter): opened.append((site, zone, beacon, enter))
+            case .visitClosed(let site, let beacon, let enter, let exit): closed.append((site, beacon, enter, exit))
             case .occupancy(let site, let zone, let minute, let occupants, let seconds):
-                let values = [site, zone, PostgresArray.timestamp(unixMicros: minute), String(occupants), String(seconds)]
-                for (column, value) in values.enumerated() {
-                    occupancy[column].append(value)
-                }
+                occupancy.append((site, zone, minute, occupants, seconds))
             }
         }
-        if !opened[0].isEmpty {
+        if !opened.isEmpty {
             try connection.query(
                 """
                 INSERT INTO beaconflow.visits_raw (site_id, zone_id, beacon_id, enter_ts)
                 SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[])
                 ON CONFLICT DO NOTHING
-                """, opened.map(PostgresArray.literal))
+                """,
+                [
+                    opened.map(\.site), opened.map(\.zone), opened.map(\.beacon),
+                    opened.map { PostgresTimestamp(unixMicros: $0.enter) },
+                ])
         }
-        if !closed[0].isEmpty {
+        if !closed.isEmpty {
             try connection.query(
                 """
                 UPDATE beaconflow.visits_raw v SET exit_ts = c.exit_ts
                 FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::timestamptz[]) AS c(site_id, beacon_id, enter_ts, exit_ts)
                 WHERE v.site_id = c.site_id AND v.beacon_id = c.beacon_id AND v.enter_ts = c.enter_ts
-                """, closed.map(PostgresArray.literal))
+                """,
+                [
+                    closed.map(\.site), closed.map(\.beacon), closed.map { PostgresTimestamp(unixMicros: $0.enter) },
+                    closed.map { PostgresTimestamp(unixMicros: $0.exit) },
+                ])
         }
-        if !occupancy[0].isEmpty {
+        if !occupancy.isEmpty {
             try connection.query(
                 """
                 INSERT INTO beaconflow.zone_occupancy_minute (site_id, zone_id, bucket, occupants, occupant_seconds)
                 SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::integer[], $5::double precision[])
                 ON CONFLICT (site_id, zone_id, bucket)
                 DO UPDATE SET occupants = excluded.occupants, occupant_seconds = excluded.occupant_seconds
-                """, occupancy.map(PostgresArray.literal))
+                """,
+                [
+                    occupancy.map(\.site), occupancy.map(\.zone), occupancy.map { PostgresTimestamp(unixMicros: $0.minute) },
+                    occupancy.map { Int32(clamping: $0.occupants) }, occupancy.map(\.seconds),
+                ])
         }
     }
 
@@ -554,11 +544,11 @@ public final class BatchWriter {
             try connection.query(
                 """
                 INSERT INTO beaconflow.rejected_batches (topic, reason, detail, payload, payload_bytes)
-                VALUES ($1, $2, $3, decode($4, 'hex'), $5::integer)
+                VALUES ($1, $2, $3, $4, $5)
                 """,
                 [
-                    String(topic.prefix(1000)), reason, message, Array(payload.prefix(Self.rejectedPayloadBytes)).hexString,
-                    String(payload.count),
+                    String(topic.prefix(1000)), reason, message, PostgresBytes(Array(payload.prefix(Self.rejectedPayloadBytes))),
+                    Int32(clamping: payload.count),
                 ])
             var acknowledgements: [AgentKey: UInt64] = [:]
             if let header, let key {
@@ -584,7 +574,7 @@ public final class BatchWriter {
             """
             INSERT INTO beaconflow.agent_state AS a (site_id, agent_id, online, adverts_per_s, spool_bytes,
                 clock_offset_ms, last_error, online_since)
-            VALUES ($1, $2, $3::boolean, $4::real, $5::bigint, $6::real, $7, CASE WHEN $3::boolean THEN now() END)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, CASE WHEN $3 THEN now() END)
             ON CONFLICT (site_id, agent_id) DO UPDATE SET online = excluded.online,
                 online_since = CASE WHEN NOT excluded.online THEN NULL WHEN a.online THEN a.online_since ELSE now() END,
                 adverts_per_s = coalesce(excluded.adverts_per_s, a.adverts_per_s),
@@ -593,40 +583,42 @@ public final class BatchWriter {
                 last_error = excluded.last_error
             """,
             [
-                agent.site, agent.agent, status.online ? "true" : "false", status.advertsPerSecond.map { String($0) },
-                status.spoolBytes.map { String($0) }, clockOffsetMillis.map { String($0) }, status.lastError,
+                agent.site, agent.agent, status.online, status.advertsPerSecond.map(Float.init),
+                status.spoolBytes, clockOffsetMillis.map(Float.init), status.lastError,
             ])
     }
 
     /// Inserts the `batches` rows; returns the indices of the batches that were not there yet.
     private func insertRecords(_ batches: [DecodedBatch]) throws(PostgresError) -> Set<Int> {
-        var values: [String] = []
-        var parameters: [String?] = []
-        for batch in batches {
-            let base = parameters.count
-            values.append(
-                "($\(base + 1), $\(base + 2), $\(base + 3)::bigint, $\(base + 4)::bigint, "
-                    + "to_timestamp($\(base + 5)::double precision / 1e6), $\(base + 6)::integer)")
-            parameters += [
-                batch.siteID, batch.agentID, String(batch.sequence), String(Int64(bitPattern: batch.bootID)),
-                String(batch.agentClockMicros), String(batch.sightings.count),
-            ]
-        }
         let inserted = try connection.query(
             """
             INSERT INTO beaconflow.batches (site_id, agent_id, sequence, boot_id, agent_clock, sightings)
-            VALUES \(values.joined(separator: ", "))
+            SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::timestamptz[], $6::integer[])
             ON CONFLICT DO NOTHING RETURNING site_id, agent_id, sequence
-            """, parameters)
-        let keys = Set(inserted.map { "\($0[0] ?? "")/\($0[1] ?? "")/\($0[2] ?? "")" })
+            """,
+            [
+                batches.map(\.siteID), batches.map(\.agentID), batches.map { Int64(bitPattern: $0.sequence) },
+                batches.map { Int64(bitPattern: $0.bootID) }, batches.map { PostgresTimestamp(unixMicros: $0.agentClockMicros) },
+                batches.map { Int32(clamping: $0.sightings.count) },
+            ])
+        var keys: Set<BatchKey> = []
+        for row in inserted {
+            keys.insert(BatchKey(site: try row.decode(0), agent: try row.decode(1), sequence: try row.decode(2)))
+        }
         var fresh: Set<Int> = []
-        var seen: Set<String> = []
+        var seen: Set<BatchKey> = []
         for (index, batch) in batches.enumerated() {
-            let key = "\(batch.siteID)/\(batch.agentID)/\(batch.sequence)"
+            let key = BatchKey(site: batch.siteID, agent: batch.agentID, sequence: batch.sequence)
             // The same batch twice in one group: the first is the new one.
             if keys.contains(key), seen.insert(key).inserted { fresh.insert(index) }
         }
         return fresh
+    }
+
+    private struct BatchKey: Hashable {
+        var site: String
+        var agent: String
+        var sequence: UInt64
     }
 
     /// The batches not inserted whose (site, agent, sequence) is committed with another boot id, seal time or
@@ -635,32 +627,29 @@ public final class BatchWriter {
     private func reusedSequences(_ batches: [DecodedBatch], fresh: Set<Int>) throws(PostgresError) -> [Int: String] {
         let repeated = batches.indices.filter { !fresh.contains($0) }
         guard !repeated.isEmpty else { return [:] }
-        var values: [String] = []
-        var parameters: [String?] = []
-        for index in repeated {
-            let batch = batches[index]
-            let base = parameters.count
-            values.append(
-                "($\(base + 1)::integer, $\(base + 2), $\(base + 3), $\(base + 4)::bigint, $\(base + 5)::bigint, "
-                    + "$\(base + 6)::double precision, $\(base + 7)::integer)")
-            parameters += [
-                String(index), batch.siteID, batch.agentID, String(batch.sequence), String(Int64(bitPattern: batch.bootID)),
-                String(batch.agentClockMicros), String(batch.sightings.count),
-            ]
-        }
+        let candidates = repeated.map { batches[$0] }
         var reused: [Int: String] = [:]
         for row in try connection.query(
             """
-            SELECT v.i, b.boot_id, b.sightings, v.boot, v.n, b.agent_clock = to_timestamp(v.clock / 1e6)
-            FROM (VALUES \(values.joined(separator: ", "))) AS v(i, site, agent, seq, boot, clock, n)
+            SELECT v.i, b.boot_id, b.sightings, v.boot, v.n, b.agent_clock = v.clock
+            FROM unnest($1::integer[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::timestamptz[], $7::integer[])
+                AS v(i, site, agent, seq, boot, clock, n)
             JOIN beaconflow.batches b ON b.site_id = v.site AND b.agent_id = v.agent AND b.sequence = v.seq
-            WHERE b.boot_id <> v.boot OR b.sightings <> v.n OR b.agent_clock IS DISTINCT FROM to_timestamp(v.clock / 1e6)
-            """, parameters)
+            WHERE b.boot_id <> v.boot OR b.sightings <> v.n OR b.agent_clock IS DISTINCT FROM v.clock
+            """,
+            [
+                repeated.map { Int32($0) }, candidates.map(\.siteID), candidates.map(\.agentID),
+                candidates.map { Int64(bitPattern: $0.sequence) }, candidates.map { Int64(bitPattern: $0.bootID) },
+                candidates.map { PostgresTimestamp(unixMicros: $0.agentClockMicros) },
+                candidates.map { Int32(clamping: $0.sightings.count) },
+            ])
         {
-            guard let index = row[0].flatMap({ Int($0) }) else { continue }
+            let index = try row.decode(0, as: Int.self)
+            guard batches.indices.contains(index) else { continue }
+            let sameTime = try row.decode(5, as: Bool?.self) ?? false
             reused[index] =
                 "sequence \(batches[index].sequence) is committed with boot id \(row[1] ?? "?") and \(row[2] ?? "?") sightings"
-                + (row[5] == "t" ? "" : " sealed at another time") + "; this batch has boot id \(row[3] ?? "?") and \(row[4] ?? "?")"
+                + (sameTime ? "" : " sealed at another time") + "; this batch has boot id \(row[3] ?? "?") and \(row[4] ?? "?")"
         }
         return reused
     }
@@ -674,7 +663,7 @@ public final class BatchWriter {
                 VALUES ($1, $2, now(), $3::bigint)
                 ON CONFLICT (site_id, agent_id) DO UPDATE SET last_batch_at = now(),
                     committed_through = greatest(agent_state.committed_through, excluded.committed_through)
-                """, [key.site, key.agent, String(sequence)])
+                """, [key.site, key.agent, Int64(bitPattern: sequence)])
         }
     }
 
@@ -683,19 +672,19 @@ public final class BatchWriter {
         let rows = try connection.query(
             "SELECT committed_through FROM beaconflow.agent_state WHERE site_id = $1 AND agent_id = $2",
             [key.site, key.agent])
-        let through = rows.first?.first?.flatMap { UInt64($0) } ?? 0
+        let through = try rows.first.map { (row) throws(PostgresError) in try row.decode(0, as: UInt64.self) } ?? 0
         let floor = max(through, tracker.committedThrough(key))
         let above = try connection.query(
             """
-            SELECT sequence FROM beaconflow.batches WHERE site_id = $1 AND agent_id = $2 AND sequence > $3::bigint
+            SELECT sequence FROM beaconflow.batches WHERE site_id = $1 AND agent_id = $2 AND sequence > $3
             ORDER BY sequence LIMIT 100000
-            """, [key.site, key.agent, String(floor)]
-        ).compactMap { $0[0].flatMap { UInt64($0) } }
+            """, [key.site, key.agent, Int64(bitPattern: floor)]
+        ).map { (row) throws(PostgresError) in try row.decode(0, as: UInt64.self) }
         tracker.restore(key, through: floor, above: above)
         loadedAgents.insert(key)
     }
 
-    /// Rows per statement when many rows go at once (a burst of new beacons): bounds the text arrays built for
+    /// Rows per statement when many rows go at once (a burst of new beacons): bounds the arrays built for
     /// `unnest`, which would otherwise hold every row several times over.
     static let rowsPerStatement = 5_000
 
@@ -709,7 +698,6 @@ public final class BatchWriter {
     }
 
     private func upsertHealthRows(_ rows: ArraySlice<BeaconHealth>) throws(PostgresError) {
-        func array(_ values: [String?]) -> String? { PostgresArray.literal(values) }
         try connection.query(
             """
             INSERT INTO beaconflow.beacon_state AS s (beacon_id, site_id, last_seen, battery_mv, battery_trend_mv_per_day,
@@ -731,68 +719,12 @@ public final class BatchWriter {
                 first_seen = least(s.first_seen, excluded.first_seen)
             """,
             [
-                array(rows.map(\.beaconID)), array(rows.map(\.siteID)),
-                array(rows.map { PostgresArray.timestamp(unixMicros: $0.lastSeenMicros) }),
-                array(rows.map { $0.batteryMillivolts.map { String($0) } }),
-                array(rows.map { $0.batteryTrendMillivoltsPerDay.map { String($0) } }),
-                array(rows.map { $0.estimatedDaysLeft.map { String($0) } }),
-                array(rows.map { $0.temperatureCelsius.map { String($0) } }),
-                array(rows.map { String($0.rebootsIn7Days) }), array(rows.map(\.status.rawValue)),
-                array(rows.map { $0.batteryPercent.map { String($0) } }),
-                array(rows.map { $0.batteryTrendPercentPerDay.map { String($0) } }), array(rows.map(\.kind)),
-                array(rows.map { PostgresArray.timestamp(unixMicros: $0.firstSeenMicros) }),
+                rows.map(\.beaconID), rows.map(\.siteID), rows.map { PostgresTimestamp(unixMicros: $0.lastSeenMicros) },
+                rows.map(\.batteryMillivolts), rows.map(\.batteryTrendMillivoltsPerDay), rows.map(\.estimatedDaysLeft),
+                rows.map(\.temperatureCelsius), rows.map(\.rebootsIn7Days), rows.map(\.status.rawValue),
+                rows.map(\.batteryPercent), rows.map(\.batteryTrendPercentPerDay), rows.map(\.kind),
+                rows.map { PostgresTimestamp(unixMicros: $0.firstSeenMicros) },
             ])
-    }
-
-    /// The binary COPY stream of `sightings_raw` rows.
-    public static func copyData(_ rows: [SightingRow]) -> [UInt8] {
-        var copy = BinaryCopyWriter(capacity: 64 + rows.count * 110)
-        for row in rows {
-            copy.startRow(fields: 9)
-            copy.timestamp(unixMicros: row.timeMicros)
-            copy.text(row.siteID)
-            copy.text(row.agentID)
-            copy.text(row.zoneID)
-            copy.text(row.beaconID)
-            copy.smallint(Int16(row.rssi))
-            copy.smallint(row.powerAt1mDbm.map(Int16.init))
-            copy.real(row.distanceMeters)
-            copy.real(row.smoothedDistanceMeters)
-        }
-        return copy.finished()
-    }
-
-    static func copyData(_ rows: [TelemetryRow]) -> [UInt8] {
-        var copy = BinaryCopyWriter(capacity: 64 + rows.count * 110)
-        for row in rows {
-            copy.startRow(fields: 8)
-            copy.timestamp(unixMicros: row.timeMicros)
-            copy.text(row.beaconID)
-            copy.integer(row.batteryMillivolts)
-            copy.real(row.temperatureCelsius.map(Float.init))
-            copy.bigint(Int64(row.advertisingCount))
-            copy.double(row.uptimeSeconds)
-            copy.text(row.siteID)
-            copy.text(row.agentID)
-        }
-        return copy.finished()
-    }
-
-    static func copyData(_ rows: [SensorReadingRow]) -> [UInt8] {
-        var copy = BinaryCopyWriter(capacity: 64 + rows.count * 120)
-        for row in rows {
-            copy.startRow(fields: 9)
-            copy.timestamp(unixMicros: row.timeMicros)
-            copy.text(row.siteID)
-            copy.text(row.agentID)
-            copy.text(row.beaconID)
-            copy.text(row.reading.quantity)
-            copy.double(row.reading.value)
-            copy.text(row.reading.unit)
-            copy.bigint(row.frameHash)
-            copy.bigint(row.toleranceMicros)
-        }
-        return copy.finished()
     }
 
     private func ensurePartitions(for batches: [DecodedBatch]) throws(PostgresError) {
@@ -807,7 +739,7 @@ public final class BatchWriter {
             }
         }
         for day in days.subtracting(partitionedDays).sorted() {
-            try connection.query("SELECT beaconflow.ensure_partitions($1::date, 1)", [PostgresArray.date(day: day)])
+            try connection.query("SELECT beaconflow.ensure_partitions($1, 1)", [PostgresDate(unixDay: day)])
             partitionedDays.insert(day)
         }
     }
@@ -818,52 +750,6 @@ public func wallClockMicros() -> Int64 {
     var time = timespec()
     clock_gettime(CLOCK_REALTIME, &time)
     return Int64(time.tv_sec) * 1_000_000 + Int64(time.tv_nsec) / 1000
-}
-
-/// Text forms of PostgreSQL values for query parameters.
-enum PostgresArray {
-    /// An array literal (`{"a","b",NULL}`) of text values, each quoted and escaped.
-    static func literal(_ values: [String?]) -> String {
-        var text = "{"
-        for (index, value) in values.enumerated() {
-            if index > 0 { text += "," }
-            guard let value else {
-                text += "NULL"
-                continue
-            }
-            text += "\""
-            for character in value {
-                if character == "\"" || character == "\\" { text += "\\" }
-                text.append(character)
-            }
-            text += "\""
-        }
-        return text + "}"
-    }
-
-    /// A UTC timestamp with microseconds, e.g. `2026-01-01 00:00:00.000001+00`.
-    static func timestamp(unixMicros: Int64) -> String {
-        let seconds = unixMicros.floorDivided(by: 1_000_000)
-        let fields = utc(seconds)
-        return date(fields)
-            + String(
-                format: " %02d:%02d:%02d.%06lld+00", fields.tm_hour, fields.tm_min, fields.tm_sec,
-                unixMicros - seconds * 1_000_000)
-    }
-
-    /// The date (UTC) of a day number since 1970-01-01.
-    static func date(day: Int64) -> String { date(utc(day * 86_400)) }
-
-    private static func date(_ fields: tm) -> String {
-        String(format: "%04d-%02d-%02d", fields.tm_year + 1900, fields.tm_mon + 1, fields.tm_mday)
-    }
-
-    private static func utc(_ seconds: Int64) -> tm {
-        var time = time_t(seconds)
-        var fields = tm()
-        gmtime_r(&time, &fields)
-        return fields
-    }
 }
 
 extension Int64 {

@@ -328,7 +328,7 @@ public final class Ingest: Sendable {
             let sites = configuration.sites.sites.map(\.id)
             let taken = try connection.query(
                 "SELECT site FROM unnest($1::text[]) AS site WHERE NOT pg_try_advisory_lock(\(Self.siteLockClass), hashtext(site))",
-                [PostgresArray.literal(sites)])
+                [sites])
             guard taken.isEmpty else {
                 throw PostgresError(Self.claimSitesOperation, taken.compactMap { $0[0] }.joined(separator: ", "))
             }

@@ -35,7 +35,9 @@ public enum Migrator {
             );
             """)
         let applied = Set(
-            try connection.query("SELECT version FROM beaconflow.schema_migrations").compactMap { $0[0].flatMap { Int($0) } })
+            try connection.query("SELECT version FROM beaconflow.schema_migrations").map { (row) throws(PostgresError) in
+                try row.decode(0, as: Int.self)
+            })
         var done: [Int] = []
         for migration in Schema.migrations where !applied.contains(migration.version) && migration.version <= version {
             do {
@@ -43,7 +45,7 @@ public enum Migrator {
                 try connection.execute(migration.sql)
                 try connection.query(
                     "INSERT INTO beaconflow.schema_migrations (version, name) VALUES ($1, $2)",
-                    [String(migration.version), migration.name])
+                    [Int32(migration.version), migration.name])
                 try connection.execute("COMMIT")
             } catch {
                 _ = try? connection.execute("ROLLBACK")
@@ -61,8 +63,9 @@ public enum Migrator {
 
     /// The newest version applied to the database, or nil when it has no beaconflow schema yet.
     public static func currentVersion(_ connection: PostgresConnection) throws(PostgresError) -> Int? {
-        guard try connection.query("SELECT to_regclass('beaconflow.schema_migrations') IS NOT NULL") == [["t"]] else { return nil }
-        return try connection.query("SELECT max(version) FROM beaconflow.schema_migrations").first?[0].flatMap { Int($0) }
+        guard try connection.query("SELECT to_regclass('beaconflow.schema_migrations') IS NOT NULL").first?.decode(0, as: Bool.self) == true
+        else { return nil }
+        return try connection.query("SELECT max(version) FROM beaconflow.schema_migrations").first?.decode(0, as: Int?.self)
     }
 
     /// The newest version this build knows.

@@ -24,140 +24,6 @@ public enum BeaconFrame: Hashable, Sendable {
     }
 }
 
-/// Finds the first identity or telemetry frame of an advertising payload without building `AdvertisingData`:
-/// the allocation-free path for the common beacon formats (Eddystone UID/TLM/EID, iBeacon, AltBeacon).
-public enum BeaconScanner {
-    /// Returns the first Eddystone, iBeacon or AltBeacon frame, nil when there is none.
-    ///
-    /// Well-formed UID, TLM, EID and iBeacon frames are read straight from the bytes; everything else (URL, eTLM,
-    /// AltBeacon, and every malformed payload) goes through the general decoders, so both paths give the same
-    /// frames and the same errors.
-    public static func firstFrame(in payload: ArraySlice<UInt8>) throws(DecodeError) -> BeaconFrame? {
-        switch payload.withUnsafeBytes(fastScan) {
-        case .frame(let frame): return frame
-        case .noFrame: return nil
-        case .general: return try generalFirstFrame(in: payload)
-        }
-    }
-
-    /// The same, over bytes in a buffer the caller owns (an HCI read buffer, a corpus): no copy unless the
-    /// payload needs the general decoders.
-    public static func firstFrame(in payload: UnsafeRawBufferPointer) throws(DecodeError) -> BeaconFrame? {
-        switch fastScan(payload) {
-        case .frame(let frame): return frame
-        case .noFrame: return nil
-        case .general: return try generalFirstFrame(in: Array(payload)[...])
-        }
-    }
-
-    private enum FastResult {
-        case frame(BeaconFrame)
-        case noFrame
-        /// Not a common well-formed frame: let the general decoders decide.
-        case general
-    }
-
-    @inline(__always)
-    private static func load<T: FixedWidthInteger>(_ raw: UnsafeRawBufferPointer, _ offset: Int, as: T.Type) -> T {
-        T(bigEndian: raw.loadUnaligned(fromByteOffset: offset, as: T.self))
-    }
-
-    private static func fastScan(_ raw: UnsafeRawBufferPointer) -> FastResult {
-        var index = 0
-        let count = raw.count
-        while index < count {
-            let length = Int(raw[index])
-            if length == 0 { return .noFrame }
-            guard index + 1 + length <= count else { return .general }
-            let type = raw[index + 1]
-            let data = index + 2
-            let dataLength = length - 1
-            if type == ADType.serviceData16, dataLength >= 2, raw[data] == 0xAA, raw[data + 1] == 0xFE {
-                guard dataLength >= 3 else { return .general }
-                let frame = data + 2
-                switch (raw[frame], dataLength - 2) {
-                case (Eddystone.uidFrameType, 18), (Eddystone.uidFrameType, 20):
-                    let instance = UInt64(load(raw, frame + 12, as: UInt16.self)) << 32
-                        | UInt64(load(raw, frame + 14, as: UInt32.self))
-                    return .frame(
-                        .eddystoneUID(
-                            EddystoneUID(
-                                txPower: Int8(bitPattern: raw[frame + 1]), namespaceHigh: load(raw, frame + 2, as: UInt64.self),
-                                namespaceLow: load(raw, frame + 10, as: UInt16.self), instance: instance)))
-                case (Eddystone.tlmFrameType, 14) where raw[frame + 1] == 0:
-                    let battery = load(raw, frame + 2, as: UInt16.self)
-                    return .frame(
-                        .eddystoneTLM(
-                            EddystoneTLM(
-                                batteryMillivolts: battery == 0 ? nil : battery,
-                                temperatureRaw: load(raw, frame + 4, as: Int16.self),
-                                advertisingCount: load(raw, frame + 6, as: UInt32.self),
-                                uptimeTenths: load(raw, frame + 10, as: UInt32.self))))
-                case (Eddystone.urlFrameType, 3...20) where raw[frame + 2] < 4:
-                    let encoded = UnsafeRawBufferPointer(rebasing: raw[(frame + 3)..<(frame + dataLength - 2)])
-                    guard encoded.allSatisfy(EddystoneURL.isValidEncodedByte) else { return .general }
-                    return .frame(
-                        .eddystoneURL(
-                            EddystoneURL(
-                                txPower: Int8(bitPattern: raw[frame + 1]), scheme: raw[frame + 2],
-                                validatedEncoded: encoded)))
-                case (Eddystone.eidFrameType, 10):
-                    return .frame(
-                        .eddystoneEID(
-                            EddystoneEID(txPower: Int8(bitPattern: raw[frame + 1]), eid: load(raw, frame + 2, as: UInt64.self))))
-                default:
-                    return .general
-                }
-            }
-            if type == ADType.manufacturerData, dataLength >= 4 {
-                let code = load(raw, data + 2, as: UInt16.self)
-                if raw[data] == 0x4C, raw[data + 1] == 0x00, code == 0x0215 {
-                    guard dataLength == 25 else { return .general }
-                    return .frame(
-                        .iBeacon(
-                            IBeacon(
-                                uuidHigh: load(raw, data + 4, as: UInt64.self), uuidLow: load(raw, data + 12, as: UInt64.self),
-                                major: load(raw, data + 20, as: UInt16.self), minor: load(raw, data + 22, as: UInt16.self),
-                                measuredPower: Int8(bitPattern: raw[data + 24]))))
-                }
-                if code == 0xBEAC { return .general }
-            }
-            index += 1 + length
-        }
-        return .noFrame
-    }
-
-    /// The general path: every AD structure through the bounds-checked decoders.
-    static func generalFirstFrame(in payload: ArraySlice<UInt8>) throws(DecodeError) -> BeaconFrame? {
-        var iterator = ADIterator(payload)
-        while let structure = try iterator.next() {
-            let data = structure.data
-            switch structure.type {
-            case ADType.serviceData16:
-                guard data.count >= 2 else { continue }
-                let uuid = UInt16(data[data.startIndex]) | UInt16(data[data.startIndex + 1]) << 8
-                if uuid == Eddystone.serviceUUID {
-                    let body = data[(data.startIndex + 2)...]
-                    return try Eddystone.decode(body, base: structure.dataOffset + 2)
-                }
-            case ADType.manufacturerData:
-                guard data.count >= 2 else { continue }
-                let company = UInt16(data[data.startIndex]) | UInt16(data[data.startIndex + 1]) << 8
-                let body = data[(data.startIndex + 2)...]
-                if company == IBeacon.companyID, let beacon = try IBeacon.decode(body, base: structure.dataOffset + 2) {
-                    return .iBeacon(beacon)
-                }
-                if let beacon = try AltBeacon.decode(companyID: company, body, base: structure.dataOffset + 2) {
-                    return .altBeacon(beacon)
-                }
-            default:
-                continue
-            }
-        }
-        return nil
-    }
-}
-
 /// Turns `AdvertisingData` into frames. It holds the keys for encrypted formats and remembers, per address, the
 /// last resolved EID, so that an eTLM frame pairs with the EID its beacon sent (Eddystone's intended association).
 public struct FrameDecoder: Sendable {
@@ -174,50 +40,62 @@ public struct FrameDecoder: Sendable {
         self.bindkeys = bindkeys
     }
 
-    /// Decodes every frame of `data`. `unixSeconds` is when it was received (for EID resolution).
+    /// Decodes every frame of `data`, as `FrameClassifier` sorts them. `unixSeconds` is when it was received (for
+    /// EID resolution).
     public mutating func frames(
         in data: AdvertisingData, address: DeviceAddress?, unixSeconds: Int64
     ) throws(DecodeError) -> [BeaconFrame] {
         var frames: [BeaconFrame] = []
         for service in data.serviceData {
             guard case .uuid16(let uuid) = service.uuid else { continue }
-            if let frame = try serviceFrame(uuid: uuid, service, address: address, unixSeconds: unixSeconds) {
+            let structure = try service.data[...].withDecodeErrors { (body) throws(DecodeError) in
+                try FrameClassifier.classify(serviceData: uuid, body, base: service.offset)
+            }
+            if let frame = try frame(of: structure, base: service.offset, address: address, unixSeconds: unixSeconds) {
                 frames.append(frame)
             }
         }
         for manufacturer in data.manufacturerData {
-            let body = manufacturer.data[...]
-            if manufacturer.companyID == IBeacon.companyID,
-                let beacon = try IBeacon.decode(body, base: manufacturer.offset)
+            let structure = try manufacturer.data[...].withDecodeErrors { (body) throws(DecodeError) in
+                try FrameClassifier.classify(manufacturerData: manufacturer.companyID, body, base: manufacturer.offset)
+            }
+            if let frame = try frame(
+                of: structure, base: manufacturer.offset, address: address, unixSeconds: unixSeconds)
             {
-                frames.append(.iBeacon(beacon))
-            } else if let beacon = try AltBeacon.decode(
-                companyID: manufacturer.companyID, body, base: manufacturer.offset)
-            {
-                frames.append(.altBeacon(beacon))
-            } else if manufacturer.companyID == RuuviMeasurement.companyID {
-                frames.append(.ruuvi(try RuuviMeasurement.decode(body, base: manufacturer.offset)))
+                frames.append(frame)
             }
         }
         return frames
     }
 
-    /// Decodes one data frame as a batch carries it (service or manufacturer data of a sighting). Nil when the
-    /// content is of no format this decoder reads.
+    private mutating func frame(
+        of structure: ClassifiedStructure, base: Int, address: DeviceAddress?, unixSeconds: Int64
+    ) throws(DecodeError) -> BeaconFrame? {
+        switch structure {
+        case .identity(let frame): return decryptOrResolve(frame, address: address, unixSeconds: unixSeconds)
+        case .data(let content): return try frame(of: content, base: base, address: address, unixSeconds: unixSeconds)
+        case .ignore: return nil
+        }
+    }
+
+    /// Decodes one data frame as a batch carries it (service or manufacturer data of a sighting; `base` is its
+    /// offset in the advertisement, for errors). Nil when the content is of no format this decoder reads.
     public mutating func frame(
-        of content: DataFrameContent, address: DeviceAddress?, unixSeconds: Int64
+        of content: DataFrameContent, base: Int = 0, address: DeviceAddress?, unixSeconds: Int64
     ) throws(DecodeError) -> BeaconFrame? {
         switch content {
         case .eddystone(let bytes):
             return try serviceFrame(
-                uuid: Eddystone.serviceUUID, ServiceData(uuid: .uuid16(Eddystone.serviceUUID), data: bytes),
+                uuid: Eddystone.serviceUUID,
+                ServiceData(uuid: .uuid16(Eddystone.serviceUUID), data: bytes, offset: base),
                 address: address, unixSeconds: unixSeconds)
         case .serviceData(let uuid, let bytes):
             return try serviceFrame(
-                uuid: uuid, ServiceData(uuid: .uuid16(uuid), data: bytes), address: address, unixSeconds: unixSeconds)
+                uuid: uuid, ServiceData(uuid: .uuid16(uuid), data: bytes, offset: base), address: address,
+                unixSeconds: unixSeconds)
         case .manufacturerData(let company, let bytes):
             guard company == RuuviMeasurement.companyID else { return nil }
-            return .ruuvi(try RuuviMeasurement.decode(bytes[...], base: 0))
+            return .ruuvi(try RuuviMeasurement.decode(bytes[...], base: base))
         }
     }
 

@@ -95,24 +95,35 @@ public final class PostgresConnection {
         try check(result, "execute")
     }
 
-    /// Runs a statement with text parameters ($1, $2, ...; nil is NULL) and returns its rows as text (nil for NULL).
+    /// Runs a statement with parameters ($1, $2, ...), each sent in binary with its type, and returns its rows.
     @discardableResult
-    public func query(_ sql: String, _ parameters: [String?] = []) throws(PostgresError) -> [[String?]] {
-        var copies = parameters.map { $0.map { strdup($0) } ?? nil }
-        defer { copies.forEach { free($0) } }
-        let result = copies.withUnsafeMutableBufferPointer { values in
-            values.withMemoryRebound(to: UnsafePointer<CChar>?.self) { pointers in
-                PQexecParams(connection, sql, Int32(parameters.count), nil, pointers.baseAddress, nil, nil, 0)
+    public func query(_ sql: String, _ parameters: [any PostgresBindable] = []) throws(PostgresError) -> [PostgresRow] {
+        let binds = parameters.map(\.postgresBind)
+        let types = binds.map { Oid($0.type) }
+        let lengths = binds.map { Int32($0.bytes?.count ?? 0) }
+        let formats = [Int32](repeating: 1, count: binds.count)
+        let values: [UnsafeMutablePointer<CChar>?] = binds.map { bind in
+            guard let bytes = bind.bytes else { return nil }
+            let copy = UnsafeMutablePointer<CChar>.allocate(capacity: max(bytes.count, 1))
+            bytes.withUnsafeBytes { raw in
+                UnsafeMutableRawPointer(copy).copyMemory(from: raw.baseAddress ?? UnsafeRawPointer(copy), byteCount: raw.count)
             }
+            return copy
+        }
+        defer { values.forEach { $0?.deallocate() } }
+        let result = values.map { UnsafePointer($0) }.withUnsafeBufferPointer { pointers in
+            PQexecParams(
+                connection, sql, Int32(binds.count), types, pointers.baseAddress, lengths, formats, 0)
         }
         defer { PQclear(result) }
         try check(result, "query")
-        var rows: [[String?]] = []
+        let columns = (0..<PQnfields(result)).map { String(cString: PQfname(result, $0)) }
+        var rows: [PostgresRow] = []
         for row in 0..<PQntuples(result) {
-            rows.append(
-                (0..<PQnfields(result)).map { column in
-                    PQgetisnull(result, row, column) == 1 ? nil : String(cString: PQgetvalue(result, row, column))
-                })
+            let values = (0..<Int32(columns.count)).map { column in
+                PQgetisnull(result, row, column) == 1 ? nil : String(cString: PQgetvalue(result, row, column))
+            }
+            rows.append(PostgresRow(values: values, columns: columns))
         }
         return rows
     }

@@ -91,7 +91,8 @@ public struct Report: Sendable, Equatable, Codable {
     /// Reads the report; `site` limits it to one site, `limit` bounds the dwell, beacon and agent lists. Throws a
     /// `ReportError` when the schema is missing or the site unknown, a `PostgresError` when a query fails.
     public static func load(_ connection: PostgresConnection, site: String? = nil, limit: Int = 10) throws -> Report {
-        guard try connection.query("SELECT to_regclass('beaconflow.zone_occupancy') IS NOT NULL") == [["t"]] else {
+        guard try connection.query("SELECT to_regclass('beaconflow.zone_occupancy') IS NOT NULL").first?.decode(0, as: Bool.self) == true
+        else {
             throw ReportError(
                 "the database has no beaconflow schema this login can read: run `beaconflow migrate` (as the schema's owner) first, or check --database")
         }
@@ -101,7 +102,7 @@ public struct Report: Sendable, Equatable, Codable {
                 SELECT site_id FROM beaconflow.agent_health UNION SELECT site_id FROM beaconflow.zone_occupancy
                 UNION SELECT site_id FROM beaconflow.beacons WHERE site_id IS NOT NULL ORDER BY 1
                 """
-            ).compactMap { $0[0] }
+            ).map { try $0.decode(0, as: String.self) }
             guard known.contains(site) else {
                 throw ReportError(
                     "site '\(site)' has no data in the database; "
@@ -109,7 +110,7 @@ public struct Report: Sendable, Equatable, Codable {
             }
         }
         var report = Report()
-        let siteFilter: [String?] = [site]
+        let filter: [any PostgresBindable] = [site, limit]
         report.occupancy = try connection.query(
             """
             WITH newest AS (
@@ -129,12 +130,11 @@ public struct Report: Sendable, Equatable, Codable {
                       AND v.enter_ts > max(r.newest) - interval '24 hours'),
                    round((sum(coalesce(r.occupant_seconds, r.occupants * 60.0)) / (60.0 * count(*)))::numeric, 2)
             FROM recent r GROUP BY r.site_id, r.zone_id ORDER BY 1, 2
-            """, siteFilter
+            """, filter
         ).map { row in
             ZoneOccupancy(
-                siteID: row[0] ?? "", zoneID: row[1] ?? "", now: Int(row[2] ?? "") ?? 0, nowAt: row[3] ?? "",
-                peak: Int(row[4] ?? "") ?? 0, peakAt: row[5] ?? "", visits: Int(row[6] ?? "") ?? 0,
-                average: Double(row[7] ?? "") ?? 0)
+                siteID: try row.decode(0), zoneID: try row.decode(1), now: try row.decode(2), nowAt: try row.decode(3),
+                peak: try row.decode(4), peakAt: try row.decode(5), visits: try row.decode(6), average: try row.decode(7))
         }
         report.longestDwells = try connection.query(
             """
@@ -147,12 +147,13 @@ public struct Report: Sendable, Equatable, Codable {
                    v.exit_ts IS NULL, \(label("v.beacon_id"))
             FROM beaconflow.visits v LEFT JOIN newest n USING (site_id)
             WHERE $1::text IS NULL OR v.site_id = $1
-            ORDER BY 5 DESC NULLS LAST, v.beacon_id LIMIT \(limit)
-            """, siteFilter
+            ORDER BY 5 DESC NULLS LAST, v.beacon_id LIMIT $2
+            """, filter
         ).map { row in
             Dwell(
-                siteID: row[0] ?? "", zoneID: row[1] ?? "", beaconID: row[2] ?? "", label: row[6], enteredAt: row[3] ?? "",
-                dwellSeconds: Double(row[4] ?? "") ?? 0, open: row[5] == "t")
+                siteID: try row.decode(0), zoneID: try row.decode(1), beaconID: try row.decode(2),
+                label: try row.decode(6, as: String?.self), enteredAt: try row.decode(3), dwellSeconds: try row.decode(4),
+                open: try row.decode(5))
         }
         report.beacons = try connection.query(
             """
@@ -162,14 +163,15 @@ public struct Report: Sendable, Equatable, Codable {
             WHERE status <> 'ok' AND ($1::text IS NULL OR site_id = $1)
             ORDER BY CASE status WHEN 'low_battery' THEN 0 WHEN 'rebooting' THEN 1 ELSE 2 END,
                      est_days_left NULLS LAST, beacon_id
-            LIMIT \(limit)
-            """, siteFilter
+            LIMIT $2
+            """, filter
         ).map { row in
             BeaconAttention(
-                siteID: row[0] ?? "", beaconID: row[1] ?? "", label: row[10], status: row[2] ?? "", lastSeen: row[3] ?? "",
-                batteryMillivolts: row[4].flatMap { Int($0) }, trendMillivoltsPerDay: row[5].flatMap { Double($0) },
-                batteryPercent: row[8].flatMap { Double($0) }, trendPercentPerDay: row[9].flatMap { Double($0) },
-                estimatedDaysLeft: row[6].flatMap { Double($0) }, reboots7Days: Int(row[7] ?? "") ?? 0)
+                siteID: try row.decode(0), beaconID: try row.decode(1), label: try row.decode(10, as: String?.self),
+                status: try row.decode(2), lastSeen: try row.decode(3), batteryMillivolts: try row.decode(4, as: Int?.self),
+                trendMillivoltsPerDay: try row.decode(5, as: Double?.self), batteryPercent: try row.decode(8, as: Double?.self),
+                trendPercentPerDay: try row.decode(9, as: Double?.self), estimatedDaysLeft: try row.decode(6, as: Double?.self),
+                reboots7Days: try row.decode(7, as: Int?.self) ?? 0)
         }
         report.agents = try connection.query(
             """
@@ -177,10 +179,12 @@ public struct Report: Sendable, Equatable, Codable {
                    \(timestamp("last_batch_at")), last_error
             FROM beaconflow.agent_health
             WHERE (NOT online OR last_error LIKE 'silent:%') AND ($1::text IS NULL OR site_id = $1)
-            ORDER BY 1, 2 LIMIT \(limit)
-            """, siteFilter
+            ORDER BY 1, 2 LIMIT $2
+            """, filter
         ).map { row in
-            AgentAttention(siteID: row[0] ?? "", agentID: row[1] ?? "", state: row[2] ?? "", lastBatchAt: row[3], lastError: row[4])
+            AgentAttention(
+                siteID: try row.decode(0), agentID: try row.decode(1), state: try row.decode(2),
+                lastBatchAt: try row.decode(3, as: String?.self), lastError: try row.decode(4, as: String?.self))
         }
         return report
     }

@@ -132,7 +132,7 @@ struct DemoCommand: AsyncParsableCommand {
             let advertsPerSecond = try? await onThread {
                 try PostgresConnection(conninfo).query(
                     "SELECT coalesce(sum(adverts_per_s), 0) FROM beaconflow.agent_health WHERE online")
-            }.first?[0].flatMap(Double.init)
+            }.first.flatMap { try? $0.decode(0, as: Double.self) }
             let statistics = ingest.statistics
             let elapsed = Int((ContinuousClock.now - began).components.seconds)
             say(

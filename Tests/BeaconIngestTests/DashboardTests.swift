@@ -190,7 +190,7 @@ struct DashboardTests {
                     "SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = 'alert_rule'::regclass AND attnum > 0 ORDER BY attnum"
                 ).compactMap { $0[0] }
                 #expect(types == ["text", "bigint"], "\(rule.uid): columns \(types)")
-                results[rule.uid] = try connection.query("SELECT * FROM alert_rule")
+                results[rule.uid] = try connection.query("SELECT * FROM alert_rule").map(\.values)
                 try connection.execute("DROP VIEW alert_rule")
             }
             return results

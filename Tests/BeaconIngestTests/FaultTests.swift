@@ -260,7 +260,7 @@ struct FaultTests {
         func contents(_ run: Run) async throws -> [[[String?]]] {
             try await onThread {
                 let connection = try PostgresConnection(run.database.conninfo)
-                return try tables.map { try connection.query($0) }
+                return try tables.map { try connection.query($0).map(\.values) }
             }
         }
         var expected: [[[String?]]] = []

@@ -64,7 +64,7 @@ final class IngestHarness: @unchecked Sendable {
         try await task.value
     }
 
-    func query(_ sql: String) throws -> [[String?]] { try connection.query(sql) }
+    func query(_ sql: String) throws -> [[String?]] { try connection.query(sql).map(\.values) }
 
     /// Another ingest on the same broker and database (a restart, a second instance), with the harness's
     /// configuration as `configure` leaves it and a client id of its own; the caller stops it.

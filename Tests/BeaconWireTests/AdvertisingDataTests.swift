@@ -53,13 +53,13 @@ import Testing
 
     @Test func truncationAtEveryByteIsAnErrorOrAShorterPayload() throws {
         let payload = ad(0x01, [0x06]) + ad(0x03, [0xAA, 0xFE]) + serviceData16(0xFEAA, bytes("00e70102030405060708090a0000000000a10000"))
-        #expect(try BeaconScanner.firstFrame(in: payload[...]) != nil)
+        #expect(try FrameClassifier.classify(payload[...]).identity != nil)
         for cut in 0..<payload.count {
             let prefix = Array(payload[..<cut])
             // Either the cut falls between structures (fewer structures, no error), or it is reported.
             do {
                 _ = try AdvertisingData(parsing: prefix)
-                _ = try BeaconScanner.firstFrame(in: prefix[...])
+                _ = try FrameClassifier.classify(prefix[...])
             } catch {
                 #expect([.lengthOverrun, .invalidLength, .truncated].contains(error.code), "cut at \(cut)")
                 #expect(error.offset <= cut)
@@ -115,10 +115,10 @@ import Testing
     }
 }
 
-@Suite struct BeaconScannerTests {
-    /// The fast path reads common frames straight from memory; on every input it must give what the general
-    /// decoders give, errors included.
-    @Test func fastPathAgreesWithTheGeneralDecoders() throws {
+@Suite struct FrameClassifierTests {
+    /// The classifier reads common identity frames straight from memory; on every input it must find what the
+    /// bounds-checked decoders find, errors included.
+    @Test func fastReadsAgreeWithTheGeneralDecoders() throws {
         var payloads: [[UInt8]] = [
             bytes("0201060303aafe1516aafe00e7e157bd5df90aad1dc2fb0000000000010000"),
             bytes("0201060303aafe1316aafe00e7e157bd5df90aad1dc2fb000000000001"),
@@ -132,18 +132,76 @@ import Testing
         for record in try readCapture(try fixture("mixed-beacons.btsnoop")) {
             payloads += try AdvertisingReportDecoder().reportsCopy(record.packet).map(\.data)
         }
+        var identities = 0
         for payload in payloads {
             for cut in 0...payload.count {
                 let prefix = Array(payload[..<cut])
                 var mutated = prefix
                 if !mutated.isEmpty { mutated[mutated.count / 2] ^= 0x5A }
                 for input in [prefix, mutated] {
-                    let fast = Result { () throws(DecodeError) in try BeaconScanner.firstFrame(in: input[...]) }
-                    let general = Result { () throws(DecodeError) in try BeaconScanner.generalFirstFrame(in: input[...]) }
-                    #expect(fast == general, "\(input.hexString)")
+                    let classified = Result { () throws(DecodeError) in try FrameClassifier.classify(input[...]) }
+                    let general = Result { () throws(DecodeError) in try generalIdentity(input[...]) }
+                    let withoutData = classified.map { ClassifiedAdvertisement(identity: $0.identity, malformed: $0.malformed) }
+                    #expect(withoutData == general, "\(input.hexString)")
+                    if case .success(let found) = classified, found.identity != nil { identities += 1 }
                 }
             }
         }
+        #expect(identities > 50)
+    }
+
+    /// The identity frames of a payload as the bounds-checked decoders alone find them.
+    private func generalIdentity(_ payload: ArraySlice<UInt8>) throws(DecodeError) -> ClassifiedAdvertisement {
+        var identity: BeaconFrame?
+        var malformed: DecodeError?
+        var iterator = ADIterator(payload)
+        while let structure = try iterator.next() {
+            let data = structure.data
+            guard structure.type == ADType.serviceData16 || structure.type == ADType.manufacturerData else { continue }
+            guard data.count >= 2 else { throw DecodeError(.invalidLength, at: structure.offset, "short") }
+            let prefix = UInt16(data[data.startIndex]) | UInt16(data[data.startIndex + 1]) << 8
+            let body = data[(data.startIndex + 2)...]
+            do throws(DecodeError) {
+                if structure.type == ADType.serviceData16 {
+                    if prefix == Eddystone.serviceUUID, let type = body.first,
+                        type == Eddystone.uidFrameType || type == Eddystone.eidFrameType
+                    {
+                        identity = try Eddystone.decode(body, base: structure.dataOffset + 2)
+                    }
+                } else if prefix == IBeacon.companyID, let beacon = try IBeacon.decode(body, base: structure.dataOffset + 2) {
+                    identity = .iBeacon(beacon)
+                } else if let beacon = try AltBeacon.decode(companyID: prefix, body, base: structure.dataOffset + 2) {
+                    identity = .altBeacon(beacon)
+                }
+            } catch {
+                if malformed == nil { malformed = error }
+            }
+        }
+        return ClassifiedAdvertisement(identity: identity, malformed: malformed)
+    }
+
+    /// Which frames name a beacon, which are data, and which are left out.
+    @Test func framesAreSortedIntoIdentityDataAndIgnored() throws {
+        let uid = serviceData16(0xFEAA, bytes("00e7e157bd5df90aad1dc2fb000000000001"))
+        let tlm = serviceData16(0xFEAA, bytes("20000bb81780000012340000abcd"))
+        let ruuvi = ad(0xFF, bytes("9904") + Array(repeating: 0, count: 24))
+        let bthome = serviceData16(0xFCD2, bytes("4002c409"))
+        let appleOther = ad(0xFF, bytes("4c001005031c"))
+        let unknownService = serviceData16(0x1234, [1, 2])
+        let classified = try FrameClassifier.classify((uid + tlm + ruuvi + bthome + appleOther + unknownService)[...])
+        #expect(classified.identity?.beaconID == "eddystone:e157bd5df90aad1dc2fb:000000000001")
+        // In the order of the advertisement.
+        #expect(classified.data == [
+            .eddystone(bytes("20000bb81780000012340000abcd")),
+            .manufacturerData(companyID: 0x0499, Array(repeating: 0, count: 24)),
+            .serviceData(uuid16: 0xFCD2, bytes("4002c409")),
+        ])
+        #expect(classified.malformed == nil)
+        // A truncated iBeacon is reported, and the advertisement's other frames still count.
+        let broken = try FrameClassifier.classify((ad(0xFF, bytes("4c000215e2c5")) + tlm)[...])
+        #expect(broken.identity == nil && broken.data.count == 1)
+        #expect(broken.malformed?.code == .invalidLength)
+        #expect(broken.malformed?.offset == 4)
     }
 }
 

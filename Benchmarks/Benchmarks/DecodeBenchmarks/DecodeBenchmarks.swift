@@ -7,7 +7,8 @@ import CReferenceDecoder
 /// `mallocCountTotal / adverts` is the allocations per advert.
 let advertCount = 1_000_000
 
-/// Walks the corpus the way the C reference does: one contiguous buffer, each payload a slice of it.
+/// Walks the corpus the way the C reference does (one contiguous buffer, each payload a slice of it), and each
+/// payload the way the pipeline does: the agent's classification, then the ingest's decoding of its data frames.
 @inline(never)
 func decodeAll(_ corpus: Corpus, expandingURLs: Bool = false) -> Int {
     var checksum = 0
@@ -15,12 +16,21 @@ func decodeAll(_ corpus: Corpus, expandingURLs: Bool = false) -> Int {
         for index in 0..<corpus.count {
             let start = corpus.offsets[index]
             let payload = UnsafeRawBufferPointer(rebasing: bytes[start..<(start + Int(corpus.lengths[index]))])
-            switch try? BeaconScanner.firstFrame(in: payload) {
+            guard let advert = try? FrameClassifier.classify(payload) else {
+                checksum &+= 1
+                continue
+            }
+            switch advert.identity {
             case .eddystoneUID(let uid)?: checksum &+= Int(uid.txPower) &+ Int(uid.instance & 0xFF)
-            case .eddystoneTLM(let tlm)?: checksum &+= Int(tlm.advertisingCount)
-            case .eddystoneURL(let url)?: checksum &+= expandingURLs ? url.url.utf8.count : Int(url.encodedCount)
             case .iBeacon(let beacon)?: checksum &+= Int(beacon.major)
-            default: checksum &+= 1
+            default: break
+            }
+            for case .eddystone(let frame) in advert.data {
+                switch try? Eddystone.decode(frame[...]) {
+                case .eddystoneTLM(let tlm)?: checksum &+= Int(tlm.advertisingCount)
+                case .eddystoneURL(let url)?: checksum &+= expandingURLs ? url.url.utf8.count : Int(url.encodedCount)
+                default: checksum &+= 1
+                }
             }
         }
     }

@@ -219,12 +219,7 @@ let benchmarks: @Sendable () -> Void = {
             }
             benchmark.startMeasurement()
             try connection.execute("BEGIN")
-            try connection.copy(
-                """
-                COPY beaconflow.sightings_raw
-                    (ts, site_id, agent_id, zone_id, beacon_id, rssi, tx_power, distance_m, smoothed_distance_m)
-                FROM STDIN (FORMAT binary)
-                """, data: BatchWriter.copyData(rows))
+            try connection.copy(rows, into: SightingRow.copyTable)
             try connection.execute("COMMIT")
             benchmark.stopMeasurement()
         },

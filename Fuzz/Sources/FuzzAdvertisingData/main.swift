@@ -8,17 +8,14 @@ exit(LLVMFuzzerRunDriver(&argumentCount, &argumentValues) { data, size in
     fuzzAdvertisingData(data ?? UnsafePointer(bitPattern: 1)!, size)
 })
 
-/// AD payloads through the generic parser, the allocation-free scanner, and frame decoding with keys configured
-/// (so the EID, eTLM and BTHome decryption paths run too).
+/// AD payloads through the generic parser, the frame classifier, and frame decoding with keys configured (so the
+/// EID, eTLM and BTHome decryption paths run too).
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzAdvertisingData(_ start: UnsafePointer<UInt8>, _ count: Int) -> CInt {
     let bytes = Array(UnsafeBufferPointer(start: start, count: count))
-    // The scanner's fast path must agree with the general decoders on every input, errors included.
-    let fast = Result { () throws(DecodeError) in try BeaconScanner.firstFrame(in: bytes[...]) }
-    let general = Result { () throws(DecodeError) in try BeaconScanner.generalFirstFrame(in: bytes[...]) }
-    if fast != general { fatalError("BeaconScanner fast path disagrees with the general decoders") }
-    let raw = bytes.withUnsafeBytes { raw in Result { () throws(DecodeError) in try BeaconScanner.firstFrame(in: raw) } }
-    if raw != fast { fatalError("BeaconScanner's buffer and slice entry points disagree") }
+    let classified = Result { () throws(DecodeError) in try FrameClassifier.classify(bytes[...]) }
+    let raw = bytes.withUnsafeBytes { raw in Result { () throws(DecodeError) in try FrameClassifier.classify(raw) } }
+    if raw != classified { fatalError("FrameClassifier's buffer and slice entry points disagree") }
     let address = DeviceAddress(value: 0x5448_E68F_80A5, kind: .public)
     let key: [UInt8] = Array(repeating: 0x42, count: 16)
     var decoder = FrameDecoder(
@@ -29,6 +26,13 @@ public func fuzzAdvertisingData(_ start: UnsafePointer<UInt8>, _ count: Int) -> 
     if let data = try? AdvertisingData(parsing: bytes) {
         if let frames = try? decoder.frames(in: data, address: address, unixSeconds: 1_700_000_000) {
             for frame in frames { _ = frame.json.text }
+            // What the agent sends decodes to what `decode` shows.
+            var plain = FrameDecoder()
+            if case .success(let advert) = classified, let identity = advert.identity,
+                let shown = try? plain.frames(in: data, address: address, unixSeconds: 0), !shown.contains(identity)
+            {
+                fatalError("the classified identity is not among the decoded frames")
+            }
         }
         _ = DecodedAdvertisement(address: address, rssi: -60, timestamp: 0, data: data, frames: []).json.text
     }

@@ -1,0 +1,53 @@
+import LibPQ
+
+// The tables the writer copies rows into, each with its columns and how a row fills them.
+
+extension SightingRow {
+    public static let copyTable = CopyTable<SightingRow>(
+        "beaconflow.sightings_raw",
+        [
+            .init("ts") { PostgresTimestamp(unixMicros: $0.timeMicros) },
+            .init("site_id") { $0.siteID },
+            .init("agent_id") { $0.agentID },
+            .init("zone_id") { $0.zoneID },
+            .init("beacon_id") { $0.beaconID },
+            .init("rssi") { Int16($0.rssi) },
+            .init("tx_power") { $0.powerAt1mDbm.map(Int16.init) },
+            .init("distance_m") { $0.distanceMeters },
+            .init("smoothed_distance_m") { $0.smoothedDistanceMeters },
+        ])
+}
+
+extension TelemetryRow {
+    /// A temporary table like `telemetry_raw`, where a group's rows wait to be checked against stored transmissions.
+    static let copyTable = CopyTable<TelemetryRow>(
+        "pg_temp.telemetry_incoming",
+        [
+            .init("ts") { PostgresTimestamp(unixMicros: $0.timeMicros) },
+            .init("beacon_id") { $0.beaconID },
+            .init("battery_mv") { $0.batteryMillivolts },
+            .init("temperature_c") { $0.temperatureCelsius.map(Float.init) },
+            .init("adv_count") { Int64($0.advertisingCount) },
+            .init("uptime_s") { $0.uptimeSeconds },
+            .init("site_id") { $0.siteID },
+            .init("agent_id") { $0.agentID },
+        ])
+}
+
+extension SensorReadingRow {
+    /// A temporary table like `sensor_readings_raw` with each transmission's tolerance, where a group's readings
+    /// wait to be checked against stored ones.
+    static let copyTable = CopyTable<SensorReadingRow>(
+        "pg_temp.sensor_incoming",
+        [
+            .init("ts") { PostgresTimestamp(unixMicros: $0.timeMicros) },
+            .init("site_id") { $0.siteID },
+            .init("agent_id") { $0.agentID },
+            .init("beacon_id") { $0.beaconID },
+            .init("quantity") { $0.reading.quantity },
+            .init("value") { $0.reading.value },
+            .init("unit") { $0.reading.unit },
+            .init("frame_hash") { $0.frameHash },
+            .init("tolerance_us") { $0.toleranceMicros },
+        ])
+}

@@ -1,0 +1,180 @@
+/// What one AD structure of an advertisement is to the pipeline.
+public enum ClassifiedStructure: Hashable, Sendable {
+    /// A frame that names a beacon (Eddystone UID or EID, iBeacon, AltBeacon), decoded.
+    case identity(BeaconFrame)
+    /// A frame without identity, as a batch carries it (Eddystone URL, TLM and eTLM, BTHome, GATT-format service
+    /// data, Ruuvi): the agent sends its bytes, the ingest decodes them.
+    case data(DataFrameContent)
+    /// Of no format the product reads.
+    case ignore
+}
+
+/// An advertisement as the agent sends it: the beacon it names and the data frames it carries.
+public struct ClassifiedAdvertisement: Hashable, Sendable {
+    /// The identity frame; the last one when an advertisement holds several.
+    public var identity: BeaconFrame?
+    public var data: [DataFrameContent] = []
+    /// The first identity frame that did not decode (a truncated iBeacon, an Eddystone UID of the wrong length).
+    /// The advertisement's other frames still count.
+    public var malformed: DecodeError?
+
+    public init(identity: BeaconFrame? = nil, data: [DataFrameContent] = [], malformed: DecodeError? = nil) {
+        self.identity = identity
+        self.data = data
+        self.malformed = malformed
+    }
+}
+
+/// The one place that decides which frames name a beacon, which carry data, and which are ignored. The agent
+/// classifies every advertising report with it, `decode` and the ingest decode what it classifies as data.
+///
+/// Well-formed Eddystone UID and EID and iBeacon frames are read straight from the bytes, without allocating; every
+/// other identity frame goes through the bounds-checked decoders, which give the same frames and the errors.
+public enum FrameClassifier {
+    /// Classifies every AD structure of an advertising payload. Throws when the AD structures themselves are
+    /// malformed (a length past the end, service or manufacturer data too short for its UUID or company id).
+    public static func classify(_ payload: ArraySlice<UInt8>) throws(DecodeError) -> ClassifiedAdvertisement {
+        try payload.withDecodeErrors(classify)
+    }
+
+    /// The same over bytes the caller owns (an HCI read buffer, a corpus).
+    public static func classify(_ payload: UnsafeRawBufferPointer) throws(DecodeError) -> ClassifiedAdvertisement {
+        var result = ClassifiedAdvertisement()
+        var index = 0
+        while index < payload.count {
+            let length = Int(payload[index])
+            if length == 0 { break }  // controllers pad legacy PDUs with zeros
+            guard index + 1 + length <= payload.count else {
+                throw DecodeError(
+                    .lengthOverrun, at: index,
+                    "AD structure length \(length) runs past the end of the payload (\(payload.count - index - 1) bytes left)")
+            }
+            let type = payload[index + 1]
+            let data = UnsafeRawBufferPointer(rebasing: payload[(index + 2)..<(index + 1 + length)])
+            let structure: ClassifiedStructure
+            switch type {
+            case ADType.serviceData16:
+                guard data.count >= 2 else {
+                    throw DecodeError(
+                        .invalidLength, at: index,
+                        "service data AD structure has \(data.count) data bytes, too short for its 2-byte UUID")
+                }
+                structure = classifyOrReport(into: &result) { () throws(DecodeError) in
+                    try classify(
+                        serviceData: UInt16(data[0]) | UInt16(data[1]) << 8, UnsafeRawBufferPointer(rebasing: data[2...]),
+                        base: index + 4)
+                }
+            case ADType.manufacturerData:
+                guard data.count >= 2 else {
+                    throw DecodeError(
+                        .invalidLength, at: index,
+                        "manufacturer data AD structure has \(data.count) data bytes, too short for a company identifier")
+                }
+                structure = classifyOrReport(into: &result) { () throws(DecodeError) in
+                    try classify(
+                        manufacturerData: UInt16(data[0]) | UInt16(data[1]) << 8,
+                        UnsafeRawBufferPointer(rebasing: data[2...]), base: index + 4)
+                }
+            default:
+                structure = .ignore
+            }
+            switch structure {
+            case .identity(let frame): result.identity = frame
+            case .data(let content): result.data.append(content)
+            case .ignore: break
+            }
+            index += 1 + length
+        }
+        return result
+    }
+
+    /// The structure's class; an identity frame that does not decode is ignored and reported in `result`.
+    private static func classifyOrReport(
+        into result: inout ClassifiedAdvertisement, _ classify: () throws(DecodeError) -> ClassifiedStructure
+    ) -> ClassifiedStructure {
+        do {
+            return try classify()
+        } catch {
+            if result.malformed == nil { result.malformed = error }
+            return .ignore
+        }
+    }
+
+    /// Classifies 16-bit service data (`body` follows the UUID, at offset `base` of the payload). Throws for an
+    /// identity frame that does not decode.
+    public static func classify(
+        serviceData uuid: UInt16, _ body: UnsafeRawBufferPointer, base: Int = 0
+    ) throws(DecodeError) -> ClassifiedStructure {
+        if uuid == Eddystone.serviceUUID {
+            guard let frameType = body.first else { return .ignore }
+            switch (frameType, body.count) {
+            case (Eddystone.uidFrameType, 18), (Eddystone.uidFrameType, 20):
+                return .identity(
+                    .eddystoneUID(
+                        EddystoneUID(
+                            txPower: Int8(bitPattern: body[1]), namespaceHigh: load(body, 2, as: UInt64.self),
+                            namespaceLow: load(body, 10, as: UInt16.self),
+                            instance: UInt64(load(body, 12, as: UInt16.self)) << 32
+                                | UInt64(load(body, 14, as: UInt32.self)))))
+            case (Eddystone.eidFrameType, 10):
+                return .identity(
+                    .eddystoneEID(EddystoneEID(txPower: Int8(bitPattern: body[1]), eid: load(body, 2, as: UInt64.self))))
+            case (Eddystone.uidFrameType, _), (Eddystone.eidFrameType, _):
+                return .identity(try Eddystone.decode(Array(body)[...], base: base))
+            default:
+                // URL, TLM, eTLM, and frame types the ingest will name in its error.
+                return .data(.eddystone(Array(body)))
+            }
+        }
+        return carriesData(serviceUUID: uuid) ? .data(.serviceData(uuid16: uuid, Array(body))) : .ignore
+    }
+
+    /// Classifies manufacturer data (`body` follows the company id, at offset `base` of the payload). Throws for
+    /// an identity frame that does not decode.
+    public static func classify(
+        manufacturerData company: UInt16, _ body: UnsafeRawBufferPointer, base: Int = 0
+    ) throws(DecodeError) -> ClassifiedStructure {
+        guard body.count >= 2 else {
+            return company == RuuviMeasurement.companyID ? .data(.manufacturerData(companyID: company, Array(body))) : .ignore
+        }
+        if company == IBeacon.companyID, body[0] == 0x02, body[1] == 0x15 {
+            guard body.count == 23 else { return try IBeacon.decode(Array(body)[...], base: base).map { .identity(.iBeacon($0)) } ?? .ignore }
+            return .identity(
+                .iBeacon(
+                    IBeacon(
+                        uuidHigh: load(body, 2, as: UInt64.self), uuidLow: load(body, 10, as: UInt64.self),
+                        major: load(body, 18, as: UInt16.self), minor: load(body, 20, as: UInt16.self),
+                        measuredPower: Int8(bitPattern: body[22]))))
+        }
+        if body[0] == 0xBE, body[1] == 0xAC,
+            let beacon = try AltBeacon.decode(companyID: company, Array(body)[...], base: base)
+        {
+            return .identity(.altBeacon(beacon))
+        }
+        if company == RuuviMeasurement.companyID {
+            return .data(.manufacturerData(companyID: company, Array(body)))
+        }
+        return .ignore
+    }
+
+    /// Services whose data the ingest decodes: BTHome, the environmental, thermometer and battery services, and
+    /// service data named by a GATT characteristic.
+    public static func carriesData(serviceUUID uuid: UInt16) -> Bool {
+        uuid == BTHomePacket.serviceUUID || uuid == 0x181A || uuid == 0x1809 || uuid == 0x180F
+            || GATTServiceValue.characteristicOfService[uuid] != nil || GATTCharacteristic.isKnown(uuid)
+    }
+
+    @inline(__always)
+    private static func load<T: FixedWidthInteger>(_ raw: UnsafeRawBufferPointer, _ offset: Int, as: T.Type) -> T {
+        T(bigEndian: raw.loadUnaligned(fromByteOffset: offset, as: T.self))
+    }
+}
+
+extension ArraySlice<UInt8> {
+    /// `withUnsafeBytes` for a body that throws only `DecodeError`.
+    func withDecodeErrors<Result>(
+        _ body: (UnsafeRawBufferPointer) throws(DecodeError) -> Result
+    ) throws(DecodeError) -> Result {
+        try withUnsafeBytes { raw in Swift.Result { () throws(DecodeError) in try body(raw) } }.get()
+    }
+}
