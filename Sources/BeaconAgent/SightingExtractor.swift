@@ -43,11 +43,11 @@ public struct SightingExtractor: Sendable {
     private struct KnownIdentity {
         var key: BeaconKey
         var timeMicros: Int64
-        var frame: BeaconFrame
+        var frame: IdentityFrame
     }
 
     /// The key made earlier from exactly this frame at this address, if any.
-    private func repeatedIdentity(_ frame: BeaconFrame, address: DeviceAddress) -> BeaconKey? {
+    private func repeatedIdentity(_ frame: IdentityFrame, address: DeviceAddress) -> BeaconKey? {
         guard let known = identities[address.value], known.frame == frame,
             known.key.addressIsRandom == (address.kind == .random),
             known.key.address == (configuration.pseudonymKey == nil ? address.value : 0)
@@ -113,19 +113,17 @@ public struct SightingExtractor: Sendable {
     }
 
     /// The key an identity frame gives the beacon at `address`.
-    private func key(of frame: BeaconFrame, _ address: DeviceAddress) -> BeaconKey? {
+    private func key(of frame: IdentityFrame, _ address: DeviceAddress) -> BeaconKey {
         switch frame {
         case .eddystoneUID(let uid):
             // Eddystone's tx power is at 0 m; 41 dB is the loss over the first metre (Eddystone spec).
             return key(uid.beaconID, address, power: Int8(clamping: Int(uid.txPower) - 41))
-        case .eddystoneEID(let eid):
-            return key("eid:" + eid.eidHex, address, power: Int8(clamping: Int(eid.txPower) - 41))
+        case .eddystoneEID(let txPower, let eid):
+            return key("eid:" + EddystoneEID(txPower: txPower, eid: eid).eidHex, address, power: Int8(clamping: Int(txPower) - 41))
         case .iBeacon(let beacon):
             return key(beacon.beaconID, address, power: beacon.measuredPower)
         case .altBeacon(let beacon):
             return key(beacon.beaconID, address, power: beacon.referenceRSSI)
-        default:
-            return nil
         }
     }
 

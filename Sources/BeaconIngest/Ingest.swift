@@ -200,30 +200,23 @@ public final class Ingest: Sendable {
     private func runWriter(queue: BlockingQueue<Item>, client: MQTTClient) {
         var intake = BatchIntake(sites: configuration.sites)
         intake.futureToleranceMicros = configuration.intakeFutureToleranceMicros
-        // The derived state lives in the writer while connected, and here between connections: never in both, so
-        // that the writer's changes never copy it (it grows with the beacons).
-        var detached: IngestPipeline? = IngestPipeline(sites: configuration.sites, health: configuration.health)
-        detached?.maximumBeacons = configuration.maximumBeacons
-        var writer: BatchWriter?
+        let backoff = WriterLink<BatchWriter, IngestPipeline>.Backoff(
+            minimum: configuration.reconnectDelayMinimum, maximum: configuration.reconnectDelayMaximum)
+        var link = WriterLink<BatchWriter, IngestPipeline>.start(newPipeline(), backoff: backoff)
         var backlog: [Item] = []
-        var delay = configuration.reconnectDelayMinimum
         var stopping = false
         var lastZoneTick = ContinuousClock.now
         var lastPartitionMaintenance = ContinuousClock.now
-        var migrated = false
         while true {
             if !stopping, shouldStop {
                 // Stop intake; what is queued is still committed and acknowledged.
                 stopping = true
                 queue.close()
             }
-            if writer == nil {
-                switch connect(pipeline: detached!, migrate: !migrated) {
+            if let (state, firstConnection) = link.pendingConnection {
+                switch connect(pipeline: state, migrate: firstConnection) {
                 case .success(let connected):
-                    migrated = true
-                    writer = connected
-                    detached = nil
-                    delay = configuration.reconnectDelayMinimum
+                    link.didConnect(connected)
                 case .failure(let error):
                     if stopping {
                         logger.error(
@@ -231,25 +224,25 @@ public final class Ingest: Sendable {
                             metadata: ["queued": "\(backlog.count)", "error": "\(error)"])
                         return
                     }
+                    let delay = link.didFailToConnect(backoff: backoff)
                     if error.operation == Self.claimSitesOperation {
                         logger.warning(
                             "Another ingest serves these sites; standing by",
                             metadata: ["sites": "\(error.message)", "retry_in": "\(delay)"])
                     } else {
                         logger.warning(
-                            "PostgreSQL unavailable; intake paused",
-                            metadata: ["error": "\(error)", "retry_in": "\(delay)"])
+                            "PostgreSQL unavailable; intake paused", metadata: ["error": "\(error)", "retry_in": "\(delay)"])
                     }
                     sleep(delay)
-                    delay = min(delay * 2, configuration.reconnectDelayMaximum)
                     continue
                 }
             }
+            guard let active = link.writer else { continue }
             if backlog.isEmpty {
                 backlog = queue.popAll(timeout: stopping ? 0 : 0.1)
                 queueGauge.record(backlog.count)
                 if backlog.isEmpty, stopping {
-                    if configuration.finishZonesAtStop, let active = writer {
+                    if configuration.finishZonesAtStop {
                         if case .failure(let error) = Result(catching: { () throws(PostgresError) in try active.advanceZones(finish: true) }) {
                             logger.error("Could not count the last minutes", metadata: ["error": "\(error)"])
                         }
@@ -257,34 +250,35 @@ public final class Ingest: Sendable {
                     return
                 }
             }
-            guard let active = writer else { continue }
-            if ContinuousClock.now - lastPartitionMaintenance >= configuration.partitionMaintenanceInterval {
-                lastPartitionMaintenance = .now
-                switch Result(catching: { () throws(PostgresError) in try active.maintainPartitions(dropExpired: true) }) {
-                case .success(let counts):
-                    logger.info("Partitions maintained", metadata: ["made": "\(counts.made)", "dropped": "\(counts.dropped)"])
+            /// Runs one step; a lost connection hands the state back to `link`, other errors are the statement's.
+            func step<Value>(
+                _ failure: Logger.Message, _ work: () throws(PostgresError) -> Value
+            ) -> Value? {
+                switch Result(catching: work) {
+                case .success(let value):
+                    return value
                 case .failure(let error) where error.isConnectionFailure:
                     lostConnection(error)
-                    detached = active.pipeline
-                    writer = nil
-                    continue
+                    link.didLoseConnection(keeping: active.pipeline, backoff: backoff)
                 case .failure(let error):
-                    statementError(error, "Partition maintenance failed")
+                    statementError(error, failure)
                 }
+                return nil
+            }
+            if ContinuousClock.now - lastPartitionMaintenance >= configuration.partitionMaintenanceInterval {
+                lastPartitionMaintenance = .now
+                if let counts = step("Partition maintenance failed", { () throws(PostgresError) in
+                    try active.maintainPartitions(dropExpired: true)
+                }) {
+                    logger.info("Partitions maintained", metadata: ["made": "\(counts.made)", "dropped": "\(counts.dropped)"])
+                }
+                if link.writer == nil { continue }
             }
             if ContinuousClock.now - lastZoneTick >= .seconds(1) {
                 // Agents gone idle stop holding their site's decisions back even when no batch arrives.
                 lastZoneTick = .now
-                switch Result(catching: { () throws(PostgresError) in try active.advanceZones() }) {
-                case .success: break
-                case .failure(let error) where error.isConnectionFailure:
-                    lostConnection(error)
-                    detached = active.pipeline
-                    writer = nil
-                    continue
-                case .failure(let error):
-                    statementError(error, "Zone changes could not be written")
-                }
+                _ = step("Zone changes could not be written") { () throws(PostgresError) in try active.advanceZones() }
+                if link.writer == nil { continue }
             }
             if backlog.isEmpty { continue }
             let group = Array(backlog.prefix(configuration.maximumGroup))
@@ -293,10 +287,15 @@ public final class Ingest: Sendable {
                 backlog.removeFirst(group.count)
             case .failure(let error):
                 lostConnection(error)
-                detached = active.pipeline
-                writer = nil
+                link.didLoseConnection(keeping: active.pipeline, backoff: backoff)
             }
         }
+    }
+
+    private func newPipeline() -> IngestPipeline {
+        var pipeline = IngestPipeline(sites: configuration.sites, health: configuration.health)
+        pipeline.maximumBeacons = configuration.maximumBeacons
+        return pipeline
     }
 
     /// PostgreSQL refused a statement for its data: retrying it cannot help, so it is counted, logged and left.

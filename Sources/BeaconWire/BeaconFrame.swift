@@ -72,7 +72,7 @@ public struct FrameDecoder: Sendable {
         of structure: ClassifiedStructure, base: Int, address: DeviceAddress?, unixSeconds: Int64
     ) throws(DecodeError) -> BeaconFrame? {
         switch structure {
-        case .identity(let frame): return decryptOrResolve(frame, address: address, unixSeconds: unixSeconds)
+        case .identity(let frame): return decryptOrResolve(frame.frame, address: address, unixSeconds: unixSeconds)
         case .data(let content): return try frame(of: content, base: base, address: address, unixSeconds: unixSeconds)
         case .ignore: return nil
         }

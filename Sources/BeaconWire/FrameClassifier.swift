@@ -1,7 +1,36 @@
+/// A frame that names a beacon, decoded. Small and mostly trivially copied: the agent makes one per report.
+public enum IdentityFrame: Hashable, Sendable {
+    case eddystoneUID(EddystoneUID)
+    /// An Eddystone EID as heard; resolving it to its beacon needs the beacon's key (`FrameDecoder`).
+    case eddystoneEID(txPower: Int8, eid: UInt64)
+    case iBeacon(IBeacon)
+    case altBeacon(AltBeacon)
+
+    /// The identity frame a decoded frame is, if it is one.
+    public init?(_ frame: BeaconFrame) {
+        switch frame {
+        case .eddystoneUID(let uid): self = .eddystoneUID(uid)
+        case .eddystoneEID(let eid): self = .eddystoneEID(txPower: eid.txPower, eid: eid.eid)
+        case .iBeacon(let beacon): self = .iBeacon(beacon)
+        case .altBeacon(let beacon): self = .altBeacon(beacon)
+        default: return nil
+        }
+    }
+
+    public var frame: BeaconFrame {
+        switch self {
+        case .eddystoneUID(let uid): .eddystoneUID(uid)
+        case .eddystoneEID(let txPower, let eid): .eddystoneEID(EddystoneEID(txPower: txPower, eid: eid))
+        case .iBeacon(let beacon): .iBeacon(beacon)
+        case .altBeacon(let beacon): .altBeacon(beacon)
+        }
+    }
+}
+
 /// What one AD structure of an advertisement is to the pipeline.
 public enum ClassifiedStructure: Hashable, Sendable {
-    /// A frame that names a beacon (Eddystone UID or EID, iBeacon, AltBeacon), decoded.
-    case identity(BeaconFrame)
+    /// A frame that names a beacon (Eddystone UID or EID, iBeacon, AltBeacon).
+    case identity(IdentityFrame)
     /// A frame without identity, as a batch carries it (Eddystone URL, TLM and eTLM, BTHome, GATT-format service
     /// data, Ruuvi): the agent sends its bytes, the ingest decodes them.
     case data(DataFrameContent)
@@ -12,16 +41,29 @@ public enum ClassifiedStructure: Hashable, Sendable {
 /// An advertisement as the agent sends it: the beacon it names and the data frames it carries.
 public struct ClassifiedAdvertisement: Hashable, Sendable {
     /// The identity frame; the last one when an advertisement holds several.
-    public var identity: BeaconFrame?
+    public var identity: IdentityFrame?
     public var data: [DataFrameContent] = []
     /// The first identity frame that did not decode (a truncated iBeacon, an Eddystone UID of the wrong length).
     /// The advertisement's other frames still count.
     public var malformed: DecodeError?
 
-    public init(identity: BeaconFrame? = nil, data: [DataFrameContent] = [], malformed: DecodeError? = nil) {
+    public init(identity: IdentityFrame? = nil, data: [DataFrameContent] = [], malformed: DecodeError? = nil) {
         self.identity = identity
         self.data = data
         self.malformed = malformed
+    }
+
+    mutating func add(_ structure: ClassifiedStructure) {
+        switch structure {
+        case .identity(let frame): identity = frame
+        case .data(let content): data.append(content)
+        case .ignore: break
+        }
+    }
+
+    /// An identity frame that did not decode: it is left out, and the first such error kept.
+    mutating func report(_ error: DecodeError) {
+        if malformed == nil { malformed = error }
     }
 }
 
@@ -51,7 +93,6 @@ public enum FrameClassifier {
             }
             let type = payload[index + 1]
             let data = UnsafeRawBufferPointer(rebasing: payload[(index + 2)..<(index + 1 + length)])
-            let structure: ClassifiedStructure
             switch type {
             case ADType.serviceData16:
                 guard data.count >= 2 else {
@@ -59,10 +100,16 @@ public enum FrameClassifier {
                         .invalidLength, at: index,
                         "service data AD structure has \(data.count) data bytes, too short for its 2-byte UUID")
                 }
-                structure = classifyOrReport(into: &result) { () throws(DecodeError) in
-                    try classify(
-                        serviceData: UInt16(data[0]) | UInt16(data[1]) << 8, UnsafeRawBufferPointer(rebasing: data[2...]),
-                        base: index + 4)
+                let uuid = UInt16(data[0]) | UInt16(data[1]) << 8
+                let body = UnsafeRawBufferPointer(rebasing: data[2...])
+                if let frame = readIdentity(serviceData: uuid, body) {
+                    result.identity = frame
+                } else {
+                    do {
+                        result.add(try classify(serviceData: uuid, body, base: index + 4))
+                    } catch {
+                        result.report(error)
+                    }
                 }
             case ADType.manufacturerData:
                 guard data.count >= 2 else {
@@ -70,34 +117,23 @@ public enum FrameClassifier {
                         .invalidLength, at: index,
                         "manufacturer data AD structure has \(data.count) data bytes, too short for a company identifier")
                 }
-                structure = classifyOrReport(into: &result) { () throws(DecodeError) in
-                    try classify(
-                        manufacturerData: UInt16(data[0]) | UInt16(data[1]) << 8,
-                        UnsafeRawBufferPointer(rebasing: data[2...]), base: index + 4)
+                let company = UInt16(data[0]) | UInt16(data[1]) << 8
+                let body = UnsafeRawBufferPointer(rebasing: data[2...])
+                if let frame = readIdentity(manufacturerData: company, body) {
+                    result.identity = frame
+                } else {
+                    do {
+                        result.add(try classify(manufacturerData: company, body, base: index + 4))
+                    } catch {
+                        result.report(error)
+                    }
                 }
             default:
-                structure = .ignore
-            }
-            switch structure {
-            case .identity(let frame): result.identity = frame
-            case .data(let content): result.data.append(content)
-            case .ignore: break
+                break
             }
             index += 1 + length
         }
         return result
-    }
-
-    /// The structure's class; an identity frame that does not decode is ignored and reported in `result`.
-    private static func classifyOrReport(
-        into result: inout ClassifiedAdvertisement, _ classify: () throws(DecodeError) -> ClassifiedStructure
-    ) -> ClassifiedStructure {
-        do {
-            return try classify()
-        } catch {
-            if result.malformed == nil { result.malformed = error }
-            return .ignore
-        }
     }
 
     /// Classifies 16-bit service data (`body` follows the UUID, at offset `base` of the payload). Throws for an
@@ -105,26 +141,14 @@ public enum FrameClassifier {
     public static func classify(
         serviceData uuid: UInt16, _ body: UnsafeRawBufferPointer, base: Int = 0
     ) throws(DecodeError) -> ClassifiedStructure {
+        if let frame = readIdentity(serviceData: uuid, body) { return .identity(frame) }
         if uuid == Eddystone.serviceUUID {
             guard let frameType = body.first else { return .ignore }
-            switch (frameType, body.count) {
-            case (Eddystone.uidFrameType, 18), (Eddystone.uidFrameType, 20):
-                return .identity(
-                    .eddystoneUID(
-                        EddystoneUID(
-                            txPower: Int8(bitPattern: body[1]), namespaceHigh: load(body, 2, as: UInt64.self),
-                            namespaceLow: load(body, 10, as: UInt16.self),
-                            instance: UInt64(load(body, 12, as: UInt16.self)) << 32
-                                | UInt64(load(body, 14, as: UInt32.self)))))
-            case (Eddystone.eidFrameType, 10):
-                return .identity(
-                    .eddystoneEID(EddystoneEID(txPower: Int8(bitPattern: body[1]), eid: load(body, 2, as: UInt64.self))))
-            case (Eddystone.uidFrameType, _), (Eddystone.eidFrameType, _):
-                return .identity(try Eddystone.decode(Array(body)[...], base: base))
-            default:
-                // URL, TLM, eTLM, and frame types the ingest will name in its error.
-                return .data(.eddystone(Array(body)))
+            if frameType == Eddystone.uidFrameType || frameType == Eddystone.eidFrameType {
+                return IdentityFrame(try Eddystone.decode(Array(body)[...], base: base)).map(ClassifiedStructure.identity) ?? .ignore
             }
+            // URL, TLM, eTLM, and frame types the ingest will name in its error.
+            return .data(.eddystone(Array(body)))
         }
         return carriesData(serviceUUID: uuid) ? .data(.serviceData(uuid16: uuid, Array(body))) : .ignore
     }
@@ -137,14 +161,9 @@ public enum FrameClassifier {
         guard body.count >= 2 else {
             return company == RuuviMeasurement.companyID ? .data(.manufacturerData(companyID: company, Array(body))) : .ignore
         }
-        if company == IBeacon.companyID, body[0] == 0x02, body[1] == 0x15 {
-            guard body.count == 23 else { return try IBeacon.decode(Array(body)[...], base: base).map { .identity(.iBeacon($0)) } ?? .ignore }
-            return .identity(
-                .iBeacon(
-                    IBeacon(
-                        uuidHigh: load(body, 2, as: UInt64.self), uuidLow: load(body, 10, as: UInt64.self),
-                        major: load(body, 18, as: UInt16.self), minor: load(body, 20, as: UInt16.self),
-                        measuredPower: Int8(bitPattern: body[22]))))
+        if let frame = readIdentity(manufacturerData: company, body) { return .identity(frame) }
+        if company == IBeacon.companyID, let beacon = try IBeacon.decode(Array(body)[...], base: base) {
+            return .identity(.iBeacon(beacon))
         }
         if body[0] == 0xBE, body[1] == 0xAC,
             let beacon = try AltBeacon.decode(companyID: company, Array(body)[...], base: base)
@@ -155,6 +174,35 @@ public enum FrameClassifier {
             return .data(.manufacturerData(companyID: company, Array(body)))
         }
         return .ignore
+    }
+
+    /// A well-formed Eddystone UID or EID frame, read straight from the bytes; nil for anything else.
+    @inline(__always)
+    private static func readIdentity(serviceData uuid: UInt16, _ body: UnsafeRawBufferPointer) -> IdentityFrame? {
+        guard uuid == Eddystone.serviceUUID, let frameType = body.first else { return nil }
+        switch (frameType, body.count) {
+        case (Eddystone.uidFrameType, 18), (Eddystone.uidFrameType, 20):
+            return .eddystoneUID(
+                EddystoneUID(
+                    txPower: Int8(bitPattern: body[1]), namespaceHigh: load(body, 2, as: UInt64.self),
+                    namespaceLow: load(body, 10, as: UInt16.self),
+                    instance: UInt64(load(body, 12, as: UInt16.self)) << 32 | UInt64(load(body, 14, as: UInt32.self))))
+        case (Eddystone.eidFrameType, 10):
+            return .eddystoneEID(txPower: Int8(bitPattern: body[1]), eid: load(body, 2, as: UInt64.self))
+        default:
+            return nil
+        }
+    }
+
+    /// A well-formed iBeacon frame, read straight from the bytes; nil for anything else.
+    @inline(__always)
+    private static func readIdentity(manufacturerData company: UInt16, _ body: UnsafeRawBufferPointer) -> IdentityFrame? {
+        guard company == IBeacon.companyID, body.count == 23, body[0] == 0x02, body[1] == 0x15 else { return nil }
+        return .iBeacon(
+            IBeacon(
+                uuidHigh: load(body, 2, as: UInt64.self), uuidLow: load(body, 10, as: UInt64.self),
+                major: load(body, 18, as: UInt16.self), minor: load(body, 20, as: UInt16.self),
+                measuredPower: Int8(bitPattern: body[22])))
     }
 
     /// Services whose data the ingest decodes: BTHome, the environmental, thermometer and battery services, and

@@ -224,9 +224,9 @@ extension Report {
                 rightAligned: [2, 4, 6]))
         sections.append(
             Self.table(
-                "Longest dwells", ["site", "zone", "beacon", "label", "entered", "dwell", ""],
+                "Longest dwells", ["site", "zone", "beacon", "label", "entered", "dwell", "visit"],
                 longestDwells.map {
-                    [$0.siteID, $0.zoneID, $0.beaconID, $0.label ?? "", $0.enteredAt, duration($0.dwellSeconds), $0.open ? "still there" : ""]
+                    [$0.siteID, $0.zoneID, $0.beaconID, $0.label ?? "", $0.enteredAt, duration($0.dwellSeconds), $0.open ? "open" : "ended"]
                 },
                 rightAligned: [5]))
         sections.append(

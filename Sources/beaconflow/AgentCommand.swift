@@ -120,10 +120,9 @@ struct AgentCommand: AsyncParsableCommand {
                 throw ValidationError("\(error)")
             }
         }
-        defer { endpoint?.stop() }
         let service = AgentService(agent: agent)
         do {
-            try await runUntilSignalled(service, logger: logger)
+            try await runUntilSignalled(service, metrics: endpoint, logger: logger)
         } catch let error as SpoolError {
             logger.critical("Spool unusable", metadata: ["error": "\(error)"])
             throw ExitCode(73)

@@ -10,6 +10,7 @@ import LocalServers
 import Logging
 import Mosquitto
 import Reporting
+import ServiceLifecycle
 import Synchronization
 import WorkQueue
 
@@ -102,13 +103,6 @@ struct DemoCommand: AsyncParsableCommand {
         var ingestConfiguration = IngestConfiguration(mqtt: mqtt, database: conninfo, sites: sites)
         ingestConfiguration.finishZonesAtStop = true
         let ingest = Ingest(configuration: ingestConfiguration, logger: logger)
-        let ingestTask = Task { try await ingest.run() }
-        let deadline = ContinuousClock.now + .seconds(30)
-        while !(ingest.statistics.mqttConnected && ingest.statistics.databaseConnected) {
-            guard ContinuousClock.now < deadline, !interrupted.isSet else { break }
-            try await Task.sleep(for: .milliseconds(20))
-        }
-
         var agents: [Agent] = []
         for site in scenario.sites {
             for agent in site.agents {
@@ -121,31 +115,19 @@ struct DemoCommand: AsyncParsableCommand {
                 agents.append(Agent(configuration: configuration, source: source, logger: logger))
             }
         }
-        let agentTasks = agents.map { agent in Task { try await agent.run() } }
         say("Running \(agents.count) simulated agents at \(scenario.sites.count) sites with \(scenario.beacons.count) beacons for \(duration) s (Ctrl-C stops) ...")
-
-        let began = ContinuousClock.now
-        var nextReport = began + .seconds(2)
-        while ContinuousClock.now - began < .seconds(duration), !interrupted.isSet {
-            try? await Task.sleep(until: nextReport, clock: .continuous)
-            nextReport = nextReport + .seconds(2)
-            let advertsPerSecond = try? await onThread {
-                try PostgresConnection(conninfo).query(
-                    "SELECT coalesce(sum(adverts_per_s), 0) FROM beaconflow.agent_health WHERE online")
-            }.first.flatMap { try? $0.decode(0, as: Double.self) }
-            let statistics = ingest.statistics
-            let elapsed = Int((ContinuousClock.now - began).components.seconds)
-            say(
-                String(
-                    format: "%4d s  adverts/s %7.0f  batches %6d  rows %9d  lag %.2f s", elapsed, advertsPerSecond ?? 0,
-                    statistics.batchesCommitted, statistics.sightingsCommitted, statistics.lagSeconds))
-        }
-
-        say(interrupted.isSet ? "Interrupted: stopping ..." : "Stopping the agents; the ingest commits what they sent ...")
-        for agent in agents { agent.requestStop() }
-        for task in agentTasks { _ = try? await task.value }
-        ingest.requestStop()
-        _ = try? await ingestTask.value
+        // Stopped in reverse order: the agents first (they hand over what they hold), then the ingest (it commits
+        // what they sent).
+        let group = ServiceGroup(
+            configuration: ServiceGroupConfiguration(
+                services: [
+                    .init(service: IngestService(ingest: ingest), successTerminationBehavior: .gracefullyShutdownGroup),
+                    .init(
+                        service: DemoAgentsService(agents: agents, ingest: ingest, duration: duration, conninfo: conninfo),
+                        successTerminationBehavior: .gracefullyShutdownGroup),
+                ],
+                gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        try await group.run()
         if interrupted.isSet { return }
 
         var report = try await onThread { try Report.load(PostgresConnection(conninfo), limit: 5) }
@@ -170,13 +152,6 @@ struct DemoCommand: AsyncParsableCommand {
         }
     }
 
-    /// A line on standard output, at once (progress, when piped); a reader gone (`| head`) is no reason to leave
-    /// servers behind, so write errors are ignored (SIGPIPE is).
-    private func say(_ line: String) {
-        let bytes = Array((line + "\n").utf8)
-        _ = bytes.withUnsafeBytes { write(STDOUT_FILENO, $0.baseAddress, $0.count) }
-    }
-
     /// Stops servers a previous `--keep` left running here, and removes what the last run left.
     private func stopLeftovers(in home: String) async throws {
         let pidFile = home + "/servers.pid"
@@ -188,6 +163,66 @@ struct DemoCommand: AsyncParsableCommand {
         }
         for leftover in ["servers.pid", "mosquitto", "postgres", "spool"] {
             try? FileManager.default.removeItem(atPath: home + "/" + leftover)
+        }
+    }
+}
+
+/// A line on standard output, at once (progress, when piped); a reader gone (`| head`) is no reason to leave
+/// servers behind, so write errors are ignored (SIGPIPE is).
+private func say(_ line: String) {
+    let bytes = Array((line + "\n").utf8)
+    _ = bytes.withUnsafeBytes { write(STDOUT_FILENO, $0.baseAddress, $0.count) }
+}
+
+/// The demo's agents, once the ingest is connected, for `duration` seconds with a progress line every 2 s; a
+/// graceful shutdown (Ctrl-C) ends it early. It returns when every agent has stopped.
+private struct DemoAgentsService: Service {
+    let agents: [Agent]
+    let ingest: Ingest
+    let duration: Int
+    let conninfo: String
+
+    func run() async throws {
+        let deadline = ContinuousClock.now + .seconds(30)
+        while !(ingest.statistics.mqttConnected && ingest.statistics.databaseConnected), ContinuousClock.now < deadline,
+            !Task.isShuttingDownGracefully
+        {
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        await withTaskGroup(of: Void.self) { group in
+            for agent in agents { group.addTask { _ = try? await agent.run() } }
+            await withGracefulShutdownHandler {
+                await showProgress()
+            } onGracefulShutdown: {
+                for agent in agents { agent.requestStop() }
+            }
+            if !Task.isShuttingDownGracefully { say("Stopping the agents; the ingest commits what they sent ...") }
+            for agent in agents { agent.requestStop() }
+            await group.waitForAll()
+        }
+    }
+
+    private func showProgress() async {
+        let began = ContinuousClock.now
+        var nextReport = began + .seconds(2)
+        while ContinuousClock.now - began < .seconds(duration), !Task.isShuttingDownGracefully {
+            let wakeUp = nextReport
+            _ = try? await cancelWhenGracefulShutdown { try await Task.sleep(until: wakeUp, clock: .continuous) }
+            if Task.isShuttingDownGracefully {
+                say("Interrupted: stopping ...")
+                return
+            }
+            nextReport = nextReport + .seconds(2)
+            let advertsPerSecond = try? await onThread {
+                try PostgresConnection(conninfo).query(
+                    "SELECT coalesce(sum(adverts_per_s), 0) FROM beaconflow.agent_health WHERE online")
+            }.first.flatMap { try? $0.decode(0, as: Double.self) }
+            let statistics = ingest.statistics
+            let elapsed = Int((ContinuousClock.now - began).components.seconds)
+            say(
+                String(
+                    format: "%4d s  adverts/s %7.0f  batches %6d  rows %9d  lag %.2f s", elapsed, advertsPerSecond ?? 0,
+                    statistics.batchesCommitted, statistics.sightingsCommitted, statistics.lagSeconds))
         }
     }
 }

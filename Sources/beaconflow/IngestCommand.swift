@@ -116,10 +116,9 @@ struct IngestCommand: AsyncParsableCommand {
                 throw ValidationError("\(error)")
             }
         }
-        defer { endpoint?.stop() }
         let service = IngestService(ingest: ingest)
         do {
-            try await runUntilSignalled(service, logger: logger)
+            try await runUntilSignalled(service, metrics: endpoint, logger: logger)
         } catch let error as MQTTError {
             logger.critical("MQTT client setup failed", metadata: ["error": "\(error)"])
             throw ExitCode(69)

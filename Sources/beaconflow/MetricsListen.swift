@@ -3,6 +3,7 @@ import Logging
 import Metrics
 import MetricsEndpoint
 import Prometheus
+import ServiceLifecycle
 
 /// Where a command serves `/metrics` and `/healthz` (`--metrics-listen`): HOST:PORT, [IPv6]:PORT, or `none`.
 struct MetricsListenAddress {
@@ -27,11 +28,22 @@ struct MetricsListenAddress {
         return registry
     }
 
+    /// Binds the endpoint and starts serving; `MetricsService` stops it with its service group.
     func serve(
         _ registry: PrometheusCollectorRegistry, logger: Logger, health: @escaping @Sendable () -> MetricsEndpoint.Health
     ) throws(MetricsEndpoint.Failure) -> MetricsEndpoint {
         let endpoint = try MetricsEndpoint(host: host, port: port, registry: registry, health: health)
         logger.info("Serving /metrics and /healthz", metadata: ["listen": "\(host):\(endpoint.port)"])
         return endpoint
+    }
+}
+
+/// `/metrics` and `/healthz` as a service of the command's group: serves until the group shuts down.
+struct MetricsService: Service {
+    let endpoint: MetricsEndpoint
+
+    func run() async throws {
+        try? await gracefulShutdown()
+        endpoint.stop()
     }
 }

@@ -177,7 +177,7 @@ import Testing
                 if malformed == nil { malformed = error }
             }
         }
-        return ClassifiedAdvertisement(identity: identity, malformed: malformed)
+        return ClassifiedAdvertisement(identity: identity.flatMap(IdentityFrame.init), malformed: malformed)
     }
 
     /// Which frames name a beacon, which are data, and which are left out.
@@ -189,7 +189,7 @@ import Testing
         let appleOther = ad(0xFF, bytes("4c001005031c"))
         let unknownService = serviceData16(0x1234, [1, 2])
         let classified = try FrameClassifier.classify((uid + tlm + ruuvi + bthome + appleOther + unknownService)[...])
-        #expect(classified.identity?.beaconID == "eddystone:e157bd5df90aad1dc2fb:000000000001")
+        #expect(classified.identity?.frame.beaconID == "eddystone:e157bd5df90aad1dc2fb:000000000001")
         // In the order of the advertisement.
         #expect(classified.data == [
             .eddystone(bytes("20000bb81780000012340000abcd")),

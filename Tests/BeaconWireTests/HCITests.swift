@@ -80,7 +80,7 @@ import Testing
         #expect(report.isExtended && !report.isTruncated)
         #expect(report.txPower == -4 && report.rssi == -61 && report.sid == 1 && report.secondaryPHY == 2)
         #expect(decoder.pendingFragments == 0)
-        #expect(try FrameClassifier.classify(report.data[...]).identity?.beaconID == "eddystone:e157bd5df90aad1dc2fb:000000000001")
+        #expect(try FrameClassifier.classify(report.data[...]).identity?.frame.beaconID == "eddystone:e157bd5df90aad1dc2fb:000000000001")
     }
 
     /// A scan response (event type 0x000B: connectable, scannable, scan response) arriving while the advertisement it

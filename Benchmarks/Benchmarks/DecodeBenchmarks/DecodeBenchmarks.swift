@@ -16,7 +16,10 @@ func decodeAll(_ corpus: Corpus, expandingURLs: Bool = false) -> Int {
         for index in 0..<corpus.count {
             let start = corpus.offsets[index]
             let payload = UnsafeRawBufferPointer(rebasing: bytes[start..<(start + Int(corpus.lengths[index]))])
-            guard let advert = try? FrameClassifier.classify(payload) else {
+            let advert: ClassifiedAdvertisement
+            do {
+                advert = try FrameClassifier.classify(payload)
+            } catch {
                 checksum &+= 1
                 continue
             }
@@ -25,6 +28,7 @@ func decodeAll(_ corpus: Corpus, expandingURLs: Bool = false) -> Int {
             case .iBeacon(let beacon)?: checksum &+= Int(beacon.major)
             default: break
             }
+            if advert.data.isEmpty { continue }
             for case .eddystone(let frame) in advert.data {
                 switch try? Eddystone.decode(frame[...]) {
                 case .eddystoneTLM(let tlm)?: checksum &+= Int(tlm.advertisingCount)

@@ -29,7 +29,7 @@ public func fuzzAdvertisingData(_ start: UnsafePointer<UInt8>, _ count: Int) -> 
             // What the agent sends decodes to what `decode` shows.
             var plain = FrameDecoder()
             if case .success(let advert) = classified, let identity = advert.identity,
-                let shown = try? plain.frames(in: data, address: address, unixSeconds: 0), !shown.contains(identity)
+                let shown = try? plain.frames(in: data, address: address, unixSeconds: 0), !shown.contains(identity.frame)
             {
                 fatalError("the classified identity is not among the decoded frames")
             }
