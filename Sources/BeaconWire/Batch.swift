@@ -201,7 +201,11 @@ public struct BatchBuilder: Sendable {
             let index = UInt32(batch.beacons.count)
             dictionary[key] = index
             var beacon = Beaconflow_V1_Beacon()
-            beacon.beaconID = key.beaconID
+            if let binary = BinaryBeaconID.encode(key.beaconID) {
+                beacon.identity = Data(binary)
+            } else {
+                beacon.beaconID = key.beaconID
+            }
             beacon.address = key.address
             beacon.addressIsRandom = key.addressIsRandom
             if let power = key.powerAt1mDbm { beacon.powerAt1MDbm = Int32(power) }

@@ -182,8 +182,17 @@ public enum BatchReader {
         var beacons: [BeaconKey] = []
         beacons.reserveCapacity(wire.beacons.count)
         for (index, beacon) in wire.beacons.enumerated() {
-            guard !beacon.beaconID.isEmpty, beacon.beaconID.utf8.count <= 256 else {
-                throw BatchError(.invalidField, "beacons[\(index)].beacon_id is empty or longer than 256 bytes")
+            let beaconID: String
+            if !beacon.identity.isEmpty {
+                guard let text = BinaryBeaconID.text(of: Array(beacon.identity)) else {
+                    throw BatchError(.invalidField, "beacons[\(index)].identity is no binary beacon id of a known kind and size")
+                }
+                beaconID = text
+            } else {
+                guard !beacon.beaconID.isEmpty, beacon.beaconID.utf8.count <= 256 else {
+                    throw BatchError(.invalidField, "beacons[\(index)].beacon_id is empty or longer than 256 bytes")
+                }
+                beaconID = beacon.beaconID
             }
             guard beacon.address >> 48 == 0 else {
                 throw BatchError(.invalidField, "beacons[\(index)].address is wider than 48 bits")
@@ -197,7 +206,7 @@ public enum BatchReader {
             }
             beacons.append(
                 BeaconKey(
-                    beaconID: beacon.beaconID, address: beacon.address, addressIsRandom: beacon.addressIsRandom,
+                    beaconID: beaconID, address: beacon.address, addressIsRandom: beacon.addressIsRandom,
                     powerAt1mDbm: power))
         }
         var sightings: [Sighting] = []

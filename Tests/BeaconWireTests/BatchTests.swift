@@ -237,3 +237,53 @@ func seal(_ sightings: [Sighting], configuration: BatchBuilder.Configuration = .
         #expect(try #require(mixed).beacons.count == 1)  // one dictionary entry serves both
     }
 }
+
+@Suite struct BinaryBeaconIDTests {
+    /// Every kind of id the agent makes goes binary and comes back as the same text; ids not in canonical form
+    /// stay text.
+    @Test func idsInCanonicalFormGoBinaryAndComeBackTheSame() throws {
+        let uid = EddystoneUID(txPower: -20, namespace: try [UInt8](hex: "0102030405060708090a"), instance: try [UInt8](hex: "0000000000a1"))
+        let iBeacon = IBeacon(uuidHigh: 0xE2C5_6DB5_DFFB_48D2, uuidLow: 0xB060_D0F5_A710_96E0, major: 65535, minor: 7, measuredPower: -59)
+        let altBeacon = try #require(try AltBeacon.decode(companyID: 0x0118, try [UInt8](hex: "beac00112233445566778899aabbccddeeff0002000bc500")[...]))
+        let ids = [
+            uid.beaconID, iBeacon.beaconID, altBeacon.beaconID, "eid:" + EddystoneEID(txPower: 0, eid: 0x0123_4567_89AB_CDEF).eidHex,
+            "mac:" + DeviceAddress(value: 0xC000_0000_00A1, kind: .random).description, "anon:00112233445566ff",
+        ]
+        var sizes: [Int] = []
+        for id in ids {
+            let binary = try #require(BinaryBeaconID.encode(id), "\(id)")
+            #expect(BinaryBeaconID.text(of: binary) == id)
+            sizes.append(binary.count)
+        }
+        #expect(sizes == [17, 21, 21, 9, 7, 9])
+        #expect(BinaryBeaconID.encode("eddystone:0102030405060708090A:0000000000a1") == nil)  // not lowercase
+        #expect(BinaryBeaconID.encode("ibeacon:e2c56db5-dffb-48d2-b060-d0f5a71096e0:65536:7") == nil)
+        #expect(BinaryBeaconID.encode("ibeacon:e2c56db5-dffb-48d2-b060-d0f5a71096e0:007:7") == nil)
+        #expect(BinaryBeaconID.encode("mac:c0:00:00:00:00:a1") == nil)
+        #expect(BinaryBeaconID.encode("badge-17") == nil)
+        #expect(BinaryBeaconID.text(of: [1] + Array(repeating: 0, count: 15)) == nil)
+        #expect(BinaryBeaconID.text(of: [9] + Array(repeating: 0, count: 16)) == nil)
+    }
+
+    /// The agent sends binary ids; a batch with text ids (an earlier agent) reads the same; a bad binary id is
+    /// refused with the field named.
+    @Test func textAndBinaryDictionariesReadTheSame() throws {
+        let sightings = busySite(beacons: 5, seconds: 1)
+        let binary = try WireBatch(serializedBytes: try seal(sightings))
+        #expect(binary.beacons.allSatisfy { $0.beaconID.isEmpty && !$0.identity.isEmpty })
+        var text = binary
+        for index in text.beacons.indices {
+            text.beacons[index].beaconID = try #require(BinaryBeaconID.text(of: Array(text.beacons[index].identity)))
+            text.beacons[index].identity = Data()
+        }
+        let textBytes: [UInt8] = try text.serializedBytes()
+        let binaryBytes: [UInt8] = try binary.serializedBytes()
+        #expect(try BatchReader.decode(textBytes).sightings == BatchReader.decode(binaryBytes).sightings)
+        #expect(textBytes.count > binaryBytes.count)
+        var broken = binary
+        broken.beacons[0].identity = Data([1, 2, 3])
+        let brokenBytes: [UInt8] = try broken.serializedBytes()
+        let error = #expect(throws: BatchError.self) { try BatchReader.decode(brokenBytes) }
+        #expect(error?.message.contains("beacons[0].identity") == true)
+    }
+}

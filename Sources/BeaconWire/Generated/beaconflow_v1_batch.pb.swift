@@ -94,6 +94,7 @@ public nonisolated struct Beaconflow_V1_Beacon: Sendable {
 
   /// The identity as the agent knows it (the beacon-id contract): eddystone:..., ibeacon:..., altbeacon:..., mac:... or anon:...
   /// Unresolved Eddystone EIDs are eid:<16 hex>; the ingest resolves them with the registry's identity keys.
+  /// Empty when `identity` carries it.
   public var beaconID: String = String()
 
   /// The advertiser's device address, big-endian in the low 48 bits; 0 when pseudonymised.
@@ -111,6 +112,12 @@ public nonisolated struct Beaconflow_V1_Beacon: Sendable {
   public var hasPowerAt1MDbm: Bool {self._powerAt1MDbm != nil}
   /// Clears the value of `powerAt1MDbm`. Subsequent reads from it will return its default value.
   public mutating func clearPowerAt1MDbm() {self._powerAt1MDbm = nil}
+
+  /// The same identity in binary, a third of the text's size: a kind byte (1 eddystone, 2 ibeacon, 3 altbeacon,
+  /// 4 eid, 5 mac, 6 anon), then the identity's bytes (namespace and instance; UUID, major and minor big-endian;
+  /// id1, id2 and id3; the EID; the address; the pseudonym). Readers turn it into exactly the text beacon_id would
+  /// hold. Added within format version 1: agents that send beacon_id keep working.
+  public var identity: Data = Data()
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -322,7 +329,7 @@ nonisolated extension Beaconflow_V1_Batch: SwiftProtobuf.Message, SwiftProtobuf.
 
 nonisolated extension Beaconflow_V1_Beacon: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Beacon"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}beacon_id\0\u{1}address\0\u{3}address_is_random\0\u{3}power_at_1m_dbm\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}beacon_id\0\u{1}address\0\u{3}address_is_random\0\u{3}power_at_1m_dbm\0\u{1}identity\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -334,6 +341,7 @@ nonisolated extension Beaconflow_V1_Beacon: SwiftProtobuf.Message, SwiftProtobuf
       case 2: try { try decoder.decodeSingularUInt64Field(value: &self.address) }()
       case 3: try { try decoder.decodeSingularBoolField(value: &self.addressIsRandom) }()
       case 4: try { try decoder.decodeSingularSInt32Field(value: &self._powerAt1MDbm) }()
+      case 5: try { try decoder.decodeSingularBytesField(value: &self.identity) }()
       default: break
       }
     }
@@ -356,6 +364,9 @@ nonisolated extension Beaconflow_V1_Beacon: SwiftProtobuf.Message, SwiftProtobuf
     try { if let v = self._powerAt1MDbm {
       try visitor.visitSingularSInt32Field(value: v, fieldNumber: 4)
     } }()
+    if !self.identity.isEmpty {
+      try visitor.visitSingularBytesField(value: self.identity, fieldNumber: 5)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -364,6 +375,7 @@ nonisolated extension Beaconflow_V1_Beacon: SwiftProtobuf.Message, SwiftProtobuf
     if lhs.address != rhs.address {return false}
     if lhs.addressIsRandom != rhs.addressIsRandom {return false}
     if lhs._powerAt1MDbm != rhs._powerAt1MDbm {return false}
+    if lhs.identity != rhs.identity {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
