@@ -76,10 +76,6 @@ extension Array: PostgresBindable where Element: PostgresArrayElement {
     }
 }
 
-extension ArraySlice: PostgresBindable where Element: PostgresArrayElement {
-    public var postgresBind: PostgresBind { Array(self).postgresBind }
-}
-
 extension String: PostgresEncodable {
     public static var postgresType: UInt32 { 25 }  // text
     public static var postgresArrayType: UInt32 { 1009 }
@@ -213,11 +209,19 @@ extension PostgresBytes: PostgresDecodable {
     /// The `\x` hex form `bytea_output = hex` gives.
     public init?(postgresText text: String) {
         guard text.hasPrefix("\\x"), text.utf8.count % 2 == 0 else { return nil }
+        func nibble(_ digit: UInt8) -> UInt8? {
+            switch digit {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit - UInt8(ascii: "a") + 10
+            default: nil
+            }
+        }
         var bytes: [UInt8] = []
+        bytes.reserveCapacity(text.utf8.count / 2 - 1)
         var digits = text.utf8.dropFirst(2).makeIterator()
         while let high = digits.next(), let low = digits.next() {
-            guard let byte = UInt8(String(decoding: [high, low], as: UTF8.self), radix: 16) else { return nil }
-            bytes.append(byte)
+            guard let high = nibble(high), let low = nibble(low) else { return nil }
+            bytes.append(high << 4 | low)
         }
         self.bytes = bytes
     }
