@@ -39,6 +39,18 @@ let package = Package(
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ),
         .executableTarget(
+            name: "StorageBenchmarks",
+            dependencies: [
+                .product(name: "BeaconIngest", package: "beaconflow"),
+                .product(name: "BeaconWire", package: "beaconflow"),
+                .product(name: "LibPQ", package: "beaconflow"),
+                .product(name: "LocalServers", package: "beaconflow"),
+                .product(name: "Benchmark", package: "benchmark"),
+            ],
+            path: "Benchmarks/StorageBenchmarks",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
+        .executableTarget(
             name: "SpoolBenchmarks",
             dependencies: [
                 .product(name: "BeaconAgent", package: "beaconflow"),

@@ -37,6 +37,7 @@ public final class BatchWriter {
     private var loadedAgents: Set<AgentKey> = []
     /// Days whose partitions are known to exist.
     private var partitionedDays: Set<Int64> = []
+    private var keys = DictionaryKeys()
 
     public init(connection: PostgresConnection, pipeline: IngestPipeline) {
         self.connection = connection
@@ -99,7 +100,9 @@ public final class BatchWriter {
                     key, sequence: batch.sequence, firstUnacknowledged: batch.firstUnacknowledgedSequence)
             }
             if !sightings.isEmpty {
-                try connection.copy(sightings, into: SightingRow.copyTable)
+                let packs = try keyed(SightingPack.pack(sightings))
+                try connection.copy(packs, into: StoredPack.copyTable)
+                try upsert(MinuteRollup.of(packs))
             }
             let stored = try insertTelemetry(telemetry)
             pipeline.telemetryStored(stored)
@@ -113,6 +116,7 @@ public final class BatchWriter {
             try connection.execute("COMMIT")
             committed = true
             pipeline.commitTransaction()
+            keys.commit()
             var acknowledgements: [AgentKey: UInt64] = [:]
             for (key, through) in after where through != before[key] || (redelivered.contains(key) && through > 0) {
                 acknowledgements[key] = through
@@ -132,6 +136,7 @@ public final class BatchWriter {
             if !committed {
                 _ = try? connection.execute("ROLLBACK")
                 pipeline.rollbackTransaction()
+                keys.rollback()
                 tracker = savedTracker
             }
             throw error
@@ -254,10 +259,15 @@ public final class BatchWriter {
     /// Gives a site's zone tracker the sightings stored after `watermark` (nil: all of them), a window of event
     /// time at a time; their agents count as live from `arrivalMicros`. Returns the number of sightings.
     private func replaySightings(site: String, after watermark: Int64?, arrivalMicros: Int64) throws(PostgresError) -> Int {
+        // Packs start at most a minute before their sightings; the bounds are refined by the windows' exact filter.
         let bounds = try connection.query(
             """
-            SELECT (extract(epoch FROM min(ts)) * 1000000)::bigint, (extract(epoch FROM max(ts)) * 1000000)::bigint
-            FROM beaconflow.sightings_raw WHERE site_id = $1 AND ts > $2
+            SELECT (extract(epoch FROM min(ts)) * 1000000)::bigint, (extract(epoch FROM max(ts)) * 1000000)::bigint + 60000000
+            FROM (SELECT ts FROM beaconflow.sightings_raw WHERE site_id = $1 AND ts > $2
+                  UNION ALL
+                  SELECT p.ts FROM beaconflow.sighting_packs p
+                  JOIN beaconflow.sighting_sources s ON s.source_key = p.source_key
+                  WHERE s.site_id = $1 AND p.ts > $2 - interval '1 minute') t
             """, [site, watermark.map(PostgresTimestamp.init(unixMicros:)) ?? .distantPast])
         guard let bound = bounds.first, let oldest = try bound.decode(0, as: Int64?.self),
             let newest = try bound.decode(1, as: Int64?.self)
@@ -270,9 +280,9 @@ public final class BatchWriter {
             var readings: [String: [SiteZoneTracker.BeaconReading]] = [:]
             for row in try connection.query(
                 """
-                SELECT agent_id, beacon_id, (extract(epoch FROM ts) * 1000000)::bigint, rssi FROM beaconflow.sightings_raw
-                WHERE site_id = $1 AND ts > $2 AND ts <= $3
-                """, [site, PostgresTimestamp(unixMicros: from), PostgresTimestamp(unixMicros: through)])
+                SELECT agent_id, beacon_id, (extract(epoch FROM ts) * 1000000)::bigint, rssi
+                FROM beaconflow.sightings_between($2, $3) WHERE site_id = $1 AND ts > $2
+                """, [site, PostgresTimestamp(unixMicros: from), PostgresTimestamp(unixMicros: through + 1)])
             {
                 let agent = try row.decode(0, as: String.self)
                 let beacon = try row.decode(1, as: String.self)
@@ -328,6 +338,93 @@ public final class BatchWriter {
         partitionedDays.removeAll()  // a dropped day is made again if a late batch needs it
         guard let row = rows.first else { return (0, 0) }
         return (try row.decode(0), try row.decode(1))
+    }
+
+    /// How many times a group looks up dictionary keys that another instance was inserting at the same time.
+    static let keyLookupAttempts = 5
+
+    /// The packs with their dictionary keys, inserting the sources and beacons the dictionaries lack. Another
+    /// instance inserting the same entry makes this statement wait and then not see it: it looks again.
+    private func keyed(_ packs: [SightingPack]) throws(PostgresError) -> [StoredPack] {
+        for _ in 0..<Self.keyLookupAttempts {
+            var missingSources: [SightingSource] = []
+            var missingBeacons: [String] = []
+            var seenSources: Set<SightingSource> = []
+            var seenBeacons: Set<String> = []
+            for pack in packs {
+                if keys.source(pack.source) == nil, seenSources.insert(pack.source).inserted { missingSources.append(pack.source) }
+                if keys.beacon(pack.beaconID) == nil, seenBeacons.insert(pack.beaconID).inserted { missingBeacons.append(pack.beaconID) }
+            }
+            if missingSources.isEmpty && missingBeacons.isEmpty {
+                return packs.map { StoredPack(pack: $0, sourceKey: keys.source($0.source)!, beaconKey: keys.beacon($0.beaconID)!) }
+            }
+            if !missingSources.isEmpty {
+                for row in try connection.query(
+                    """
+                    WITH wanted AS (
+                        SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::double precision[], $5::double precision[])
+                            AS w(site_id, agent_id, zone_id, rssi_offset_db, path_loss_exponent)
+                    ), added AS (
+                        INSERT INTO beaconflow.sighting_sources (site_id, agent_id, zone_id, rssi_offset_db, path_loss_exponent)
+                        SELECT * FROM wanted ON CONFLICT DO NOTHING
+                        RETURNING source_key, site_id, agent_id, zone_id, rssi_offset_db, path_loss_exponent
+                    )
+                    SELECT * FROM added
+                    UNION ALL
+                    SELECT s.source_key, s.site_id, s.agent_id, s.zone_id, s.rssi_offset_db, s.path_loss_exponent
+                    FROM beaconflow.sighting_sources s JOIN wanted w ON s.site_id = w.site_id AND s.agent_id = w.agent_id
+                         AND s.zone_id IS NOT DISTINCT FROM w.zone_id AND s.rssi_offset_db = w.rssi_offset_db
+                         AND s.path_loss_exponent = w.path_loss_exponent
+                    """,
+                    [
+                        missingSources.map(\.siteID), missingSources.map(\.agentID), missingSources.map(\.zoneID),
+                        missingSources.map(\.rssiOffsetDb), missingSources.map(\.pathLossExponent),
+                    ])
+                {
+                    let source = SightingSource(
+                        siteID: try row.decode(1), agentID: try row.decode(2), zoneID: try row.decode(3),
+                        rssiOffsetDb: try row.decode(4), pathLossExponent: try row.decode(5))
+                    keys.learned(source: source, key: try row.decode(0))
+                }
+            }
+            if !missingBeacons.isEmpty {
+                for row in try connection.query(
+                    """
+                    WITH added AS (
+                        INSERT INTO beaconflow.beacon_keys (beacon_id) SELECT unnest($1::text[])
+                        ON CONFLICT DO NOTHING RETURNING beacon_key, beacon_id
+                    )
+                    SELECT * FROM added
+                    UNION ALL
+                    SELECT beacon_key, beacon_id FROM beaconflow.beacon_keys WHERE beacon_id = ANY($1)
+                    """, [missingBeacons])
+                {
+                    keys.learned(beacon: try row.decode(1), key: try row.decode(0))
+                }
+            }
+        }
+        throw PostgresError(
+            "looking up dictionary keys", sqlState: nil,
+            "sources or beacons were still missing after \(Self.keyLookupAttempts) attempts")
+    }
+
+    /// Adds a group's per-minute rollups to `sighting_minutes`.
+    private func upsert(_ rollups: [MinuteRollup]) throws(PostgresError) {
+        guard !rollups.isEmpty else { return }
+        try connection.query(
+            """
+            INSERT INTO beaconflow.sighting_minutes AS m (minute, source_key, beacon_key, sightings, rssi_min, rssi_max, rssi_sum)
+            SELECT * FROM unnest($1::timestamptz[], $2::integer[], $3::integer[], $4::integer[], $5::smallint[],
+                                 $6::smallint[], $7::bigint[])
+            ON CONFLICT (beacon_key, minute, source_key) DO UPDATE SET
+                sightings = m.sightings + excluded.sightings, rssi_min = least(m.rssi_min, excluded.rssi_min),
+                rssi_max = greatest(m.rssi_max, excluded.rssi_max), rssi_sum = m.rssi_sum + excluded.rssi_sum
+            """,
+            [
+                rollups.map { PostgresTimestamp(unixMicros: $0.minuteMicros) }, rollups.map(\.sourceKey),
+                rollups.map(\.beaconKey), rollups.map(\.sightings), rollups.map(\.rssiMin), rollups.map(\.rssiMax),
+                rollups.map(\.rssiSum),
+            ])
     }
 
     /// Advisory lock class of the per-beacon telemetry locks ('bflt').
@@ -512,6 +609,8 @@ public final class BatchWriter {
                     closed.map { PostgresTimestamp(unixMicros: $0.exit) },
                 ])
         }
+        var hours: [(site: String, zone: String, time: Int64)] = opened.map { ($0.site, $0.zone, $0.enter) }
+        hours += occupancy.map { ($0.site, $0.zone, $0.minute) }
         if !occupancy.isEmpty {
             try connection.query(
                 """
@@ -524,6 +623,12 @@ public final class BatchWriter {
                     occupancy.map(\.site), occupancy.map(\.zone), occupancy.map { PostgresTimestamp(unixMicros: $0.minute) },
                     occupancy.map { Int32(clamping: $0.occupants) }, occupancy.map(\.seconds),
                 ])
+        }
+        // The stored hourly rollup of every hour whose minutes or visits changed.
+        if !hours.isEmpty {
+            try connection.query(
+                "SELECT beaconflow.refresh_zone_hours($1, $2, $3)",
+                [hours.map(\.site), hours.map(\.zone), hours.map { PostgresTimestamp(unixMicros: $0.time) }])
         }
     }
 

@@ -2,22 +2,6 @@ import LibPQ
 
 // The tables the writer copies rows into, each with its columns and how a row fills them.
 
-extension SightingRow {
-    public static let copyTable = CopyTable<SightingRow>(
-        "beaconflow.sightings_raw",
-        [
-            .init("ts") { PostgresTimestamp(unixMicros: $0.timeMicros) },
-            .init("site_id") { $0.siteID },
-            .init("agent_id") { $0.agentID },
-            .init("zone_id") { $0.zoneID },
-            .init("beacon_id") { $0.beaconID },
-            .init("rssi") { Int16($0.rssi) },
-            .init("tx_power") { $0.powerAt1mDbm.map(Int16.init) },
-            .init("distance_m") { $0.distanceMeters },
-            .init("smoothed_distance_m") { $0.smoothedDistanceMeters },
-        ])
-}
-
 extension TelemetryRow {
     /// A temporary table like `telemetry_raw`, where a group's rows wait to be checked against stored transmissions.
     static let copyTable = CopyTable<TelemetryRow>(

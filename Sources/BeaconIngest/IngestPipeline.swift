@@ -1,32 +1,45 @@
 import BeaconWire
 import Foundation
 
-/// One row of the `sightings` view.
+/// One row of the `sightings` view, as the pipeline derives it. The distances are not stored: the view computes
+/// them from the RSSI, the frame's power and the source's placement, as `distanceMeters` does here.
 public struct SightingRow: Sendable, Equatable {
     public var timeMicros: Int64
-    public var siteID: String
-    public var agentID: String
-    /// The zone of the agent that heard it (from the sites file).
-    public var zoneID: String?
+    public var source: SightingSource
     public var beaconID: String
     public var rssi: Int8
     public var powerAt1mDbm: Int8?
-    public var distanceMeters: Float?
-    public var smoothedDistanceMeters: Float?
+    /// The RSSI after the agent's offset and the site's smoothing (stored to 0.01 dB).
+    public var smoothedRSSI: Double
 
     public init(
-        timeMicros: Int64, siteID: String, agentID: String, zoneID: String?, beaconID: String, rssi: Int8,
-        powerAt1mDbm: Int8?, distanceMeters: Float?, smoothedDistanceMeters: Float?
+        timeMicros: Int64, source: SightingSource, beaconID: String, rssi: Int8, powerAt1mDbm: Int8?, smoothedRSSI: Double
     ) {
         self.timeMicros = timeMicros
-        self.siteID = siteID
-        self.agentID = agentID
-        self.zoneID = zoneID
+        self.source = source
         self.beaconID = beaconID
         self.rssi = rssi
         self.powerAt1mDbm = powerAt1mDbm
-        self.distanceMeters = distanceMeters
-        self.smoothedDistanceMeters = smoothedDistanceMeters
+        self.smoothedRSSI = smoothedRSSI
+    }
+
+    public var siteID: String { source.siteID }
+    public var agentID: String { source.agentID }
+    public var zoneID: String? { source.zoneID }
+
+    /// The view's `distance_m`: the log-distance model on the RSSI with the agent's offset.
+    public var distanceMeters: Float? {
+        guard let power = powerAt1mDbm, let offset = source.rssiOffsetDb, let exponent = source.pathLossExponent else {
+            return nil
+        }
+        return Float(IngestPipeline.distance(rssi: Double(rssi) + offset, powerAt1m: Double(power), exponent: exponent))
+    }
+
+    /// The view's `smoothed_distance_m`, from the smoothed RSSI as stored.
+    public var smoothedDistanceMeters: Float? {
+        guard let power = powerAt1mDbm, let exponent = source.pathLossExponent else { return nil }
+        let stored = Double(SightingPack.Reading.centiDecibels(smoothedRSSI)) / 100
+        return Float(IngestPipeline.distance(rssi: stored, powerAt1m: Double(power), exponent: exponent))
     }
 }
 
@@ -117,6 +130,9 @@ public struct IngestPipeline: Sendable {
         let agentKey = AgentKey(site: batch.siteID, agent: batch.agentID)
         let placement = placements[agentKey] ?? Placement()
         let offset = clocks.offset(agentKey)
+        let source = SightingSource(
+            siteID: batch.siteID, agentID: batch.agentID, zoneID: placement.zone, rssiOffsetDb: placement.rssiOffsetDb,
+            pathLossExponent: placement.pathLossExponent)
         var output = PipelineOutput()
         output.sightings.reserveCapacity(batch.sightings.count)
         var zoneReadings: [SiteZoneTracker.BeaconReading] = []
@@ -124,20 +140,13 @@ public struct IngestPipeline: Sendable {
         for sighting in batch.sightings {
             let time = sighting.timeMicros - offset
             let beaconID = identity(of: sighting, site: batch.siteID, timeMicros: time)
-            var distance: Float?
-            var smoothed: Float?
             let (rssi, filtered) = smoothedReading(
                 beaconID: beaconID, agent: agentKey, placement: placement, rssi: Double(sighting.rssi), timeMicros: time)
             zoneReadings.append(SiteZoneTracker.BeaconReading(beaconID: beaconID, timeMicros: time, rssi: rssi))
-            if let power = sighting.beacon.powerAt1mDbm {
-                distance = Float(Self.distance(rssi: rssi, powerAt1m: Double(power), exponent: placement.pathLossExponent))
-                smoothed = Float(Self.distance(rssi: filtered, powerAt1m: Double(power), exponent: placement.pathLossExponent))
-            }
             output.sightings.append(
                 SightingRow(
-                    timeMicros: time, siteID: batch.siteID, agentID: batch.agentID, zoneID: placement.zone,
-                    beaconID: beaconID, rssi: sighting.rssi, powerAt1mDbm: sighting.beacon.powerAt1mDbm,
-                    distanceMeters: distance, smoothedDistanceMeters: smoothed))
+                    timeMicros: time, source: source, beaconID: beaconID, rssi: sighting.rssi,
+                    powerAt1mDbm: sighting.beacon.powerAt1mDbm, smoothedRSSI: filtered))
             health.seen(beaconID: beaconID, siteID: batch.siteID, timeMicros: time)
             for content in sighting.frames {
                 dataFrame(content, of: sighting.beacon, beaconID: beaconID, batch: batch, timeMicros: time, into: &output)

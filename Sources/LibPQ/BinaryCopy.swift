@@ -20,13 +20,12 @@ public struct BinaryCopyWriter: Sendable {
     /// One field: its length, then the value in binary format; NULL for nil and for a float that is not finite.
     public mutating func field<Value: PostgresEncodable>(_ value: Value?) {
         guard let value, !value.isPostgresNull else { return null() }
-        let start = bytes.count
-        bytes.appendBigEndian(Int32(0))
-        value.encode(into: &bytes)
-        let length = Int32(bytes.count - start - 4).bigEndian
-        Swift.withUnsafeBytes(of: length) { length in
-            for (offset, byte) in length.enumerated() { bytes[start + offset] = byte }
-        }
+        bytes.appendLengthPrefixed { value.encode(into: &$0) }
+    }
+
+    /// One array field (a one-dimensional array of `Element`).
+    public mutating func field<Element: PostgresEncodable>(array: [Element]) {
+        bytes.appendLengthPrefixed { array.encodeArray(into: &$0) }
     }
 
     public mutating func null() { bytes.appendBigEndian(Int32(-1)) }
@@ -49,6 +48,11 @@ public struct CopyTable<Row>: Sendable {
         public init<Value: PostgresEncodable>(_ name: String, _ value: @escaping @Sendable (Row) -> Value?) {
             self.name = name
             self.write = { row, writer in writer.field(value(row)) }
+        }
+
+        public init<Element: PostgresEncodable>(_ name: String, array: @escaping @Sendable (Row) -> [Element]) {
+            self.name = name
+            self.write = { row, writer in writer.field(array: array(row)) }
         }
     }
 

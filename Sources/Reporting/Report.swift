@@ -139,7 +139,7 @@ public struct Report: Sendable, Equatable, Codable {
         report.longestDwells = try connection.query(
             """
             WITH newest AS (
-                SELECT site_id, (SELECT max(ts) FROM beaconflow.sightings s WHERE s.site_id = z.site_id) AS at
+                SELECT site_id, (SELECT max(last_seen) FROM beaconflow.beacon_health h WHERE h.site_id = z.site_id) AS at
                 FROM (SELECT DISTINCT site_id FROM beaconflow.zone_occupancy) z
             )
             SELECT v.site_id, v.zone_id, v.beacon_id, \(timestamp("v.enter_ts")),

@@ -101,7 +101,7 @@ struct BatchWriterTests {
         #expect(try connection.query("SELECT count(*) FROM beaconflow.sightings") == [["100"]])
         #expect(try connection.query("SELECT count(*), min(boot_id) FROM beaconflow.batches") == [["1", String(Int64(bitPattern: 0xFEED_0000_0000_0001))]])
         // Both days got their partition; values survive the binary COPY to the microsecond.
-        #expect(try connection.query("SELECT count(*) FROM beaconflow.sightings_raw_20251231") == [["50"]])
+        #expect(try connection.query("SELECT sum(cardinality(readings)) FROM beaconflow.sighting_packs_20251231") == [["50"]])
         let first = try connection.query(
             """
             SELECT to_char(ts AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US'), beacon_id, rssi, tx_power, round(distance_m::numeric, 3)
@@ -109,6 +109,65 @@ struct BatchWriterTests {
             """)
         // -59 dBm at 1 m, -40 dBm heard: 10^((-59 + 40) / 25) = 0.174 m.
         #expect(first == [["2025-12-31T23:59:10.000000", "eddystone:0102030405060708090a:0000000000a1", "-40", "-59", "0.174"]])
+    }
+
+    /// What the pipeline derived is what the views show: every column of every sighting (the smoothed distance
+    /// from the RSSI kept to 0.01 dB), the per-minute rollups, and the same rows through `sightings_between`.
+    @Test func theViewsShowExactlyWhatThePipelineDerived() async throws {
+        let server = try await PostgresServer.start()
+        let connection = try PostgresConnection(server.conninfo)
+        try Migrator.migrate(connection, logger: Logger(label: "test"))
+        let sites = try SitesConfiguration.parse(
+            testSites.replacingOccurrences(of: "{id: hq-a1, zone: lobby}", with: "{id: hq-a1, zone: lobby, rssi_offset_db: 2.5}"))
+        let writer = BatchWriter(connection: connection, pipeline: IngestPipeline(sites: sites))
+        var expected = IngestPipeline(sites: sites)
+        var batches = [try decodedBatch(sequence: 1), try decodedBatch(sequence: 2, beaconID: "ibeacon:e2c56db5-dffb-48d2-b060-d0f5a71096e0:1:2")]
+        var other = try decodedBatch(sequence: 1)
+        other.agentID = "hq-a2"
+        batches.append(other)
+        // A later group adds to the rollups of the same minutes.
+        let again = try decodedBatch(sequence: 3)
+        var rows: [SightingRow] = []
+        for batch in batches + [again] { rows += expected.apply(batch, nowMicros: 1_767_225_600_000_000).sightings }
+        _ = try writer.commit(batches, nowMicros: 1_767_225_600_000_000)
+        _ = try writer.commit([again], nowMicros: 1_767_225_600_000_000)
+        let columns = """
+            (extract(epoch FROM ts) * 1000000)::bigint, site_id, agent_id, zone_id, beacon_id, rssi, tx_power, distance_m,
+            smoothed_distance_m
+            """
+        func decoded(_ result: [PostgresRow]) throws -> [String] {
+            try result.map { row in
+                "\(try row.decode(0, as: Int64.self)) \(try row.decode(1, as: String.self)) \(try row.decode(2, as: String.self)) "
+                    + "\(try row.decode(3, as: String?.self) ?? "-") \(try row.decode(4, as: String.self)) \(try row.decode(5, as: Int16.self)) "
+                    + "\(try row.decode(6, as: Int16?.self).map(String.init) ?? "-") \(try row.decode(7, as: Float?.self).map { "\($0)" } ?? "-") "
+                    + "\(try row.decode(8, as: Float?.self).map { "\($0)" } ?? "-")"
+            }
+        }
+        let shown = try decoded(connection.query("SELECT \(columns) FROM beaconflow.sightings ORDER BY 1, 3, 5"))
+        let derived = rows.map { row in
+            "\(row.timeMicros) \(row.siteID) \(row.agentID) \(row.zoneID ?? "-") \(row.beaconID) \(row.rssi) "
+                + "\(row.powerAt1mDbm.map(String.init) ?? "-") \(row.distanceMeters.map { "\($0)" } ?? "-") "
+                + "\(row.smoothedDistanceMeters.map { "\($0)" } ?? "-")"
+        }
+        #expect(shown.count == 400)
+        // Sorted as text: the same (time, agent, beacon) repeats, heard again by a later batch.
+        let (stored, computed) = (shown.sorted(), derived.sorted())
+        #expect(stored == computed, "first difference: \(String(describing: zip(stored, computed).first { $0 != $1 }))")
+        // The offset of hq-a1 moved its distances and not hq-a2's.
+        #expect(try connection.query("SELECT count(DISTINCT distance_m) FROM beaconflow.sightings WHERE rssi = -40") == [["2"]])
+        let window = "'2025-12-31T23:59:30Z', '2026-01-01T00:00:10.5Z'"
+        #expect(
+            try decoded(connection.query("SELECT \(columns) FROM beaconflow.sightings_between(\(window)) WHERE site_id = 'hq' ORDER BY 1, 3, 5"))
+                == decoded(connection.query("SELECT \(columns) FROM beaconflow.sightings WHERE ts >= '2025-12-31T23:59:30Z' AND ts < '2026-01-01T00:00:10.5Z' AND site_id = 'hq' ORDER BY 1, 3, 5")))
+        #expect(try connection.query("SELECT count(*) FROM beaconflow.sightings_between(\(window))") == [["164"]])
+        // One rollup row per (minute, agent, beacon), counting each sighting once.
+        #expect(
+            try connection.query(
+                """
+                SELECT agent_id, count(*), sum(sightings), min(rssi_min), max(rssi_max), round(sum(rssi_mean * sightings))
+                FROM beaconflow.sightings_minute GROUP BY 1 ORDER BY 1
+                """) == [["hq-a1", "4", "300", "-89", "-40", "-19350"], ["hq-a2", "2", "100", "-89", "-40", "-6450"]])
+        #expect(try connection.query("SELECT sum(sightings) FROM beaconflow.sightings_minute WHERE minute = '2026-01-01T00:00:00Z'") == [["200"]])
     }
 
     @Test func aBatchThatFailsLeavesNothingBehindAndCanBeSentAgain() async throws {

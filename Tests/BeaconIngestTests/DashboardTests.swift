@@ -136,7 +136,7 @@ struct DashboardTests {
             }
         }
         let documented = try Self.documentedQueries()
-        #expect(documented.count == 10)
+        #expect(documented.count == 12)
         for sql in documented {
             do {
                 _ = try connection.query(sql)

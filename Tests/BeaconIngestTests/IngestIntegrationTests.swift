@@ -419,26 +419,26 @@ struct IngestIntegrationTests {
 
     @Test func partitionsAreMadeAheadAndDroppedPastRetentionOnATimer() async throws {
         let harness = try await IngestHarness.start { $0.partitionMaintenanceInterval = .milliseconds(300) }
-        let partitions = "SELECT relname FROM pg_class WHERE relname ~ '^(sightings|telemetry)_raw_[0-9]{8}$' ORDER BY 1"
+        let partitions = "SELECT relname FROM pg_class WHERE relname ~ '^(sighting_packs|telemetry_raw)_[0-9]{8}$' ORDER BY 1"
         func day(_ offset: Int) throws -> String {
             try harness.query("SELECT to_char((now() AT TIME ZONE 'UTC')::date + \(offset), 'YYYYMMDD')")[0][0]!
         }
         let made = try harness.query(partitions).map { $0[0]! }
         let (today, threeAhead, fiveAhead) = (try day(0), try day(3), try day(5))
-        #expect(made.contains("sightings_raw_\(today)") && made.contains("telemetry_raw_\(threeAhead)"), "\(made)")
-        #expect(!made.contains("sightings_raw_\(fiveAhead)"))
+        #expect(made.contains("sighting_packs_\(today)") && made.contains("telemetry_raw_\(threeAhead)"), "\(made)")
+        #expect(!made.contains("sighting_packs_\(fiveAhead)"))
         _ = try harness.query("SELECT beaconflow.ensure_partitions('2020-01-01', 2)")
         // Bounded: no more than 62 days at once, nothing newer than the retention dropped.
         for call in ["ensure_partitions('2020-01-01', 100000)", "ensure_partitions('0001-01-01', 1)", "drop_partitions_before('2999-01-01')"] {
             #expect(throws: PostgresError.self, "\(call)") { try harness.query("SELECT beaconflow.\(call)") }
         }
-        #expect(try harness.query(partitions).map { $0[0]! }.contains("sightings_raw_\(today)"))
+        #expect(try harness.query(partitions).map { $0[0]! }.contains("sighting_packs_\(today)"))
         _ = try harness.query("UPDATE beaconflow.settings SET value = '5' WHERE key = 'partitions_ahead_days'")
         try await harness.eventually("the 2020 partitions are dropped and five days ahead are made") {
             let now = try harness.query(partitions).map { $0[0]! }
-            return !now.contains { $0.hasSuffix("20200101") || $0.hasSuffix("20200102") } && now.contains("sightings_raw_\(fiveAhead)")
+            return !now.contains { $0.hasSuffix("20200101") || $0.hasSuffix("20200102") } && now.contains("sighting_packs_\(fiveAhead)")
         }
-        #expect(try harness.query(partitions).map { $0[0]! }.contains("sightings_raw_\(today)"))
+        #expect(try harness.query(partitions).map { $0[0]! }.contains("sighting_packs_\(today)"))
         try await harness.stop()
     }
 
@@ -465,8 +465,9 @@ struct IngestIntegrationTests {
         // Raw rows are append-only for the writer, through the parent or a partition (one the writer had made).
         let today = try #require(try harness.query("SELECT to_char(now() AT TIME ZONE 'UTC', 'YYYYMMDD')").first?[0] ?? nil)
         for statement in [
-            "DELETE FROM beaconflow.sightings_raw", "UPDATE beaconflow.sightings_raw SET rssi = 0",
-            "DELETE FROM beaconflow.sightings_raw_20210101", "DELETE FROM beaconflow.sightings_raw_\(today)",
+            "DELETE FROM beaconflow.sighting_packs", "UPDATE beaconflow.sighting_packs SET tx_power = 0",
+            "DELETE FROM beaconflow.sighting_packs_20210101", "DELETE FROM beaconflow.sighting_packs_\(today)",
+            "DELETE FROM beaconflow.sightings_raw", "DELETE FROM beaconflow.beacon_keys", "DELETE FROM beaconflow.sighting_minutes",
             "DELETE FROM beaconflow.telemetry_raw", "DELETE FROM beaconflow.batches", "DELETE FROM beaconflow.visits_raw",
         ] {
             do {

@@ -24,7 +24,22 @@ struct MigrationTests {
         "beacons": ["beacon_id", "site_id", "label", "kind", "first_seen", "last_seen", "identity_source"],
         "agent_health": ["site_id", "agent_id", "online", "last_batch_at", "adverts_per_s", "spool_bytes", "clock_offset_ms",
                          "last_error"],
+        "sightings_minute": ["minute", "site_id", "agent_id", "zone_id", "beacon_id", "sightings", "rssi_min", "rssi_mean", "rssi_max"],
+        "sighting_readings": ["stored_ts", "ts", "site_id", "agent_id", "zone_id", "beacon_id", "rssi", "tx_power", "distance_m",
+                              "smoothed_distance_m"],
     ]
+
+    /// One source (hq, a1, no zone, no offset, exponent 2.5) and one beacon (b), keys 1.
+    static let keys = """
+        INSERT INTO beaconflow.sighting_sources (site_id, agent_id, zone_id, rssi_offset_db, path_loss_exponent)
+        VALUES ('hq', 'a1', NULL, 0, 2.5);
+        INSERT INTO beaconflow.beacon_keys (beacon_id) VALUES ('b');
+        """
+
+    /// A pack's reading at the pack's start, as a SQL literal.
+    static func reading(rssi: Int8) -> String {
+        "\(SightingPack.Reading.encode(offsetMicros: 0, rssi: rssi, smoothedRSSI: Double(rssi)))"
+    }
 
     @Test func theViewsAreExactlyTheContract() async throws {
         let server = try await PostgresServer.start()
@@ -77,25 +92,71 @@ struct MigrationTests {
         }
     }
 
+    /// A database of version 8 with sightings, minutes and visits: after the upgrade the views show the same rows,
+    /// the old sightings are rolled up per minute, and new sightings are stored packed beside them.
+    @Test func upgradingToPackedSightingsLosesNoRowAndRollsUpTheOldOnes() async throws {
+        let server = try await PostgresServer.start()
+        let connection = try PostgresConnection(server.conninfo)
+        #expect(try Migrator.migrate(connection, through: 8, logger: logger) == Array(1...8))
+        #expect(try connection.query("SELECT beaconflow.ensure_partitions('2026-01-01', 1)") == [["3"]])
+        try connection.execute(
+            """
+            INSERT INTO beaconflow.sightings_raw (ts, site_id, agent_id, zone_id, beacon_id, rssi, tx_power, distance_m, smoothed_distance_m) VALUES
+                ('2026-01-01T10:00:00.000001Z', 'hq', 'a1', 'lobby', 'b1', -60, -59, 1.1, 1.0),
+                ('2026-01-01T10:00:30Z', 'hq', 'a1', 'lobby', 'b1', -70, -59, 2.5, 1.5),
+                ('2026-01-01T10:01:00Z', 'hq', 'a1', 'lobby', 'b1', -65, NULL, NULL, NULL),
+                ('2026-01-01T10:00:10Z', 'hq', 'a2', NULL, 'b1', -80, -59, 6.3, 6.0);
+            INSERT INTO beaconflow.zone_occupancy_minute (site_id, zone_id, bucket, occupants, occupant_seconds) VALUES
+                ('hq', 'lobby', '2026-01-01T10:00:00Z', 2, 90), ('hq', 'lobby', '2026-01-01T10:01:00Z', 1, NULL),
+                ('hq', 'lobby', '2026-01-01T11:00:00Z', 0, 0);
+            INSERT INTO beaconflow.visits_raw (site_id, zone_id, beacon_id, enter_ts, exit_ts) VALUES
+                ('hq', 'lobby', 'b1', '2026-01-01T10:00:00Z', '2026-01-01T10:05:00Z'),
+                ('hq', 'lobby', 'b2', '2026-01-01T10:59:59Z', NULL);
+            """)
+        let sightings = "SELECT * FROM beaconflow.sightings ORDER BY ts"
+        let hourly = "SELECT * FROM beaconflow.zone_occupancy_hourly ORDER BY bucket"
+        try connection.execute("SET TIME ZONE 'UTC'")
+        let before = (try connection.query(sightings), try connection.query(hourly))
+        #expect(before.0.count == 4 && before.1.count == 2)
+        // Hours are UTC hours whatever the zone of the session that migrates.
+        try connection.execute("SET TIME ZONE 'Asia/Kolkata'")
+        #expect(try Migrator.migrate(connection, logger: logger) == Array(9...Migrator.latestVersion))
+        try connection.execute("SET TIME ZONE 'UTC'")
+        #expect(try connection.query(sightings) == before.0)
+        #expect(try connection.query(hourly) == before.1)
+        #expect(
+            try connection.query(
+                "SELECT to_char(minute AT TIME ZONE 'UTC', 'HH24:MI'), agent_id, sightings, rssi_min, rssi_mean, rssi_max FROM beaconflow.sightings_minute ORDER BY 1, 2"
+            ) == [["10:00", "a1", "2", "-70", "-65", "-60"], ["10:00", "a2", "1", "-80", "-80", "-80"], ["10:01", "a1", "1", "-65", "-65", "-65"]])
+        // The ingest stores packs beside the old rows (2025-12-31 and 2026-01-01), and the day's hour is kept up to date.
+        let writer = BatchWriter(connection: connection, pipeline: IngestPipeline(sites: try SitesConfiguration.parse(testSites)))
+        #expect(try writer.commit(try decodedBatch(sequence: 1)) == .committed(rows: 100))
+        #expect(try connection.query("SELECT count(*) FROM beaconflow.sightings") == [["104"]])
+        #expect(try connection.query("SELECT count(*) FROM beaconflow.sightings_between('2026-01-01T10:00:00Z', '2026-01-01T10:00:30Z')") == [["2"]])
+    }
+
     @Test func partitionsAreMadeAheadAndDroppedPastRetention() async throws {
         let server = try await PostgresServer.start()
         let connection = try PostgresConnection(server.conninfo)
         try Migrator.migrate(connection, logger: logger)
         #expect(try connection.query("SELECT beaconflow.ensure_partitions('2026-01-01', 3)") == [["9"]])
         #expect(try connection.query("SELECT beaconflow.ensure_partitions('2026-01-02', 3)") == [["3"]])
+        try connection.execute(Self.keys)
         try connection.execute(
             """
-            INSERT INTO beaconflow.sightings_raw (ts, site_id, agent_id, beacon_id, rssi)
-            VALUES ('2026-01-01T23:59:59.999999Z', 'hq', 'a1', 'b', -60), ('2026-01-02T00:00:00Z', 'hq', 'a1', 'b', -61)
+            INSERT INTO beaconflow.sighting_packs (ts, source_key, beacon_key, readings)
+            VALUES ('2026-01-01T23:59:59.999999Z', 1, 1, ARRAY[\(Self.reading(rssi: -60))]),
+                   ('2026-01-02T00:00:00Z', 1, 1, ARRAY[\(Self.reading(rssi: -61))])
             """)
-        #expect(try connection.query("SELECT count(*) FROM beaconflow.sightings_raw_20260102") == [["1"]])
-        #expect(try connection.query("SELECT count(*) FROM beaconflow.sightings") == [["2"]])
+        #expect(try connection.query("SELECT count(*) FROM beaconflow.sighting_packs_20260102") == [["1"]])
+        #expect(try connection.query("SELECT ts, rssi FROM beaconflow.sightings ORDER BY ts") == [
+            ["2026-01-01 23:59:59.999999+00", "-60"], ["2026-01-02 00:00:00+00", "-61"]])
         #expect(try connection.query("SELECT beaconflow.drop_partitions_before('2026-01-03')") == [["6"]])
         #expect(try connection.query("SELECT count(*) FROM beaconflow.sightings") == [["0"]])
         // A day with no partition is an error that names the problem, not a silent loss.
         do {
             try connection.execute(
-                "INSERT INTO beaconflow.sightings_raw (ts, site_id, agent_id, beacon_id, rssi) VALUES ('2030-01-01Z', 'hq', 'a1', 'b', -60)")
+                "INSERT INTO beaconflow.sighting_packs (ts, source_key, beacon_key, readings) VALUES ('2030-01-01Z', 1, 1, '{}')")
             Issue.record("a row without a partition was accepted")
         } catch {
             #expect(error.sqlState == "23514")  // no partition of relation found for row
@@ -113,17 +174,33 @@ struct MigrationTests {
             """)
         let reader = try PostgresConnection(server.conninfo.replacingOccurrences(of: "user=postgres", with: "user=grafana"))
         for view in Self.contract.keys { _ = try reader.query("SELECT * FROM beaconflow.\(view) LIMIT 1") }
-        do {
-            _ = try reader.query("SELECT * FROM beaconflow.sightings_raw LIMIT 1")
-            Issue.record("the reader read a raw table")
-        } catch {
-            #expect(error.sqlState == "42501")  // insufficient privilege
+        for table in ["sightings_raw", "sighting_packs", "beacon_keys", "sighting_minutes"] {
+            do {
+                _ = try reader.query("SELECT * FROM beaconflow.\(table) LIMIT 1")
+                Issue.record("the reader read the table \(table)")
+            } catch {
+                #expect(error.sqlState == "42501")  // insufficient privilege
+            }
         }
         let writer = try PostgresConnection(server.conninfo.replacingOccurrences(of: "user=postgres", with: "user=ingest"))
         #expect(try writer.query("SELECT beaconflow.ensure_partitions('2026-02-01', 1)") == [["3"]])
+        try writer.execute(Self.keys)
         try writer.execute(
-            "INSERT INTO beaconflow.sightings_raw (ts, site_id, agent_id, beacon_id, rssi) VALUES ('2026-02-01Z', 'hq', 'a1', 'b', -60)")
+            "INSERT INTO beaconflow.sighting_packs (ts, source_key, beacon_key, readings) VALUES ('2026-02-01Z', 1, 1, ARRAY[\(Self.reading(rssi: -60))])")
         #expect(try reader.query("SELECT count(*) FROM beaconflow.sightings") == [["1"]])
+        #expect(try reader.query("SELECT rssi FROM beaconflow.sightings_between('2026-02-01Z', '2026-02-02Z')") == [["-60"]])
+        // The dictionaries and packs are appended to, never changed.
+        for statement in [
+            "UPDATE beaconflow.beacon_keys SET beacon_id = 'c'", "DELETE FROM beaconflow.sighting_sources",
+            "UPDATE beaconflow.sighting_packs SET tx_power = 0", "DELETE FROM beaconflow.sighting_packs_20260201",
+        ] {
+            do {
+                try writer.execute(statement)
+                Issue.record("the writer changed stored sightings: \(statement)")
+            } catch {
+                #expect(error.sqlState == "42501")
+            }
+        }
         // Sensor readings are appended like the other raw rows, and never changed.
         try writer.execute(
             """
