@@ -122,13 +122,15 @@ let benchmarks: @Sendable () -> Void = {
                     """.utf8))
         }
     }
+    // Each benchmark runs in its own process, which fills its own database and stops it at the end.
+    let teardown: @Sendable () async throws -> Void = { await store?.database.stopAndWait() }
     let configuration = Benchmark.Configuration(
         metrics: [.wallClock], timeUnits: .milliseconds, warmupIterations: 1, maxDuration: .seconds(30), maxIterations: 20,
-        setup: setup)
+        setup: setup, teardown: teardown)
 
     Benchmark("Bytes per sighting on disk", configuration: .init(
         metrics: [.custom("bytes per sighting", polarity: .prefersSmaller, useScalingFactor: false)], warmupIterations: 0,
-        maxIterations: 1, setup: setup)) { benchmark in
+        maxIterations: 1, setup: setup, teardown: teardown)) { benchmark in
         let bytes = try store.bytes("sighting_packs") + store.bytes("sighting_sources") + store.bytes("beacon_keys")
         benchmark.measurement(.custom("bytes per sighting"), Int(Double(bytes) / Double(store.sightings) * 10))
     }
