@@ -5,7 +5,8 @@ import LibPQ
 
 /// Commits batches to PostgreSQL exactly once. A group of batches is one transaction: their `batches` rows (a
 /// (site, agent, sequence) already there is a redelivery and adds nothing), a binary COPY of the new batches'
-/// sightings and telemetry, the changed fleet-health rows, and each agent's committed-through sequence. The
+/// sightings as packs (with the dictionary keys they lack and their per-minute rollups), their telemetry and
+/// readings, the zone and fleet-health rows they change, and each agent's committed-through sequence. The
 /// pipeline state that derives those rows is rolled back with the transaction when it fails. Blocking: it runs
 /// on the writer thread.
 public final class BatchWriter {
