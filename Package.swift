@@ -151,7 +151,7 @@ let package = Package(
             name: "BeaconIngestTests",
             dependencies: ["AccuracyHarness", "BeaconIngest", "BeaconAgent", "BeaconMessaging", "BeaconWire", "LibPQ", "LocalServers", "MetricsEndpoint", "Mosquitto", "Reporting", "TestServers", "WorkQueue"]),
         // Starts the real servers (mosquitto, PostgreSQL) on loopback for tests.
-        .target(name: "TestServers", dependencies: ["BeaconAgent", "BeaconWire", "LocalServers", .product(name: "Logging", package: "swift-log")], path: "Tests/TestServers"),
+        .target(name: "TestServers", dependencies: ["BeaconAgent", "BeaconWire", "LocalServers", "WorkQueue", .product(name: "Logging", package: "swift-log")], path: "Tests/TestServers"),
     ],
     swiftLanguageModes: [.v6]
 )

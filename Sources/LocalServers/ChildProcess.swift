@@ -61,11 +61,17 @@ public final class ChildProcess: @unchecked Sendable {
     public var isRunning: Bool {
         guard exitStatus == nil else { return false }
         var status: Int32 = 0
-        if waitpid(pid, &status, WNOHANG) == pid {
+        switch waitpid(pid, &status, WNOHANG) {
+        case pid:
             exitStatus = status
             return false
+        case -1 where errno == ECHILD:
+            // Reaped elsewhere (a library's SIGCHLD handler): gone, its status unknown.
+            exitStatus = -1
+            return false
+        default:
+            return true
         }
-        return true
     }
 
     /// Sends `signal` and waits for the process to end (SIGKILL after 10 s).

@@ -375,7 +375,7 @@ struct AgentSecurityTests {
         let executable = try #require(beaconflowExecutable)
         let secrets = try makeTemporaryDirectory(prefix: "secrets")
         defer { try? FileManager.default.removeItem(atPath: secrets) }
-        try makeTestPKI(openssl: try #require(findExecutable("openssl")), in: secrets)
+        try await makeTestPKI(openssl: try #require(findExecutable("openssl")), in: secrets)
         let passwd = try #require(findExecutable("mosquitto_passwd", extraDirectories: ["/usr/sbin"]))
         for (user, password, create) in [("hq/hq-a1", "agent-secret", true), ("ingest", "ingest-secret", false)] {
             let process = try ChildProcess(passwd, (create ? ["-c"] : []) + ["-b", secrets + "/passwd", user, password])

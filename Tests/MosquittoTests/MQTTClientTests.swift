@@ -90,7 +90,7 @@ struct MQTTClientTests {
         let openssl = try #require(findExecutable("openssl"))
         let pki = try makeTemporaryDirectory(prefix: "pki")
         defer { try? FileManager.default.removeItem(atPath: pki) }
-        try makeTestPKI(openssl: openssl, in: pki)
+        try await makeTestPKI(openssl: openssl, in: pki)
         let port = try freeLoopbackPort()
         let broker = try MosquittoServer(
             configuration: """
