@@ -183,7 +183,7 @@ final class AgentEngine: @unchecked Sendable {
                 agentClockMicros: Self.wallClockMicros())
         else { return }
         do {
-            let bytes: [UInt8] = try batch.serializedBytes()
+            let bytes = try batch.wireBytes()
             var waiting: [Int64] = []
             if let replay {
                 // Before the batch: where the replay resumes whether or not the append below completes.

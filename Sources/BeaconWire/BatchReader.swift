@@ -1,3 +1,4 @@
+import Deflate
 import Foundation
 import SwiftProtobuf
 
@@ -100,10 +101,14 @@ public struct CharacteristicRead: Hashable, Sendable {
 
 /// Parses and validates batches: everything a batch claims is checked before any of it is used.
 public enum BatchReader {
-    public static let formatVersion: UInt32 = 1
+    /// The format versions read: 1 carries the body directly, 2 compressed (proto/beaconflow/v1/batch.proto).
+    public static let formatVersions: ClosedRange<UInt32> = 1...2
+    /// What agents send unless told otherwise.
+    public static let formatVersion: UInt32 = 2
     /// Sighting RSSI is sent as RSSI + 128 (proto/beaconflow/v1/batch.proto).
     static let rssiBias: Int32 = 128
-    /// The largest batch accepted; the agent's default batches are far smaller (1000 sightings ≈ 5 kB).
+    /// The largest batch accepted, and the most a version 2 body may inflate to; the agent's default batches are far
+    /// smaller (1000 sightings ≈ 5 kB, 10 kB inflated).
     public static let maximumBytes = 1 << 20
     /// The widest span of capture time one batch may cover (a day), against corrupt deltas.
     public static let maximumSpanMicros: UInt64 = 86_400_000_000
@@ -133,9 +138,10 @@ public enum BatchReader {
     }
 
     public static func decode(_ wire: WireBatch) throws(BatchError) -> DecodedBatch {
-        guard wire.formatVersion == formatVersion else {
+        guard formatVersions.contains(wire.formatVersion) else {
             throw BatchError(
-                .unsupportedVersion, "format_version \(wire.formatVersion) is not \(formatVersion)")
+                .unsupportedVersion,
+                "format_version \(wire.formatVersion) is not one of \(formatVersions.lowerBound)-\(formatVersions.upperBound)")
         }
         guard isValidIdentifier(wire.siteID) else {
             throw BatchError(.invalidField, "site_id is not 1-64 characters of a-z, 0-9 and -")
@@ -156,12 +162,56 @@ public enum BatchReader {
             siteID: wire.siteID, agentID: wire.agentID, bootID: wire.bootID, sequence: wire.sequence,
             firstUnacknowledgedSequence: wire.firstUnacknowledgedSequence)
         do {
-            return try decodeBody(wire)
+            return try decodeBody(inflated(wire))
         } catch {
             var failure = error
             failure.header = header
             throw failure
         }
+    }
+
+    /// A version 2 batch with its body inflated into fields 9-14; a version 1 batch as it is.
+    private static func inflated(_ wire: WireBatch) throws(BatchError) -> WireBatch {
+        let hasBodyFields = !wire.beacons.isEmpty || !wire.sightingBeacon.isEmpty || !wire.sightingTimeDeltaUs.isEmpty
+            || !wire.sightingRssi.isEmpty || !wire.dataFrames.isEmpty || !wire.characteristicReads.isEmpty
+        guard wire.formatVersion == 2 else {
+            guard wire.deflatedBody.isEmpty else {
+                throw BatchError(.invalidField, "deflated_body is set in a version 1 batch")
+            }
+            return wire
+        }
+        guard !hasBodyFields else {
+            throw BatchError(.invalidField, "fields 9-14 are set in a version 2 batch, whose body is in deflated_body")
+        }
+        guard !wire.deflatedBody.isEmpty else {
+            throw BatchError(.invalidField, "deflated_body is empty in a version 2 batch")
+        }
+        let bodyBytes: [UInt8]
+        do {
+            bodyBytes = try Deflate.inflate(Array(wire.deflatedBody), limit: maximumBytes)
+        } catch {
+            throw BatchError(error.code == .tooLarge ? .tooLarge : .malformed, "deflated_body: \(error)")
+        }
+        let body: WireBatch
+        do {
+            body = try WireBatch(serializedBytes: bodyBytes)
+        } catch {
+            throw BatchError(.malformed, "deflated_body does not inflate to a protobuf Batch body: \(error)")
+        }
+        guard body.formatVersion == 0, body.siteID.isEmpty, body.agentID.isEmpty, body.bootID == 0, body.sequence == 0,
+            body.firstUnacknowledgedSequence == 0, body.agentClockUs == 0, body.baseTimeUs == 0, body.deflatedBody.isEmpty
+        else {
+            throw BatchError(.invalidField, "deflated_body holds header fields (1-8) or another deflated_body")
+        }
+        var whole = wire
+        whole.deflatedBody = Data()
+        whole.beacons = body.beacons
+        whole.sightingBeacon = body.sightingBeacon
+        whole.sightingTimeDeltaUs = body.sightingTimeDeltaUs
+        whole.sightingRssi = body.sightingRssi
+        whole.dataFrames = body.dataFrames
+        whole.characteristicReads = body.characteristicReads
+        return whole
     }
 
     /// Everything after the header.

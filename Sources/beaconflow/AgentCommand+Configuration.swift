@@ -19,6 +19,7 @@ extension AgentCommand {
         try check(spoolMaxMb, 1...1_048_576, "spool_max_mb")
         try check(batchMaxSightings, 1...100_000, "batch_max_sightings")
         try check(batchMaxAgeMs, 10...600_000, "batch_max_age_ms")
+        try check(wireFormat, Int(BatchReader.formatVersions.lowerBound)...Int(BatchReader.formatVersions.upperBound), "wire_format")
         try check(maxInFlight, 1...1000, "max_in_flight")
         try check(ackTimeout, 1...86_400, "ack_timeout")
         try check(drainTimeout, 0...86_400, "drain_timeout")
@@ -44,6 +45,7 @@ extension AgentCommand {
         let drainTimeout = drainTimeout ?? 30
         configuration.batch.maximumSightings = batchMaxSightings
         configuration.batch.maximumAgeNanoseconds = UInt64(batchMaxAgeMs) * 1_000_000
+        configuration.batch.formatVersion = wireFormat.map(UInt32.init) ?? BatchReader.formatVersion
         configuration.maximumInFlight = maxInFlight
         configuration.acknowledgementTimeout = .seconds(ackTimeout)
         configuration.drainTimeout = .seconds(drainTimeout)

@@ -55,6 +55,8 @@ struct AgentCommand: AsyncParsableCommand {
     @Option(help: "Replay speed: max, or a factor of real time (default 1, the capture's own pace).") var speed: ReplaySpeed?
     @Option(help: "A batch is sent when it holds this many sightings (default 1000)...") var batchMaxSightings: Int?
     @Option(help: "...or when its first sighting is this old, in milliseconds (default 1000).") var batchMaxAgeMs: Int?
+    @Option(help: "The batch format sent: 2 (the default) compresses each batch's body, 1 sends it as it is, for an ingest that reads only version 1.")
+    var wireFormat: Int?
     @Option(help: "Batches published and awaiting acknowledgement at most (default 16).") var maxInFlight: Int?
     @Option(help: "Seconds to wait for an acknowledgement before resending from the oldest batch (default 30).")
     var ackTimeout: Int?

@@ -65,17 +65,26 @@ import Testing
         #expect(action(#"{"committed_through": 18446744073709551615}"#, retained: true) != .adopt(18_446_744_073_709_551_615))
     }
 
-    @Test func aResentBatchNamesTheOldestBatchStillHeld() throws {
+    /// In both formats: the header stays outside the compressed body of version 2.
+    @Test(arguments: [UInt32(1), 2]) func aResentBatchNamesTheOldestBatchStillHeld(formatVersion: UInt32) throws {
         var wire = WireBatch()
-        wire.formatVersion = 1
+        wire.formatVersion = formatVersion
         wire.siteID = "hq"
         wire.agentID = "a1"
         wire.sequence = 90
         wire.firstUnacknowledgedSequence = 3
-        let payload: [UInt8] = try wire.serializedBytes()
+        wire.baseTimeUs = 1_767_225_600_000_000
+        var beacon = Beaconflow_V1_Beacon()
+        beacon.beaconID = "mac:00:00:00:00:00:01"
+        wire.beacons = [beacon]
+        wire.sightingBeacon = [0]
+        wire.sightingTimeDeltaUs = [0]
+        wire.sightingRssi = [60]
+        let payload = try wire.wireBytes()
         let updated = AgentEngine.updatingFirstUnacknowledged(payload, to: 77)
-        #expect(try BatchReader.decode(updated).firstUnacknowledgedSequence == 77)
-        #expect(try BatchReader.decode(updated).sequence == 90)
+        let decoded = try BatchReader.decode(updated)
+        #expect(decoded.firstUnacknowledgedSequence == 77 && decoded.sequence == 90)
+        #expect(decoded.sightings.map(\.rssi) == [-68])
         #expect(updated.count == payload.count + 2)
         #expect(AgentEngine.updatingFirstUnacknowledged(payload, to: 3) == payload)
     }

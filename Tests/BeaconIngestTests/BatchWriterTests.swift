@@ -19,7 +19,7 @@ func decodedBatch(sequence: UInt64, beaconID: String = "eddystone:01020304050607
     }
     let sealed = builder.seal(sequence: sequence, firstUnacknowledgedSequence: sequence, agentClockMicros: midnight)
     let wire = try #require(sealed)
-    return try BatchReader.decode(try wire.serializedBytes())
+    return try BatchReader.decode(try wire.wireBytes())
 }
 
 /// A batch of TLM sightings from one agent: per entry, the capture time and the frame's advertising counter (its
@@ -37,7 +37,7 @@ func telemetryBatch(agent: String, sequence: UInt64, transmissions: [(timeMicros
     }
     let sealed = builder.seal(sequence: sequence, firstUnacknowledgedSequence: sequence, agentClockMicros: 0)
     let wire = try #require(sealed)
-    return try BatchReader.decode(try wire.serializedBytes())
+    return try BatchReader.decode(try wire.wireBytes())
 }
 
 @Suite(.enabled(if: PostgresServer.binaries != nil, "PostgreSQL is not installed"), .timeLimit(.minutes(2)))

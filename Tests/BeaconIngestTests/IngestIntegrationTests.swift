@@ -135,7 +135,7 @@ func batchPayload(
     var wire = try #require(sealed)
     if let formatVersion { wire.formatVersion = formatVersion }
     edit(&wire)
-    return try wire.serializedBytes()
+    return try wire.wireBytes()
 }
 
 @Suite(
@@ -204,11 +204,18 @@ struct IngestIntegrationTests {
             guard case .message("beaconflow/v1/hq/hq-a1/ack", let payload, _) = event else { return false }
             return Acknowledgement(payload: payload) == Acknowledgement(committedThrough: 1)
         }
+        // An agent that sends format version 1 (the body uncompressed, as earlier agents do) is read the same.
+        let version1 = try batchPayload(sequence: 2, count: 30, start: 1_767_225_600_000_000 + 600_000_000, formatVersion: 1)
+        #expect(try WireBatch(serializedBytes: version1).formatVersion == 1)
+        #expect(try WireBatch(serializedBytes: payload).formatVersion == 2)
+        try client.publish(topic: "beaconflow/v1/hq/hq-a1/batch", payload: version1)
+        try await harness.eventually("the version 1 batch is committed") { harness.ingest.statistics.batchesCommitted == 2 }
+        #expect(try harness.count("beaconflow.sightings") == 130)
         // Sequence 1 again with other sightings: kept as a reused sequence, the committed batch stays.
         try client.publish(topic: "beaconflow/v1/hq/hq-a1/batch", payload: try batchPayload(sequence: 1, count: 50))
         try await harness.eventually("the reused sequence is rejected") { harness.ingest.statistics.batchesRejected == 1 }
         #expect(try harness.query("SELECT reason, payload_bytes > 0 FROM beaconflow.rejected_batches") == [["sequence_reused", "t"]])
-        #expect(try harness.count("beaconflow.sightings") == 100)
+        #expect(try harness.count("beaconflow.sightings") == 130)
         try await harness.stop()
     }
 
@@ -611,7 +618,7 @@ struct IngestIntegrationTests {
             }
             let batch = builder.seal(sequence: sequence, firstUnacknowledgedSequence: sequence, agentClockMicros: t0 + Int64(first) * 10_000_000)
             let sealed = try #require(batch)
-            _ = try client.publish(topic: "beaconflow/v1/hq/\(agent)/batch", payload: try sealed.serializedBytes())
+            _ = try client.publish(topic: "beaconflow/v1/hq/\(agent)/batch", payload: try sealed.wireBytes())
         }
         // The lobby's agent: 2 h 10 min in 13 batches of 10 minutes.
         for batch in 0..<13 { try publish(agent: "hq-a1", sequence: UInt64(batch + 1), first: batch * 60, count: 60, rssi: -70) }

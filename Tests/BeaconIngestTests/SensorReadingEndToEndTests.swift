@@ -114,7 +114,7 @@ struct SensorReadingEndToEndTests {
         let poll = try #require(sealed)
         let (client, _) = try await harness.client()
         defer { client.stop() }
-        try client.publish(topic: "beaconflow/v1/hq/hq-gatt/batch", payload: try poll.serializedBytes())
+        try client.publish(topic: "beaconflow/v1/hq/hq-gatt/batch", payload: try poll.wireBytes())
         try await harness.eventually("the poll is committed") { try harness.count("beaconflow.device_info") == 1 }
 
         var decoded = try Self.decodedReadings(expected, bindkeys: sites.bindkeys)

@@ -41,7 +41,7 @@ func seal(_ sightings: [Sighting], configuration: BatchBuilder.Configuration = .
     for sighting in sightings { _ = builder.add(sighting, nowNanoseconds: 0) }
     let sealed = builder.seal(sequence: 1, firstUnacknowledgedSequence: 1, agentClockMicros: 42)
     let batch = try #require(sealed)
-    return try batch.serializedBytes()
+    return try batch.wireBytes()
 }
 
 @Suite struct BatchTests {
@@ -54,7 +54,7 @@ func seal(_ sightings: [Sighting], configuration: BatchBuilder.Configuration = .
         let sealed = builder.seal(sequence: 9, firstUnacknowledgedSequence: 3, agentClockMicros: 1234)
         let wire = try #require(sealed)
         #expect(builder.count == 0)
-        let decoded = try BatchReader.decode(try wire.serializedBytes())
+        let decoded = try BatchReader.decode(try wire.wireBytes())
         #expect(decoded.siteID == "hq" && decoded.agentID == "hq-a1" && decoded.bootID == 0xB007)
         #expect(decoded.sequence == 9 && decoded.firstUnacknowledgedSequence == 3 && decoded.agentClockMicros == 1234)
         #expect(decoded.sightings.count == sightings.count)
@@ -92,7 +92,7 @@ func seal(_ sightings: [Sighting], configuration: BatchBuilder.Configuration = .
             _ = builder.add(Sighting(timeMicros: time, beacon: key, rssi: -60, data: content), nowNanoseconds: 0)
         }
         let sealed = builder.seal(sequence: 1, firstUnacknowledgedSequence: 1, agentClockMicros: 0)
-        let decoded = try BatchReader.decode(try #require(sealed).serializedBytes())
+        let decoded = try BatchReader.decode(try #require(sealed).wireBytes())
         #expect(decoded.sightings.map(\.data) == [url, nil, tlm(1), nil, tlm(2), nil, url, nil])
     }
 
@@ -143,7 +143,9 @@ func seal(_ sightings: [Sighting], configuration: BatchBuilder.Configuration = .
             } catch let error as BatchError { return error.code }
         }
         let cases: [(BatchError.Code, (inout WireBatch) -> Void)] = [
-            (.unsupportedVersion, { $0.formatVersion = 2 }),
+            (.unsupportedVersion, { $0.formatVersion = 3 }),
+            (.invalidField, { $0.formatVersion = 2 }),  // its body must be in deflated_body
+            (.invalidField, { $0.deflatedBody = Data([0x03, 0x00]) }),  // version 1 has no deflated_body
             (.invalidField, { $0.siteID = "" }),
             (.invalidField, { $0.sequence = 0 }),
             (.invalidField, { $0.firstUnacknowledgedSequence = 6 }),
@@ -209,8 +211,12 @@ func seal(_ sightings: [Sighting], configuration: BatchBuilder.Configuration = .
         let directory = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
             .appendingPathComponent("../../Fuzz/Corpus/FuzzBatch").standardized
         for (name, beacons) in [("small", 2), ("busy", 20)] {
-            let bytes = try seal(busySite(beacons: beacons, seconds: 1))
-            try Data(bytes).write(to: directory.appendingPathComponent("\(name).batch"))
+            for version: UInt32 in [1, 2] {
+                var configuration = BatchBuilder.Configuration()
+                configuration.formatVersion = version
+                let bytes = try seal(busySite(beacons: beacons, seconds: 1), configuration: configuration)
+                try Data(bytes).write(to: directory.appendingPathComponent("\(name)-v\(version).batch"))
+            }
         }
     }
 }
@@ -225,14 +231,14 @@ func seal(_ sightings: [Sighting], configuration: BatchBuilder.Configuration = .
         #expect(!builder.isEmpty && builder.count == 0)
         #expect(builder.isDue(nowNanoseconds: 10 + builder.configuration.maximumAgeNanoseconds))
         let alone = builder.seal(sequence: 1, firstUnacknowledgedSequence: 1, agentClockMicros: 0)
-        let decoded = try BatchReader.decode(try #require(alone).serializedBytes())
+        let decoded = try BatchReader.decode(try #require(alone).wireBytes())
         #expect(decoded.sightings.isEmpty)
         #expect(decoded.characteristicReads == [read])
 
         _ = builder.add(Sighting(timeMicros: 5, beacon: key, rssi: -70), nowNanoseconds: 20)
         builder.add(read, nowNanoseconds: 21)
         let mixed = builder.seal(sequence: 2, firstUnacknowledgedSequence: 2, agentClockMicros: 0)
-        let both = try BatchReader.decode(try #require(mixed).serializedBytes())
+        let both = try BatchReader.decode(try #require(mixed).wireBytes())
         #expect(both.sightings.count == 1 && both.characteristicReads == [read])
         #expect(try #require(mixed).beacons.count == 1)  // one dictionary entry serves both
     }
@@ -269,7 +275,9 @@ func seal(_ sightings: [Sighting], configuration: BatchBuilder.Configuration = .
     /// refused with the field named.
     @Test func textAndBinaryDictionariesReadTheSame() throws {
         let sightings = busySite(beacons: 5, seconds: 1)
-        let binary = try WireBatch(serializedBytes: try seal(sightings))
+        var version1 = BatchBuilder.Configuration()
+        version1.formatVersion = 1
+        let binary = try WireBatch(serializedBytes: try seal(sightings, configuration: version1))
         #expect(binary.beacons.allSatisfy { $0.beaconID.isEmpty && !$0.identity.isEmpty })
         var text = binary
         for index in text.beacons.indices {

@@ -117,7 +117,7 @@ final class Environment: @unchecked Sendable {
         let sequence = nextSequence[agent]
         nextSequence[agent] += 1
         let sealed = builder.seal(sequence: sequence, firstUnacknowledgedSequence: sequence, agentClockMicros: start)
-        return try sealed!.serializedBytes()
+        return try sealed!.wireBytes()
     }
 
     func publish(agent: Int, _ payload: [UInt8]) throws {
@@ -340,7 +340,7 @@ let benchmarks: @Sendable () -> Void = {
                             _ = builder.add(Sighting(timeMicros: time, beacon: key, rssi: -60), nowNanoseconds: 0)
                         }
                         let payload: [UInt8] = try builder.seal(
-                            sequence: sequences[agent], firstUnacknowledgedSequence: 1, agentClockMicros: start)!.serializedBytes()
+                            sequence: sequences[agent], firstUnacknowledgedSequence: 1, agentClockMicros: start)!.wireBytes()
                         sequences[agent] += 1
                         let now = wallClockMicros()
                         guard case .success(let batch) = intake.check(

@@ -22,7 +22,7 @@ public func fuzzBatch(_ start: UnsafePointer<UInt8>, _ count: Int) -> CInt {
         let wire = builder.seal(
             sequence: batch.sequence, firstUnacknowledgedSequence: batch.firstUnacknowledgedSequence,
             agentClockMicros: batch.agentClockMicros),
-        let again = try? BatchReader.decode(wire.serializedBytes())
+        let again = try? BatchReader.decode(wire.wireBytes())
     else {
         if batch.sightings.isEmpty { return 0 }
         fatalError("a valid batch did not survive a re-encode")

@@ -10,11 +10,14 @@
 
 /// The batch an edge agent publishes on beaconflow/v1/<site>/<agent>/batch (QoS 1).
 ///
-/// Wire format version 1. Regenerate the Swift code with scripts/generate-protobuf.
+/// Wire format versions 1 and 2 (docs/wire-format.md). Regenerate the Swift code with scripts/generate-protobuf.
 ///
 /// A batch is the agent's sightings over a short window (by default 1 s or 1000 sightings), in columnar form:
 /// a dictionary of the beacons heard, then one column per sighting field. Column i of every sighting column
 /// describes the same sighting, so the columns have equal lengths.
+///
+/// Fields 1-8 are the header. The body (fields 9-14) is carried directly in version 1 and compressed in
+/// `deflated_body` in version 2; every batch is readable on its own in either version.
 
 #if canImport(FoundationEssentials)
 import FoundationEssentials
@@ -38,7 +41,8 @@ public nonisolated struct Beaconflow_V1_Batch: Sendable {
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
-  /// Always 1 for this format. A reader refuses versions it does not know.
+  /// 1: the body is in fields 9-14. 2: the body is in `deflated_body`, and fields 9-14 are empty.
+  /// A reader refuses versions it does not know.
   public var formatVersion: UInt32 = 0
 
   public var siteID: String = String()
@@ -81,6 +85,11 @@ public nonisolated struct Beaconflow_V1_Batch: Sendable {
 
   /// Telemetry read over GATT connections (optional poll of listed devices).
   public var characteristicReads: [Beaconflow_V1_CharacteristicRead] = []
+
+  /// Version 2 only: fields 9-14, serialized as a Batch that holds nothing else, compressed with raw DEFLATE
+  /// (RFC 1951: no zlib or gzip header). It inflates to at most 1 MiB. The header stays outside, so that a batch is
+  /// named (and its first_unacknowledged_sequence updated) without inflating it.
+  public var deflatedBody: Data = Data()
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -234,7 +243,7 @@ fileprivate nonisolated let _protobuf_package = "beaconflow.v1"
 
 nonisolated extension Beaconflow_V1_Batch: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Batch"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}format_version\0\u{3}site_id\0\u{3}agent_id\0\u{3}boot_id\0\u{1}sequence\0\u{3}first_unacknowledged_sequence\0\u{3}agent_clock_us\0\u{3}base_time_us\0\u{1}beacons\0\u{3}sighting_beacon\0\u{3}sighting_time_delta_us\0\u{3}sighting_rssi\0\u{3}data_frames\0\u{3}characteristic_reads\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}format_version\0\u{3}site_id\0\u{3}agent_id\0\u{3}boot_id\0\u{1}sequence\0\u{3}first_unacknowledged_sequence\0\u{3}agent_clock_us\0\u{3}base_time_us\0\u{1}beacons\0\u{3}sighting_beacon\0\u{3}sighting_time_delta_us\0\u{3}sighting_rssi\0\u{3}data_frames\0\u{3}characteristic_reads\0\u{3}deflated_body\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -256,6 +265,7 @@ nonisolated extension Beaconflow_V1_Batch: SwiftProtobuf.Message, SwiftProtobuf.
       case 12: try { try decoder.decodeRepeatedUInt32Field(value: &self.sightingRssi) }()
       case 13: try { try decoder.decodeRepeatedMessageField(value: &self.dataFrames) }()
       case 14: try { try decoder.decodeRepeatedMessageField(value: &self.characteristicReads) }()
+      case 15: try { try decoder.decodeSingularBytesField(value: &self.deflatedBody) }()
       default: break
       }
     }
@@ -304,6 +314,9 @@ nonisolated extension Beaconflow_V1_Batch: SwiftProtobuf.Message, SwiftProtobuf.
     if !self.characteristicReads.isEmpty {
       try visitor.visitRepeatedMessageField(value: self.characteristicReads, fieldNumber: 14)
     }
+    if !self.deflatedBody.isEmpty {
+      try visitor.visitSingularBytesField(value: self.deflatedBody, fieldNumber: 15)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -322,6 +335,7 @@ nonisolated extension Beaconflow_V1_Batch: SwiftProtobuf.Message, SwiftProtobuf.
     if lhs.sightingRssi != rhs.sightingRssi {return false}
     if lhs.dataFrames != rhs.dataFrames {return false}
     if lhs.characteristicReads != rhs.characteristicReads {return false}
+    if lhs.deflatedBody != rhs.deflatedBody {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -1,0 +1,98 @@
+import BeaconWire
+import Deflate
+import Foundation
+import Testing
+
+@Suite struct DeflateTests {
+    @Test func roundTripsAndNamesWhatIsWrongWithBadData() throws {
+        let text = Array(String(repeating: "ibeacon:e2c56db5-dffb-48d2-b060-d0f5a71096e0:1:", count: 200).utf8)
+        let compressed = try Deflate.compress(text)
+        #expect(compressed.count < text.count / 20)
+        #expect(try Deflate.inflate(compressed, limit: text.count) == text)
+        #expect(try Deflate.inflate(try Deflate.compress([]), limit: 0) == [])
+
+        func failure(_ bytes: [UInt8], limit: Int = 1 << 20) -> DeflateError? {
+            do {
+                _ = try Deflate.inflate(bytes, limit: limit)
+                return nil
+            } catch { return error }
+        }
+        #expect(failure(compressed, limit: text.count - 1)?.code == .tooLarge)
+        #expect(failure(Array(compressed.dropLast(3)))?.code == .truncated)
+        #expect(failure(compressed + [0])?.code == .trailingBytes)
+        #expect(failure([0xFF, 0xFF, 0xFF])?.code == .corrupt)
+        #expect(failure([])?.code == .truncated)
+        let corrupt = try #require(failure([0x07]))  // block type 3 is reserved
+        #expect("\(corrupt)" == "corrupt at byte 1: invalid block type", "\(corrupt)")
+        // A small input that would inflate without bound stops at the limit.
+        let bomb = try Deflate.compress([UInt8](repeating: 0, count: 8 << 20))
+        #expect(bomb.count < 10_000)
+        #expect(failure(bomb)?.code == .tooLarge)
+        for length in 0..<min(compressed.count, 200) { _ = failure(Array(compressed[..<length])) }
+    }
+}
+
+@Suite struct CompressedBatchTests {
+    func sealed(version: UInt32) throws -> WireBatch {
+        var builder = BatchBuilder(siteID: "hq", agentID: "hq-a1", bootID: 7)
+        builder.configuration.formatVersion = version
+        builder.configuration.maximumSightings = 100_000
+        for sighting in busySite(beacons: 30, seconds: 2) { _ = builder.add(sighting, nowNanoseconds: 0) }
+        let key = BeaconKey(beaconID: "mac:C0:FF:EE:00:00:42", address: 0xC0FF_EE00_0042, addressIsRandom: true)
+        builder.add(CharacteristicRead(beacon: key, timeMicros: 1_763_800_000_000_000, characteristic: 0x2A19, value: [87]), nowNanoseconds: 0)
+        let batch = builder.seal(sequence: 12, firstUnacknowledgedSequence: 10, agentClockMicros: 99)
+        return try #require(batch)
+    }
+
+    /// Version 2 reads back exactly what version 1 does, in fewer bytes, with the header outside.
+    @Test func versionTwoCarriesTheSameBatchCompressed() throws {
+        let version1 = try sealed(version: 1).wireBytes()
+        let version2 = try sealed(version: 2).wireBytes()
+        let one = try BatchReader.decode(version1)
+        let two = try BatchReader.decode(version2)
+        #expect(one.sightings == two.sightings && one.characteristicReads == two.characteristicReads)
+        #expect(one.header == two.header && one.agentClockMicros == two.agentClockMicros)
+        #expect(two.sightings.contains { !$0.frames.isEmpty } && two.characteristicReads.count == 1)
+        #expect(version2.count * 4 < version1.count * 3, "\(version2.count) vs \(version1.count)")
+        let outside = try WireBatch(serializedBytes: version2)
+        #expect(outside.sequence == 12 && outside.beacons.isEmpty && outside.sightingBeacon.isEmpty && !outside.deflatedBody.isEmpty)
+        // Already compressed: serialized as it is.
+        #expect(try outside.wireBytes() == version2)
+    }
+
+    /// A bad compressed body is refused with its reason, and with the header, so that the ingest can acknowledge
+    /// the batch as refused.
+    @Test func badCompressedBodiesAreRefusedWithTheirReason() throws {
+        let valid = try WireBatch(serializedBytes: try sealed(version: 2).wireBytes())
+        func failure(_ change: (inout WireBatch) throws -> Void) throws -> BatchError? {
+            var batch = valid
+            try change(&batch)
+            do {
+                _ = try BatchReader.decode(try batch.serializedBytes())
+                return nil
+            } catch let error as BatchError { return error }
+        }
+        func body(_ edit: (inout WireBatch) -> Void) throws -> Data {
+            var body = WireBatch()
+            edit(&body)
+            return Data(try Deflate.compress(body.serializedBytes()))
+        }
+        let cases: [(BatchError.Code, String, (inout WireBatch) throws -> Void)] = [
+            (.malformed, "deflated_body: corrupt", { $0.deflatedBody = Data([0xFF, 0xFF]) }),
+            (.malformed, "deflated_body: truncated", { $0.deflatedBody = $0.deflatedBody.dropLast(4) }),
+            (.tooLarge, "deflated_body: too_large", { $0.deflatedBody = Data(try Deflate.compress([UInt8](repeating: 0, count: 2 << 20))) }),
+            (.malformed, "does not inflate to a protobuf Batch body", { $0.deflatedBody = Data(try Deflate.compress([0xFF, 0xFF, 0xFF])) }),
+            (.invalidField, "deflated_body is empty", { $0.deflatedBody = Data() }),
+            (.invalidField, "fields 9-14 are set", { $0.sightingRssi = [60] }),
+            (.invalidField, "holds header fields", { $0.deflatedBody = try body { $0.sequence = 13 } }),
+            (.invalidField, "holds header fields", { $0.deflatedBody = try body { $0.deflatedBody = Data([1]) } }),
+            (.inconsistentColumns, "sighting columns differ", { $0.deflatedBody = try body { $0.sightingRssi = [60] } }),
+        ]
+        for (code, text, change) in cases {
+            let error = try #require(try failure(change), "\(text): accepted")
+            #expect(error.code == code && error.message.contains(text), "\(text): \(error)")
+            #expect(error.header?.sequence == 12, "\(text): \(error)")
+        }
+        #expect(try failure { _ in } == nil)
+    }
+}
