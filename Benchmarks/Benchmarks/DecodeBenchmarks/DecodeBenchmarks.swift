@@ -1,3 +1,4 @@
+import Foundation
 import BeaconWire
 import BenchmarkCorpus
 import Benchmark
@@ -41,6 +42,39 @@ func decodeAll(_ corpus: Corpus, expandingURLs: Bool = false) -> Int {
     return checksum
 }
 
+/// A busy site's 1 s batch as an agent seals it: 1,000 sightings of 150 beacons (a third each Eddystone, iBeacon and
+/// AltBeacon, random static addresses), about 1 ms apart, RSSI -95 to -45 dBm, every tenth Eddystone sighting with
+/// a TLM frame.
+func busyBatch(formatVersion: UInt32) -> WireBatch {
+    var random: UInt64 = 0x9E37_79B9_7F4A_7C15
+    func next(_ bound: Int) -> Int {
+        random = random &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+        return Int((random >> 33) % UInt64(bound))
+    }
+    let beacons = (0..<150).map { index -> BeaconKey in
+        let address = UInt64(0xC000_0000_0000) | UInt64(next(1 << 30)) << 16 | UInt64(index)
+        let id = switch index % 3 {
+        case 0: "eddystone:0102030405060708090a:" + String(format: "%012x", index)
+        case 1: "ibeacon:e2c56db5-dffb-48d2-b060-d0f5a71096e0:1:\(index)"
+        default: "altbeacon:00112233445566778899aabbccddeeff:2:\(index)"
+        }
+        return BeaconKey(beaconID: id, address: address, addressIsRandom: true, powerAt1mDbm: -59)
+    }
+    var configuration = BatchBuilder.Configuration()
+    configuration.formatVersion = formatVersion
+    var builder = BatchBuilder(siteID: "hq", agentID: "hq-a1", bootID: 1, configuration: configuration)
+    var time: Int64 = 1_767_225_600_000_000
+    for index in 0..<1000 {
+        time += Int64(500 + next(1000))
+        let beacon = beacons[next(beacons.count)]
+        let tlm: DataFrameContent? = beacon.beaconID.hasPrefix("eddystone") && index % 10 == 0
+            ? .eddystone([0x20, 0x00, 0x0B, 0xB8, 0x17, 0x00, 0x00, 0x00, 0x10, UInt8(index & 0xFF), 0x00, 0x00, 0x20, UInt8(index & 0xFF)])
+            : nil
+        _ = builder.add(Sighting(timeMicros: time, beacon: beacon, rssi: Int8(-95 + next(51)), data: tlm), nowNanoseconds: 0)
+    }
+    return builder.seal(sequence: 1, firstUnacknowledgedSequence: 1, agentClockMicros: time)!
+}
+
 let benchmarks: @Sendable () -> Void = {
     Benchmark.defaultConfiguration = .init(
         metrics: [.wallClock, .throughput, .mallocCountTotal, .peakMemoryResident],
@@ -74,5 +108,22 @@ let benchmarks: @Sendable () -> Void = {
     // The C reference writes the URL text for every frame; the Swift frame expands it only when read.
     Benchmark("Swift decode 1M URL adverts and expand their text") { benchmark in
         for _ in benchmark.scaledIterations { blackHole(decodeAll(urls, expandingURLs: true)) }
+    }
+
+    // The batch format: what version 2's compression costs the agent (encoding) and the ingest (decoding), per
+    // batch of 1,000 sightings; 1,000 batches per iteration.
+    for version: UInt32 in [1, 2] {
+        let batch = busyBatch(formatVersion: version)
+        let bytes = try! batch.wireBytes()
+        Benchmark("Encode 1,000 busy 1 s batches, format version \(version) (\(bytes.count) bytes each)") { benchmark in
+            for _ in benchmark.scaledIterations {
+                for _ in 0..<1000 { blackHole(try! batch.wireBytes().count) }
+            }
+        }
+        Benchmark("Decode 1,000 busy 1 s batches, format version \(version)") { benchmark in
+            for _ in benchmark.scaledIterations {
+                for _ in 0..<1000 { blackHole(try! BatchReader.decode(bytes).sightings.count) }
+            }
+        }
     }
 }
