@@ -22,11 +22,14 @@ public struct PostgresError: Error, Sendable, Hashable, CustomStringConvertible 
     }
 
     /// The connection is gone or the server cannot serve now: class 08, an administrator's or a crash shutdown
-    /// (57P01-57P03), insufficient resources (class 53), or libpq lost the connection (no SQLSTATE). Reconnect and
-    /// retry. Any other error is about the statement and its data: retrying the same statement fails the same way.
+    /// (57P01-57P03), insufficient resources (class 53), a server that no longer takes writes (25006: a primary
+    /// turned standby or read-only; a new connection with `target_session_attrs=read-write` finds the writable
+    /// one), or libpq lost the connection (no SQLSTATE). Reconnect and retry. Any other error is about the statement
+    /// and its data: retrying the same statement fails the same way.
     public var isConnectionFailure: Bool {
         guard let sqlState else { return true }
-        return sqlState.hasPrefix("08") || sqlState.hasPrefix("53") || ["57P01", "57P02", "57P03"].contains(sqlState)
+        return sqlState.hasPrefix("08") || sqlState.hasPrefix("53")
+            || ["57P01", "57P02", "57P03", "25006"].contains(sqlState)
     }
 }
 

@@ -21,11 +21,17 @@ public final class PostgresServer: @unchecked Sendable {
 
     private var leftRunning = false
 
-    /// Makes a cluster in `directory` (a new temporary one when nil; an existing one must be empty) and starts it.
     private let ownProcessGroup: Bool
 
+    /// Makes a cluster in `directory` (a new temporary one when nil; an existing one must be empty) and starts it.
     /// `ownProcessGroup`: see `ChildProcess`.
-    public init(directory given: String? = nil, ownProcessGroup: Bool = false) throws {
+    public convenience init(directory given: String? = nil, ownProcessGroup: Bool = false) throws {
+        try self.init(directory: given, ownProcessGroup: ownProcessGroup, standbyOf: nil)
+    }
+
+    /// A new cluster by initdb, or a base backup of the primary on `standbyOf` (a port on 127.0.0.1) that
+    /// follows it.
+    private init(directory given: String?, ownProcessGroup: Bool, standbyOf primaryPort: Int?) throws {
         self.ownProcessGroup = ownProcessGroup
         guard let binaries = Self.binaries else { throw LocalServerError("PostgreSQL is not installed") }
         directory = try given.map { try makeSharedDirectory($0) } ?? makeTemporaryDirectory(prefix: "postgres")
@@ -33,7 +39,15 @@ public final class PostgresServer: @unchecked Sendable {
         if Self.runsAsRoot {
             try runToEnd("/bin/chown", ["-R", "postgres:postgres", directory])
         }
-        try runToEnd(binaries + "/initdb", ["-D", directory + "/data", "-U", "postgres", "--auth=trust", "-E", "UTF8"], asPostgres: true)
+        if let primaryPort {
+            // -R writes standby.signal and the primary's address; -X stream copies the WAL written meanwhile.
+            try runToEnd(
+                binaries + "/pg_basebackup",
+                ["-h", "127.0.0.1", "-p", String(primaryPort), "-U", "postgres", "-D", directory + "/data", "-R", "-X", "stream", "-c", "fast"],
+                asPostgres: true)
+        } else {
+            try runToEnd(binaries + "/initdb", ["-D", directory + "/data", "-U", "postgres", "--auth=trust", "-E", "UTF8"], asPostgres: true)
+        }
         // Another server started at the same moment may take the free port first: try another.
         for attempt in 1...3 {
             do {
@@ -43,6 +57,20 @@ public final class PostgresServer: @unchecked Sendable {
                 port = try freeLoopbackPort()
             }
         }
+    }
+
+    /// A streaming standby of `primary`: a base backup of it, started on a port of its own, that replays the
+    /// primary's WAL as it comes and answers read-only queries. It is asynchronous until the primary names it in
+    /// `synchronous_standby_names` (set that after this call: the backup copies the primary's settings, and a
+    /// promoted standby that waits for a standby of its own commits nothing).
+    public static func standby(of primary: PostgresServer) async throws -> PostgresServer {
+        try await onThread { try PostgresServer(directory: nil, ownProcessGroup: false, standbyOf: primary.port) }
+    }
+
+    /// Promotes this standby to a primary and waits until it accepts writes.
+    public func promote() async throws {
+        guard let binaries = Self.binaries else { throw LocalServerError("PostgreSQL is not installed") }
+        try await onThread { try self.runToEnd(binaries + "/pg_ctl", ["promote", "-w", "-t", "30", "-D", self.directory + "/data"], asPostgres: true) }
     }
 
     /// Whether the last start failed because the port was in use.
@@ -131,6 +159,9 @@ public final class PostgresServer: @unchecked Sendable {
         guard !process.isRunning else {
             process.terminate(SIGKILL)
             throw LocalServerError("\(executable) did not finish within 60 s")
+        }
+        guard process.exitCode == 0 else {
+            throw LocalServerError("\(executable) \(arguments.first ?? "") failed; see \(directory)/setup.log")
         }
     }
 

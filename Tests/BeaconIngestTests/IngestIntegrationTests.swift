@@ -32,16 +32,19 @@ final class IngestHarness: @unchecked Sendable {
     /// The test's own connection, for queries.
     let connection: PostgresConnection
 
+    /// `database`: a server of the test's (a new one when nil); `conninfo`: how the ingest reaches it (its
+    /// `conninfo` when nil).
     static func start(
-        brokerPersistence: Bool = true, configure: (inout IngestConfiguration) -> Void = { _ in }
+        brokerPersistence: Bool = true, database given: PostgresServer? = nil, conninfo: String? = nil,
+        configure: (inout IngestConfiguration) -> Void = { _ in }
     ) async throws -> IngestHarness {
         let broker = try MosquittoServer(persistence: brokerPersistence)
-        let database = try await PostgresServer.start()
+        let database = if let given { given } else { try await PostgresServer.start() }
         var mqtt = MQTTClient.Configuration(host: "127.0.0.1", port: broker.port, clientID: "test-ingest")
         mqtt.reconnectDelayMinimum = .milliseconds(50)
         mqtt.reconnectDelayMaximum = .milliseconds(200)
         var configuration = IngestConfiguration(
-            mqtt: mqtt, database: database.conninfo, sites: try SitesConfiguration.parse(testSites))
+            mqtt: mqtt, database: conninfo ?? database.conninfo, sites: try SitesConfiguration.parse(testSites))
         configuration.reconnectDelayMinimum = .milliseconds(100)
         configuration.reconnectDelayMaximum = .milliseconds(500)
         configure(&configuration)
@@ -663,6 +666,79 @@ struct IngestIntegrationTests {
         let sequences = try connection.query("SELECT count(*), max(sequence) FROM beaconflow.batches")
         #expect(sequences[0][0] == sequences[0][1], "every sequence once: \(sequences)")
         try await harness.stop()
+    }
+
+    /// A server that stops taking writes (as a primary turned read-only or demoted does) is a database outage,
+    /// not a reason to refuse batches: the writer reconnects until a writable server is there, and nothing is
+    /// rejected or lost.
+    @Test func aServerThatStopsTakingWritesPausesIntakeAndRefusesNothing() async throws {
+        let database = try await PostgresServer.start()
+        let harness = try await IngestHarness.start(
+            database: database, conninfo: database.conninfo + " target_session_attrs=read-write")
+        let (client, _) = try await harness.client()
+        defer { client.stop() }
+        try client.publish(topic: "beaconflow/v1/hq/hq-a1/batch", payload: try batchPayload(sequence: 1))
+        try await harness.eventually("the first batch is committed") { harness.ingest.statistics.batchesCommitted == 1 }
+        try harness.connection.execute("ALTER SYSTEM SET default_transaction_read_only = on")
+        _ = try harness.connection.query("SELECT pg_reload_conf()")
+        // Sessions take the reloaded setting when they next wait for a command.
+        try await Task.sleep(for: .seconds(1))
+        try client.publish(
+            topic: "beaconflow/v1/hq/hq-a1/batch", payload: try batchPayload(sequence: 2, start: 1_767_225_600_000_000 + 600_000_000))
+        try await harness.eventually("the writer finds the server read-only") { harness.ingest.statistics.databaseReconnects >= 1 }
+        #expect(harness.ingest.statistics.batchesCommitted == 1)
+        try harness.connection.execute("ALTER SYSTEM RESET default_transaction_read_only")
+        _ = try harness.connection.query("SELECT pg_reload_conf()")
+        try await harness.eventually("the second batch is committed") { harness.ingest.statistics.batchesCommitted == 2 }
+        #expect(harness.ingest.statistics.batchesRejected == 0)
+        #expect(try harness.count("beaconflow.rejected_batches") == 0)
+        #expect(try harness.count("beaconflow.sightings") == 200)
+        try await harness.stop()
+    }
+
+    /// A primary with a synchronous streaming standby; the ingest and the report are given both hosts with
+    /// `target_session_attrs=read-write`. The primary is lost mid-stream (immediate shutdown: no checkpoint, no
+    /// goodbye), the standby promoted: the agent's replay ends acknowledged whole, every sighting and batch once.
+    @Test func aStandbyPromotedWhenThePrimaryIsLostHasEveryBatchOnce() async throws {
+        let primary = try await PostgresServer.start()
+        let standby = try await PostgresServer.standby(of: primary)
+        let setup = try PostgresConnection(primary.conninfo)
+        // Synchronous from here on: a commit returns once the standby has it.
+        try setup.execute("ALTER SYSTEM SET synchronous_standby_names = '*'")
+        _ = try setup.query("SELECT pg_reload_conf()")
+        let deadline = ContinuousClock.now + .seconds(30)
+        while try setup.query("SELECT sync_state FROM pg_stat_replication") != [["sync"]] {
+            guard ContinuousClock.now < deadline else { throw LocalServerError("the standby did not become synchronous") }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        let conninfo = "host=127.0.0.1,127.0.0.1 port=\(primary.port),\(standby.port) user=postgres dbname=postgres "
+            + "target_session_attrs=read-write connect_timeout=2"
+        let harness = try await IngestHarness.start(database: primary, conninfo: conninfo)
+        let spool = try makeTemporaryDirectory(prefix: "spool")
+        defer { try? FileManager.default.removeItem(atPath: spool) }
+        let capture = captureFixture("wban-python-btsnoop_hci.log")
+        var configuration = try agentConfiguration(harness.broker, spool: spool)
+        configuration.extractor.includeUnknownDevices = true
+        let agent = Agent(
+            configuration: configuration, source: CaptureReplaySource(path: capture, speed: .factor(50)), logger: logger)
+        let run = Task { try await agent.run() }
+        try await harness.eventually("some batches are committed") { harness.ingest.statistics.batchesCommitted >= 3 }
+        await primary.stopImmediately()
+        try await Task.sleep(for: .seconds(1))
+        try await standby.promote()
+        #expect(try await run.value == .finished)
+        #expect(harness.ingest.statistics.databaseReconnects >= 1)
+
+        let connection = try PostgresConnection(conninfo)
+        #expect(try connection.query("SELECT inet_server_port()") == [[String(standby.port)]])
+        let expected = try expectedSightings(capture: capture, configuration: configuration.extractor)
+        #expect(try connection.query("SELECT count(*) FROM beaconflow.sightings") == [[String(expected.count)]])
+        let sequences = try connection.query("SELECT count(*), max(sequence) FROM beaconflow.batches")
+        #expect(sequences[0][0] == sequences[0][1], "every sequence once: \(sequences)")
+        try await harness.stop()
+        // The report takes the same connection string.
+        let report = try Report.load(PostgresConnection(conninfo), limit: 5)
+        #expect(!report.beacons.isEmpty && report.beacons.allSatisfy { $0.siteID == "hq" }, "\(report)")
     }
 }
 
