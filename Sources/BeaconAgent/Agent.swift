@@ -62,6 +62,7 @@ public final class Agent: Sendable {
         var mqtt = configuration.broker.clientConfiguration(
             clientID: "beaconflow-agent-\(configuration.siteID)-\(configuration.agentID)", tls: configuration.tls)
         mqtt.sessionExpirySeconds = configuration.sessionExpirySeconds
+        mqtt.failover = configuration.failoverBrokers.map(\.endpoint)
         // The broker publishes this, retained, if the agent vanishes without a clean disconnect.
         var will = AgentStatus(online: false)
         will.siteID = configuration.siteID

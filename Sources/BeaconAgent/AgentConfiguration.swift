@@ -8,6 +8,9 @@ public struct AgentConfiguration: Sendable {
     public var siteID: String
     public var agentID: String
     public var broker: BrokerAddress
+    /// Other independent brokers of the deployment (same TLS and user), tried in turn after `broker` when a
+    /// connection fails; the ingest subscribes to all of them.
+    public var failoverBrokers: [BrokerAddress] = []
     public var tls: MQTTClient.TLS?
     public var spool: Spool.Configuration
     public var batch = BatchBuilder.Configuration()

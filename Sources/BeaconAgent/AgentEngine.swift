@@ -260,7 +260,7 @@ final class AgentEngine: @unchecked Sendable {
         case .connected(let sessionPresent):
             logger.info(
                 "Connected to the broker",
-                metadata: ["broker": "\(configuration.broker.redacted)", "session_present": "\(sessionPresent)"])
+                metadata: ["broker": "\(client.currentBroker)", "session_present": "\(sessionPresent)"])
             window.connected()
             publishStatus(online: true)
             pump(now: now)

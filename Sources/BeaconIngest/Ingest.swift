@@ -11,6 +11,8 @@ import WorkQueue
 
 /// Everything `beaconflow ingest` runs with.
 public struct IngestConfiguration: Sendable {
+    /// The broker, and in `mqtt.failover` the other independent brokers of the deployment: the ingest holds a
+    /// connection to each of them (it does not fail over), so that it hears an agent on whichever one it uses.
     public var mqtt: MQTTClient.Configuration
     /// libpq conninfo or `postgresql://` URI.
     public var database: String
@@ -64,7 +66,10 @@ public struct IngestStatistics: Sendable, Equatable {
     public var transactions = 0
     public var databaseConnected = false
     public var databaseReconnects = 0
+    /// Connected to at least one of the brokers.
     public var mqttConnected = false
+    /// Of the brokers given, how many are connected now.
+    public var brokersConnected = 0
 }
 
 /// The ingest: an MQTT subscription on libmosquitto's thread, a bounded queue, and one writer thread that owns
@@ -107,6 +112,7 @@ public final class Ingest: Sendable {
     private let commitTimer = Timer(label: "beaconflow_ingest_commit_seconds")
     private let queueGauge = Gauge(label: "beaconflow_ingest_queue_depth")
     private let lagGauge = Gauge(label: "beaconflow_ingest_lag_seconds")
+    private let brokersGauge = Gauge(label: "beaconflow_ingest_brokers_connected")
 
     public init(configuration: IngestConfiguration, logger: Logger) {
         self.configuration = configuration
@@ -123,7 +129,7 @@ public final class Ingest: Sendable {
             "database_connected": \(s.databaseConnected), "batches_committed": \(s.batchesCommitted), \
             "batches_duplicate": \(s.batchesDuplicate), "batches_rejected": \(s.batchesRejected), \
             "batches_deferred": \(s.batchesDeferred), "sightings_committed": \(s.sightingsCommitted), \
-            "database_reconnects": \(s.databaseReconnects)}
+            "database_reconnects": \(s.databaseReconnects), "brokers_connected": \(s.brokersConnected)}
             """
         return (s.mqttConnected && s.databaseConnected, json)
     }
@@ -139,7 +145,15 @@ public final class Ingest: Sendable {
         var mqtt = configuration.mqtt
         // Subscriptions and queued batches survive an ingest restart for this long (a client id of its own only).
         if configuration.persistentSession { mqtt.sessionExpirySeconds = max(mqtt.sessionExpirySeconds, 86_400) }
-        let client = try MQTTClient(mqtt, logger: logger)
+        let brokers = [MQTTClient.Endpoint(host: mqtt.host, port: mqtt.port)] + mqtt.failover
+        let clients = try brokers.map { broker throws(MQTTError) in
+            var single = mqtt
+            single.host = broker.host
+            single.port = broker.port
+            single.failover = []
+            return try MQTTClient(single, logger: logger)
+        }
+        let client = BrokerConnections(clients)
         let batchFilters = configuration.sites.sites.map { site in
             let filter = AgentTopics.siteFilter(site: site.id, kind: .batch)
             return configuration.sharedSubscriptionGroup.map { "$share/\($0)/\(filter)" } ?? filter
@@ -149,32 +163,34 @@ public final class Ingest: Sendable {
             try client.subscribe(topic: AgentTopics.siteFilter(site: site.id, kind: .status), qos: 1)
         }
 
-        let forwarder = Task { [self] in
-            for await event in client.events {
-                switch event {
-                case .message(let topic, _, let retained) where retained && !topic.hasSuffix("/status"):
-                    // Agents never retain batches: one kept by the broker would come back at every restart.
-                    batchCounters["retained_ignored"]?.increment()
-                    logger.warning("Retained batch ignored", metadata: ["topic": "\(escapedForLog(topic.prefix(200)))"])
-                case .message(let topic, let payload, let retained):
-                    let now = wallClockMicros()
-                    let item: Item =
-                        topic.hasSuffix("/status")
-                        ? .status(topic: topic, payload: payload, receivedAtMicros: now, retained: retained)
-                        : .batch(topic: topic, payload: payload, receivedAtMicros: now)
-                    if !queue.push(item, dropWhenFull: true), case .batch = item {
-                        // Not acknowledged: the agent still holds it and sends it again.
-                        batchCounters["deferred"]?.increment()
-                        statisticsState.withLock { $0.batchesDeferred += 1 }
+        let forwarders = zip(brokers, clients).map { broker, single in
+            Task { [self] in
+                for await event in single.events {
+                    switch event {
+                    case .message(let topic, _, let retained) where retained && !topic.hasSuffix("/status"):
+                        // Agents never retain batches: one kept by the broker would come back at every restart.
+                        batchCounters["retained_ignored"]?.increment()
+                        logger.warning("Retained batch ignored", metadata: ["topic": "\(escapedForLog(topic.prefix(200)))"])
+                    case .message(let topic, let payload, let retained):
+                        let now = wallClockMicros()
+                        let item: Item =
+                            topic.hasSuffix("/status")
+                            ? .status(topic: topic, payload: payload, receivedAtMicros: now, retained: retained)
+                            : .batch(topic: topic, payload: payload, receivedAtMicros: now)
+                        if !queue.push(item, dropWhenFull: true), case .batch = item {
+                            // Not acknowledged: the agent still holds it and sends it again.
+                            batchCounters["deferred"]?.increment()
+                            statisticsState.withLock { $0.batchesDeferred += 1 }
+                        }
+                    case .connected:
+                        brokerConnectionsChanged(client)
+                        logger.info("Connected to the broker", metadata: ["broker": "\(broker)"])
+                    case .disconnected(let reason):
+                        brokerConnectionsChanged(client)
+                        logger.warning("Broker connection lost", metadata: ["broker": "\(broker)", "reason": "\(reason)"])
+                    case .published:
+                        break
                     }
-                case .connected:
-                    statisticsState.withLock { $0.mqttConnected = true }
-                    logger.info("Connected to the broker", metadata: ["broker": "\(mqtt.host):\(mqtt.port)"])
-                case .disconnected(let reason):
-                    statisticsState.withLock { $0.mqttConnected = false }
-                    logger.warning("Broker connection lost", metadata: ["reason": "\(reason)"])
-                case .published:
-                    break
                 }
             }
         }
@@ -190,14 +206,16 @@ public final class Ingest: Sendable {
             }
         }
         client.stop()
-        forwarder.cancel()
-        _ = await forwarder.result
+        for forwarder in forwarders {
+            forwarder.cancel()
+            _ = await forwarder.result
+        }
         logger.info("Ingest stopped", metadata: ["statistics": "\(statistics)"])
     }
 
     // MARK: - The writer thread
 
-    private func runWriter(queue: BlockingQueue<Item>, client: MQTTClient) {
+    private func runWriter(queue: BlockingQueue<Item>, client: BrokerConnections) {
         var intake = BatchIntake(sites: configuration.sites)
         intake.futureToleranceMicros = configuration.intakeFutureToleranceMicros
         let backoff = WriterLink<BatchWriter, IngestPipeline>.Backoff(
@@ -298,6 +316,15 @@ public final class Ingest: Sendable {
         return pipeline
     }
 
+    private func brokerConnectionsChanged(_ connections: BrokerConnections) {
+        let connected = connections.connectedCount
+        statisticsState.withLock {
+            $0.brokersConnected = connected
+            $0.mqttConnected = connected > 0
+        }
+        brokersGauge.record(connected)
+    }
+
     /// PostgreSQL refused a statement for its data: retrying it cannot help, so it is counted, logged and left.
     private func statementError(_ error: PostgresError, _ message: Logger.Message) {
         statementErrorsCounter.increment()
@@ -357,7 +384,7 @@ public final class Ingest: Sendable {
     /// Validates and commits one group of messages; fails only when the connection is lost (the group is then
     /// retried whole on the next connection: what committed is recognised as duplicate).
     private func process(
-        _ items: [Item], writer: BatchWriter, intake: BatchIntake, client: MQTTClient
+        _ items: [Item], writer: BatchWriter, intake: BatchIntake, client: BrokerConnections
     ) -> Result<Void, PostgresError> {
         Result { () throws(PostgresError) in
             var accepted: [AcceptedBatch] = []
@@ -407,7 +434,7 @@ public final class Ingest: Sendable {
         var payload: [UInt8]
     }
 
-    private func commit(_ group: [AcceptedBatch], writer: BatchWriter, client: MQTTClient) throws(PostgresError) {
+    private func commit(_ group: [AcceptedBatch], writer: BatchWriter, client: BrokerConnections) throws(PostgresError) {
         let started = DispatchTime.now().uptimeNanoseconds
         let result: BatchWriter.GroupResult
         do {
@@ -479,7 +506,7 @@ public final class Ingest: Sendable {
     }
 
     /// Publishes each agent's retained "committed through N" (only after the commit that made it true).
-    private func publish(_ acknowledgements: [AgentKey: UInt64], client: MQTTClient) {
+    private func publish(_ acknowledgements: [AgentKey: UInt64], client: BrokerConnections) {
         for (agent, through) in acknowledgements {
             do {
                 try client.publish(
@@ -496,7 +523,7 @@ public final class Ingest: Sendable {
     /// batch's when its header was readable but does not allow acknowledging.
     private func reject(
         topic: String, payload: [UInt8], _ rejection: Rejection, header: BatchHeader?, sequence: UInt64? = nil,
-        writer: BatchWriter, client: MQTTClient
+        writer: BatchWriter, client: BrokerConnections
     ) throws(PostgresError) {
         logger.warning(
             "Batch rejected",
@@ -516,7 +543,7 @@ public final class Ingest: Sendable {
     /// Tells the agent why its batch was refused, at most once per agent and reason per 10 s
     /// (an agent resends what is not acknowledged, and one notice says as much as a hundred).
     private func notify(
-        _ topics: AgentTopics, _ rejection: Rejection, sequence: UInt64?, acknowledged: Bool, client: MQTTClient
+        _ topics: AgentTopics, _ rejection: Rejection, sequence: UInt64?, acknowledged: Bool, client: BrokerConnections
     ) {
         let due = noticesSent.withLock { sent in
             sent.isDue(topics.site + "/" + topics.agent + " " + rejection.reason.rawValue, now: ContinuousClock.now)
@@ -570,4 +597,35 @@ public final class Ingest: Sendable {
         let deadline = ContinuousClock.now + duration
         while ContinuousClock.now < deadline, !shouldStop { Thread.sleep(forTimeInterval: 0.05) }
     }
+}
+
+/// The ingest's connections, one per broker of the deployment: subscriptions go to every broker, and so do
+/// acknowledgements and rejection notices, to those connected now (an acknowledgement is retained and published
+/// again at the agent's next commit; one queued for a broker that is gone would wait in memory).
+final class BrokerConnections: Sendable {
+    let clients: [MQTTClient]
+
+    init(_ clients: [MQTTClient]) { self.clients = clients }
+
+    var connectedCount: Int { clients.count { $0.isConnected } }
+
+    func subscribe(topic: String, qos: Int32) throws(MQTTError) {
+        for client in clients { try client.subscribe(topic: topic, qos: qos) }
+    }
+
+    /// Publishes to every connected broker; throws the last failure when it reached none.
+    func publish(topic: String, payload: [UInt8], qos: Int32, retain: Bool = false) throws(MQTTError) {
+        var failure = MQTTError("publish", message: "no broker is connected")
+        var published = false
+        for client in clients where client.isConnected || clients.count == 1 {
+            do {
+                try client.publish(topic: topic, payload: payload, qos: qos, retain: retain)
+                published = true
+            } catch { failure = error }
+        }
+        if !published { throw failure }
+    }
+
+    func start() { for client in clients { client.start() } }
+    func stop() { for client in clients { client.stop() } }
 }

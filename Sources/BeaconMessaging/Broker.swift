@@ -85,4 +85,23 @@ public struct BrokerAddress: Sendable, Hashable {
         configuration.tls = tls
         return configuration
     }
+
+    public var endpoint: MQTTClient.Endpoint { MQTTClient.Endpoint(host: host, port: port) }
+
+    /// Checks that several brokers can serve as one deployment's: one client (the agent's, failing over) or one
+    /// set of connections (the ingest's) uses the same TLS and credentials for all of them.
+    public static func checkDeployment(_ brokers: [BrokerAddress]) throws(ConfigurationError) {
+        guard let first = brokers.first else { throw ConfigurationError("no broker given") }
+        for other in brokers.dropFirst() {
+            guard other.useTLS == first.useTLS else {
+                throw ConfigurationError("the brokers mix mqtt:// and mqtts://; give them all the same scheme")
+            }
+            guard other.username == first.username, other.password == first.password else {
+                throw ConfigurationError("the brokers' URLs name different users or passwords; give them all the same")
+            }
+        }
+        guard Set(brokers.map(\.endpoint)).count == brokers.count else {
+            throw ConfigurationError("a broker is given twice")
+        }
+    }
 }

@@ -16,7 +16,7 @@ public struct MQTTError: Error, Hashable, Sendable, CustomStringConvertible {
         message = String(cString: mosquitto_strerror(code))
     }
 
-    init(_ operation: String, message: String) {
+    public init(_ operation: String, message: String) {
         self.operation = operation
         self.code = -1
         self.message = message
@@ -81,9 +81,26 @@ public final class MQTTClient: Sendable {
         }
     }
 
+    /// A broker's host and port.
+    public struct Endpoint: Sendable, Hashable, CustomStringConvertible {
+        public var host: String
+        public var port: Int
+
+        public init(host: String, port: Int) {
+            self.host = host
+            self.port = port
+        }
+
+        public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+    }
+
     public struct Configuration: Sendable {
         public var host: String
         public var port: Int
+        /// Further brokers of the same deployment (same TLS and credentials). After a failed attempt or a lost
+        /// connection the client tries the next broker in turn (`host`:`port` first, then these, then `host`:`port`
+        /// again), so it fails over and back without waiting for a broker that is gone.
+        public var failover: [Endpoint] = []
         public var clientID: String
         public var username: String?
         public var password: String?
@@ -105,6 +122,7 @@ public final class MQTTClient: Sendable {
     private struct State: ~Copyable {
         var running = true
         var connected = false
+        var broker: Endpoint?
         var subscriptions: [(topic: String, qos: Int32)] = []
     }
 
@@ -248,6 +266,13 @@ public final class MQTTClient: Sendable {
 
     public var isConnected: Bool { context.state.withLock { $0.connected } }
 
+    /// The broker of the current (or last) connection attempt.
+    public var currentBroker: Endpoint { context.state.withLock { $0.broker } ?? endpoints[0] }
+
+    private var endpoints: [Endpoint] {
+        [Endpoint(host: configuration.host, port: configuration.port)] + configuration.failover
+    }
+
     // MARK: Network thread
 
     private func runNetworkLoop() {
@@ -255,10 +280,14 @@ public final class MQTTClient: Sendable {
         var properties: OpaquePointer? = nil
         mosquitto_property_add_int32(&properties, Int32(MQTT_PROP_SESSION_EXPIRY_INTERVAL.rawValue), configuration.sessionExpirySeconds)
         defer { mosquitto_property_free_all(&properties) }
+        let endpoints = endpoints
+        var next = 0
         while context.state.withLock({ $0.running }) {
+            let broker = endpoints[next]
+            next = (next + 1) % endpoints.count
+            context.state.withLock { $0.broker = broker }
             let rc = mosquitto_connect_bind_v5(
-                handle.pointer, configuration.host, Int32(configuration.port), configuration.keepAliveSeconds, nil,
-                properties)
+                handle.pointer, broker.host, Int32(broker.port), configuration.keepAliveSeconds, nil, properties)
             if rc == MOSQ_ERR_SUCCESS.rawValue {
                 var loopRC = MOSQ_ERR_SUCCESS.rawValue
                 while context.state.withLock({ $0.running }), loopRC == MOSQ_ERR_SUCCESS.rawValue {
@@ -278,7 +307,7 @@ public final class MQTTClient: Sendable {
                 context.logger.warning(
                     "MQTT connect failed; retrying",
                     metadata: [
-                        "host": "\(configuration.host)", "port": "\(configuration.port)", "error": "\(error.message)",
+                        "host": "\(broker.host)", "port": "\(broker.port)", "error": "\(error.message)",
                         "retry_in": "\(delay)",
                     ])
                 context.continuation.yield(.disconnected(reason: error.message))
@@ -292,8 +321,8 @@ public final class MQTTClient: Sendable {
     private func tlsHint(_ rc: Int32) -> String {
         guard rc == MOSQ_ERR_TLS.rawValue else { return "" }
         return configuration.tls?.caFile == nil
-            ? " (the broker's certificate is not trusted by the system's CAs: give its CA with --ca-file; or its name does not match the host \(configuration.host))"
-            : " (the broker's certificate is not signed by the CA of --ca-file, or its name does not match the host \(configuration.host))"
+            ? " (the broker's certificate is not trusted by the system's CAs: give its CA with --ca-file; or its name does not match the host \(currentBroker.host))"
+            : " (the broker's certificate is not signed by the CA of --ca-file, or its name does not match the host \(currentBroker.host))"
     }
 
     /// Sleeps in short steps so that `stop()` is not held up by a long backoff.

@@ -35,6 +35,7 @@ extension AgentCommand {
             siteID: site, agentID: agent, broker: broker.address,
             spoolDirectory: spool ?? ".beaconflow/spool/\(site)-\(agent)")
         configuration.tls = broker.tls
+        configuration.failoverBrokers = broker.failover
         configuration.spool.maximumBytes = (spoolMaxMb ?? 256) << 20
         configuration.spool.segmentBytes = min(4 << 20, max(64 << 10, configuration.spool.maximumBytes / 8))
         configuration.spool.fsync = (fsync ?? .always).policy

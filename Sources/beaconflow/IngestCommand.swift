@@ -75,7 +75,8 @@ struct IngestCommand: AsyncParsableCommand {
     func configuration() throws(ConfigurationError) -> IngestConfiguration {
         let broker = try brokerOptions.resolve()
         let uniqueClientID = "beaconflow-ingest-\(ProcessInfo.processInfo.hostName.prefix(40))-\(getpid())"
-        let mqtt = broker.address.clientConfiguration(clientID: clientID ?? uniqueClientID, tls: broker.tls)
+        var mqtt = broker.address.clientConfiguration(clientID: clientID ?? uniqueClientID, tls: broker.tls)
+        mqtt.failover = broker.failover.map(\.endpoint)
         let sitesConfiguration: SitesConfiguration
         switch Result(catching: { () throws(SitesError) in try SitesConfiguration.load(path: sites) }) {
         case .success(let loaded): sitesConfiguration = loaded

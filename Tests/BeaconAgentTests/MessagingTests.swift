@@ -92,4 +92,19 @@ import Testing
         #expect(address.port == 1883 && plain == nil)
         #expect(throws: ConfigurationError.self) { try address.tls(caFile: "/ca.pem", certificateFile: nil, keyFile: nil) }
     }
+
+    /// Several brokers serve one deployment only with one scheme and one user, each once.
+    @Test func brokersOfOneDeploymentShareSchemeAndUser() throws {
+        func problem(_ urls: [String]) throws -> String? {
+            do {
+                try BrokerAddress.checkDeployment(try urls.map { try BrokerAddress(url: $0) })
+                return nil
+            } catch let error as ConfigurationError { return error.message }
+        }
+        #expect(try problem(["mqtt://mq1:1883", "mqtt://mq2:1883"]) == nil)
+        #expect(try problem(["mqtt://mq1", "mqtts://mq2"]) == "the brokers mix mqtt:// and mqtts://; give them all the same scheme")
+        #expect(try problem(["mqtt://a@mq1", "mqtt://b@mq2"]) == "the brokers' URLs name different users or passwords; give them all the same")
+        #expect(try problem(["mqtt://mq1", "mqtt://mq1:1883"]) == "a broker is given twice")
+        #expect(try problem([]) == "no broker given")
+    }
 }

@@ -643,28 +643,60 @@ struct IngestIntegrationTests {
         try await harness.stop()
     }
 
-    @Test func aPostgreSQLRestartMidStreamLosesNothing() async throws {
-        let harness = try await IngestHarness.start()
-        let spool = try makeTemporaryDirectory(prefix: "spool")
-        defer { try? FileManager.default.removeItem(atPath: spool) }
+    /// An agent replaying 214 s of a real capture at 50× real time (about 4 s) into the harness's broker, every
+    /// device included, started once the harness is up; returns the run once some batches are committed.
+    func replayUntilSomeAreCommitted(
+        _ harness: IngestHarness, spool: String, change: (inout AgentConfiguration) -> Void = { _ in }
+    ) async throws -> (run: Task<Agent.Outcome, Error>, expectedSightings: Int) {
         let capture = captureFixture("wban-python-btsnoop_hci.log")
         var configuration = try agentConfiguration(harness.broker, spool: spool)
         configuration.extractor.includeUnknownDevices = true
-        // 214 s of capture at 50× real time: about 4 s.
+        change(&configuration)
         let agent = Agent(
             configuration: configuration, source: CaptureReplaySource(path: capture, speed: .factor(50)), logger: logger)
         let run = Task { try await agent.run() }
         try await harness.eventually("some batches are committed") { harness.ingest.statistics.batchesCommitted >= 3 }
+        return (run, try expectedSightings(capture: capture, configuration: configuration.extractor).count)
+    }
+
+    /// Every sighting of the replay, and every batch sequence, once.
+    func expectEachOnce(_ connection: PostgresConnection, expectedSightings: Int) throws {
+        #expect(try connection.query("SELECT count(*) FROM beaconflow.sightings") == [[String(expectedSightings)]])
+        let sequences = try connection.query("SELECT count(*), max(sequence) FROM beaconflow.batches")
+        #expect(sequences[0][0] == sequences[0][1], "every sequence once: \(sequences)")
+    }
+
+    @Test func aPostgreSQLRestartMidStreamLosesNothing() async throws {
+        let harness = try await IngestHarness.start()
+        let spool = try makeTemporaryDirectory(prefix: "spool")
+        defer { try? FileManager.default.removeItem(atPath: spool) }
+        let (run, expected) = try await replayUntilSomeAreCommitted(harness, spool: spool)
         await harness.database.stopAndWait()
         try await Task.sleep(for: .seconds(2))
         try await harness.database.restart()
         #expect(try await run.value == .finished)
         #expect(harness.ingest.statistics.databaseReconnects >= 1)
-        let connection = try PostgresConnection(harness.database.conninfo)
-        let expected = try expectedSightings(capture: capture, configuration: configuration.extractor)
-        #expect(try connection.query("SELECT count(*) FROM beaconflow.sightings") == [[String(expected.count)]])
-        let sequences = try connection.query("SELECT count(*), max(sequence) FROM beaconflow.batches")
-        #expect(sequences[0][0] == sequences[0][1], "every sequence once: \(sequences)")
+        try expectEachOnce(PostgresConnection(harness.database.conninfo), expectedSightings: expected)
+        try await harness.stop()
+    }
+
+    /// Two independent brokers: the agent uses the first and fails over to the second when the first is killed
+    /// mid-stream; the ingest is subscribed to both. Every sighting and every batch arrives once.
+    @Test func aBrokerKilledMidStreamLosesAndDuplicatesNothing() async throws {
+        let second = try MosquittoServer()
+        let harness = try await IngestHarness.start { $0.mqtt.failover = [MQTTClient.Endpoint(host: "127.0.0.1", port: second.port)] }
+        try await harness.eventually("the ingest is connected to both brokers") {
+            harness.ingest.statistics.brokersConnected == 2
+        }
+        let spool = try makeTemporaryDirectory(prefix: "spool")
+        defer { try? FileManager.default.removeItem(atPath: spool) }
+        let (run, expected) = try await replayUntilSomeAreCommitted(harness, spool: spool) {
+            $0.failoverBrokers = [BrokerAddress(host: "127.0.0.1", port: second.port)]
+        }
+        harness.broker.kill()
+        #expect(try await run.value == .finished)
+        try expectEachOnce(harness.connection, expectedSightings: expected)
+        #expect(harness.ingest.statistics.mqttConnected)
         try await harness.stop()
     }
 
@@ -716,13 +748,7 @@ struct IngestIntegrationTests {
         let harness = try await IngestHarness.start(database: primary, conninfo: conninfo)
         let spool = try makeTemporaryDirectory(prefix: "spool")
         defer { try? FileManager.default.removeItem(atPath: spool) }
-        let capture = captureFixture("wban-python-btsnoop_hci.log")
-        var configuration = try agentConfiguration(harness.broker, spool: spool)
-        configuration.extractor.includeUnknownDevices = true
-        let agent = Agent(
-            configuration: configuration, source: CaptureReplaySource(path: capture, speed: .factor(50)), logger: logger)
-        let run = Task { try await agent.run() }
-        try await harness.eventually("some batches are committed") { harness.ingest.statistics.batchesCommitted >= 3 }
+        let (run, expected) = try await replayUntilSomeAreCommitted(harness, spool: spool)
         await primary.stopImmediately()
         try await Task.sleep(for: .seconds(1))
         try await standby.promote()
@@ -731,10 +757,7 @@ struct IngestIntegrationTests {
 
         let connection = try PostgresConnection(conninfo)
         #expect(try connection.query("SELECT inet_server_port()") == [[String(standby.port)]])
-        let expected = try expectedSightings(capture: capture, configuration: configuration.extractor)
-        #expect(try connection.query("SELECT count(*) FROM beaconflow.sightings") == [[String(expected.count)]])
-        let sequences = try connection.query("SELECT count(*), max(sequence) FROM beaconflow.batches")
-        #expect(sequences[0][0] == sequences[0][1], "every sequence once: \(sequences)")
+        try expectEachOnce(connection, expectedSightings: expected)
         try await harness.stop()
         // The report takes the same connection string.
         let report = try Report.load(PostgresConnection(conninfo), limit: 5)

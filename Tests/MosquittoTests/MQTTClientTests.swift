@@ -69,6 +69,32 @@ struct MQTTClientTests {
         try await received.first { $0 == .message(topic: "r/x", payload: [1, 2, 3], retained: false) }
     }
 
+    /// Independent brokers of one deployment: when the one in use goes, the client moves to the next, and back.
+    @Test func failsOverToTheNextBrokerAndBack() async throws {
+        let first = try MosquittoServer()
+        let second = try MosquittoServer()
+        let (client, events) = try client(first, id: "failover") {
+            $0.failover = [MQTTClient.Endpoint(host: "127.0.0.1", port: second.port)]
+        }
+        defer { client.stop() }
+        client.start()
+        try await events.first { if case .connected = $0 { true } else { false } }
+        #expect(client.currentBroker.port == first.port)
+
+        events.reset()
+        first.kill()
+        try await events.first { if case .connected = $0 { true } else { false } }
+        #expect(client.currentBroker.port == second.port)
+        let id = try client.publish(topic: "f/x", payload: [1])
+        try await events.first { isAcknowledged($0, id) }
+
+        try first.start()
+        events.reset()
+        second.kill()
+        try await events.first { if case .connected = $0 { true } else { false } }
+        #expect(client.currentBroker.port == first.port)
+    }
+
     @Test func anUnreachableBrokerIsReportedAndRetried() async throws {
         let port = try freeLoopbackPort()
         var configuration = MQTTClient.Configuration(host: "127.0.0.1", port: port, clientID: "nobody")
