@@ -70,6 +70,8 @@ public struct IngestStatistics: Sendable, Equatable {
     public var mqttConnected = false
     /// Of the brokers given, how many are connected now.
     public var brokersConnected = 0
+    /// Sites this instance claimed that another instance had served before.
+    public var sitesTakenOver = 0
 }
 
 /// The ingest: an MQTT subscription on libmosquitto's thread, a bounded queue, and one writer thread that owns
@@ -113,6 +115,9 @@ public final class Ingest: Sendable {
     private let queueGauge = Gauge(label: "beaconflow_ingest_queue_depth")
     private let lagGauge = Gauge(label: "beaconflow_ingest_lag_seconds")
     private let brokersGauge = Gauge(label: "beaconflow_ingest_brokers_connected")
+    /// Sites claimed at each connection to PostgreSQL, and of those, sites another instance had served before.
+    private let siteClaimsCounter = Counter(label: "beaconflow_ingest_site_claims_total")
+    private let takenOverCounter = Counter(label: "beaconflow_ingest_sites_taken_over_total")
 
     public init(configuration: IngestConfiguration, logger: Logger) {
         self.configuration = configuration
@@ -358,6 +363,23 @@ public final class Ingest: Sendable {
             guard taken.isEmpty else {
                 throw PostgresError(Self.claimSitesOperation, taken.compactMap { $0[0] }.joined(separator: ", "))
             }
+            // Recorded in the session that holds the locks: `site_owners` shows the claim while they are held.
+            let takenOver = try connection.query(
+                """
+                WITH previous AS (
+                    SELECT site_id FROM beaconflow.site_claims WHERE site_id = ANY($1::text[]) AND instance <> $2
+                ), claimed AS (
+                    INSERT INTO beaconflow.site_claims (site_id, instance, claimed_at, backend_pid)
+                    SELECT site, $2, now(), pg_backend_pid() FROM unnest($1::text[]) AS site
+                    ON CONFLICT (site_id) DO UPDATE
+                        SET instance = excluded.instance, claimed_at = excluded.claimed_at, backend_pid = excluded.backend_pid
+                )
+                SELECT count(*) FROM previous
+                """, [sites, configuration.mqtt.clientID])
+            let handovers = Int(takenOver.first?[0] ?? "0") ?? 0
+            siteClaimsCounter.increment(by: sites.count)
+            takenOverCounter.increment(by: handovers)
+            statisticsState.withLock { $0.sitesTakenOver += handovers }
             statisticsState.withLock { $0.databaseConnected = true }
             logger.info("Connected to PostgreSQL", metadata: ["schema_version": "\(Migrator.latestVersion)"])
             let writer = BatchWriter(connection: connection, pipeline: pipeline)

@@ -11,7 +11,33 @@ enum Schema {
         Migration(version: 7, name: "zone checkpoints; the writer appends raw rows only", sql: version7),
         Migration(version: 8, name: "sensor readings, device information and the beacon registry", sql: version8),
         Migration(version: 9, name: "packed sightings, per-minute rollups and stored hourly occupancy", sql: version9),
+        Migration(version: 10, name: "which ingest instance serves each site", sql: version10),
     ]
+
+    /// Each site's claim by the ingest instance serving it. An instance serves a site while its PostgreSQL session
+    /// holds the site's advisory lock (class 'bfst', key `hashtext(site_id)`: `Ingest.siteLockClass`), and records
+    /// its claim here in that session; `site_owners` shows the claims whose lock is held now, so a claim left by
+    /// an instance that died disappears from the view with its session.
+    static let version10 = #"""
+        CREATE TABLE beaconflow.site_claims (
+            site_id text PRIMARY KEY,
+            instance text NOT NULL,
+            claimed_at timestamptz NOT NULL,
+            backend_pid integer NOT NULL
+        );
+        GRANT SELECT, INSERT, UPDATE ON beaconflow.site_claims TO beaconflow_writer;
+        REVOKE DELETE ON beaconflow.site_claims FROM beaconflow_writer;
+
+        CREATE VIEW beaconflow.site_owners AS
+            SELECT c.site_id, c.instance, c.claimed_at AS since
+            FROM beaconflow.site_claims c
+            WHERE EXISTS (
+                SELECT 1 FROM pg_catalog.pg_locks l
+                WHERE l.locktype = 'advisory' AND l.granted AND l.pid = c.backend_pid AND l.objsubid = 2
+                  AND l.classid = 1650881396::oid AND l.objid = hashtext(c.site_id)::oid);
+
+        GRANT SELECT ON beaconflow.site_owners TO beaconflow_reader;
+        """#
 
     /// Sightings are stored packed: one `sighting_packs` row holds what one agent heard of one beacon within one
     /// UTC minute of one batch, its readings in a `bigint[]` (`SightingPack.Reading`: microseconds after the row's

@@ -503,13 +503,48 @@ struct IngestIntegrationTests {
         try client.publish(topic: "beaconflow/v1/hq/hq-a1/batch", payload: try batchPayload(sequence: 1))
         try await harness.eventually("the first ingest commits") { harness.ingest.statistics.batchesCommitted == 1 }
         #expect(second.statistics.batchesCommitted == 0 && second.statistics.batchesDuplicate == 0)
+        let sites = try harness.query("SELECT count(DISTINCT site_id) FROM beaconflow.site_claims")[0][0]
+        #expect(try harness.query("SELECT DISTINCT instance FROM beaconflow.site_owners") == [["test-ingest"]])
+        #expect(try harness.query("SELECT count(*) FROM beaconflow.site_owners") == [[sites]])
         try await harness.stop()
+        // The claims stay, but the view shows only those whose session holds the lock.
+        #expect(try harness.count("beaconflow.site_owners") == 0)
         try await harness.eventually("the second ingest takes the sites over") { second.statistics.databaseConnected }
+        #expect(try harness.query("SELECT DISTINCT instance FROM beaconflow.site_owners") == [["test-ingest-second"]])
+        #expect(try harness.query("SELECT count(*) FROM beaconflow.site_owners WHERE since > now() - interval '1 minute'") == [[sites]])
+        #expect(String(second.statistics.sitesTakenOver) == sites)
         try client.publish(topic: "beaconflow/v1/hq/hq-a1/batch", payload: try batchPayload(sequence: 2, start: 1_767_225_700_000_000))
         try await harness.eventually("the second ingest commits the next batch") { second.statistics.batchesCommitted == 1 }
         #expect(try harness.count("beaconflow.batches") == 2)
         second.requestStop()
         try await task.value
+    }
+
+    /// The serving instance's session dies (as with a lost network, once PostgreSQL notices): the standby takes
+    /// the sites over, and the first instance, reconnecting, finds them taken and commits nothing more for them.
+    @Test func anInstanceWhoseSessionDiesLosesItsSitesAndCommitsNothingMore() async throws {
+        let harness = try await IngestHarness.start()
+        let (second, task) = harness.anotherIngest(clientID: "test-ingest-second")
+        let (client, _) = try await harness.client()
+        defer { client.stop() }
+        try client.publish(topic: "beaconflow/v1/hq/hq-a1/batch", payload: try batchPayload(sequence: 1))
+        try await harness.eventually("the first ingest commits") { harness.ingest.statistics.batchesCommitted == 1 }
+        let killed = try harness.query(
+            "SELECT count(pg_terminate_backend(backend_pid)) FROM (SELECT DISTINCT backend_pid FROM beaconflow.site_claims) AS claims")
+        #expect(killed == [["1"]])
+        let lost = ContinuousClock.now
+        try await harness.eventually("the second ingest takes the sites over") {
+            try harness.query("SELECT DISTINCT instance FROM beaconflow.site_owners") == [["test-ingest-second"]]
+        }
+        #expect(ContinuousClock.now - lost < .seconds(15))
+        try client.publish(topic: "beaconflow/v1/hq/hq-a1/batch", payload: try batchPayload(sequence: 2, start: 1_767_225_700_000_000))
+        try await harness.eventually("the second ingest commits the next batch") { second.statistics.batchesCommitted == 1 }
+        try await Task.sleep(for: .seconds(1))
+        #expect(harness.ingest.statistics.batchesCommitted == 1 && !harness.ingest.statistics.databaseConnected)
+        #expect(try harness.count("beaconflow.batches") == 2)
+        second.requestStop()
+        try await task.value
+        try await harness.stop()
     }
 
     /// Two sessions making the same new partitions at once (two ingests on one database): one waits for the other

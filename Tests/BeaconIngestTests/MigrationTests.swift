@@ -25,6 +25,7 @@ struct MigrationTests {
         "agent_health": ["site_id", "agent_id", "online", "last_batch_at", "adverts_per_s", "spool_bytes", "clock_offset_ms",
                          "last_error"],
         "sightings_minute": ["minute", "site_id", "agent_id", "zone_id", "beacon_id", "sightings", "rssi_min", "rssi_mean", "rssi_max"],
+        "site_owners": ["site_id", "instance", "since"],
         "sighting_readings": ["stored_ts", "ts", "site_id", "agent_id", "zone_id", "beacon_id", "rssi", "tx_power", "distance_m",
                               "smoothed_distance_m"],
     ]
