@@ -345,11 +345,13 @@ public final class Ingest: Sendable {
         logger.warning("PostgreSQL connection lost; reconnecting", metadata: ["error": "\(error)"])
     }
 
-    /// Connects, migrating the schema first on the first connection only (a reconnect finds it in place).
-    /// Advisory lock class of the per-site locks ('bfst'); the key within it is `hashtext(site_id)`.
+    /// Advisory lock class of the per-site locks ('bfst'); the key within it is `hashtext(site_id)` (the
+    /// `site_owners` view of schema version 10 names the same class).
     static let siteLockClass = 1_650_881_396
     static let claimSitesOperation = "claim sites"
 
+    /// Connects, migrating the schema first on the first connection only (a reconnect finds it in place), and
+    /// claims the sites.
     private func connect(pipeline: IngestPipeline, migrate: Bool) -> Result<BatchWriter, PostgresError> {
         Result { () throws(PostgresError) in
             let connection = try PostgresConnection(configuration.database)
