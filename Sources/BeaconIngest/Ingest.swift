@@ -607,11 +607,20 @@ public final class Ingest: Sendable {
         }
         let agent = AgentKey(site: topics.site, agent: topics.agent)
         var offsetMillis: Double?
+        var stale = false
         writer.updatePipeline { pipeline in
-            if let clock = status.clockMicros, status.online {
-                pipeline.clocks.observe(agent, agentClockMicros: clock, receivedAtMicros: receivedAtMicros, retained: retained)
+            if let clock = status.clockMicros {
+                stale = !pipeline.clocks.isNewest(agent, statusClockMicros: clock)
+                if !stale, status.online {
+                    pipeline.clocks.observe(agent, agentClockMicros: clock, receivedAtMicros: receivedAtMicros, retained: retained)
+                }
             }
             offsetMillis = pipeline.clocks.estimateMicros(agent).map { Double($0) / 1000 }
+        }
+        guard !stale else {
+            statusesIgnoredCounter.increment()
+            logger.debug("Older status ignored", metadata: ["topic": "\(escapedForLog(topic))"])
+            return
         }
         try writer.recordStatus(agent, status, clockOffsetMillis: offsetMillis)
     }

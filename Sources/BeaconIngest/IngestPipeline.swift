@@ -487,6 +487,8 @@ public struct AgentClocks: Sendable {
         var samples: [Int64] = []
         /// The previous status message's clock and arrival.
         var previous: (clock: Int64, arrival: Int64)?
+        /// The newest clock of any status message heard, live or retained.
+        var newest: Int64?
     }
 
     private var agents: [AgentKey: Agent] = [:]
@@ -509,6 +511,15 @@ public struct AgentClocks: Sendable {
         else { return false }
         state.samples.append(sample)
         if state.samples.count > window { state.samples.removeFirst(state.samples.count - window) }
+        return true
+    }
+
+    /// Whether a status message with this clock is the agent's newest yet (and then remembers it). One that is
+    /// older is stale: with several brokers, one that comes back hands out the status it kept, which can be older
+    /// than those heard on another broker since.
+    public mutating func isNewest(_ agent: AgentKey, statusClockMicros: Int64) -> Bool {
+        if let newest = agents[agent]?.newest, statusClockMicros < newest { return false }
+        agents[agent, default: Agent()].newest = statusClockMicros
         return true
     }
 

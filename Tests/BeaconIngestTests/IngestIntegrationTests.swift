@@ -735,6 +735,40 @@ struct IngestIntegrationTests {
         try await harness.stop()
     }
 
+    /// A status older than the agent's last one, as a second broker that comes back hands out, changes nothing.
+    @Test func anOlderStatusFromAnotherBrokerDoesNotOverwriteANewerOne() async throws {
+        let second = try MosquittoServer()
+        let harness = try await IngestHarness.start { $0.mqtt.failover = [MQTTClient.Endpoint(host: "127.0.0.1", port: second.port)] }
+        try await harness.eventually("the ingest is connected to both brokers") { harness.ingest.statistics.brokersConnected == 2 }
+        let (client, _) = try await harness.client()
+        defer { client.stop() }
+        var configuration = MQTTClient.Configuration(host: "127.0.0.1", port: second.port, clientID: "old-status")
+        configuration.reconnectDelayMinimum = .milliseconds(50)
+        let other = try MQTTClient(configuration, logger: logger)
+        let otherEvents = Collector(other.events)
+        other.start()
+        defer { other.stop() }
+        try await otherEvents.first { if case .connected = $0 { true } else { false } }
+        let now = wallClockMicros()
+        let adverts = "SELECT adverts_per_s FROM beaconflow.agent_health WHERE agent_id = 'hq-a1'"
+        try client.publish(
+            topic: "beaconflow/v1/hq/hq-a1/status", payload: Array(#"{"online": true, "adverts_per_s": 7, "clock_us": \#(now)}"#.utf8))
+        try await harness.eventually("the status is recorded") { try harness.query(adverts) == [["7"]] }
+        let id = try other.publish(
+            topic: "beaconflow/v1/hq/hq-a1/status",
+            payload: Array(#"{"online": false, "adverts_per_s": 3, "clock_us": \#(now - 60_000_000)}"#.utf8), retain: true)
+        try await otherEvents.first { if case .published(id, _) = $0 { true } else { false } }
+        // After it on the same broker, so the ingest has handled the old one once this one is recorded.
+        try other.publish(
+            topic: "beaconflow/v1/hq/hq-a2/status", payload: Array(#"{"online": true, "adverts_per_s": 5, "clock_us": \#(now)}"#.utf8))
+        try await harness.eventually("a later status is recorded") {
+            try harness.query("SELECT adverts_per_s FROM beaconflow.agent_health WHERE agent_id = 'hq-a2'") == [["5"]]
+        }
+        #expect(try harness.query(adverts) == [["7"]])
+        #expect(try harness.query("SELECT online FROM beaconflow.agent_health WHERE agent_id = 'hq-a1'") == [["t"]])
+        try await harness.stop()
+    }
+
     /// A server that stops taking writes (as a primary turned read-only or demoted does) is a database outage,
     /// not a reason to refuse batches: the writer reconnects until a writable server is there, and nothing is
     /// rejected or lost.

@@ -305,6 +305,19 @@ import Testing
         #expect(clocks.offset(agent) == 0)
     }
 
+    /// A status older than one already heard (a broker that comes back hands out the one it kept) is stale.
+    @Test func anOlderStatusThanOneHeardIsStale() {
+        var clocks = AgentClocks()
+        let verdicts = [
+            clocks.isNewest(agent, statusClockMicros: start),
+            clocks.isNewest(agent, statusClockMicros: start + 10_000_000),
+            clocks.isNewest(agent, statusClockMicros: start + 5_000_000),
+            clocks.isNewest(agent, statusClockMicros: start + 10_000_000),  // the same one again
+            clocks.isNewest(AgentKey(site: "hq", agent: "hq-a2"), statusClockMicros: start),
+        ]
+        #expect(verdicts == [true, true, false, true, true])
+    }
+
     @Test func anAgentRestartOrExtremeClocksAreNoSamples() {
         var clocks = AgentClocks()
         let taken7 = clocks.observe(agent, agentClockMicros: .max, receivedAtMicros: .min, retained: false)
