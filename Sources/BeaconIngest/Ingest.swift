@@ -66,10 +66,10 @@ public struct IngestStatistics: Sendable, Equatable {
     public var transactions = 0
     public var databaseConnected = false
     public var databaseReconnects = 0
-    /// Connected to at least one of the brokers.
-    public var mqttConnected = false
     /// Of the brokers given, how many are connected now.
     public var brokersConnected = 0
+    /// Connected to at least one of the brokers.
+    public var mqttConnected: Bool { brokersConnected > 0 }
     /// Sites this instance claimed that another instance had served before.
     public var sitesTakenOver = 0
 }
@@ -150,15 +150,7 @@ public final class Ingest: Sendable {
         var mqtt = configuration.mqtt
         // Subscriptions and queued batches survive an ingest restart for this long (a client id of its own only).
         if configuration.persistentSession { mqtt.sessionExpirySeconds = max(mqtt.sessionExpirySeconds, 86_400) }
-        let brokers = [MQTTClient.Endpoint(host: mqtt.host, port: mqtt.port)] + mqtt.failover
-        let clients = try brokers.map { broker throws(MQTTError) in
-            var single = mqtt
-            single.host = broker.host
-            single.port = broker.port
-            single.failover = []
-            return try MQTTClient(single, logger: logger)
-        }
-        let client = BrokerConnections(clients)
+        let client = try BrokerConnections(mqtt, logger: logger)
         let batchFilters = configuration.sites.sites.map { site in
             let filter = AgentTopics.siteFilter(site: site.id, kind: .batch)
             return configuration.sharedSubscriptionGroup.map { "$share/\($0)/\(filter)" } ?? filter
@@ -168,8 +160,9 @@ public final class Ingest: Sendable {
             try client.subscribe(topic: AgentTopics.siteFilter(site: site.id, kind: .status), qos: 1)
         }
 
-        let forwarders = zip(brokers, clients).map { broker, single in
+        let forwarders = client.clients.map { single in
             Task { [self] in
+                let broker = single.currentBroker
                 for await event in single.events {
                     switch event {
                     case .message(let topic, _, let retained) where retained && !topic.hasSuffix("/status"):
@@ -323,10 +316,7 @@ public final class Ingest: Sendable {
 
     private func brokerConnectionsChanged(_ connections: BrokerConnections) {
         let connected = connections.connectedCount
-        statisticsState.withLock {
-            $0.brokersConnected = connected
-            $0.mqttConnected = connected > 0
-        }
+        statisticsState.withLock { $0.brokersConnected = connected }
         brokersGauge.record(connected)
     }
 
@@ -638,7 +628,17 @@ public final class Ingest: Sendable {
 final class BrokerConnections: Sendable {
     let clients: [MQTTClient]
 
-    init(_ clients: [MQTTClient]) { self.clients = clients }
+    /// A client for `configuration`'s broker and one for each of its `failover` brokers.
+    init(_ configuration: MQTTClient.Configuration, logger: Logger) throws(MQTTError) {
+        let brokers = [MQTTClient.Endpoint(host: configuration.host, port: configuration.port)] + configuration.failover
+        clients = try brokers.map { broker throws(MQTTError) in
+            var single = configuration
+            single.host = broker.host
+            single.port = broker.port
+            single.failover = []
+            return try MQTTClient(single, logger: logger)
+        }
+    }
 
     var connectedCount: Int { clients.count { $0.isConnected } }
 
