@@ -40,9 +40,15 @@ public final class BatchWriter {
     private var partitionedDays: Set<Int64> = []
     private var keys = DictionaryKeys()
 
-    public init(connection: PostgresConnection, pipeline: IngestPipeline) {
+    /// The sites whose zones this writer moves. The ingest starts with none and claims them (`claim`): then they
+    /// are the sites whose advisory locks this writer's session holds.
+    public private(set) var servedSites: Set<String>
+
+    /// `servedSites` nil: every site of the pipeline's sites file, without claiming them.
+    public init(connection: PostgresConnection, pipeline: IngestPipeline, servedSites: Set<String>? = nil) {
         self.connection = connection
         self.pipeline = pipeline
+        self.servedSites = servedSites ?? Set(pipeline.sites.sites.map(\.id))
     }
 
     /// The pipeline, for the status messages the writer thread feeds it between groups.
@@ -82,8 +88,11 @@ public final class BatchWriter {
             for (index, batch) in batches.enumerated() {
                 let key = AgentKey(site: batch.siteID, agent: batch.agentID)
                 if before[key] == nil { before[key] = tracker.committedThrough(key) }
+                after[key] = tracker.committed(
+                    key, sequence: batch.sequence, firstUnacknowledged: batch.firstUnacknowledgedSequence)
+                let inOrder = tracker.waiting(key) == 0
                 if fresh.contains(index) {
-                    let output = pipeline.apply(batch, nowMicros: nowMicros)
+                    let output = pipeline.apply(batch, nowMicros: nowMicros, inOrder: inOrder)
                     sightings += output.sightings
                     telemetry += output.telemetry
                     readings += output.sensorReadings
@@ -97,8 +106,7 @@ public final class BatchWriter {
                     outcomes.append(reused[index].map(Outcome.sequenceReused) ?? .duplicate)
                     redelivered.insert(key)
                 }
-                after[key] = tracker.committed(
-                    key, sequence: batch.sequence, firstUnacknowledged: batch.firstUnacknowledgedSequence)
+                if inOrder { pipeline.releaseHeldProgress(key, arrivalMicros: nowMicros) }
             }
             if !sightings.isEmpty {
                 let packs = try keyed(SightingPack.pack(sightings))
@@ -127,6 +135,7 @@ public final class BatchWriter {
                 let old = tracker.committedThrough(key)
                 try loadProgress(key)
                 if tracker.committedThrough(key) != old { acknowledgements[key] = tracker.committedThrough(key) }
+                if tracker.waiting(key) == 0 { pipeline.releaseHeldProgress(key, arrivalMicros: nowMicros) }
             }
             return GroupResult(
                 outcomes: outcomes, acknowledgements: acknowledgements, telemetryRows: stored.count,
@@ -148,7 +157,7 @@ public final class BatchWriter {
     /// reading waiting and every minute begun (the end of the data).
     public func advanceZones(nowMicros: Int64 = wallClockMicros(), finish: Bool = false) throws(PostgresError) {
         pipeline.beginTransaction()
-        let changes = finish ? pipeline.finishZones() : pipeline.advanceZones(nowMicros: nowMicros)
+        let changes = finish ? pipeline.finishZones(sites: servedSites) : pipeline.advanceZones(sites: servedSites, nowMicros: nowMicros)
         guard !changes.isEmpty else {
             pipeline.commitTransaction()
             return
@@ -167,6 +176,89 @@ public final class BatchWriter {
         }
     }
 
+    // MARK: - Sites shared with other instances
+
+    /// Advisory lock class of the per-site locks ('bfst'); the key within it is `hashtext(site_id)` (the
+    /// `site_owners` view names the same class).
+    static let siteLockClass = 1_650_881_396
+    /// Advisory lock class ('bfin') that every ingest instance's writer session holds, shared, with key 0: the
+    /// live instances are the sessions that hold it.
+    static let instanceLockClass = 1_650_878_830
+
+    /// Counts this session among the live instances sharing the sites (until the session ends).
+    public func joinInstances() throws(PostgresError) {
+        try connection.query("SELECT pg_advisory_lock_shared(\(Self.instanceLockClass), 0)")
+    }
+
+    /// What this session sees of the other live instances: how many sites each holds, and which of `sites`
+    /// nobody holds. Advisory locks belong to one database, so only this database's count.
+    public func observeInstances(sites: [String]) throws(PostgresError) -> (others: [Int], free: Set<String>) {
+        var others: [Int] = []
+        var free: Set<String> = []
+        for row in try connection.query(
+            """
+            WITH held AS (
+                SELECT pid, classid, objid FROM pg_catalog.pg_locks
+                WHERE locktype = 'advisory' AND granted AND objsubid = 2
+                  AND database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database())
+                  AND classid IN (\(Self.siteLockClass)::oid, \(Self.instanceLockClass)::oid))
+            SELECT 'instance', (count(*) FILTER (WHERE classid = \(Self.siteLockClass)::oid))::text FROM held
+            WHERE pid <> pg_backend_pid() GROUP BY pid HAVING bool_or(classid = \(Self.instanceLockClass)::oid)
+            UNION ALL
+            SELECT 'free', site FROM unnest($1::text[]) AS site
+            WHERE NOT EXISTS (SELECT 1 FROM held WHERE classid = \(Self.siteLockClass)::oid AND objid = hashtext(site)::oid)
+            """, [sites])
+        {
+            let value = try row.decode(1, as: String.self)
+            if try row.decode(0, as: String.self) == "free" { free.insert(value) } else { others.append(Int(value) ?? 0) }
+        }
+        return (others, free)
+    }
+
+    /// A site this writer now serves.
+    public struct SiteClaim: Sendable {
+        /// Another instance had claimed it last.
+        public var takenOver: Bool
+        public var resumption: ZoneResumption
+    }
+
+    /// Claims a site if nobody holds it: takes its lock in this session without waiting, records the claim (the
+    /// `site_owners` view shows it while the lock is held), and resumes the site's zone state from the database.
+    /// Nil when another session holds the lock.
+    public func claim(site: String, instance: String) throws(PostgresError) -> SiteClaim? {
+        let locked = try connection.query(
+            "SELECT pg_try_advisory_lock(\(Self.siteLockClass), hashtext($1))", [site])
+        guard locked.first?[0] == "t" else { return nil }
+        do {
+            let previous = try connection.query(
+                """
+                WITH previous AS (SELECT instance FROM beaconflow.site_claims WHERE site_id = $1), claimed AS (
+                    INSERT INTO beaconflow.site_claims (site_id, instance, claimed_at, backend_pid)
+                    VALUES ($1, $2, now(), pg_backend_pid())
+                    ON CONFLICT (site_id) DO UPDATE
+                        SET instance = excluded.instance, claimed_at = excluded.claimed_at, backend_pid = excluded.backend_pid
+                )
+                SELECT instance FROM previous
+                """, [site, instance])
+            let resumption = try resumeZones(sites: [site])
+            servedSites.insert(site)
+            return SiteClaim(takenOver: previous.contains { $0[0] != instance }, resumption: resumption)
+        } catch {
+            _ = try? connection.query("SELECT pg_advisory_unlock(\(Self.siteLockClass), hashtext($1))", [site])
+            throw error
+        }
+    }
+
+    /// Hands a site over: forgets its zone state and its agents' progress, and releases its lock. The next owner
+    /// resumes from the site's last checkpoint (saved with the last minutes counted), reading back the sightings
+    /// stored after it. Batches of the site still queued are then the next owner's, through the agents' resends.
+    public func release(site: String) throws(PostgresError) {
+        servedSites.remove(site)
+        pipeline.resetZones(sites: [site])
+        loadedAgents = loadedAgents.filter { $0.site != site }
+        try connection.query("SELECT pg_advisory_unlock(\(Self.siteLockClass), hashtext($1))", [site])
+    }
+
     /// How a restart picked up each site's zone state.
     public struct ZoneResumption: Sendable {
         /// Sites restored from their checkpoint, with the stored sightings read back after it.
@@ -176,31 +268,19 @@ public final class BatchWriter {
         public var unusableCheckpoints: [(site: String, error: CheckpointError)] = []
     }
 
-    /// Once per process (later connections keep the state the writer has): restores each site's zone tracker from
-    /// the checkpoint its last transaction with counted minutes saved and reads back the site's sightings stored
-    /// after it, so the zone tables come out as without the restart. A site that has not counted a minute yet
-    /// reads back all its sightings. A site without a usable checkpoint that has counted minutes (a database
-    /// written before checkpoints, an edited sites file) resumes from its open visits and last counted minute.
-    @discardableResult
-    public func resumeZonesIfNeeded(nowMicros: Int64 = wallClockMicros()) throws(PostgresError) -> ZoneResumption {
-        guard !pipeline.zonesResumed else { return ZoneResumption() }
-        let unresumed = pipeline
-        do {
-            let resumption = try resumeZones(nowMicros: nowMicros)
-            pipeline.zonesWereResumed()
-            return resumption
-        } catch {
-            pipeline = unresumed  // nothing half done: the next connection starts over
-            throw error
-        }
-    }
-
-    private func resumeZones(nowMicros: Int64) throws(PostgresError) -> ZoneResumption {
+    /// Restores the sites' zone trackers from the checkpoint each site's last transaction with counted minutes
+    /// saved and reads back the site's sightings stored after it, so that the zone tables come out as if one
+    /// process had served the site throughout. A site that has not counted a minute yet reads back all its
+    /// sightings. A site without a usable checkpoint that has counted minutes (a database written before
+    /// checkpoints, an edited sites file) resumes from its open visits and last counted minute. What the trackers
+    /// held before is dropped: the database is the reference.
+    public func resumeZones(sites: Set<String>, nowMicros: Int64 = wallClockMicros()) throws(PostgresError) -> ZoneResumption {
         var resumption = ZoneResumption()
-        let sites = Set(pipeline.sites.sites.map(\.id))
+        pipeline.resetZones(sites: sites)
         var restored: Set<String> = []
         for row in try connection.query(
-            "SELECT site_id, (extract(epoch FROM watermark) * 1000000)::bigint, state FROM beaconflow.zone_checkpoints")
+            "SELECT site_id, (extract(epoch FROM watermark) * 1000000)::bigint, state FROM beaconflow.zone_checkpoints WHERE site_id = ANY($1::text[])",
+            [sites.sorted()])
         {
             let site = try row.decode(0, as: String.self)
             guard sites.contains(site) else { continue }
@@ -302,9 +382,9 @@ public final class BatchWriter {
         return replayed
     }
 
-    /// Saves the checkpoints of the sites whose trackers counted minutes, in the current transaction.
+    /// Saves the checkpoints of the served sites whose trackers counted minutes, in the current transaction.
     private func saveZoneCheckpoints() throws(PostgresError) {
-        for checkpoint in pipeline.takeZoneCheckpoints() {
+        for checkpoint in pipeline.takeZoneCheckpoints(sites: servedSites) {
             try connection.query(
                 """
                 INSERT INTO beaconflow.zone_checkpoints (site_id, watermark, state) VALUES ($1, $2, $3)

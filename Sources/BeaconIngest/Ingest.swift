@@ -17,9 +17,12 @@ public struct IngestConfiguration: Sendable {
     /// libpq conninfo or `postgresql://` URI.
     public var database: String
     public var sites: SitesConfiguration
-    /// With a name, the batch subscription is shared (`$share/<name>/...`): the broker hands each batch to one
-    /// of the instances in the group. Without, each instance gets every batch and the database keeps one copy.
+    /// With a name, the batch subscriptions are shared (`$share/<name>/...`): the broker hands each batch to one
+    /// of the group's subscribers. Instances share sites without it (only a site's owner subscribes to it).
     public var sharedSubscriptionGroup: String?
+    /// How often the instance looks at the others on the database and claims or hands over sites (`SiteShare`):
+    /// it bounds how long a site freed by a stopped instance waits for a new owner.
+    public var rebalanceInterval: Duration = .seconds(1)
     /// Whether the broker keeps the ingest's session (its subscriptions and the batches queued for it) for a day
     /// after a disconnect: for a client id that stays the same across restarts.
     public var persistentSession = true
@@ -70,8 +73,15 @@ public struct IngestStatistics: Sendable, Equatable {
     public var brokersConnected = 0
     /// Connected to at least one of the brokers.
     public var mqttConnected: Bool { brokersConnected > 0 }
+    /// Sites this instance serves now (claimed on the database).
+    public var sitesServed = 0
     /// Sites this instance claimed that another instance had served before.
     public var sitesTakenOver = 0
+    /// Sites this instance handed over (to make room for another instance, or at its stop).
+    public var sitesHandedOver = 0
+    /// Batches for a site this instance does not serve (any more): not acknowledged, so the agent sends them
+    /// again and the site's owner takes them.
+    public var batchesNotServed = 0
 }
 
 /// The ingest: an MQTT subscription on libmosquitto's thread, a bounded queue, and one writer thread that owns
@@ -91,7 +101,7 @@ public final class Ingest: Sendable {
     private let statisticsState = Mutex(IngestStatistics())
 
     private let batchCounters = Dictionary(
-        uniqueKeysWithValues: ["committed", "duplicate", "rejected", "deferred", "retained_ignored"].map {
+        uniqueKeysWithValues: ["committed", "duplicate", "rejected", "deferred", "not_served", "retained_ignored"].map {
             ($0, Counter(label: "beaconflow_ingest_batches_total", dimensions: [("outcome", $0)]))
         })
     private let rejectionCounters = Dictionary(
@@ -115,9 +125,11 @@ public final class Ingest: Sendable {
     private let queueGauge = Gauge(label: "beaconflow_ingest_queue_depth")
     private let lagGauge = Gauge(label: "beaconflow_ingest_lag_seconds")
     private let brokersGauge = Gauge(label: "beaconflow_ingest_brokers_connected")
-    /// Sites claimed at each connection to PostgreSQL, and of those, sites another instance had served before.
+    /// Sites claimed, of those the ones another instance had served before, and sites handed over.
     private let siteClaimsCounter = Counter(label: "beaconflow_ingest_site_claims_total")
     private let takenOverCounter = Counter(label: "beaconflow_ingest_sites_taken_over_total")
+    private let handedOverCounter = Counter(label: "beaconflow_ingest_sites_handed_over_total")
+    private let sitesServedGauge = Gauge(label: "beaconflow_ingest_sites_served")
 
     public init(configuration: IngestConfiguration, logger: Logger) {
         self.configuration = configuration
@@ -134,7 +146,8 @@ public final class Ingest: Sendable {
             "database_connected": \(s.databaseConnected), "batches_committed": \(s.batchesCommitted), \
             "batches_duplicate": \(s.batchesDuplicate), "batches_rejected": \(s.batchesRejected), \
             "batches_deferred": \(s.batchesDeferred), "sightings_committed": \(s.sightingsCommitted), \
-            "database_reconnects": \(s.databaseReconnects), "brokers_connected": \(s.brokersConnected)}
+            "database_reconnects": \(s.databaseReconnects), "brokers_connected": \(s.brokersConnected), \
+            "sites_served": \(s.sitesServed)}
             """
         return (s.mqttConnected && s.databaseConnected, json)
     }
@@ -151,13 +164,9 @@ public final class Ingest: Sendable {
         // Subscriptions and queued batches survive an ingest restart for this long (a client id of its own only).
         if configuration.persistentSession { mqtt.sessionExpirySeconds = max(mqtt.sessionExpirySeconds, 86_400) }
         let client = try BrokerConnections(mqtt, logger: logger)
-        let batchFilters = configuration.sites.sites.map { site in
-            let filter = AgentTopics.siteFilter(site: site.id, kind: .batch)
-            return configuration.sharedSubscriptionGroup.map { "$share/\($0)/\(filter)" } ?? filter
-        }
-        for filter in batchFilters { try client.subscribe(topic: filter, qos: 1) }
+        // A site's topics are subscribed once it is claimed. A session the broker kept may hold any of them.
         for site in configuration.sites.sites {
-            try client.subscribe(topic: AgentTopics.siteFilter(site: site.id, kind: .status), qos: 1)
+            for filter in subscriptionFilters(site: site.id) { try client.unsubscribe(topic: filter) }
         }
 
         let forwarders = client.clients.map { single in
@@ -194,8 +203,7 @@ public final class Ingest: Sendable {
         }
         client.start()
         logger.info(
-            "Ingest started",
-            metadata: ["subscriptions": "\(batchFilters.joined(separator: " "))", "sites": "\(configuration.sites.sites.count)"])
+            "Ingest started", metadata: ["instance": "\(configuration.mqtt.clientID)", "sites": "\(configuration.sites.sites.count)"])
 
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             Thread.detachNewThread { [self] in
@@ -219,10 +227,14 @@ public final class Ingest: Sendable {
         let backoff = WriterLink<BatchWriter, IngestPipeline>.Backoff(
             minimum: configuration.reconnectDelayMinimum, maximum: configuration.reconnectDelayMaximum)
         var link = WriterLink<BatchWriter, IngestPipeline>.start(newPipeline(), backoff: backoff)
+        var subscriptions = SiteSubscriptions(ingest: self, client: client)
         var backlog: [Item] = []
         var stopping = false
         var lastZoneTick = ContinuousClock.now
         var lastPartitionMaintenance = ContinuousClock.now
+        var lastRebalance = ContinuousClock.now
+        /// Set at each connection: the sites are claimed before anything queued is processed.
+        var claimPending = false
         while true {
             if !stopping, shouldStop {
                 // Stop intake; what is queued is still committed and acknowledged.
@@ -233,6 +245,7 @@ public final class Ingest: Sendable {
                 switch connect(pipeline: state, migrate: firstConnection) {
                 case .success(let connected):
                     link.didConnect(connected)
+                    claimPending = true
                 case .failure(let error):
                     if stopping {
                         logger.error(
@@ -241,31 +254,13 @@ public final class Ingest: Sendable {
                         return
                     }
                     let delay = link.didFailToConnect(backoff: backoff)
-                    if error.operation == Self.claimSitesOperation {
-                        logger.warning(
-                            "Another ingest serves these sites; standing by",
-                            metadata: ["sites": "\(error.message)", "retry_in": "\(delay)"])
-                    } else {
-                        logger.warning(
-                            "PostgreSQL unavailable; intake paused", metadata: ["error": "\(error)", "retry_in": "\(delay)"])
-                    }
+                    logger.warning(
+                        "PostgreSQL unavailable; intake paused", metadata: ["error": "\(error)", "retry_in": "\(delay)"])
                     sleep(delay)
                     continue
                 }
             }
             guard let active = link.writer else { continue }
-            if backlog.isEmpty {
-                backlog = queue.popAll(timeout: stopping ? 0 : 0.1)
-                queueGauge.record(backlog.count)
-                if backlog.isEmpty, stopping {
-                    if configuration.finishZonesAtStop {
-                        if case .failure(let error) = Result(catching: { () throws(PostgresError) in try active.advanceZones(finish: true) }) {
-                            logger.error("Could not count the last minutes", metadata: ["error": "\(error)"])
-                        }
-                    }
-                    return
-                }
-            }
             /// Runs one step; a lost connection hands the state back to `link`, other errors are the statement's.
             func step<Value>(
                 _ failure: Logger.Message, _ work: () throws(PostgresError) -> Value
@@ -276,10 +271,35 @@ public final class Ingest: Sendable {
                 case .failure(let error) where error.isConnectionFailure:
                     lostConnection(error)
                     link.didLoseConnection(keeping: active.pipeline, backoff: backoff)
+                    servedSitesChanged(0)
                 case .failure(let error):
                     statementError(error, failure)
                 }
                 return nil
+            }
+            if !stopping, claimPending || (backlog.isEmpty && ContinuousClock.now - lastRebalance >= configuration.rebalanceInterval) {
+                lastRebalance = .now
+                claimPending = false
+                _ = step("Sites could not be shared out") { () throws(PostgresError) in
+                    try rebalance(active, subscriptions: &subscriptions)
+                }
+                if link.writer == nil { continue }
+            }
+            if backlog.isEmpty {
+                backlog = queue.popAll(timeout: stopping ? 0 : 0.1)
+                queueGauge.record(backlog.count)
+                if backlog.isEmpty, stopping {
+                    if configuration.finishZonesAtStop {
+                        if case .failure(let error) = Result(catching: { () throws(PostgresError) in try active.advanceZones(finish: true) }) {
+                            logger.error("Could not count the last minutes", metadata: ["error": "\(error)"])
+                        }
+                    }
+                    // The sites go to the other instances at once, rather than when this session ends.
+                    _ = step("Sites could not be handed over") { () throws(PostgresError) in
+                        try handOver(active.servedSites, active, subscriptions: &subscriptions)
+                    }
+                    return
+                }
             }
             if ContinuousClock.now - lastPartitionMaintenance >= configuration.partitionMaintenanceInterval {
                 lastPartitionMaintenance = .now
@@ -304,8 +324,107 @@ public final class Ingest: Sendable {
             case .failure(let error):
                 lostConnection(error)
                 link.didLoseConnection(keeping: active.pipeline, backoff: backoff)
+                servedSitesChanged(0)
             }
         }
+    }
+
+    /// The topic filters of a site's batches and statuses, as this instance subscribes to them.
+    private func subscriptionFilters(site: String) -> [String] {
+        let batches = AgentTopics.siteFilter(site: site, kind: .batch)
+        return [
+            configuration.sharedSubscriptionGroup.map { "$share/\($0)/\(batches)" } ?? batches,
+            AgentTopics.siteFilter(site: site, kind: .status),
+        ]
+    }
+
+    /// The sites whose topics the instance is subscribed to, kept equal to the sites its writer serves. Across a
+    /// lost PostgreSQL connection they stay subscribed (intake pauses) until the next connection's claims.
+    private struct SiteSubscriptions {
+        let ingest: Ingest
+        let client: BrokerConnections
+        var sites: Set<String> = []
+
+        mutating func match(_ served: Set<String>) throws(MQTTError) {
+            for site in sites.subtracting(served).sorted() {
+                for filter in ingest.subscriptionFilters(site: site) { try client.unsubscribe(topic: filter) }
+                sites.remove(site)
+            }
+            for site in served.subtracting(sites).sorted() {
+                for filter in ingest.subscriptionFilters(site: site) { try client.subscribe(topic: filter, qos: 1) }
+                sites.insert(site)
+            }
+        }
+    }
+
+    /// Claims and hands over sites as `SiteShare` says, then subscribes to the topics of the sites served.
+    private func rebalance(_ writer: BatchWriter, subscriptions: inout SiteSubscriptions) throws(PostgresError) {
+        let sites = configuration.sites.sites.map(\.id)
+        let instance = configuration.mqtt.clientID
+        let (others, free) = try writer.observeInstances(sites: sites)
+        let share = SiteShare.plan(instance: instance, sites: sites, owned: writer.servedSites, others: others, free: free)
+        if !share.release.isEmpty {
+            try handOver(Set(share.release), writer, subscriptions: &subscriptions)
+        }
+        var claimed: [String] = []
+        var takenOver = 0
+        var resumption = BatchWriter.ZoneResumption()
+        for site in share.claim where claimed.count < share.claimLimit {
+            guard let claim = try writer.claim(site: site, instance: instance) else { continue }
+            claimed.append(site)
+            if claim.takenOver { takenOver += 1 }
+            resumption.restoredSites += claim.resumption.restoredSites
+            resumption.replayedSightings += claim.resumption.replayedSightings
+            resumption.unusableCheckpoints += claim.resumption.unusableCheckpoints
+        }
+        guard !claimed.isEmpty else { return }
+        match(subscriptions: &subscriptions, writer.servedSites)
+        siteClaimsCounter.increment(by: claimed.count)
+        takenOverCounter.increment(by: takenOver)
+        statisticsState.withLock { $0.sitesTakenOver += takenOver }
+        servedSitesChanged(writer.servedSites.count)
+        for (site, error) in resumption.unusableCheckpoints {
+            logger.warning(
+                "A zone checkpoint could not be used; the site resumes from its open visits",
+                metadata: ["site": "\(site)", "error": "\(error)"])
+        }
+        logger.info(
+            "Sites claimed",
+            metadata: [
+                "sites": "\(claimed.sorted().joined(separator: " "))", "taken_over": "\(takenOver)",
+                "sites_from_checkpoints": "\(resumption.restoredSites)",
+                "sightings_replayed": "\(resumption.replayedSightings)", "serving": "\(writer.servedSites.count)",
+                "other_instances": "\(others.count)",
+            ])
+    }
+
+    /// Unsubscribes from the sites' topics, then hands them over on the database (`BatchWriter.release`).
+    private func handOver(
+        _ sites: Set<String>, _ writer: BatchWriter, subscriptions: inout SiteSubscriptions
+    ) throws(PostgresError) {
+        guard !sites.isEmpty else { return }
+        match(subscriptions: &subscriptions, writer.servedSites.subtracting(sites))
+        for site in sites.sorted() { try writer.release(site: site) }
+        handedOverCounter.increment(by: sites.count)
+        statisticsState.withLock { $0.sitesHandedOver += sites.count }
+        servedSitesChanged(writer.servedSites.count)
+        logger.info(
+            "Sites handed over",
+            metadata: ["sites": "\(sites.sorted().joined(separator: " "))", "serving": "\(writer.servedSites.count)"])
+    }
+
+    private func match(subscriptions: inout SiteSubscriptions, _ served: Set<String>) {
+        do {
+            try subscriptions.match(served)
+        } catch {
+            // libmosquitto refuses only for a bad topic or when out of memory; the next claim tries again.
+            logger.error("Site subscriptions could not be changed", metadata: ["error": "\(error)"])
+        }
+    }
+
+    private func servedSitesChanged(_ count: Int) {
+        statisticsState.withLock { $0.sitesServed = count }
+        sitesServedGauge.record(count)
     }
 
     private func newPipeline() -> IngestPipeline {
@@ -335,62 +454,21 @@ public final class Ingest: Sendable {
         logger.warning("PostgreSQL connection lost; reconnecting", metadata: ["error": "\(error)"])
     }
 
-    /// Advisory lock class of the per-site locks ('bfst'); the key within it is `hashtext(site_id)` (the
-    /// `site_owners` view of schema version 10 names the same class).
-    static let siteLockClass = 1_650_881_396
-    static let claimSitesOperation = "claim sites"
-
     /// Connects, migrating the schema first on the first connection only (a reconnect finds it in place), and
-    /// claims the sites.
+    /// joins the instances that share the sites. The writer serves no site until `rebalance` claims some: a site's
+    /// zone state lives in one process, so each site has one owner, the session holding its advisory lock. The
+    /// locks go with the session, when the process or its connection does, and the other instances take the
+    /// sites over.
     private func connect(pipeline: IngestPipeline, migrate: Bool) -> Result<BatchWriter, PostgresError> {
         Result { () throws(PostgresError) in
             let connection = try PostgresConnection(configuration.database)
             if migrate { try Migrator.migrate(connection, logger: logger) }
-            // One ingest per site: its zone state lives in one process. The locks belong to this connection's
-            // session, so they go when the process or its connection does; a second instance waits until then.
-            let sites = configuration.sites.sites.map(\.id)
-            let taken = try connection.query(
-                "SELECT site FROM unnest($1::text[]) AS site WHERE NOT pg_try_advisory_lock(\(Self.siteLockClass), hashtext(site))",
-                [sites])
-            guard taken.isEmpty else {
-                throw PostgresError(Self.claimSitesOperation, taken.compactMap { $0[0] }.joined(separator: ", "))
-            }
-            // Recorded in the session that holds the locks: `site_owners` shows the claim while they are held.
-            let takenOver = try connection.query(
-                """
-                WITH previous AS (
-                    SELECT site_id FROM beaconflow.site_claims WHERE site_id = ANY($1::text[]) AND instance <> $2
-                ), claimed AS (
-                    INSERT INTO beaconflow.site_claims (site_id, instance, claimed_at, backend_pid)
-                    SELECT site, $2, now(), pg_backend_pid() FROM unnest($1::text[]) AS site
-                    ON CONFLICT (site_id) DO UPDATE
-                        SET instance = excluded.instance, claimed_at = excluded.claimed_at, backend_pid = excluded.backend_pid
-                )
-                SELECT count(*) FROM previous
-                """, [sites, configuration.mqtt.clientID])
-            let handovers = Int(takenOver.first?[0] ?? "0") ?? 0
-            siteClaimsCounter.increment(by: sites.count)
-            takenOverCounter.increment(by: handovers)
-            statisticsState.withLock { $0.sitesTakenOver += handovers }
-            statisticsState.withLock { $0.databaseConnected = true }
-            logger.info("Connected to PostgreSQL", metadata: ["schema_version": "\(Migrator.latestVersion)"])
-            let writer = BatchWriter(connection: connection, pipeline: pipeline)
+            let writer = BatchWriter(connection: connection, pipeline: pipeline, servedSites: [])
+            try writer.joinInstances()
             try writer.maintainPartitions(dropExpired: false)
             try writer.writeRegistry(configuration.sites.beacons)
-            let resumption = try writer.resumeZonesIfNeeded()
-            for (site, error) in resumption.unusableCheckpoints {
-                logger.warning(
-                    "A zone checkpoint could not be used; the site resumes from its open visits",
-                    metadata: ["site": "\(site)", "error": "\(error)"])
-            }
-            if resumption.restoredSites > 0 || resumption.replayedSightings > 0 {
-                logger.info(
-                    "Zone state resumed",
-                    metadata: [
-                        "sites_from_checkpoints": "\(resumption.restoredSites)",
-                        "sightings_replayed": "\(resumption.replayedSightings)",
-                    ])
-            }
+            statisticsState.withLock { $0.databaseConnected = true }
+            logger.info("Connected to PostgreSQL", metadata: ["schema_version": "\(Migrator.latestVersion)"])
             return writer
         }
     }
@@ -405,6 +483,12 @@ public final class Ingest: Sendable {
             var newestReceived: Int64 = 0
             for item in items {
                 switch item {
+                case .status(let topic, _, _, _) where isServedElsewhere(topic: topic, kind: .status, writer: writer):
+                    break
+                case .batch(let topic, _, _) where isServedElsewhere(topic: topic, kind: .batch, writer: writer):
+                    // Claimed by another instance since it was queued: the agent sends it again, to the owner.
+                    batchCounters["not_served"]?.increment()
+                    statisticsState.withLock { $0.batchesNotServed += 1 }
                 case .status(let topic, let payload, let receivedAt, let retained):
                     do throws(PostgresError) {
                         try recordStatus(
@@ -440,6 +524,13 @@ public final class Ingest: Sendable {
                 statisticsState.withLock { $0.lagSeconds = lag }
             }
         }
+    }
+
+    /// Whether the topic is of a site of the sites file that this instance does not serve (now): its owner
+    /// records it. A topic of no known site is this instance's to refuse.
+    private func isServedElsewhere(topic: String, kind: AgentTopicKind, writer: BatchWriter) -> Bool {
+        guard let site = AgentTopics(parsing: topic, kind: kind)?.site else { return false }
+        return !writer.servedSites.contains(site) && configuration.sites.sites.contains { $0.id == site }
     }
 
     private struct AcceptedBatch {
@@ -644,6 +735,10 @@ final class BrokerConnections: Sendable {
 
     func subscribe(topic: String, qos: Int32) throws(MQTTError) {
         for client in clients { try client.subscribe(topic: topic, qos: qos) }
+    }
+
+    func unsubscribe(topic: String) throws(MQTTError) {
+        for client in clients { try client.unsubscribe(topic: topic) }
     }
 
     /// Publishes to every connected broker; throws the last failure when it reached none.

@@ -125,8 +125,9 @@ public struct IngestPipeline: Sendable {
         }
     }
 
-    /// The rows of one batch that the database did not have yet; `nowMicros` is the ingest's clock.
-    public mutating func apply(_ batch: DecodedBatch, nowMicros: Int64) -> PipelineOutput {
+    /// The rows of one batch that the database did not have yet; `nowMicros` is the ingest's clock. `inOrder`:
+    /// every earlier batch of the agent is committed (see `heldProgress`).
+    public mutating func apply(_ batch: DecodedBatch, nowMicros: Int64, inOrder: Bool = true) -> PipelineOutput {
         let agentKey = AgentKey(site: batch.siteID, agent: batch.agentID)
         let placement = placements[agentKey] ?? Placement()
         let offset = clocks.offset(agentKey)
@@ -158,7 +159,11 @@ public struct IngestPipeline: Sendable {
         let lateBefore = zoneTrackers[batch.siteID]?.lateReadings ?? 0
         zoneTrackers[batch.siteID]?.add(zoneReadings, agent: batch.agentID)
         if let newest = output.sightings.map(\.timeMicros).max() {
-            agentProgressed(agentKey, newestMicros: newest, arrivalMicros: nowMicros)
+            if inOrder {
+                agentProgressed(agentKey, newestMicros: max(newest, heldProgress.removeValue(forKey: agentKey) ?? .min), arrivalMicros: nowMicros)
+            } else {
+                heldProgress[agentKey] = max(newest, heldProgress[agentKey] ?? .min)
+            }
             sightingsSincePrune += output.sightings.count
             if sightingsSincePrune >= Self.pruneEverySightings {
                 sightingsSincePrune = 0
@@ -196,6 +201,19 @@ public struct IngestPipeline: Sendable {
         return (rssi, smoothed)
     }
 
+    /// An agent's batches committed past a gap (the batches before them are still to come, resent by the agent):
+    /// the newest reading they hold, which counts as the agent's progress only once the gap is filled, so that
+    /// the site's watermark does not pass the readings still to come. Batches come out of order when an agent
+    /// resends after a new ingest instance took its site over, or after a broker lost them.
+    private var heldProgress: [AgentKey: Int64] = [:]
+
+    /// The gap before an agent's held batches is filled (by a batch without readings, or one found committed):
+    /// their progress counts now.
+    public mutating func releaseHeldProgress(_ agent: AgentKey, arrivalMicros: Int64) {
+        guard let newest = heldProgress.removeValue(forKey: agent) else { return }
+        agentProgressed(agent, newestMicros: newest, arrivalMicros: arrivalMicros)
+    }
+
     /// Records that an agent's readings reached `newestMicros` of event time, arriving at `arrivalMicros`.
     public mutating func agentProgressed(_ agent: AgentKey, newestMicros: Int64, arrivalMicros: Int64) {
         zoneTrackers[agent.site]?.agentProgressed(agent.agent, newestMicros: newestMicros, arrivalMicros: arrivalMicros)
@@ -213,9 +231,6 @@ public struct IngestPipeline: Sendable {
         }
     }
 
-    /// Whether the zone trackers picked up where a previous run left off (once, at the first connection).
-    public private(set) var zonesResumed = false
-
     /// A site's zone state to save with the transaction, for a restart to resume from.
     public struct ZoneCheckpoint: Sendable {
         public var site: String
@@ -224,9 +239,9 @@ public struct IngestPipeline: Sendable {
         public var state: [UInt8]
     }
 
-    /// The checkpoints of the sites that counted minutes since their last one.
-    public mutating func takeZoneCheckpoints() -> [ZoneCheckpoint] {
-        zoneTrackers.keys.sorted().compactMap { site in
+    /// The checkpoints of those of `sites` that counted minutes since their last one.
+    public mutating func takeZoneCheckpoints(sites: Set<String>) -> [ZoneCheckpoint] {
+        sites.sorted().compactMap { site in
             guard zoneTrackers[site]?.checkpointDue == true, let state = zoneTrackers[site]?.takeCheckpoint(),
                 let watermark = zoneTrackers[site]?.watermarkMicros
             else { return nil }
@@ -254,8 +269,11 @@ public struct IngestPipeline: Sendable {
         }
     }
 
-    /// Marks the zone state as resumed: later connections keep what the pipeline holds.
-    public mutating func zonesWereResumed() { zonesResumed = true }
+    /// Forgets the sites' zone state: trackers as at the start, before `restoreZones` or `resumeZones`, or for a
+    /// site handed over to another instance.
+    public mutating func resetZones(sites: Set<String>) {
+        for site in self.sites.sites where sites.contains(site.id) { zoneTrackers[site.id] = SiteZoneTracker(site: site) }
+    }
 
     /// Starts a transaction: what the pipeline does until `commitTransaction()` can be undone by
     /// `rollbackTransaction()` (the database transaction it went with failed). The per-beacon tables keep a
@@ -309,14 +327,14 @@ public struct IngestPipeline: Sendable {
         zoneTrackers[site]?.advance(nowMicros: nowMicros) ?? []
     }
 
-    /// Every site's, for when no batch arrives (idle agents stop holding a site back).
-    public mutating func advanceZones(nowMicros: Int64) -> [ZoneChange] {
-        zoneTrackers.keys.sorted().flatMap { advanceZones(site: $0, nowMicros: nowMicros) }
+    /// The sites', for when no batch arrives (idle agents stop holding a site back).
+    public mutating func advanceZones(sites: Set<String>, nowMicros: Int64) -> [ZoneChange] {
+        sites.sorted().flatMap { advanceZones(site: $0, nowMicros: nowMicros) }
     }
 
-    /// Every site's `SiteZoneTracker.finish()`, for the end of the data.
-    public mutating func finishZones() -> [ZoneChange] {
-        zoneTrackers.keys.sorted().flatMap { zoneTrackers[$0]?.finish() ?? [] }
+    /// `SiteZoneTracker.finish()` of the sites (nil: of every site), for the end of the data.
+    public mutating func finishZones(sites: Set<String>? = nil) -> [ZoneChange] {
+        (sites.map { $0.sorted() } ?? zoneTrackers.keys.sorted()).flatMap { zoneTrackers[$0]?.finish() ?? [] }
     }
 
     /// Log-distance model: d = 10^((P1m − rssi) / (10 n)).

@@ -15,7 +15,7 @@ enum Schema {
     ]
 
     /// Each site's claim by the ingest instance serving it. An instance serves a site while its PostgreSQL session
-    /// holds the site's advisory lock (class 'bfst', key `hashtext(site_id)`: `Ingest.siteLockClass`), and records
+    /// holds the site's advisory lock (class 'bfst', key `hashtext(site_id)`: `BatchWriter.siteLockClass`), and records
     /// its claim here in that session; `site_owners` shows the claims whose lock is held now, so a claim left by
     /// an instance that died disappears from the view with its session.
     static let version10 = #"""

@@ -124,6 +124,8 @@ public final class MQTTClient: Sendable {
         var connected = false
         var broker: Endpoint?
         var subscriptions: [(topic: String, qos: Int32)] = []
+        /// Topics given up: unsubscribed again at every connection, since a kept session still holds them.
+        var unsubscriptions: Set<String> = []
     }
 
     /// What the C callbacks reach through `userdata`.
@@ -258,10 +260,23 @@ public final class MQTTClient: Sendable {
     /// Subscribes now (when connected) and again after every reconnect.
     public func subscribe(topic: String, qos: Int32 = 1) throws(MQTTError) {
         let connected = context.state.withLock { state in
+            state.unsubscriptions.remove(topic)
+            state.subscriptions.removeAll { $0.topic == topic }
             state.subscriptions.append((topic, qos))
             return state.connected
         }
         if connected { try check("subscribe", mosquitto_subscribe_v5(handle.pointer, nil, topic, qos, 0, nil)) }
+    }
+
+    /// Unsubscribes now (when connected) and again at every connection: a session the broker kept from before
+    /// still holds the subscription. Messages the broker had already sent or queued may still arrive.
+    public func unsubscribe(topic: String) throws(MQTTError) {
+        let connected = context.state.withLock { state in
+            state.subscriptions.removeAll { $0.topic == topic }
+            state.unsubscriptions.insert(topic)
+            return state.connected
+        }
+        if connected { try check("unsubscribe", mosquitto_unsubscribe_v5(handle.pointer, nil, topic, nil)) }
     }
 
     public var isConnected: Bool { context.state.withLock { $0.connected } }
@@ -343,10 +358,11 @@ public final class MQTTClient: Sendable {
                 context.continuation.yield(.disconnected(reason: reason))
                 return
             }
-            let subscriptions = context.state.withLock { state in
+            let (subscriptions, unsubscriptions) = context.state.withLock { state in
                 state.connected = true
-                return state.subscriptions
+                return (state.subscriptions, state.unsubscriptions)
             }
+            for topic in unsubscriptions.sorted() { mosquitto_unsubscribe_v5(mosq, nil, topic, nil) }
             for subscription in subscriptions {
                 mosquitto_subscribe_v5(mosq, nil, subscription.topic, subscription.qos, 0, nil)
             }

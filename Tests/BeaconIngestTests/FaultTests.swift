@@ -281,8 +281,181 @@ struct FaultTests {
         // The restart happened and read back the sightings; the second instance stood by, then took over from the
         // checkpoint.
         #expect(log.components(separatedBy: "Connected to PostgreSQL").count == 3, "\(log.suffix(3000))")
-        #expect(log.contains("Zone state resumed"), "\(log.suffix(3000))")
-        #expect(standbyLog.contains("Another ingest serves these sites; standing by"), "\(standbyLog.suffix(3000))")
-        #expect(standbyLog.contains("sites_from_checkpoints=1"), "\(standbyLog.suffix(3000))")
+        let claims = log.split(separator: "\n").filter { $0.contains("Sites claimed") }
+        #expect(claims.count == 2 && !claims[1].contains("sightings_replayed=0 "), "\(log.suffix(3000))")
+        let standbyClaims = standbyLog.split(separator: "\n").filter { $0.contains("Sites claimed") }
+        #expect(
+            standbyClaims.count == 1 && standbyClaims[0].contains("sites_from_checkpoints=1")
+                && standbyClaims[0].contains("taken_over=1"), "\(standbyLog.suffix(3000))")
+    }
+
+    /// Three sites of two rooms each, beacons moving between them, two agents per site.
+    static let threeSites: [String] = ["hq", "east", "west"]
+
+    static var threeSiteScenario: String {
+        var text = "seed: 47\nstart_unix_s: 1767268800\nduration_s: 240\nsites:\n"
+        var beacons = "beacons:\n"
+        for (index, site) in threeSites.enumerated() {
+            text += """
+                  - id: \(site)
+                    shadowing_db: 4
+                    shadowing_correlation_s: 3
+                    wall_loss_db: 6
+                    zones:
+                      - {id: lobby, rect: [0, 0, 6, 5]}
+                      - {id: lab, rect: [6, 0, 12, 5]}
+                    doors:
+                      - {zones: [lobby, lab], at: [6, 2.5]}
+                    agents:
+                      - {id: \(site)-a1, zone: lobby, position: [3, 2.5], loss: 0.1}
+                      - {id: \(site)-a2, zone: lab, position: [9, 2.5], loss: 0.1}
+
+                """
+            let n = index + 1
+            beacons += """
+                  - {name: cart-\(n), site: \(site), type: eddystone-uid, namespace: 0102030405060708090a, instance: 00000000\(n)0c1, tlm_every: 5, interval_ms: 250, path: [{at_s: 0, zone: lobby}, {at_s: \(60 + 10 * n), zone: lab}, {at_s: 170, zone: lobby}]}
+                  - {name: bed-\(n), site: \(site), type: eddystone-uid, namespace: 0102030405060708090a, instance: 00000000\(n)0c2, tlm_every: 5, interval_ms: 300, path: [{at_s: 0, zone: lab}]}
+                  - {name: badge-\(n), site: \(site), type: ibeacon, uuid: e2c56db5dffb48d2b060d0f5a71096e0, major: \(n), minor: 1, interval_ms: 300, path: [{at_s: 0, zone: lobby}, {at_s: \(30 + 10 * n), zone: lab}, {at_s: 120, zone: lobby}]}
+                  - {name: visitor-\(n), site: \(site), type: ibeacon, uuid: e2c56db5dffb48d2b060d0f5a71096e0, major: \(n), minor: 2, interval_ms: 300, path: [{at_s: 20, zone: lab}, {at_s: \(100 + 10 * n)}]}
+
+                """
+        }
+        return text + beacons
+    }
+
+    static var threeSiteSites: String {
+        "sites:\n" + threeSites.map { site in
+            """
+              - id: \(site)
+                allowed_lateness_s: 8
+                zones: [{id: lobby}, {id: lab}]
+                agents: [{id: \(site)-a1, zone: lobby}, {id: \(site)-a2, zone: lab}]
+
+            """
+        }.joined()
+    }
+
+    /// The same three-site replay twice at once, each through its own broker, PostgreSQL and agents: once with one
+    /// ingest, once with an ingest that a second joins (they share the sites), then the first killed (-9) so that
+    /// the second takes its sites over, then a third joining. Both runs end with the same visits and per-minute
+    /// occupancy to the microsecond, the same sightings, every TLM transmission once.
+    @Test func instancesJoiningAndDyingGiveTheResultsOfASingleInstance() async throws {
+        let executable = try #require(beaconflowExecutable)
+        let work = try makeTemporaryDirectory(prefix: "sharing")
+        defer { try? FileManager.default.removeItem(atPath: work) }
+        try Self.threeSiteScenario.write(toFile: work + "/scenario.yaml", atomically: true, encoding: .utf8)
+        try Self.threeSiteSites.write(toFile: work + "/sites.yaml", atomically: true, encoding: .utf8)
+        let simulated = try await runProgram(executable, ["simulate", "--scenario", work + "/scenario.yaml", "--out", work + "/captures"])
+        #expect(simulated.status == 0, "\(simulated.errors)")
+
+        struct Run {
+            var name: String
+            var broker: MosquittoServer
+            var database: PostgresServer
+            var ingests: [ChildProcess] = []
+            var agents: [ChildProcess] = []
+        }
+        func startIngest(_ run: inout Run, _ instance: String) throws {
+            run.ingests.append(
+                try ChildProcess(
+                    executable,
+                    [
+                        "ingest", "--sites", work + "/sites.yaml", "--broker", run.broker.url, "--database",
+                        run.database.conninfo, "--client-id", instance, "--metrics-listen", "none",
+                    ], standardErrorPath: "\(work)/\(run.name)-\(instance).log"))
+        }
+        func start(_ name: String) async throws -> Run {
+            var run = Run(
+                name: name, broker: try await onThread { try MosquittoServer(persistence: false) },
+                database: try await PostgresServer.start())
+            try startIngest(&run, "ingest-1")
+            for site in Self.threeSites {
+                for agent in ["\(site)-a1", "\(site)-a2"] {
+                    run.agents.append(
+                        try ChildProcess(
+                            executable,
+                            [
+                                "agent", "--site", site, "--agent", agent, "--source", "btsnoop:\(work)/captures/\(site)-\(agent).btsnoop",
+                                "--speed", "4", "--broker", run.broker.url, "--spool", "\(work)/\(name)-spool-\(agent)",
+                                "--batch-max-age-ms", "200", "--ack-timeout", "2", "--drain-timeout", "120",
+                            ], standardErrorPath: "\(work)/\(name)-\(agent).log"))
+                }
+            }
+            return run
+        }
+        let single = try await start("single")
+        var shared = try await start("shared")
+        defer {
+            for run in [single, shared] {
+                for process in run.ingests + run.agents { process.terminate() }
+            }
+        }
+        func query(_ run: Run, _ sql: String) async throws -> [[String?]] {
+            try await onThread { try PostgresConnection(run.database.conninfo).query(sql).map(\.values) }
+        }
+        func owners(_ run: Run) async throws -> [String: Int] {
+            var counts: [String: Int] = [:]
+            // Nothing until the first ingest has made the schema.
+            for row in (try? await query(run, "SELECT instance FROM beaconflow.site_owners")) ?? [] { counts[row[0] ?? "", default: 0] += 1 }
+            return counts
+        }
+        func waitForOwners(_ run: Run, _ description: String, _ condition: ([String: Int]) -> Bool) async throws -> Duration {
+            let started = ContinuousClock.now
+            var seen: [String: Int] = [:]
+            while ContinuousClock.now - started < .seconds(20) {
+                seen = try await owners(run)
+                if condition(seen) { return ContinuousClock.now - started }
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            Issue.record("\(description): owners \(seen)")
+            return .seconds(20)
+        }
+
+        // 240 s at four times real speed: 60 s.
+        _ = try await waitForOwners(shared, "the first serves every site") { $0 == ["ingest-1": 3] }
+        try await Task.sleep(for: .seconds(8))
+        try startIngest(&shared, "ingest-2")
+        _ = try await waitForOwners(shared, "the second joins") { $0["ingest-1"] == 2 && $0["ingest-2"] == 1 }
+        try await Task.sleep(for: .seconds(10))
+        shared.ingests[0].terminate(SIGKILL)
+        _ = await shared.ingests[0].exit()
+        let takeOver = try await waitForOwners(shared, "the second takes the dead one's sites") { $0 == ["ingest-2": 3] }
+        #expect(takeOver < .seconds(15))
+        try await Task.sleep(for: .seconds(5))
+        try startIngest(&shared, "ingest-3")
+        _ = try await waitForOwners(shared, "the third joins") { $0["ingest-2"] == 2 && $0["ingest-3"] == 1 }
+
+        for run in [single, shared] {
+            for (index, process) in run.agents.enumerated() {
+                let status = await process.exit()
+                #expect(status == 0, "\(run.name) agent \(index): exit \(status)")
+            }
+        }
+        // Agents done, they are let go after the allowed lateness and every reading is applied.
+        let tables = [
+            "SELECT site_id, beacon_id, zone_id, (extract(epoch FROM enter_ts) * 1000000)::bigint, (extract(epoch FROM exit_ts) * 1000000)::bigint FROM beaconflow.visits ORDER BY 1, 2, 4",
+            "SELECT site_id, zone_id, bucket, occupants, occupant_seconds FROM beaconflow.zone_occupancy ORDER BY 1, 3, 2",
+            "SELECT agent_id, count(*), sum(rssi) FROM beaconflow.sightings GROUP BY 1 ORDER BY 1",
+            "SELECT site_id, count(*), count(DISTINCT (beacon_id, adv_count, uptime_s)) FROM beaconflow.telemetry_raw GROUP BY 1 ORDER BY 1",
+        ]
+        func contents(_ run: Run) async throws -> [[[String?]]] {
+            var all: [[[String?]]] = []
+            for table in tables { all.append(try await query(run, table)) }
+            return all
+        }
+        var expected: [[[String?]]] = []
+        var actual: [[[String?]]] = []
+        let deadline = ContinuousClock.now + .seconds(40)
+        repeat {
+            try await Task.sleep(for: .seconds(1))
+            expected = try await contents(single)
+            actual = try await contents(shared)
+        } while (expected != actual || expected[1].count < 18) && ContinuousClock.now < deadline
+        #expect(Set(expected[0].map { $0[0] }).count == 3 && expected[0].count >= 24, "visits: \(expected[0])")
+        #expect(expected[1].count >= 18 && expected[1].contains { $0[3] != "0" }, "minutes: \(expected[1])")
+        #expect(expected[3].count == 3 && expected[3].allSatisfy { $0[1] == $0[2] && $0[1] != "0" }, "telemetry: \(expected[3])")
+        for (index, what) in ["visits", "minutes", "sightings", "telemetry"].enumerated() {
+            #expect(actual[index] == expected[index], "\(what) with instances sharing:\n\(actual[index])\none instance:\n\(expected[index])")
+        }
     }
 }

@@ -174,6 +174,7 @@ struct IngestCommandTests {
             [
                 "agent", "--site", "hq", "--agent", "hq-a1", "--source", "sim:" + deployDirectory + "/scenarios/demo.yaml",
                 "--broker", broker.url, "--spool", work + "/spool", "--metrics-listen", "127.0.0.1:\(port)",
+                "--ack-timeout", "2",  // the batches sent before the ingest claimed the site go again soon
             ], standardErrorPath: work + "/agent.log")
         func metric(_ name: String, in text: String) -> Double? {
             text.split(separator: "\n").first { $0.hasPrefix(name + " ") }.flatMap { Double($0.split(separator: " ")[1]) }

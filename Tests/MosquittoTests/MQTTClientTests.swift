@@ -69,6 +69,56 @@ struct MQTTClientTests {
         try await received.first { $0 == .message(topic: "r/x", payload: [1, 2, 3], retained: false) }
     }
 
+    /// A topic given up gets nothing more, now and after a restart on a session the broker kept (which still
+    /// holds the subscription until the client unsubscribes again at its connection).
+    @Test func anUnsubscribedTopicStaysUnsubscribedAcrossAKeptSession() async throws {
+        let broker = try MosquittoServer()
+        let (publisher, published) = try client(broker, id: "pub-unsub")
+        defer { publisher.stop() }
+        publisher.start()
+        try await published.first { if case .connected = $0 { true } else { false } }
+        /// Subscribes to `topic` and publishes on it until a message arrives: a subscription change sent before
+        /// that subscription has then taken effect.
+        func sync(_ client: MQTTClient, _ received: Collector<MQTTEvent>, _ topic: String) async throws {
+            try client.subscribe(topic: topic)
+            let deadline = ContinuousClock.now + .seconds(10)
+            repeat {
+                _ = try publisher.publish(topic: topic, payload: [1])
+                if (try? await received.first(within: .milliseconds(300)) { if case .message(topic, _, _) = $0 { true } else { false } }) != nil {
+                    return
+                }
+            } while ContinuousClock.now < deadline
+            Issue.record("\(topic) never arrived")
+        }
+        func heard(_ received: Collector<MQTTEvent>, _ topic: String) -> Bool {
+            received.all.contains { if case .message(topic, _, _) = $0 { true } else { false } }
+        }
+
+        let (first, firstReceived) = try client(broker, id: "keeper") { $0.sessionExpirySeconds = 600 }
+        try first.subscribe(topic: "u/a")
+        first.start()
+        try await sync(first, firstReceived, "u/1")
+        try first.unsubscribe(topic: "u/a")
+        try await sync(first, firstReceived, "u/2")
+        _ = try publisher.publish(topic: "u/a", payload: [3])
+        try await sync(first, firstReceived, "u/3")
+        #expect(!heard(firstReceived, "u/a"))
+
+        // The session, with u/a again, is kept by the broker.
+        try first.subscribe(topic: "u/a")
+        try await sync(first, firstReceived, "u/4")
+        first.stop()
+        let (second, secondReceived) = try client(broker, id: "keeper") { $0.sessionExpirySeconds = 600 }
+        defer { second.stop() }
+        try second.unsubscribe(topic: "u/a")
+        second.start()
+        try await secondReceived.first { $0 == .connected(sessionPresent: true) }
+        try await sync(second, secondReceived, "u/5")
+        _ = try publisher.publish(topic: "u/a", payload: [7])
+        try await sync(second, secondReceived, "u/6")
+        #expect(!heard(secondReceived, "u/a"))
+    }
+
     /// Independent brokers of one deployment: when the one in use goes, the client moves to the next, and back.
     @Test func failsOverToTheNextBrokerAndBack() async throws {
         let first = try MosquittoServer()

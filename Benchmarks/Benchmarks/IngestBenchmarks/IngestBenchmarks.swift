@@ -9,19 +9,30 @@ import Mosquitto
 import Synchronization
 
 /// The ingest between a real mosquitto and a real PostgreSQL (both throwaway, on loopback), fed by a publisher that
-/// stands in for the agents of one site: `agentCount` agents, batches of `sightingsPerBatch` sightings as the
-/// agents seal them, times in real time.
+/// stands in for the agents of one site (or of several, agent i in site i mod the number of sites): `agentCount`
+/// agents, batches of `sightingsPerBatch` sightings as the agents seal them, times in real time.
 let agentCount = 10
 let sightingsPerBatch = 1000
 let siteID = "bench"
 
-let sitesText = """
-    sites:
-      - id: \(siteID)
-        zones: [\((0..<5).map { "{id: zone-\($0)}" }.joined(separator: ", "))]
-        agents:
-    \((0..<agentCount).map { "      - {id: agent-\($0), zone: zone-\($0 % 5)}" }.joined(separator: "\n"))
-    """
+/// The site of an agent when there are `sites` sites.
+func site(of agent: Int, sites: Int) -> String { sites == 1 ? siteID : "\(siteID)-\(agent % sites)" }
+
+func sitesText(sites: Int) -> String {
+    "sites:\n" + (0..<sites).map { index in
+        let id = site(of: index, sites: sites)
+        let agents = (0..<agentCount).filter { site(of: $0, sites: sites) == id }
+        return """
+              - id: \(id)
+                zones: [\((0..<5).map { "{id: zone-\($0)}" }.joined(separator: ", "))]
+                agents:
+            \(agents.map { "      - {id: agent-\($0), zone: zone-\($0 % 5)}" }.joined(separator: "\n"))
+
+            """
+    }.joined()
+}
+
+let sitesText = sitesText(sites: 1)
 
 /// Every acknowledgement as it arrived: agent index, committed-through sequence, wall clock (µs).
 final class AcknowledgementLog: Sendable {
@@ -31,17 +42,19 @@ final class AcknowledgementLog: Sendable {
 final class Environment: @unchecked Sendable {
     let broker: MosquittoServer
     let database: PostgresServer
-    /// The ingest in this process, or
-    let ingest: Ingest?
-    let task: Task<Void, Error>?
+    /// The ingest instances in this process (sharing the sites), or
+    let ingests: [Ingest]
+    let tasks: [Task<Void, Error>]
     /// a `beaconflow ingest` process.
     let ingestProcess: ChildProcess?
     let publisher: MQTTClient
     let acknowledgements = AcknowledgementLog()
     private let listener: Task<Void, Never>
     var nextSequence = [UInt64](repeating: 1, count: agentCount)
+    let sites: Int
 
-    init(ingestAsProcess: Bool = false) async throws {
+    init(ingestAsProcess: Bool = false, sites: Int = 1, instances: Int = 1) async throws {
+        self.sites = sites
         broker = try MosquittoServer()
         database = try await PostgresServer.start()
         var logger = Logger(label: "bench-ingest")
@@ -60,17 +73,20 @@ final class Environment: @unchecked Sendable {
                     "ingest", "--sites", sitesFile, "--broker", "mqtt://127.0.0.1:\(broker.port)", "--database",
                     database.conninfo, "--metrics-listen", "none", "--log-level", "warning",
                 ], standardErrorPath: database.directory + "/ingest.log")
-            ingest = nil
-            task = nil
+            ingests = []
+            tasks = []
         } else {
-            var mqtt = MQTTClient.Configuration(host: "127.0.0.1", port: broker.port, clientID: "bench-ingest")
-            mqtt.reconnectDelayMinimum = .milliseconds(50)
-            var configuration = IngestConfiguration(
-                mqtt: mqtt, database: database.conninfo, sites: try SitesConfiguration.parse(sitesText))
-            configuration.queueCapacity = 4096
-            let ingest = Ingest(configuration: configuration, logger: logger)
-            self.ingest = ingest
-            task = Task { try await ingest.run() }
+            var made: [Ingest] = []
+            for instance in 0..<instances {
+                var mqtt = MQTTClient.Configuration(host: "127.0.0.1", port: broker.port, clientID: "bench-ingest-\(instance)")
+                mqtt.reconnectDelayMinimum = .milliseconds(50)
+                var configuration = IngestConfiguration(
+                    mqtt: mqtt, database: database.conninfo, sites: try SitesConfiguration.parse(sitesText(sites: sites)))
+                configuration.queueCapacity = 4096
+                made.append(Ingest(configuration: configuration, logger: logger))
+            }
+            ingests = made
+            tasks = made.map { ingest in Task { try await ingest.run() } }
             ingestProcess = nil
         }
         var publisherConfiguration = MQTTClient.Configuration(host: "127.0.0.1", port: broker.port, clientID: "bench-agents")
@@ -91,10 +107,11 @@ final class Environment: @unchecked Sendable {
             }
         }
         publisher.start()
-        try publisher.subscribe(topic: "beaconflow/v1/\(siteID)/+/ack", qos: 1)
-        let deadline = ContinuousClock.now + .seconds(30)
-        while !(ingest.map { $0.statistics.mqttConnected && $0.statistics.databaseConnected } ?? true) {
-            guard ContinuousClock.now < deadline else { fatalError("the ingest did not connect") }
+        try publisher.subscribe(topic: "beaconflow/v1/+/+/ack", qos: 1)
+        // Every instance connected and serving its share of the sites.
+        let deadline = ContinuousClock.now + .seconds(60)
+        while !ingests.allSatisfy({ $0.statistics.mqttConnected && $0.statistics.sitesServed == sites / instances }) {
+            guard ContinuousClock.now < deadline else { fatalError("the instances did not share the sites: \(ingests.map(\.statistics))") }
             try await Task.sleep(for: .milliseconds(20))
         }
         try await Task.sleep(for: ingestAsProcess ? .seconds(3) : .milliseconds(300))  // its subscription is in place
@@ -103,7 +120,7 @@ final class Environment: @unchecked Sendable {
     /// One sealed batch of `agent`: `sightingsPerBatch` sightings of `beacons` (round robin) from `start`, `step`
     /// apart.
     func batch(agent: Int, beacons: Range<Int>, start: Int64, step: Int64) throws -> [UInt8] {
-        var builder = BatchBuilder(siteID: siteID, agentID: "agent-\(agent)", bootID: 7)
+        var builder = BatchBuilder(siteID: site(of: agent, sites: sites), agentID: "agent-\(agent)", bootID: 7)
         builder.configuration.maximumSightings = sightingsPerBatch * 2
         for index in 0..<sightingsPerBatch {
             let beacon = beacons.lowerBound + index % beacons.count
@@ -121,16 +138,16 @@ final class Environment: @unchecked Sendable {
     }
 
     func publish(agent: Int, _ payload: [UInt8]) throws {
-        _ = try publisher.publish(topic: "beaconflow/v1/\(siteID)/agent-\(agent)/batch", payload: payload, qos: 1)
+        _ = try publisher.publish(topic: "beaconflow/v1/\(site(of: agent, sites: sites))/agent-\(agent)/batch", payload: payload, qos: 1)
     }
 
-    var committedSightings: Int { ingest!.statistics.sightingsCommitted }
+    var committedSightings: Int { ingests.map(\.statistics.sightingsCommitted).reduce(0, +) }
 
-    /// Waits until the ingest in this process has committed `sightings` in all.
+    /// Waits until the ingest instances in this process have committed `sightings` in all.
     func waitForCommitted(_ sightings: Int) async throws {
         let deadline = ContinuousClock.now + .seconds(300)
         while committedSightings < sightings {
-            guard ContinuousClock.now < deadline else { fatalError("not committed within 300 s: \(ingest!.statistics)") }
+            guard ContinuousClock.now < deadline else { fatalError("not committed within 300 s: \(ingests.map(\.statistics))") }
             try await Task.sleep(for: .milliseconds(1))
         }
     }
@@ -150,8 +167,8 @@ final class Environment: @unchecked Sendable {
 
     /// Stops the ingest, then the servers (the process exits without running deinitialisers).
     func stop() async throws {
-        ingest?.requestStop()
-        try await task?.value
+        for ingest in ingests { ingest.requestStop() }
+        for task in tasks { try await task.value }
         if let ingestProcess {
             ingestProcess.terminate()
         }
@@ -169,30 +186,34 @@ let beaconsPerAgent = 100
 
 let benchmarks: @Sendable () -> Void = {
     // Broker to committed rows: each iteration publishes 100 batches (100,000 sightings; 10 agents, 100 beacons
-    // each, 10 s of event time) and waits until the ingest has committed them all.
-    Benchmark(
-        "Ingest end to end, 100k sightings",
-        configuration: .init(
-            metrics: [.wallClock, .cpuTotal, .throughput], timeUnits: .milliseconds, warmupIterations: 1,
-            maxDuration: .seconds(120), maxIterations: 8),
-        closure: { benchmark in
-            let start = wallClockMicros() - 3_600_000_000
-            var payloads: [(Int, [UInt8])] = []
-            for round in 0..<(batchesPerIteration / agentCount) {
-                for agent in 0..<agentCount {
-                    let beacons = (agent * beaconsPerAgent)..<((agent + 1) * beaconsPerAgent)
-                    payloads.append(
-                        (agent, try environment.batch(agent: agent, beacons: beacons, start: start + Int64(round) * 1_000_000, step: 1000)))
+    // each, 10 s of event time) and waits until the ingest has committed them all. Then the same over four sites
+    // (agent i in site i mod 4), with 1, 2 and 4 instances sharing them on one database.
+    for (sites, instances) in [(1, 1), (4, 1), (4, 2), (4, 4)] {
+        let name = sites == 1 ? "Ingest end to end, 100k sightings" : "Ingest end to end, 100k sightings, 4 sites, \(instances) instance\(instances == 1 ? "" : "s")"
+        Benchmark(
+            name,
+            configuration: .init(
+                metrics: [.wallClock, .cpuTotal, .throughput], timeUnits: .milliseconds, warmupIterations: 1,
+                maxDuration: .seconds(120), maxIterations: 8),
+            closure: { benchmark in
+                let start = wallClockMicros() - 3_600_000_000
+                var payloads: [(Int, [UInt8])] = []
+                for round in 0..<(batchesPerIteration / agentCount) {
+                    for agent in 0..<agentCount {
+                        let beacons = (agent * beaconsPerAgent)..<((agent + 1) * beaconsPerAgent)
+                        payloads.append(
+                            (agent, try environment.batch(agent: agent, beacons: beacons, start: start + Int64(round) * 1_000_000, step: 1000)))
+                    }
                 }
-            }
-            let target = environment.committedSightings + batchesPerIteration * sightingsPerBatch
-            benchmark.startMeasurement()
-            for (agent, payload) in payloads { try environment.publish(agent: agent, payload) }
-            try await environment.waitForCommitted(target)
-            benchmark.stopMeasurement()
-        },
-        setup: { environment = try await Environment() },
-        teardown: { try await environment.stop() })
+                let target = environment.committedSightings + batchesPerIteration * sightingsPerBatch
+                benchmark.startMeasurement()
+                for (agent, payload) in payloads { try environment.publish(agent: agent, payload) }
+                try await environment.waitForCommitted(target)
+                benchmark.stopMeasurement()
+            },
+            setup: { environment = try await Environment(sites: sites, instances: instances) },
+            teardown: { try await environment.stop() })
+    }
 
     // The reference: the same 100,000 rows as one plain binary COPY of their packs into sighting_packs, in a
     // transaction (packing them is part of the reference's work, as it is the ingest's).

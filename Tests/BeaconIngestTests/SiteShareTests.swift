@@ -1,0 +1,103 @@
+@testable import BeaconIngest
+import Testing
+
+@Suite struct SiteShareTests {
+    /// Instances applying `SiteShare.plan` in turn against one set of locks, as they do against PostgreSQL.
+    struct Deployment {
+        var sites: [String]
+        var owners: [String: String] = [:]
+        var instances: [String] = []
+
+        func owned(by instance: String) -> Set<String> { Set(owners.filter { $0.value == instance }.keys) }
+
+        /// One instance's rebalance: hand over, then claim what is still free. Returns whether anything moved.
+        mutating func step(_ instance: String) -> Bool {
+            let others = instances.filter { $0 != instance }.map { owned(by: $0).count }
+            let share = SiteShare.plan(
+                instance: instance, sites: sites, owned: owned(by: instance), others: others,
+                free: Set(sites).subtracting(owners.keys))
+            for site in share.release { owners[site] = nil }
+            var claimed = 0
+            for site in share.claim where claimed < share.claimLimit && owners[site] == nil {
+                owners[site] = instance
+                claimed += 1
+            }
+            return !share.release.isEmpty || claimed > 0
+        }
+
+        /// Rounds of every instance stepping until none moves; nil when it has not settled after 20 rounds.
+        mutating func settle() -> Int? {
+            for round in 1...20 {
+                var moved = false
+                for instance in instances { moved = step(instance) || moved }
+                if !moved { return round }
+            }
+            return nil
+        }
+
+        /// Every site owned, and every instance within one site of the others.
+        var isFair: Bool {
+            let counts = instances.map { owned(by: $0).count }
+            return owners.count == sites.count && (counts.max() ?? 0) - (counts.min() ?? 0) <= 1
+        }
+    }
+
+    @Test func aLoneInstanceClaimsEverySite() {
+        let share = SiteShare.plan(instance: "a", sites: ["s1", "s2", "s3"], owned: [], others: [], free: ["s1", "s2", "s3"])
+        #expect(share.claimLimit == 3 && Set(share.claim) == ["s1", "s2", "s3"] && share.release.isEmpty)
+    }
+
+    @Test func anInstanceHoldingMoreThanItsShareHandsOverTheSurplus() {
+        let sites = (1...5).map { "s\($0)" }
+        let share = SiteShare.plan(instance: "a", sites: sites, owned: Set(sites), others: [0], free: [])
+        #expect(share.release.count == 2 && share.claim.isEmpty)  // 5 sites, 2 instances: 3 and 2
+        // The newcomer waits for free sites, and takes at most its share.
+        let newcomer = SiteShare.plan(instance: "b", sites: sites, owned: [], others: [3], free: Set(share.release))
+        #expect(newcomer.claimLimit == 3 && Set(newcomer.claim) == Set(share.release))
+    }
+
+    @Test func withAnotherBelowItsShareOneSiteIsHandedOverAndTheFreeOnesGoToIt() {
+        let sites = (1...4).map { "s\($0)" }
+        // 4 sites, 3 instances: between 1 and 2 each. "c" has none.
+        let holder = SiteShare.plan(instance: "a", sites: sites, owned: ["s1", "s2"], others: [2, 0], free: [])
+        #expect(holder.release.count == 1)
+        // "b", at 1 with a free site, leaves it for "c" rather than going to 2.
+        let other = SiteShare.plan(instance: "b", sites: sites, owned: ["s3"], others: [1, 0], free: ["s4"])
+        #expect(other.claimLimit == 0 || other.claim.isEmpty)
+        let short = SiteShare.plan(instance: "c", sites: sites, owned: [], others: [1, 1], free: ["s4"])
+        #expect(short.claim == ["s4"] && short.claimLimit >= 1)
+    }
+
+    @Test func instancesRankSitesDifferently() {
+        let sites = Set((1...50).map { "site-\($0)" })
+        let first = SiteShare.rank(sites, instance: "ingest-a")
+        let second = SiteShare.rank(sites, instance: "ingest-b")
+        #expect(first != second && Set(first) == sites && first == SiteShare.rank(sites, instance: "ingest-a"))
+        #expect(first.prefix(5) != second.prefix(5))
+    }
+
+    /// Joins, graceful leaves and deaths in many sizes: the instances always settle, within a round per instance,
+    /// on a fair division with every site owned.
+    @Test(arguments: [(1, 1), (1, 3), (3, 2), (4, 3), (7, 3), (10, 4), (50, 4), (50, 7)])
+    func instancesSettleOnAFairDivision(sites count: Int, instances: Int) {
+        var deployment = Deployment(sites: (1...count).map { "site-\($0)" })
+        for index in 1...instances {
+            deployment.instances.append("ingest-\(index)")
+            let rounds = deployment.settle()
+            // An instance above the lower share hands over one site per round: one round per instance at most.
+            #expect(rounds != nil && rounds! <= index + 1, "joining \(index): \(String(describing: rounds)) rounds")
+            #expect(deployment.isFair, "after \(index) joined: \(deployment.owners)")
+        }
+        // The first one dies: its sites are free, the others share them.
+        let dead = deployment.instances.removeFirst()
+        deployment.owners = deployment.owners.filter { $0.value != dead }
+        if !deployment.instances.isEmpty {
+            #expect(deployment.settle() != nil)
+            #expect(deployment.isFair, "after a death: \(deployment.owners)")
+        }
+        // One more joins.
+        deployment.instances.append("ingest-late")
+        #expect(deployment.settle() != nil)
+        #expect(deployment.isFair, "after a late join: \(deployment.owners)")
+    }
+}
