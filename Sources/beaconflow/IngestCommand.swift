@@ -44,7 +44,7 @@ struct IngestCommand: AsyncParsableCommand {
         help: "MQTT client id. Given, the broker keeps its session for a day, holding batches while the ingest is down; each instance needs its own. Default: beaconflow-ingest-<host>-<process id>, unique, with no session kept (agents send again what was not acknowledged)."
     )
     var clientID: String?
-    @Option(help: "Share the batch subscription with the other instances of this group ($share/<group>/...). The shipped broker ACL does not grant it: any client may join a group, and the broker drops the share of batches that client may not read.")
+    @Option(help: "Share the batch subscriptions with the other subscribers of this group ($share/<group>/...). Instances on the same database share the sites without it. The shipped broker ACL does not grant it: any client may join a group, and the broker drops the share of batches that client may not read.")
     var sharedGroup: String?
     @OptionGroup(title: "Database") var databaseOptions: DatabaseOptions
     @Option(help: "Messages queued for the writer at most; beyond it batches are deferred to the agents' resends.")

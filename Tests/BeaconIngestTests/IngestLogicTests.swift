@@ -712,4 +712,33 @@ import Testing
         #expect(link.pendingConnection?.firstConnection == false)
         #expect(link.didFailToConnect(backoff: backoff) == .milliseconds(200))
     }
+
+    /// An agent's batch that arrives past a gap in its sequences holds the agent's progress: the site's watermark
+    /// stays where the gap begins until the missing batch comes, whose readings then move zones, not count late.
+    @Test func progressPastAGapWaitsForTheMissingBatch() throws {
+        let sites = try SitesConfiguration.parse(testSites)
+        var pipeline = IngestPipeline(sites: sites)
+        let start: Int64 = 1_767_225_600_000_000
+        func batch(_ agent: String, from second: Int64) throws -> DecodedBatch {
+            var builder = BatchBuilder(siteID: "hq", agentID: agent, bootID: 1)
+            let key = BeaconKey(beaconID: "eddystone:0102030405060708090a:0000000000a1", address: 1, addressIsRandom: true, powerAt1mDbm: -59)
+            for index in 0..<10 {
+                _ = builder.add(Sighting(timeMicros: start + (second + Int64(index)) * 1_000_000, beacon: key, rssi: -60), nowNanoseconds: 0)
+            }
+            let sealed = builder.seal(sequence: 1, firstUnacknowledgedSequence: 1, agentClockMicros: start)
+            return try BatchReader.decode(try #require(sealed).wireBytes())
+        }
+        let now = start + 100_000_000
+        _ = pipeline.apply(try batch("hq-a1", from: 0), nowMicros: now)
+        _ = pipeline.apply(try batch("hq-a2", from: 0), nowMicros: now)
+        #expect(pipeline.zoneTrackers["hq"]?.watermarkMicros == start + 9_000_000)
+        // hq-a1's batch of seconds 20-29 arrives before its batch of 10-19.
+        _ = pipeline.apply(try batch("hq-a1", from: 20), nowMicros: now, inOrder: false)
+        _ = pipeline.apply(try batch("hq-a2", from: 10), nowMicros: now)
+        _ = pipeline.apply(try batch("hq-a2", from: 20), nowMicros: now)
+        #expect(pipeline.zoneTrackers["hq"]?.watermarkMicros == start + 9_000_000)
+        _ = pipeline.apply(try batch("hq-a1", from: 10), nowMicros: now)
+        #expect(pipeline.zoneTrackers["hq"]?.watermarkMicros == start + 29_000_000)
+        #expect(pipeline.zoneTrackers["hq"]?.lateReadings == 0)
+    }
 }

@@ -18,7 +18,7 @@ let siteID = "bench"
 /// The site of an agent when there are `sites` sites.
 func site(of agent: Int, sites: Int) -> String { sites == 1 ? siteID : "\(siteID)-\(agent % sites)" }
 
-func sitesText(sites: Int) -> String {
+func makeSitesText(sites: Int) -> String {
     "sites:\n" + (0..<sites).map { index in
         let id = site(of: index, sites: sites)
         let agents = (0..<agentCount).filter { site(of: $0, sites: sites) == id }
@@ -32,7 +32,7 @@ func sitesText(sites: Int) -> String {
     }.joined()
 }
 
-let sitesText = sitesText(sites: 1)
+let sitesText = makeSitesText(sites: 1)
 
 /// Every acknowledgement as it arrived: agent index, committed-through sequence, wall clock (µs).
 final class AcknowledgementLog: Sendable {
@@ -81,7 +81,7 @@ final class Environment: @unchecked Sendable {
                 var mqtt = MQTTClient.Configuration(host: "127.0.0.1", port: broker.port, clientID: "bench-ingest-\(instance)")
                 mqtt.reconnectDelayMinimum = .milliseconds(50)
                 var configuration = IngestConfiguration(
-                    mqtt: mqtt, database: database.conninfo, sites: try SitesConfiguration.parse(sitesText(sites: sites)))
+                    mqtt: mqtt, database: database.conninfo, sites: try SitesConfiguration.parse(makeSitesText(sites: sites)))
                 configuration.queueCapacity = 4096
                 made.append(Ingest(configuration: configuration, logger: logger))
             }
