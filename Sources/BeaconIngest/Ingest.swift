@@ -357,7 +357,8 @@ public final class Ingest: Sendable {
         }
     }
 
-    /// Claims and hands over sites as `SiteShare` says, then subscribes to the topics of the sites served.
+    /// Claims and hands over sites as `SiteShare` says, then subscribes to the topics of the sites served (and
+    /// only those).
     private func rebalance(_ writer: BatchWriter, subscriptions: inout SiteSubscriptions) throws(PostgresError) {
         let sites = configuration.sites.sites.map(\.id)
         let instance = configuration.mqtt.clientID
@@ -377,8 +378,9 @@ public final class Ingest: Sendable {
             resumption.replayedSightings += claim.resumption.replayedSightings
             resumption.unusableCheckpoints += claim.resumption.unusableCheckpoints
         }
-        guard !claimed.isEmpty else { return }
+        // Also after a reconnect that claimed none of the sites subscribed before.
         match(subscriptions: &subscriptions, writer.servedSites)
+        guard !claimed.isEmpty else { return }
         siteClaimsCounter.increment(by: claimed.count)
         takenOverCounter.increment(by: takenOver)
         statisticsState.withLock { $0.sitesTakenOver += takenOver }

@@ -114,7 +114,15 @@ final class Environment: @unchecked Sendable {
             guard ContinuousClock.now < deadline else { fatalError("the instances did not share the sites: \(ingests.map(\.statistics))") }
             try await Task.sleep(for: .milliseconds(20))
         }
-        try await Task.sleep(for: ingestAsProcess ? .seconds(3) : .milliseconds(300))  // its subscription is in place
+        if ingestAsProcess {
+            // The process subscribes once it has claimed the site.
+            let conninfo = database.conninfo
+            while (try? PostgresConnection(conninfo).query("SELECT count(*) FROM beaconflow.site_owners").first?[0]) != "1" {
+                guard ContinuousClock.now < deadline else { fatalError("the ingest process did not claim the site") }
+                try await Task.sleep(for: .milliseconds(50))
+            }
+        }
+        try await Task.sleep(for: .milliseconds(300))  // its subscriptions are in place
     }
 
     /// One sealed batch of `agent`: `sightingsPerBatch` sightings of `beacons` (round robin) from `start`, `step`
