@@ -271,7 +271,6 @@ public final class Ingest: Sendable {
                 case .failure(let error) where error.isConnectionFailure:
                     lostConnection(error)
                     link.didLoseConnection(keeping: active.pipeline, backoff: backoff)
-                    servedSitesChanged(0)
                 case .failure(let error):
                     statementError(error, failure)
                 }
@@ -324,7 +323,6 @@ public final class Ingest: Sendable {
             case .failure(let error):
                 lostConnection(error)
                 link.didLoseConnection(keeping: active.pipeline, backoff: backoff)
-                servedSitesChanged(0)
             }
         }
     }
@@ -447,11 +445,13 @@ public final class Ingest: Sendable {
         logger.error(message, metadata: ["error": "\(escapedForLog(error.description))"])
     }
 
+    /// The writer's session is gone, and with it the locks of the sites it served.
     private func lostConnection(_ error: PostgresError) {
         statisticsState.withLock {
             $0.databaseConnected = false
             $0.databaseReconnects += 1
         }
+        servedSitesChanged(0)
         reconnectCounter.increment()
         logger.warning("PostgreSQL connection lost; reconnecting", metadata: ["error": "\(error)"])
     }

@@ -14,12 +14,6 @@ public struct SiteShare: Sendable, Equatable {
     /// Owned sites to hand over.
     public var release: [String] = []
 
-    public init(claim: [String] = [], claimLimit: Int = 0, release: [String] = []) {
-        self.claim = claim
-        self.claimLimit = claimLimit
-        self.release = release
-    }
-
     /// - Parameters:
     ///   - sites: every site of the sites file.
     ///   - owned: the sites this instance holds.

@@ -50,17 +50,24 @@ struct FaultTests {
             agents: [{id: hq-a1, zone: lobby}, {id: hq-a2, zone: lab}]
         """
 
+    /// A directory holding `scenario.yaml`, `sites.yaml` and the scenario's captures (`captures/<site>-<agent>.btsnoop`),
+    /// made by `beaconflow simulate`; the caller removes it.
+    static func simulate(_ scenario: String, sites: String, in prefix: String, _ executable: String) async throws -> String {
+        let work = try makeTemporaryDirectory(prefix: prefix)
+        try scenario.write(toFile: work + "/scenario.yaml", atomically: true, encoding: .utf8)
+        try sites.write(toFile: work + "/sites.yaml", atomically: true, encoding: .utf8)
+        let simulated = try await runProgram(executable, ["simulate", "--scenario", work + "/scenario.yaml", "--out", work + "/captures"])
+        #expect(simulated.status == 0, "\(simulated.errors)")
+        return work
+    }
+
     /// Kill -9 of the ingest, SIGKILL of the broker (persistence off), an immediate stop of PostgreSQL, kill -9 of an
     /// agent and the same command again, all during one replay: every sighting is stored once with its capture
     /// time to the microsecond (compared key by key with the captures), and every TLM transmission once.
     @Test func everyPartFailsOnceDuringAReplayAndEverySightingIsStoredOnce() async throws {
         let executable = try #require(beaconflowExecutable)
-        let work = try makeTemporaryDirectory(prefix: "faults")
+        let work = try await Self.simulate(Self.scenario, sites: Self.sites, in: "faults", executable)
         defer { try? FileManager.default.removeItem(atPath: work) }
-        try Self.scenario.write(toFile: work + "/scenario.yaml", atomically: true, encoding: .utf8)
-        try Self.sites.write(toFile: work + "/sites.yaml", atomically: true, encoding: .utf8)
-        let simulated = try await runProgram(executable, ["simulate", "--scenario", work + "/scenario.yaml", "--out", work + "/captures"])
-        #expect(simulated.status == 0, "\(simulated.errors)")
         let captures = ["hq-a1", "hq-a2"].map { (agent: $0, path: "\(work)/captures/hq-\($0).btsnoop") }
 
         let broker = try await onThread { try MosquittoServer(persistence: false) }
@@ -187,12 +194,8 @@ struct FaultTests {
     /// sightings; the agent that never sends loses nothing either.
     @Test func anIngestRestartedGracefullyOrKilledGivesTheZonesOfAnUndisturbedRun() async throws {
         let executable = try #require(beaconflowExecutable)
-        let work = try makeTemporaryDirectory(prefix: "restarts")
+        let work = try await Self.simulate(Self.movingScenario, sites: Self.sitesWithASilentAgent, in: "restarts", executable)
         defer { try? FileManager.default.removeItem(atPath: work) }
-        try Self.movingScenario.write(toFile: work + "/scenario.yaml", atomically: true, encoding: .utf8)
-        try Self.sitesWithASilentAgent.write(toFile: work + "/sites.yaml", atomically: true, encoding: .utf8)
-        let simulated = try await runProgram(executable, ["simulate", "--scenario", work + "/scenario.yaml", "--out", work + "/captures"])
-        #expect(simulated.status == 0, "\(simulated.errors)")
 
         struct Run {
             var broker: MosquittoServer
@@ -341,12 +344,8 @@ struct FaultTests {
     /// occupancy to the microsecond, the same sightings, every TLM transmission once.
     @Test func instancesJoiningAndDyingGiveTheResultsOfASingleInstance() async throws {
         let executable = try #require(beaconflowExecutable)
-        let work = try makeTemporaryDirectory(prefix: "sharing")
+        let work = try await Self.simulate(Self.threeSiteScenario, sites: Self.threeSiteSites, in: "sharing", executable)
         defer { try? FileManager.default.removeItem(atPath: work) }
-        try Self.threeSiteScenario.write(toFile: work + "/scenario.yaml", atomically: true, encoding: .utf8)
-        try Self.threeSiteSites.write(toFile: work + "/sites.yaml", atomically: true, encoding: .utf8)
-        let simulated = try await runProgram(executable, ["simulate", "--scenario", work + "/scenario.yaml", "--out", work + "/captures"])
-        #expect(simulated.status == 0, "\(simulated.errors)")
 
         struct Run {
             var name: String

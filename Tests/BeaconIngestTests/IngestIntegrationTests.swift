@@ -81,6 +81,12 @@ final class IngestHarness: @unchecked Sendable {
         return (another, Task { try await another.run() })
     }
 
+    /// Makes a login that is only in beaconflow_writer (the schema must exist); returns its connection string.
+    func writerLogin(_ role: String) throws -> String {
+        _ = try query("CREATE ROLE \(role) LOGIN IN ROLE beaconflow_writer")
+        return database.conninfo.replacingOccurrences(of: "user=postgres", with: "user=\(role)")
+    }
+
     func count(_ relation: String) throws -> Int {
         Int(try query("SELECT count(*) FROM \(relation)")[0][0] ?? "") ?? -1
     }
@@ -473,8 +479,7 @@ struct IngestIntegrationTests {
     @Test func anIngestLoginThatIsOnlyAWriterWorks() async throws {
         let harness = try await IngestHarness.start()
         try await harness.stop()
-        _ = try harness.query("CREATE ROLE ingest_only LOGIN IN ROLE beaconflow_writer")
-        let writerLogin = harness.database.conninfo.replacingOccurrences(of: "user=postgres", with: "user=ingest_only")
+        let writerLogin = try harness.writerLogin("ingest_only")
         let (writerOnly, task) = harness.anotherIngest(clientID: "test-ingest-writer-only") { $0.database = writerLogin }
         try await harness.eventually("the writer-only ingest is connected") {
             writerOnly.statistics.mqttConnected && writerOnly.statistics.databaseConnected
@@ -544,8 +549,7 @@ struct IngestIntegrationTests {
     @Test func anInstanceWhoseSessionDiesLosesItsSitesAndCommitsNothingMore() async throws {
         let harness = try await IngestHarness.start()
         try await harness.stop()
-        _ = try harness.query("CREATE ROLE first_ingest LOGIN IN ROLE beaconflow_writer")
-        let firstLogin = harness.database.conninfo.replacingOccurrences(of: "user=postgres", with: "user=first_ingest")
+        let firstLogin = try harness.writerLogin("first_ingest")
         let (first, firstTask) = harness.anotherIngest(clientID: "test-ingest-first") { $0.database = firstLogin }
         try await harness.eventually("the first ingest serves the site") { first.statistics.sitesServed == 1 }
         let (second, task) = harness.anotherIngest(clientID: "test-ingest-second") { $0.rebalanceInterval = .milliseconds(200) }
