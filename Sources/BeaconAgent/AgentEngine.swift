@@ -280,7 +280,8 @@ final class AgentEngine: @unchecked Sendable {
         case .message(let topic, let payload, let retained):
             guard topic == topics.ack else { return }
             switch Acknowledgement.action(
-                payload: payload, retained: retained, acknowledged: window.acknowledged, nextSequence: spool.nextSequence)
+                payload: payload, retained: retained, acknowledged: window.acknowledged, nextSequence: spool.nextSequence,
+                pending: spool.pendingCount)
             {
             case .none:
                 break

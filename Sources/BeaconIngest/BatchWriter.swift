@@ -15,6 +15,8 @@ public final class BatchWriter {
         case duplicate
         /// The sequence is committed with other content; says how they differ.
         case sequenceReused(String)
+        /// Another instance has taken the batch's site over: nothing was written for it.
+        case notServed
     }
 
     public struct GroupResult: Sendable {
@@ -39,9 +41,12 @@ public final class BatchWriter {
     /// Days whose partitions are known to exist.
     private var partitionedDays: Set<Int64> = []
     private var keys = DictionaryKeys()
+    /// The leases of the sites served, once this writer has joined the instances sharing them.
+    private var leases: SiteLeases?
+    private var sitesLost: Set<String> = []
 
     /// The sites whose zones this writer moves. The ingest starts with none and claims them (`claim`): then they
-    /// are the sites whose advisory locks this writer's session holds.
+    /// are the sites whose leases this writer holds.
     public private(set) var servedSites: Set<String>
 
     /// `servedSites` nil: every site of the pipeline's sites file, without claiming them.
@@ -64,11 +69,28 @@ public final class BatchWriter {
         for key in Set(batches.map { AgentKey(site: $0.siteID, agent: $0.agentID) }) where !loadedAgents.contains(key) {
             try loadProgress(key)
         }
+        try connection.execute("BEGIN")
+        let lost: Set<String>
+        do {
+            lost = try hold(Set(batches.map(\.siteID)))
+            if !lost.isEmpty { try connection.execute("ROLLBACK") }
+        } catch {
+            _ = try? connection.execute("ROLLBACK")
+            throw error
+        }
+        guard lost.isEmpty else {
+            // Taken over since the group was queued: its batches are the new owner's, through the agents' resends.
+            let kept = batches.indices.filter { !lost.contains(batches[$0].siteID) }
+            var result = try commit(kept.map { batches[$0] }, nowMicros: nowMicros)
+            var outcomes = Array(repeating: Outcome.notServed, count: batches.count)
+            for (index, outcome) in zip(kept, result.outcomes) { outcomes[index] = outcome }
+            result.outcomes = outcomes
+            return result
+        }
         let savedTracker = tracker
         var committed = false
         pipeline.beginTransaction()
         do {
-            try connection.execute("BEGIN")
             let fresh = try insertRecords(batches)
             let reused = try reusedSequences(batches, fresh: fresh)
             var sightings: [SightingRow] = []
@@ -155,18 +177,28 @@ public final class BatchWriter {
 
     /// Zone decisions that only time moved (agents gone idle), in a transaction of their own; with `finish`, every
     /// reading waiting and every minute begun (the end of the data).
+    /// Sites found taken over meanwhile are forgotten (`takeSitesLost`).
     public func advanceZones(nowMicros: Int64 = wallClockMicros(), finish: Bool = false) throws(PostgresError) {
+        if leases != nil, !servedSites.isEmpty {
+            // The decisions are made only for the sites whose leases this transaction holds.
+            try connection.execute("BEGIN")
+            do {
+                _ = try hold(servedSites)
+            } catch {
+                _ = try? connection.execute("ROLLBACK")
+                throw error
+            }
+        } else {
+            try connection.execute("BEGIN")
+        }
         pipeline.beginTransaction()
         let changes = finish ? pipeline.finishZones(sites: servedSites) : pipeline.advanceZones(sites: servedSites, nowMicros: nowMicros)
-        guard !changes.isEmpty else {
-            pipeline.commitTransaction()
-            return
-        }
         do {
-            try connection.execute("BEGIN")
-            try write(changes)
-            // Past the end of the data the state has counted a part of the last minute: nothing to resume from.
-            if !finish { try saveZoneCheckpoints() }
+            if !changes.isEmpty {
+                try write(changes)
+                // Past the end of the data the state has counted a part of the last minute: nothing to resume from.
+                if !finish { try saveZoneCheckpoints() }
+            }
             try connection.execute("COMMIT")
             pipeline.commitTransaction()
         } catch {
@@ -178,41 +210,34 @@ public final class BatchWriter {
 
     // MARK: - Sites shared with other instances
 
-    /// Advisory lock class of the per-site locks ('bfst'); the key within it is `hashtext(site_id)` (the
-    /// `site_owners` view names the same class).
-    static let siteLockClass = 1_650_881_396
-    /// Advisory lock class ('bfin') that every ingest instance's writer session holds, shared, with key 0: the
-    /// live instances are the sessions that hold it.
-    static let instanceLockClass = 1_650_878_830
-
-    /// Counts this session among the live instances sharing the sites (until the session ends).
-    public func joinInstances() throws(PostgresError) {
-        try connection.query("SELECT pg_advisory_lock_shared(\(Self.instanceLockClass), 0)")
+    /// Counts this session among the live instances sharing the sites, as `instance`, with leases of `leaseDuration`
+    /// (`SiteLeases`). From then on every transaction holds the leases of the sites it writes for.
+    public func joinInstances(instance: String, leaseDuration: Duration) throws(PostgresError) {
+        let leases = SiteLeases(connection: connection, instance: instance, duration: leaseDuration)
+        try leases.join()
+        self.leases = leases
     }
 
-    /// What this session sees of the other live instances: how many sites each holds, and which of `sites`
-    /// nobody holds. Advisory locks belong to one database, so only this database's count.
-    public func observeInstances(sites: [String]) throws(PostgresError) -> (others: [Int], free: Set<String>) {
-        var others: [Int] = []
-        var free: Set<String> = []
-        for row in try connection.query(
-            """
-            WITH held AS (
-                SELECT pid, classid, objid FROM pg_catalog.pg_locks
-                WHERE locktype = 'advisory' AND granted AND objsubid = 2
-                  AND database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database())
-                  AND classid IN (\(Self.siteLockClass)::oid, \(Self.instanceLockClass)::oid))
-            SELECT 'instance', (count(*) FILTER (WHERE classid = \(Self.siteLockClass)::oid))::text FROM held
-            WHERE pid <> pg_backend_pid() GROUP BY pid HAVING bool_or(classid = \(Self.instanceLockClass)::oid)
-            UNION ALL
-            SELECT 'free', site FROM unnest($1::text[]) AS site
-            WHERE NOT EXISTS (SELECT 1 FROM held WHERE classid = \(Self.siteLockClass)::oid AND objid = hashtext(site)::oid)
-            """, [sites])
-        {
-            let value = try row.decode(1, as: String.self)
-            if try row.decode(0, as: String.self) == "free" { free.insert(value) } else { others.append(Int(value) ?? 0) }
-        }
-        return (others, free)
+    /// Leaves the live instances (a graceful stop, after handing the sites over).
+    public func leaveInstances() throws(PostgresError) { try leases?.leave() }
+
+    /// What this session sees of the other live instances: how many sites each holds, which of `sites` nobody
+    /// holds, and which no live instance holds.
+    public func observeInstances(sites: [String]) throws(PostgresError) -> (others: [Int], free: Set<String>, unserved: Set<String>) {
+        guard let observation = try leases?.observe(sites: sites) else { return ([], [], []) }
+        return (observation.others, observation.free, observation.unserved)
+    }
+
+    /// How often the leases are renewed (nil without them).
+    public var leaseRenewalInterval: Duration? { leases?.renewalInterval }
+
+    /// Renews the leases of the sites served; returns the sites taken over by another instance meanwhile, which
+    /// this writer no longer serves.
+    public func renewLeases() throws(PostgresError) -> Set<String> {
+        guard let leases else { return [] }
+        let lost = try leases.renew()
+        forget(sites: lost)
+        return lost
     }
 
     /// A site this writer now serves.
@@ -222,41 +247,51 @@ public final class BatchWriter {
         public var resumption: ZoneResumption
     }
 
-    /// Claims a site if nobody holds it: takes its lock in this session without waiting, records the claim (the
-    /// `site_owners` view shows it while the lock is held), and resumes the site's zone state from the database.
-    /// Nil when another session holds the lock.
-    public func claim(site: String, instance: String) throws(PostgresError) -> SiteClaim? {
-        let locked = try connection.query(
-            "SELECT pg_try_advisory_lock(\(Self.siteLockClass), hashtext($1))", [site])
-        guard locked.first?[0] == "t" else { return nil }
+    /// Claims a site if nobody holds its lease, and resumes the site's zone state from the database. Nil when
+    /// another instance holds it.
+    public func claim(site: String) throws(PostgresError) -> SiteClaim? {
+        guard let leases, let takenOver = try leases.claim(site: site) else { return nil }
         do {
-            let previous = try connection.query(
-                """
-                WITH previous AS (SELECT instance FROM beaconflow.site_claims WHERE site_id = $1), claimed AS (
-                    INSERT INTO beaconflow.site_claims (site_id, instance, claimed_at, backend_pid)
-                    VALUES ($1, $2, now(), pg_backend_pid())
-                    ON CONFLICT (site_id) DO UPDATE
-                        SET instance = excluded.instance, claimed_at = excluded.claimed_at, backend_pid = excluded.backend_pid
-                )
-                SELECT instance FROM previous
-                """, [site, instance])
             let resumption = try resumeZones(sites: [site])
             servedSites.insert(site)
-            return SiteClaim(takenOver: previous.contains { $0[0] != instance }, resumption: resumption)
+            return SiteClaim(takenOver: takenOver, resumption: resumption)
         } catch {
-            _ = try? connection.query("SELECT pg_advisory_unlock(\(Self.siteLockClass), hashtext($1))", [site])
+            _ = try? leases.release(site: site)
             throw error
         }
     }
 
-    /// Hands a site over: forgets its zone state and its agents' progress, and releases its lock. The next owner
+    /// Hands a site over: forgets its zone state and its agents' progress, and ends its lease. The next owner
     /// resumes from the site's last checkpoint (saved with the last minutes counted), reading back the sightings
     /// stored after it. Batches of the site still queued are then the next owner's, through the agents' resends.
     public func release(site: String) throws(PostgresError) {
-        servedSites.remove(site)
-        pipeline.resetZones(sites: [site])
-        loadedAgents = loadedAgents.filter { $0.site != site }
-        try connection.query("SELECT pg_advisory_unlock(\(Self.siteLockClass), hashtext($1))", [site])
+        defer { forget(sites: [site]) }
+        try leases?.release(site: site)
+    }
+
+    /// Stops serving sites whose lease is gone: their zone state and agents' progress are dropped.
+    private func forget(sites: Set<String>) {
+        guard !sites.isEmpty else { return }
+        servedSites.subtract(sites)
+        pipeline.resetZones(sites: sites)
+        loadedAgents = loadedAgents.filter { !sites.contains($0.site) }
+        for site in sites { leases?.forget(site: site) }
+    }
+
+    /// In a transaction just begun: holds the leases of `sites`, and forgets those no longer held (they are
+    /// reported by `takeSitesLost`).
+    private func hold(_ sites: Set<String>) throws(PostgresError) -> Set<String> {
+        guard let leases else { return [] }
+        let lost = try leases.hold(sites)
+        forget(sites: lost)
+        sitesLost.formUnion(lost)
+        return lost
+    }
+
+    /// The sites found taken over by another instance since the last call: this writer no longer serves them.
+    public func takeSitesLost() -> Set<String> {
+        defer { sitesLost = [] }
+        return sitesLost
     }
 
     /// How a restart picked up each site's zone state.
@@ -279,17 +314,23 @@ public final class BatchWriter {
         pipeline.resetZones(sites: sites)
         var restored: Set<String> = []
         for row in try connection.query(
-            "SELECT site_id, (extract(epoch FROM watermark) * 1000000)::bigint, state FROM beaconflow.zone_checkpoints WHERE site_id = ANY($1::text[])",
+            """
+            SELECT site_id, CASE WHEN watermark BETWEEN '2000-01-01Z' AND '2200-01-01Z'
+                                 THEN (extract(epoch FROM watermark) * 1000000)::bigint END, state
+            FROM beaconflow.zone_checkpoints WHERE site_id = ANY($1::text[])
+            """,
             [sites.sorted()])
         {
             let site = try row.decode(0, as: String.self)
             guard sites.contains(site) else { continue }
-            let watermark = try row.decode(1, as: Int64.self)
+            // Read like wire input: a watermark out of range is damage, as is any value of the state.
+            let watermark: Int64
             do throws(CheckpointError) {
-                guard let state = try? row.decode(2, as: PostgresBytes.self) else {
+                guard let time = try? row.decode(1, as: Int64.self), let state = try? row.decode(2, as: PostgresBytes.self) else {
                     throw CheckpointError(code: .damaged, offset: 0)
                 }
                 try pipeline.restoreZones(site: site, checkpoint: state.bytes)
+                watermark = time
             } catch {
                 resumption.unusableCheckpoints.append((site, error))
                 continue
@@ -403,11 +444,7 @@ public final class BatchWriter {
     @discardableResult
     public func maintainPartitions(dropExpired: Bool) throws(PostgresError) -> (made: Int, dropped: Int) {
         if dropExpired {
-            try connection.query(
-                """
-                DELETE FROM beaconflow.rejected_batches
-                WHERE received_at < now() - (SELECT value::integer FROM beaconflow.settings WHERE key = 'retention_days') * interval '1 day'
-                """)
+            try connection.query("SELECT beaconflow.prune_rejections()")
         }
         let rows = try connection.query(
             """

@@ -89,14 +89,70 @@ struct CheckpointReader {
 
     mutating func double() throws(Damaged) -> Double { Double(bitPattern: UInt64(bitPattern: try int())) }
 
+    /// Unix microseconds from 2000 to 2200 (what the tracker holds of sightings and arrivals), or one of `also`
+    /// (a field's initial value): anything else would overflow the tracker's arithmetic, so it is damage.
+    mutating func time(also allowed: [Int64] = []) throws(Damaged) -> Int64 {
+        let at = offset
+        let value = try int()
+        guard Self.times.contains(value) || allowed.contains(value) else { throw Damaged(code: .damaged, offset: at) }
+        return value
+    }
+
+    /// A time that starts a whole minute.
+    mutating func minute() throws(Damaged) -> Int64 {
+        let at = offset
+        let value = try time()
+        guard value % 60_000_000 == 0 else { throw Damaged(code: .damaged, offset: at) }
+        return value
+    }
+
+    mutating func optionalTime() throws(Damaged) -> Int64? {
+        let at = offset
+        guard let value = try optional() else { return nil }
+        guard Self.times.contains(value) else { throw Damaged(code: .damaged, offset: at) }
+        return value
+    }
+
+    mutating func optionalMinute() throws(Damaged) -> Int64? {
+        let at = offset
+        guard let value = try optionalTime() else { return nil }
+        guard value % 60_000_000 == 0 else { throw Damaged(code: .damaged, offset: at) }
+        return value
+    }
+
+    /// A whole number in `range`.
+    mutating func int(in range: ClosedRange<Int64>) throws(Damaged) -> Int64 {
+        let at = offset
+        let value = try int()
+        guard range.contains(value) else { throw Damaged(code: .damaged, offset: at) }
+        return value
+    }
+
+    /// A finite double in `range` (never NaN or infinite).
+    mutating func double(in range: ClosedRange<Double>) throws(Damaged) -> Double {
+        let at = offset
+        let value = try double()
+        guard range.contains(value) else { throw Damaged(code: .damaged, offset: at) }
+        return value
+    }
+
+    /// The times a checkpoint may hold: 2000-01-01 to 2200-01-01 UTC.
+    static let maximumStringBytes = 1024
+    static let times: ClosedRange<Int64> = 946_684_800_000_000...7_258_118_400_000_000
+    /// Signal levels and their statistics in dB, with room for offsets and smoothing.
+    static let decibels: ClosedRange<Double> = -1_000...1_000
+
     mutating func optional() throws(Damaged) -> Int64? {
         guard offset < bytes.count, bytes[offset] <= 1 else { throw Damaged(code: .damaged, offset: offset) }
         offset += 1
         return bytes[offset - 1] == 1 ? try int() : nil
     }
 
+    /// At most `maximumStringBytes` (a beacon, zone or agent id).
     mutating func string() throws(Damaged) -> String {
+        let at = offset
         let length = try count()
+        guard length <= Self.maximumStringBytes else { throw Damaged(code: .damaged, offset: at) }
         defer { offset += length }
         return String(decoding: bytes[offset..<offset + length], as: UTF8.self)
     }

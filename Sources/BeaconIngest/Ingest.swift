@@ -23,6 +23,12 @@ public struct IngestConfiguration: Sendable {
     /// How often the instance looks at the others on the database and claims or hands over sites (`SiteShare`):
     /// it bounds how long a site freed by a stopped instance waits for a new owner.
     public var rebalanceInterval: Duration = .seconds(1)
+    /// How long a site's lease lasts without renewal (`SiteLeases`; renewed four times per lease): a frozen or
+    /// cut-off instance's sites are claimed by another within about this long, plus `rebalanceInterval`.
+    public var leaseDuration: Duration = .seconds(8)
+    /// A site of the sites file that no instance has served for this long makes `/healthz` unhealthy and
+    /// `beaconflow_ingest_sites_unserved` count it.
+    public var unservedSiteBound: Duration = .seconds(15)
     /// Whether the broker keeps the ingest's session (its subscriptions and the batches queued for it) for a day
     /// after a disconnect: for a client id that stays the same across restarts.
     public var persistentSession = true
@@ -75,6 +81,11 @@ public struct IngestStatistics: Sendable, Equatable {
     public var mqttConnected: Bool { brokersConnected > 0 }
     /// Sites this instance serves now (claimed on the database).
     public var sitesServed = 0
+    /// Sites of the sites file that no instance has served for longer than `unservedSiteBound`, as this instance
+    /// sees them.
+    public var sitesUnserved = 0
+    /// Sites this instance served that another instance took over (its lease had lapsed).
+    public var sitesLost = 0
     /// Sites this instance claimed that another instance had served before.
     public var sitesTakenOver = 0
     /// Sites this instance handed over (to make room for another instance, or at its stop).
@@ -130,6 +141,10 @@ public final class Ingest: Sendable {
     private let takenOverCounter = Counter(label: "beaconflow_ingest_sites_taken_over_total")
     private let handedOverCounter = Counter(label: "beaconflow_ingest_sites_handed_over_total")
     private let sitesServedGauge = Gauge(label: "beaconflow_ingest_sites_served")
+    private let sitesUnservedGauge = Gauge(label: "beaconflow_ingest_sites_unserved")
+    private let sitesLostCounter = Counter(label: "beaconflow_ingest_sites_lost_total")
+    /// Zone checkpoints read back damaged or out of range: their sites resumed without them.
+    private let unusableCheckpointsCounter = Counter(label: "beaconflow_ingest_unusable_checkpoints_total")
 
     public init(configuration: IngestConfiguration, logger: Logger) {
         self.configuration = configuration
@@ -138,18 +153,20 @@ public final class Ingest: Sendable {
 
     public var statistics: IngestStatistics { statisticsState.withLock { $0 } }
 
-    /// For `/healthz`: healthy while both the broker and PostgreSQL are connected; the counts as JSON.
+    /// For `/healthz`: healthy while both the broker and PostgreSQL are connected and every site of the sites
+    /// file is served by some instance (or has not been unserved for `unservedSiteBound`); the counts as JSON.
     public var health: (healthy: Bool, json: String) {
         let s = statistics
+        let healthy = s.mqttConnected && s.databaseConnected && s.sitesUnserved == 0
         let json = """
-            {"healthy": \(s.mqttConnected && s.databaseConnected), "mqtt_connected": \(s.mqttConnected), \
+            {"healthy": \(healthy), "mqtt_connected": \(s.mqttConnected), \
             "database_connected": \(s.databaseConnected), "batches_committed": \(s.batchesCommitted), \
             "batches_duplicate": \(s.batchesDuplicate), "batches_rejected": \(s.batchesRejected), \
             "batches_deferred": \(s.batchesDeferred), "sightings_committed": \(s.sightingsCommitted), \
             "database_reconnects": \(s.databaseReconnects), "brokers_connected": \(s.brokersConnected), \
-            "sites_served": \(s.sitesServed)}
+            "sites_served": \(s.sitesServed), "sites_unserved": \(s.sitesUnserved)}
             """
-        return (s.mqttConnected && s.databaseConnected, json)
+        return (healthy, json)
     }
 
     /// Asks `run()` to stop: intake stops, what is queued is committed and acknowledged, then it returns.
@@ -233,6 +250,8 @@ public final class Ingest: Sendable {
         var lastZoneTick = ContinuousClock.now
         var lastPartitionMaintenance = ContinuousClock.now
         var lastRebalance = ContinuousClock.now
+        var lastRenewal = ContinuousClock.now
+        var unserved = UnservedSites(bound: configuration.unservedSiteBound)
         /// Set at each connection: the sites are claimed before anything queued is processed.
         var claimPending = false
         while true {
@@ -276,11 +295,19 @@ public final class Ingest: Sendable {
                 }
                 return nil
             }
+            if let interval = active.leaseRenewalInterval, ContinuousClock.now - lastRenewal >= interval {
+                // Whatever the backlog: a lease not renewed is taken over.
+                lastRenewal = .now
+                if let lost = step("Site leases could not be renewed", { () throws(PostgresError) in try active.renewLeases() }) {
+                    sitesLost(lost, active, subscriptions: &subscriptions)
+                }
+                if link.writer == nil { continue }
+            }
             if !stopping, claimPending || (backlog.isEmpty && ContinuousClock.now - lastRebalance >= configuration.rebalanceInterval) {
                 lastRebalance = .now
                 claimPending = false
                 _ = step("Sites could not be shared out") { () throws(PostgresError) in
-                    try rebalance(active, subscriptions: &subscriptions)
+                    try rebalance(active, subscriptions: &subscriptions, unserved: &unserved)
                 }
                 if link.writer == nil { continue }
             }
@@ -296,6 +323,7 @@ public final class Ingest: Sendable {
                     // The sites go to the other instances at once, rather than when this session ends.
                     _ = step("Sites could not be handed over") { () throws(PostgresError) in
                         try handOver(active.servedSites, active, subscriptions: &subscriptions)
+                        try active.leaveInstances()
                     }
                     return
                 }
@@ -313,11 +341,12 @@ public final class Ingest: Sendable {
                 // Agents gone idle stop holding their site's decisions back even when no batch arrives.
                 lastZoneTick = .now
                 _ = step("Zone changes could not be written") { () throws(PostgresError) in try active.advanceZones() }
+                sitesLost(active.takeSitesLost(), active, subscriptions: &subscriptions)
                 if link.writer == nil { continue }
             }
             if backlog.isEmpty { continue }
             let group = Array(backlog.prefix(configuration.maximumGroup))
-            switch process(group, writer: active, intake: intake, client: client) {
+            switch process(group, writer: active, intake: intake, client: client, subscriptions: &subscriptions) {
             case .success:
                 backlog.removeFirst(group.count)
             case .failure(let error):
@@ -357,10 +386,19 @@ public final class Ingest: Sendable {
 
     /// Claims and hands over sites as `SiteShare` says, then subscribes to the topics of the sites served (and
     /// only those).
-    private func rebalance(_ writer: BatchWriter, subscriptions: inout SiteSubscriptions) throws(PostgresError) {
+    private func rebalance(
+        _ writer: BatchWriter, subscriptions: inout SiteSubscriptions, unserved: inout UnservedSites
+    ) throws(PostgresError) {
         let sites = configuration.sites.sites.map(\.id)
         let instance = configuration.mqtt.clientID
-        let (others, free) = try writer.observeInstances(sites: sites)
+        let (others, free, notServed) = try writer.observeInstances(sites: sites)
+        let overdue = unserved.observe(unserved: notServed, now: .now)
+        for site in overdue.newlyOverdue.sorted() {
+            logger.error(
+                "No ingest instance serves a site", metadata: ["site": "\(site)", "for_longer_than": "\(unserved.bound)"])
+        }
+        statisticsState.withLock { $0.sitesUnserved = overdue.count }
+        sitesUnservedGauge.record(overdue.count)
         let share = SiteShare.plan(instance: instance, sites: sites, owned: writer.servedSites, others: others, free: free)
         if !share.release.isEmpty {
             try handOver(Set(share.release), writer, subscriptions: &subscriptions)
@@ -369,7 +407,7 @@ public final class Ingest: Sendable {
         var takenOver = 0
         var resumption = BatchWriter.ZoneResumption()
         for site in share.claim where claimed.count < share.claimLimit {
-            guard let claim = try writer.claim(site: site, instance: instance) else { continue }
+            guard let claim = try writer.claim(site: site) else { continue }
             claimed.append(site)
             if claim.takenOver { takenOver += 1 }
             resumption.restoredSites += claim.resumption.restoredSites
@@ -383,6 +421,7 @@ public final class Ingest: Sendable {
         takenOverCounter.increment(by: takenOver)
         statisticsState.withLock { $0.sitesTakenOver += takenOver }
         servedSitesChanged(writer.servedSites.count)
+        unusableCheckpointsCounter.increment(by: resumption.unusableCheckpoints.count)
         for (site, error) in resumption.unusableCheckpoints {
             logger.warning(
                 "A zone checkpoint could not be used; the site resumes from its open visits",
@@ -410,6 +449,19 @@ public final class Ingest: Sendable {
         servedSitesChanged(writer.servedSites.count)
         logger.info(
             "Sites handed over",
+            metadata: ["sites": "\(sites.sorted().joined(separator: " "))", "serving": "\(writer.servedSites.count)"])
+    }
+
+    /// Sites whose leases another instance took over (this one was frozen or cut off for longer than a lease):
+    /// nothing more is written for them here, and their topics are left to the new owner.
+    private func sitesLost(_ sites: Set<String>, _ writer: BatchWriter, subscriptions: inout SiteSubscriptions) {
+        guard !sites.isEmpty else { return }
+        match(subscriptions: &subscriptions, writer.servedSites)
+        sitesLostCounter.increment(by: sites.count)
+        statisticsState.withLock { $0.sitesLost += sites.count }
+        servedSitesChanged(writer.servedSites.count)
+        logger.warning(
+            "Sites taken over by another instance; their leases had lapsed",
             metadata: ["sites": "\(sites.sorted().joined(separator: " "))", "serving": "\(writer.servedSites.count)"])
     }
 
@@ -466,7 +518,7 @@ public final class Ingest: Sendable {
             let connection = try PostgresConnection(configuration.database)
             if migrate { try Migrator.migrate(connection, logger: logger) }
             let writer = BatchWriter(connection: connection, pipeline: pipeline, servedSites: [])
-            try writer.joinInstances()
+            try writer.joinInstances(instance: configuration.mqtt.clientID, leaseDuration: configuration.leaseDuration)
             try writer.maintainPartitions(dropExpired: false)
             try writer.writeRegistry(configuration.sites.beacons)
             statisticsState.withLock { $0.databaseConnected = true }
@@ -478,7 +530,8 @@ public final class Ingest: Sendable {
     /// Validates and commits one group of messages; fails only when the connection is lost (the group is then
     /// retried whole on the next connection: what committed is recognised as duplicate).
     private func process(
-        _ items: [Item], writer: BatchWriter, intake: BatchIntake, client: BrokerConnections
+        _ items: [Item], writer: BatchWriter, intake: BatchIntake, client: BrokerConnections,
+        subscriptions: inout SiteSubscriptions
     ) -> Result<Void, PostgresError> {
         Result { () throws(PostgresError) in
             var accepted: [AcceptedBatch] = []
@@ -519,6 +572,7 @@ public final class Ingest: Sendable {
                 let group = Array(accepted[start..<min(start + configuration.maximumGroup, accepted.count)])
                 try commit(group, writer: writer, client: client)
                 start += group.count
+                sitesLost(writer.takeSitesLost(), writer, subscriptions: &subscriptions)
             }
             if newestReceived > 0 {
                 let lag = Double(wallClockMicros() - newestReceived) / 1e6
@@ -563,6 +617,7 @@ public final class Ingest: Sendable {
         commitTimer.recordNanoseconds(Int64(DispatchTime.now().uptimeNanoseconds - started))
         var committed = 0
         var duplicates = 0
+        var notServed = 0
         var rows = 0
         for (outcome, accepted) in zip(result.outcomes, group) {
             switch outcome {
@@ -571,6 +626,9 @@ public final class Ingest: Sendable {
                 rows += sightings
             case .duplicate:
                 duplicates += 1
+            case .notServed:
+                // Taken over since it was queued: the agent sends it again, to the new owner.
+                notServed += 1
             case .sequenceReused(let difference):
                 // Not a redelivery: kept with the reason, so that it is seen (the committed batch stays).
                 do throws(PostgresError) {
@@ -584,6 +642,7 @@ public final class Ingest: Sendable {
         }
         batchCounters["committed"]?.increment(by: committed)
         batchCounters["duplicate"]?.increment(by: duplicates)
+        batchCounters["not_served"]?.increment(by: notServed)
         sightingsCounter.increment(by: rows)
         telemetryCounter.increment(by: result.telemetryRows)
         sensorReadingsCounter.increment(by: result.sensorReadingRows)
@@ -606,6 +665,7 @@ public final class Ingest: Sendable {
             $0.sensorReadingsCommitted += result.sensorReadingRows
             $0.batchesCommitted += committed
             $0.batchesDuplicate += duplicates
+            $0.batchesNotServed += notServed
             $0.sightingsCommitted += rows
             $0.transactions += 1
         }

@@ -117,7 +117,9 @@ struct ZonePatterns: Sendable {
     mutating func decode(from reader: inout CheckpointReader) throws(CheckpointError) {
         for zone in statistics.indices {
             for agent in statistics[zone].indices {
-                statistics[zone][agent] = Statistics(weight: try reader.double(), mean: try reader.double(), variance: try reader.double())
+                statistics[zone][agent] = Statistics(
+                    weight: try reader.double(in: 0...1e12), mean: try reader.double(in: CheckpointReader.decibels),
+                    variance: try reader.double(in: 0...1e6))
             }
         }
     }

@@ -539,15 +539,16 @@ public struct SiteZoneTracker: Sendable {
         }
         var restored = self
         restored.pending = []
-        restored.watermarkMicros = try input.int()
-        restored.nextMinute = try input.optional()
-        restored.firstReadingMicros = try input.optional()
-        restored.firstArrivalMicros = try input.optional()
+        // Every value is range-checked: a damaged or edited row must not reach the tracker's arithmetic.
+        restored.watermarkMicros = try input.time(also: [.min])
+        restored.nextMinute = try input.optionalMinute()
+        restored.firstReadingMicros = try input.optionalTime()
+        restored.firstArrivalMicros = try input.optionalTime()
         restored.unheardAgents = Set(try input.strings())
         restored.agents = [:]
         for _ in 0..<(try input.count(minimumBytes: 24)) {
             let agent = try input.string()
-            restored.agents[agent] = AgentProgress(newestMicros: try input.int(), lastArrivalMicros: try input.int())
+            restored.agents[agent] = AgentProgress(newestMicros: try input.time(), lastArrivalMicros: try input.time())
         }
         try restored.patterns.decode(from: &input)
         restored.beacons = JournaledDictionary()
@@ -558,21 +559,26 @@ public struct SiteZoneTracker: Sendable {
                 guard zone >= 0, zone < zones.count else { throw CheckpointError(code: .damaged, offset: input.offset) }
                 return Int(zone)
             }
-            beacon.enterMicros = try input.int()
-            beacon.lastSeenMicros = try input.int()
+            beacon.enterMicros = try input.time(also: [0])
+            beacon.lastSeenMicros = try input.time(also: [0])
             for _ in 0..<(try input.count(minimumBytes: 24)) {
                 beacon.readings.append(
-                    AgentReading(number: try input.index(below: agentIDs.count), time: try input.int(), rssi: try input.double()))
+                    AgentReading(
+                        number: try input.index(below: agentIDs.count), time: try input.time(),
+                        rssi: try input.double(in: CheckpointReader.decibels)))
             }
             for _ in 0..<(try input.count(minimumBytes: 24)) {
-                beacon.evidence.append((try input.index(below: zones.count), try input.double(), try input.int()))
+                beacon.evidence.append(
+                    (try input.index(below: zones.count), try input.double(in: 0...1e12), try input.time()))
             }
-            beacon.evidenceMicros = try input.int()
-            beacon.appearedMicros = try input.optional()
+            beacon.evidenceMicros = try input.time(also: [0])
+            beacon.appearedMicros = try input.optionalTime()
             for _ in 0..<(try input.count(minimumBytes: 9)) {
                 var agent = AgentFilter(number: try input.index(below: agentIDs.count))
-                if let time = try input.optional() {
-                    agent.filter = RSSIFilter(rssi: try input.double(), variance: try input.double(), timeMicros: time)
+                if let time = try input.optionalTime() {
+                    agent.filter = RSSIFilter(
+                        rssi: try input.double(in: CheckpointReader.decibels), variance: try input.double(in: 0...1e6),
+                        timeMicros: time)
                 }
                 beacon.filters.append(agent)
             }
@@ -580,12 +586,12 @@ public struct SiteZoneTracker: Sendable {
         }
         restored.presence = [:]
         for _ in 0..<(try input.count(minimumBytes: 8)) {
-            let minute = try input.int()
+            let minute = try input.minute()
             var perZone = emptyMinute
             for zone in zones.indices {
                 for _ in 0..<(try input.count(minimumBytes: 16)) {
                     let beaconID = try input.string()
-                    perZone[zone][beaconID] = try input.int()
+                    perZone[zone][beaconID] = try input.int(in: 0...60_000_000)
                 }
             }
             restored.presence[minute] = perZone

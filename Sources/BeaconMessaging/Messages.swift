@@ -173,7 +173,7 @@ public struct AgentStatus: Codable, Equatable, Sendable {
             }
             return String(value.prefix(limit))
         }
-        /// Integers beyond 2^53 are not exact in JSON, so no field goes beyond.
+        /// Integers beyond 2^53 are not exact as JSON doubles, so no counter goes beyond.
         func number(_ key: CodingKeys, in range: ClosedRange<Double> = 0...Double(1 << 53)) throws(Invalid) -> Double? {
             guard container.contains(key), (try? container.decodeNil(forKey: key)) != true else { return nil }
             guard let value = try? container.decode(Double.self, forKey: key), range.contains(value) else {
@@ -190,8 +190,17 @@ public struct AgentStatus: Codable, Equatable, Sendable {
         advertsPerSecond = try number(.advertsPerSecond, in: 0...10_000_000)
         sightings = try number(.sightings).map { Int64($0) }
         batches = try number(.batches).map { Int64($0) }
-        lastSequence = try number(.lastSequence).map { Int64($0) }
-        acknowledgedThrough = try number(.acknowledgedThrough).map { Int64($0) }
+        /// Sequences run to 2^62, past what a double holds exactly: read as integers from the text.
+        func sequence(_ key: CodingKeys) throws(Invalid) -> Int64? {
+            guard container.contains(key), (try? container.decodeNil(forKey: key)) != true else { return nil }
+            guard let value = try? container.decode(Int64.self, forKey: key), (0...Int64(BatchReader.maximumSequence)).contains(value)
+            else {
+                throw Invalid(description: "status field '\(key.rawValue)' is not a whole number from 0 to 2^62")
+            }
+            return value
+        }
+        lastSequence = try sequence(.lastSequence)
+        acknowledgedThrough = try sequence(.acknowledgedThrough)
         spoolBatches = try number(.spoolBatches).map { Int64($0) }
         spoolBytes = try number(.spoolBytes).map { Int64($0) }
         droppedBatches = try number(.droppedBatches).map { Int64($0) }

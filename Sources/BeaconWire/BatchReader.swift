@@ -118,6 +118,13 @@ public enum BatchReader {
     /// Sequences run from 1 to 2^62: an agent sealing a thousand batches a second takes 146 million years to get
     /// there, and one past any sequence still fits PostgreSQL's bigint.
     public static let maximumSequence: UInt64 = 1 << 62
+    /// The most sightings one batch may hold once inflated: the agent's largest `--batch-max-sightings`. A few
+    /// kilobytes of DEFLATE can otherwise stand for hundreds of thousands of sightings and hold the ingest's single
+    /// writer for every site.
+    public static let maximumSightings = 100_000
+    /// The most data frames (at most one per sighting and frame kind an advertisement carries) and GATT reads.
+    public static let maximumDataFrames = 3 * maximumSightings
+    public static let maximumCharacteristicReads = 10_000
     /// The RSSI a radio can report, dBm (HCI: -127 to +20; 127 means "not available" and is never sent).
     public static let rssiRange: ClosedRange<Int8> = -127...20
 
@@ -223,6 +230,20 @@ public enum BatchReader {
             throw BatchError(.invalidField, "base_time_us \(wire.baseTimeUs) is not between 1970 and 2200")
         }
         let count = wire.sightingBeacon.count
+        guard count <= maximumSightings else {
+            throw BatchError(.tooLarge, "batch holds \(count) sightings, the limit is \(maximumSightings)")
+        }
+        guard wire.dataFrames.count <= maximumDataFrames else {
+            throw BatchError(.tooLarge, "batch holds \(wire.dataFrames.count) data frames, the limit is \(maximumDataFrames)")
+        }
+        guard wire.characteristicReads.count <= maximumCharacteristicReads else {
+            throw BatchError(
+                .tooLarge,
+                "batch holds \(wire.characteristicReads.count) characteristic reads, the limit is \(maximumCharacteristicReads)")
+        }
+        guard wire.beacons.count <= maximumSightings + maximumCharacteristicReads else {
+            throw BatchError(.tooLarge, "batch names \(wire.beacons.count) beacons, more than its sightings and reads can use")
+        }
         guard wire.sightingTimeDeltaUs.count == count, wire.sightingRssi.count == count else {
             throw BatchError(
                 .inconsistentColumns,

@@ -74,6 +74,12 @@ public final class ChildProcess: @unchecked Sendable {
         }
     }
 
+    /// Sends `signal` and returns at once (SIGSTOP and SIGCONT freeze and resume the process).
+    public func send(_ signal: Int32) {
+        guard exitStatus == nil else { return }
+        kill(pid, signal)
+    }
+
     /// Sends `signal` and waits for the process to end (SIGKILL after 10 s).
     public func terminate(_ signal: Int32 = SIGTERM) {
         guard exitStatus == nil else { return }

@@ -17,7 +17,7 @@ extension AgentCommand {
             }
         }
         try check(spoolMaxMb, 1...1_048_576, "spool_max_mb")
-        try check(batchMaxSightings, 1...100_000, "batch_max_sightings")
+        try check(batchMaxSightings, 1...BatchReader.maximumSightings, "batch_max_sightings")
         try check(batchMaxAgeMs, 10...600_000, "batch_max_age_ms")
         try check(wireFormat, Int(BatchReader.formatVersions.lowerBound)...Int(BatchReader.formatVersions.upperBound), "wire_format")
         try check(maxInFlight, 1...1000, "max_in_flight")

@@ -65,6 +65,27 @@ import Testing
         #expect(action(#"{"committed_through": 18446744073709551615}"#, retained: true) != .adopt(18_446_744_073_709_551_615))
     }
 
+    /// A retained acknowledgement is adopted only when the batches renumbered after it, and room for 2^40 more,
+    /// stay below 2^62: the ingest would refuse anything past it, and the agent would resend forever.
+    @Test func anAdoptionNeverRenumbersPastTheLargestSequence() {
+        let limit = BatchReader.maximumSequence
+        let edge = limit - Acknowledgement.sequenceHeadroom - 6
+        func adopt(_ sequence: UInt64, pending: Int) -> Acknowledgement.Action {
+            Acknowledgement.action(
+                payload: Array(#"{"committed_through": \#(sequence)}"#.utf8), retained: true, acknowledged: 3,
+                nextSequence: 11, pending: pending)
+        }
+        #expect(adopt(edge, pending: 5) == .adopt(edge))
+        #expect(adopt(edge, pending: 6) != .adopt(edge))
+        for sequence in [limit - 1, limit - 8, limit - Acknowledgement.sequenceHeadroom] {
+            guard case .refuse(let reason) = adopt(sequence, pending: 8) else {
+                Issue.record("\(sequence) adopted")
+                continue
+            }
+            #expect(reason.contains("leaves too few sequences below 2^62"), "\(reason)")
+        }
+    }
+
     /// In both formats: the header stays outside the compressed body of version 2.
     @Test(arguments: [UInt32(1), 2]) func aResentBatchNamesTheOldestBatchStillHeld(formatVersion: UInt32) throws {
         var wire = WireBatch()

@@ -131,13 +131,11 @@ final class IngestHarness: @unchecked Sendable {
     func eventually(
         _ description: String, timeout: Duration = .seconds(30), _ condition: () throws -> Bool
     ) async throws {
-        let deadline = ContinuousClock.now + timeout
-        while true {
-            if try condition() { return }
-            guard ContinuousClock.now < deadline else { break }
-            try await Task.sleep(for: .milliseconds(50))
+        do {
+            try await eventuallyTrue(description, timeout: timeout, condition)
+        } catch let error as LocalServerError {
+            throw LocalServerError("\(error); ingest: \(ingest.statistics)")
         }
-        throw LocalServerError("timed out waiting until \(description); ingest: \(ingest.statistics)")
     }
 }
 
@@ -530,8 +528,8 @@ struct IngestIntegrationTests {
         #expect(try harness.query("SELECT DISTINCT instance FROM beaconflow.site_owners") == [["test-ingest"]])
         #expect(try harness.query("SELECT count(*) FROM beaconflow.site_owners") == [[sites]])
         try await harness.stop()
-        // The claims stay, but the view shows only those whose session holds the lock.
-        #expect(try harness.count("beaconflow.site_owners") == 0)
+        // The claims stay, but the view shows only those whose lease holds: the first ended its leases at its stop.
+        #expect(try harness.count("beaconflow.site_owners WHERE instance = 'test-ingest'") == 0)
         try await harness.eventually("the second ingest takes the sites over") { second.statistics.sitesServed == 1 }
         #expect(try harness.query("SELECT DISTINCT instance FROM beaconflow.site_owners") == [["test-ingest-second"]])
         #expect(try harness.query("SELECT count(*) FROM beaconflow.site_owners WHERE since > now() - interval '1 minute'") == [[sites]])
@@ -594,6 +592,36 @@ struct IngestIntegrationTests {
         try await firstTask.value
     }
 
+    /// A site held by a session that is not a live ingest instance (a writer login used by hand) is served by
+    /// nobody: past the bound `/healthz` turns unhealthy and names the count, until the lease ends.
+    @Test func aSiteNoInstanceServesMakesTheIngestUnhealthy() async throws {
+        let harness = try await IngestHarness.start {
+            $0.sites = try! SitesConfiguration.parse(
+                testSites + "\n  - {id: east, zones: [{id: hall}], agents: [{id: east-a1, zone: hall}]}\n")
+            $0.rebalanceInterval = .milliseconds(200)
+            $0.unservedSiteBound = .seconds(2)
+        }
+        try await harness.eventually("the ingest serves both sites") { harness.ingest.statistics.sitesServed == 2 }
+        #expect(harness.ingest.health.healthy)
+        // The ingest hands east over at its stop, and a writer login takes it by hand before it starts again.
+        try await harness.stop()
+        let squatter = try PostgresConnection(try harness.writerLogin("squatter"))
+        #expect(try squatter.query("SELECT epoch > 0 FROM beaconflow.claim_site('east', 'by-hand', 30)") == [["t"]])
+        let (ingest, task) = harness.anotherIngest(clientID: "test-ingest")
+        try await harness.eventually("the ingest serves hq") { ingest.statistics.sitesServed == 1 }
+        try await Task.sleep(for: .seconds(1))
+        #expect(ingest.health.healthy, "\(ingest.health.json)")
+        try await harness.eventually("east is reported unserved") { ingest.statistics.sitesUnserved == 1 }
+        #expect(!ingest.health.healthy && ingest.health.json.contains(#""sites_unserved": 1"#), "\(ingest.health.json)")
+        _ = try harness.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = 'squatter'")
+        try await harness.eventually("the ingest claims east once the squatter's session ends") {
+            ingest.statistics.sitesServed == 2 && ingest.statistics.sitesUnserved == 0
+        }
+        #expect(ingest.health.healthy, "\(ingest.health.json)")
+        ingest.requestStop()
+        try await task.value
+    }
+
     /// Two instances on four sites serve two each, subscribed to their own sites' topics only (each batch reaches
     /// one of them), and one that stops gracefully hands its sites over at once.
     @Test func instancesShareTheSitesAndOneThatStopsHandsThemOverAtOnce() async throws {
@@ -610,10 +638,13 @@ struct IngestIntegrationTests {
         }
         let first = harness.ingest
         try await harness.eventually("the first ingest serves every site") { first.statistics.sitesServed == 4 }
+        let joining = ContinuousClock.now
         let (second, task) = harness.anotherIngest(clientID: "test-ingest-second")
         try await harness.eventually("the two share the sites") {
             first.statistics.sitesServed == 2 && second.statistics.sitesServed == 2
         }
+        // The sites handed over are free at once, not when their leases would have expired.
+        #expect(ContinuousClock.now - joining < .seconds(5), "\(ContinuousClock.now - joining)")
         #expect(try harness.query("SELECT instance, count(*) FROM beaconflow.site_owners GROUP BY 1 ORDER BY 1") == [
             ["test-ingest", "2"], ["test-ingest-second", "2"],
         ])

@@ -157,6 +157,15 @@ import Testing
         #expect(status(#"{"online": "yes"}"#) == "status has no boolean 'online'")
         #expect(status("[1, 2]") == "status is not a JSON object")
     }
+
+    /// Sequences go to 2^62, beyond what a double holds exactly: a status at the limit is read to the unit.
+    @Test func statusesTakeEverySequenceTheWireTakes() throws {
+        let atLimit = try AgentStatus(json: Array(#"{"online": true, "last_sequence": 4611686018427387904, "acknowledged_through": 4611686018427387903}"#.utf8))
+        #expect(atLimit.lastSequence == 4_611_686_018_427_387_904 && atLimit.acknowledgedThrough == 4_611_686_018_427_387_903)
+        for beyond in ["4611686018427387905", "-1", "1.5", "\"9\""] {
+            #expect(throws: AgentStatus.Invalid.self) { try AgentStatus(json: Array(#"{"online": true, "last_sequence": \#(beyond)}"#.utf8)) }
+        }
+    }
 }
 
 @Suite struct TelemetryDeduplicatorTests {

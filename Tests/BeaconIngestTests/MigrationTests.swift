@@ -25,7 +25,7 @@ struct MigrationTests {
         "agent_health": ["site_id", "agent_id", "online", "last_batch_at", "adverts_per_s", "spool_bytes", "clock_offset_ms",
                          "last_error"],
         "sightings_minute": ["minute", "site_id", "agent_id", "zone_id", "beacon_id", "sightings", "rssi_min", "rssi_mean", "rssi_max"],
-        "site_owners": ["site_id", "instance", "since"],
+        "site_owners": ["site_id", "instance", "since", "lease_expires"],
         "sighting_readings": ["stored_ts", "ts", "site_id", "agent_id", "zone_id", "beacon_id", "rssi", "tx_power", "distance_m",
                               "smoothed_distance_m"],
     ]
@@ -164,16 +164,23 @@ struct MigrationTests {
         }
     }
 
-    @Test func theReaderSeesTheViewsAndNothingElse() async throws {
+    /// A migrated database with a reader login (grafana) and a writer login (ingest); the owner's connection and
+    /// the reader's.
+    static func migratedWithRoles() async throws -> (PostgresServer, PostgresConnection, PostgresConnection) {
         let server = try await PostgresServer.start()
         let connection = try PostgresConnection(server.conninfo)
-        try Migrator.migrate(connection, logger: logger)
+        try Migrator.migrate(connection, logger: Logger(label: "migration-test"))
         try connection.execute(
             """
             CREATE ROLE grafana LOGIN IN ROLE beaconflow_reader;
             CREATE ROLE ingest LOGIN IN ROLE beaconflow_writer;
             """)
         let reader = try PostgresConnection(server.conninfo.replacingOccurrences(of: "user=postgres", with: "user=grafana"))
+        return (server, connection, reader)
+    }
+
+    @Test func theReaderSeesTheViewsAndNothingElse() async throws {
+        let (server, connection, reader) = try await Self.migratedWithRoles()
         for view in Self.contract.keys { _ = try reader.query("SELECT * FROM beaconflow.\(view) LIMIT 1") }
         for table in ["sightings_raw", "sighting_packs", "beacon_keys", "sighting_minutes"] {
             do {
@@ -216,6 +223,84 @@ struct MigrationTests {
             } catch {
                 #expect(error.sqlState == "42501")
             }
+        }
+    }
+
+    /// Only the writer role holds, renews and counts site leases, through the lease functions; no login may write
+    /// the claims directly, and rejected batches go only through the retention function.
+    @Test func siteLeasesAreTheWritersAloneAndOnlyThroughTheirFunctions() async throws {
+        let (server, connection, reader) = try await Self.migratedWithRoles()
+        try connection.execute(
+            """
+            INSERT INTO beaconflow.rejected_batches (topic, reason, detail, payload, payload_bytes, received_at)
+            VALUES ('t', 'malformed', 'old', '', 0, now() - interval '400 days'), ('t', 'malformed', 'new', '', 0, now());
+            """)
+        let writer = try PostgresConnection(server.conninfo.replacingOccurrences(of: "user=postgres", with: "user=ingest"))
+        func refused(_ statement: String, on login: PostgresConnection, _ who: String) {
+            do {
+                try login.execute(statement)
+                Issue.record("\(who) was allowed: \(statement)")
+            } catch {
+                #expect(error.sqlState == "42501", "\(statement): \(error)")  // insufficient privilege
+            }
+        }
+        for statement in [
+            "SELECT beaconflow.join_instances('rogue', 60)", "SELECT * FROM beaconflow.claim_site('hq', 'rogue', 60)",
+            "SELECT beaconflow.renew_sites('rogue', ARRAY['hq'], ARRAY[1::bigint], 60)",
+            "SELECT beaconflow.hold_sites('rogue', ARRAY['hq'], ARRAY[1::bigint])", "SELECT beaconflow.prune_rejections()",
+            "SELECT * FROM beaconflow.site_claims",
+        ] {
+            refused(statement, on: reader, "the reader")
+        }
+        #expect(try writer.query("SELECT epoch, previous FROM beaconflow.claim_site('hq', 'ingest-1', 60)") == [["1", nil]])
+        #expect(try reader.query("SELECT site_id, instance FROM beaconflow.site_owners") == [["hq", "ingest-1"]])
+        // Held: nobody else claims it, the holder renews it.
+        #expect(try writer.query("SELECT * FROM beaconflow.claim_site('hq', 'ingest-2', 60)").isEmpty)
+        #expect(try writer.query("SELECT beaconflow.renew_sites('ingest-1', ARRAY['hq'], ARRAY[1::bigint], 60)") == [["hq"]])
+        #expect(try writer.query("SELECT beaconflow.renew_sites('ingest-2', ARRAY['hq'], ARRAY[1::bigint], 60)").isEmpty)
+        for statement in [
+            "UPDATE beaconflow.site_claims SET expires_at = now()", "DELETE FROM beaconflow.site_claims",
+            "INSERT INTO beaconflow.site_claims (site_id, instance, claimed_at, backend_pid) VALUES ('x', 'y', now(), 1)",
+            "UPDATE beaconflow.ingest_instances SET expires_at = now()", "DELETE FROM beaconflow.rejected_batches",
+        ] {
+            refused(statement, on: writer, "the writer")
+        }
+        #expect(try writer.query("SELECT beaconflow.prune_rejections()") == [["1"]])
+        // Released, a lease is free at once, for anyone; a release of another epoch changes nothing.
+        _ = try writer.query("SELECT beaconflow.release_site('ingest-1', 'hq', 2)")
+        #expect(try writer.query("SELECT count(*) FROM beaconflow.site_owners") == [["1"]])
+        _ = try writer.query("SELECT beaconflow.release_site('ingest-1', 'hq', 1)")
+        #expect(try writer.query("SELECT count(*) FROM beaconflow.site_owners") == [["0"]])
+        #expect(try writer.query("SELECT epoch, previous FROM beaconflow.claim_site('hq', 'ingest-2', 60)") == [["2", "ingest-1"]])
+        #expect(try connection.query("SELECT detail FROM beaconflow.rejected_batches") == [["new"]])
+        // Out-of-range leases are refused with their reason.
+        do {
+            _ = try writer.query("SELECT * FROM beaconflow.claim_site('east', 'ingest-1', 1e9)")
+            Issue.record("a lease of 1e9 s was accepted")
+        } catch {
+            #expect(error.sqlState == "22023")
+        }
+        // A lease whose holder's session ended is free at once; the new claim has a newer epoch.
+        let holder = try PostgresConnection(server.conninfo.replacingOccurrences(of: "user=postgres", with: "user=ingest"))
+        #expect(try holder.query("SELECT epoch FROM beaconflow.claim_site('east', 'ingest-3', 60)") == [["1"]])
+        #expect(try writer.query("SELECT epoch FROM beaconflow.claim_site('east', 'ingest-1', 60)").isEmpty)
+        _ = try connection.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = 'ingest' AND pid <> \(try writer.query("SELECT pg_backend_pid()")[0][0] ?? "0")")
+        try await eventuallyTrue("the holder's session ends") {
+            try writer.query("SELECT epoch, previous FROM beaconflow.claim_site('east', 'ingest-1', 60)") == [["2", "ingest-3"]]
+        }
+        // A holder frozen inside a transaction that holds its site keeps it past the lease, and no claim waits for
+        // it longer than the lock timeout; its idle-in-transaction timeout ends its session, and the site is free.
+        let frozen = try PostgresConnection(server.conninfo.replacingOccurrences(of: "user=postgres", with: "user=ingest"))
+        #expect(try frozen.query("SELECT epoch FROM beaconflow.claim_site('west', 'ingest-4', 1)") == [["1"]])
+        try frozen.execute("SET idle_in_transaction_session_timeout = '8s'")
+        try frozen.execute("BEGIN")
+        #expect(try frozen.query("SELECT beaconflow.hold_sites('ingest-4', ARRAY['west'], ARRAY[1::bigint])") == [["west"]])
+        try await Task.sleep(for: .milliseconds(1500))
+        let started = ContinuousClock.now
+        #expect(try writer.query("SELECT * FROM beaconflow.claim_site('west', 'ingest-1', 60)").isEmpty)
+        #expect(ContinuousClock.now - started < .seconds(2))
+        try await eventuallyTrue("the frozen holder's session ends", timeout: .seconds(20)) {
+            try writer.query("SELECT epoch, previous FROM beaconflow.claim_site('west', 'ingest-1', 60)") == [["2", "ingest-4"]]
         }
     }
 

@@ -101,3 +101,25 @@ import Testing
         #expect(deployment.isFair, "after a late join: \(deployment.owners)")
     }
 }
+
+@Suite struct UnservedSitesTests {
+    let start = ContinuousClock.now
+
+    @Test func aSiteCountsOnlyOnceUnservedForLongerThanTheBoundAndIsReportedOnce() {
+        var unserved = UnservedSites(bound: .seconds(15))
+        #expect(unserved.observe(unserved: ["hq"], now: start) == (0, []))
+        #expect(unserved.observe(unserved: ["hq", "east"], now: start + .seconds(15)) == (0, []))
+        #expect(unserved.observe(unserved: ["hq", "east"], now: start + .seconds(16)) == (1, ["hq"]))
+        #expect(unserved.observe(unserved: ["hq", "east"], now: start + .seconds(31)) == (2, ["east"]))
+        #expect(unserved.observe(unserved: ["hq", "east"], now: start + .seconds(40)) == (2, []))
+    }
+
+    @Test func aSiteServedAgainStartsAfresh() {
+        var unserved = UnservedSites(bound: .seconds(15))
+        _ = unserved.observe(unserved: ["hq"], now: start)
+        #expect(unserved.observe(unserved: ["hq"], now: start + .seconds(20)) == (1, ["hq"]))
+        #expect(unserved.observe(unserved: [], now: start + .seconds(21)) == (0, []))
+        #expect(unserved.observe(unserved: ["hq"], now: start + .seconds(22)) == (0, []))
+        #expect(unserved.observe(unserved: ["hq"], now: start + .seconds(38)) == (1, ["hq"]))
+    }
+}

@@ -145,4 +145,80 @@ struct ZoneTables: Equatable {
         #expect(fresh.trackedBeacons == tracker.trackedBeacons && fresh.watermarkMicros == tracker.watermarkMicros)
         #expect(fresh.takeCheckpoint() == state)
     }
+
+    /// Every 8 bytes of a checkpoint overwritten in turn with an extreme value (the least and greatest integers,
+    /// -1, NaN, infinity: what an edited or damaged row may hold in any field): each is refused as damage, or
+    /// restores a tracker that then runs on without trapping.
+    @Test func noValueInAnyFieldOfACheckpointMakesTheTrackerTrap() throws {
+        var tracker = SiteZoneTracker(site: site)
+        for index in 0..<200 {
+            for agent in 0..<2 {
+                let readings = batch(agent: agent, second: index)
+                tracker.add(readings, agent: "hq-a\(agent + 1)")
+                tracker.agentProgressed(
+                    "hq-a\(agent + 1)", newestMicros: readings.map(\.timeMicros).max() ?? start,
+                    arrivalMicros: start + Int64(index) * second + 900_000)
+            }
+            _ = tracker.advance(nowMicros: start + Int64(index) * second + 900_000)
+        }
+        let state = tracker.takeCheckpoint()
+        let extremes: [UInt64] = [
+            UInt64(bitPattern: .min), UInt64(bitPattern: .max), UInt64.max, Double.nan.bitPattern, Double.infinity.bitPattern,
+            (-Double.infinity).bitPattern,
+        ]
+        var refused = 0
+        var restoredAndRan = 0
+        for offset in 0...(state.count - 8) {
+            for extreme in extremes {
+                var damaged = state
+                for byte in 0..<8 { damaged[offset + byte] = UInt8(truncatingIfNeeded: extreme >> (8 * UInt64(byte))) }
+                var restored = SiteZoneTracker(site: site)
+                do {
+                    try restored.restore(checkpoint: damaged)
+                } catch {
+                    refused += 1
+                    continue
+                }
+                for index in 200..<203 {
+                    let readings = batch(agent: 0, second: index)
+                    restored.add(readings, agent: "hq-a1")
+                    restored.agentProgressed("hq-a1", newestMicros: readings.map(\.timeMicros).max() ?? start, arrivalMicros: start + Int64(index) * second)
+                    _ = restored.advance(nowMicros: start + Int64(index + 90) * second)
+                }
+                _ = restored.finish()
+                _ = restored.takeCheckpoint()
+                restoredAndRan += 1
+            }
+        }
+        #expect(refused > (state.count - 7) * extremes.count / 2, "\(refused) refused, \(restoredAndRan) restored")
+    }
+
+    /// The damage first seen in the field: a next minute to count of Int64.min.
+    @Test func aNextMinuteOutOfRangeIsDamage() throws {
+        var tracker = SiteZoneTracker(site: site)
+        for index in 0..<100 {
+            tracker.add(batch(agent: 0, second: index), agent: "hq-a1")
+            tracker.agentProgressed("hq-a1", newestMicros: start + Int64(index) * second + 750_000, arrivalMicros: start + Int64(index) * second)
+            _ = tracker.advance(nowMicros: start + Int64(index + 30) * second)
+        }
+        let state = tracker.takeCheckpoint()
+        // The layout: version, zones, agents, watermark, then the next minute as a flag and 8 bytes.
+        var reader = 8
+        for _ in 0..<2 {
+            let count = Int(state[reader]) | Int(state[reader + 1]) << 8
+            reader += 8
+            for _ in 0..<count { reader += 8 + (Int(state[reader]) | Int(state[reader + 1]) << 8) }
+        }
+        reader += 8
+        #expect(state[reader] == 1, "the next minute is set")
+        var damaged = state
+        for byte in 0..<8 { damaged[reader + 1 + byte] = byte == 7 ? 0x80 : 0 }
+        var fresh = SiteZoneTracker(site: site)
+        do {
+            try fresh.restore(checkpoint: damaged)
+            Issue.record("a next minute of Int64.min was restored")
+        } catch {
+            #expect(error.code == .damaged && error.offset == reader)
+        }
+    }
 }

@@ -87,6 +87,21 @@ import Testing
             (.invalidField, "holds header fields", { $0.deflatedBody = try body { $0.sequence = 13 } }),
             (.invalidField, "holds header fields", { $0.deflatedBody = try body { $0.deflatedBody = Data([1]) } }),
             (.inconsistentColumns, "sighting columns differ", { $0.deflatedBody = try body { $0.sightingRssi = [60] } }),
+            // An inflation bomb within 1 MiB: a kilobyte standing for 100,001 sightings of one beacon.
+            (.tooLarge, "batch holds 100001 sightings, the limit is 100000", {
+                $0.deflatedBody = try body { body in
+                    var beacon = Beaconflow_V1_Beacon()
+                    beacon.beaconID = "mac:00:00:00:00:00:01"
+                    body.beacons = [beacon]
+                    body.sightingBeacon = Array(repeating: 0, count: 100_001)
+                    body.sightingTimeDeltaUs = Array(repeating: 0, count: 100_001)
+                    body.sightingRssi = Array(repeating: 60, count: 100_001)
+                }
+                #expect($0.deflatedBody.count < 2_000, "\($0.deflatedBody.count) bytes")
+            }),
+            (.tooLarge, "characteristic reads", {
+                $0.deflatedBody = try body { $0.characteristicReads = Array(repeating: Beaconflow_V1_CharacteristicRead(), count: 10_001) }
+            }),
         ]
         for (code, text, change) in cases {
             let error = try #require(try failure(change), "\(text): accepted")

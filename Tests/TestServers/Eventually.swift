@@ -35,3 +35,18 @@ public final class Collector<Element: Sendable>: Sendable {
     /// Forgets what was collected so far.
     public func reset() { values.withLock { $0.removeAll() } }
 }
+
+/// Polls `condition` every 50 ms until it holds, at most `timeout` (and once more at the end); throws naming
+/// `description` when it never does.
+public func eventuallyTrue(
+    _ description: String, timeout: Duration = .seconds(30), _ condition: () throws -> Bool
+) async throws {
+    let deadline = ContinuousClock.now + timeout
+    while true {
+        if try condition() { return }
+        guard ContinuousClock.now < deadline else { break }
+        try await Task.sleep(for: .milliseconds(50))
+    }
+    if try condition() { return }
+    throw LocalServerError("timed out waiting until \(description)")
+}

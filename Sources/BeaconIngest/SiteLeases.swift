@@ -1,0 +1,128 @@
+import LibPQ
+
+/// The leases under which ingest instances serve sites, on the writer's connection (blocking: the writer thread).
+///
+/// A site is served by the instance whose lease on it holds: a `site_claims` row with an epoch and an expiry,
+/// renewed every `renewalInterval`, and taken over by another instance once it has expired or its holder's session
+/// has ended. Only the SECURITY DEFINER functions of schema version 11, callable by the writer role alone, change
+/// the leases, so no other login can hold or count a site. Each transaction that writes for a site holds the
+/// site's lease (`hold`) until it ends: a claim never moves under a commit, and a holder that was frozen finds the
+/// site taken when it resumes and writes nothing more for it.
+final class SiteLeases {
+    private let connection: PostgresConnection
+    let instance: String
+    let duration: Duration
+    /// The epoch of each lease held: a site claimed again by anyone has a newer one.
+    private(set) var epochs: [String: Int64] = [:]
+
+    init(connection: PostgresConnection, instance: String, duration: Duration) {
+        self.connection = connection
+        self.instance = instance
+        self.duration = duration
+    }
+
+    /// How often a holder renews: four times per lease, so that three renewals can be late or lost.
+    var renewalInterval: Duration { duration / 4 }
+
+    private var seconds: Double { Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18 }
+
+    /// The session's idle-in-transaction timeout: a holder frozen inside a transaction (which holds its sites'
+    /// claims) loses its session, and with it the claims' row locks, after this long.
+    static func idleInTransactionTimeout(for duration: Duration) -> Duration { duration }
+
+    /// Counts this instance among the live ones for one lease (renewed with the leases).
+    func join() throws(PostgresError) {
+        let timeout = Self.idleInTransactionTimeout(for: duration).components.seconds
+        try connection.execute("SET idle_in_transaction_session_timeout = '\(max(1, timeout))s'")
+        try connection.query("SELECT beaconflow.join_instances($1, $2)", [instance, seconds])
+    }
+
+    /// Leaves the live instances at a graceful stop, so that the others count without it at once.
+    func leave() throws(PostgresError) {
+        try connection.query("SELECT beaconflow.leave_instances($1)", [instance])
+    }
+
+    /// What this instance sees of the sites' leases at one look.
+    struct Observation: Sendable, Equatable {
+        /// How many sites each other live instance holds.
+        var others: [Int] = []
+        /// The sites nobody holds: any instance may claim them.
+        var free: Set<String> = []
+        /// The sites no live instance holds: free, or held by a session that is not a live instance.
+        var unserved: Set<String> = []
+    }
+
+    /// Looks at the live instances and the leases of `sites`.
+    func observe(sites: [String]) throws(PostgresError) -> Observation {
+        var observation = Observation()
+        for row in try connection.query(
+            """
+            WITH held AS (
+                SELECT site_id, instance FROM beaconflow.site_claims
+                WHERE expires_at > now() AND EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity a WHERE a.pid = backend_pid)),
+            live AS (
+                SELECT instance FROM beaconflow.ingest_instances i
+                WHERE i.expires_at > now() AND EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity a WHERE a.pid = i.backend_pid))
+            SELECT 'instance', (SELECT count(*) FROM held WHERE held.instance = live.instance)::text FROM live
+            WHERE live.instance <> $2
+            UNION ALL
+            SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM held WHERE site_id = site) THEN 'free' ELSE 'unserved' END, site
+            FROM unnest($1::text[]) AS site
+            WHERE NOT EXISTS (SELECT 1 FROM held JOIN live USING (instance) WHERE site_id = site)
+            """, [sites, instance])
+        {
+            let value = try row.decode(1, as: String.self)
+            switch try row.decode(0, as: String.self) {
+            case "instance": observation.others.append(Int(value) ?? 0)
+            case "free":
+                observation.free.insert(value)
+                observation.unserved.insert(value)
+            default: observation.unserved.insert(value)
+            }
+        }
+        return observation
+    }
+
+    /// Claims a site nobody holds. Nil when it is held; otherwise whether another instance held it last.
+    func claim(site: String) throws(PostgresError) -> Bool? {
+        let rows = try connection.query("SELECT epoch, previous FROM beaconflow.claim_site($1, $2, $3)", [site, instance, seconds])
+        guard let row = rows.first else { return nil }
+        epochs[site] = try row.decode(0, as: Int64.self)
+        let previous = try row.decode(1, as: String?.self)
+        return previous != nil && previous != instance
+    }
+
+    /// Renews every lease held; returns the sites whose lease was taken over meanwhile (no longer held).
+    func renew() throws(PostgresError) -> Set<String> {
+        let held = epochs.sorted { $0.key < $1.key }
+        let renewed = Set(
+            try connection.query(
+                "SELECT beaconflow.renew_sites($1, $2, $3, $4)", [instance, held.map(\.key), held.map(\.value), seconds]
+            ).map { (row) throws(PostgresError) in try row.decode(0, as: String.self) })
+        let lost = Set(epochs.keys).subtracting(renewed)
+        for site in lost { epochs[site] = nil }
+        return lost
+    }
+
+    /// In the current transaction: locks the leases of `sites` until it ends. Returns the sites of `sites` whose
+    /// lease is no longer this instance's (they are forgotten here; nothing may be written for them).
+    func hold(_ sites: Set<String>) throws(PostgresError) -> Set<String> {
+        let wanted = sites.compactMap { site in epochs[site].map { (site, $0) } }.sorted { $0.0 < $1.0 }
+        let held = Set(
+            try connection.query(
+                "SELECT beaconflow.hold_sites($1, $2, $3)", [instance, wanted.map(\.0), wanted.map(\.1)]
+            ).map { (row) throws(PostgresError) in try row.decode(0, as: String.self) })
+        let lost = sites.subtracting(held)
+        for site in lost { epochs[site] = nil }
+        return lost
+    }
+
+    /// Ends a lease at once, for another instance to claim.
+    func release(site: String) throws(PostgresError) {
+        guard let epoch = epochs.removeValue(forKey: site) else { return }
+        try connection.query("SELECT beaconflow.release_site($1, $2, $3)", [instance, site, epoch])
+    }
+
+    /// Forgets a lease without a word to the database (it was taken over).
+    func forget(site: String) { epochs[site] = nil }
+}
