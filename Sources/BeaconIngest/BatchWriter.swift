@@ -815,14 +815,14 @@ public final class BatchWriter {
     private func insertRecords(_ batches: [DecodedBatch]) throws(PostgresError) -> Set<Int> {
         let inserted = try connection.query(
             """
-            INSERT INTO beaconflow.batches (site_id, agent_id, sequence, boot_id, agent_clock, sightings)
-            SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::timestamptz[], $6::integer[])
+            INSERT INTO beaconflow.batches (site_id, agent_id, sequence, boot_id, agent_clock, sightings, content_digest)
+            SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::timestamptz[], $6::integer[], $7::bigint[])
             ON CONFLICT DO NOTHING RETURNING site_id, agent_id, sequence
             """,
             [
                 batches.map(\.siteID), batches.map(\.agentID), batches.map { Int64(bitPattern: $0.sequence) },
                 batches.map { Int64(bitPattern: $0.bootID) }, batches.map { PostgresTimestamp(unixMicros: $0.agentClockMicros) },
-                batches.map { Int32(clamping: $0.sightings.count) },
+                batches.map { Int32(clamping: $0.sightings.count) }, batches.map(\.contentDigest),
             ])
         var keys: Set<BatchKey> = []
         for row in inserted {
@@ -844,8 +844,8 @@ public final class BatchWriter {
         var sequence: UInt64
     }
 
-    /// The batches not inserted whose (site, agent, sequence) is committed with another boot id, seal time or
-    /// number of sightings: not a redelivery (that has the same bytes) but an agent that reused a sequence.
+    /// The batches not inserted whose (site, agent, sequence) is committed with another boot id, seal time, number
+    /// of sightings or content: not a redelivery (that says the same) but an agent that reused a sequence.
     /// Returns how each differs, by index.
     private func reusedSequences(_ batches: [DecodedBatch], fresh: Set<Int>) throws(PostgresError) -> [Int: String] {
         let repeated = batches.indices.filter { !fresh.contains($0) }
@@ -854,25 +854,30 @@ public final class BatchWriter {
         var reused: [Int: String] = [:]
         for row in try connection.query(
             """
-            SELECT v.i, b.boot_id, b.sightings, v.boot, v.n, b.agent_clock = v.clock
-            FROM unnest($1::integer[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::timestamptz[], $7::integer[])
-                AS v(i, site, agent, seq, boot, clock, n)
+            SELECT v.i, b.boot_id, b.sightings, v.boot, v.n, b.agent_clock = v.clock,
+                   b.content_digest IS NULL OR b.content_digest = v.digest
+            FROM unnest($1::integer[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::timestamptz[], $7::integer[],
+                        $8::bigint[])
+                AS v(i, site, agent, seq, boot, clock, n, digest)
             JOIN beaconflow.batches b ON b.site_id = v.site AND b.agent_id = v.agent AND b.sequence = v.seq
             WHERE b.boot_id <> v.boot OR b.sightings <> v.n OR b.agent_clock IS DISTINCT FROM v.clock
+               OR b.content_digest <> v.digest
             """,
             [
                 repeated.map { Int32($0) }, candidates.map(\.siteID), candidates.map(\.agentID),
                 candidates.map { Int64(bitPattern: $0.sequence) }, candidates.map { Int64(bitPattern: $0.bootID) },
                 candidates.map { PostgresTimestamp(unixMicros: $0.agentClockMicros) },
-                candidates.map { Int32(clamping: $0.sightings.count) },
+                candidates.map { Int32(clamping: $0.sightings.count) }, candidates.map(\.contentDigest),
             ])
         {
             let index = try row.decode(0, as: Int.self)
             guard batches.indices.contains(index) else { continue }
             let sameTime = try row.decode(5, as: Bool?.self) ?? false
+            let sameContent = try row.decode(6, as: Bool.self)
             reused[index] =
                 "sequence \(batches[index].sequence) is committed with boot id \(row[1] ?? "?") and \(row[2] ?? "?") sightings"
-                + (sameTime ? "" : " sealed at another time") + "; this batch has boot id \(row[3] ?? "?") and \(row[4] ?? "?")"
+                + (sameTime ? "" : " sealed at another time") + (sameContent ? "" : " of other content")
+                + "; this batch has boot id \(row[3] ?? "?") and \(row[4] ?? "?")"
         }
         return reused
     }

@@ -12,7 +12,7 @@ enum Schema {
         Migration(version: 8, name: "sensor readings, device information and the beacon registry", sql: version8),
         Migration(version: 9, name: "packed sightings, per-minute rollups and stored hourly occupancy", sql: version9),
         Migration(version: 10, name: "which ingest instance serves each site", sql: version10),
-        Migration(version: 11, name: "site leases only the ingest's role can take", sql: version11),
+        Migration(version: 11, name: "site leases only the ingest's role can take; batch content digests", sql: version11),
     ]
 
     /// Sites are served under leases rather than advisory locks (which any login may take): a claim is a row of
@@ -21,8 +21,12 @@ enum Schema {
     /// functions write the claims and the live instances, and only the writer role may call them. A commit holds
     /// its sites' claims (a row lock, `hold_sites`) until it ends, so a claim never moves under a transaction
     /// that writes for its site; a frozen holder's lock is ended by its session's idle-in-transaction timeout.
-    /// Rejected batches are pruned only through `prune_rejections`, never deleted by the writer directly.
+    /// Rejected batches are pruned only through `prune_rejections`, never deleted by the writer directly. A batch
+    /// records the digest of its content (`DecodedBatch.contentDigest`), so that a batch sent again is told from
+    /// another batch under the same sequence by what it says, not only by its metadata.
     static let version11 = #"""
+        ALTER TABLE beaconflow.batches ADD COLUMN content_digest bigint;
+
         CREATE TABLE beaconflow.ingest_instances (
             instance text PRIMARY KEY,
             backend_pid integer NOT NULL,

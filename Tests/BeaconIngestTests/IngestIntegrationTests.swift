@@ -238,6 +238,19 @@ struct IngestIntegrationTests {
         try await harness.eventually("the reused sequence is rejected") { harness.ingest.statistics.batchesRejected == 1 }
         #expect(try harness.query("SELECT reason, payload_bytes > 0 FROM beaconflow.rejected_batches") == [["sequence_reused", "t"]])
         #expect(try harness.count("beaconflow.sightings") == 130)
+        // The same boot id, seal time and count with other readings: its content tells it from a redelivery.
+        try client.publish(topic: "beaconflow/v1/hq/hq-a1/batch", payload: try batchPayload(sequence: 1, rssi: { _ in -40 }))
+        try await harness.eventually("the batch of other content is rejected") { harness.ingest.statistics.batchesRejected == 2 }
+        #expect(try harness.query("SELECT detail FROM beaconflow.rejected_batches ORDER BY received_at DESC LIMIT 1")[0][0]?
+            .contains("of other content") == true)
+        // The same content in the other format version is a redelivery.
+        let duplicates = harness.ingest.statistics.batchesDuplicate
+        try client.publish(topic: "beaconflow/v1/hq/hq-a1/batch", payload: try batchPayload(sequence: 1, formatVersion: 1))
+        try await harness.eventually("the same batch in version 1 is a duplicate") {
+            harness.ingest.statistics.batchesDuplicate == duplicates + 1
+        }
+        #expect(harness.ingest.statistics.batchesRejected == 2)
+        #expect(try harness.count("beaconflow.sightings") == 130)
         try await harness.stop()
     }
 
@@ -761,6 +774,38 @@ struct IngestIntegrationTests {
         let firstMinute = try harness.query(
             "SELECT zone_id, occupants FROM beaconflow.zone_occupancy WHERE bucket = to_timestamp(\(t0 / 1_000_000)) ORDER BY 1")
         #expect(firstMinute == [["lab", "0"], ["lobby", "1"]])
+        restarted.requestStop()
+        try await task.value
+    }
+
+    /// A checkpoint row damaged or edited in the database (its next minute set to Int64.min, which once trapped
+    /// the zone tracker at the site's next batch) is set aside: the ingest that claims the site logs it, counts it,
+    /// resumes the site from its open visits and goes on committing, and saves a sound checkpoint over it.
+    @Test func aDamagedCheckpointRowIsSetAsideAndTheSiteGoesOn() async throws {
+        let harness = try await IngestHarness.start()
+        let (client, _) = try await harness.client()
+        defer { client.stop() }
+        let t0: Int64 = 1_767_225_600_000_000
+        for agent in ["hq-a1", "hq-a2"] {
+            _ = try client.publish(topic: "beaconflow/v1/hq/\(agent)/batch", payload: try batchPayload(agent: agent, sequence: 1, count: 150, start: t0))
+        }
+        try await harness.eventually("a minute is counted and checkpointed") { try harness.count("beaconflow.zone_checkpoints") == 1 }
+        try await harness.stop()
+        let saved = try #require(try harness.connection.query("SELECT state FROM beaconflow.zone_checkpoints").first?.decode(0, as: PostgresBytes.self))
+        let (damaged, _) = try #require(ZoneCheckpointTests.withNextMinuteAtInt64Min(saved.bytes))
+        try harness.connection.query("UPDATE beaconflow.zone_checkpoints SET state = $1", [PostgresBytes(damaged)])
+
+        let (restarted, task) = harness.anotherIngest(clientID: "test-ingest")
+        try await harness.eventually("the restarted ingest serves the site") { restarted.statistics.sitesServed == 1 }
+        for agent in ["hq-a1", "hq-a2"] {
+            _ = try client.publish(
+                topic: "beaconflow/v1/hq/\(agent)/batch", payload: try batchPayload(agent: agent, sequence: 2, count: 150, start: t0 + 150_000_000))
+        }
+        try await harness.eventually("the site's next batches are committed and a sound checkpoint saved") {
+            let state = try harness.connection.query("SELECT state FROM beaconflow.zone_checkpoints").first?.decode(0, as: PostgresBytes.self)
+            return restarted.statistics.batchesCommitted == 2 && state.map { $0.bytes != damaged } == true
+        }
+        #expect(try harness.count("beaconflow.zone_occupancy WHERE bucket >= to_timestamp(\(t0 / 1_000_000 + 150))") > 0)
         restarted.requestStop()
         try await task.value
     }

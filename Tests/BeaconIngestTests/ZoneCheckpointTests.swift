@@ -202,7 +202,20 @@ struct ZoneTables: Equatable {
             _ = tracker.advance(nowMicros: start + Int64(index + 30) * second)
         }
         let state = tracker.takeCheckpoint()
-        // The layout: version, zones, agents, watermark, then the next minute as a flag and 8 bytes.
+        let (damaged, offset) = try #require(Self.withNextMinuteAtInt64Min(state))
+        var fresh = SiteZoneTracker(site: site)
+        do {
+            try fresh.restore(checkpoint: damaged)
+            Issue.record("a next minute of Int64.min was restored")
+        } catch {
+            #expect(error.code == .damaged && error.offset == offset)
+        }
+    }
+
+    /// The checkpoint with its next minute to count set to Int64.min, and where that field starts; nil when the
+    /// checkpoint has no next minute. The layout: version, zones, agents, watermark, then the next minute as a
+    /// flag and 8 bytes.
+    static func withNextMinuteAtInt64Min(_ state: [UInt8]) -> (state: [UInt8], offset: Int)? {
         var reader = 8
         for _ in 0..<2 {
             let count = Int(state[reader]) | Int(state[reader + 1]) << 8
@@ -210,15 +223,9 @@ struct ZoneTables: Equatable {
             for _ in 0..<count { reader += 8 + (Int(state[reader]) | Int(state[reader + 1]) << 8) }
         }
         reader += 8
-        #expect(state[reader] == 1, "the next minute is set")
+        guard state[reader] == 1 else { return nil }
         var damaged = state
         for byte in 0..<8 { damaged[reader + 1 + byte] = byte == 7 ? 0x80 : 0 }
-        var fresh = SiteZoneTracker(site: site)
-        do {
-            try fresh.restore(checkpoint: damaged)
-            Issue.record("a next minute of Int64.min was restored")
-        } catch {
-            #expect(error.code == .damaged && error.offset == reader)
-        }
+        return (damaged, reader)
     }
 }
