@@ -86,6 +86,9 @@ let package = Package(
         // Between threads: a bounded blocking queue, and blocking work awaited off the cooperative pool.
         .target(name: "WorkQueue"),
 
+        // YAML read within bounds of size, nesting and alias expansion: the sites, scenario and config files.
+        .target(name: "BoundedYAML", dependencies: [.product(name: "Yams", package: "Yams")]),
+
         // The edge agent's services: sources, batcher, spool, publisher, status.
         .target(
             name: "BeaconAgent",
@@ -93,6 +96,7 @@ let package = Package(
                 "BeaconMessaging",
                 "BeaconWire",
                 "BlueZHCI",
+                "BoundedYAML",
                 "Mosquitto",
                 "WorkQueue",
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -107,7 +111,7 @@ let package = Package(
         .target(
             name: "BeaconIngest",
             dependencies: [
-                "BeaconMessaging", "BeaconWire", "LibPQ", "Mosquitto", "WorkQueue",
+                "BeaconMessaging", "BeaconWire", "BoundedYAML", "LibPQ", "Mosquitto", "WorkQueue",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Yams", package: "Yams"),
@@ -135,6 +139,7 @@ let package = Package(
                 "BeaconAgent",
                 "BeaconIngest",
                 "BeaconMessaging",
+                "BoundedYAML",
                 "LibPQ",
                 "LocalServers",
                 "MetricsEndpoint",
@@ -156,6 +161,7 @@ let package = Package(
         ),
         .testTarget(name: "BeaconAgentTests", dependencies: ["BeaconAgent", "BeaconMessaging", "BeaconWire", "BlueZHCI", "LocalServers", "Mosquitto", "TestServers"]),
         .testTarget(name: "MosquittoTests", dependencies: ["LocalServers", "Mosquitto", "TestServers"]),
+        .testTarget(name: "BoundedYAMLTests", dependencies: ["BoundedYAML"]),
         .testTarget(
             name: "BeaconIngestTests",
             dependencies: ["AccuracyHarness", "BeaconIngest", "BeaconAgent", "BeaconMessaging", "BeaconWire", "LibPQ", "LocalServers", "MetricsEndpoint", "Mosquitto", "Reporting", "TestServers", "WorkQueue"]),

@@ -1,6 +1,7 @@
 import BeaconMessaging
 import BeaconWire
 import Foundation
+import BoundedYAML
 import Yams
 
 /// A simulated deployment (YAML): the sites of a sites file with agent positions and zone rectangles in metres, the
@@ -213,7 +214,11 @@ public struct Scenario: Decodable, Sendable {
     public static func parse(_ text: String, name: String = "scenario") throws(ConfigurationError) -> Scenario {
         let scenario: Scenario
         do {
+            // Within bounds first: the decoder would expand every alias and follow any depth.
+            guard try BoundedYAML.compose(text) != nil else { throw ConfigurationError("\(name): the scenario is empty") }
             scenario = try YAMLDecoder().decode(Scenario.self, from: text)
+        } catch let error as ConfigurationError {
+            throw error
         } catch {
             throw ConfigurationError("\(name): \(error)")
         }

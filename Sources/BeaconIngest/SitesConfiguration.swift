@@ -1,6 +1,6 @@
 import BeaconWire
+import BoundedYAML
 import Foundation
-import Yams
 
 /// The sites file (a contract; its keys are in the README): sites with their zones and agents, and the optional beacon registry.
 public struct SitesConfiguration: Sendable {
@@ -76,7 +76,7 @@ public struct SitesConfiguration: Sendable {
     public static func parse(_ text: String, name: String = "sites") throws(SitesError) -> SitesConfiguration {
         let root: Any?
         do {
-            root = try Yams.load(yaml: text)
+            root = try BoundedYAML.load(text)
         } catch {
             throw SitesError("\(name): not valid YAML (\(error))")
         }

@@ -1,4 +1,5 @@
 import BeaconMessaging
+import BoundedYAML
 import Foundation
 import Yams
 
@@ -50,7 +51,7 @@ struct ConfigFile {
             throw ConfigurationError("cannot read --config \(path): \(String(cString: strerror(code))) (errno \(code))")
         }
         let node: Node?
-        do { node = try Yams.compose(yaml: text) } catch { throw ConfigurationError("\(path): not valid YAML (\(error))") }
+        do { node = try BoundedYAML.compose(text) } catch { throw ConfigurationError("\(path): not valid YAML (\(error))") }
         guard let mapping = node?.mapping else { throw ConfigurationError("\(path): expected a mapping of settings (key: value)") }
         var result: [(option: String, arguments: [String])] = []
         for (keyNode, value) in mapping {

@@ -240,6 +240,35 @@ struct IngestCommandTests {
         #expect(((try? String(contentsOfFile: work + "/agent.log", encoding: .utf8)) ?? "").contains("is a directory: give a capture file"))
     }
 
+    /// A sites file of aliases that expand a billionfold, or nested 100,000 levels deep, ends the ingest with
+    /// status 64 and the reason, in moments: no memory exhausted, no stack overflow.
+    @Test func aHostileSitesFileIsAClearErrorNotACrash() async throws {
+        let executable = try #require(beaconflowExecutable)
+        let work = try makeTemporaryDirectory(prefix: "hostile-sites")
+        defer { try? FileManager.default.removeItem(atPath: work) }
+        var bomb = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+        for level in 1..<9 {
+            bomb.append("a\(level): &a\(level) [" + Array(repeating: "*a\(level - 1)", count: 10).joined(separator: ", ") + "]")
+        }
+        bomb.append("sites: *a8")
+        let files = [
+            ("bomb", bomb.joined(separator: "\n"), "expands to more than"),
+            ("deep", "sites: " + String(repeating: "[", count: 100_000) + String(repeating: "]", count: 100_000), "nested more than"),
+        ]
+        for (name, text, reason) in files {
+            try text.write(toFile: "\(work)/\(name).yaml", atomically: true, encoding: .utf8)
+            let started = ContinuousClock.now
+            let process = try ChildProcess(
+                executable, ["ingest", "--sites", "\(work)/\(name).yaml", "--broker", "mqtt://127.0.0.1:1", "--database", "host=127.0.0.1 port=1"],
+                standardErrorPath: "\(work)/\(name).log")
+            _ = await process.exit()
+            let log = (try? String(contentsOfFile: "\(work)/\(name).log", encoding: .utf8)) ?? ""
+            #expect(process.exitCode == 64, "\(name): \(log)")
+            #expect(log.contains(reason), "\(name): \(log)")
+            #expect(ContinuousClock.now - started < .seconds(10))
+        }
+    }
+
     /// A connection string libpq cannot parse is named without printing it: it may hold a password.
     @Test func aBadConnectionStringIsNamedWithoutItsPassword() async throws {
         let executable = try #require(beaconflowExecutable)
