@@ -89,8 +89,12 @@ public struct BrokerAddress: Sendable, Hashable {
     public var endpoint: MQTTClient.Endpoint { MQTTClient.Endpoint(host: host, port: port) }
 
     /// Checks that several brokers can serve as one deployment's: one client (the agent's, failing over) or one
-    /// set of connections (the ingest's) uses the same TLS and credentials for all of them.
-    public static func checkDeployment(_ brokers: [BrokerAddress]) throws(ConfigurationError) {
+    /// set of connections (the ingest's) uses the same TLS and credentials for all of them, and no broker is
+    /// named twice: not by the same host, nor by two names that `resolve` maps to a shared address and port (two
+    /// connections under one client id to one broker would take each other's place forever).
+    public static func checkDeployment(
+        _ brokers: [BrokerAddress], resolve: (String) -> [String] = resolvedAddresses(of:)
+    ) throws(ConfigurationError) {
         guard let first = brokers.first else { throw ConfigurationError("no broker given") }
         for other in brokers.dropFirst() {
             guard other.useTLS == first.useTLS else {
@@ -103,5 +107,37 @@ public struct BrokerAddress: Sendable, Hashable {
         guard Set(brokers.map(\.endpoint)).count == brokers.count else {
             throw ConfigurationError("a broker is given twice")
         }
+        guard brokers.count > 1 else { return }
+        var seen: [String: BrokerAddress] = [:]
+        for broker in brokers {
+            for address in Set(resolve(broker.host)) {
+                let key = "\(address) port \(broker.port)"
+                if let earlier = seen[key], earlier.host != broker.host {
+                    throw ConfigurationError(
+                        "\(earlier.redacted) and \(broker.redacted) are one broker (both reach \(key)): give it once")
+                }
+                seen[key] = broker
+            }
+        }
+    }
+
+    /// The addresses a host name stands for now, as text (none when it does not resolve: such a broker is
+    /// compared by name only, and its client retries until it resolves).
+    public static func resolvedAddresses(of host: String) -> [String] {
+        var hints = addrinfo()
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        var list: UnsafeMutablePointer<addrinfo>?
+        guard getaddrinfo(host, nil, &hints, &list) == 0, let first = list else { return [] }
+        defer { freeaddrinfo(first) }
+        var addresses: [String] = []
+        var entry: UnsafeMutablePointer<addrinfo>? = first
+        while let current = entry {
+            var text = [CChar](repeating: 0, count: Int(NI_MAXHOST))
+            if getnameinfo(current.pointee.ai_addr, current.pointee.ai_addrlen, &text, socklen_t(text.count), nil, 0, NI_NUMERICHOST) == 0 {
+                addresses.append(String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
+            }
+            entry = current.pointee.ai_next
+        }
+        return addresses
     }
 }

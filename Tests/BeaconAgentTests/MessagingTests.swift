@@ -107,4 +107,29 @@ import Testing
         #expect(try problem(["mqtt://mq1", "mqtt://mq1:1883"]) == "a broker is given twice")
         #expect(try problem([]) == "no broker given")
     }
+
+    /// One broker under two names (an address and a host name, or two host names) is refused: its two connections
+    /// would share a client id and take each other's place forever.
+    @Test func oneBrokerUnderTwoNamesIsRefused() throws {
+        func problem(_ urls: [String], resolve: @escaping (String) -> [String] = BrokerAddress.resolvedAddresses(of:)) throws -> String? {
+            do {
+                try BrokerAddress.checkDeployment(try urls.map { try BrokerAddress(url: $0) }, resolve: resolve)
+                return nil
+            } catch let error as ConfigurationError { return error.message }
+        }
+        #expect(BrokerAddress.resolvedAddresses(of: "127.0.0.1") == ["127.0.0.1"])
+        #expect(BrokerAddress.resolvedAddresses(of: "localhost").contains { $0 == "127.0.0.1" || $0 == "::1" })
+        #expect(BrokerAddress.resolvedAddresses(of: "no-such-host.invalid").isEmpty)
+        let localhost = BrokerAddress.resolvedAddresses(of: "localhost")
+        if localhost.contains("127.0.0.1") {
+            #expect(try problem(["mqtt://127.0.0.1:1883", "mqtt://localhost:1883"])
+                == "mqtt://127.0.0.1:1883 and mqtt://localhost:1883 are one broker (both reach 127.0.0.1 port 1883): give it once")
+        }
+        // The same address on other ports is another broker; names that do not resolve are compared by name.
+        #expect(try problem(["mqtt://127.0.0.1:1883", "mqtt://localhost:1884"]) == nil)
+        #expect(try problem(["mqtt://mq1.invalid", "mqtt://mq2.invalid"]) == nil)
+        let table = ["mq1": ["10.0.0.5"], "mq2": ["10.0.0.6"], "mq-alias": ["10.0.0.5", "fd00::5"]]
+        #expect(try problem(["mqtt://mq1", "mqtt://mq2"]) { table[$0] ?? [] } == nil)
+        #expect(try problem(["mqtt://mq1", "mqtt://mq-alias"]) { table[$0] ?? [] }?.contains("are one broker") == true)
+    }
 }
