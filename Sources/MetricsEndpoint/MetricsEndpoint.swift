@@ -6,8 +6,9 @@ import Prometheus
 import Synchronization
 
 /// A small HTTP/1.1 listener for operations: `GET /metrics` (Prometheus text format, from a registry) and
-/// `GET /healthz` (200 or 503 with a JSON body). One request per connection, on a dedicated thread; anything
-/// else is 404 (or 405 for another method). It never reads more than 8 KiB of a request.
+/// `GET /healthz` (200 or 503 with a JSON body). One request per connection, every connection served by one
+/// thread of its own; anything else is 404 (or 405 for another method). It never reads more than 8 KiB of a
+/// request.
 public final class MetricsEndpoint: Sendable {
     public struct Health: Sendable {
         public var healthy: Bool
@@ -31,7 +32,6 @@ public final class MetricsEndpoint: Sendable {
     private let registry: PrometheusCollectorRegistry
     private let health: @Sendable () -> Health
     private let stopped = Mutex(false)
-    private let clients = Mutex(0)
 
     /// Listens on `host:port` (an IPv4 or IPv6 literal; port 0 picks a free one) and starts serving.
     public init(
@@ -93,57 +93,99 @@ public final class MetricsEndpoint: Sendable {
         if first { shutdown(socket, Int32(SHUT_RDWR)) }
     }
 
-    /// Clients served at once; more are turned away at once (a scraper retries).
-    static let maximumClients = 16
-    /// How long a client has to send its request, and to take the response.
-    static let clientTimeoutMilliseconds: Int32 = 2000
+    /// Clients served at once. One more arriving sheds the client that has been connected longest without
+    /// finishing (the slowest): a crowd of slow clients cannot keep a scraper out.
+    static let maximumClients = 64
+    /// How long a client has to send its request and take the response.
+    static let clientTimeout: Duration = .seconds(2)
 
-    /// Accepts clients and serves each on a thread of its own, so that a slow one never holds up the others.
+    /// One client: its request as it arrives, then the response as it leaves.
+    private struct Client {
+        var descriptor: Int32
+        var accepted: ContinuousClock.Instant
+        var request: [UInt8] = []
+        var response: [UInt8]?
+        var sent = 0
+
+        var deadline: ContinuousClock.Instant { accepted + MetricsEndpoint.clientTimeout }
+    }
+
+    /// One thread, one poll over the listener and every client, all non-blocking: no client waits for another.
     private func serve() {
+        _ = fcntl(socket, F_SETFL, fcntl(socket, F_GETFL) | O_NONBLOCK)
+        var clients: [Client] = []
+        var chunk = [UInt8](repeating: 0, count: 4096)
         while !stopped.withLock({ $0 }) {
+            let now = ContinuousClock.now
+            clients.removeAll { client in
+                guard client.deadline <= now else { return false }
+                close(client.descriptor)
+                return true
+            }
+            var descriptors = [pollfd(fd: socket, events: Int16(POLLIN), revents: 0)]
+            for client in clients {
+                descriptors.append(pollfd(fd: client.descriptor, events: Int16(client.response == nil ? POLLIN : POLLOUT), revents: 0))
+            }
+            let nearest = clients.map(\.deadline).min().map { max(.zero, $0 - now) } ?? .milliseconds(500)
+            let wait = min(nearest, .milliseconds(500))
+            let milliseconds = Int32(wait.components.seconds * 1000 + wait.components.attoseconds / 1_000_000_000_000_000) + 1
+            guard poll(&descriptors, nfds_t(descriptors.count), milliseconds) >= 0 || errno == EINTR else { break }
+            if descriptors[0].revents & Int16(POLLERR | POLLHUP | POLLNVAL) != 0 { break }
+            var finished: Set<Int32> = []
+            for (index, descriptor) in descriptors.enumerated().dropFirst() where descriptor.revents != 0 {
+                if !advance(&clients[index - 1], chunk: &chunk) { finished.insert(descriptor.fd) }
+            }
+            clients.removeAll { client in
+                guard finished.contains(client.descriptor) else { return false }
+                close(client.descriptor)
+                return true
+            }
+            if descriptors[0].revents & Int16(POLLIN) != 0 { acceptAll(into: &clients) }
+        }
+        for client in clients { close(client.descriptor) }
+        close(socket)
+    }
+
+    /// Takes every connection waiting; beyond the bound, the oldest unfinished client makes room.
+    private func acceptAll(into clients: inout [Client]) {
+        while true {
             let connection = accept(socket, nil, nil)
             guard connection >= 0 else {
                 if errno == EINTR || errno == ECONNABORTED { continue }
-                break
+                return
             }
             // Not inherited by a child process (the demo starts servers): a copy there would keep the client
             // connected after this process closes it.
             _ = fcntl(connection, F_SETFD, FD_CLOEXEC)
-            var timeout = timeval(tv_sec: Int(Self.clientTimeoutMilliseconds / 1000), tv_usec: 0)
-            setsockopt(connection, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-            let admitted = clients.withLock { count in
-                guard count < Self.maximumClients else { return false }
-                count += 1
-                return true
+            _ = fcntl(connection, F_SETFL, fcntl(connection, F_GETFL) | O_NONBLOCK)
+            if clients.count >= Self.maximumClients, let oldest = clients.indices.min(by: { clients[$0].accepted < clients[$1].accepted }) {
+                close(clients[oldest].descriptor)
+                clients.remove(at: oldest)
             }
-            guard admitted else {
-                close(connection)
-                continue
-            }
-            Thread.detachNewThread { [self] in
-                respond(on: connection)
-                close(connection)
-                clients.withLock { $0 -= 1 }
-            }
+            clients.append(Client(descriptor: connection, accepted: .now))
         }
-        close(socket)
     }
 
-    private func respond(on connection: Int32) {
-        var request: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 2048)
-        let deadline = ContinuousClock.now + .milliseconds(Int(Self.clientTimeoutMilliseconds))
-        // The whole request within the deadline, however slowly it trickles in.
-        while request.count < 8192, !request.ends(with: [13, 10, 13, 10]) {
-            let left = deadline - ContinuousClock.now
-            guard left > .zero else { return }
-            var descriptor = pollfd(fd: connection, events: Int16(POLLIN), revents: 0)
-            let milliseconds = Int32(left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000) + 1
-            guard poll(&descriptor, 1, milliseconds) > 0 else { return }
-            let count = read(connection, &chunk, chunk.count)
-            guard count > 0 else { break }
-            request += chunk[..<count]
+    /// Reads what arrived or sends what the socket takes; false once the client is done with (answered, gone).
+    private func advance(_ client: inout Client, chunk: inout [UInt8]) -> Bool {
+        if client.response == nil {
+            let count = read(client.descriptor, &chunk, chunk.count)
+            if count < 0 { return errno == EAGAIN || errno == EINTR }
+            if count > 0 { client.request += chunk[..<count] }
+            // The request ends at its blank line, at 8 KiB, or when the client stops sending.
+            guard count == 0 || client.request.count >= 8192 || client.request.ends(with: [13, 10, 13, 10]) else { return true }
+            client.response = response(to: client.request)
         }
+        guard let response = client.response else { return true }
+        let count = response.withUnsafeBytes {
+            send(client.descriptor, $0.baseAddress! + client.sent, $0.count - client.sent, Int32(MSG_NOSIGNAL))
+        }
+        if count < 0 { return errno == EAGAIN || errno == EINTR }
+        client.sent += count
+        return client.sent < response.count
+    }
+
+    private func response(to request: [UInt8]) -> [UInt8] {
         let line = String(decoding: request.prefix { $0 != 13 && $0 != 10 }, as: UTF8.self).split(separator: " ")
         let (status, type, body): (String, String, [UInt8])
         if line.count < 2 {
@@ -159,13 +201,7 @@ public final class MetricsEndpoint: Sendable {
             (status, type, body) = ("404 Not Found", "text/plain", Array("try /metrics or /healthz\n".utf8))
         }
         let head = "HTTP/1.1 \(status)\r\nContent-Type: \(type)\r\nContent-Length: \(body.count)\r\nConnection: close\r\n\r\n"
-        var response = Array(head.utf8) + body
-        var sent = 0
-        while sent < response.count {
-            let count = response.withUnsafeMutableBytes { send(connection, $0.baseAddress! + sent, $0.count - sent, Int32(MSG_NOSIGNAL)) }
-            guard count > 0 else { return }
-            sent += count
-        }
+        return Array(head.utf8) + body
     }
 }
 

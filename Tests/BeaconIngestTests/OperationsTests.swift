@@ -96,6 +96,47 @@ func httpGet(port: Int, path: String) throws -> (status: String, body: String) {
         #expect(after >= .seconds(2) && after < .seconds(8), "\(after)")
     }
 
+    /// A hundred clients trickling a byte every half second, more than the endpoint serves at once, never turn a
+    /// scraper away: each new client sheds the slowest, and every request is answered at once.
+    @Test func aCrowdOfSlowClientsNeverKeepsAScraperOut() throws {
+        let endpoint = try MetricsEndpoint(host: "127.0.0.1", port: 0, registry: PrometheusCollectorRegistry()) {
+            MetricsEndpoint.Health(healthy: true, json: "{}")
+        }
+        defer { endpoint.stop() }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(endpoint.port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var slow: [Int32] = []
+        defer { for descriptor in slow { close(descriptor) } }
+        var byte: UInt8 = 0x47  // "G"
+        var answered = 0
+        var slowest = Duration.zero
+        for round in 0..<8 {
+            let roundStarted = ContinuousClock.now
+            // Slow clients keep arriving, as an attacker's would, and those connected send one more byte.
+            for _ in 0..<(round < 4 ? 25 : 0) {
+                let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+                let connected = withUnsafePointer(to: &address) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+                }
+                try #require(connected == 0)
+                slow.append(descriptor)
+            }
+            for descriptor in slow { _ = send(descriptor, &byte, 1, Int32(MSG_NOSIGNAL)) }
+            for _ in 0..<3 {
+                let started = ContinuousClock.now
+                let healthz = try httpGet(port: endpoint.port, path: "/healthz")
+                slowest = max(slowest, ContinuousClock.now - started)
+                if healthz.status == "HTTP/1.1 200 OK" { answered += 1 }
+            }
+            let left = .milliseconds(500) - (ContinuousClock.now - roundStarted)
+            if left > .zero { Thread.sleep(forTimeInterval: Double(left.components.attoseconds) / 1e18 + Double(left.components.seconds)) }
+        }
+        #expect(answered == 24, "\(answered) of 24 answered")
+        #expect(slowest < .seconds(1), "\(slowest)")
+    }
+
     @Test func aTakenPortIsAClearError() throws {
         let first = try MetricsEndpoint(host: "127.0.0.1", port: 0, registry: PrometheusCollectorRegistry()) {
             MetricsEndpoint.Health(healthy: true, json: "{}")
