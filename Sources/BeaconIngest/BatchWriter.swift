@@ -53,6 +53,7 @@ public final class BatchWriter {
     public init(connection: PostgresConnection, pipeline: IngestPipeline, servedSites: Set<String>? = nil) {
         self.connection = connection
         self.pipeline = pipeline
+        keys.maximumEntries = pipeline.maximumBeacons
         self.servedSites = servedSites ?? Set(pipeline.sites.sites.map(\.id))
     }
 

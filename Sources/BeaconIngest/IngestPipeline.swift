@@ -76,8 +76,12 @@ public struct IngestPipeline: Sendable {
     /// How long a device address stays attached to the identity last seen from it.
     public var associationWindowMicros: Int64 = 60_000_000
     /// Beacons (and device addresses) the per-beacon tables hold at most, whatever ids arrive: past it those not
-    /// seen the longest are forgotten (`--max-beacons`).
+    /// seen the longest are forgotten (`--max-beacons`): fleet health, telemetry and reading deduplication,
+    /// address associations, EIDs, the zone trackers of all sites together (and so their checkpoints), the RSSI
+    /// filters (`filtersPerBeacon` per beacon) and the writer's cache of dictionary keys.
     public var maximumBeacons = 200_000
+    /// RSSI filters kept per beacon of `maximumBeacons` (one per agent that hears it: a few, usually).
+    static let filtersPerBeacon = 4
 
     private var placements: [AgentKey: Placement] = [:]
     /// Zone assignment per site.
@@ -175,9 +179,16 @@ public struct IngestPipeline: Sendable {
         telemetry.evict(keeping: maximumBeacons)
         sensorReadings.evict(keeping: maximumBeacons)
         identities.evictOldest(keeping: maximumBeacons) { $0.timeMicros }
+        proximity.evict(keeping: maximumBeacons * Self.filtersPerBeacon)
         if unresolvableEIDs.count > maximumBeacons { unresolvableEIDs.removeAll() }
         if resolvedEIDs.count > maximumBeacons { resolvedEIDs.removeAll() }
         output.zoneChanges = advanceZones(site: batch.siteID, nowMicros: nowMicros)
+        // The zone trackers of all sites together hold at most `maximumBeacons`: this site keeps what the others
+        // leave (so its checkpoint is bounded too).
+        let others = zoneTrackers.reduce(0) { $0 + ($1.key == batch.siteID ? 0 : $1.value.trackedBeacons) }
+        if let changes = zoneTrackers[batch.siteID]?.evict(keeping: max(maximumBeacons - others, maximumBeacons / 10)) {
+            output.zoneChanges += changes
+        }
         return output
     }
 

@@ -62,6 +62,12 @@ public struct ProximitySmoother: Sendable {
         }
     }
 
+    /// Keeps at most `maximum` pairs, forgetting those fed least recently (a flood of identities): such a pair
+    /// starts afresh if heard again.
+    public mutating func evict(keeping maximum: Int) {
+        filters.evictOldest(keeping: maximum) { $0.timeMicros }
+    }
+
     mutating func beginTransaction() { filters.begin() }
     mutating func commitTransaction() { filters.commit() }
     mutating func rollbackTransaction() { filters.rollback() }

@@ -190,7 +190,8 @@ struct MinuteRollup: Equatable {
 /// The writer's cache of dictionary keys. Keys learned inside a transaction are kept apart until it commits: a
 /// rolled-back transaction may have inserted them. Bounded: past `maximumEntries` it starts again empty.
 struct DictionaryKeys {
-    static let maximumEntries = 1_000_000
+    /// Entries cached of each dictionary at most; past it the cache starts afresh (keys are read back as needed).
+    var maximumEntries = 1_000_000
 
     private(set) var sources: [SightingSource: Int32] = [:]
     private(set) var beacons: [String: Int32] = [:]
@@ -204,8 +205,8 @@ struct DictionaryKeys {
     mutating func learned(beacon: String, key: Int32) { pendingBeacons[beacon] = key }
 
     mutating func commit() {
-        if sources.count + pendingSources.count > Self.maximumEntries { sources.removeAll() }
-        if beacons.count + pendingBeacons.count > Self.maximumEntries { beacons.removeAll() }
+        if sources.count + pendingSources.count > maximumEntries { sources.removeAll() }
+        if beacons.count + pendingBeacons.count > maximumEntries { beacons.removeAll() }
         sources.merge(pendingSources) { _, new in new }
         beacons.merge(pendingBeacons) { _, new in new }
         rollback()

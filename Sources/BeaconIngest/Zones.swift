@@ -398,6 +398,29 @@ public struct SiteZoneTracker: Sendable {
         }
     }
 
+    /// Keeps at most `maximum` beacons, forgetting those heard least recently beyond it (a flood of identities):
+    /// a forgotten beacon's visit ends when it was last heard, as if it had left, and its presence in the minutes
+    /// not counted yet is dropped with it. Heard again, it starts afresh.
+    public mutating func evict(keeping maximum: Int) -> [ZoneChange] {
+        guard beacons.count > maximum else { return [] }
+        let excess = beacons.count - maximum + maximum / 10
+        let oldest = beacons.map { (time: $0.value.lastSeenMicros, id: $0.key) }.sorted { ($0.time, $0.id) < ($1.time, $1.id) }
+            .prefix(excess)
+        var changes: [ZoneChange] = []
+        var forgotten: Set<String> = []
+        for (_, beaconID) in oldest {
+            if let beacon = beacons[beaconID], beacon.zone != nil {
+                changes.append(.visitClosed(site: site, beaconID: beaconID, enterMicros: beacon.enterMicros, exitMicros: beacon.lastSeenMicros))
+            }
+            beacons[beaconID] = nil
+            forgotten.insert(beaconID)
+        }
+        for (minute, perZone) in presence {
+            presence[minute] = perZone.map { $0.filter { !forgotten.contains($0.key) } }
+        }
+        return changes
+    }
+
     static func minuteStart(_ time: Int64) -> Int64 { time.floorDivided(by: minute) * minute }
 
     /// The zone a beacon is in now, as far as the watermark has gone.

@@ -89,7 +89,7 @@ struct BatchWriterTests {
             Issue.record("a reused sequence passed as a duplicate")
             return
         }
-        #expect(difference == "sequence 7 is committed with boot id \(Int64(bitPattern: 0xFEED_0000_0000_0001)) and 100 sightings; this batch has boot id \(Int64(bitPattern: 0xFEED_0000_0000_0001)) and 99")
+        #expect(difference == "sequence 7 is committed with boot id \(Int64(bitPattern: 0xFEED_0000_0000_0001)) and 100 sightings of other content; this batch has boot id \(Int64(bitPattern: 0xFEED_0000_0000_0001)) and 99")
         var resealed = batch
         resealed.agentClockMicros += 1
         guard case .sequenceReused(let later) = try writer.commit(resealed) else {

@@ -228,4 +228,32 @@ struct ZoneTables: Equatable {
         for byte in 0..<8 { damaged[reader + 1 + byte] = byte == 7 ? 0x80 : 0 }
         return (damaged, reader)
     }
+
+    /// Past the bound the beacons heard least recently are forgotten: a placed one's visit closes when it was
+    /// last heard, the others keep their state, and the checkpoint shrinks with the tracker.
+    @Test func evictionClosesTheVisitsOfTheBeaconsHeardLeast() throws {
+        var tracker = SiteZoneTracker(site: site)
+        for index in 0..<120 {
+            for agent in 0..<2 {
+                let readings = batch(agent: agent, second: index)
+                tracker.add(readings, agent: "hq-a\(agent + 1)")
+                tracker.agentProgressed(
+                    "hq-a\(agent + 1)", newestMicros: readings.map(\.timeMicros).max() ?? start,
+                    arrivalMicros: start + Int64(index) * second + 900_000)
+            }
+            _ = tracker.advance(nowMicros: start + Int64(index) * second + 900_000)
+        }
+        let before = tracker.trackedBeacons
+        let fullCheckpoint = tracker.takeCheckpoint().count
+        #expect(before >= 5)
+        let changes = tracker.evict(keeping: 2)
+        #expect(tracker.trackedBeacons <= 2)
+        let closed = changes.compactMap { change -> String? in
+            if case .visitClosed(_, let beaconID, _, _) = change { return beaconID }
+            return nil
+        }
+        #expect(closed.count == before - tracker.trackedBeacons, "\(changes)")
+        #expect(tracker.takeCheckpoint().count < fullCheckpoint)
+        #expect(tracker.evict(keeping: 2).isEmpty)
+    }
 }
