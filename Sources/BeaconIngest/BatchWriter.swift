@@ -767,12 +767,12 @@ public final class BatchWriter {
         do {
             try connection.query(
                 """
-                INSERT INTO beaconflow.rejected_batches (topic, reason, detail, payload, payload_bytes)
-                VALUES ($1, $2, $3, $4, $5)
+                INSERT INTO beaconflow.rejected_batches (topic, reason, detail, payload, payload_bytes, site_id, agent_id, sequence)
+                VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
                 """,
                 [
                     String(topic.prefix(1000)), reason, message, PostgresBytes(Array(payload.prefix(Self.rejectedPayloadBytes))),
-                    Int32(clamping: payload.count),
+                    Int32(clamping: payload.count), header?.siteID, header?.agentID, header.map { Int64(bitPattern: $0.sequence) },
                 ])
             var acknowledgements: [AgentKey: UInt64] = [:]
             if let header, let key {
@@ -901,7 +901,9 @@ public final class BatchWriter {
         let rows = try connection.query(
             "SELECT committed_through FROM beaconflow.agent_state WHERE site_id = $1 AND agent_id = $2",
             [key.site, key.agent])
-        let through = try rows.first.map { (row) throws(PostgresError) in try row.decode(0, as: UInt64.self) } ?? 0
+        // Read like wire input: a value no sequence can have (an edited row) counts as no progress.
+        let stored = try rows.first.map { (row) throws(PostgresError) in try row.decode(0, as: Int64.self) } ?? 0
+        let through = (0...Int64(BatchReader.maximumSequence)).contains(stored) ? UInt64(stored) : 0
         let floor = max(through, tracker.committedThrough(key))
         let above = try connection.query(
             """

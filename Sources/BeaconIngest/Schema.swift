@@ -12,7 +12,7 @@ enum Schema {
         Migration(version: 8, name: "sensor readings, device information and the beacon registry", sql: version8),
         Migration(version: 9, name: "packed sightings, per-minute rollups and stored hourly occupancy", sql: version9),
         Migration(version: 10, name: "which ingest instance serves each site", sql: version10),
-        Migration(version: 11, name: "site leases only the ingest's role can take; batch content digests", sql: version11),
+        Migration(version: 11, name: "site leases only the ingest's role can take; content digests; progress and partitions bounded", sql: version11),
     ]
 
     /// Sites are served under leases rather than advisory locks (which any login may take): a claim is a row of
@@ -159,6 +159,64 @@ enum Schema {
             END LOOP;
         END
         $$;
+
+        -- An agent's acknowledged progress only grows, to at most a sequence committed or refused for it: a login
+        -- that raised it would have the ingest acknowledge (and the agent delete) batches never stored.
+        ALTER TABLE beaconflow.rejected_batches ADD COLUMN site_id text, ADD COLUMN agent_id text, ADD COLUMN sequence bigint;
+        CREATE INDEX rejected_batches_agent ON beaconflow.rejected_batches (site_id, agent_id, sequence);
+        ALTER TABLE beaconflow.agent_state ADD CONSTRAINT committed_through_in_range
+            CHECK (committed_through BETWEEN 0 AND 4611686018427387904) NOT VALID;
+        CREATE FUNCTION beaconflow.check_progress() RETURNS trigger
+        LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog AS $$
+        DECLARE
+            before bigint := CASE WHEN TG_OP = 'UPDATE' THEN OLD.committed_through ELSE 0 END;
+        BEGIN
+            IF NEW.committed_through < before THEN
+                RAISE EXCEPTION 'committed_through of %/% may not go back from % to %', NEW.site_id, NEW.agent_id,
+                    before, NEW.committed_through USING ERRCODE = '23514';
+            END IF;
+            IF NEW.committed_through > before AND NOT EXISTS (
+                SELECT 1 FROM beaconflow.batches b
+                WHERE b.site_id = NEW.site_id AND b.agent_id = NEW.agent_id AND b.sequence >= NEW.committed_through
+                UNION ALL
+                SELECT 1 FROM beaconflow.rejected_batches r
+                WHERE r.site_id = NEW.site_id AND r.agent_id = NEW.agent_id AND r.sequence >= NEW.committed_through)
+            THEN
+                RAISE EXCEPTION 'committed_through % of %/% is beyond every batch committed or refused for it',
+                    NEW.committed_through, NEW.site_id, NEW.agent_id USING ERRCODE = '23514';
+            END IF;
+            RETURN NEW;
+        END
+        $$;
+        CREATE TRIGGER progress_only_as_far_as_stored BEFORE INSERT OR UPDATE OF committed_through ON beaconflow.agent_state
+            FOR EACH ROW EXECUTE FUNCTION beaconflow.check_progress();
+
+        -- Partitions within a total (the owner's setting): the writer role cannot make them by the thousand.
+        INSERT INTO beaconflow.settings (key, value) VALUES ('partition_days_max', '1000');
+        ALTER FUNCTION beaconflow.ensure_partitions(date, integer) RENAME TO make_partitions;
+        REVOKE ALL ON FUNCTION beaconflow.make_partitions(date, integer) FROM PUBLIC, beaconflow_writer;
+        CREATE FUNCTION beaconflow.ensure_partitions(first_day date, days integer) RETURNS integer
+        LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog AS $$
+        DECLARE
+            allowed integer;
+            existing integer;
+            missing integer := 0;
+        BEGIN
+            SELECT value::integer INTO allowed FROM beaconflow.settings WHERE key = 'partition_days_max';
+            SELECT count(*) INTO existing FROM pg_catalog.pg_inherits WHERE inhparent = 'beaconflow.sighting_packs'::regclass;
+            IF days BETWEEN 1 AND 62 AND first_day BETWEEN date '2000-01-01' AND date '2200-01-01' THEN
+                SELECT count(*) INTO missing FROM generate_series(0, days - 1) AS d
+                WHERE to_regclass(format('beaconflow.sighting_packs_%s', to_char(first_day + d, 'YYYYMMDD'))) IS NULL;
+            END IF;
+            IF existing + missing > allowed THEN
+                RAISE EXCEPTION 'ensure_partitions: % days have partitions, and % more would pass partition_days_max, %',
+                    existing, missing, allowed USING ERRCODE = '54000';
+            END IF;
+            RETURN beaconflow.make_partitions(first_day, days);
+        END
+        $$;
+        REVOKE ALL ON FUNCTION beaconflow.ensure_partitions(date, integer) FROM PUBLIC;
+        GRANT EXECUTE ON FUNCTION beaconflow.ensure_partitions(date, integer) TO beaconflow_writer;
 
         CREATE OR REPLACE VIEW beaconflow.site_owners AS
             SELECT c.site_id, c.instance, c.claimed_at AS since, c.expires_at AS lease_expires

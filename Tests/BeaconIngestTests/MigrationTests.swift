@@ -304,6 +304,41 @@ struct MigrationTests {
         }
     }
 
+    /// As the writer login: an agent's progress only grows, and only to a sequence stored or refused for it;
+    /// partitions stop at the owner's total.
+    @Test func theWritersProgressAndPartitionsStayWithinTheirBounds() async throws {
+        let (server, connection, _) = try await Self.migratedWithRoles()
+        let writer = try PostgresConnection(server.conninfo.replacingOccurrences(of: "user=postgres", with: "user=ingest"))
+        func sqlState(_ statement: String) -> String? {
+            do {
+                try writer.execute(statement)
+                return nil
+            } catch { return error.sqlState ?? "?" }
+        }
+        let progress = """
+            INSERT INTO beaconflow.agent_state (site_id, agent_id, committed_through) VALUES ('hq', 'a1', %@)
+            ON CONFLICT (site_id, agent_id) DO UPDATE SET committed_through = excluded.committed_through
+            """
+        func setProgress(_ value: String) -> String? { sqlState(progress.replacingOccurrences(of: "%@", with: value)) }
+        #expect(setProgress("5") == "23514", "beyond every stored batch")
+        #expect(sqlState("INSERT INTO beaconflow.batches (site_id, agent_id, sequence, boot_id, sightings) VALUES ('hq', 'a1', 4, 1, 1)") == nil)
+        #expect(setProgress("4") == nil)
+        #expect(setProgress("3") == "23514", "back")
+        #expect(setProgress("4611686018427387904") == "23514")
+        #expect(setProgress("-1") == "23514")
+        #expect(sqlState("UPDATE beaconflow.agent_state SET committed_through = 9") == "23514")
+        // A refused batch counts as done for its agent.
+        #expect(sqlState("INSERT INTO beaconflow.rejected_batches (topic, reason, payload, site_id, agent_id, sequence) VALUES ('t', 'bad_timestamp', '', 'hq', 'a1', 9)") == nil)
+        #expect(setProgress("9") == nil)
+        #expect(try writer.query("SELECT committed_through FROM beaconflow.agent_state") == [["9"]])
+
+        try connection.execute("UPDATE beaconflow.settings SET value = '70' WHERE key = 'partition_days_max'")
+        #expect(try writer.query("SELECT beaconflow.ensure_partitions('2030-01-01', 62)") == [["186"]])
+        #expect(try writer.query("SELECT beaconflow.ensure_partitions('2030-01-01', 62)") == [["0"]], "days made already count once")
+        #expect(sqlState("SELECT beaconflow.ensure_partitions('2031-01-01', 10)") == "54000")
+        #expect(sqlState("SELECT beaconflow.make_partitions('2031-01-01', 10)") == "42501")
+    }
+
     @Test func connectionFailuresNameTheProblemWithoutTheSecret() async throws {
         let port = try freeLoopbackPort()
         do {
