@@ -300,6 +300,8 @@ public final class BatchWriter {
         /// Sites restored from their checkpoint, with the stored sightings read back after it.
         public var restoredSites = 0
         public var replayedSightings = 0
+        /// The most stored readings a site's zone tracker held at once while reading them back.
+        public var peakPendingReadings = 0
         /// Sites whose checkpoint could not be used, with why (they resume from their open visits).
         public var unusableCheckpoints: [(site: String, error: CheckpointError)] = []
     }
@@ -338,7 +340,9 @@ public final class BatchWriter {
             }
             restored.insert(site)
             resumption.restoredSites += 1
-            resumption.replayedSightings += try replaySightings(site: site, after: watermark, arrivalMicros: nowMicros)
+            let replay = try replaySightings(site: site, after: watermark, arrivalMicros: nowMicros)
+            resumption.replayedSightings += replay.sightings
+            resumption.peakPendingReadings = max(resumption.peakPendingReadings, replay.peakPending)
         }
         var others = sites.subtracting(restored)
         var lastMinutes: [String: Int64] = [:]
@@ -353,7 +357,9 @@ public final class BatchWriter {
             }
         }
         for site in others.sorted() where lastMinutes[site] == nil {
-            resumption.replayedSightings += try replaySightings(site: site, after: nil, arrivalMicros: nowMicros)
+            let replay = try replaySightings(site: site, after: nil, arrivalMicros: nowMicros)
+            resumption.replayedSightings += replay.sightings
+            resumption.peakPendingReadings = max(resumption.peakPendingReadings, replay.peakPending)
             others.remove(site)
         }
         if !others.isEmpty {
@@ -376,12 +382,20 @@ public final class BatchWriter {
         return resumption
     }
 
-    /// How much event time one query of `replaySightings` reads.
+    /// How much event time one query of `replaySightings` reads at most, and how many sightings it aims at: a
+    /// window that returned more makes the next one shorter (down to a second), so a busy stretch is read in
+    /// pieces.
     static let replayWindowMicros: Int64 = 60_000_000
+    static let replayWindowSightings = 50_000
 
     /// Gives a site's zone tracker the sightings stored after `watermark` (nil: all of them), a window of event
-    /// time at a time; their agents count as live from `arrivalMicros`. Returns the number of sightings.
-    private func replaySightings(site: String, after watermark: Int64?, arrivalMicros: Int64) throws(PostgresError) -> Int {
+    /// time at a time; their agents count as live from `arrivalMicros`. After each window the tracker applies what
+    /// every agent has passed, and the zone rows that moves are written (upserts: the previous owner may have
+    /// written them already), so the readings held in memory stay within about a window whatever the backlog.
+    /// Returns the number of sightings and the most readings the tracker held at once.
+    private func replaySightings(
+        site: String, after watermark: Int64?, arrivalMicros: Int64
+    ) throws(PostgresError) -> (sightings: Int, peakPending: Int) {
         // Packs start at most a minute before their sightings; the bounds are refined by the windows' exact filter.
         let bounds = try connection.query(
             """
@@ -394,13 +408,16 @@ public final class BatchWriter {
             """, [site, watermark.map(PostgresTimestamp.init(unixMicros:)) ?? .distantPast])
         guard let bound = bounds.first, let oldest = try bound.decode(0, as: Int64?.self),
             let newest = try bound.decode(1, as: Int64?.self)
-        else { return 0 }
+        else { return (0, 0) }
         var from = max(watermark ?? .min, oldest - 1)
         var replayed = 0
+        var peakPending = 0
+        var window = Self.replayWindowMicros
         var newestByAgent: [String: Int64] = [:]
         while from < newest {
-            let through = from + min(Self.replayWindowMicros, newest - from)
+            let through = from + min(window, newest - from)
             var readings: [String: [SiteZoneTracker.BeaconReading]] = [:]
+            var count = 0
             for row in try connection.query(
                 """
                 SELECT agent_id, beacon_id, (extract(epoch FROM ts) * 1000000)::bigint, rssi
@@ -413,15 +430,19 @@ public final class BatchWriter {
                 let rssi = try row.decode(3, as: Double.self)
                 readings[agent, default: []].append(.init(beaconID: beacon, timeMicros: time, rssi: rssi))
                 newestByAgent[agent] = max(newestByAgent[agent] ?? .min, time)
-                replayed += 1
+                count += 1
             }
+            replayed += count
             for (agent, list) in readings { pipeline.replayZoneReadings(list, agent: AgentKey(site: site, agent: agent)) }
+            peakPending = max(peakPending, pipeline.zoneTrackers[site]?.pendingReadings ?? 0)
+            for (agent, time) in newestByAgent {
+                pipeline.agentProgressed(AgentKey(site: site, agent: agent), newestMicros: time, arrivalMicros: arrivalMicros)
+            }
+            try write(pipeline.advanceZones(site: site, nowMicros: arrivalMicros))
             from = through
+            window = max(1_000_000, min(Self.replayWindowMicros, window * Int64(Self.replayWindowSightings) / Int64(max(count, 1))))
         }
-        for (agent, time) in newestByAgent {
-            pipeline.agentProgressed(AgentKey(site: site, agent: agent), newestMicros: time, arrivalMicros: arrivalMicros)
-        }
-        return replayed
+        return (replayed, peakPending)
     }
 
     /// Saves the checkpoints of the served sites whose trackers counted minutes, in the current transaction.

@@ -74,6 +74,45 @@ struct BatchWriterTests {
         #expect(try connection.query("SELECT count(*) FROM beaconflow.telemetry WHERE adv_count = 90") == [["2"]])
     }
 
+    /// A site read back from ten minutes of stored sightings (no minute counted yet) ends in the zones of the
+    /// run that stored them, while the tracker holds a few windows of readings at a time, never the whole backlog.
+    @Test func aSiteIsReadBackAWindowAtATime() async throws {
+        let server = try await PostgresServer.start()
+        let connection = try PostgresConnection(server.conninfo)
+        try Migrator.migrate(connection, logger: Logger(label: "test"))
+        let sites = try SitesConfiguration.parse(testSites)
+        let start: Int64 = 1_767_225_600_000_000
+        let writer = BatchWriter(connection: connection, pipeline: IngestPipeline(sites: sites))
+        for minute in 0..<10 {
+            for (number, agent) in ["hq-a1", "hq-a2"].enumerated() {
+                var builder = BatchBuilder(siteID: "hq", agentID: agent, bootID: 1)
+                builder.configuration.maximumSightings = 100_000
+                for second in 0..<60 {
+                    for beacon in 0..<40 {
+                        let key = BeaconKey(beaconID: "mac:C0:00:00:00:00:\(String(format: "%02X", beacon))", address: 0xC000_0000_0000 | UInt64(beacon), addressIsRandom: true)
+                        // Beacons below 20 stay near hq-a1 (the lobby), the others near hq-a2.
+                        let near = (beacon < 20) == (number == 0)
+                        let time = start + Int64(minute * 60 + second) * 1_000_000 + Int64(beacon) * 1000
+                        _ = builder.add(Sighting(timeMicros: time, beacon: key, rssi: near ? -58 : -80), nowNanoseconds: 0)
+                    }
+                }
+                let sealed = builder.seal(sequence: UInt64(minute + 1), firstUnacknowledgedSequence: 1, agentClockMicros: start)
+                _ = try writer.commit([BatchReader.decode(try #require(sealed).wireBytes())], nowMicros: start + Int64(minute * 60 + 61) * 1_000_000)
+            }
+        }
+        let visits = "SELECT zone_id, count(*) FROM beaconflow.visits GROUP BY 1 ORDER BY 1"
+        let placed = try connection.query(visits).map(\.values)
+        #expect(placed == [["lab", "20"], ["lobby", "20"]])
+        // As if no minute had been counted: everything is read back.
+        try connection.execute("DELETE FROM beaconflow.zone_checkpoints; DELETE FROM beaconflow.zone_occupancy_minute; DELETE FROM beaconflow.visits_raw")
+        let resumed = BatchWriter(connection: connection, pipeline: IngestPipeline(sites: sites))
+        let resumption = try resumed.resumeZones(sites: ["hq"], nowMicros: start + 700_000_000)
+        #expect(resumption.replayedSightings == 48_000)
+        #expect(resumption.peakPendingReadings < 48_000 / 4, "\(resumption.peakPendingReadings) readings held at once")
+        #expect(try connection.query(visits).map(\.values) == placed)
+        #expect(try connection.query("SELECT count(*) > 0 FROM beaconflow.zone_occupancy_minute").first?[0] == "t")
+    }
+
     @Test func aRedeliveredBatchGivesOneSetOfRows() async throws {
         let server = try await PostgresServer.start()
         let connection = try PostgresConnection(server.conninfo)
