@@ -349,8 +349,9 @@ public final class BatchWriter {
         if !others.isEmpty {
             for row in try connection.query(
                 """
-                SELECT site_id, (extract(epoch FROM max(bucket)) * 1000000)::bigint FROM beaconflow.zone_occupancy_minute
-                WHERE site_id = ANY($1::text[]) GROUP BY 1
+                SELECT site_id, (extract(epoch FROM date_trunc('minute', max(bucket))) * 1000000)::bigint
+                FROM beaconflow.zone_occupancy_minute
+                WHERE site_id = ANY($1::text[]) AND bucket BETWEEN '2000-01-01Z' AND '2200-01-01Z' GROUP BY 1
                 """, [others.sorted()])
             {
                 lastMinutes[try row.decode(0)] = try row.decode(1, as: Int64.self)
@@ -367,9 +368,11 @@ public final class BatchWriter {
             for row in try connection.query(
                 """
                 SELECT v.site_id, v.zone_id, v.beacon_id, (extract(epoch FROM v.enter_ts) * 1000000)::bigint,
-                       (extract(epoch FROM coalesce(s.last_seen, v.enter_ts)) * 1000000)::bigint
+                       (extract(epoch FROM CASE WHEN s.last_seen BETWEEN v.enter_ts AND '2200-01-01Z' THEN s.last_seen
+                                                ELSE v.enter_ts END) * 1000000)::bigint
                 FROM beaconflow.visits_raw v LEFT JOIN beaconflow.beacon_state s USING (beacon_id)
-                WHERE v.exit_ts IS NULL AND v.site_id = ANY($1::text[])
+                -- Read like wire input: rows with times no sighting can have (edited, damaged) are left out.
+                WHERE v.exit_ts IS NULL AND v.site_id = ANY($1::text[]) AND v.enter_ts BETWEEN '2000-01-01Z' AND '2200-01-01Z'
                 """, [others.sorted()])
             {
                 openVisits[try row.decode(0), default: []].append(
