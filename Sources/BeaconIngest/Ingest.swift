@@ -37,6 +37,9 @@ public struct IngestConfiguration: Sendable {
     public var queueCapacity = 512
     /// Batches committed in one transaction at most, when the queue is deep.
     public var maximumGroup = 64
+    /// Sightings committed in one transaction at most (a batch with more goes alone): a transaction's work between
+    /// its statements stays far below the writer session's idle-in-transaction timeout (`leaseDuration`).
+    public var maximumGroupSightings = 100_000
     public var reconnectDelayMinimum: Duration = .milliseconds(200)
     public var reconnectDelayMaximum: Duration = .seconds(10)
     public var health = FleetHealth.Configuration()
@@ -567,11 +570,11 @@ public final class Ingest: Sendable {
                     }
                 }
             }
-            var start = 0
-            while start < accepted.count {
-                let group = Array(accepted[start..<min(start + configuration.maximumGroup, accepted.count)])
-                try commit(group, writer: writer, client: client)
-                start += group.count
+            for range in Self.commitGroups(
+                sightings: accepted.map(\.batch.sightings.count), maximumBatches: configuration.maximumGroup,
+                maximumSightings: configuration.maximumGroupSightings)
+            {
+                try commit(Array(accepted[range]), writer: writer, client: client)
                 sitesLost(writer.takeSitesLost(), writer, subscriptions: &subscriptions)
             }
             if newestReceived > 0 {
@@ -580,6 +583,24 @@ public final class Ingest: Sendable {
                 statisticsState.withLock { $0.lagSeconds = lag }
             }
         }
+    }
+
+    /// Consecutive groups of batches, one transaction each: at most `maximumBatches` batches and
+    /// `maximumSightings` sightings (a batch with more goes alone).
+    static func commitGroups(sightings: [Int], maximumBatches: Int, maximumSightings: Int) -> [Range<Int>] {
+        var groups: [Range<Int>] = []
+        var start = 0
+        while start < sightings.count {
+            var end = start + 1
+            var total = sightings[start]
+            while end < min(start + maximumBatches, sightings.count), total + sightings[end] <= maximumSightings {
+                total += sightings[end]
+                end += 1
+            }
+            groups.append(start..<end)
+            start = end
+        }
+        return groups
     }
 
     /// Whether the topic is of a site of the sites file that this instance does not serve (now): its owner

@@ -123,3 +123,14 @@ import Testing
         #expect(unserved.observe(unserved: ["hq"], now: start + .seconds(38)) == (1, ["hq"]))
     }
 }
+
+@Suite struct CommitGroupTests {
+    @Test func groupsHoldAtMostTheBatchesAndSightingsAllowed() {
+        #expect(Ingest.commitGroups(sightings: [], maximumBatches: 64, maximumSightings: 100) == [])
+        #expect(Ingest.commitGroups(sightings: [10, 20, 30, 40], maximumBatches: 64, maximumSightings: 100) == [0..<4])
+        #expect(Ingest.commitGroups(sightings: [10, 20, 30, 41], maximumBatches: 64, maximumSightings: 100) == [0..<3, 3..<4])
+        #expect(Ingest.commitGroups(sightings: [1, 1, 1, 1, 1], maximumBatches: 2, maximumSightings: 100) == [0..<2, 2..<4, 4..<5])
+        // A batch above the bound goes alone.
+        #expect(Ingest.commitGroups(sightings: [5, 500, 5], maximumBatches: 64, maximumSightings: 100) == [0..<1, 1..<2, 2..<3])
+    }
+}
