@@ -137,18 +137,33 @@ public final class Agent: Sendable {
         return outcome
     }
 
+    /// How long a stopping agent waits for the acknowledgement of what it sealed last, while connected.
+    static let stopGrace: Duration = .seconds(3)
+
     /// The engine thread: inputs and ticks until the source is drained or a stop is requested.
     private func runEngine(_ engine: AgentEngine, queue: BlockingQueue<AgentEngine.Input>) -> Outcome {
         var drainDeadline: UInt64?
+        /// Set at the stop request: intake has stopped, and what was sealed last is delivered until then.
+        var stopDeadline: UInt64?
         while true {
             let inputs = queue.popAll(timeout: 0.05)
             let now = DispatchTime.now().uptimeNanoseconds
-            for input in inputs { engine.handle(input, now: now) }
+            for input in inputs {
+                // After the stop request no advert is taken: it could no longer be sealed.
+                if stopDeadline != nil, case .reports = input { continue }
+                engine.handle(input, now: now)
+            }
             engine.tick(now: now)
             let health = Health(brokerConnected: engine.isConnected, pendingBatches: engine.pendingBatches, spoolBytes: engine.spoolBytes)
             currentHealth.withLock { $0 = health }
             if shouldStop {
-                engine.shutDown()
+                if stopDeadline == nil {
+                    engine.shutDown()
+                    stopDeadline = now + UInt64(Self.stopGrace.nanoseconds)
+                }
+                // The last batches (the open one, frames held for an identity) go out while the broker is there,
+                // for a moment; whatever is not acknowledged stays spooled for the next start.
+                guard engine.pendingBatches == 0 || !engine.isConnected || now >= stopDeadline ?? 0 else { continue }
                 logger.info("Agent stopped", metadata: ["pending_batches": "\(engine.pendingBatches)"])
                 return .stopped(pendingBatches: engine.pendingBatches)
             }

@@ -15,8 +15,9 @@ struct AgentCommand: AsyncParsableCommand {
         discussion: """
             Every batch is written to the spool before it is published and removed only when the ingest's \
             retained acknowledgement (beaconflow/v1/<site>/<agent>/ack) covers it, so nothing is lost while the \
-            broker or the ingest is away. SIGTERM or Ctrl-C stops intake, seals the open batch and flushes the \
-            spool; what is not acknowledged goes out on the next start.
+            broker or the ingest is away. SIGTERM or Ctrl-C stops intake, seals the open batch, flushes the \
+            spool and, while connected, waits up to 3 s for its acknowledgement; what is not acknowledged goes \
+            out on the next start.
 
             Sources:
               hci:hci0       scan with a Bluetooth adapter (needs CAP_NET_RAW and CAP_NET_ADMIN); BT 5 extended

@@ -1,0 +1,123 @@
+import Foundation
+import LibPQ
+import LocalServers
+import TestServers
+import Testing
+
+/// Where `scripts/radio-vm prepare` leaves the kernel and initramfs of the real-radio VM.
+let radioVMReady = FileManager.default.fileExists(atPath: repositoryRoot + "/.build-radio/initramfs.cpio.gz")
+
+/// The real `beaconflow agent` in a VM on Debian's kernel, scanning a controller of BlueZ's `btvirt` while the test
+/// advertises on another with raw HCI commands; its batches cross the real broker and ingest on the host
+/// (reached at 10.0.2.2) into PostgreSQL.
+@Suite(
+    .enabled(if: radioVMReady, "the real-radio VM is not prepared: run scripts/radio-vm prepare (needs Debian's apt sources)"),
+    .enabled(if: MosquittoServer.executable != nil && PostgresServer.binaries != nil, "mosquitto or PostgreSQL is not installed"),
+    .enabled(if: beaconflowExecutable != nil, "the beaconflow executable is not built"),
+    .timeLimit(.minutes(5)))
+struct RadioTests {
+    /// Advertising data, as hex, and whether it goes out in a legacy PDU (ADV_NONCONN_IND) or an extended one.
+    struct Advert {
+        var name: String
+        var legacy: Bool
+        var data: String
+        /// A random static address (big-endian hex) instead of the controller's public one.
+        var randomAddress: String?
+    }
+
+    static let adverts = [
+        // iBeacon e2c56db5-dffb-48d2-b060-d0f5a71096e0, major 7, minor 9, power -59 dBm.
+        Advert(name: "ibeacon", legacy: true, data: "0201061aff4c000215e2c56db5dffb48d2b060d0f5a71096e000070009c5"),
+        // Eddystone-UID 0102030405060708090a / 0000000000e1, power at 0 m -20 dBm.
+        Advert(name: "eddystone-uid", legacy: false, data: "0201060303aafe1716aafe00ec0102030405060708090a0000000000e10000"),
+        // Eddystone-TLM alone (3000 mV, 24.5 °C, count 256, uptime 51.2 s) from random static C0:FF:EE:00:00:42:
+        // known by its address only.
+        Advert(
+            name: "eddystone-tlm", legacy: false, data: "0201060303aafe1116aafe20000bb818800000010000000200",
+            randomAddress: "c0ffee000042"),
+    ]
+
+    /// The guest's script: controllers up with LE on, the agent scanning hci0, each advert enabled once on hci1 (the
+    /// emulated controller reports an advertiser once per enable), then the agent stopped, which waits for the
+    /// ingest's acknowledgement of everything spooled.
+    @Test func theAdvertsAreWholeBytesThatFitTheirPDUs() {
+        for advert in Self.adverts {
+            #expect(advert.data.count % 2 == 0 && advert.data.count / 2 <= (advert.legacy ? 31 : 251), "\(advert.name)")
+        }
+    }
+
+    static func guestScript(brokerPort: Int, executable: String) -> String {
+        var script = """
+            set -u
+            btvirt -l2 > btvirt.log 2>&1 &
+            for attempt in $(seq 1 40); do [ -e /sys/class/bluetooth/hci1 ] && break; sleep 0.25; done
+            for index in 0 1; do
+                btmgmt --index $index power off && btmgmt --index $index le on && btmgmt --index $index power on
+            done > btmgmt.log 2>&1
+            \(executable) agent --site hq --agent hq-a1 --source hci:hci0 --broker mqtt://10.0.2.2:\(brokerPort) \\
+                --spool /tmp/spool --batch-max-age-ms 200 --ack-timeout 2 --drain-timeout 60 --log-level debug > agent.log 2>&1 &
+            agent=$!
+            for attempt in $(seq 1 80); do grep -q "Scanning" agent.log && break; sleep 0.25; done
+            # handle 0; properties; intervals 1.28 s; channels 37-39; public address; no peer; no filter; any power;
+            # 1M primary and secondary PHYs; SID 0; no scan request notifications.
+            # $1 properties, $2 own address type, $3 the random address (little-endian) or nothing, $4 the data.
+            advertise() {
+                hcitool -i hci1 cmd 0x08 0x0036 00 $1 00 08 00 00 08 00 07 $2 00 00 00 00 00 00 00 00 7f 01 00 01 00 00 > /dev/null
+                [ -z "$3" ] || hcitool -i hci1 cmd 0x08 0x0035 00 $3 > /dev/null
+                hcitool -i hci1 cmd 0x08 0x0037 00 03 01 $4 > /dev/null
+                hcitool -i hci1 cmd 0x08 0x0039 01 01 00 00 00 00 > /dev/null
+                sleep 1
+                hcitool -i hci1 cmd 0x08 0x0039 00 01 00 00 00 00 > /dev/null
+            }
+
+            """
+        for advert in adverts {
+            let bytes = stride(from: 0, to: advert.data.count, by: 2).map {
+                String(advert.data[advert.data.index(advert.data.startIndex, offsetBy: $0)...].prefix(2))
+            }
+            script += "echo advertising \(advert.name)\n"
+            let address = advert.randomAddress.map { hex in
+                stride(from: 0, to: 12, by: 2).map { String(hex[hex.index(hex.startIndex, offsetBy: $0)...].prefix(2)) }.reversed()
+                    .joined(separator: " ")
+            }
+            script += "advertise \"\(advert.legacy ? "10 00" : "00 00")\" \(address == nil ? "00" : "01") \"\(address ?? "")\" "
+            script += "\"\(String(format: "%02x", bytes.count)) \(bytes.joined(separator: " "))\"\n"
+        }
+        script += """
+            sleep 1
+            kill -TERM $agent
+            wait $agent
+            status=$?
+            echo "agent exited $status"
+            exit $status
+
+            """
+        return script
+    }
+
+    @Test func theAgentScansLegacyAndExtendedAdvertsThroughTheRealStackIntoPostgreSQL() async throws {
+        let executable = try #require(beaconflowExecutable)
+        let harness = try await IngestHarness.start()
+        let work = try makeTemporaryDirectory(prefix: "radio")
+        defer { try? FileManager.default.removeItem(atPath: work) }
+        try Self.guestScript(brokerPort: harness.broker.port, executable: executable)
+            .write(toFile: work + "/scan.sh", atomically: true, encoding: .utf8)
+        let started = ContinuousClock.now
+        let run = try await runProgram(repositoryRoot + "/scripts/radio-vm", ["run", work, "scan.sh", "240"])
+        let took = ContinuousClock.now - started
+        let guest = (try? String(contentsOfFile: work + "/guest.log", encoding: .utf8)) ?? ""
+        let agent = (try? String(contentsOfFile: work + "/agent.log", encoding: .utf8)) ?? ""
+        #expect(run.status == 0, "VM: \(run.errors)\nguest:\n\(guest)\nagent:\n\(agent.suffix(3000))")
+        let beacons = try harness.query("SELECT DISTINCT beacon_id, tx_power FROM beaconflow.sightings WHERE agent_id = 'hq-a1' ORDER BY 1")
+        // Eddystone's power is at 0 m: 41 dB more than at 1 m.
+        #expect(beacons == [
+            ["eddystone:0102030405060708090a:0000000000e1", "-61"],
+            ["ibeacon:e2c56db5-dffb-48d2-b060-d0f5a71096e0:7:9", "-59"],
+            ["mac:C0:FF:EE:00:00:42", nil],
+        ], "agent:\n\(agent.suffix(3000))")
+        let telemetry = try harness.query("SELECT beacon_id, battery_mv, temperature_c, adv_count, uptime_s FROM beaconflow.telemetry")
+        #expect(telemetry == [["mac:C0:FF:EE:00:00:42", "3000", "24.5", "256", "51.2"]], "\(telemetry)\nguest:\n\(guest)\nagent:\n\(agent.suffix(4000))")
+        print("radio: legacy and extended adverts through the real stack in \(took)")
+        try await harness.stop()
+    }
+}
