@@ -292,13 +292,16 @@ struct MigrationTests {
         // it longer than the lock timeout; its idle-in-transaction timeout ends its session, and the site is free.
         let frozen = try PostgresConnection(server.conninfo.replacingOccurrences(of: "user=postgres", with: "user=ingest"))
         #expect(try frozen.query("SELECT epoch FROM beaconflow.claim_site('west', 'ingest-4', 1)") == [["1"]])
-        try frozen.execute("SET idle_in_transaction_session_timeout = '8s'")
         try frozen.execute("BEGIN")
         #expect(try frozen.query("SELECT beaconflow.hold_sites('ingest-4', ARRAY['west'], ARRAY[1::bigint])") == [["west"]])
-        try await Task.sleep(for: .milliseconds(1500))
+        try await eventuallyTrue("the lease expires") {
+            try connection.query("SELECT count(*) FROM beaconflow.site_claims WHERE site_id = 'west' AND expires_at < now()") == [["1"]]
+        }
         let started = ContinuousClock.now
         #expect(try writer.query("SELECT * FROM beaconflow.claim_site('west', 'ingest-1', 60)").isEmpty)
-        #expect(ContinuousClock.now - started < .seconds(2))
+        #expect(ContinuousClock.now - started < .seconds(5))
+        // The timeout the ingest sets on its writer session, here set late so that nothing above races it.
+        try frozen.execute("SET idle_in_transaction_session_timeout = '1s'")
         try await eventuallyTrue("the frozen holder's session ends", timeout: .seconds(20)) {
             try writer.query("SELECT epoch, previous FROM beaconflow.claim_site('west', 'ingest-1', 60)") == [["2", "ingest-4"]]
         }
