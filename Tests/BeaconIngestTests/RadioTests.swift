@@ -14,7 +14,7 @@ let radioVMReady = FileManager.default.fileExists(atPath: repositoryRoot + "/.bu
     .enabled(if: radioVMReady, "the real-radio VM is not prepared: run scripts/radio-vm prepare (needs Debian's apt sources)"),
     .enabled(if: MosquittoServer.executable != nil && PostgresServer.binaries != nil, "mosquitto or PostgreSQL is not installed"),
     .enabled(if: beaconflowExecutable != nil, "the beaconflow executable is not built"),
-    .timeLimit(.minutes(5)))
+    .timeLimit(.minutes(5)), .serialized)
 struct RadioTests {
     /// Advertising data, as hex, and whether it goes out in a legacy PDU (ADV_NONCONN_IND) or an extended one.
     struct Advert {
@@ -46,7 +46,20 @@ struct RadioTests {
         }
     }
 
-    static func guestScript(brokerPort: Int, executable: String) -> String {
+    /// How the agent meets the adapter.
+    enum Setup: String, CaseIterable, Sendable {
+        /// Root, alone on the adapter.
+        case alone
+        /// The system bus and BlueZ's daemon run and manage both adapters (as on a desktop or Raspberry Pi OS)
+        /// before the agent starts.
+        case besideBluetoothd
+        /// An unprivileged user: first without capabilities (it must refuse, saying which it needs), then with only
+        /// CAP_NET_RAW and CAP_NET_ADMIN, as the systemd unit gives them.
+        case unprivileged
+    }
+
+    static func guestScript(brokerPort: Int, executable: String, setup: Setup = .alone) -> String {
+        let bluetoothd = setup == .besideBluetoothd
         var script = """
             set -u
             btvirt -l2 > btvirt.log 2>&1 &
@@ -54,8 +67,33 @@ struct RadioTests {
             for index in 0 1; do
                 btmgmt --index $index power off && btmgmt --index $index le on && btmgmt --index $index power on
             done > btmgmt.log 2>&1
+
+            """
+        if bluetoothd {
+            script += """
+                mkdir -p /run/dbus && dbus-daemon --system --fork --nopidfile
+                /usr/libexec/bluetooth/bluetoothd -n > bluetoothd.log 2>&1 &
+                for attempt in $(seq 1 40); do [ "$(bluetoothctl list 2>/dev/null | grep -c Controller)" -ge 2 ] && break; sleep 0.25; done
+                bluetoothctl list > bluetoothctl.log 2>&1
+
+                """
+        }
+        let agentCommand = """
             \(executable) agent --site hq --agent hq-a1 --source hci:hci0 --broker mqtt://10.0.2.2:\(brokerPort) \\
-                --spool /tmp/spool --batch-max-age-ms 200 --ack-timeout 2 --drain-timeout 60 --log-level debug > agent.log 2>&1 &
+                --spool /tmp/spool --batch-max-age-ms 200 --ack-timeout 2 --drain-timeout 60 --log-level debug
+            """
+        var runAs = ""
+        if setup == .unprivileged {
+            script += """
+                mkdir -p /tmp/spool && chown 65534:65534 /tmp/spool
+                setpriv --reuid=65534 --regid=65534 --clear-groups \(agentCommand) > refused.log 2>&1
+                echo $? > refused.status
+
+                """
+            runAs = "setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=+net_raw,+net_admin --ambient-caps=+net_raw,+net_admin "
+        }
+        script += """
+            \(runAs)\(agentCommand) > agent.log 2>&1 &
             agent=$!
             for attempt in $(seq 1 80); do grep -q "Scanning" agent.log && break; sleep 0.25; done
             # handle 0; properties; intervals 1.28 s; channels 37-39; public address; no peer; no filter; any power;
@@ -95,12 +133,15 @@ struct RadioTests {
         return script
     }
 
-    @Test func theAgentScansLegacyAndExtendedAdvertsThroughTheRealStackIntoPostgreSQL() async throws {
+    /// Alone on the adapter, next to bluetoothd managing it (the agent's raw HCI channel scans beside the kernel's
+    /// management interface), and as an unprivileged user with only the two capabilities it needs.
+    @Test(arguments: Setup.allCases)
+    func theAgentScansLegacyAndExtendedAdvertsThroughTheRealStackIntoPostgreSQL(setup: Setup) async throws {
         let executable = try #require(beaconflowExecutable)
         let harness = try await IngestHarness.start()
         let work = try makeTemporaryDirectory(prefix: "radio")
         defer { try? FileManager.default.removeItem(atPath: work) }
-        try Self.guestScript(brokerPort: harness.broker.port, executable: executable)
+        try Self.guestScript(brokerPort: harness.broker.port, executable: executable, setup: setup)
             .write(toFile: work + "/scan.sh", atomically: true, encoding: .utf8)
         let started = ContinuousClock.now
         let run = try await runProgram(repositoryRoot + "/scripts/radio-vm", ["run", work, "scan.sh", "240"])
@@ -117,7 +158,19 @@ struct RadioTests {
         ], "agent:\n\(agent.suffix(3000))")
         let telemetry = try harness.query("SELECT beacon_id, battery_mv, temperature_c, adv_count, uptime_s FROM beaconflow.telemetry")
         #expect(telemetry == [["mac:C0:FF:EE:00:00:42", "3000", "24.5", "256", "51.2"]], "\(telemetry)\nguest:\n\(guest)\nagent:\n\(agent.suffix(4000))")
-        print("radio: legacy and extended adverts through the real stack in \(took)")
+        switch setup {
+        case .alone:
+            break
+        case .besideBluetoothd:
+            let listed = (try? String(contentsOfFile: work + "/bluetoothctl.log", encoding: .utf8)) ?? ""
+            #expect(listed.contains("Controller 00:AA:01:00:00:00"), "bluetoothd manages hci0: \(listed)")
+        case .unprivileged:
+            let refused = (try? String(contentsOfFile: work + "/refused.log", encoding: .utf8)) ?? ""
+            let status = (try? String(contentsOfFile: work + "/refused.status", encoding: .utf8)) ?? ""
+            #expect(status.trimmingCharacters(in: .whitespacesAndNewlines) == "66", "\(status): \(refused)")
+            #expect(refused.contains("scanning needs CAP_NET_RAW and CAP_NET_ADMIN"), "\(refused)")
+        }
+        print("radio: legacy and extended adverts through the real stack (\(setup.rawValue)) in \(took)")
         try await harness.stop()
     }
 }
