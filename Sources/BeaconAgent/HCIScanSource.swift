@@ -7,8 +7,8 @@ import Metrics
 /// Scans with a Bluetooth adapter through a raw HCI socket (libbluetooth), on the source thread.
 ///
 /// A watchdog restarts scanning when no advertising report arrived for `watchdogTimeout` (a controller that
-/// stops reporting silently is the failure peers' users report most), and counts the restarts. On exit scanning
-/// is turned off again. With `recordPath`, every packet exchanged is also written to a btsnoop 1002 file.
+/// stops reporting silently is the failure peers' users report most), and counts the restarts; an adapter powered
+/// off, removed or failing is waited for and scanned again (`run`). On exit scanning is turned off again. With `recordPath`, every packet exchanged is also written to a btsnoop 1002 file.
 public struct HCIScanSource: AdvertSource {
     public let device: String
     public var parameters: ScanParameters
@@ -17,6 +17,8 @@ public struct HCIScanSource: AdvertSource {
     public var recordPath: String?
     private let logger: Logger
     private let openSocket: @Sendable () throws(HCISocket.Failure) -> HCISocket
+    /// A test's transport: nothing to reopen, and failures end the source as they did.
+    private let usesGivenSocket: Bool
 
     public var name: String { "hci:\(device)" }
 
@@ -25,6 +27,7 @@ public struct HCIScanSource: AdvertSource {
         self.parameters = parameters
         self.logger = logger
         openSocket = { () throws(HCISocket.Failure) in try HCISocket.open(device: device) }
+        usesGivenSocket = false
     }
 
     /// A source over an already connected HCI transport (a test's fake controller).
@@ -33,20 +36,98 @@ public struct HCIScanSource: AdvertSource {
         self.parameters = parameters
         self.logger = logger
         openSocket = { () throws(HCISocket.Failure) in socket }
+        usesGivenSocket = true
     }
 
+    /// The kernel refused the agent's commands for want of capabilities: the source ends with what to do.
+    private struct PermissionDenied: Error {
+        var error: SourceError
+    }
+
+    /// Why a scan on one socket ended.
+    private enum ScanEnd {
+        case stopped
+        case adapterGone(String)
+    }
+
+    /// Scans until asked to stop. An adapter that goes away while scanning (powered off, removed, a command that
+    /// fails or goes unanswered) is logged with the cause and counted, and scanning resumes by itself once the
+    /// adapter is back: at its "up" or "registered" event from the kernel, or at the latest every 5 s. Only an
+    /// adapter that cannot be opened at the start (missing, no permission) ends the source.
     public func run(deliver: ([TimedReport]) -> Void, shouldStop: () -> Bool) throws {
-        let socket: HCISocket
+        var socket: HCISocket
         do {
             socket = try openSocket()
         } catch {
             throw SourceError(source: name, error.message)
         }
-        defer { socket.close() }
+        let index = UInt16(device.dropFirst(3)) ?? 0
+        // Without it (an old kernel, a test's fake transport) a lost adapter is still found by its errors.
+        let adapterEvents = isRealDevice ? try? HCISocket.openAdapterEvents() : nil
+        defer { adapterEvents?.close() }
         let recorder = try recordPath.map { try CaptureRecorder(path: $0) }
+        let losses = Counter(label: "beaconflow_agent_adapter_losses_total")
+        while true {
+            let end: ScanEnd
+            do {
+                end = try scan(on: socket, adapterEvents: adapterEvents, index: index, recorder: recorder, deliver: deliver, shouldStop: shouldStop)
+            } catch let denied as PermissionDenied {
+                socket.close()
+                throw denied.error
+            } catch {
+                guard isRealDevice else {
+                    socket.close()
+                    throw error
+                }
+                end = .adapterGone("\(error)")
+            }
+            socket.close()
+            guard case .adapterGone(let cause) = end else { return }
+            losses.increment()
+            logger.warning("Adapter lost; scanning resumes when it is back", metadata: ["device": "\(device)", "cause": "\(cause)"])
+            guard let reopened = waitForAdapter(adapterEvents: adapterEvents, index: index, shouldStop: shouldStop) else { return }
+            socket = reopened
+        }
+    }
+
+    /// Whether this source opens a kernel adapter (not a test's transport).
+    private var isRealDevice: Bool { device.hasPrefix("hci") && UInt16(device.dropFirst(3)) != nil && !usesGivenSocket }
+
+    /// Reopens the adapter once the kernel says it is up or registered again, trying at the latest every 5 s (from
+    /// half a second, doubling); nil when asked to stop.
+    private func waitForAdapter(adapterEvents: HCISocket?, index: UInt16, shouldStop: () -> Bool) -> HCISocket? {
+        var delay: Duration = .milliseconds(500)
+        var buffer = [UInt8](repeating: 0, count: 64)
+        while !shouldStop() {
+            let deadline = ContinuousClock.now + delay
+            var announced = false
+            while !announced, !shouldStop(), ContinuousClock.now < deadline {
+                if let events = adapterEvents {
+                    if let packet = try? events.read(timeoutMilliseconds: 100, into: &buffer),
+                        let event = AdapterEvent.parse(packet, index: index), event == .up || event == .registered
+                    {
+                        announced = true
+                    }
+                } else {
+                    Thread.sleep(forTimeInterval: 0.1)
+                }
+            }
+            if let socket = try? openSocket() { return socket }
+            delay = min(delay * 2, .seconds(5))
+        }
+        return nil
+    }
+
+    /// Scans on one open socket: returns when asked to stop or when the kernel says the adapter went down or away;
+    /// throws what the socket or the controller refused.
+    private func scan(
+        on socket: HCISocket, adapterEvents: HCISocket?, index: UInt16, recorder: CaptureRecorder?,
+        deliver: ([TimedReport]) -> Void, shouldStop: () -> Bool
+    ) throws -> ScanEnd {
         let restarts = Counter(label: "beaconflow_agent_scan_restarts_total")
         var session = HCIScanSession(parameters: parameters)
         var buffer = [UInt8](repeating: 0, count: 1024)
+        var eventBuffer = [UInt8](repeating: 0, count: 64)
         var commandSentAt = ContinuousClock.now
         var lastReport = ContinuousClock.now
 
@@ -55,7 +136,14 @@ public struct HCIScanSource: AdvertSource {
                 switch action {
                 case .send(let packet):
                     recorder?.write(kind: .command, received: false, packet: packet)
-                    do { try socket.write(packet) } catch { throw SourceError(source: name, error.message) }
+                    do {
+                        try socket.write(packet)
+                    } catch where error.errno == EPERM || error.errno == EACCES {
+                        // Not the adapter going away: waiting would not help.
+                        throw PermissionDenied(error: SourceError(source: name, error.message))
+                    } catch {
+                        throw SourceError(source: name, error.message)
+                    }
                     commandSentAt = ContinuousClock.now
                 case .scanning(let extended):
                     lastReport = ContinuousClock.now
@@ -72,6 +160,12 @@ public struct HCIScanSource: AdvertSource {
         try perform(session.start())
         var received: [TimedReport] = []
         while !shouldStop() {
+            if let events = adapterEvents, let packet = try? events.read(timeoutMilliseconds: 0, into: &eventBuffer),
+                let event = AdapterEvent.parse(packet, index: index), event == .down || event == .removed
+            {
+                if !received.isEmpty { deliver(received) }
+                return .adapterGone(event == .down ? "\(device) was powered off" : "\(device) was removed")
+            }
             let packet: [UInt8]?
             do {
                 // Wait for the first packet; then take what is already there, so reports go on in chunks.
@@ -117,6 +211,7 @@ public struct HCIScanSource: AdvertSource {
             recorder?.write(kind: .event, received: true, packet: packet)
             try? perform(session.receive(packet).actions)
         }
+        return .stopped
     }
 }
 

@@ -55,6 +55,33 @@ public struct HCISocket: Sendable {
         return HCISocket(descriptor: descriptor)
     }
 
+    /// Opens a raw HCI socket bound to no adapter, on which the kernel reports adapters registered, removed,
+    /// brought up and taken down (the Stack Internal event, 0xFD): `AdapterEvent.parse` reads them.
+    public static func openAdapterEvents() throws(Failure) -> HCISocket {
+        let descriptor = socket(AF_BLUETOOTH, Int32(SOCK_RAW.rawValue) | Int32(SOCK_CLOEXEC.rawValue), BTPROTO_HCI)
+        guard descriptor >= 0 else { throw failure("socket", errno, device: "the adapters") }
+        var address = sockaddr_hci()
+        address.hci_family = sa_family_t(AF_BLUETOOTH)
+        address.hci_dev = UInt16(HCI_DEV_NONE)
+        address.hci_channel = UInt16(HCI_CHANNEL_RAW)
+        let bound = withUnsafePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_hci>.size))
+            }
+        }
+        var filter = hci_filter()
+        filter.type_mask = 1 << UInt32(HCI_EVENT_PKT)
+        filter.event_mask.1 = 1 << (UInt32(EVT_STACK_INTERNAL) & 63 - 32)
+        guard bound == 0,
+            setsockopt(descriptor, SOL_HCI, HCI_FILTER, &filter, socklen_t(MemoryLayout<hci_filter>.size)) == 0
+        else {
+            let error = errno
+            Glibc.close(descriptor)
+            throw failure("bind", error, device: "the adapters")
+        }
+        return HCISocket(descriptor: descriptor)
+    }
+
     public func write(_ packet: [UInt8]) throws(Failure) {
         let written = packet.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress, $0.count) }
         guard written == packet.count else { throw Self.failure("write", errno, device: "the adapter") }

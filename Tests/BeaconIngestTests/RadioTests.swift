@@ -56,7 +56,13 @@ struct RadioTests {
         /// An unprivileged user: first without capabilities (it must refuse, saying which it needs), then with only
         /// CAP_NET_RAW and CAP_NET_ADMIN, as the systemd unit gives them.
         case unprivileged
+        /// Alone, and the scanning adapter is powered off and on after the adverts; one more advert follows.
+        case adapterCycled
     }
+
+    /// What the test advertises once the adapter is back: iBeacon major 7, minor 10.
+    static let afterTheCycle = Advert(
+        name: "ibeacon-after", legacy: true, data: "0201061aff4c000215e2c56db5dffb48d2b060d0f5a71096e00007000ac5")
 
     static func guestScript(brokerPort: Int, executable: String, setup: Setup = .alone) -> String {
         let bluetoothd = setup == .besideBluetoothd
@@ -86,7 +92,7 @@ struct RadioTests {
         if setup == .unprivileged {
             script += """
                 mkdir -p /tmp/spool && chown 65534:65534 /tmp/spool
-                setpriv --reuid=65534 --regid=65534 --clear-groups \(agentCommand) > refused.log 2>&1
+                timeout 20 setpriv --reuid=65534 --regid=65534 --clear-groups \(agentCommand) > refused.log 2>&1
                 echo $? > refused.status
 
                 """
@@ -109,7 +115,7 @@ struct RadioTests {
             }
 
             """
-        for advert in adverts {
+        func advertise(_ advert: Advert) {
             let bytes = stride(from: 0, to: advert.data.count, by: 2).map {
                 String(advert.data[advert.data.index(advert.data.startIndex, offsetBy: $0)...].prefix(2))
             }
@@ -120,6 +126,18 @@ struct RadioTests {
             }
             script += "advertise \"\(advert.legacy ? "10 00" : "00 00")\" \(address == nil ? "00" : "01") \"\(address ?? "")\" "
             script += "\"\(String(format: "%02x", bytes.count)) \(bytes.joined(separator: " "))\"\n"
+        }
+        for advert in adverts { advertise(advert) }
+        if setup == .adapterCycled {
+            // The scanning adapter powered off and on: the agent must find it gone and scan again by itself.
+            script += """
+                btmgmt --index 0 power off > /dev/null 2>&1
+                sleep 1
+                btmgmt --index 0 power on > /dev/null 2>&1
+                for attempt in $(seq 1 80); do [ "$(grep -c Scanning agent.log)" -ge 2 ] && break; sleep 0.25; done
+
+                """
+            advertise(afterTheCycle)
         }
         script += """
             sleep 1
@@ -151,16 +169,20 @@ struct RadioTests {
         #expect(run.status == 0, "VM: \(run.errors)\nguest:\n\(guest)\nagent:\n\(agent.suffix(3000))")
         let beacons = try harness.query("SELECT DISTINCT beacon_id, tx_power FROM beaconflow.sightings WHERE agent_id = 'hq-a1' ORDER BY 1")
         // Eddystone's power is at 0 m: 41 dB more than at 1 m.
-        #expect(beacons == [
+        var expected: [[String?]] = [
             ["eddystone:0102030405060708090a:0000000000e1", "-61"],
             ["ibeacon:e2c56db5-dffb-48d2-b060-d0f5a71096e0:7:9", "-59"],
             ["mac:C0:FF:EE:00:00:42", nil],
-        ], "agent:\n\(agent.suffix(3000))")
+        ]
+        if setup == .adapterCycled { expected.insert(["ibeacon:e2c56db5-dffb-48d2-b060-d0f5a71096e0:7:10", "-59"], at: 1) }
+        #expect(beacons == expected, "agent:\n\(agent.suffix(3000))")
         let telemetry = try harness.query("SELECT beacon_id, battery_mv, temperature_c, adv_count, uptime_s FROM beaconflow.telemetry")
         #expect(telemetry == [["mac:C0:FF:EE:00:00:42", "3000", "24.5", "256", "51.2"]], "\(telemetry)\nguest:\n\(guest)\nagent:\n\(agent.suffix(4000))")
         switch setup {
         case .alone:
             break
+        case .adapterCycled:
+            #expect(agent.contains("Adapter lost; scanning resumes when it is back") && agent.contains("was powered off"), "\(agent)")
         case .besideBluetoothd:
             let listed = (try? String(contentsOfFile: work + "/bluetoothctl.log", encoding: .utf8)) ?? ""
             #expect(listed.contains("Controller 00:AA:01:00:00:00"), "bluetoothd manages hci0: \(listed)")
