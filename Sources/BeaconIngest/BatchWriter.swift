@@ -248,10 +248,12 @@ public final class BatchWriter {
         public var resumption: ZoneResumption
     }
 
-    /// Claims a site if nobody holds its lease, and resumes the site's zone state from the database. Nil when
+    /// Claims a site if nobody holds its lease, calls `leased` (the site is this writer's from here: its batches may
+    /// be taken in, to be written after the claim), and resumes the site's zone state from the database. Nil when
     /// another instance holds it.
-    public func claim(site: String) throws(PostgresError) -> SiteClaim? {
+    public func claim(site: String, leased: () -> Void = {}) throws(PostgresError) -> SiteClaim? {
         guard let leases, let takenOver = try leases.claim(site: site) else { return nil }
+        leased()
         do {
             let resumption = try resumeZones(sites: [site])
             servedSites.insert(site)

@@ -410,7 +410,10 @@ public final class Ingest: Sendable {
         var takenOver = 0
         var resumption = BatchWriter.ZoneResumption()
         for site in share.claim where claimed.count < share.claimLimit {
-            guard let claim = try writer.claim(site: site) else { continue }
+            // Subscribed before the read-back, which may take a while: the agents' batches sent meanwhile wait in
+            // the queue instead of reaching no subscriber.
+            guard let claim = try writer.claim(site: site, leased: { match(subscriptions: &subscriptions, writer.servedSites.union([site])) })
+            else { continue }
             claimed.append(site)
             if claim.takenOver { takenOver += 1 }
             resumption.restoredSites += claim.resumption.restoredSites
