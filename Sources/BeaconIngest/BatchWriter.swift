@@ -74,7 +74,10 @@ public final class BatchWriter {
         let lost: Set<String>
         do {
             lost = try hold(Set(batches.map(\.siteID)))
-            if !lost.isEmpty { try connection.execute("ROLLBACK") }
+            if !lost.isEmpty {
+                try connection.execute("ROLLBACK")
+                lose(lost)
+            }
         } catch {
             _ = try? connection.execute("ROLLBACK")
             throw error
@@ -180,26 +183,26 @@ public final class BatchWriter {
     /// reading waiting and every minute begun (the end of the data).
     /// Sites found taken over meanwhile are forgotten (`takeSitesLost`).
     public func advanceZones(nowMicros: Int64 = wallClockMicros(), finish: Bool = false) throws(PostgresError) {
-        if leases != nil, !servedSites.isEmpty {
-            // The decisions are made only for the sites whose leases this transaction holds.
-            try connection.execute("BEGIN")
-            do {
-                _ = try hold(servedSites)
-            } catch {
-                _ = try? connection.execute("ROLLBACK")
-                throw error
-            }
-        } else {
-            try connection.execute("BEGIN")
-        }
         pipeline.beginTransaction()
         let changes = finish ? pipeline.finishZones(sites: servedSites) : pipeline.advanceZones(sites: servedSites, nowMicros: nowMicros)
+        guard !changes.isEmpty else {
+            pipeline.commitTransaction()
+            return
+        }
         do {
-            if !changes.isEmpty {
-                try write(changes)
-                // Past the end of the data the state has counted a part of the last minute: nothing to resume from.
-                if !finish { try saveZoneCheckpoints() }
+            try connection.execute("BEGIN")
+            // Written only while this transaction holds the sites' leases; with one taken over, nothing is written
+            // and the next tick decides again for the sites still served.
+            let lost = try hold(Set(changes.map(\.site)))
+            guard lost.isEmpty else {
+                try connection.execute("ROLLBACK")
+                pipeline.rollbackTransaction()
+                lose(lost)
+                return
             }
+            try write(changes)
+            // Past the end of the data the state has counted a part of the last minute: nothing to resume from.
+            if !finish { try saveZoneCheckpoints() }
             try connection.execute("COMMIT")
             pipeline.commitTransaction()
         } catch {
@@ -281,14 +284,16 @@ public final class BatchWriter {
         for site in sites { leases?.forget(site: site) }
     }
 
-    /// In a transaction just begun: holds the leases of `sites`, and forgets those no longer held (they are
-    /// reported by `takeSitesLost`).
+    /// In a transaction just begun: holds the leases of `sites` until it ends; returns those no longer this
+    /// writer's (nothing may be written for them).
     private func hold(_ sites: Set<String>) throws(PostgresError) -> Set<String> {
-        guard let leases else { return [] }
-        let lost = try leases.hold(sites)
-        forget(sites: lost)
-        sitesLost.formUnion(lost)
-        return lost
+        try leases?.hold(sites) ?? []
+    }
+
+    /// Stops serving sites found taken over; `takeSitesLost` reports them.
+    private func lose(_ sites: Set<String>) {
+        forget(sites: sites)
+        sitesLost.formUnion(sites)
     }
 
     /// The sites found taken over by another instance since the last call: this writer no longer serves them.

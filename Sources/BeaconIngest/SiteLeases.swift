@@ -58,11 +58,9 @@ final class SiteLeases {
         for row in try connection.query(
             """
             WITH held AS (
-                SELECT site_id, instance FROM beaconflow.site_claims
-                WHERE expires_at > now() AND EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity a WHERE a.pid = backend_pid)),
+                SELECT site_id, instance FROM beaconflow.site_claims WHERE beaconflow.lease_held(expires_at, backend_pid)),
             live AS (
-                SELECT instance FROM beaconflow.ingest_instances i
-                WHERE i.expires_at > now() AND EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity a WHERE a.pid = i.backend_pid))
+                SELECT instance FROM beaconflow.ingest_instances WHERE beaconflow.lease_held(expires_at, backend_pid))
             SELECT 'instance', (SELECT count(*) FROM held WHERE held.instance = live.instance)::text FROM live
             WHERE live.instance <> $2
             UNION ALL

@@ -33,6 +33,12 @@ public enum ZoneChange: Sendable, Equatable {
     /// The minute that starts at `minuteMicros`: the beacons that spent most of it in the zone (at least half of
     /// it, so a beacon counts in at most one zone), and the seconds of presence of every beacon summed.
     case occupancy(site: String, zone: String, minuteMicros: Int64, occupants: Int, occupantSeconds: Double)
+
+    public var site: String {
+        switch self {
+        case .visitOpened(let site, _, _, _), .visitClosed(let site, _, _, _), .occupancy(let site, _, _, _, _): site
+        }
+    }
 }
 
 /// Zone assignment for one site, in event time. A pure state machine.

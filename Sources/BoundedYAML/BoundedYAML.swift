@@ -42,12 +42,7 @@ public enum BoundedYAML {
 
     /// The document as Swift values (dictionaries, arrays, scalars), checked.
     public static func load(_ text: String) throws(BoundedYAMLError) -> Any? {
-        guard try compose(text) != nil else { return nil }
-        do {
-            return try Yams.load(yaml: text)
-        } catch {
-            throw BoundedYAMLError(code: .invalid, message: "\(error)")
-        }
+        try compose(text)?.any
     }
 
     /// Size and an upper bound of the nesting, from the text alone.

@@ -115,15 +115,15 @@ struct RadioTests {
             }
 
             """
+        /// Hex text as its bytes' pairs of digits.
+        func pairs(_ hex: String) -> [String] {
+            stride(from: 0, to: hex.count, by: 2).map { String(hex[hex.index(hex.startIndex, offsetBy: $0)...].prefix(2)) }
+        }
         func advertise(_ advert: Advert) {
-            let bytes = stride(from: 0, to: advert.data.count, by: 2).map {
-                String(advert.data[advert.data.index(advert.data.startIndex, offsetBy: $0)...].prefix(2))
-            }
+            let bytes = pairs(advert.data)
             script += "echo advertising \(advert.name)\n"
-            let address = advert.randomAddress.map { hex in
-                stride(from: 0, to: 12, by: 2).map { String(hex[hex.index(hex.startIndex, offsetBy: $0)...].prefix(2)) }.reversed()
-                    .joined(separator: " ")
-            }
+            // HCI takes an address little-endian.
+            let address = advert.randomAddress.map { pairs($0).reversed().joined(separator: " ") }
             script += "advertise \"\(advert.legacy ? "10 00" : "00 00")\" \(address == nil ? "00" : "01") \"\(address ?? "")\" "
             script += "\"\(String(format: "%02x", bytes.count)) \(bytes.joined(separator: " "))\"\n"
         }

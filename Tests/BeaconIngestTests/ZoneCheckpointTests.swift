@@ -101,6 +101,22 @@ struct ZoneTables: Equatable {
         return (tables, checkpoints)
     }
 
+    /// A tracker given `seconds` of both agents' batches, each applied as it arrives.
+    func bothAgentsHeard(seconds: Int) -> SiteZoneTracker {
+        var tracker = SiteZoneTracker(site: site)
+        for index in 0..<seconds {
+            for agent in 0..<2 {
+                let readings = batch(agent: agent, second: index)
+                tracker.add(readings, agent: "hq-a\(agent + 1)")
+                tracker.agentProgressed(
+                    "hq-a\(agent + 1)", newestMicros: readings.map(\.timeMicros).max() ?? start,
+                    arrivalMicros: start + Int64(index) * second + 900_000)
+            }
+            _ = tracker.advance(nowMicros: start + Int64(index) * second + 900_000)
+        }
+        return tracker
+    }
+
     /// Lost twice mid-stream (a minute and a half and a few seconds after a checkpoint), the tracker restored from
     /// its checkpoints ends with the same visits and minutes as one never lost, to the microsecond.
     @Test func aTrackerRestoredFromItsCheckpointEndsLikeOneNeverLost() throws {
@@ -150,17 +166,7 @@ struct ZoneTables: Equatable {
     /// -1, NaN, infinity: what an edited or damaged row may hold in any field): each is refused as damage, or
     /// restores a tracker that then runs on without trapping.
     @Test func noValueInAnyFieldOfACheckpointMakesTheTrackerTrap() throws {
-        var tracker = SiteZoneTracker(site: site)
-        for index in 0..<200 {
-            for agent in 0..<2 {
-                let readings = batch(agent: agent, second: index)
-                tracker.add(readings, agent: "hq-a\(agent + 1)")
-                tracker.agentProgressed(
-                    "hq-a\(agent + 1)", newestMicros: readings.map(\.timeMicros).max() ?? start,
-                    arrivalMicros: start + Int64(index) * second + 900_000)
-            }
-            _ = tracker.advance(nowMicros: start + Int64(index) * second + 900_000)
-        }
+        var tracker = bothAgentsHeard(seconds: 200)
         let state = tracker.takeCheckpoint()
         let extremes: [UInt64] = [
             UInt64(bitPattern: .min), UInt64(bitPattern: .max), UInt64.max, Double.nan.bitPattern, Double.infinity.bitPattern,
@@ -232,17 +238,7 @@ struct ZoneTables: Equatable {
     /// Past the bound the beacons heard least recently are forgotten: a placed one's visit closes when it was
     /// last heard, the others keep their state, and the checkpoint shrinks with the tracker.
     @Test func evictionClosesTheVisitsOfTheBeaconsHeardLeast() throws {
-        var tracker = SiteZoneTracker(site: site)
-        for index in 0..<120 {
-            for agent in 0..<2 {
-                let readings = batch(agent: agent, second: index)
-                tracker.add(readings, agent: "hq-a\(agent + 1)")
-                tracker.agentProgressed(
-                    "hq-a\(agent + 1)", newestMicros: readings.map(\.timeMicros).max() ?? start,
-                    arrivalMicros: start + Int64(index) * second + 900_000)
-            }
-            _ = tracker.advance(nowMicros: start + Int64(index) * second + 900_000)
-        }
+        var tracker = bothAgentsHeard(seconds: 120)
         let before = tracker.trackedBeacons
         let fullCheckpoint = tracker.takeCheckpoint().count
         #expect(before >= 5)
