@@ -67,7 +67,13 @@ public struct HCIScanSession: Sendable {
         /// Scanning is off again after `stop()`.
         case stopped
         case failed(HCIError)
+        /// Another program (bluetoothd's discovery, `hcitool`, another scanner) changed or stopped the scan while
+        /// it ran: the controller completed this scan command that the session did not send.
+        case changedElsewhere(opcode: UInt16)
     }
+
+    /// The scan commands whose completion, unasked for, means another program changed the scan.
+    static let scanCommands: Set<UInt16> = [setScanParameters, setScanEnable, setExtendedScanParameters, setExtendedScanEnable]
 
     public static let readLocalSupportedCommands: UInt16 = 0x1002
     public static let setScanParameters: UInt16 = 0x200B
@@ -137,7 +143,13 @@ public struct HCIScanSession: Sendable {
     }
 
     private mutating func answer(opcode: UInt16, status: UInt8, parameters returned: [UInt8]) -> [Action] {
-        guard let (step, expected) = awaiting, opcode == expected else { return [] }
+        guard let (step, expected) = awaiting, opcode == expected else {
+            // Refused commands changed nothing (a legacy command beside an extended scan is Command Disallowed).
+            if awaiting == nil, isScanning, status == 0, Self.scanCommands.contains(opcode) {
+                return [.changedElsewhere(opcode: opcode)]
+            }
+            return []
+        }
         awaiting = nil
         if status != 0 {
             // Disabling a scan that is not running is refused by some controllers; that is fine.

@@ -7,14 +7,20 @@ import Metrics
 /// Scans with a Bluetooth adapter through a raw HCI socket (libbluetooth), on the source thread.
 ///
 /// A watchdog restarts scanning when no advertising report arrived for `watchdogTimeout` (a controller that
-/// stops reporting silently is the failure peers' users report most), and counts the restarts; an adapter powered
-/// off, removed or failing is waited for and scanned again (`run`). On exit scanning is turned off again. With `recordPath`, every packet exchanged is also written to a btsnoop 1002 file.
+/// stops reporting silently is the failure peers' users report most), and counts the restarts; a scan another
+/// program changed or stopped is set again once that program is done (`settleAfterChangeElsewhere`); an adapter
+/// powered off, removed or failing is waited for and scanned again (`run`). On exit scanning is turned off again. With `recordPath`, every packet exchanged is also written to a btsnoop 1002 file.
 public struct HCIScanSource: AdvertSource {
     public let device: String
     public var parameters: ScanParameters
     public var watchdogTimeout: Duration = .seconds(60)
     public var commandTimeout: Duration = .seconds(2)
     public var recordPath: String?
+    /// How long the scan must stay unchanged by another program before the agent sets its own again: a program
+    /// changes parameters and then enables, and the agent's settings must come after both.
+    public var settleAfterChangeElsewhere: Duration = .seconds(1)
+    /// Scanning or not, for `/healthz`.
+    public let status = ScanStatus()
     private let logger: Logger
     private let openSocket: @Sendable () throws(HCISocket.Failure) -> HCISocket
     /// A test's transport: nothing to reopen, and failures end the source as they did.
@@ -67,6 +73,7 @@ public struct HCIScanSource: AdvertSource {
         defer { adapterEvents?.close() }
         let recorder = try recordPath.map { try CaptureRecorder(path: $0) }
         let losses = Counter(label: "beaconflow_agent_adapter_losses_total")
+        var outageReported = false
         while true {
             let end: ScanEnd
             do {
@@ -82,9 +89,18 @@ public struct HCIScanSource: AdvertSource {
                 end = .adapterGone("\(error)")
             }
             socket.close()
+            let wasScanning = status.isScanning
+            status.set(scanning: false)
             guard case .adapterGone(let cause) = end else { return }
-            losses.increment()
-            logger.warning("Adapter lost; scanning resumes when it is back", metadata: ["device": "\(device)", "cause": "\(cause)"])
+            // One loss per outage: a reopened adapter that fails again before it scanned is the same outage.
+            if wasScanning { outageReported = false }
+            if !outageReported {
+                outageReported = true
+                losses.increment()
+                logger.warning("Adapter lost; scanning resumes when it is back", metadata: ["device": "\(device)", "cause": "\(cause)"])
+            } else {
+                logger.debug("Adapter not back yet", metadata: ["device": "\(device)", "cause": "\(cause)"])
+            }
             guard let reopened = waitForAdapter(adapterEvents: adapterEvents, index: index, shouldStop: shouldStop) else { return }
             socket = reopened
         }
@@ -125,6 +141,8 @@ public struct HCIScanSource: AdvertSource {
         deliver: ([TimedReport]) -> Void, shouldStop: () -> Bool
     ) throws -> ScanEnd {
         let restarts = Counter(label: "beaconflow_agent_scan_restarts_total")
+        let interruptions = Counter(label: "beaconflow_agent_scan_interruptions_total")
+        var changedElsewhere: (at: ContinuousClock.Instant, opcode: UInt16)?
         var session = HCIScanSession(parameters: parameters)
         var buffer = [UInt8](repeating: 0, count: 1024)
         var eventBuffer = [UInt8](repeating: 0, count: 64)
@@ -147,8 +165,13 @@ public struct HCIScanSource: AdvertSource {
                     commandSentAt = ContinuousClock.now
                 case .scanning(let extended):
                     lastReport = ContinuousClock.now
+                    status.set(scanning: true)
                     logger.info(
                         "Scanning", metadata: ["device": "\(device)", "commands": "\(extended ? "extended" : "legacy")"])
+                case .changedElsewhere(let opcode):
+                    // Counted when the scan is set again: the kernel also stops the scan of an adapter going down,
+                    // which is a loss, not an interruption.
+                    changedElsewhere = (ContinuousClock.now, opcode)
                 case .stopped:
                     break
                 case .failed(let error):
@@ -193,13 +216,22 @@ public struct HCIScanSource: AdvertSource {
                     source: name,
                     "the controller did not answer command 0x\(String(opcode, radix: 16)) within \(commandTimeout)")
             }
-            if session.isScanning, now - lastReport > watchdogTimeout {
-                restarts.increment()
-                logger.warning(
-                    "No advertising report for the watchdog timeout; restarting the scan",
-                    metadata: ["device": "\(device)", "timeout": "\(watchdogTimeout)"])
+            /// Starts the scan again with the agent's settings, counted and logged with why.
+            func restart(_ counter: Counter, _ message: Logger.Message, _ metadata: Logger.Metadata) throws {
+                counter.increment()
+                logger.warning(message, metadata: metadata.merging(["device": "\(device)"]) { $1 })
                 lastReport = now
                 try perform(session.start())
+            }
+            if let changed = changedElsewhere, session.awaitedOpcode == nil, now - changed.at >= settleAfterChangeElsewhere {
+                changedElsewhere = nil
+                try restart(
+                    interruptions, "Another program changed or stopped the scan; scanning again with the agent's settings",
+                    ["command": "0x\(String(changed.opcode, radix: 16))"])
+            }
+            if session.isScanning, now - lastReport > watchdogTimeout {
+                try restart(
+                    restarts, "No advertising report for the watchdog timeout; restarting the scan", ["timeout": "\(watchdogTimeout)"])
             }
         }
         if !received.isEmpty { deliver(received) }

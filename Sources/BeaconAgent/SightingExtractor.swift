@@ -77,7 +77,7 @@ public struct SightingExtractor: Sendable {
         }
         let content = classified.data
         prune(now: timeMicros)
-        let beacon: BeaconKey
+        var beacon: BeaconKey
         if let identity, let frame = classified.identity {
             identities[address.value] = KnownIdentity(key: identity, timeMicros: timeMicros, frame: frame)
             beacon = identity
@@ -93,6 +93,7 @@ public struct SightingExtractor: Sendable {
             return .failure(SkipReason(skip: .unknownDevice, error: nil))
         }
         guard isAllowed(beacon, address) else { return .failure(SkipReason(skip: .filtered, error: nil)) }
+        beacon.advertisingEvent = report.advertisingEvent
         return .success(Sighting(timeMicros: timeMicros, beacon: beacon, rssi: report.rssi ?? -127, frames: content))
     }
 

@@ -963,9 +963,11 @@ public final class BatchWriter {
         try connection.query(
             """
             INSERT INTO beaconflow.beacon_state AS s (beacon_id, site_id, last_seen, battery_mv, battery_trend_mv_per_day,
-                est_days_left, temperature_c, reboots_7d, status, battery_pct, battery_trend_pct_per_day, kind, first_seen)
+                est_days_left, temperature_c, reboots_7d, status, battery_pct, battery_trend_pct_per_day, kind, first_seen,
+                address, address_random, advertising_event, url)
             SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::integer[], $5::real[], $6::real[],
-                $7::real[], $8::integer[], $9::text[], $10::real[], $11::real[], $12::text[], $13::timestamptz[])
+                $7::real[], $8::integer[], $9::text[], $10::real[], $11::real[], $12::text[], $13::timestamptz[],
+                $14::macaddr[], $15::boolean[], $16::smallint[], $17::text[])
             ON CONFLICT (beacon_id) DO UPDATE SET
                 site_id = excluded.site_id,
                 last_seen = greatest(s.last_seen, excluded.last_seen),
@@ -978,7 +980,12 @@ public final class BatchWriter {
                 battery_pct = coalesce(excluded.battery_pct, s.battery_pct),
                 battery_trend_pct_per_day = coalesce(excluded.battery_trend_pct_per_day, s.battery_trend_pct_per_day),
                 kind = coalesce(excluded.kind, s.kind),
-                first_seen = least(s.first_seen, excluded.first_seen)
+                first_seen = least(s.first_seen, excluded.first_seen),
+                -- How it was heard: from the newest sighting (another instance may have written a newer one).
+                address = CASE WHEN \(Self.newerHearing) THEN excluded.address ELSE s.address END,
+                address_random = CASE WHEN \(Self.newerHearing) THEN excluded.address_random ELSE s.address_random END,
+                advertising_event = CASE WHEN \(Self.newerHearing) THEN excluded.advertising_event ELSE s.advertising_event END,
+                url = coalesce(excluded.url, s.url)
             """,
             [
                 rows.map(\.beaconID), rows.map(\.siteID), rows.map { PostgresTimestamp(unixMicros: $0.lastSeenMicros) },
@@ -986,8 +993,16 @@ public final class BatchWriter {
                 rows.map(\.temperatureCelsius), rows.map(\.rebootsIn7Days), rows.map(\.status.rawValue),
                 rows.map(\.batteryPercent), rows.map(\.batteryTrendPercentPerDay), rows.map(\.kind),
                 rows.map { PostgresTimestamp(unixMicros: $0.firstSeenMicros) },
+                rows.map { $0.heardAs?.address.map { DeviceAddress(value: $0, kind: .public).description } },
+                rows.map { $0.heardAs?.addressIsRandom }, rows.map { $0.heardAs?.advertisingEvent.map { Int16($0) } },
+                rows.map(\.url),
             ])
     }
+
+    /// The row being upserted was heard, and later than the stored one (or the stored one never was).
+    private static let newerHearing =
+        "excluded.address_random IS NOT NULL AND (s.address_random IS NULL OR excluded.last_seen >= s.last_seen)"
+
 
     private func ensurePartitions(for batches: [DecodedBatch]) throws(PostgresError) {
         var days: Set<Int64> = []

@@ -25,6 +25,25 @@ public struct BeaconHealth: Sendable, Equatable {
     /// The type of the beacon's identity frame, else of its data frames (`ruuvi`, `bthome`, ...).
     public var kind: String?
     public var firstSeenMicros: Int64
+    /// How its latest sighting was sent; nil for a beacon known only from telemetry or GATT reads.
+    public var heardAs: HeardAs?
+    /// The URL of its latest Eddystone-URL frame.
+    public var url: String?
+}
+
+/// The device address and advertising event of a sighting, as the agent reported them.
+public struct HeardAs: Sendable, Equatable {
+    /// Big-endian in the low 48 bits; nil when the site pseudonymises addresses.
+    public var address: UInt64?
+    public var addressIsRandom: Bool
+    /// `AdvertisingReport.advertisingEvent`; nil from agents that do not report it.
+    public var advertisingEvent: UInt16?
+
+    public init(_ key: BeaconKey) {
+        address = key.address == 0 ? nil : key.address
+        addressIsRandom = key.addressIsRandom
+        advertisingEvent = key.advertisingEvent
+    }
 }
 
 /// Fleet health per beacon: last seen, battery level and its trend, days left, reboots. A pure state machine fed
@@ -65,6 +84,8 @@ public struct FleetHealth: Sendable {
         var lastSeenMicros: Int64
         var firstSeenMicros: Int64
         var kind: String?
+        var heardAs: HeardAs?
+        var url: String?
         var batteryMillivolts: Int32?
         var batteryPercent: Double?
         var temperatureCelsius: Double?
@@ -82,20 +103,36 @@ public struct FleetHealth: Sendable {
         self.configuration = configuration
     }
 
-    public mutating func seen(beaconID: String, siteID: String, timeMicros: Int64) {
+    /// A transmission of the beacon; `heardAs` when it was a sighting (its address and event are kept from the
+    /// latest).
+    public mutating func seen(beaconID: String, siteID: String, timeMicros: Int64, heardAs: HeardAs? = nil) {
         if var beacon = beacons[beaconID] {
             if timeMicros < beacon.firstSeenMicros {
                 beacon.firstSeenMicros = timeMicros
-            } else {
-                guard timeMicros > beacon.lastSeenMicros else { return }
+                if beacon.heardAs == nil { beacon.heardAs = heardAs }
+            } else if timeMicros > beacon.lastSeenMicros {
                 beacon.lastSeenMicros = timeMicros
                 beacon.siteID = siteID
+                if let heardAs { beacon.heardAs = heardAs }
+            } else if let heardAs, beacon.heardAs == nil {
+                beacon.heardAs = heardAs
+            } else {
+                return
             }
             beacons[beaconID] = beacon
         } else {
             beacons[beaconID] = Beacon(
-                siteID: siteID, lastSeenMicros: timeMicros, firstSeenMicros: timeMicros, kind: Self.identityKind(of: beaconID))
+                siteID: siteID, lastSeenMicros: timeMicros, firstSeenMicros: timeMicros, kind: Self.identityKind(of: beaconID),
+                heardAs: heardAs)
         }
+        changed.insert(beaconID)
+    }
+
+    /// The URL an Eddystone-URL frame of the beacon carries.
+    public mutating func url(beaconID: String, _ url: String) {
+        guard var beacon = beacons[beaconID], beacon.url != url else { return }
+        beacon.url = url
+        beacons[beaconID] = beacon
         changed.insert(beaconID)
     }
 
@@ -223,7 +260,8 @@ public struct FleetHealth: Sendable {
             batteryMillivolts: beacon.batteryMillivolts, batteryTrendMillivoltsPerDay: trend,
             estimatedDaysLeft: left, temperatureCelsius: beacon.temperatureCelsius,
             rebootsIn7Days: beacon.reboots.count, status: status, batteryPercent: beacon.batteryPercent,
-            batteryTrendPercentPerDay: percentTrend, kind: beacon.kind, firstSeenMicros: beacon.firstSeenMicros)
+            batteryTrendPercentPerDay: percentTrend, kind: beacon.kind, firstSeenMicros: beacon.firstSeenMicros,
+            heardAs: beacon.heardAs, url: beacon.url)
     }
 
     /// The median of the slopes between every pair of points; nil with fewer than two points a day apart.

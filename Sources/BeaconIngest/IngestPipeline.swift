@@ -152,7 +152,7 @@ public struct IngestPipeline: Sendable {
                 SightingRow(
                     timeMicros: time, source: source, beaconID: beaconID, rssi: sighting.rssi,
                     powerAt1mDbm: sighting.beacon.powerAt1mDbm, smoothedRSSI: filtered))
-            health.seen(beaconID: beaconID, siteID: batch.siteID, timeMicros: time)
+            health.seen(beaconID: beaconID, siteID: batch.siteID, timeMicros: time, heardAs: HeardAs(sighting.beacon))
             for content in sighting.frames {
                 dataFrame(content, of: sighting.beacon, beaconID: beaconID, batch: batch, timeMicros: time, into: &output)
             }
@@ -393,7 +393,11 @@ public struct IngestPipeline: Sendable {
     ) {
         let frame: BeaconFrame
         if case .eddystone(let bytes) = content {
-            // TLM and eTLM (decrypted with the pipeline's EID resolutions); URLs have no readings.
+            // TLM and eTLM (decrypted with the pipeline's EID resolutions); a URL is the beacon's, without readings.
+            if bytes.first == Eddystone.urlFrameType {
+                beaconURL(bytes, beaconID: beaconID, into: &output)
+                return
+            }
             guard bytes.first == Eddystone.tlmFrameType,
                 let row = telemetryRow(bytes, beaconID: beaconID, batch: batch, timeMicros: timeMicros)
             else { return }
@@ -432,6 +436,18 @@ public struct IngestPipeline: Sendable {
                 SensorReadingRow(
                     timeMicros: timeMicros, siteID: batch.siteID, agentID: batch.agentID, beaconID: beaconID,
                     reading: reading, frameType: frame.typeName, frameHash: hash, toleranceMicros: tolerance))
+        }
+    }
+
+    /// An Eddystone-URL frame: the beacon's URL in `beacons`; a frame that does not decode is counted like any other.
+    private mutating func beaconURL(_ bytes: [UInt8], beaconID: String, into output: inout PipelineOutput) {
+        do {
+            guard case .eddystoneURL(let frame) = try Eddystone.decode(bytes[...]) else { return }
+            health.kind(beaconID: beaconID, BeaconFrame.eddystoneURL(frame).typeName)
+            health.url(beaconID: beaconID, frame.url)
+        } catch {
+            output.undecodableFrames.append(
+                UndecodableFrame(beaconID: beaconID, reason: error.code.rawValue, message: error.description))
         }
     }
 

@@ -14,12 +14,18 @@ public struct BeaconKey: Hashable, Sendable {
     public var addressIsRandom: Bool
     /// Calibrated power at 1 m, in dBm, when the beacon's frames carry one.
     public var powerAt1mDbm: Int8?
+    /// How the advertisement was sent (`AdvertisingReport.advertisingEvent`); nil when not reported.
+    public var advertisingEvent: UInt16?
 
-    public init(beaconID: String, address: UInt64, addressIsRandom: Bool, powerAt1mDbm: Int8? = nil) {
+    public init(
+        beaconID: String, address: UInt64, addressIsRandom: Bool, powerAt1mDbm: Int8? = nil,
+        advertisingEvent: UInt16? = nil
+    ) {
         self.beaconID = beaconID
         self.address = address
         self.addressIsRandom = addressIsRandom
         self.powerAt1mDbm = powerAt1mDbm
+        self.advertisingEvent = advertisingEvent
     }
 }
 
@@ -212,6 +218,7 @@ public struct BatchBuilder: Sendable {
             beacon.address = key.address
             beacon.addressIsRandom = key.addressIsRandom
             if let power = key.powerAt1mDbm { beacon.powerAt1MDbm = Int32(power) }
+            if let event = key.advertisingEvent { beacon.advertisingEvent = UInt32(event) }
             batch.beacons.append(beacon)
             return index
         }

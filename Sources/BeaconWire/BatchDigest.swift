@@ -55,5 +55,7 @@ private struct ContentDigest {
         add(beacon.address)
         add(UInt64(beacon.addressIsRandom ? 1 : 0))
         add(beacon.powerAt1mDbm.map { UInt64(UInt8(bitPattern: $0)) } ?? 0x100)
+        // Only when reported, so that digests of batches from agents that do not report it stay as they were.
+        if let event = beacon.advertisingEvent { add(0x1_0000 | UInt64(event)) }
     }
 }

@@ -275,10 +275,19 @@ public enum BatchReader {
                 }
                 power = value
             }
+            var event: UInt16?
+            if beacon.hasAdvertisingEvent {
+                guard beacon.advertisingEvent <= AdvertisingReport.advertisingEventBits else {
+                    throw BatchError(
+                        .invalidField,
+                        "beacons[\(index)].advertising_event \(beacon.advertisingEvent) sets bits above the five event-type bits")
+                }
+                event = UInt16(beacon.advertisingEvent)
+            }
             beacons.append(
                 BeaconKey(
                     beaconID: beaconID, address: beacon.address, addressIsRandom: beacon.addressIsRandom,
-                    powerAt1mDbm: power))
+                    powerAt1mDbm: power, advertisingEvent: event))
         }
         var sightings: [Sighting] = []
         sightings.reserveCapacity(count)

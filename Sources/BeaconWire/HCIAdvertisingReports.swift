@@ -18,6 +18,24 @@ public struct AdvertisingReport: Hashable, Sendable {
     /// The controller truncated the data (extended data status 0b10).
     public var isTruncated = false
 
+    /// The five event-type bits of an extended report, without the data status: 0 connectable, 1 scannable,
+    /// 2 directed, 3 scan response, 4 legacy PDU.
+    public static let advertisingEventBits: UInt32 = 0x1F
+
+    /// How the advertisement was sent, in the event-type bits of an extended report whatever the report's kind: a
+    /// legacy report's type maps to the bits Core Vol 4, Part E, §7.7.65.13 gives its PDU (a legacy SCAN_RSP,
+    /// which does not say what it answers, to a scannable one's, 0x1A).
+    public var advertisingEvent: UInt16 {
+        if isExtended { return eventType & UInt16(Self.advertisingEventBits) }
+        switch eventType {
+        case 0: return 0x13  // ADV_IND
+        case 1: return 0x15  // ADV_DIRECT_IND
+        case 2: return 0x12  // ADV_SCAN_IND
+        case 4: return 0x1A  // SCAN_RSP
+        default: return 0x10  // ADV_NONCONN_IND, and types no controller sends
+        }
+    }
+
     public init(
         eventType: UInt16, isExtended: Bool, address: DeviceAddress, rssi: Int8?, data: [UInt8]
     ) {

@@ -83,7 +83,7 @@ struct AgentCommand: AsyncParsableCommand {
     @Option(help: "Hours between GATT polls (default 6).") var gattPollHours: Double?
     @Option(help: "Also read this characteristic (16-bit UUID in hex, such as 2A6E for Temperature) in every GATT poll, from whichever service holds it; numeric ones the ingest knows become sensor readings, the others device information in hex (repeatable).")
     var gattRead: [String] = []
-    @Option(help: "Where /metrics (Prometheus: spool bytes and batches, batches sealed, published, acknowledged, refused and dropped, adverts and sightings, scan restarts) and /healthz (200 while connected to the broker) listen: HOST:PORT, [IPv6]:PORT, or 'none' (the default).")
+    @Option(help: "Where /metrics (Prometheus: spool bytes and batches, batches sealed, published, acknowledged, refused and dropped, adverts and sightings, scan restarts, interruptions and adapter losses) and /healthz (200 while connected to the broker and, with an hci source, scanning) listen: HOST:PORT, [IPv6]:PORT, or 'none' (the default).")
     var metricsListen: String?
     @Option(help: "Log level (default info).") var logLevel: Logger.Level?
 
@@ -113,11 +113,13 @@ struct AgentCommand: AsyncParsableCommand {
         var endpoint: MetricsEndpoint?
         if let metrics, let registry {
             do {
+                let scan = (advertSource as? HCIScanSource)?.status
                 endpoint = try metrics.serve(registry, logger: logger) {
                     let health = agent.health
+                    let scanning = scan.map { #","scanning":\#($0.isScanning)"# } ?? ""
                     return MetricsEndpoint.Health(
-                        healthy: health.brokerConnected,
-                        json: #"{"broker_connected":\#(health.brokerConnected),"pending_batches":\#(health.pendingBatches),"spool_bytes":\#(health.spoolBytes)}"#)
+                        healthy: health.brokerConnected && scan?.isScanning != false,
+                        json: #"{"broker_connected":\#(health.brokerConnected),"pending_batches":\#(health.pendingBatches),"spool_bytes":\#(health.spoolBytes)\#(scanning)}"#)
                 }
             } catch {
                 throw ValidationError("\(error)")

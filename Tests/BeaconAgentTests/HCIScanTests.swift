@@ -9,7 +9,9 @@ import Testing
 
 /// A controller on the other end of a socketpair that speaks H4-framed HCI: it answers every command with
 /// Command Complete (or the status it is told to refuse with), reports extended scanning support or not, and
-/// once scanning is enabled sends the advertising events it was given.
+/// once scanning is enabled sends the advertising events it was given. Scanned with the extended commands, it
+/// reports legacy advertisements as a BT 5 controller does (the kernel's emulated ones included): in LE Extended
+/// Advertising Reports with the legacy bit and the PDU's event bits, never in legacy reports.
 final class FakeController: Sendable {
     struct State {
         var commands: [[UInt8]] = []
@@ -28,6 +30,7 @@ final class FakeController: Sendable {
         hostSocket = HCISocket(descriptor: pair[0])
         descriptor = pair[1]
         let descriptor = pair[1]
+        let events = extended ? events.flatMap(Self.extendedReports(ofLegacy:)) : events
         Thread.detachNewThread { [self] in
             var buffer = [UInt8](repeating: 0, count: 1024)
             var toSend: [[UInt8]] = []
@@ -69,6 +72,28 @@ final class FakeController: Sendable {
         stopped.withLock { $0 = true }
         finished.wait()
         close(descriptor)
+    }
+
+    /// Sends an event as if the controller produced it unasked (another program's command completing).
+    func send(_ event: [UInt8]) {
+        _ = event.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+    }
+
+    /// An H4 LE Advertising Report event as the LE Extended Advertising Reports a BT 5 controller sends instead
+    /// (Core Vol 4, Part E, §7.7.65.13: legacy PDUs keep their type in the event bits, with bit 4 set).
+    static func extendedReports(ofLegacy event: [UInt8]) -> [[UInt8]] {
+        var decoder = AdvertisingReportDecoder()
+        guard event.count > 3, event[3] == AdvertisingReportDecoder.legacyReportSubevent,
+            let reports = try? decoder.reports(fromEvent: Array(event.dropFirst()))
+        else { return [event] }
+        return reports.map { report in
+            let type = report.advertisingEvent
+            var parameters: [UInt8] = [AdvertisingReportDecoder.extendedReportSubevent, 1, UInt8(type), 0]
+            parameters += [report.address.kind == .random ? 1 : 0] + report.address.hciBytes
+            parameters += [0x01, 0x00, 0xFF, 0x7F, UInt8(bitPattern: report.rssi ?? 127), 0, 0, 0] + [UInt8](repeating: 0, count: 6)
+            parameters += [UInt8(report.data.count)] + report.data
+            return [0x04, AdvertisingReportDecoder.leMetaEvent, UInt8(parameters.count)] + parameters
+        }
     }
 
     var enables: Int { state.withLock { $0.enables } }
@@ -116,11 +141,16 @@ func advertisingEvents(_ name: String, limit: Int) throws -> [[UInt8]] {
     @Test func extendedScanningOnABluetooth5Controller() throws {
         let events = try advertisingEvents("mabip-btsnoop_hci.log", limit: 40)
         var decoder = AdvertisingReportDecoder()
-        let expected = try events.flatMap { try decoder.reports(fromEvent: Array($0.dropFirst())) }
+        let legacy = try events.flatMap { try decoder.reports(fromEvent: Array($0.dropFirst())) }
         let controller = FakeController(extended: true, events: events)
-        let result = scan(controller) { $0.count >= expected.count }
+        let result = scan(controller) { $0.count >= legacy.count }
         #expect(result.error == nil)
-        #expect(result.reports.map(\.report) == expected)
+        // The same advertisements, now in extended reports: same addresses, data, RSSI and advertising event.
+        let reports = result.reports.map(\.report)
+        #expect(reports.allSatisfy(\.isExtended) && reports.count == legacy.count)
+        #expect(reports.map(\.address) == legacy.map(\.address) && reports.map(\.data) == legacy.map(\.data))
+        #expect(reports.map(\.rssi) == legacy.map(\.rssi))
+        #expect(reports.map(\.advertisingEvent) == legacy.map(\.advertisingEvent))
         // Supported commands first, then only extended commands, and scanning off again at the end.
         #expect(controller.opcodes == [0x1002, 0x2042, 0x2041, 0x2042, 0x2042])
         let commands = controller.commands
@@ -157,6 +187,29 @@ func advertisingEvents(_ name: String, limit: Int) throws -> [[UInt8]] {
         #expect(message.contains("LE Set Scan Parameters"))
         #expect(message.contains("Command Disallowed"))
         #expect(controller.opcodes == [0x1002, 0x200C, 0x200B])
+    }
+
+    /// The kernel hands every raw socket the Command Complete of every command, whoever sent it: a scan enable or
+    /// parameters the agent did not send means another program (bluetoothd's discovery, hcitool) took the scan.
+    /// Once it has been quiet for the settle time the agent sets its own scan again; a refused foreign command
+    /// changed nothing and is ignored.
+    @Test func aScanAnotherProgramChangedIsSetAgain() throws {
+        let events = try advertisingEvents("wban-python-btsnoop_hci.log", limit: 3)
+        let controller = FakeController(extended: false, events: events)
+        let sent = Mutex(false)
+        let result = scan(controller, configure: { $0.settleAfterChangeElsewhere = .milliseconds(200) }) { reports in
+            guard reports.count >= 3 else { return false }
+            if !sent.withLock({ $0 }) {
+                sent.withLock { $0 = true }
+                // Refused (Command Disallowed), then one that went through: scanning disabled elsewhere.
+                controller.send([0x04, 0x0E, 4, 1, 0x0B, 0x20, 0x0C])
+                controller.send([0x04, 0x0E, 4, 1, 0x0C, 0x20, 0x00])
+            }
+            return controller.enables >= 2 && reports.count >= 6
+        }
+        #expect(result.error == nil)
+        #expect(controller.opcodes == [0x1002, 0x200C, 0x200B, 0x200C, 0x200C, 0x200B, 0x200C, 0x200C])
+        #expect(result.reports.count == 6)
     }
 
     @Test func theWatchdogRestartsAScanThatWentQuiet() throws {

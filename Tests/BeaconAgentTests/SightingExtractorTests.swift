@@ -66,6 +66,19 @@ func bytesFromHex(_ hex: String) -> [UInt8] {
         #expect(late.beacon.beaconID == "mac:C0:FF:EE:00:00:01")
     }
 
+    /// The advertising event is the sighting's own: a TLM sent in a connectable advertisement joins the UID heard
+    /// from the same address as non-connectable, and keeps its event.
+    @Test func eachSightingSaysHowItsAdvertisementWasSent() throws {
+        var extractor = SightingExtractor()
+        let identity = try extractor.sighting(of: report(uid), timeMicros: 1).get()
+        #expect(identity.beacon.advertisingEvent == 0x10)
+        var connectable = report(tlm)
+        connectable.eventType = 0x00  // ADV_IND
+        let telemetry = try extractor.sighting(of: connectable, timeMicros: 2).get()
+        #expect(telemetry.beacon.beaconID == identity.beacon.beaconID && telemetry.beacon.advertisingEvent == 0x13)
+        #expect(try extractor.sighting(of: report(uid), timeMicros: 3).get().beacon == identity.beacon)
+    }
+
     @Test func unknownDevicesMalformedAdvertsAndFilters() throws {
         var extractor = SightingExtractor()
         #expect(extractor.skip(report(phone)) == .unknownDevice)

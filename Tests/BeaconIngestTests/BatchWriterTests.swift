@@ -209,6 +209,47 @@ struct BatchWriterTests {
         #expect(try connection.query("SELECT sum(sightings) FROM beaconflow.sightings_minute WHERE minute = '2026-01-01T00:00:00Z'") == [["200"]])
     }
 
+    /// `beacons` says how each beacon was last heard (address, address type, advertising event, from its newest
+    /// sighting, whichever batch brings it) and the URL of its Eddystone-URL frames.
+    @Test func theBeaconsViewSaysHowEachBeaconWasLastHeard() async throws {
+        let server = try await PostgresServer.start()
+        let connection = try PostgresConnection(server.conninfo)
+        try Migrator.migrate(connection, logger: Logger(label: "test"))
+        let writer = BatchWriter(connection: connection, pipeline: IngestPipeline(sites: try SitesConfiguration.parse(testSites)))
+        let uid = BeaconKey(
+            beaconID: "eddystone:0102030405060708090a:0000000000a1", address: 0xC0FF_EE00_0001, addressIsRandom: true,
+            powerAt1mDbm: -62, advertisingEvent: 0x10)
+        var extended = uid
+        extended.advertisingEvent = 0x00
+        let phone = BeaconKey(beaconID: "mac:00:1A:7D:DA:71:13", address: 0x001A_7DDA_7113, addressIsRandom: false)
+        let start: Int64 = 1_767_225_600_000_000
+        func batch(_ sequence: UInt64, _ sightings: [Sighting]) throws -> DecodedBatch {
+            var builder = BatchBuilder(siteID: "hq", agentID: "hq-a1", bootID: 1)
+            for sighting in sightings { _ = builder.add(sighting, nowNanoseconds: 0) }
+            let sealed = builder.seal(sequence: sequence, firstUnacknowledgedSequence: sequence, agentClockMicros: start)
+            return try BatchReader.decode(try #require(sealed).wireBytes())
+        }
+        // "https://example.com/" in Eddystone-URL's encoding.
+        let url = DataFrameContent.eddystone([0x10, 0xEB, 0x03] + Array("example".utf8) + [0x00])
+        _ = try writer.commit(
+            [try batch(1, [
+                Sighting(timeMicros: start, beacon: uid, rssi: -60),
+                Sighting(timeMicros: start + 1_000_000, beacon: extended, rssi: -60, data: url),
+                Sighting(timeMicros: start, beacon: phone, rssi: -70),
+            ])], nowMicros: start)
+        // A later batch with an older sighting (another agent's, late) changes nothing.
+        var late = try batch(1, [Sighting(timeMicros: start + 500_000, beacon: uid, rssi: -65)])
+        late.agentID = "hq-a2"
+        _ = try writer.commit([late], nowMicros: start)
+        let columns = "beacon_id, kind, address::text, address_type, advertising_event, url"
+        #expect(
+            try connection.query("SELECT \(columns) FROM beaconflow.beacons ORDER BY 1") == [
+                ["eddystone:0102030405060708090a:0000000000a1", "eddystone-uid", "c0:ff:ee:00:00:01", "random", "ext",
+                 "https://example.com/"],
+                ["mac:00:1A:7D:DA:71:13", nil, "00:1a:7d:da:71:13", "public", nil, nil],
+            ])
+    }
+
     @Test func aBatchThatFailsLeavesNothingBehindAndCanBeSentAgain() async throws {
         let server = try await PostgresServer.start()
         let connection = try PostgresConnection(server.conninfo)

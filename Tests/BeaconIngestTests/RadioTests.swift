@@ -1,3 +1,4 @@
+import BeaconWire
 import Foundation
 import LibPQ
 import LocalServers
@@ -16,33 +17,50 @@ let radioVMReady = FileManager.default.fileExists(atPath: repositoryRoot + "/.bu
     .enabled(if: beaconflowExecutable != nil, "the beaconflow executable is not built"),
     .timeLimit(.minutes(5)), .serialized)
 struct RadioTests {
-    /// Advertising data, as hex, and whether it goes out in a legacy PDU (ADV_NONCONN_IND) or an extended one.
+    /// One advertising set the test enables on hci1: its data as hex, its PDUs (legacy or extended, and which), its
+    /// address, and what the scan response carries.
     struct Advert {
         var name: String
-        var legacy: Bool
+        /// LE Set Extended Advertising Parameters' properties: 0x0010 ADV_NONCONN_IND, 0x0012 ADV_SCAN_IND, 0x0000
+        /// an extended non-connectable, non-scannable advertisement.
+        var properties: UInt16
         var data: String
         /// A random static address (big-endian hex) instead of the controller's public one.
         var randomAddress: String?
+        var scanResponse: String?
+
+        var isLegacy: Bool { properties & 0x10 != 0 }
     }
 
+    /// hci1's public address, as btvirt numbers its controllers.
+    static let advertiserAddress: UInt64 = 0x00AA_0101_0001
+
     static let adverts = [
-        // iBeacon e2c56db5-dffb-48d2-b060-d0f5a71096e0, major 7, minor 9, power -59 dBm.
-        Advert(name: "ibeacon", legacy: true, data: "0201061aff4c000215e2c56db5dffb48d2b060d0f5a71096e000070009c5"),
-        // Eddystone-UID 0102030405060708090a / 0000000000e1, power at 0 m -20 dBm.
-        Advert(name: "eddystone-uid", legacy: false, data: "0201060303aafe1716aafe00ec0102030405060708090a0000000000e10000"),
+        // iBeacon e2c56db5-dffb-48d2-b060-d0f5a71096e0, major 7, minor 9, power -59 dBm, in ADV_NONCONN_IND.
+        Advert(name: "ibeacon", properties: 0x0010, data: "0201061aff4c000215e2c56db5dffb48d2b060d0f5a71096e000070009c5"),
+        // Eddystone-UID 0102030405060708090a / 0000000000e1, power at 0 m -20 dBm, in an extended advertisement
+        // (btvirt 5.66 fails, and its controllers vanish, when an extended set's data is longer than 31 bytes).
+        Advert(name: "eddystone-uid", properties: 0x0000, data: "0201060303aafe1716aafe00ec0102030405060708090a0000000000e10000"),
         // Eddystone-TLM alone (3000 mV, 24.5 °C, count 256, uptime 51.2 s) from random static C0:FF:EE:00:00:42:
         // known by its address only.
         Advert(
-            name: "eddystone-tlm", legacy: false, data: "0201060303aafe1116aafe20000bb818800000010000000200",
+            name: "eddystone-tlm", properties: 0x0000, data: "0201060303aafe1116aafe20000bb818800000010000000200",
             randomAddress: "c0ffee000042"),
+        // Eddystone-URL https://example.com/ in ADV_SCAN_IND from random static C0:FF:EE:00:00:43, and a BTHome v2
+        // sensor (battery 93 %, 22.51 °C) in its scan response: the agent scans actively.
+        Advert(
+            name: "eddystone-url", properties: 0x0012, data: "0201060303aafe0e16aafe10eb036578616d706c6500",
+            randomAddress: "c0ffee000043", scanResponse: "0916d2fc40015d02cb08"),
     ]
 
     /// The guest's script: controllers up with LE on, the agent scanning hci0, each advert enabled once on hci1 (the
     /// emulated controller reports an advertiser once per enable), then the agent stopped, which waits for the
     /// ingest's acknowledgement of everything spooled.
     @Test func theAdvertsAreWholeBytesThatFitTheirPDUs() {
-        for advert in Self.adverts {
-            #expect(advert.data.count % 2 == 0 && advert.data.count / 2 <= (advert.legacy ? 31 : 251), "\(advert.name)")
+        for advert in Self.adverts + [Self.afterTheCycle] {
+            for data in [advert.data, advert.scanResponse ?? ""] {
+                #expect(data.count % 2 == 0 && data.count / 2 <= (advert.isLegacy ? 31 : 251), "\(advert.name)")
+            }
         }
     }
 
@@ -58,17 +76,67 @@ struct RadioTests {
         case unprivileged
         /// Alone, and the scanning adapter is powered off and on after the adverts; one more advert follows.
         case adapterCycled
+        /// Alone, and both controllers are removed (btvirt stopped) and added again (btvirt started) after the
+        /// adverts; one more advert follows.
+        case controllerReplaced
+        /// Alone, and another program takes the scan after the adverts (disables it, sets its own parameters,
+        /// enables it with duplicate filtering, as bluetoothd's discovery does); one more advert follows.
+        case scanTakenOver
+
+        /// One more advert follows the fault.
+        var advertisesAgain: Bool { self == .adapterCycled || self == .controllerReplaced || self == .scanTakenOver }
     }
 
     /// What the test advertises once the adapter is back: iBeacon major 7, minor 10.
     static let afterTheCycle = Advert(
-        name: "ibeacon-after", legacy: true, data: "0201061aff4c000215e2c56db5dffb48d2b060d0f5a71096e00007000ac5")
+        name: "ibeacon-after", properties: 0x0010, data: "0201061aff4c000215e2c56db5dffb48d2b060d0f5a71096e00007000ac5")
+
+    /// A sighting as the batches carry it, without its time and RSSI.
+    struct HeardAdvert: Hashable, CustomStringConvertible {
+        var beacon: BeaconKey
+        var frames: [DataFrameContent]
+
+        var description: String {
+            "\(beacon.beaconID) \(DeviceAddress(value: beacon.address, kind: beacon.addressIsRandom ? .random : .public)) "
+                + "event \(beacon.advertisingEvent.map { String($0, radix: 16) } ?? "-") power \(beacon.powerAt1mDbm.map(String.init) ?? "-") \(frames)"
+        }
+    }
+
+    static func heard(
+        _ beaconID: String, random: String? = nil, event: UInt16, power: Int8? = nil, _ frames: [DataFrameContent] = []
+    ) -> HeardAdvert {
+        let address = random.map { UInt64($0, radix: 16)! } ?? advertiserAddress
+        return HeardAdvert(
+            beacon: BeaconKey(
+                beaconID: beaconID, address: address, addressIsRandom: random != nil, powerAt1mDbm: power,
+                advertisingEvent: event),
+            frames: frames)
+    }
+
+    /// What the adverts give in the batches: identity frames as the beacon's id and power, the frames without
+    /// identity as their bytes; legacy PDUs with their PDU's event bits (ADV_NONCONN_IND 0x10, ADV_SCAN_IND 0x12,
+    /// SCAN_RSP 0x1A), the extended ones with 0x00.
+    static let expectedSightings = [
+        heard("ibeacon:e2c56db5-dffb-48d2-b060-d0f5a71096e0:7:9", event: 0x10, power: -59),
+        heard("eddystone:0102030405060708090a:0000000000e1", event: 0x00, power: -61),
+        heard(
+            "mac:C0:FF:EE:00:00:42", random: "c0ffee000042", event: 0x00,
+            [.eddystone(try! [UInt8](hex: "20000bb818800000010000000200"))]),
+        heard(
+            "mac:C0:FF:EE:00:00:43", random: "c0ffee000043", event: 0x12,
+            [.eddystone(try! [UInt8](hex: "10eb036578616d706c6500"))]),
+        heard(
+            "mac:C0:FF:EE:00:00:43", random: "c0ffee000043", event: 0x1A,
+            [.serviceData(uuid16: 0xFCD2, try! [UInt8](hex: "40015d02cb08"))]),
+    ]
+    static let expectedAfterTheCycle = heard("ibeacon:e2c56db5-dffb-48d2-b060-d0f5a71096e0:7:10", event: 0x10, power: -59)
 
     static func guestScript(brokerPort: Int, executable: String, setup: Setup = .alone) -> String {
         let bluetoothd = setup == .besideBluetoothd
         var script = """
             set -u
             btvirt -l2 > btvirt.log 2>&1 &
+            btvirt=$!
             for attempt in $(seq 1 40); do [ -e /sys/class/bluetooth/hci1 ] && break; sleep 0.25; done
             for index in 0 1; do
                 btmgmt --index $index power off && btmgmt --index $index le on && btmgmt --index $index power on
@@ -86,7 +154,7 @@ struct RadioTests {
         }
         let agentCommand = """
             \(executable) agent --site hq --agent hq-a1 --source hci:hci0 --broker mqtt://10.0.2.2:\(brokerPort) \\
-                --spool /tmp/spool --batch-max-age-ms 200 --ack-timeout 2 --drain-timeout 60 --log-level debug
+                --metrics-listen 127.0.0.1:9465 --active --spool /tmp/spool --batch-max-age-ms 200 --ack-timeout 2 --drain-timeout 60 --log-level debug
             """
         var runAs = ""
         if setup == .unprivileged {
@@ -104,11 +172,13 @@ struct RadioTests {
             for attempt in $(seq 1 80); do grep -q "Scanning" agent.log && break; sleep 0.25; done
             # handle 0; properties; intervals 1.28 s; channels 37-39; public address; no peer; no filter; any power;
             # 1M primary and secondary PHYs; SID 0; no scan request notifications.
-            # $1 properties, $2 own address type, $3 the random address (little-endian) or nothing, $4 the data.
+            # $1 properties, $2 own address type, $3 the random address (little-endian) or nothing, $4 the data,
+            # $5 the scan response or nothing (each as its length and bytes).
             advertise() {
                 hcitool -i hci1 cmd 0x08 0x0036 00 $1 00 08 00 00 08 00 07 $2 00 00 00 00 00 00 00 00 7f 01 00 01 00 00 > /dev/null
                 [ -z "$3" ] || hcitool -i hci1 cmd 0x08 0x0035 00 $3 > /dev/null
                 hcitool -i hci1 cmd 0x08 0x0037 00 03 01 $4 > /dev/null
+                [ -z "$5" ] || hcitool -i hci1 cmd 0x08 0x0038 00 03 01 $5 > /dev/null
                 hcitool -i hci1 cmd 0x08 0x0039 01 01 00 00 00 00 > /dev/null
                 sleep 1
                 hcitool -i hci1 cmd 0x08 0x0039 00 01 00 00 00 00 > /dev/null
@@ -119,28 +189,67 @@ struct RadioTests {
         func pairs(_ hex: String) -> [String] {
             stride(from: 0, to: hex.count, by: 2).map { String(hex[hex.index(hex.startIndex, offsetBy: $0)...].prefix(2)) }
         }
+        /// HCI data: its length, then its bytes.
+        func lengthAndBytes(_ hex: String?) -> String {
+            guard let hex else { return "" }
+            let bytes = pairs(hex)
+            return String(format: "%02x ", bytes.count) + bytes.joined(separator: " ")
+        }
         func advertise(_ advert: Advert) {
-            let bytes = pairs(advert.data)
             script += "echo advertising \(advert.name)\n"
-            // HCI takes an address little-endian.
+            // HCI takes numbers and addresses little-endian.
             let address = advert.randomAddress.map { pairs($0).reversed().joined(separator: " ") }
-            script += "advertise \"\(advert.legacy ? "10 00" : "00 00")\" \(address == nil ? "00" : "01") \"\(address ?? "")\" "
-            script += "\"\(String(format: "%02x", bytes.count)) \(bytes.joined(separator: " "))\"\n"
+            let properties = String(format: "%02x %02x", advert.properties & 0xFF, advert.properties >> 8)
+            script += "advertise \"\(properties)\" \(address == nil ? "00" : "01") \"\(address ?? "")\" "
+            script += "\"\(lengthAndBytes(advert.data))\" \"\(lengthAndBytes(advert.scanResponse))\"\n"
         }
         for advert in adverts { advertise(advert) }
-        if setup == .adapterCycled {
-            // The scanning adapter powered off and on: the agent must find it gone and scan again by itself.
+        // The agent must find the fault, say why, scan again by itself, and say so in /healthz meanwhile.
+        let healthz = "curl -s -w ' %{http_code}\\n' http://127.0.0.1:9465/healthz"
+        switch setup {
+        case .adapterCycled:
             script += """
                 btmgmt --index 0 power off > /dev/null 2>&1
                 sleep 1
+                \(healthz) > healthz-lost.log 2>&1
                 btmgmt --index 0 power on > /dev/null 2>&1
+
+                """
+        case .controllerReplaced:
+            script += """
+                kill $btvirt; wait $btvirt
+                for attempt in $(seq 1 40); do [ -e /sys/class/bluetooth/hci0 ] || break; sleep 0.25; done
+                sleep 1
+                \(healthz) > healthz-lost.log 2>&1
+                btvirt -l2 > btvirt-again.log 2>&1 &
+                for attempt in $(seq 1 40); do [ -e /sys/class/bluetooth/hci1 ] && break; sleep 0.25; done
+                for index in 0 1; do
+                    btmgmt --index $index power off && btmgmt --index $index le on && btmgmt --index $index power on
+                done >> btmgmt.log 2>&1
+
+                """
+        case .scanTakenOver:
+            // LE Set Extended Scan Enable off; Parameters: active, 30 ms; Enable with duplicate filtering.
+            script += """
+                hcitool -i hci0 cmd 0x08 0x0042 00 00 00 00 00 00 > /dev/null
+                hcitool -i hci0 cmd 0x08 0x0041 00 00 01 01 30 00 30 00 > /dev/null
+                hcitool -i hci0 cmd 0x08 0x0042 01 01 00 00 00 00 > /dev/null
+
+                """
+        case .alone, .besideBluetoothd, .unprivileged:
+            break
+        }
+        if setup.advertisesAgain {
+            script += """
                 for attempt in $(seq 1 80); do [ "$(grep -c Scanning agent.log)" -ge 2 ] && break; sleep 0.25; done
+                \(healthz) > healthz-back.log 2>&1
 
                 """
             advertise(afterTheCycle)
         }
         script += """
             sleep 1
+            curl -s http://127.0.0.1:9465/metrics > metrics.log 2>&1
             kill -TERM $agent
             wait $agent
             status=$?
@@ -157,6 +266,10 @@ struct RadioTests {
     func theAgentScansLegacyAndExtendedAdvertsThroughTheRealStackIntoPostgreSQL(setup: Setup) async throws {
         let executable = try #require(beaconflowExecutable)
         let harness = try await IngestHarness.start()
+        // Every batch as the broker carries it, beside the ingest.
+        let (listener, events) = try await harness.client(id: "radio-listener")
+        defer { listener.stop() }
+        try listener.subscribe(topic: "beaconflow/v1/hq/hq-a1/batch")
         let work = try makeTemporaryDirectory(prefix: "radio")
         defer { try? FileManager.default.removeItem(atPath: work) }
         try Self.guestScript(brokerPort: harness.broker.port, executable: executable, setup: setup)
@@ -167,22 +280,56 @@ struct RadioTests {
         let guest = (try? String(contentsOfFile: work + "/guest.log", encoding: .utf8)) ?? ""
         let agent = (try? String(contentsOfFile: work + "/agent.log", encoding: .utf8)) ?? ""
         #expect(run.status == 0, "VM: \(run.errors)\nguest:\n\(guest)\nagent:\n\(agent.suffix(3000))")
-        let beacons = try harness.query("SELECT DISTINCT beacon_id, tx_power FROM beaconflow.sightings WHERE agent_id = 'hq-a1' ORDER BY 1")
-        // Eddystone's power is at 0 m: 41 dB more than at 1 m.
-        var expected: [[String?]] = [
-            ["eddystone:0102030405060708090a:0000000000e1", "-61"],
-            ["ibeacon:e2c56db5-dffb-48d2-b060-d0f5a71096e0:7:9", "-59"],
-            ["mac:C0:FF:EE:00:00:42", nil],
+
+        // In the batches: each advertisement with its address, address type, advertising event and content.
+        var expected = Self.expectedSightings
+        if setup.advertisesAgain { expected.append(Self.expectedAfterTheCycle) }
+        let sent = events.all.compactMap { event -> DecodedBatch? in
+            guard case .message(_, let payload, _) = event else { return nil }
+            return try? BatchReader.decode(payload)
+        }
+        let heard = Set(sent.flatMap(\.sightings).map { HeardAdvert(beacon: $0.beacon, frames: $0.frames) })
+        #expect(heard == Set(expected), "missing \(Set(expected).subtracting(heard)), unexpected \(heard.subtracting(expected))\nguest:\n\(guest)\nagent:\n\(agent.suffix(3000))")
+
+        // In PostgreSQL, through the ingest.
+        let beacons = try harness.query(
+            "SELECT beacon_id, kind, address::text, address_type, advertising_event, url FROM beaconflow.beacons ORDER BY 1")
+        var expectedBeacons: [[String?]] = [
+            ["eddystone:0102030405060708090a:0000000000e1", "eddystone-uid", "00:aa:01:01:00:01", "public", "ext", nil],
+            ["ibeacon:e2c56db5-dffb-48d2-b060-d0f5a71096e0:7:9", "ibeacon", "00:aa:01:01:00:01", "public", "adv_nonconn_ind", nil],
+            ["mac:C0:FF:EE:00:00:42", "eddystone-tlm", "c0:ff:ee:00:00:42", "random", "ext", nil],
+            // The URL frame waited for an identity frame from its address until the agent stopped: its type came last.
+            ["mac:C0:FF:EE:00:00:43", "eddystone-url", "c0:ff:ee:00:00:43", "random", "scan_rsp", "https://example.com/"],
         ]
-        if setup == .adapterCycled { expected.insert(["ibeacon:e2c56db5-dffb-48d2-b060-d0f5a71096e0:7:10", "-59"], at: 1) }
-        #expect(beacons == expected, "agent:\n\(agent.suffix(3000))")
+        if setup.advertisesAgain {
+            expectedBeacons.insert(
+                ["ibeacon:e2c56db5-dffb-48d2-b060-d0f5a71096e0:7:10", "ibeacon", "00:aa:01:01:00:01", "public", "adv_nonconn_ind", nil], at: 1)
+        }
+        #expect(beacons == expectedBeacons, "agent:\n\(agent.suffix(3000))")
+        // Eddystone's power is at 0 m: 41 dB more than at 1 m.
+        let powers = try harness.query("SELECT DISTINCT beacon_id, tx_power FROM beaconflow.sightings WHERE tx_power IS NOT NULL ORDER BY 1")
+        #expect(powers.first == ["eddystone:0102030405060708090a:0000000000e1", "-61"] && powers.dropFirst().allSatisfy { $0[1] == "-59" })
         let telemetry = try harness.query("SELECT beacon_id, battery_mv, temperature_c, adv_count, uptime_s FROM beaconflow.telemetry")
         #expect(telemetry == [["mac:C0:FF:EE:00:00:42", "3000", "24.5", "256", "51.2"]], "\(telemetry)\nguest:\n\(guest)\nagent:\n\(agent.suffix(4000))")
+        let readings = try harness.query(
+            "SELECT beacon_id, quantity, value, unit FROM beaconflow.sensor_readings WHERE beacon_id LIKE '%:43' ORDER BY 2")
+        #expect(readings == [["mac:C0:FF:EE:00:00:43", "battery", "93", "percent"], ["mac:C0:FF:EE:00:00:43", "temperature", "22.51", "celsius"]])
+        func file(_ name: String) -> String { (try? String(contentsOfFile: work + "/" + name, encoding: .utf8)) ?? "" }
+        let metrics = file("metrics.log")
+        if setup.advertisesAgain {
+            #expect(file("healthz-back.log").contains(#""scanning":true}"#) && file("healthz-back.log").hasSuffix(" 200\n"), "\(file("healthz-back.log"))")
+        }
         switch setup {
         case .alone:
             break
-        case .adapterCycled:
-            #expect(agent.contains("Adapter lost; scanning resumes when it is back") && agent.contains("was powered off"), "\(agent)")
+        case .adapterCycled, .controllerReplaced:
+            #expect(agent.contains("Adapter lost; scanning resumes when it is back"), "\(agent)")
+            if setup == .adapterCycled { #expect(agent.contains("was powered off"), "\(agent)") }
+            #expect(file("healthz-lost.log").contains(#""scanning":false}"#) && file("healthz-lost.log").hasSuffix(" 503\n"), "\(file("healthz-lost.log"))")
+            #expect(metrics.contains("beaconflow_agent_adapter_losses_total 1"), "\(metrics)")
+        case .scanTakenOver:
+            #expect(agent.contains("Another program changed or stopped the scan; scanning again with the agent's settings"), "\(agent)")
+            #expect(metrics.contains("beaconflow_agent_scan_interruptions_total 1"), "\(metrics)")
         case .besideBluetoothd:
             let listed = (try? String(contentsOfFile: work + "/bluetoothctl.log", encoding: .utf8)) ?? ""
             #expect(listed.contains("Controller 00:AA:01:00:00:00"), "bluetoothd manages hci0: \(listed)")

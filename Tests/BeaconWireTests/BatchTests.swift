@@ -119,6 +119,27 @@ func seal(_ sightings: [Sighting], configuration: BatchBuilder.Configuration = .
         #expect(second == nil)
     }
 
+    /// A beacon heard as two advertising events is two dictionary entries; each sighting keeps its own, and a
+    /// beacon without one (an agent that does not report it) stays without.
+    @Test func eachSightingKeepsItsAdvertisingEvent() throws {
+        let uid = BeaconKey(beaconID: "eddystone:0102030405060708090a:0000000000a1", address: 0xC0FF_EE00_0001, addressIsRandom: true)
+        var nonconnectable = uid
+        nonconnectable.advertisingEvent = 0x10
+        var extended = uid
+        extended.advertisingEvent = 0x00
+        let sightings = [
+            Sighting(timeMicros: 1_700_000_000_000_000, beacon: nonconnectable, rssi: -60),
+            Sighting(timeMicros: 1_700_000_000_000_100, beacon: extended, rssi: -61, data: .eddystone([0x20, 0x00])),
+            Sighting(timeMicros: 1_700_000_000_000_200, beacon: uid, rssi: -62),
+        ]
+        var builder = BatchBuilder(siteID: "hq", agentID: "hq-a1", bootID: 1)
+        for sighting in sightings { _ = builder.add(sighting, nowNanoseconds: 0) }
+        let sealed = builder.seal(sequence: 1, firstUnacknowledgedSequence: 1, agentClockMicros: 0)
+        let wire = try #require(sealed)
+        #expect(wire.beacons.map(\.hasAdvertisingEvent) == [true, true, false])
+        #expect(try BatchReader.decode(try wire.wireBytes()).sightings == sightings)
+    }
+
     @Test func badBatchesAreRefusedWithTheirReason() throws {
         var valid = WireBatch()
         valid.formatVersion = 1
@@ -155,6 +176,7 @@ func seal(_ sightings: [Sighting], configuration: BatchBuilder.Configuration = .
             (.invalidField, { $0.sightingTimeDeltaUs = [UInt64.max] }),
             (.invalidField, { $0.beacons[0].address = 1 << 48 }),
             (.invalidField, { $0.beacons[0].powerAt1MDbm = 200 }),
+            (.invalidField, { $0.beacons[0].advertisingEvent = 0x20 }),  // a data-status bit
             (.invalidField, { $0.dataFrames = [Beaconflow_V1_DataFrame()] }),
             (.inconsistentColumns, { var frame = Beaconflow_V1_DataFrame(); frame.sighting = 1; frame.eddystone = Data([0x20]); $0.dataFrames = [frame] }),
         ]

@@ -96,6 +96,22 @@ import Testing
         #expect(advert.first?.data == [2, 1, 6, 3, 0xFF, 0x59, 0x00])
     }
 
+    /// Legacy report types map to the extended event bits Core Vol 4, Part E, §7.7.65.13 gives their PDUs; an
+    /// extended report keeps its bits without the data status.
+    @Test func everyReportSaysHowItWasSentInExtendedEventBits() throws {
+        let address = DeviceAddress(value: 1, kind: .public)
+        let legacy: [(UInt16, UInt16)] = [(0, 0x13), (1, 0x15), (2, 0x12), (3, 0x10), (4, 0x1A)]
+        for (type, bits) in legacy {
+            let report = AdvertisingReport(eventType: type, isExtended: false, address: address, rssi: -60, data: [])
+            #expect(report.advertisingEvent == bits, "legacy type \(type)")
+        }
+        var decoder = AdvertisingReportDecoder()
+        let reports = try decoder.reports(fromEvent: extendedEvent(status: 2, data: [2, 1, 6], type: 0x001B))
+        #expect(reports.map(\.advertisingEvent) == [0x1B])
+        let extended = try decoder.reports(fromEvent: extendedEvent(status: 0, data: [2, 1, 6], type: 0x0000))
+        #expect(extended.map(\.advertisingEvent) == [0x00])
+    }
+
     @Test func truncatedExtendedData() throws {
         var decoder = AdvertisingReportDecoder()
         _ = try decoder.reports(fromEvent: extendedEvent(status: 1, data: [2, 1]))

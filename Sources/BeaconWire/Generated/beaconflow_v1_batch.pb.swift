@@ -128,11 +128,27 @@ public nonisolated struct Beaconflow_V1_Beacon: Sendable {
   /// hold. Added within format version 1: agents that send beacon_id keep working.
   public var identity: Data = Data()
 
+  /// How the advertisement was sent, as the event-type bits of an LE Extended Advertising Report (Core
+  /// Specification Vol 4, Part E, 7.7.65.13) without the data status: bit 0 connectable, 1 scannable, 2 directed,
+  /// 3 scan response, 4 legacy PDU. A legacy report's type maps to the bits the specification gives for it
+  /// (ADV_IND 0x13, ADV_DIRECT_IND 0x15, ADV_SCAN_IND 0x12, ADV_NONCONN_IND 0x10, SCAN_RSP 0x1A). Sightings of one
+  /// beacon sent as different events name different entries. Absent from agents that do not report it. Added
+  /// within format version 1.
+  public var advertisingEvent: UInt32 {
+    get {_advertisingEvent ?? 0}
+    set {_advertisingEvent = newValue}
+  }
+  /// Returns true if `advertisingEvent` has been explicitly set.
+  public var hasAdvertisingEvent: Bool {self._advertisingEvent != nil}
+  /// Clears the value of `advertisingEvent`. Subsequent reads from it will return its default value.
+  public mutating func clearAdvertisingEvent() {self._advertisingEvent = nil}
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
 
   fileprivate var _powerAt1MDbm: Int32? = nil
+  fileprivate var _advertisingEvent: UInt32? = nil
 }
 
 public nonisolated struct Beaconflow_V1_DataFrame: Sendable {
@@ -343,7 +359,7 @@ nonisolated extension Beaconflow_V1_Batch: SwiftProtobuf.Message, SwiftProtobuf.
 
 nonisolated extension Beaconflow_V1_Beacon: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Beacon"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}beacon_id\0\u{1}address\0\u{3}address_is_random\0\u{3}power_at_1m_dbm\0\u{1}identity\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}beacon_id\0\u{1}address\0\u{3}address_is_random\0\u{3}power_at_1m_dbm\0\u{1}identity\0\u{3}advertising_event\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -356,6 +372,7 @@ nonisolated extension Beaconflow_V1_Beacon: SwiftProtobuf.Message, SwiftProtobuf
       case 3: try { try decoder.decodeSingularBoolField(value: &self.addressIsRandom) }()
       case 4: try { try decoder.decodeSingularSInt32Field(value: &self._powerAt1MDbm) }()
       case 5: try { try decoder.decodeSingularBytesField(value: &self.identity) }()
+      case 6: try { try decoder.decodeSingularUInt32Field(value: &self._advertisingEvent) }()
       default: break
       }
     }
@@ -381,6 +398,9 @@ nonisolated extension Beaconflow_V1_Beacon: SwiftProtobuf.Message, SwiftProtobuf
     if !self.identity.isEmpty {
       try visitor.visitSingularBytesField(value: self.identity, fieldNumber: 5)
     }
+    try { if let v = self._advertisingEvent {
+      try visitor.visitSingularUInt32Field(value: v, fieldNumber: 6)
+    } }()
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -390,6 +410,7 @@ nonisolated extension Beaconflow_V1_Beacon: SwiftProtobuf.Message, SwiftProtobuf
     if lhs.addressIsRandom != rhs.addressIsRandom {return false}
     if lhs._powerAt1MDbm != rhs._powerAt1MDbm {return false}
     if lhs.identity != rhs.identity {return false}
+    if lhs._advertisingEvent != rhs._advertisingEvent {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
