@@ -161,6 +161,27 @@ public struct ATTClient: Sendable {
     }
 }
 
+extension ATTClient {
+    /// The agent's MTU: ATT's default on LE, all a poll of short values needs.
+    static let mtu: UInt16 = 23
+    static let exchangeMTURequest: UInt8 = 0x02
+    static let exchangeMTUResponse: UInt8 = 0x03
+    static let requestNotSupported: UInt8 = 0x06
+    /// Requests that look for attributes: the agent has none to find.
+    static let discoveryRequests: Set<UInt8> = [0x04, 0x06, 0x08, 0x10]
+
+    /// The agent's answer to a request the peer sends on the same ATT bearer (a BlueZ peripheral's daemon
+    /// discovers its centrals' services as soon as they connect): its MTU to Exchange MTU, Attribute Not Found to
+    /// discovery, Request Not Supported to anything else; nil for a PDU that is not a request to the agent (its
+    /// responses, notifications, indications and commands).
+    public static func answer(toPeerRequest pdu: [UInt8]) -> [UInt8]? {
+        guard let opcode = pdu.first, opcode & 0x01 == 0, opcode & 0x40 == 0, opcode != 0x1E else { return nil }
+        if opcode == exchangeMTURequest { return [exchangeMTUResponse] + le(mtu) }
+        let handle = discoveryRequests.contains(opcode) && pdu.count >= 3 ? [pdu[1], pdu[2]] : [0, 0]
+        return [errorResponse, opcode] + handle + [discoveryRequests.contains(opcode) ? attributeNotFound : requestNotSupported]
+    }
+}
+
 private func le16(_ bytes: [UInt8], _ offset: Int) -> UInt16 {
     UInt16(bytes[offset]) | UInt16(bytes[offset + 1]) << 8
 }

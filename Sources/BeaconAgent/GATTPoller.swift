@@ -6,7 +6,9 @@ import Metrics
 
 /// Reads Battery Level and Device Information from listed devices over GATT, every `interval`, on its own
 /// thread: connect over LE L2CAP ATT, discover, read, disconnect. Results go to the agent's batches as
-/// characteristic reads.
+/// characteristic reads. A device that cannot be reached, drops the link, does not answer within `requestTimeout`
+/// or refuses every read is tried again after `retryAfterFailure`, doubling with each failure in a row up to
+/// `interval`; scanning goes on meanwhile.
 public struct GATTPoller: Sendable {
     /// The outcome of one poll.
     public struct Result: Sendable {
@@ -23,6 +25,8 @@ public struct GATTPoller: Sendable {
     /// ATT's transaction timeout is 30 s (Core Vol 3, Part F, §3.3.3).
     public var requestTimeout: Duration = .seconds(30)
     public var connectTimeoutSeconds = 10
+    /// The first retry after a failed poll; each failure in a row doubles it, up to `interval`.
+    public var retryAfterFailure: Duration = .seconds(30)
     private let logger: Logger
 
     public init(targets: [DeviceAddress], interval: Duration, logger: Logger) {
@@ -31,29 +35,53 @@ public struct GATTPoller: Sendable {
         self.logger = logger
     }
 
-    /// Polls every target, then waits `interval`, until `shouldStop()`.
+    /// When a device is polled next, after `failures` failed polls in a row (0 after a good one).
+    func delay(afterFailures failures: Int) -> Duration {
+        guard failures > 0 else { return interval }
+        return min(interval, retryAfterFailure * (1 << min(failures - 1, 20)))
+    }
+
+    /// Polls each target when it is due, until `shouldStop()`.
     func run(deliver: (Result) -> Void, shouldStop: () -> Bool) {
         let failures = Counter(label: "beaconflow_agent_gatt_poll_failures_total")
+        var due = Dictionary(targets.map { ($0, ContinuousClock.now) }, uniquingKeysWith: { first, _ in first })
+        var failuresInARow: [DeviceAddress: Int] = [:]
         while !shouldStop() {
-            for address in targets where !shouldStop() {
+            for address in targets where !shouldStop() && due[address, default: .now] <= .now {
                 do {
-                    let socket = try ATTSocket.connect(
-                        address: address.value, random: address.kind == .random,
-                        timeoutSeconds: connectTimeoutSeconds)
-                    defer { socket.close() }
-                    let result = try Self.poll(
-                        socket, address: address, timeout: requestTimeout, extraCharacteristics: extraCharacteristics)
+                    let result = try poll(address)
                     deliver(result)
+                    failuresInARow[address] = 0
                     logger.info(
                         "GATT poll done",
-                        metadata: ["address": "\(address)", "readings": "\(result.readings.count)"])
+                        metadata: ["address": "\(address)", "readings": "\(result.readings.count)", "refused": "\(result.refused.count)"])
                 } catch {
                     failures.increment()
-                    logger.warning("GATT poll failed", metadata: ["address": "\(address)", "error": "\(error)"])
+                    failuresInARow[address, default: 0] += 1
+                    logger.warning(
+                        "GATT poll failed",
+                        metadata: [
+                            "address": "\(address)", "error": "\(error)",
+                            "retry_in": "\(delay(afterFailures: failuresInARow[address, default: 1]))",
+                        ])
                 }
+                due[address] = .now + delay(afterFailures: failuresInARow[address, default: 0])
             }
-            sleepUntil(ContinuousClock.now + interval, shouldStop: shouldStop)
+            sleepUntil(due.values.min() ?? .now + interval, shouldStop: shouldStop)
         }
+    }
+
+    /// One poll of one device; a device that refused every read counts as failed.
+    private func poll(_ address: DeviceAddress) throws -> Result {
+        let socket = try ATTSocket.connect(
+            address: address.value, random: address.kind == .random, timeoutSeconds: connectTimeoutSeconds)
+        defer { socket.close() }
+        let result = try Self.poll(socket, address: address, timeout: requestTimeout, extraCharacteristics: extraCharacteristics)
+        if result.readings.isEmpty, !result.refused.isEmpty {
+            let codes = result.refused.sorted { $0.key < $1.key }.map { "0x\(String($0.key, radix: 16)): ATT error 0x\(String($0.value, radix: 16))" }
+            throw SourceError(source: "gatt:\(address)", "the device refused every read (\(codes.joined(separator: ", ")))")
+        }
+        return result
     }
 
     /// Runs the ATT conversation over a connected socket.
@@ -81,13 +109,18 @@ public struct GATTPoller: Sendable {
         }
     }
 
-    /// The next response PDU; notifications are skipped and indications confirmed on the way.
+    /// The next response PDU; notifications are skipped, indications confirmed and the peer's own requests
+    /// answered on the way.
     private static func response(
         from socket: ATTSocket, into buffer: inout [UInt8], milliseconds: Int32, address: DeviceAddress
     ) throws -> [UInt8] {
         while true {
             guard let pdu = try socket.channel.read(timeoutMilliseconds: milliseconds, into: &buffer) else {
                 throw SourceError(source: "gatt:\(address)", "no ATT response within \(milliseconds / 1000) s")
+            }
+            if let answer = ATTClient.answer(toPeerRequest: pdu) {
+                try socket.channel.write(answer)
+                continue
             }
             switch pdu.first {
             case 0x1B: continue  // Handle Value Notification

@@ -79,6 +79,14 @@ extension AgentCommand {
             targets.append(address)
         }
         var poller = GATTPoller(targets: targets, interval: .seconds(hours * 3600), logger: logger)
+        if let gattTimeout {
+            guard (1...30).contains(gattTimeout) else { throw ConfigurationError("gatt_timeout must be 1-30 seconds, not \(gattTimeout)") }
+            poller.requestTimeout = .seconds(gattTimeout)
+        }
+        if let gattRetry {
+            guard (1...86_400).contains(gattRetry) else { throw ConfigurationError("gatt_retry must be 1-86400 seconds, not \(gattRetry)") }
+            poller.retryAfterFailure = .seconds(gattRetry)
+        }
         for text in gattRead {
             let digits = text.lowercased().hasPrefix("0x") ? String(text.dropFirst(2)) : text
             guard digits.count == 4, let uuid = UInt16(digits, radix: 16) else {

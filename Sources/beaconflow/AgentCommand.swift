@@ -81,6 +81,10 @@ struct AgentCommand: AsyncParsableCommand {
     @Option(help: "Read Battery Level and Device Information over GATT from this device every --gatt-poll-hours: AA:BB:CC:DD:EE:FF, /random for a random address (repeatable).")
     var gattPoll: [String] = []
     @Option(help: "Hours between GATT polls (default 6).") var gattPollHours: Double?
+    @Option(help: "Seconds to wait for each GATT answer before the poll counts as failed, 1-30 (default 30, ATT's own limit).")
+    var gattTimeout: Int?
+    @Option(help: "Seconds before a failed GATT poll is tried again, doubling with each failure in a row up to --gatt-poll-hours (default 30).")
+    var gattRetry: Int?
     @Option(help: "Also read this characteristic (16-bit UUID in hex, such as 2A6E for Temperature) in every GATT poll, from whichever service holds it; numeric ones the ingest knows become sensor readings, the others device information in hex (repeatable).")
     var gattRead: [String] = []
     @Option(help: "Where /metrics (Prometheus: spool bytes and batches, batches sealed, published, acknowledged, refused and dropped, adverts and sightings, scan restarts, interruptions and adapter losses) and /healthz (200 while connected to the broker and, with an hci source, scanning) listen: HOST:PORT, [IPv6]:PORT, or 'none' (the default).")

@@ -1,6 +1,7 @@
 import BeaconWire
 import BlueZHCI
 import Foundation
+import Logging
 import Testing
 @testable import BeaconAgent
 
@@ -149,11 +150,15 @@ func poll(_ server: FakeGATTServer, limit: Int = 100) -> (ATTClient.Step, Int) {
     }
 }
 
-/// The ATT server double on the far end of a socketpair, with a notification and an indication thrown in.
+/// The ATT server double on the far end of a socketpair, with a notification and an indication thrown in, and,
+/// as BlueZ's daemon does on a real peripheral, its own Exchange MTU and service discovery requests to the agent
+/// on the same bearer before its first answer.
 final class FakeATTPeer: @unchecked Sendable {
     let socket: ATTSocket
     private let descriptor: Int32
     private(set) var confirmations = 0
+    /// What the agent answered to the peer's requests.
+    private(set) var answers: [[UInt8]] = []
     private let done = DispatchSemaphore(value: 0)
 
     init(_ server: FakeGATTServer?, answering: Bool = true) {
@@ -173,8 +178,16 @@ final class FakeATTPeer: @unchecked Sendable {
                     confirmations += 1
                     continue
                 }
+                if pdu.first == 0x03 || pdu.first == 0x01 {
+                    answers.append(pdu)
+                    continue
+                }
                 requests += 1
                 guard answering, let server else { continue }
+                if requests == 1 {
+                    send([0x02, 0x00, 0x02])  // Exchange MTU Request, 512
+                    send([0x10, 0x01, 0x00, 0xFF, 0xFF, 0x00, 0x28])  // Read By Group Type Request, primary services
+                }
                 if requests == 2 { send([0x1B, 0x20, 0x00, 0x01]) }  // a notification
                 if requests == 3 { send([0x1D, 0x21, 0x00, 0x02]) }  // an indication, to confirm
                 send(server.answer(pdu))
@@ -206,6 +219,26 @@ final class FakeATTPeer: @unchecked Sendable {
         #expect(result.readings.count == 7)
         #expect(result.refused == [0x2A25: 0x05])
         #expect(peer.confirmations == 1)
+        // Its MTU (ATT's default), and no services to find.
+        #expect(peer.answers == [[0x03, 23, 0], [0x01, 0x10, 0x01, 0x00, 0x0A]])
+    }
+
+    /// Requests from the peer get the agent's answer; its responses, notifications, indications and commands do not.
+    @Test func thePeersOwnRequestsAreAnswered() {
+        #expect(ATTClient.answer(toPeerRequest: [0x02, 0x00, 0x02]) == [0x03, 23, 0])
+        #expect(ATTClient.answer(toPeerRequest: [0x08, 0x05, 0x00, 0xFF, 0xFF, 0x03, 0x28]) == [0x01, 0x08, 0x05, 0x00, 0x0A])
+        #expect(ATTClient.answer(toPeerRequest: [0x12, 0x03, 0x00, 0x01]) == [0x01, 0x12, 0x00, 0x00, 0x06])
+        for pdu: [UInt8] in [[0x0B, 0x57], [0x01, 0x10, 0x01, 0x00, 0x0A], [0x1B, 0x20, 0x00], [0x1D, 0x21, 0x00], [0x52, 0x03, 0x00, 0x01], [0x1E], []] {
+            #expect(ATTClient.answer(toPeerRequest: pdu) == nil, "\(pdu)")
+        }
+    }
+
+    /// A failed poll is tried again after the retry delay, doubling with each failure in a row, never later than
+    /// the poll interval; a good poll waits the interval.
+    @Test func failedPollsAreRetriedWithBackoff() {
+        var poller = GATTPoller(targets: [address], interval: .seconds(3600), logger: Logger(label: "gatt-test"))
+        poller.retryAfterFailure = .seconds(30)
+        #expect([0, 1, 2, 3, 7, 100].map { poller.delay(afterFailures: $0) } == [3600, 30, 60, 120, 1920, 3600].map { .seconds($0) })
     }
 
     @Test func aSilentDeviceTimesOut() throws {

@@ -131,8 +131,9 @@ struct RadioTests {
     ]
     static let expectedAfterTheCycle = heard("ibeacon:e2c56db5-dffb-48d2-b060-d0f5a71096e0:7:10", event: 0x10, power: -59)
 
-    static func guestScript(brokerPort: Int, executable: String, setup: Setup = .alone) -> String {
-        let bluetoothd = setup == .besideBluetoothd
+    /// The guest's first steps: btvirt's two controllers with LE on, and with `bluetoothd` the system bus and BlueZ's
+    /// daemon managing both (`bluetoothctl.log` lists them).
+    static func controllersScript(bluetoothd: Bool) -> String {
         var script = """
             set -u
             btvirt -l2 > btvirt.log 2>&1 &
@@ -152,6 +153,11 @@ struct RadioTests {
 
                 """
         }
+        return script
+    }
+
+    static func guestScript(brokerPort: Int, executable: String, setup: Setup = .alone) -> String {
+        var script = controllersScript(bluetoothd: setup == .besideBluetoothd)
         let agentCommand = """
             \(executable) agent --site hq --agent hq-a1 --source hci:hci0 --broker mqtt://10.0.2.2:\(brokerPort) \\
                 --metrics-listen 127.0.0.1:9465 --active --spool /tmp/spool --batch-max-age-ms 200 --ack-timeout 2 --drain-timeout 60 --log-level debug
