@@ -114,7 +114,8 @@ public struct FleetHealth: Sendable {
                 beacon.lastSeenMicros = timeMicros
                 beacon.siteID = siteID
                 if let heardAs { beacon.heardAs = heardAs }
-            } else if let heardAs, beacon.heardAs == nil {
+            } else if let heardAs, beacon.heardAs == nil || timeMicros == beacon.lastSeenMicros, beacon.heardAs != heardAs {
+                // Of sightings at the same time (adverts the radio delivered together), the later one.
                 beacon.heardAs = heardAs
             } else {
                 return

@@ -156,6 +156,18 @@ struct RadioTests {
         return script
     }
 
+    /// Whether query rows are the expected ones, where an expected value may list alternatives as `a|b`.
+    static func rows(_ rows: [[String?]], match expected: [[String?]]) -> Bool {
+        func matches(_ value: String?, _ pattern: String?) -> Bool {
+            guard let value, let pattern else { return value == pattern }
+            return pattern.split(separator: "|").contains { $0 == value }
+        }
+        return rows.count == expected.count
+            && zip(rows, expected).allSatisfy { row, wanted in
+                row.count == wanted.count && zip(row, wanted).allSatisfy { matches($0, $1) }
+            }
+    }
+
     static func guestScript(brokerPort: Int, executable: String, setup: Setup = .alone) -> String {
         var script = controllersScript(bluetoothd: setup == .besideBluetoothd)
         let agentCommand = """
@@ -304,14 +316,16 @@ struct RadioTests {
             ["eddystone:0102030405060708090a:0000000000e1", "eddystone-uid", "00:aa:01:01:00:01", "public", "ext", nil],
             ["ibeacon:e2c56db5-dffb-48d2-b060-d0f5a71096e0:7:9", "ibeacon", "00:aa:01:01:00:01", "public", "adv_nonconn_ind", nil],
             ["mac:C0:FF:EE:00:00:42", "eddystone-tlm", "c0:ff:ee:00:00:42", "random", "ext", nil],
-            // The URL frame waited for an identity frame from its address until the agent stopped: its type came last.
-            ["mac:C0:FF:EE:00:00:43", "eddystone-url", "c0:ff:ee:00:00:43", "random", "scan_rsp", "https://example.com/"],
+            // The URL frame waited for an identity frame from its address until the agent stopped: its type came
+            // last. Its advertisement and the scan response are the newest sightings; the radio may deliver them
+            // together, at one time, and either is then how the beacon was last heard.
+            ["mac:C0:FF:EE:00:00:43", "eddystone-url", "c0:ff:ee:00:00:43", "random", "adv_scan_ind|scan_rsp", "https://example.com/"],
         ]
         if setup.advertisesAgain {
             expectedBeacons.insert(
                 ["ibeacon:e2c56db5-dffb-48d2-b060-d0f5a71096e0:7:10", "ibeacon", "00:aa:01:01:00:01", "public", "adv_nonconn_ind", nil], at: 1)
         }
-        #expect(beacons == expectedBeacons, "agent:\n\(agent.suffix(3000))")
+        #expect(Self.rows(beacons, match: expectedBeacons), "\(beacons)\nagent:\n\(agent.suffix(3000))")
         // Eddystone's power is at 0 m: 41 dB more than at 1 m.
         let powers = try harness.query("SELECT DISTINCT beacon_id, tx_power FROM beaconflow.sightings WHERE tx_power IS NOT NULL ORDER BY 1")
         #expect(powers.first == ["eddystone:0102030405060708090a:0000000000e1", "-61"] && powers.dropFirst().allSatisfy { $0[1] == "-59" })

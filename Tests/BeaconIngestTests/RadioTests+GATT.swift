@@ -6,26 +6,26 @@ import Testing
 /// The agent's GATT poll over a real L2CAP ATT link: `bluetoothd` serves a GATT application
 /// (`Tests/RadioVM/gatt-peripheral.py`: Battery Level 87 %, Device Information) on hci1, which advertises an iBeacon
 /// in connectable ADV_IND; the agent scans hci0 and polls hci1. The peripheral first refuses every read, then drops
-/// the link mid-read, then answers too late, then answers: each failure is retried sooner than the poll interval,
-/// with the delay doubling, and the agent keeps scanning throughout.
-@Suite(
-    .enabled(if: radioVMReady, "the real-radio VM is not prepared: run scripts/radio-vm prepare (needs Debian's apt sources)"),
-    .enabled(if: MosquittoServer.executable != nil && PostgresServer.binaries != nil, "mosquitto or PostgreSQL is not installed"),
-    .enabled(if: beaconflowExecutable != nil, "the beaconflow executable is not built"),
-    .enabled(if: FileManager.default.fileExists(atPath: "/usr/lib/python3/dist-packages/dbus"), "python3-dbus is not installed"),
-    .timeLimit(.minutes(5)))
-struct GATTRadioTests {
+/// the link mid-read, then answers too late (and is restarted), then answers: each failure is retried sooner than
+/// the poll interval, with the delay doubling, and the agent keeps scanning throughout. In `RadioTests`, whose VMs
+/// run one at a time: two at once on two cores make the emulated radio miss its cues.
+extension RadioTests {
     /// hci1 as the peripheral: its address, and its iBeacon (major 7, minor 11) in connectable ADV_IND.
     static let peripheral = "00:AA:01:01:00:01"
     static let connectableAdvert = "1e 02 01 06 1a ff 4c 00 02 15 e2 c5 6d b5 df fb 48 d2 b0 60 d0 f5 a7 10 96 e0 00 07 00 0b c5"
     /// After the polls, iBeacon minor 12 in ADV_NONCONN_IND: the agent still scans.
     static let afterThePolls = "1e 02 01 06 1a ff 4c 00 02 15 e2 c5 6d b5 df fb 48 d2 b0 60 d0 f5 a7 10 96 e0 00 07 00 0c c5"
 
-    static func guestScript(brokerPort: Int, executable: String) -> String {
-        RadioTests.controllersScript(bluetoothd: true) + """
+    static func gattScript(brokerPort: Int, executable: String) -> String {
+        controllersScript(bluetoothd: true) + """
             echo refuse > mode
-            python3 \(repositoryRoot)/Tests/RadioVM/gatt-peripheral.py hci1 "$PWD/mode" "$PWD/reads.log" > peripheral.log 2>&1 &
-            for attempt in $(seq 1 40); do grep -q registered peripheral.log && break; sleep 0.25; done
+            # $1 its log.
+            start_peripheral() {
+                python3 \(repositoryRoot)/Tests/RadioVM/gatt-peripheral.py hci1 "$PWD/mode" "$PWD/reads.log" > $1 2>&1 &
+                peripheral=$!
+                for attempt in $(seq 1 40); do grep -q registered $1 && break; sleep 0.25; done
+            }
+            start_peripheral peripheral.log
             # $1 properties (0x13 ADV_IND, 0x10 ADV_NONCONN_IND), $2 the data as its length and bytes.
             advertise() {
                 hcitool -i hci1 cmd 0x08 0x0039 00 01 00 00 00 00 > /dev/null
@@ -52,6 +52,14 @@ struct GATTRadioTests {
             after_poll 1 disconnect
             after_poll 2 silent
             after_poll 3 ok
+            # bluetoothd 5.66 may stop serving after an external characteristic answered past its own 5 s limit,
+            # once the link is gone: the peripheral restarts, as a hung device would be power-cycled.
+            kill $peripheral; kill $(pidof bluetoothd); sleep 0.5
+            /usr/libexec/bluetooth/bluetoothd -n > bluetoothd-again.log 2>&1 &
+            for attempt in $(seq 1 40); do [ "$(bluetoothctl list 2>/dev/null | grep -c Controller)" -ge 2 ] && break; sleep 0.25; done
+            start_peripheral peripheral-again.log
+            # A starting bluetoothd clears the controllers' advertising sets.
+            advertise 13 "\(connectableAdvert)"
             for attempt in $(seq 1 300); do grep -q 'GATT poll done' agent.log && break; sleep 0.1; done
             touch advertised
             wait $keeper
@@ -70,12 +78,13 @@ struct GATTRadioTests {
             """
     }
 
-    @Test func theAgentReadsBluetoothdsGATTServerAndRetriesAPeerThatFails() async throws {
+    @Test(.enabled(if: FileManager.default.fileExists(atPath: "/usr/lib/python3/dist-packages/dbus"), "python3-dbus is not installed"))
+    func theAgentReadsBluetoothdsGATTServerAndRetriesAPeerThatFails() async throws {
         let executable = try #require(beaconflowExecutable)
         let harness = try await IngestHarness.start()
         let work = try makeTemporaryDirectory(prefix: "radio-gatt")
         defer { try? FileManager.default.removeItem(atPath: work) }
-        try Self.guestScript(brokerPort: harness.broker.port, executable: executable)
+        try Self.gattScript(brokerPort: harness.broker.port, executable: executable)
             .write(toFile: work + "/gatt.sh", atomically: true, encoding: .utf8)
         let started = ContinuousClock.now
         let run = try await runProgram(repositoryRoot + "/scripts/radio-vm", ["run", work, "gatt.sh", "240"])
