@@ -82,6 +82,10 @@ struct RadioTests {
         /// Alone, and another program takes the scan after the adverts (disables it, sets its own parameters,
         /// enables it with duplicate filtering, as bluetoothd's discovery does); one more advert follows.
         case scanTakenOver
+        /// Alone, on LE-only controllers without the Bluetooth 5 extended commands (btvirt -L): the agent scans
+        /// with the legacy commands, and the test advertises every advert in a legacy PDU with the legacy
+        /// commands (the extended ones in ADV_NONCONN_IND).
+        case legacyController
 
         /// One more advert follows the fault.
         var advertisesAgain: Bool { self == .adapterCycled || self == .controllerReplaced || self == .scanTakenOver }
@@ -129,14 +133,24 @@ struct RadioTests {
             "mac:C0:FF:EE:00:00:43", random: "c0ffee000043", event: 0x1A,
             [.serviceData(uuid16: 0xFCD2, try! [UInt8](hex: "40015d02cb08"))]),
     ]
+    /// On a legacy controller, the adverts sent in extended PDUs elsewhere come as ADV_NONCONN_IND.
+    static func expectedSightings(_ setup: Setup) -> [HeardAdvert] {
+        guard setup == .legacyController else { return expectedSightings }
+        return expectedSightings.map { advert in
+            var advert = advert
+            if advert.beacon.advertisingEvent == 0x00 { advert.beacon.advertisingEvent = 0x10 }
+            return advert
+        }
+    }
+
     static let expectedAfterTheCycle = heard("ibeacon:e2c56db5-dffb-48d2-b060-d0f5a71096e0:7:10", event: 0x10, power: -59)
 
     /// The guest's first steps: btvirt's two controllers with LE on, and with `bluetoothd` the system bus and BlueZ's
     /// daemon managing both (`bluetoothctl.log` lists them).
-    static func controllersScript(bluetoothd: Bool) -> String {
+    static func controllersScript(bluetoothd: Bool, leOnly: Bool = false) -> String {
         var script = """
             set -u
-            btvirt -l2 > btvirt.log 2>&1 &
+            btvirt \(leOnly ? "-L " : "")-l2 > btvirt.log 2>&1 &
             btvirt=$!
             for attempt in $(seq 1 40); do [ -e /sys/class/bluetooth/hci1 ] && break; sleep 0.25; done
             for index in 0 1; do
@@ -169,7 +183,7 @@ struct RadioTests {
     }
 
     static func guestScript(brokerPort: Int, executable: String, setup: Setup = .alone) -> String {
-        var script = controllersScript(bluetoothd: setup == .besideBluetoothd)
+        var script = controllersScript(bluetoothd: setup == .besideBluetoothd, leOnly: setup == .legacyController)
         let agentCommand = """
             \(executable) agent --site hq --agent hq-a1 --source hci:hci0 --broker mqtt://10.0.2.2:\(brokerPort) \\
                 --metrics-listen 127.0.0.1:9465 --active --spool /tmp/spool --batch-max-age-ms 200 --ack-timeout 2 --drain-timeout 60 --log-level debug
@@ -188,6 +202,7 @@ struct RadioTests {
             \(runAs)\(agentCommand) > agent.log 2>&1 &
             agent=$!
             for attempt in $(seq 1 80); do grep -q "Scanning" agent.log && break; sleep 0.25; done
+            # The emulated controller reports an advertiser once, as its advertising is enabled.
             # handle 0; properties; intervals 1.28 s; channels 37-39; public address; no peer; no filter; any power;
             # 1M primary and secondary PHYs; SID 0; no scan request notifications.
             # $1 properties, $2 own address type, $3 the random address (little-endian) or nothing, $4 the data,
@@ -198,8 +213,19 @@ struct RadioTests {
                 hcitool -i hci1 cmd 0x08 0x0037 00 03 01 $4 > /dev/null
                 [ -z "$5" ] || hcitool -i hci1 cmd 0x08 0x0038 00 03 01 $5 > /dev/null
                 hcitool -i hci1 cmd 0x08 0x0039 01 01 00 00 00 00 > /dev/null
-                sleep 1
+                sleep 0.3
                 hcitool -i hci1 cmd 0x08 0x0039 00 01 00 00 00 00 > /dev/null
+            }
+            # The same with the legacy commands; $1 the PDU type (0 ADV_IND, 2 ADV_SCAN_IND, 3 ADV_NONCONN_IND), data
+            # padded to 31 bytes.
+            advertise_legacy() {
+                [ -z "$3" ] || hcitool -i hci1 cmd 0x08 0x0005 $3 > /dev/null
+                hcitool -i hci1 cmd 0x08 0x0006 00 08 00 08 $1 $2 00 00 00 00 00 00 00 07 00 > /dev/null
+                hcitool -i hci1 cmd 0x08 0x0008 $4 > /dev/null
+                [ -z "$5" ] || hcitool -i hci1 cmd 0x08 0x0009 $5 > /dev/null
+                hcitool -i hci1 cmd 0x08 0x000a 01 > /dev/null
+                sleep 0.3
+                hcitool -i hci1 cmd 0x08 0x000a 00 > /dev/null
             }
 
             """
@@ -213,10 +239,22 @@ struct RadioTests {
             let bytes = pairs(hex)
             return String(format: "%02x ", bytes.count) + bytes.joined(separator: " ")
         }
+        /// Legacy advertising and scan response data: the length, then 31 bytes.
+        func paddedLengthAndBytes(_ hex: String?) -> String {
+            guard let hex else { return "" }
+            let bytes = pairs(hex)
+            return String(format: "%02x ", bytes.count) + (bytes + Array(repeating: "00", count: 31 - bytes.count)).joined(separator: " ")
+        }
         func advertise(_ advert: Advert) {
             script += "echo advertising \(advert.name)\n"
             // HCI takes numbers and addresses little-endian.
             let address = advert.randomAddress.map { pairs($0).reversed().joined(separator: " ") }
+            if setup == .legacyController {
+                let type = advert.properties == 0x12 ? "02" : advert.properties == 0x13 ? "00" : "03"
+                script += "advertise_legacy \(type) \(address == nil ? "00" : "01") \"\(address ?? "")\" "
+                script += "\"\(paddedLengthAndBytes(advert.data))\" \"\(paddedLengthAndBytes(advert.scanResponse))\"\n"
+                return
+            }
             let properties = String(format: "%02x %02x", advert.properties & 0xFF, advert.properties >> 8)
             script += "advertise \"\(properties)\" \(address == nil ? "00" : "01") \"\(address ?? "")\" "
             script += "\"\(lengthAndBytes(advert.data))\" \"\(lengthAndBytes(advert.scanResponse))\"\n"
@@ -254,7 +292,7 @@ struct RadioTests {
                 hcitool -i hci0 cmd 0x08 0x0042 01 01 00 00 00 00 > /dev/null
 
                 """
-        case .alone, .besideBluetoothd, .unprivileged:
+        case .alone, .besideBluetoothd, .unprivileged, .legacyController:
             break
         }
         if setup.advertisesAgain {
@@ -300,7 +338,7 @@ struct RadioTests {
         #expect(run.status == 0, "VM: \(run.errors)\nguest:\n\(guest)\nagent:\n\(agent.suffix(3000))")
 
         // In the batches: each advertisement with its address, address type, advertising event and content.
-        var expected = Self.expectedSightings
+        var expected = Self.expectedSightings(setup)
         if setup.advertisesAgain { expected.append(Self.expectedAfterTheCycle) }
         let sent = events.all.compactMap { event -> DecodedBatch? in
             guard case .message(_, let payload, _) = event else { return nil }
@@ -321,6 +359,10 @@ struct RadioTests {
             // together, at one time, and either is then how the beacon was last heard.
             ["mac:C0:FF:EE:00:00:43", "eddystone-url", "c0:ff:ee:00:00:43", "random", "adv_scan_ind|scan_rsp", "https://example.com/"],
         ]
+        if setup == .legacyController {
+            expectedBeacons = expectedBeacons.map { $0.map { $0 == "ext" ? "adv_nonconn_ind" : $0 } }
+            #expect(agent.contains("commands=legacy"), "\(agent)")
+        }
         if setup.advertisesAgain {
             expectedBeacons.insert(
                 ["ibeacon:e2c56db5-dffb-48d2-b060-d0f5a71096e0:7:10", "ibeacon", "00:aa:01:01:00:01", "public", "adv_nonconn_ind", nil], at: 1)
@@ -340,7 +382,7 @@ struct RadioTests {
             #expect(file("healthz-back.log").contains(#""scanning":true}"#) && file("healthz-back.log").hasSuffix(" 200\n"), "\(file("healthz-back.log"))")
         }
         switch setup {
-        case .alone:
+        case .alone, .legacyController:
             break
         case .adapterCycled, .controllerReplaced:
             #expect(agent.contains("Adapter lost; scanning resumes when it is back"), "\(agent)")
