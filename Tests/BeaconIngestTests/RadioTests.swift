@@ -301,7 +301,12 @@ struct RadioTests {
                 \(healthz) > healthz-back.log 2>&1
 
                 """
-            advertise(afterTheCycle)
+            // Three times, a second apart: the kernel and the test's own btmgmt calls may still move the scan (which
+            // the agent then sets again) just as the adapter comes back, and the emulated radio reports once.
+            for _ in 0..<3 {
+                advertise(afterTheCycle)
+                script += "sleep 0.7\n"
+            }
         }
         script += """
             sleep 1
