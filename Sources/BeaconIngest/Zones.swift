@@ -50,7 +50,9 @@ public enum ZoneChange: Sendable, Equatable {
 /// until it has sent nothing for `allowedLatenessMicros` of the ingest's own time (counted from the tracker's first
 /// batch for one never heard), so agents that replay at different speeds wait for each other; readings that an
 /// agent let go brings back behind the watermark are stored as sightings but do not move zones (counted in
-/// `lateReadings`). More than `maximumPending` readings waiting releases the slowest agent, to bound memory.
+/// `lateReadings`). More than `maximumPending` readings waiting releases the slowest agent, to bound memory. When
+/// every agent has been silent for `allowedLatenessMicros`, the watermark follows the ingest's clock from each
+/// agent's newest reading on, so a site that goes dark closes its visits and counts its minutes.
 ///
 /// Each zone has a level for a beacon: by default its score under the site's learned patterns (`ZonePatterns`),
 /// which weighs the fresh readings of every agent; with `zone_scoring: loudest`, the loudest fresh reading of the
@@ -201,7 +203,10 @@ public struct SiteZoneTracker: Sendable {
         }
         var live = agents.values.filter { nowMicros - $0.lastArrivalMicros <= rules.allowedLatenessMicros }.map(\.newestMicros)
         if pending.count > maximumPending, let slowest = live.min() { live.removeAll { $0 == slowest } }
-        let watermark = live.min() ?? newest
+        // With every agent silent past the lateness, the site's event time goes on at the ingest clock's pace from
+        // where each agent left it, less the lateness: beacons no longer heard leave, minutes are counted.
+        let silent = agents.values.map { $0.newestMicros &+ max(0, nowMicros - $0.lastArrivalMicros - rules.allowedLatenessMicros) }
+        let watermark = live.min() ?? max(newest, silent.max() ?? newest)
         guard watermark > watermarkMicros else { return [] }
         watermarkMicros = watermark
         var changes: [ZoneChange] = []

@@ -527,6 +527,40 @@ import Testing
         #expect(tracker.zone(of: "b") == "lobby")
     }
 
+    /// Both agents stop (a gateway's power cut): for the allowed lateness the site waits, then its event time goes
+    /// on at the ingest clock's pace from where the agents left it, so the beacon's visit closes at its last
+    /// sighting and its minutes are counted; a batch that turns up later is behind the watermark, counted late.
+    @Test func aSiteThatGoesDarkFollowsTheIngestsClock() {
+        var tracker = SiteZoneTracker(site: site)
+        var changes: [ZoneChange] = []
+        for index in 0..<120 {
+            let time = start + Int64(index) * second
+            tracker.add(beaconID: "b", agent: "hq-a1", timeMicros: time, rssi: -60)
+            tracker.agentProgressed("hq-a1", newestMicros: time, arrivalMicros: time)
+            tracker.agentProgressed("hq-a2", newestMicros: time, arrivalMicros: time)
+            changes += tracker.advance(nowMicros: time)
+        }
+        let last = start + 119 * second
+        func closed(_ changes: [ZoneChange]) -> Bool {
+            changes.contains(.visitClosed(site: "hq", beaconID: "b", enterMicros: start, exitMicros: last))
+        }
+        // Within the lateness nothing moves: the agents may still deliver.
+        changes += tracker.advance(nowMicros: last + 300 * second)
+        #expect(tracker.watermarkMicros == last && !closed(changes))
+        // Past it by more than the absence timeout and a minute: the visit closes and the minutes are counted.
+        changes += tracker.advance(nowMicros: last + 300 * second + 95 * second)
+        #expect(tracker.watermarkMicros == last + 95 * second)
+        #expect(closed(changes), "\(changes)")
+        #expect(tracker.zone(of: "b") == nil)
+        let counted = changes.compactMap { change -> Int64? in
+            if case .occupancy(_, "lobby", let minute, 1, _) = change { return minute }
+            return nil
+        }
+        #expect(counted == [start, start + 60 * second])
+        tracker.add(beaconID: "b", agent: "hq-a1", timeMicros: last + second, rssi: -60)
+        #expect(tracker.lateReadings == 1)
+    }
+
     @Test func theAllowedLatenessIsASiteKey() throws {
         let sites = try SitesConfiguration.parse(
             "sites: [{id: hq, zones: [{id: lobby}], allowed_lateness_s: 60, rssi_smoothing: none}]")
