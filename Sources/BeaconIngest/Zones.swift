@@ -52,7 +52,8 @@ public enum ZoneChange: Sendable, Equatable {
 /// agent let go brings back behind the watermark are stored as sightings but do not move zones (counted in
 /// `lateReadings`). More than `maximumPending` readings waiting releases the slowest agent, to bound memory. When
 /// every agent has been silent for `allowedLatenessMicros`, the watermark follows the ingest's clock from each
-/// agent's newest reading on, so a site that goes dark closes its visits and counts its minutes.
+/// agent's newest reading on, so a site that goes dark closes its visits and counts its minutes, up to two minutes
+/// past the absence timeout after its newest reading (beyond that its minutes are unknown, and not written).
 ///
 /// Each zone has a level for a beacon: by default its score under the site's learned patterns (`ZonePatterns`),
 /// which weighs the fresh readings of every agent; with `zone_scoring: loudest`, the loudest fresh reading of the
@@ -204,9 +205,11 @@ public struct SiteZoneTracker: Sendable {
         var live = agents.values.filter { nowMicros - $0.lastArrivalMicros <= rules.allowedLatenessMicros }.map(\.newestMicros)
         if pending.count > maximumPending, let slowest = live.min() { live.removeAll { $0 == slowest } }
         // With every agent silent past the lateness, the site's event time goes on at the ingest clock's pace from
-        // where each agent left it, less the lateness: beacons no longer heard leave, minutes are counted.
+        // where each agent left it, less the lateness: beacons no longer heard leave, their minutes are counted.
+        // Not beyond that: the minutes of a dark site are unknown, not empty.
         let silent = agents.values.map { $0.newestMicros &+ max(0, nowMicros - $0.lastArrivalMicros - rules.allowedLatenessMicros) }
-        let watermark = live.min() ?? max(newest, silent.max() ?? newest)
+        let darkUntil = min(silent.max() ?? newest, newest &+ rules.absenceTimeoutMicros &+ 2 * Self.minute)
+        let watermark = live.min() ?? max(newest, darkUntil)
         guard watermark > watermarkMicros else { return [] }
         watermarkMicros = watermark
         var changes: [ZoneChange] = []

@@ -559,6 +559,11 @@ import Testing
         #expect(counted == [start, start + 60 * second])
         tracker.add(beaconID: "b", agent: "hq-a1", timeMicros: last + second, rssi: -60)
         #expect(tracker.lateReadings == 1)
+        // An hour later: the watermark stopped two minutes past the absence timeout; no empty minutes are made up.
+        let before = changes.count
+        changes += tracker.advance(nowMicros: last + 3600 * second)
+        #expect(tracker.watermarkMicros == last + 150 * second)
+        #expect(changes.count - before <= 2 * 2)  // at most one more minute, for both zones
     }
 
     @Test func theAllowedLatenessIsASiteKey() throws {
