@@ -48,6 +48,7 @@ public struct GATTPoller: Sendable {
         var failuresInARow: [DeviceAddress: Int] = [:]
         while !shouldStop() {
             for address in targets where !shouldStop() && due[address, default: .now] <= .now {
+                var wait = interval
                 do {
                     let result = try poll(address)
                     deliver(result)
@@ -58,14 +59,10 @@ public struct GATTPoller: Sendable {
                 } catch {
                     failures.increment()
                     failuresInARow[address, default: 0] += 1
-                    logger.warning(
-                        "GATT poll failed",
-                        metadata: [
-                            "address": "\(address)", "error": "\(error)",
-                            "retry_in": "\(delay(afterFailures: failuresInARow[address, default: 1]))",
-                        ])
+                    wait = delay(afterFailures: failuresInARow[address, default: 1])
+                    logger.warning("GATT poll failed", metadata: ["address": "\(address)", "error": "\(error)", "retry_in": "\(wait)"])
                 }
-                due[address] = .now + delay(afterFailures: failuresInARow[address, default: 0])
+                due[address] = .now + wait
             }
             sleepUntil(due.values.min() ?? .now + interval, shouldStop: shouldStop)
         }

@@ -207,9 +207,7 @@ public struct SiteZoneTracker: Sendable {
         // With every agent silent past the lateness, the site's event time goes on at the ingest clock's pace from
         // where each agent left it, less the lateness: beacons no longer heard leave, their minutes are counted.
         // Not beyond that: the minutes of a dark site are unknown, not empty.
-        let silent = agents.values.map { $0.newestMicros &+ max(0, nowMicros - $0.lastArrivalMicros - rules.allowedLatenessMicros) }
-        let darkUntil = min(silent.max() ?? newest, newest &+ rules.absenceTimeoutMicros &+ 2 * Self.minute)
-        let watermark = live.min() ?? max(newest, darkUntil)
+        let watermark = live.min() ?? max(newest, darkWatermark(newest: newest, nowMicros: nowMicros))
         guard watermark > watermarkMicros else { return [] }
         watermarkMicros = watermark
         var changes: [ZoneChange] = []
@@ -222,6 +220,13 @@ public struct SiteZoneTracker: Sendable {
         pending.removeFirst(ready)
         countMinutes(through: watermark, into: &changes)
         return changes
+    }
+
+    /// Where a site whose agents are all silent has got to: each agent's newest reading plus the ingest's time since
+    /// its lateness ran out, at most two minutes past the absence timeout after the site's newest reading.
+    private func darkWatermark(newest: Int64, nowMicros: Int64) -> Int64 {
+        let extrapolated = agents.values.map { $0.newestMicros &+ max(0, nowMicros - $0.lastArrivalMicros - rules.allowedLatenessMicros) }
+        return min(extrapolated.max() ?? newest, newest &+ rules.absenceTimeoutMicros &+ 2 * Self.minute)
     }
 
     /// The order readings are applied in: by time, then agent, then beacon (then level, so that the order never

@@ -70,29 +70,17 @@ extension RadioTests {
             # The kernel pauses the scan to connect; the agent sets it again a second later.
             sleep 2
             for attempt in 1 2 3; do advertise 10 "\(afterThePolls)"; sleep 0.7; done
-            sleep 1
-            curl -s http://127.0.0.1:9465/metrics > metrics.log 2>&1
-            kill -TERM $agent
-            wait $agent
-            status=$?
-            echo "agent exited $status"
-            exit $status
 
-            """
+            """ + stopAgentScript
     }
 
     @Test(.enabled(if: FileManager.default.fileExists(atPath: "/usr/lib/python3/dist-packages/dbus"), "python3-dbus is not installed"))
     func theAgentReadsBluetoothdsGATTServerAndRetriesAPeerThatFails() async throws {
         let executable = try #require(beaconflowExecutable)
         let harness = try await IngestHarness.start()
-        let work = try makeTemporaryDirectory(prefix: "radio-gatt")
-        defer { try? FileManager.default.removeItem(atPath: work) }
-        try Self.gattScript(brokerPort: harness.broker.port, executable: executable)
-            .write(toFile: work + "/gatt.sh", atomically: true, encoding: .utf8)
-        let started = ContinuousClock.now
-        let run = try await runProgram(repositoryRoot + "/scripts/radio-vm", ["run", work, "gatt.sh", "240"])
-        let took = ContinuousClock.now - started
-        func file(_ name: String) -> String { (try? String(contentsOfFile: work + "/" + name, encoding: .utf8)) ?? "" }
+        let run = try await GuestRun.start(Self.gattScript(brokerPort: harness.broker.port, executable: executable))
+        defer { run.remove() }
+        let file = run.file
         let agent = file("agent.log")
         let context = "guest:\n\(file("guest.log"))\nperipheral:\n\(file("peripheral.log"))\nreads:\n\(file("reads.log"))\nagent:\n\(agent.suffix(5000))"
         #expect(run.status == 0, "VM: \(run.errors)\n\(context)")
@@ -126,7 +114,7 @@ extension RadioTests {
         #expect(
             try harness.query("SELECT count(*) > 0 FROM beaconflow.sightings WHERE beacon_id = 'ibeacon:e2c56db5-dffb-48d2-b060-d0f5a71096e0:7:12'")
                 == [["t"]], "\(context)")
-        print("radio: GATT poll against bluetoothd with failing attempts first in \(took)")
+        print("radio: GATT poll against bluetoothd with failing attempts first in \(run.took)")
         try await harness.stop()
     }
 }

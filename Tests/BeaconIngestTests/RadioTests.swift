@@ -308,17 +308,42 @@ struct RadioTests {
                 script += "sleep 0.7\n"
             }
         }
-        script += """
-            sleep 1
-            curl -s http://127.0.0.1:9465/metrics > metrics.log 2>&1
-            kill -TERM $agent
-            wait $agent
-            status=$?
-            echo "agent exited $status"
-            exit $status
+        return script + stopAgentScript
+    }
 
-            """
-        return script
+    /// The guest's last steps: the agent's metrics into `metrics.log`, then the agent stopped (it waits for the
+    /// acknowledgement of what it spooled), its exit status the script's.
+    static let stopAgentScript = """
+        sleep 1
+        curl -s http://127.0.0.1:9465/metrics > metrics.log 2>&1
+        kill -TERM $agent
+        wait $agent
+        status=$?
+        echo "agent exited $status"
+        exit $status
+
+        """
+
+    /// A script run in the VM, in a directory of its own that `remove()` deletes.
+    struct GuestRun {
+        let directory: String
+        let status: Int32?
+        let errors: String
+        let took: Duration
+
+        /// Runs `script` in a new VM (at most 240 s).
+        static func start(_ script: String) async throws -> GuestRun {
+            let directory = try makeTemporaryDirectory(prefix: "radio")
+            try script.write(toFile: directory + "/guest.sh", atomically: true, encoding: .utf8)
+            let started = ContinuousClock.now
+            let run = try await runProgram(repositoryRoot + "/scripts/radio-vm", ["run", directory, "guest.sh", "240"])
+            return GuestRun(directory: directory, status: run.status, errors: run.errors, took: ContinuousClock.now - started)
+        }
+
+        /// A file the script left, or "".
+        func file(_ name: String) -> String { (try? String(contentsOfFile: directory + "/" + name, encoding: .utf8)) ?? "" }
+
+        func remove() { try? FileManager.default.removeItem(atPath: directory) }
     }
 
     /// Alone on the adapter, next to bluetoothd managing it (the agent's raw HCI channel scans beside the kernel's
@@ -331,15 +356,11 @@ struct RadioTests {
         let (listener, events) = try await harness.client(id: "radio-listener")
         defer { listener.stop() }
         try listener.subscribe(topic: "beaconflow/v1/hq/hq-a1/batch")
-        let work = try makeTemporaryDirectory(prefix: "radio")
-        defer { try? FileManager.default.removeItem(atPath: work) }
-        try Self.guestScript(brokerPort: harness.broker.port, executable: executable, setup: setup)
-            .write(toFile: work + "/scan.sh", atomically: true, encoding: .utf8)
-        let started = ContinuousClock.now
-        let run = try await runProgram(repositoryRoot + "/scripts/radio-vm", ["run", work, "scan.sh", "240"])
-        let took = ContinuousClock.now - started
-        let guest = (try? String(contentsOfFile: work + "/guest.log", encoding: .utf8)) ?? ""
-        let agent = (try? String(contentsOfFile: work + "/agent.log", encoding: .utf8)) ?? ""
+        let run = try await GuestRun.start(Self.guestScript(brokerPort: harness.broker.port, executable: executable, setup: setup))
+        defer { run.remove() }
+        let file = run.file
+        let guest = file("guest.log")
+        let agent = file("agent.log")
         #expect(run.status == 0, "VM: \(run.errors)\nguest:\n\(guest)\nagent:\n\(agent.suffix(3000))")
 
         // In the batches: each advertisement with its address, address type, advertising event and content.
@@ -381,7 +402,6 @@ struct RadioTests {
         let readings = try harness.query(
             "SELECT beacon_id, quantity, value, unit FROM beaconflow.sensor_readings WHERE beacon_id LIKE '%:43' ORDER BY 2")
         #expect(readings == [["mac:C0:FF:EE:00:00:43", "battery", "93", "percent"], ["mac:C0:FF:EE:00:00:43", "temperature", "22.51", "celsius"]])
-        func file(_ name: String) -> String { (try? String(contentsOfFile: work + "/" + name, encoding: .utf8)) ?? "" }
         let metrics = file("metrics.log")
         if setup.advertisesAgain {
             #expect(file("healthz-back.log").contains(#""scanning":true}"#) && file("healthz-back.log").hasSuffix(" 200\n"), "\(file("healthz-back.log"))")
@@ -398,15 +418,15 @@ struct RadioTests {
             #expect(agent.contains("Another program changed or stopped the scan; scanning again with the agent's settings"), "\(agent)")
             #expect(metrics.contains("beaconflow_agent_scan_interruptions_total 1"), "\(metrics)")
         case .besideBluetoothd:
-            let listed = (try? String(contentsOfFile: work + "/bluetoothctl.log", encoding: .utf8)) ?? ""
+            let listed = file("bluetoothctl.log")
             #expect(listed.contains("Controller 00:AA:01:00:00:00"), "bluetoothd manages hci0: \(listed)")
         case .unprivileged:
-            let refused = (try? String(contentsOfFile: work + "/refused.log", encoding: .utf8)) ?? ""
-            let status = (try? String(contentsOfFile: work + "/refused.status", encoding: .utf8)) ?? ""
+            let refused = file("refused.log")
+            let status = file("refused.status")
             #expect(status.trimmingCharacters(in: .whitespacesAndNewlines) == "66", "\(status): \(refused)")
             #expect(refused.contains("scanning needs CAP_NET_RAW and CAP_NET_ADMIN"), "\(refused)")
         }
-        print("radio: legacy and extended adverts through the real stack (\(setup.rawValue)) in \(took)")
+        print("radio: legacy and extended adverts through the real stack (\(setup.rawValue)) in \(run.took)")
         try await harness.stop()
     }
 }
