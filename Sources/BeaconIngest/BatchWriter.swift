@@ -31,6 +31,8 @@ public final class BatchWriter {
         public var lateReadings = 0
         /// Beacons forgotten to stay within the pipeline's maximum.
         public var evictedBeacons = 0
+        /// What the group changed in zones, visits, minutes and agent states, as committed.
+        public var zoneChanges: [ZoneChange] = []
     }
 
     private let connection: PostgresConnection
@@ -166,7 +168,7 @@ public final class BatchWriter {
             return GroupResult(
                 outcomes: outcomes, acknowledgements: acknowledgements, telemetryRows: stored.count,
                 sensorReadingRows: storedReadings.count, undecodableFrames: undecodable, lateReadings: lateReadings,
-                evictedBeacons: evictedBeacons)
+                evictedBeacons: evictedBeacons, zoneChanges: zoneChanges)
         } catch {
             // After the commit only the look for other instances' progress can fail: what committed stays.
             if !committed {
@@ -180,14 +182,16 @@ public final class BatchWriter {
     }
 
     /// Zone decisions that only time moved (agents gone idle), in a transaction of their own; with `finish`, every
-    /// reading waiting and every minute begun (the end of the data).
-    /// Sites found taken over meanwhile are forgotten (`takeSitesLost`).
-    public func advanceZones(nowMicros: Int64 = wallClockMicros(), finish: Bool = false) throws(PostgresError) {
+    /// reading waiting and every minute begun (the end of the data), the visits ending at their beacons' last
+    /// readings.
+    /// Sites found taken over meanwhile are forgotten (`takeSitesLost`). Returns the changes committed.
+    @discardableResult
+    public func advanceZones(nowMicros: Int64 = wallClockMicros(), finish: Bool = false) throws(PostgresError) -> [ZoneChange] {
         pipeline.beginTransaction()
-        let changes = finish ? pipeline.finishZones(sites: servedSites) : pipeline.advanceZones(sites: servedSites, nowMicros: nowMicros)
+        let changes = finish ? pipeline.finishZones(sites: servedSites, closingVisits: true) : pipeline.advanceZones(sites: servedSites, nowMicros: nowMicros)
         guard !changes.isEmpty else {
             pipeline.commitTransaction()
-            return
+            return []
         }
         do {
             try connection.execute("BEGIN")
@@ -198,13 +202,14 @@ public final class BatchWriter {
                 try connection.execute("ROLLBACK")
                 pipeline.rollbackTransaction()
                 lose(lost)
-                return
+                return []
             }
             try write(changes)
             // Past the end of the data the state has counted a part of the last minute: nothing to resume from.
             if !finish { try saveZoneCheckpoints() }
             try connection.execute("COMMIT")
             pipeline.commitTransaction()
+            return changes
         } catch {
             _ = try? connection.execute("ROLLBACK")
             pipeline.rollbackTransaction()
@@ -387,7 +392,7 @@ public final class BatchWriter {
                         beaconID: try row.decode(2), zone: try row.decode(1), enterMicros: try row.decode(3),
                         lastSeenMicros: try row.decode(4)))
             }
-            pipeline.resumeZones(openVisits: openVisits, lastCountedMinutes: lastMinutes, sites: others)
+            pipeline.resumeZones(openVisits: openVisits, lastCountedMinutes: lastMinutes, sites: others, nowMicros: nowMicros)
         }
         return resumption
     }
@@ -695,9 +700,12 @@ public final class BatchWriter {
             ])
     }
 
-    /// Writes the sites file's beacon registry (labels, and whether keys are configured; never the keys) into
-    /// `beacon_registry`, replacing what an earlier start wrote.
-    public func writeRegistry(_ beacons: [SitesConfiguration.Beacon]) throws(PostgresError) {
+    /// Writes what the views need of the sites file, replacing what an earlier start wrote: the beacon registry
+    /// (labels, and whether keys are configured; never the keys) into `beacon_registry`, each site's timing into
+    /// `site_registry`; and forgets the zone states of agents the file no longer places.
+    public func writeRegistry(_ sites: SitesConfiguration) throws(PostgresError) {
+        let beacons = sites.beacons
+        let placed = sites.sites.flatMap { site in site.agents.filter { $0.zone != nil }.map { (site: site.id, agent: $0.id) } }
         try connection.execute("BEGIN")
         do {
             try connection.query(
@@ -714,6 +722,27 @@ public final class BatchWriter {
                     beacons.map(\.id), beacons.map(\.label), beacons.map { $0.identityKey != nil },
                     beacons.map { $0.bthomeBindkey != nil },
                 ])
+            try connection.query(
+                "DELETE FROM beaconflow.site_registry WHERE NOT (site_id = ANY ($1::text[]))", [sites.sites.map(\.id)])
+            try connection.query(
+                """
+                INSERT INTO beaconflow.site_registry (site_id, timezone, absence_timeout_s, allowed_lateness_s)
+                SELECT * FROM unnest($1::text[], $2::text[], $3::double precision[], $4::double precision[])
+                ON CONFLICT (site_id) DO UPDATE SET timezone = excluded.timezone,
+                    absence_timeout_s = excluded.absence_timeout_s, allowed_lateness_s = excluded.allowed_lateness_s
+                """,
+                [
+                    sites.sites.map(\.id), sites.sites.map(\.timezone),
+                    sites.sites.map { Double($0.zoneRules.absenceTimeoutMicros) / 1_000_000 },
+                    sites.sites.map { Double($0.zoneRules.allowedLatenessMicros) / 1_000_000 },
+                ])
+            try connection.query(
+                """
+                DELETE FROM beaconflow.agent_zone_state z WHERE NOT EXISTS (
+                    SELECT 1 FROM unnest($1::text[], $2::text[]) AS p(site_id, agent_id)
+                    WHERE p.site_id = z.site_id AND p.agent_id = z.agent_id)
+                """,
+                [placed.map(\.site), placed.map(\.agent)])
             try connection.execute("COMMIT")
         } catch {
             _ = try? connection.execute("ROLLBACK")
@@ -727,13 +756,33 @@ public final class BatchWriter {
         var opened: [(site: String, zone: String, beacon: String, enter: Int64)] = []
         var closed: [(site: String, beacon: String, enter: Int64, exit: Int64)] = []
         var occupancy: [(site: String, zone: String, minute: Int64, occupants: Int, seconds: Double)] = []
+        var agentStates: [(site: String, agent: String, state: AgentZoneState, since: Int64)] = []
         for change in changes {
             switch change {
             case .visitOpened(let site, let zone, let beacon, let enter): opened.append((site, zone, beacon, enter))
             case .visitClosed(let site, let beacon, let enter, let exit): closed.append((site, beacon, enter, exit))
             case .occupancy(let site, let zone, let minute, let occupants, let seconds):
                 occupancy.append((site, zone, minute, occupants, seconds))
+            case .agentState(let site, let agent, let state, let since): agentStates.append((site, agent, state, since))
             }
+        }
+        if !agentStates.isEmpty {
+            // The last state of each agent (one row may change once per statement); a state reported again (after
+            // a restart) keeps the time it began.
+            var last: [String: Int] = [:]
+            for (index, change) in agentStates.enumerated() { last[change.site + "/" + change.agent] = index }
+            agentStates = last.values.sorted().map { agentStates[$0] }
+            try connection.query(
+                """
+                INSERT INTO beaconflow.agent_zone_state AS z (site_id, agent_id, zone_state, since)
+                SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[])
+                ON CONFLICT (site_id, agent_id) DO UPDATE SET zone_state = excluded.zone_state,
+                    since = CASE WHEN z.zone_state = excluded.zone_state THEN z.since ELSE excluded.since END
+                """,
+                [
+                    agentStates.map(\.site), agentStates.map(\.agent), agentStates.map(\.state.rawValue),
+                    agentStates.map { PostgresTimestamp(unixMicros: $0.since) },
+                ])
         }
         if !opened.isEmpty {
             try connection.query(

@@ -50,8 +50,9 @@ public struct IngestConfiguration: Sendable {
     /// are first dropped one interval after start, so that a short run (a replay of old captures, a test) keeps
     /// what it wrote.
     public var partitionMaintenanceInterval: Duration = .seconds(3600)
-    /// At a graceful stop, count the minutes begun and apply the readings still waiting for a silent agent, as
-    /// when the data ends with the run (the demo, a replay). Off for a service: a restart goes on counting.
+    /// At a graceful stop, count the minutes begun, apply the readings still waiting for a silent agent and end
+    /// the open visits at their beacons' last readings, as when the site ends with the run (the demo). Off for a
+    /// service: a restart goes on counting.
     public var finishZonesAtStop = false
 
     public init(mqtt: MQTTClient.Configuration, database: String, sites: SitesConfiguration) {
@@ -110,7 +111,7 @@ public final class Ingest: Sendable {
     }
 
     public let configuration: IngestConfiguration
-    private let logger: Logger
+    let logger: Logger
     private let stopRequested = Mutex(false)
     private let statisticsState = Mutex(IngestStatistics())
 
@@ -343,7 +344,9 @@ public final class Ingest: Sendable {
             if ContinuousClock.now - lastZoneTick >= .seconds(1) {
                 // Agents gone idle stop holding their site's decisions back even when no batch arrives.
                 lastZoneTick = .now
-                _ = step("Zone changes could not be written") { () throws(PostgresError) in try active.advanceZones() }
+                if let changes = step("Zone changes could not be written", { () throws(PostgresError) in try active.advanceZones() }) {
+                    zonesChanged(changes)
+                }
                 sitesLost(active.takeSitesLost(), active, subscriptions: &subscriptions)
                 if link.writer == nil { continue }
             }
@@ -526,7 +529,7 @@ public final class Ingest: Sendable {
             let writer = BatchWriter(connection: connection, pipeline: pipeline, servedSites: [])
             try writer.joinInstances(instance: configuration.mqtt.clientID, leaseDuration: configuration.leaseDuration)
             try writer.maintainPartitions(dropExpired: false)
-            try writer.writeRegistry(configuration.sites.beacons)
+            try writer.writeRegistry(configuration.sites)
             statisticsState.withLock { $0.databaseConnected = true }
             logger.info("Connected to PostgreSQL", metadata: ["schema_version": "\(Migrator.latestVersion)"])
             return writer
@@ -694,6 +697,7 @@ public final class Ingest: Sendable {
             $0.transactions += 1
         }
         publish(result.acknowledgements, client: client)
+        zonesChanged(result.zoneChanges)
     }
 
     /// Publishes each agent's retained "committed through N" (only after the commit that made it true).

@@ -274,9 +274,12 @@ public struct IngestPipeline: Sendable {
 
     /// Resumes the zone tracking of sites without a usable checkpoint from what the database holds (see
     /// `SiteZoneTracker.resume`).
-    public mutating func resumeZones(openVisits: [String: [SiteZoneTracker.OpenVisit]], lastCountedMinutes: [String: Int64], sites: Set<String>) {
+    public mutating func resumeZones(
+        openVisits: [String: [SiteZoneTracker.OpenVisit]], lastCountedMinutes: [String: Int64], sites: Set<String>, nowMicros: Int64
+    ) {
         for site in sites where zoneTrackers[site] != nil {
-            zoneTrackers[site]?.resume(openVisits: openVisits[site] ?? [], lastCountedMinuteMicros: lastCountedMinutes[site])
+            zoneTrackers[site]?.resume(
+                openVisits: openVisits[site] ?? [], lastCountedMinuteMicros: lastCountedMinutes[site], nowMicros: nowMicros)
         }
     }
 
@@ -344,8 +347,8 @@ public struct IngestPipeline: Sendable {
     }
 
     /// `SiteZoneTracker.finish()` of the sites (nil: of every site), for the end of the data.
-    public mutating func finishZones(sites: Set<String>? = nil) -> [ZoneChange] {
-        (sites.map { $0.sorted() } ?? zoneTrackers.keys.sorted()).flatMap { zoneTrackers[$0]?.finish() ?? [] }
+    public mutating func finishZones(sites: Set<String>? = nil, closingVisits: Bool = false) -> [ZoneChange] {
+        (sites.map { $0.sorted() } ?? zoneTrackers.keys.sorted()).flatMap { zoneTrackers[$0]?.finish(closingVisits: closingVisits) ?? [] }
     }
 
     /// Log-distance model: d = 10^((P1m − rssi) / (10 n)).

@@ -14,6 +14,7 @@ enum Schema {
         Migration(version: 10, name: "which ingest instance serves each site", sql: version10),
         Migration(version: 11, name: "site leases only the ingest's role can take; content digests; progress and partitions bounded", sql: version11),
         Migration(version: 12, name: "how each beacon was last heard: address, address type, advertising event, URL", sql: version12),
+        Migration(version: 13, name: "where each beacon is now; which agents each site waits for", sql: version13),
     ]
 
     /// Sites are served under leases rather than advisory locks (which any login may take): a claim is a row of

@@ -93,7 +93,7 @@ public struct SitesConfiguration: Sendable {
                 [
                     "id", "timezone", "path_loss_exponent", "zones", "agents", "zone_switch_margin_db",
                     "zone_switch_dwell_s", "zone_switch_evidence_db_s", "absence_timeout_s", "allowed_lateness_s",
-                    "rssi_smoothing", "zone_scoring",
+                    "first_batch_wait_s", "rssi_smoothing", "zone_scoring",
                 ], place)
             let id = try identifier(entry["id"], "\(place).id")
             guard !sites.contains(where: { $0.id == id }) else { throw SitesError("\(place): site '\(id)' appears twice") }
@@ -149,7 +149,7 @@ public struct SitesConfiguration: Sendable {
             }
             for (key, path) in [
                 ("zone_switch_dwell_s", \ZoneRules.switchDwellMicros), ("absence_timeout_s", \ZoneRules.absenceTimeoutMicros),
-                ("allowed_lateness_s", \ZoneRules.allowedLatenessMicros),
+                ("allowed_lateness_s", \ZoneRules.allowedLatenessMicros), ("first_batch_wait_s", \ZoneRules.firstBatchWaitMicros),
             ] {
                 if let seconds = try number(entry[key], "\(place).\(key)") {
                     guard (0...86_400).contains(seconds) else { throw SitesError("\(place).\(key) must be 0-86400 seconds") }

@@ -1,46 +1,3 @@
-/// How a site decides which zone a beacon is in (sites file keys in parentheses).
-public struct ZoneRules: Sendable, Equatable {
-    /// A challenger zone gathers evidence while it is louder than the current one by more than this
-    /// (`zone_switch_margin_db`): the excess, in dB, times how long it lasts...
-    public var switchMarginDb: Double = 2
-    /// ...and the beacon moves once the evidence reaches this (`zone_switch_evidence_db_s`)...
-    public var switchEvidenceDbSeconds: Double = 200
-    /// ...and has been gathering for at least this long of event time (`zone_switch_dwell_s`).
-    public var switchDwellMicros: Int64 = 10_000_000
-    /// Not heard for this long: the beacon has left (`absence_timeout_s`); its visit ends when it was last heard.
-    public var absenceTimeoutMicros: Int64 = 30_000_000
-    /// A beacon that appears is placed once it has been heard for this long (by the agents around it), in the
-    /// zone loudest by then; its visit starts at its first reading.
-    public var entryDwellMicros: Int64 = 2_000_000
-    /// An agent's reading counts toward the beacon's zone for this long.
-    public var readingLifetimeMicros: Int64 = 10_000_000
-    /// How the zones are compared (`zone_scoring`): by learned patterns of all agents' levels, or by each zone's
-    /// loudest agent.
-    public var scoring: ZoneScoring = .pattern
-    /// How long a silent agent holds its site's decisions back, in the ingest's own time (`allowed_lateness_s`):
-    /// its batches arriving within it are applied in event order, before any minute they fall in is counted.
-    /// Past it the agent is let go, and what it brings back from behind the watermark is stored as sightings but
-    /// moves no zone (counted as late). Lower values keep a site's tables fresher while one of its agents is away.
-    public var allowedLatenessMicros: Int64 = 300_000_000
-
-    public init() {}
-}
-
-/// What zone tracking adds to the database.
-public enum ZoneChange: Sendable, Equatable {
-    case visitOpened(site: String, zone: String, beaconID: String, enterMicros: Int64)
-    case visitClosed(site: String, beaconID: String, enterMicros: Int64, exitMicros: Int64)
-    /// The minute that starts at `minuteMicros`: the beacons that spent most of it in the zone (at least half of
-    /// it, so a beacon counts in at most one zone), and the seconds of presence of every beacon summed.
-    case occupancy(site: String, zone: String, minuteMicros: Int64, occupants: Int, occupantSeconds: Double)
-
-    public var site: String {
-        switch self {
-        case .visitOpened(let site, _, _, _), .visitClosed(let site, _, _, _), .occupancy(let site, _, _, _, _): site
-        }
-    }
-}
-
 /// Zone assignment for one site, in event time. A pure state machine.
 ///
 /// Readings (RSSI per beacon and agent) wait until the site's watermark passes them, then are smoothed and applied in
@@ -67,13 +24,13 @@ public enum ZoneChange: Sendable, Equatable {
 public struct SiteZoneTracker: Sendable {
     public let site: String
     public let rules: ZoneRules
-    private let zones: [String]
+    let zones: [String]
     /// A minute's presence before any: no beacon in any zone.
-    private let emptyMinute: [[String: Int64]]
+    let emptyMinute: [[String: Int64]]
     /// The agents that serve a zone (the others' readings are ignored), numbered as in `patterns`, in the order
     /// of their ids (readings at the same time are applied in that order).
-    private let agentNumbers: [String: Int]
-    private var patterns: ZonePatterns
+    let agentNumbers: [String: Int]
+    var patterns: ZonePatterns
     /// The Kalman filter's settings, or nil where the site does not smooth.
     private let smoothing: ProximitySmoother.Configuration?
 
@@ -98,19 +55,19 @@ public struct SiteZoneTracker: Sendable {
         var rssi: Double
     }
 
-    private struct AgentProgress: Sendable {
+    struct AgentProgress: Sendable {
         var newestMicros: Int64
         var lastArrivalMicros: Int64
     }
 
-    private struct AgentReading: Sendable {
+    struct AgentReading: Sendable {
         var number: Int
         var time: Int64
         var rssi: Double
     }
 
     /// Zones are numbered by their order in the sites file.
-    private struct Beacon: Sendable {
+    struct Beacon: Sendable {
         var zone: Int?
         var enterMicros: Int64 = 0
         var lastSeenMicros: Int64 = 0
@@ -126,30 +83,34 @@ public struct SiteZoneTracker: Sendable {
         var filters: [AgentFilter] = []
     }
 
-    private struct AgentFilter: Sendable {
+    struct AgentFilter: Sendable {
         var number: Int
         var filter: RSSIFilter?
     }
 
-    private var pending: [Reading] = []
-    private var agents: [String: AgentProgress] = [:]
+    var pending: [Reading] = []
+    var agents: [String: AgentProgress] = [:]
     /// Agents of the sites file not heard yet, and when the tracker got its first batch.
-    private var unheardAgents: Set<String>
-    private var firstArrivalMicros: Int64?
+    var unheardAgents: Set<String>
+    /// Each agent's state as last reported (`ZoneChange.agentState`); after a restart, reported again.
+    private var reportedStates: [String: AgentZoneState] = [:]
+    var firstArrivalMicros: Int64?
     public var maximumPending = 2_000_000
-    private var beacons = JournaledDictionary<String, Beacon>()
+    var beacons = JournaledDictionary<String, Beacon>()
     /// The tracker as it was at `beginTransaction()`, without its beacons (journaled instead).
     private var undo: [SiteZoneTracker] = []
     /// Microseconds of presence per minute, zone number and beacon, for minutes not yet counted.
-    private var presence: [Int64: [[String: Int64]]] = [:]
+    var presence: [Int64: [[String: Int64]]] = [:]
     /// The next minute to count.
-    private var nextMinute: Int64?
-    public private(set) var watermarkMicros: Int64 = .min
+    var nextMinute: Int64?
+    public internal(set) var watermarkMicros: Int64 = .min
+    /// Where visits of silent beacons were last ended (at most once a second of event time).
+    private var closedThroughMicros: Int64 = .min
     /// The earliest reading applied: the site's first minute is observed from here.
-    private var firstReadingMicros: Int64?
+    var firstReadingMicros: Int64?
     public private(set) var lateReadings = 0
     /// Whether minutes were counted since the last `takeCheckpoint()`.
-    public private(set) var checkpointDue = false
+    public internal(set) var checkpointDue = false
 
     static let minute: Int64 = 60_000_000
     /// How loud a zone none of whose agents hears the beacon (freshly) counts: below any receiver's sensitivity.
@@ -198,9 +159,10 @@ public struct SiteZoneTracker: Sendable {
     /// Moves the watermark as far as the live agents allow and applies what it passed; `nowMicros` is the
     /// ingest's clock (for idle agents).
     public mutating func advance(nowMicros: Int64) -> [ZoneChange] {
-        guard let newest = agents.values.map(\.newestMicros).max(), let first = firstArrivalMicros else { return [] }
-        if !unheardAgents.isEmpty, nowMicros - first <= rules.allowedLatenessMicros, pending.count <= maximumPending {
-            return []  // waiting for every agent's first batch
+        var changes = agentStateChanges(nowMicros: nowMicros)
+        guard let newest = agents.values.map(\.newestMicros).max(), let first = firstArrivalMicros else { return changes }
+        if !unheardAgents.isEmpty, nowMicros - first <= firstBatchWaitMicros, pending.count <= maximumPending {
+            return changes  // waiting for every agent's first batch
         }
         var live = agents.values.filter { nowMicros - $0.lastArrivalMicros <= rules.allowedLatenessMicros }.map(\.newestMicros)
         if pending.count > maximumPending, let slowest = live.min() { live.removeAll { $0 == slowest } }
@@ -208,9 +170,8 @@ public struct SiteZoneTracker: Sendable {
         // where each agent left it, less the lateness: beacons no longer heard leave, their minutes are counted.
         // Not beyond that: the minutes of a dark site are unknown, not empty.
         let watermark = live.min() ?? max(newest, darkWatermark(newest: newest, nowMicros: nowMicros))
-        guard watermark > watermarkMicros else { return [] }
+        guard watermark > watermarkMicros else { return changes }
         watermarkMicros = watermark
-        var changes: [ZoneChange] = []
         pending.sort(by: Self.inOrder)
         let ready = pending.partitioningIndex { $0.timeMicros > watermark }
         for reading in pending[..<ready] {
@@ -219,6 +180,52 @@ public struct SiteZoneTracker: Sendable {
         }
         pending.removeFirst(ready)
         countMinutes(through: watermark, into: &changes)
+        if watermark &- closedThroughMicros >= 1_000_000 || closedThroughMicros == .min {
+            closedThroughMicros = watermark
+            closeVisitsOfSilentBeacons(at: watermark, into: &changes)
+        }
+        return changes
+    }
+
+    /// Ends the visit of every beacon not heard for the absence timeout by `time`, at its last reading, as its next
+    /// reading would (its state stays, so that reading goes on the same way): a beacon that leaves leaves when
+    /// the watermark passes, not when the next minute is counted.
+    private mutating func closeVisitsOfSilentBeacons(at time: Int64, into changes: inout [ZoneChange]) {
+        let silent = beacons.filter { $0.value.zone != nil && time - $0.value.lastSeenMicros > rules.absenceTimeoutMicros }
+        for (beaconID, var beacon) in silent.sorted(by: { $0.key < $1.key }) {
+            changes.append(.visitClosed(site: site, beaconID: beaconID, enterMicros: beacon.enterMicros, exitMicros: beacon.lastSeenMicros))
+            beacon.zone = nil
+            beacon.evidence = []
+            beacons[beaconID] = beacon
+        }
+    }
+
+    private var firstBatchWaitMicros: Int64 { min(rules.firstBatchWaitMicros, rules.allowedLatenessMicros) }
+
+    /// Each agent's state by the ingest's clock `nowMicros`, and when it began (where the clock tells).
+    func agentState(_ agent: String, nowMicros: Int64) -> (state: AgentZoneState, sinceMicros: Int64) {
+        guard let progress = agents[agent] else {
+            guard let first = firstArrivalMicros, nowMicros - first > firstBatchWaitMicros else { return (.awaited, nowMicros) }
+            return (.letGo, first &+ firstBatchWaitMicros)
+        }
+        let silence = nowMicros - progress.lastArrivalMicros
+        if silence > rules.allowedLatenessMicros { return (.letGo, progress.lastArrivalMicros &+ rules.allowedLatenessMicros) }
+        if silence > AgentZoneState.holdingAfterMicros {
+            return (.holding, progress.lastArrivalMicros &+ AgentZoneState.holdingAfterMicros)
+        }
+        let newest = agents.values.map(\.newestMicros).max() ?? progress.newestMicros
+        return newest - progress.newestMicros > AgentZoneState.holdingAfterMicros ? (.holding, nowMicros) : (.live, nowMicros)
+    }
+
+    /// The agents whose state differs from the one last reported.
+    private mutating func agentStateChanges(nowMicros: Int64) -> [ZoneChange] {
+        var changes: [ZoneChange] = []
+        for agent in agentNumbers.keys.sorted() {
+            let (state, since) = agentState(agent, nowMicros: nowMicros)
+            guard reportedStates[agent] != state else { continue }
+            reportedStates[agent] = state
+            changes.append(.agentState(site: site, agent: agent, state: state, sinceMicros: since))
+        }
         return changes
     }
 
@@ -448,8 +455,9 @@ public struct SiteZoneTracker: Sendable {
     public var trackedBeacons: Int { beacons.count }
 
     /// For the end of the data (a replay, the demo): applies every reading still waiting and counts the minutes
-    /// through the newest one, the last one as far as it went. Visits stay open: the beacons were still there.
-    public mutating func finish() -> [ZoneChange] {
+    /// through the newest one, the last one as far as it went. Visits stay open (the beacons were still there),
+    /// unless `closingVisits`: then each ends at its beacon's last reading (the site itself stopped).
+    public mutating func finish(closingVisits: Bool = false) -> [ZoneChange] {
         guard let newest = agents.values.map(\.newestMicros).max() else { return [] }
         var changes: [ZoneChange] = []
         watermarkMicros = max(watermarkMicros, newest)
@@ -465,6 +473,12 @@ public struct SiteZoneTracker: Sendable {
             minute += Self.minute
         }
         nextMinute = minute
+        if closingVisits {
+            for (beaconID, beacon) in beacons.sorted(by: { $0.key < $1.key }) where beacon.zone != nil {
+                changes.append(.visitClosed(site: site, beaconID: beaconID, enterMicros: beacon.enterMicros, exitMicros: beacon.lastSeenMicros))
+                beacons[beaconID] = nil
+            }
+        }
         return changes
     }
 
@@ -487,10 +501,19 @@ public struct SiteZoneTracker: Sendable {
     /// (a reading goes on with the same visit; a beacon not heard again has its visit closed when it was last
     /// seen), present there from the visit's start to when last seen in the minutes not counted yet, and
     /// counting goes on after the last minute it counted, so no minute is counted again from part of its readings.
-    public mutating func resume(openVisits: [OpenVisit], lastCountedMinuteMicros: Int64?) {
+    ///
+    /// The site's agents count as heard at `nowMicros` (the ingest's clock), up to the newest time the previous run
+    /// reached: a site none of whose agents comes back goes dark from there, and its visits close.
+    public mutating func resume(openVisits: [OpenVisit], lastCountedMinuteMicros: Int64?, nowMicros: Int64) {
         if let minute = lastCountedMinuteMicros { nextMinute = minute + Self.minute }
         // Observed before: the minute in progress is not the site's first.
         firstReadingMicros = ([lastCountedMinuteMicros].compactMap { $0 } + openVisits.map(\.enterMicros)).min()
+        let counted = lastCountedMinuteMicros.map { $0 + Self.minute + rules.absenceTimeoutMicros }
+        if let reached = ([counted].compactMap { $0 } + openVisits.map(\.lastSeenMicros)).max() {
+            for agent in agentNumbers.keys { agents[agent] = AgentProgress(newestMicros: reached, lastArrivalMicros: nowMicros) }
+            unheardAgents = []
+            firstArrivalMicros = nowMicros
+        }
         for visit in openVisits {
             guard let zone = zones.firstIndex(of: visit.zone) else { continue }
             var beacon = Beacon()
@@ -501,146 +524,6 @@ public struct SiteZoneTracker: Sendable {
             // Its presence in the minutes not counted yet, which the previous run held in memory.
             addPresence(of: visit.beaconID, in: zone, from: visit.enterMicros, to: beacon.lastSeenMicros)
         }
-    }
-
-    static let checkpointVersion: Int64 = 1
-
-    /// The tracker's state as of its watermark, as bytes for `restore(checkpoint:)`: all of it but the readings
-    /// still waiting, which the database holds as the site's sightings newer than the watermark.
-    public mutating func takeCheckpoint() -> [UInt8] {
-        checkpointDue = false
-        var out = CheckpointWriter()
-        out.int(Self.checkpointVersion)
-        out.strings(zones)
-        out.strings(agentNumbers.sorted { $0.value < $1.value }.map(\.key))
-        out.int(watermarkMicros)
-        out.optional(nextMinute)
-        out.optional(firstReadingMicros)
-        out.optional(firstArrivalMicros)
-        out.strings(unheardAgents.sorted())
-        out.int(agents.count)
-        for (agent, progress) in agents.sorted(by: { $0.key < $1.key }) {
-            out.string(agent)
-            out.int(progress.newestMicros)
-            out.int(progress.lastArrivalMicros)
-        }
-        patterns.encode(into: &out)
-        out.int(beacons.count)
-        for (beaconID, beacon) in beacons.sorted(by: { $0.key < $1.key }) {
-            out.string(beaconID)
-            out.optional(beacon.zone.map(Int64.init))
-            out.int(beacon.enterMicros)
-            out.int(beacon.lastSeenMicros)
-            out.int(beacon.readings.count)
-            for reading in beacon.readings {
-                out.int(reading.number)
-                out.int(reading.time)
-                out.double(reading.rssi)
-            }
-            out.int(beacon.evidence.count)
-            for evidence in beacon.evidence {
-                out.int(evidence.zone)
-                out.double(evidence.dbSeconds)
-                out.int(evidence.sinceMicros)
-            }
-            out.int(beacon.evidenceMicros)
-            out.optional(beacon.appearedMicros)
-            out.int(beacon.filters.count)
-            for agent in beacon.filters {
-                out.int(agent.number)
-                out.optional(agent.filter?.timeMicros)
-                if let filter = agent.filter {
-                    out.double(filter.rssi)
-                    out.double(filter.variance)
-                }
-            }
-        }
-        out.int(presence.count)
-        for (minute, perZone) in presence.sorted(by: { $0.key < $1.key }) {
-            out.int(minute)
-            for zone in perZone {
-                out.int(zone.count)
-                for (beaconID, micros) in zone.sorted(by: { $0.key < $1.key }) {
-                    out.string(beaconID)
-                    out.int(micros)
-                }
-            }
-        }
-        return out.bytes
-    }
-
-    /// Restores a state `takeCheckpoint()` saved for the same zones and agents. The readings it left waiting are
-    /// to be added again (the site's sightings newer than `watermarkMicros`). The tracker is unchanged on error.
-    public mutating func restore(checkpoint: [UInt8]) throws(CheckpointError) {
-        var input = CheckpointReader(checkpoint)
-        guard try input.int() == Self.checkpointVersion else { throw CheckpointError(code: .unknownVersion, offset: 0) }
-        let zoneIDs = try input.strings()
-        let agentIDs = try input.strings()
-        guard zoneIDs == zones, agentIDs == agentNumbers.sorted(by: { $0.value < $1.value }).map(\.key) else {
-            throw CheckpointError(code: .otherLayout, offset: input.offset)
-        }
-        var restored = self
-        restored.pending = []
-        // Every value is range-checked: a damaged or edited row must not reach the tracker's arithmetic.
-        restored.watermarkMicros = try input.time(also: [.min])
-        restored.nextMinute = try input.optionalMinute()
-        restored.firstReadingMicros = try input.optionalTime()
-        restored.firstArrivalMicros = try input.optionalTime()
-        restored.unheardAgents = Set(try input.strings())
-        restored.agents = [:]
-        for _ in 0..<(try input.count(minimumBytes: 24)) {
-            let agent = try input.string()
-            restored.agents[agent] = AgentProgress(newestMicros: try input.time(), lastArrivalMicros: try input.time())
-        }
-        try restored.patterns.decode(from: &input)
-        restored.beacons = JournaledDictionary()
-        for _ in 0..<(try input.count(minimumBytes: 40)) {
-            let beaconID = try input.string()
-            var beacon = Beacon()
-            beacon.zone = try input.optional().map { zone throws(CheckpointError) in
-                guard zone >= 0, zone < zones.count else { throw CheckpointError(code: .damaged, offset: input.offset) }
-                return Int(zone)
-            }
-            beacon.enterMicros = try input.time(also: [0])
-            beacon.lastSeenMicros = try input.time(also: [0])
-            for _ in 0..<(try input.count(minimumBytes: 24)) {
-                beacon.readings.append(
-                    AgentReading(
-                        number: try input.index(below: agentIDs.count), time: try input.time(),
-                        rssi: try input.double(in: CheckpointReader.decibels)))
-            }
-            for _ in 0..<(try input.count(minimumBytes: 24)) {
-                beacon.evidence.append(
-                    (try input.index(below: zones.count), try input.double(in: 0...1e12), try input.time()))
-            }
-            beacon.evidenceMicros = try input.time(also: [0])
-            beacon.appearedMicros = try input.optionalTime()
-            for _ in 0..<(try input.count(minimumBytes: 9)) {
-                var agent = AgentFilter(number: try input.index(below: agentIDs.count))
-                if let time = try input.optionalTime() {
-                    agent.filter = RSSIFilter(
-                        rssi: try input.double(in: CheckpointReader.decibels), variance: try input.double(in: 0...1e6),
-                        timeMicros: time)
-                }
-                beacon.filters.append(agent)
-            }
-            restored.beacons[beaconID] = beacon
-        }
-        restored.presence = [:]
-        for _ in 0..<(try input.count(minimumBytes: 8)) {
-            let minute = try input.minute()
-            var perZone = emptyMinute
-            for zone in zones.indices {
-                for _ in 0..<(try input.count(minimumBytes: 16)) {
-                    let beaconID = try input.string()
-                    perZone[zone][beaconID] = try input.int(in: 0...60_000_000)
-                }
-            }
-            restored.presence[minute] = perZone
-        }
-        guard input.isAtEnd else { throw CheckpointError(code: .damaged, offset: input.offset) }
-        restored.checkpointDue = false
-        self = restored
     }
 
     mutating func beginTransaction() {

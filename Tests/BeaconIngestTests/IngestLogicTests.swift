@@ -341,6 +341,15 @@ import Testing
     }
 }
 
+extension ZoneChange {
+    var isVisit: Bool {
+        switch self {
+        case .visitOpened, .visitClosed: true
+        case .occupancy, .agentState: false
+        }
+    }
+}
+
 /// The rules on levels as given: the sites here do not smooth (the filter has tests of its own).
 @Suite struct SiteZoneTrackerTests {
     let site = try! SitesConfiguration.parse(testSites.replacingOccurrences(of: "- id: hq", with: "- id: hq\n    rssi_smoothing: none")).sites[0]
@@ -365,7 +374,7 @@ import Testing
 
     @Test func aMoveBecomesTwoVisitsAndTheMinutesCountIt() {
         let (tracker, changes) = run(seconds: 240, moveAt: 90)
-        let visits = changes.filter { if case .occupancy = $0 { false } else { true } }
+        let visits = changes.filter(\.isVisit)
         #expect(
             visits == [
                 .visitOpened(site: "hq", zone: "lobby", beaconID: "b", enterMicros: start),
@@ -462,7 +471,7 @@ import Testing
     @Test func noiseBelowTheMarginDoesNotMoveTheBeacon() {
         // ±6 dB alternating: the lab reading is sometimes 3 dB louder, never for 4 s in a row.
         let (_, changes) = run(seconds: 120, moveAt: 1000, noise: { $0 % 3 == 0 ? -9 : 0 })
-        let visits = changes.filter { if case .occupancy = $0 { false } else { true } }
+        let visits = changes.filter(\.isVisit)
         #expect(visits == [.visitOpened(site: "hq", zone: "lobby", beaconID: "b", enterMicros: start)])
     }
 
@@ -515,9 +524,15 @@ import Testing
             tracker.add(beaconID: "b", agent: "hq-a1", timeMicros: time, rssi: -60)
             tracker.agentProgressed("hq-a1", newestMicros: time, arrivalMicros: time)
         }
-        #expect(tracker.advance(nowMicros: start + 299 * second).isEmpty)
+        // Both silent for more than 10 s: the site waits for them.
+        #expect(
+            tracker.advance(nowMicros: start + 299 * second) == [
+                .agentState(site: "hq", agent: "hq-a1", state: .holding, sinceMicros: start + 129 * second),
+                .agentState(site: "hq", agent: "hq-a2", state: .holding, sinceMicros: start + 10 * second),
+            ])
         #expect(tracker.pendingReadings == 119)  // the first one is at hq-a2's progress, so applied
         let released = tracker.advance(nowMicros: start + 301 * second)
+        #expect(released.first == .agentState(site: "hq", agent: "hq-a2", state: .letGo, sinceMicros: start + 300 * second))
         #expect(released.contains(.visitOpened(site: "hq", zone: "lobby", beaconID: "b", enterMicros: start)))
         #expect(tracker.watermarkMicros == start + 119 * second)
         for index in 0..<120 {
@@ -566,12 +581,52 @@ import Testing
         #expect(changes.count - before <= 2 * 2)  // at most one more minute, for both zones
     }
 
+    /// hq-a2 never starts: the site waits for its first batch for the first-batch wait (30 s), not the allowed
+    /// lateness, then goes on without it.
+    @Test func anAgentNeverHeardHoldsTheSiteOnlyForTheFirstBatchWait() {
+        var tracker = SiteZoneTracker(site: site)
+        var changes: [ZoneChange] = []
+        for index in 0..<40 {
+            let time = start + Int64(index) * second
+            tracker.add(beaconID: "b", agent: "hq-a1", timeMicros: time, rssi: -60)
+            tracker.agentProgressed("hq-a1", newestMicros: time, arrivalMicros: time)
+            changes += tracker.advance(nowMicros: time)
+            if index == 30 {
+                #expect(!changes.contains { $0.isVisit })
+                #expect(changes.contains(.agentState(site: "hq", agent: "hq-a2", state: .awaited, sinceMicros: start)))
+            }
+        }
+        #expect(changes.contains(.agentState(site: "hq", agent: "hq-a2", state: .letGo, sinceMicros: start + 30 * second)))
+        #expect(changes.contains(.visitOpened(site: "hq", zone: "lobby", beaconID: "b", enterMicros: start)))
+        #expect(changes.filter { if case .agentState(_, "hq-a1", _, _) = $0 { true } else { false } }.count == 1)  // live, once
+        // Heard at last, it holds the site again like any agent.
+        tracker.agentProgressed("hq-a2", newestMicros: start + 40 * second, arrivalMicros: start + 40 * second)
+        #expect(tracker.advance(nowMicros: start + 40 * second).first == .agentState(site: "hq", agent: "hq-a2", state: .live, sinceMicros: start + 40 * second))
+    }
+
+    /// A site resumed from its open visits whose agents never come back goes dark from the restart on.
+    @Test func aSiteResumedFromOpenVisitsWhoseAgentsNeverReturnEmpties() {
+        var tracker = SiteZoneTracker(site: site)
+        let lastSeen = start + 50 * second
+        let restart = start + 3600 * second
+        tracker.resume(
+            openVisits: [.init(beaconID: "b", zone: "lobby", enterMicros: start, lastSeenMicros: lastSeen)], lastCountedMinuteMicros: nil,
+            nowMicros: restart)
+        #expect(tracker.zone(of: "b") == "lobby")
+        #expect(!tracker.advance(nowMicros: restart + 300 * second).contains { $0.isVisit })
+        let changes = tracker.advance(nowMicros: restart + 300 * second + 45 * second)
+        #expect(changes.contains(.visitClosed(site: "hq", beaconID: "b", enterMicros: start, exitMicros: lastSeen)))
+        #expect(changes.contains(.occupancy(site: "hq", zone: "lobby", minuteMicros: start, occupants: 1, occupantSeconds: 50)))
+    }
+
     @Test func theAllowedLatenessIsASiteKey() throws {
         let sites = try SitesConfiguration.parse(
             "sites: [{id: hq, zones: [{id: lobby}], allowed_lateness_s: 60, rssi_smoothing: none}]")
         #expect(sites.sites[0].zoneRules.allowedLatenessMicros == 60_000_000)
         #expect(sites.sites[0].rssiSmoothing == .none)
         #expect(ZoneRules().allowedLatenessMicros == 300_000_000)
+        let waiting = try SitesConfiguration.parse("sites: [{id: hq, zones: [{id: a}], first_batch_wait_s: 5}]")
+        #expect(waiting.sites[0].zoneRules.firstBatchWaitMicros == 5_000_000)
         #expect(throws: SitesError.self) { try SitesConfiguration.parse("sites: [{id: hq, zones: [{id: a}], rssi_smoothing: median}]") }
     }
 }

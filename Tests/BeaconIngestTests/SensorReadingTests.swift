@@ -161,7 +161,7 @@ struct SensorReadingStorageTests {
             objects: try [UInt8](hex: "02ca0903bf13"), bindkey: try [UInt8](hex: SensorReadingTests.bthomeKey),
             address: SensorReadingTests.bthomeAddress, counter: 7)
         var writer = BatchWriter(connection: connection, pipeline: IngestPipeline(sites: sites))
-        try writer.writeRegistry(sites.beacons)
+        try writer.writeRegistry(sites)
         let first = try writer.commit([
             support.batch(
                 "a1", 1,
@@ -202,7 +202,9 @@ struct SensorReadingStorageTests {
                     ["mac:CB:B8:33:4C:88:4F", "hq", nil, "ruuvi", "t", "address"]])
         #expect(try connection.query("SELECT beacon_id, name, value, agent_id FROM beaconflow.device_info") == [["mac:54:48:E6:8F:80:A5", "manufacturer_name", "Acme", "a1"]])
         // A registry entry no longer in the sites file goes; one never heard is listed without a site.
-        try writer.writeRegistry([SitesConfiguration.Beacon(id: "ibeacon:x", label: "Spare")])
+        var edited = sites
+        edited.beacons = [SitesConfiguration.Beacon(id: "ibeacon:x", label: "Spare")]
+        try writer.writeRegistry(edited)
         #expect(
             try connection.query("SELECT beacon_id, site_id, label FROM beaconflow.beacons WHERE label IS NOT NULL") == [["ibeacon:x", nil, "Spare"]])
     }

@@ -1,0 +1,141 @@
+extension SiteZoneTracker {
+    static let checkpointVersion: Int64 = 1
+
+    /// The tracker's state as of its watermark, as bytes for `restore(checkpoint:)`: all of it but the readings
+    /// still waiting, which the database holds as the site's sightings newer than the watermark.
+    public mutating func takeCheckpoint() -> [UInt8] {
+        checkpointDue = false
+        var out = CheckpointWriter()
+        out.int(Self.checkpointVersion)
+        out.strings(zones)
+        out.strings(agentNumbers.sorted { $0.value < $1.value }.map(\.key))
+        out.int(watermarkMicros)
+        out.optional(nextMinute)
+        out.optional(firstReadingMicros)
+        out.optional(firstArrivalMicros)
+        out.strings(unheardAgents.sorted())
+        out.int(agents.count)
+        for (agent, progress) in agents.sorted(by: { $0.key < $1.key }) {
+            out.string(agent)
+            out.int(progress.newestMicros)
+            out.int(progress.lastArrivalMicros)
+        }
+        patterns.encode(into: &out)
+        out.int(beacons.count)
+        for (beaconID, beacon) in beacons.sorted(by: { $0.key < $1.key }) {
+            out.string(beaconID)
+            out.optional(beacon.zone.map(Int64.init))
+            out.int(beacon.enterMicros)
+            out.int(beacon.lastSeenMicros)
+            out.int(beacon.readings.count)
+            for reading in beacon.readings {
+                out.int(reading.number)
+                out.int(reading.time)
+                out.double(reading.rssi)
+            }
+            out.int(beacon.evidence.count)
+            for evidence in beacon.evidence {
+                out.int(evidence.zone)
+                out.double(evidence.dbSeconds)
+                out.int(evidence.sinceMicros)
+            }
+            out.int(beacon.evidenceMicros)
+            out.optional(beacon.appearedMicros)
+            out.int(beacon.filters.count)
+            for agent in beacon.filters {
+                out.int(agent.number)
+                out.optional(agent.filter?.timeMicros)
+                if let filter = agent.filter {
+                    out.double(filter.rssi)
+                    out.double(filter.variance)
+                }
+            }
+        }
+        out.int(presence.count)
+        for (minute, perZone) in presence.sorted(by: { $0.key < $1.key }) {
+            out.int(minute)
+            for zone in perZone {
+                out.int(zone.count)
+                for (beaconID, micros) in zone.sorted(by: { $0.key < $1.key }) {
+                    out.string(beaconID)
+                    out.int(micros)
+                }
+            }
+        }
+        return out.bytes
+    }
+
+    /// Restores a state `takeCheckpoint()` saved for the same zones and agents. The readings it left waiting are
+    /// to be added again (the site's sightings newer than `watermarkMicros`). The tracker is unchanged on error.
+    public mutating func restore(checkpoint: [UInt8]) throws(CheckpointError) {
+        var input = CheckpointReader(checkpoint)
+        guard try input.int() == Self.checkpointVersion else { throw CheckpointError(code: .unknownVersion, offset: 0) }
+        let zoneIDs = try input.strings()
+        let agentIDs = try input.strings()
+        guard zoneIDs == zones, agentIDs == agentNumbers.sorted(by: { $0.value < $1.value }).map(\.key) else {
+            throw CheckpointError(code: .otherLayout, offset: input.offset)
+        }
+        var restored = self
+        restored.pending = []
+        // Every value is range-checked: a damaged or edited row must not reach the tracker's arithmetic.
+        restored.watermarkMicros = try input.time(also: [.min])
+        restored.nextMinute = try input.optionalMinute()
+        restored.firstReadingMicros = try input.optionalTime()
+        restored.firstArrivalMicros = try input.optionalTime()
+        restored.unheardAgents = Set(try input.strings())
+        restored.agents = [:]
+        for _ in 0..<(try input.count(minimumBytes: 24)) {
+            let agent = try input.string()
+            restored.agents[agent] = AgentProgress(newestMicros: try input.time(), lastArrivalMicros: try input.time())
+        }
+        try restored.patterns.decode(from: &input)
+        restored.beacons = JournaledDictionary()
+        for _ in 0..<(try input.count(minimumBytes: 40)) {
+            let beaconID = try input.string()
+            var beacon = Beacon()
+            beacon.zone = try input.optional().map { zone throws(CheckpointError) in
+                guard zone >= 0, zone < zones.count else { throw CheckpointError(code: .damaged, offset: input.offset) }
+                return Int(zone)
+            }
+            beacon.enterMicros = try input.time(also: [0])
+            beacon.lastSeenMicros = try input.time(also: [0])
+            for _ in 0..<(try input.count(minimumBytes: 24)) {
+                beacon.readings.append(
+                    AgentReading(
+                        number: try input.index(below: agentIDs.count), time: try input.time(),
+                        rssi: try input.double(in: CheckpointReader.decibels)))
+            }
+            for _ in 0..<(try input.count(minimumBytes: 24)) {
+                beacon.evidence.append(
+                    (try input.index(below: zones.count), try input.double(in: 0...1e12), try input.time()))
+            }
+            beacon.evidenceMicros = try input.time(also: [0])
+            beacon.appearedMicros = try input.optionalTime()
+            for _ in 0..<(try input.count(minimumBytes: 9)) {
+                var agent = AgentFilter(number: try input.index(below: agentIDs.count))
+                if let time = try input.optionalTime() {
+                    agent.filter = RSSIFilter(
+                        rssi: try input.double(in: CheckpointReader.decibels), variance: try input.double(in: 0...1e6),
+                        timeMicros: time)
+                }
+                beacon.filters.append(agent)
+            }
+            restored.beacons[beaconID] = beacon
+        }
+        restored.presence = [:]
+        for _ in 0..<(try input.count(minimumBytes: 8)) {
+            let minute = try input.minute()
+            var perZone = emptyMinute
+            for zone in zones.indices {
+                for _ in 0..<(try input.count(minimumBytes: 16)) {
+                    let beaconID = try input.string()
+                    perZone[zone][beaconID] = try input.int(in: 0...60_000_000)
+                }
+            }
+            restored.presence[minute] = perZone
+        }
+        guard input.isAtEnd else { throw CheckpointError(code: .damaged, offset: input.offset) }
+        restored.checkpointDue = false
+        self = restored
+    }
+}

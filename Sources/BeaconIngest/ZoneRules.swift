@@ -1,0 +1,66 @@
+/// How a site decides which zone a beacon is in (sites file keys in parentheses).
+public struct ZoneRules: Sendable, Equatable {
+    /// A challenger zone gathers evidence while it is louder than the current one by more than this
+    /// (`zone_switch_margin_db`): the excess, in dB, times how long it lasts...
+    public var switchMarginDb: Double = 2
+    /// ...and the beacon moves once the evidence reaches this (`zone_switch_evidence_db_s`)...
+    public var switchEvidenceDbSeconds: Double = 200
+    /// ...and has been gathering for at least this long of event time (`zone_switch_dwell_s`).
+    public var switchDwellMicros: Int64 = 10_000_000
+    /// Not heard for this long: the beacon has left (`absence_timeout_s`); its visit ends when it was last heard.
+    public var absenceTimeoutMicros: Int64 = 30_000_000
+    /// A beacon that appears is placed once it has been heard for this long (by the agents around it), in the
+    /// zone loudest by then; its visit starts at its first reading.
+    public var entryDwellMicros: Int64 = 2_000_000
+    /// An agent's reading counts toward the beacon's zone for this long.
+    public var readingLifetimeMicros: Int64 = 10_000_000
+    /// How the zones are compared (`zone_scoring`): by learned patterns of all agents' levels, or by each zone's
+    /// loudest agent.
+    public var scoring: ZoneScoring = .pattern
+    /// How long a silent agent holds its site's decisions back, in the ingest's own time (`allowed_lateness_s`):
+    /// its batches arriving within it are applied in event order, before any minute they fall in is counted.
+    /// Past it the agent is let go, and what it brings back from behind the watermark is stored as sightings but
+    /// moves no zone (counted as late). Lower values keep a site's tables fresher while one of its agents is away.
+    public var allowedLatenessMicros: Int64 = 300_000_000
+    /// How long, after a site's first batch, its decisions wait for an agent of the sites file never heard from
+    /// (`first_batch_wait_s`; at most the allowed lateness). Past it the site goes on without that agent.
+    public var firstBatchWaitMicros: Int64 = 30_000_000
+
+    public init() {}
+}
+
+/// Whether a site's zone decisions wait for one of its agents (`agent_health.zone_state`).
+public enum AgentZoneState: String, Sendable, Equatable {
+    /// Never heard: the site waits for its first batch, up to the first-batch wait after the site's first.
+    case awaited
+    /// Sending, and within `holdingAfterMicros` of the site's newest reading.
+    case live
+    /// Silent, or behind the site's newest reading, by more than `holdingAfterMicros`, within the allowed lateness:
+    /// the site's decisions wait for it.
+    case holding
+    /// Silent past the allowed lateness, or never heard past the first-batch wait: the site goes on without it,
+    /// and what it brings back from behind the watermark moves no zone.
+    case letGo = "let_go"
+
+    /// How far an agent may lag before it counts as holding its site back.
+    public static let holdingAfterMicros: Int64 = 10_000_000
+}
+
+/// What zone tracking adds to the database.
+public enum ZoneChange: Sendable, Equatable {
+    case visitOpened(site: String, zone: String, beaconID: String, enterMicros: Int64)
+    case visitClosed(site: String, beaconID: String, enterMicros: Int64, exitMicros: Int64)
+    /// The minute that starts at `minuteMicros`: the beacons that spent most of it in the zone (at least half of
+    /// it, so a beacon counts in at most one zone), and the seconds of presence of every beacon summed.
+    case occupancy(site: String, zone: String, minuteMicros: Int64, occupants: Int, occupantSeconds: Double)
+    /// An agent's state changed, at `sinceMicros` of the ingest's clock.
+    case agentState(site: String, agent: String, state: AgentZoneState, sinceMicros: Int64)
+
+    public var site: String {
+        switch self {
+        case .visitOpened(let site, _, _, _), .visitClosed(let site, _, _, _), .occupancy(let site, _, _, _, _),
+            .agentState(let site, _, _, _):
+            site
+        }
+    }
+}
