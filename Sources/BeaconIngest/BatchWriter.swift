@@ -33,6 +33,8 @@ public final class BatchWriter {
         public var evictedBeacons = 0
         /// What the group changed in zones, visits, minutes and agent states, as committed.
         public var zoneChanges: [ZoneChange] = []
+        /// The beacons whose fleet health the group changed, as committed.
+        public var healthChanges: [BeaconHealth] = []
     }
 
     private let connection: PostgresConnection
@@ -146,7 +148,8 @@ public final class BatchWriter {
             let storedReadings = try insertSensorReadings(readings)
             pipeline.sensorReadingsStored(storedReadings)
             try upsertDeviceInfo(deviceInfo)
-            try upsertHealth(pipeline.health.takeChanged())
+            let healthChanges = pipeline.health.takeChanged()
+            try upsertHealth(healthChanges)
             try write(zoneChanges)
             try saveZoneCheckpoints()
             try recordProgress(after)
@@ -168,7 +171,7 @@ public final class BatchWriter {
             return GroupResult(
                 outcomes: outcomes, acknowledgements: acknowledgements, telemetryRows: stored.count,
                 sensorReadingRows: storedReadings.count, undecodableFrames: undecodable, lateReadings: lateReadings,
-                evictedBeacons: evictedBeacons, zoneChanges: zoneChanges)
+                evictedBeacons: evictedBeacons, zoneChanges: zoneChanges, healthChanges: healthChanges)
         } catch {
             // After the commit only the look for other instances' progress can fail: what committed stays.
             if !committed {

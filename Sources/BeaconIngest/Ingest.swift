@@ -54,6 +54,8 @@ public struct IngestConfiguration: Sendable {
     /// the open visits at their beacons' last readings, as when the site ends with the run (the demo). Off for a
     /// service: a restart goes on counting.
     public var finishZonesAtStop = false
+    /// Live presence over MQTT (and Home Assistant discovery); nil: none.
+    public var presence: PresenceConfiguration?
 
     public init(mqtt: MQTTClient.Configuration, database: String, sites: SitesConfiguration) {
         self.mqtt = mqtt
@@ -112,7 +114,11 @@ public final class Ingest: Sendable {
 
     public let configuration: IngestConfiguration
     let logger: Logger
-    private let stopRequested = Mutex(false)
+    let stopRequested = Mutex(false)
+    /// Live presence, when configured: used on the writer thread only; `presenceEvents` is what the brokers' threads
+    /// tell it.
+    let presence: Mutex<PresencePublisher?>
+    let presenceEvents = Mutex(PresenceEvents())
     private let statisticsState = Mutex(IngestStatistics())
 
     private let batchCounters = Dictionary(
@@ -153,6 +159,7 @@ public final class Ingest: Sendable {
     public init(configuration: IngestConfiguration, logger: Logger) {
         self.configuration = configuration
         self.logger = logger
+        presence = Mutex(configuration.presence.map { PresencePublisher(sites: configuration.sites, configuration: $0) })
     }
 
     public var statistics: IngestStatistics { statisticsState.withLock { $0 } }
@@ -184,6 +191,9 @@ public final class Ingest: Sendable {
         var mqtt = configuration.mqtt
         // Subscriptions and queued batches survive an ingest restart for this long (a client id of its own only).
         if configuration.persistentSession { mqtt.sessionExpirySeconds = max(mqtt.sessionExpirySeconds, 86_400) }
+        if configuration.presence != nil {
+            mqtt.will = MQTTClient.Will(topic: PresenceTopics.availability, payload: PresenceTopics.offline, retain: true)
+        }
         let client = try BrokerConnections(mqtt, logger: logger)
         // A site's topics are subscribed once it is claimed. A session the broker kept may hold any of them.
         for site in configuration.sites.sites {
@@ -194,6 +204,7 @@ public final class Ingest: Sendable {
             Task { [self] in
                 let broker = single.currentBroker
                 for await event in single.events {
+                    if presenceEvent(event, client: single) { continue }
                     switch event {
                     case .message(let topic, _, let retained) where retained && !topic.hasSuffix("/status"):
                         // Agents never retain batches: one kept by the broker would come back at every restart.
@@ -231,6 +242,10 @@ public final class Ingest: Sendable {
                 runWriter(queue: queue, client: client)
                 continuation.resume()
             }
+        }
+        if configuration.presence != nil {
+            // The others (if any) say online again when they see it.
+            try? client.publish(topic: PresenceTopics.availability, payload: PresenceTopics.offline, qos: 1, retain: true)
         }
         client.stop()
         for forwarder in forwarders {
@@ -284,6 +299,7 @@ public final class Ingest: Sendable {
                 }
             }
             guard let active = link.writer else { continue }
+            presencePublish(active, client: client)
             /// Runs one step; a lost connection hands the state back to `link`, other errors are the statement's.
             func step<Value>(
                 _ failure: Logger.Message, _ work: () throws(PostgresError) -> Value
@@ -697,7 +713,7 @@ public final class Ingest: Sendable {
             $0.transactions += 1
         }
         publish(result.acknowledgements, client: client)
-        zonesChanged(result.zoneChanges)
+        zonesChanged(result.zoneChanges, health: result.healthChanges)
     }
 
     /// Publishes each agent's retained "committed through N" (only after the commit that made it true).

@@ -346,6 +346,11 @@ public struct IngestPipeline: Sendable {
         sites.sorted().flatMap { advanceZones(site: $0, nowMicros: nowMicros) }
     }
 
+    /// The beacons placed in a zone of `site` now (`SiteZoneTracker.placements`).
+    public func placements(site: String) -> [(beaconID: String, zone: String, enterMicros: Int64)] {
+        zoneTrackers[site]?.placements ?? []
+    }
+
     /// `SiteZoneTracker.finish()` of the sites (nil: of every site), for the end of the data.
     public mutating func finishZones(sites: Set<String>? = nil, closingVisits: Bool = false) -> [ZoneChange] {
         (sites.map { $0.sorted() } ?? zoneTrackers.keys.sorted()).flatMap { zoneTrackers[$0]?.finish(closingVisits: closingVisits) ?? [] }

@@ -119,6 +119,9 @@ public struct SitesConfiguration: Sendable {
                 let agentPlace = "\(place).agents[\(agentIndex)]"
                 try unknownKeys(agent, ["id", "zone", "rssi_offset_db"], agentPlace)
                 let agentID = try identifier(agent["id"], "\(agentPlace).id")
+                guard agentID != "presence" else {
+                    throw SitesError("\(agentPlace): agent id 'presence' is reserved (the site's live presence topics)")
+                }
                 guard !agents.contains(where: { $0.id == agentID }) else {
                     throw SitesError("\(agentPlace): agent '\(agentID)' appears twice in site '\(id)'")
                 }

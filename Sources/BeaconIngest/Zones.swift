@@ -454,6 +454,11 @@ public struct SiteZoneTracker: Sendable {
 
     public var trackedBeacons: Int { beacons.count }
 
+    /// The beacons placed in a zone now, as far as the watermark has gone, with when they entered it.
+    public var placements: [(beaconID: String, zone: String, enterMicros: Int64)] {
+        beacons.compactMap { entry in entry.value.zone.map { (entry.key, zones[$0], entry.value.enterMicros) } }
+    }
+
     /// For the end of the data (a replay, the demo): applies every reading still waiting and counts the minutes
     /// through the newest one, the last one as far as it went. Visits stay open (the beacons were still there),
     /// unless `closingVisits`: then each ends at its beacon's last reading (the site itself stopped).

@@ -233,7 +233,7 @@ public struct AgentStatus: Codable, Equatable, Sendable {
 }
 
 /// A message as JSON with its keys sorted (the types here always encode).
-private func encodedPayload(_ message: some Encodable) -> [UInt8] {
+func encodedPayload(_ message: some Encodable) -> [UInt8] {
     let encoder = JSONEncoder()
     encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
     return (try? Array(encoder.encode(message))) ?? []

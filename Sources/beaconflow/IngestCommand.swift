@@ -58,6 +58,16 @@ struct IngestCommand: AsyncParsableCommand {
     @Option(help: "low_battery when the forecast leaves fewer days than this.") var lowBatteryDays = 30.0
     @Option(help: "Beacons the ingest keeps state for at most; past it those not seen the longest are forgotten and counted, whatever ids arrive.")
     var maxBeacons = 200_000
+    @Flag(
+        help: "Publish live presence over MQTT, retained: each registry beacon's zone, each zone's occupants, and whether an ingest is publishing (topics in docs/presence.md)."
+    )
+    var presence = false
+    @Flag(help: "With --presence, a topic for every beacon placed in a zone, not only the registry's.") var presenceAllBeacons = false
+    @Option(help: "With --presence, messages a second at most (a topic's newer state replaces one still waiting).")
+    var presenceRate = 50.0
+    @Flag(help: "Home Assistant MQTT discovery (implies --presence): a device per registry beacon and one per site.")
+    var homeAssistant = false
+    @Option(help: "The Home Assistant discovery prefix.") var homeAssistantPrefix = "homeassistant"
     @Option(help: "Where /metrics (Prometheus) and /healthz listen: HOST:PORT, [IPv6]:PORT, or 'none'.")
     var metricsListen = "127.0.0.1:9464"
     @Option(help: "Log level.") var logLevel: Logger.Level = .info
@@ -70,6 +80,10 @@ struct IngestCommand: AsyncParsableCommand {
         guard queueCapacity >= 1, maxGroup >= 1 else { throw ValidationError("--queue-capacity and --max-group must be at least 1") }
         guard maxBeacons >= 100 else { throw ValidationError("--max-beacons must be at least 100") }
         _ = try MetricsListenAddress.parse(metricsListen)
+        guard (1...10_000).contains(presenceRate) else { throw ValidationError("--presence-rate must be 1-10000 messages a second") }
+        let prefixLevels = homeAssistantPrefix.split(separator: "/", omittingEmptySubsequences: false)
+        guard !prefixLevels.contains(where: { $0.isEmpty || $0.contains("+") || $0.contains("#") }), homeAssistantPrefix.utf8.count <= 100
+        else { throw ValidationError("--home-assistant-prefix must be MQTT topic levels without '+', '#' or empty levels") }
     }
 
     func configuration() throws(ConfigurationError) -> IngestConfiguration {
@@ -91,6 +105,13 @@ struct IngestCommand: AsyncParsableCommand {
         configuration.health.lowBatteryMillivolts = lowBatteryMv
         configuration.health.lowBatteryDays = lowBatteryDays
         configuration.maximumBeacons = maxBeacons
+        if presence || homeAssistant {
+            var presenceConfiguration = PresenceConfiguration()
+            presenceConfiguration.allBeacons = presenceAllBeacons
+            presenceConfiguration.messagesPerSecond = presenceRate
+            presenceConfiguration.discoveryPrefix = homeAssistant ? homeAssistantPrefix : nil
+            configuration.presence = presenceConfiguration
+        }
         return configuration
     }
 

@@ -122,7 +122,7 @@ struct DeployTests {
     func theBrokerConfigurationKeepsEachAgentToItsOwnTopics() async throws {
         let work = try makeTemporaryDirectory(prefix: "deploy-broker")
         defer { try? FileManager.default.removeItem(atPath: work) }
-        let (broker, port) = try await startShippedBroker(in: work, users: ["hq/hq-a1", "hq/hq-a2", "ingest-2"])
+        let (broker, port) = try await startShippedBroker(in: work, users: ["hq/hq-a1", "hq/hq-a2", "ingest-2", "homeassistant"])
         for bad in ["hq/Bad_Name", "hq-a1", "hq/a/b", "ingest-1"] {
             #expect(try await runProgram(Self.deploy + "/make-certificates", [work + "/pki", "127.0.0.1", bad]).status == 64, "\(bad)")
         }
@@ -168,6 +168,24 @@ struct DeployTests {
         try await agent.1.first(within: .seconds(10)) {
             if case .message("beaconflow/v1/hq/hq-a1/rejection", [1, 2, 3], _) = $0 { true } else { false }
         }
+        // Live presence: the ingest publishes it and the discovery configs, a Home Assistant reader reads them and
+        // may publish neither, nor may an agent.
+        let reader = try await client("homeassistant")
+        defer { reader.0.stop() }
+        for filter in ["beaconflow/v1/+/presence/#", "homeassistant/#", "beaconflow/v1/+/+/batch"] { try reader.0.subscribe(topic: filter) }
+        try await Task.sleep(for: .milliseconds(300))
+        for topic in ["beaconflow/v1/hq/presence/zones/lobby", "beaconflow/v1/presence/availability", "homeassistant/sensor/beaconflow/x/config"] {
+            #expect(try await reason(ingest, topic) < 0x80, "\(topic)")
+            #expect(try await reason(reader, topic) == 135, "\(topic)")
+            #expect(try await reason(agent, topic) == 135, "\(topic)")
+        }
+        #expect(try await reason(reader, "homeassistant/status") < 0x80)
+        try await reader.1.first(within: .seconds(10)) {
+            if case .message("beaconflow/v1/hq/presence/zones/lobby", [1, 2, 3], _) = $0 { true } else { false }
+        }
+        _ = try await reason(agent, "beaconflow/v1/hq/hq-a1/batch")
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(!reader.1.all.contains { if case .message(let topic, _, _) = $0 { topic.hasSuffix("/batch") } else { false } }, "no batches")
         // An agent claiming the ingest's client id gets its own user name as id: the ingest stays connected.
         let impostor = try await client("hq/hq-a2", clientID: "beaconflow-ingest-1")
         defer { impostor.0.stop() }

@@ -1,0 +1,170 @@
+import BeaconMessaging
+
+/// What live presence says now, kept from committed zone changes, and the messages that change it (retained, so
+/// each topic's latest message is its state). Pure: the publisher sends what it returns.
+///
+/// Per served site: each beacon's placement (zone and since) and each zone's occupants (beacons placed there).
+/// Beacons get topics of their own only when in the registry, unless `allBeacons`; with `discovery`, a registry
+/// beacon's Home Assistant configs are made the first time it is placed at a site.
+struct PresenceBoard: Sendable {
+    struct Message: Sendable, Equatable {
+        var topic: String
+        var payload: [UInt8]
+    }
+
+    private let labels: [String: String?]
+    private let allBeacons: Bool
+    private let zonesOfSite: [String: [String]]
+    let discovery: HomeAssistantDiscovery?
+    /// Per site: beacon → (zone, since).
+    private var placed: [String: [String: (zone: String, since: Int64)]] = [:]
+    /// Per site and zone: the beacons placed there, and the count last published.
+    private var counts: [String: [String: Int]] = [:]
+    private var occupants: [String: [String: Int]] = [:]
+    /// The beacon configs published (or found on the broker), by object id.
+    private(set) var discoveryPublished: Set<String> = []
+
+    init(sites: SitesConfiguration, allBeacons: Bool, discovery: HomeAssistantDiscovery?) {
+        labels = Dictionary(sites.beacons.map { ($0.id, $0.label) }, uniquingKeysWith: { first, _ in first })
+        self.allBeacons = allBeacons
+        zonesOfSite = Dictionary(uniqueKeysWithValues: sites.sites.map { ($0.id, $0.zones.map(\.id)) })
+        self.discovery = discovery
+    }
+
+    var servedSites: Set<String> { Set(placed.keys) }
+
+    private func publishes(_ beaconID: String) -> Bool { allBeacons || labels[beaconID] != nil }
+
+    /// A site this instance now serves, as its tracker has it: every published beacon's and zone's state.
+    mutating func serve(site: String, placements: [(beaconID: String, zone: String, enterMicros: Int64)]) -> [Message] {
+        guard let zones = zonesOfSite[site] else { return [] }
+        var board: [String: (zone: String, since: Int64)] = [:]
+        for placement in placements { board[placement.beaconID] = (placement.zone, placement.enterMicros) }
+        placed[site] = board
+        counts[site] = Dictionary(board.values.map { ($0.zone, 1) }, uniquingKeysWith: +)
+        occupants[site] = [:]
+        var messages: [Message] = []
+        for (beaconID, placement) in board.sorted(by: { $0.key < $1.key }) {
+            messages += beaconMessages(site: site, beaconID: beaconID, zone: placement.zone, present: true, since: placement.since)
+        }
+        for zone in zones { messages += occupancyMessage(site: site, zone: zone, force: true) }
+        return messages
+    }
+
+    /// A site served elsewhere now: its messages are the new owner's.
+    mutating func forget(site: String) {
+        placed[site] = nil
+        counts[site] = nil
+        occupants[site] = nil
+    }
+
+    /// Forgets every site and which beacon configs were published: following the sites served publishes it all
+    /// again.
+    mutating func forgetAll() {
+        placed = [:]
+        counts = [:]
+        occupants = [:]
+        discoveryPublished = []
+    }
+
+    /// The messages of committed zone changes, for the sites served.
+    mutating func apply(_ changes: [ZoneChange]) -> [Message] {
+        var messages: [Message] = []
+        var touched: [String: Set<String>] = [:]
+        for change in changes {
+            switch change {
+            case .visitOpened(let site, let zone, let beaconID, let enter):
+                guard placed[site] != nil else { continue }
+                if let old = placed[site]?[beaconID] {
+                    touched[site, default: []].insert(old.zone)
+                    counts[site]?[old.zone, default: 0] -= 1
+                }
+                placed[site]?[beaconID] = (zone, enter)
+                counts[site]?[zone, default: 0] += 1
+                touched[site, default: []].insert(zone)
+                messages += beaconMessages(site: site, beaconID: beaconID, zone: zone, present: true, since: enter)
+            case .visitClosed(let site, let beaconID, let enter, let exit):
+                guard let current = placed[site]?[beaconID], current.since == enter else { continue }
+                placed[site]?[beaconID] = nil
+                counts[site]?[current.zone, default: 0] -= 1
+                touched[site, default: []].insert(current.zone)
+                messages += beaconMessages(site: site, beaconID: beaconID, zone: current.zone, present: false, since: exit)
+            case .occupancy, .agentState:
+                continue
+            }
+        }
+        for (site, zones) in touched.sorted(by: { $0.key < $1.key }) {
+            for zone in zones.sorted() { messages += occupancyMessage(site: site, zone: zone, force: false) }
+        }
+        return messages
+    }
+
+    /// Battery and temperature of the published beacons at the sites served.
+    func condition(_ health: [BeaconHealth]) -> [Message] {
+        health.compactMap { beacon in
+            guard placed[beacon.siteID] != nil, publishes(beacon.beaconID),
+                let topic = PresenceTopics.beaconCondition(site: beacon.siteID, beaconID: beacon.beaconID)
+            else { return nil }
+            let status = beacon.status == .stale ? BeaconHealth.Status.ok : beacon.status
+            return Message(
+                topic: topic,
+                payload: BeaconCondition(
+                    batteryMillivolts: beacon.batteryMillivolts.map(Int.init), batteryPercent: beacon.batteryPercent,
+                    temperatureCelsius: beacon.temperatureCelsius, status: status.rawValue
+                ).payload)
+        }
+    }
+
+    /// Configs found on the broker at start: those of beacons no longer in the registry, and of sites or zones no
+    /// longer in the sites file, are removed (an empty retained message); the others count as published.
+    mutating func discoveryFound(objectIDs: Set<String>) -> [Message] {
+        guard let discovery else { return [] }
+        let registry = Set(labels.keys.map(HomeAssistantDiscovery.beaconKey))
+        let zones = Set(zonesOfSite.flatMap { site, zones in zones.map { discovery.zoneConfig(site: site, zone: $0).objectID } })
+        var removals: [Message] = []
+        for objectID in objectIDs.sorted() {
+            // A beacon's: <key>_<site>_<sensor> (site ids have no '_').
+            let parts = objectID.split(separator: "_", maxSplits: 2)
+            let keep =
+                HomeAssistantDiscovery.isBeaconObject(objectID)
+                ? parts.count == 3 && registry.contains(String(parts[0])) && zonesOfSite[String(parts[1])] != nil
+                : zones.contains(objectID)
+            if keep {
+                discoveryPublished.insert(objectID)
+            } else {
+                removals.append(Message(topic: discovery.topic(objectID: objectID), payload: []))
+            }
+        }
+        return removals
+    }
+
+    /// Every zone's occupancy config (published by every instance: the same retained messages).
+    var zoneDiscovery: [Message] {
+        guard let discovery else { return [] }
+        return zonesOfSite.sorted(by: { $0.key < $1.key }).flatMap { site, zones in
+            zones.map { discovery.zoneConfig(site: site, zone: $0) }.map { Message(topic: discovery.topic(objectID: $0.objectID), payload: $0.payload) }
+        }
+    }
+
+    private mutating func beaconMessages(site: String, beaconID: String, zone: String, present: Bool, since: Int64) -> [Message] {
+        guard publishes(beaconID), let topic = PresenceTopics.beacon(site: site, beaconID: beaconID) else { return [] }
+        let label = labels[beaconID] ?? nil
+        var messages: [Message] = []
+        if let discovery, labels[beaconID] != nil {
+            for config in discovery.beaconConfigs(site: site, beaconID: beaconID, label: label)
+            where discoveryPublished.insert(config.objectID).inserted {
+                messages.append(Message(topic: discovery.topic(objectID: config.objectID), payload: config.payload))
+            }
+        }
+        let presence = BeaconPresence(site: site, beaconID: beaconID, label: label, zone: zone, present: present, sinceMicros: since)
+        messages.append(Message(topic: topic, payload: presence.payload))
+        return messages
+    }
+
+    private mutating func occupancyMessage(site: String, zone: String, force: Bool) -> [Message] {
+        let count = counts[site]?[zone] ?? 0
+        guard force || occupants[site]?[zone] != count else { return [] }
+        occupants[site]?[zone] = count
+        return [Message(topic: PresenceTopics.zone(site: site, zone: zone), payload: ZonePresence(site: site, zone: zone, occupants: count).payload)]
+    }
+}

@@ -1,0 +1,116 @@
+import BeaconMessaging
+import Foundation
+import Metrics
+
+/// How the ingest publishes live presence (`--presence`, docs/presence.md).
+public struct PresenceConfiguration: Sendable {
+    /// Per-beacon topics for every beacon, not only the registry's.
+    public var allBeacons = false
+    /// Messages a second at most, over all topics.
+    public var messagesPerSecond = 50.0
+    /// A beacon's battery and temperature at most this often.
+    public var conditionInterval: Duration = .seconds(60)
+    /// Home Assistant MQTT discovery under this prefix; nil: none.
+    public var discoveryPrefix: String?
+
+    public init() {}
+}
+
+/// Sends live presence to the brokers, retained, at most `messagesPerSecond`: a topic's newer message replaces one
+/// still waiting, so what waits is bounded by the number of topics and each topic ends at its latest state. Runs
+/// on the writer thread; publishing only queues in libmosquitto.
+final class PresencePublisher {
+    private var board: PresenceBoard
+    private let configuration: PresenceConfiguration
+    private var waiting: [String: [UInt8]] = [:]
+    private var order: [String] = []
+    private var tokens: Double
+    private var refilled = ContinuousClock.now
+    private var conditionSent: [String: ContinuousClock.Instant] = [:]
+    private var conditionHeld: [String: [UInt8]] = [:]
+    private var discoveryDone = false
+    private let publishedCounter = Counter(label: "beaconflow_ingest_presence_messages_total")
+    private let replacedCounter = Counter(label: "beaconflow_ingest_presence_messages_replaced_total")
+    private let waitingGauge = Gauge(label: "beaconflow_ingest_presence_messages_waiting")
+
+    init(sites: SitesConfiguration, configuration: PresenceConfiguration) {
+        self.configuration = configuration
+        board = PresenceBoard(
+            sites: sites, allBeacons: configuration.allBeacons,
+            discovery: configuration.discoveryPrefix.map { HomeAssistantDiscovery(prefix: $0) })
+        tokens = configuration.messagesPerSecond
+    }
+
+    var discovery: HomeAssistantDiscovery? { board.discovery }
+
+    /// Follows the sites the writer serves: a site claimed has its whole state published from its tracker.
+    func follow(servedSites: Set<String>, pipeline: IngestPipeline) {
+        for site in board.servedSites.subtracting(servedSites) { board.forget(site: site) }
+        for site in servedSites.subtracting(board.servedSites).sorted() {
+            enqueue(board.serve(site: site, placements: pipeline.placements(site: site)))
+        }
+    }
+
+    /// After a broker reconnected: every site's state, and the configs, are published again as the sites are
+    /// followed.
+    func forgetAll() {
+        let zoneConfigs = discoveryDone ? board.zoneDiscovery : []
+        board.forgetAll()
+        enqueue(zoneConfigs)
+    }
+
+    func committed(_ changes: [ZoneChange], health: [BeaconHealth]) {
+        enqueue(board.apply(changes))
+        let now = ContinuousClock.now
+        for message in board.condition(health) {
+            if let sent = conditionSent[message.topic], now - sent < configuration.conditionInterval {
+                conditionHeld[message.topic] = message.payload
+            } else {
+                conditionSent[message.topic] = now
+                enqueue([message])
+            }
+        }
+    }
+
+    /// The discovery configs found retained on the broker: removes what the registry and sites file no longer
+    /// have, and publishes every zone's.
+    func discoveryFound(objectIDs: Set<String>) {
+        discoveryDone = true
+        enqueue(board.discoveryFound(objectIDs: objectIDs) + board.zoneDiscovery)
+    }
+
+    /// Publishes what the rate allows, oldest topic first.
+    func flush(to client: BrokerConnections) {
+        let now = ContinuousClock.now
+        let elapsed = Double((now - refilled).components.attoseconds) / 1e18 + Double((now - refilled).components.seconds)
+        refilled = now
+        tokens = min(configuration.messagesPerSecond, tokens + elapsed * configuration.messagesPerSecond)
+        for (topic, payload) in conditionHeld where now - (conditionSent[topic] ?? now) >= configuration.conditionInterval {
+            conditionHeld[topic] = nil
+            conditionSent[topic] = now
+            enqueue([PresenceBoard.Message(topic: topic, payload: payload)])
+        }
+        var sent = 0
+        while sent < order.count, tokens >= 1 {
+            let topic = order[sent]
+            sent += 1
+            guard let payload = waiting.removeValue(forKey: topic) else { continue }
+            // A broker away: the message is dropped, and the whole state is published again at the next claim.
+            try? client.publish(topic: topic, payload: payload, qos: 1, retain: true)
+            tokens -= 1
+            publishedCounter.increment()
+        }
+        order.removeFirst(sent)
+        waitingGauge.record(waiting.count)
+    }
+
+    private func enqueue(_ messages: [PresenceBoard.Message]) {
+        for message in messages {
+            if waiting.updateValue(message.payload, forKey: message.topic) == nil {
+                order.append(message.topic)
+            } else {
+                replacedCounter.increment()
+            }
+        }
+    }
+}

@@ -1,0 +1,137 @@
+import BeaconWire
+import Foundation
+
+/// Live presence, which the ingest publishes when asked (`--presence`), retained, under
+/// `beaconflow/v1/<site>/presence/` (docs/presence.md): where each beacon is, how many are in each zone, and whether
+/// an ingest is publishing at all.
+public enum PresenceTopics {
+    /// `online` or `offline` (retained): whether an ingest publishes presence. Every instance publishes `online` and
+    /// leaves `offline` as its will; one that sees `offline` while it runs says `online` again.
+    public static let availability = "\(AgentTopics.prefix)/presence/availability"
+    public static let online = Array("online".utf8)
+    public static let offline = Array("offline".utf8)
+
+    /// A beacon's `BeaconPresence`; nil for an id that cannot be a topic level (it has `/`, `+`, `#`, a control
+    /// character, or more than 200 bytes).
+    public static func beacon(site: String, beaconID: String) -> String? {
+        guard isTopicLevel(beaconID) else { return nil }
+        return "\(AgentTopics.prefix)/\(site)/presence/beacons/\(beaconID)"
+    }
+
+    /// A beacon's `BeaconCondition`.
+    public static func beaconCondition(site: String, beaconID: String) -> String? {
+        beacon(site: site, beaconID: beaconID).map { $0 + "/condition" }
+    }
+
+    /// A zone's `ZonePresence`.
+    public static func zone(site: String, zone: String) -> String { "\(AgentTopics.prefix)/\(site)/presence/zones/\(zone)" }
+
+    /// Every presence topic of a site (what a reader subscribes to).
+    public static func siteFilter(site: String) -> String { "\(AgentTopics.prefix)/\(site)/presence/#" }
+
+    static func isTopicLevel(_ text: String) -> Bool {
+        !text.isEmpty && text.utf8.count <= 200 && text.utf8.allSatisfy { $0 > 0x20 && $0 < 0x7F && $0 != 0x2F && $0 != 0x2B && $0 != 0x23 }
+    }
+}
+
+/// Where a beacon is: `zone` is the zone it is in, or was last in when away; `since` when it entered it, or when
+/// it left (RFC 3339, event time).
+public struct BeaconPresence: Codable, Equatable, Sendable {
+    public var site: String
+    public var beaconID: String
+    public var label: String?
+    public var zone: String
+    public var present: Bool
+    public var since: String
+
+    public init(site: String, beaconID: String, label: String?, zone: String, present: Bool, sinceMicros: Int64) {
+        self.site = site
+        self.beaconID = beaconID
+        self.label = label
+        self.zone = zone
+        self.present = present
+        since = RFC3339.format(microseconds: sinceMicros)
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case site, label, zone, present, since
+        case beaconID = "beacon_id"
+    }
+
+    /// Every key, null included.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(site, forKey: .site)
+        try container.encode(beaconID, forKey: .beaconID)
+        try container.encode(label, forKey: .label)
+        try container.encode(zone, forKey: .zone)
+        try container.encode(present, forKey: .present)
+        try container.encode(since, forKey: .since)
+    }
+
+    public var payload: [UInt8] { encodedPayload(self) }
+
+    public init?(payload: [UInt8]) {
+        guard payload.count <= 4096, let decoded = try? JSONDecoder().decode(Self.self, from: Data(payload)) else { return nil }
+        self = decoded
+    }
+}
+
+/// How many beacons are in a zone now (each counts in one zone: the one it is placed in).
+public struct ZonePresence: Codable, Equatable, Sendable {
+    public var site: String
+    public var zone: String
+    public var occupants: Int
+
+    public init(site: String, zone: String, occupants: Int) {
+        self.site = site
+        self.zone = zone
+        self.occupants = occupants
+    }
+
+    public var payload: [UInt8] { encodedPayload(self) }
+
+    public init?(payload: [UInt8]) {
+        guard payload.count <= 4096, let decoded = try? JSONDecoder().decode(Self.self, from: Data(payload)) else { return nil }
+        self = decoded
+    }
+}
+
+/// A beacon's battery and temperature, as `beacon_health` has them (null where the beacon does not report one).
+public struct BeaconCondition: Codable, Equatable, Sendable {
+    public var batteryMillivolts: Int?
+    public var batteryPercent: Double?
+    public var temperatureCelsius: Double?
+    /// `ok`, `low_battery` or `rebooting` (`stale` is the view's, by the database's clock).
+    public var status: String
+
+    public init(batteryMillivolts: Int?, batteryPercent: Double?, temperatureCelsius: Double?, status: String) {
+        self.batteryMillivolts = batteryMillivolts
+        self.batteryPercent = batteryPercent
+        self.temperatureCelsius = temperatureCelsius
+        self.status = status
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case status
+        case batteryMillivolts = "battery_mv"
+        case batteryPercent = "battery_pct"
+        case temperatureCelsius = "temperature_c"
+    }
+
+    /// Every key, null included.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(batteryMillivolts, forKey: .batteryMillivolts)
+        try container.encode(batteryPercent, forKey: .batteryPercent)
+        try container.encode(temperatureCelsius, forKey: .temperatureCelsius)
+        try container.encode(status, forKey: .status)
+    }
+
+    public var payload: [UInt8] { encodedPayload(self) }
+
+    public init?(payload: [UInt8]) {
+        guard payload.count <= 4096, let decoded = try? JSONDecoder().decode(Self.self, from: Data(payload)) else { return nil }
+        self = decoded
+    }
+}

@@ -1,0 +1,114 @@
+import BeaconMessaging
+import BeaconWire
+import Testing
+
+@testable import BeaconIngest
+
+/// Live presence as pure logic: which messages committed zone changes make.
+@Suite struct PresenceBoardTests {
+    static let sites = try! SitesConfiguration.parse(
+        """
+        sites:
+          - id: hq
+            zones: [{id: lobby}, {id: lab}]
+            agents: [{id: hq-a1, zone: lobby}]
+        beacons:
+          - {id: "ibeacon:a:1:1", label: Cart}
+          - {id: "bad/id", label: Odd}
+        """)
+
+    func decoded(_ messages: [PresenceBoard.Message]) -> [String] {
+        messages.map { message in
+            if let beacon = BeaconPresence(payload: message.payload) {
+                return "\(beacon.beaconID) \(beacon.present ? "in" : "left") \(beacon.zone) \(beacon.since)"
+            }
+            if let zone = ZonePresence(payload: message.payload) { return "\(zone.zone) \(zone.occupants)" }
+            return message.topic
+        }
+    }
+
+    @Test func movesAndLeavesMakeBeaconAndZoneMessages() {
+        var board = PresenceBoard(sites: Self.sites, allBeacons: false, discovery: nil)
+        #expect(decoded(board.serve(site: "hq", placements: [])) == ["lobby 0", "lab 0"])
+        // Nothing for a site served elsewhere.
+        #expect(board.apply([.visitOpened(site: "other", zone: "x", beaconID: "ibeacon:a:1:1", enterMicros: 0)]).isEmpty)
+        let moved = board.apply([
+            .visitOpened(site: "hq", zone: "lobby", beaconID: "ibeacon:a:1:1", enterMicros: 0),
+            .visitOpened(site: "hq", zone: "lobby", beaconID: "passer-by", enterMicros: 0),
+            .visitClosed(site: "hq", beaconID: "ibeacon:a:1:1", enterMicros: 0, exitMicros: 60_000_000),
+            .visitOpened(site: "hq", zone: "lab", beaconID: "ibeacon:a:1:1", enterMicros: 60_000_000),
+            .occupancy(site: "hq", zone: "lab", minuteMicros: 0, occupants: 1, occupantSeconds: 60),
+        ])
+        #expect(
+            decoded(moved) == [
+                "ibeacon:a:1:1 in lobby 1970-01-01T00:00:00.000000Z", "ibeacon:a:1:1 left lobby 1970-01-01T00:01:00.000000Z",
+                "ibeacon:a:1:1 in lab 1970-01-01T00:01:00.000000Z", "lab 1", "lobby 1",
+            ])
+        // A close of another visit than the current one changes nothing; an unchanged count is not sent again.
+        #expect(board.apply([.visitClosed(site: "hq", beaconID: "ibeacon:a:1:1", enterMicros: 0, exitMicros: 1)]).isEmpty)
+        #expect(
+            decoded(board.apply([.visitClosed(site: "hq", beaconID: "passer-by", enterMicros: 0, exitMicros: 5)])) == ["lobby 0"])
+        // A registry id that cannot be a topic level has no topic (it still counts).
+        #expect(decoded(board.apply([.visitOpened(site: "hq", zone: "lab", beaconID: "bad/id", enterMicros: 0)])) == ["lab 2"])
+        // Served again (after a hand-over back, or a broker that lost its retained messages): the whole state.
+        board.forget(site: "hq")
+        #expect(
+            decoded(board.serve(site: "hq", placements: [("ibeacon:a:1:1", "lab", 60_000_000)]))
+                == ["ibeacon:a:1:1 in lab 1970-01-01T00:01:00.000000Z", "lobby 0", "lab 1"])
+    }
+
+    @Test func everyBeaconWhenAskedAndDiscoveryOnlyForTheRegistry() {
+        var board = PresenceBoard(sites: Self.sites, allBeacons: true, discovery: HomeAssistantDiscovery(prefix: "ha"))
+        _ = board.serve(site: "hq", placements: [])
+        let messages = board.apply([
+            .visitOpened(site: "hq", zone: "lobby", beaconID: "passer-by", enterMicros: 0),
+            .visitOpened(site: "hq", zone: "lobby", beaconID: "ibeacon:a:1:1", enterMicros: 0),
+        ])
+        let key = HomeAssistantDiscovery.beaconKey("ibeacon:a:1:1")
+        #expect(
+            messages.map(\.topic) == [
+                "beaconflow/v1/hq/presence/beacons/passer-by", "ha/sensor/beaconflow/\(key)_hq_zone/config",
+                "ha/sensor/beaconflow/\(key)_hq_battery/config", "ha/sensor/beaconflow/\(key)_hq_battery_voltage/config",
+                "ha/sensor/beaconflow/\(key)_hq_temperature/config", "beaconflow/v1/hq/presence/beacons/ibeacon:a:1:1",
+                "beaconflow/v1/hq/presence/zones/lobby",
+            ])
+        // Configs go once.
+        _ = board.apply([.visitClosed(site: "hq", beaconID: "ibeacon:a:1:1", enterMicros: 0, exitMicros: 1)])
+        #expect(!board.apply([.visitOpened(site: "hq", zone: "lab", beaconID: "ibeacon:a:1:1", enterMicros: 2)]).contains { $0.topic.hasPrefix("ha/") })
+    }
+
+    @Test func configsOfBeaconsZonesAndSitesNoLongerListedAreRemoved() {
+        var board = PresenceBoard(sites: Self.sites, allBeacons: false, discovery: HomeAssistantDiscovery())
+        let key = HomeAssistantDiscovery.beaconKey("ibeacon:a:1:1")
+        let gone = HomeAssistantDiscovery.beaconKey("ibeacon:gone:1:1")
+        let removals = board.discoveryFound(objectIDs: [
+            "\(key)_hq_zone", "\(key)_old-site_zone", "\(gone)_hq_zone", "site_hq_lobby_occupancy", "site_hq_attic_occupancy",
+        ])
+        #expect(removals.allSatisfy { $0.payload.isEmpty })
+        #expect(
+            Set(removals.map(\.topic)) == Set(
+                ["\(key)_old-site_zone", "\(gone)_hq_zone", "site_hq_attic_occupancy"].map { "homeassistant/sensor/beaconflow/\($0)/config" }))
+        #expect(board.discoveryPublished == ["\(key)_hq_zone", "site_hq_lobby_occupancy"])
+    }
+
+    @Test func theAgentIDPresenceIsReserved() {
+        #expect(throws: SitesError.self) { try SitesConfiguration.parse("sites: [{id: hq, zones: [{id: a}], agents: [{id: presence}]}]") }
+    }
+
+    @Test func conditionFollowsTheRegistryAtTheSitesServed() {
+        var board = PresenceBoard(sites: Self.sites, allBeacons: false, discovery: nil)
+        _ = board.serve(site: "hq", placements: [])
+        let health = BeaconHealth(
+            beaconID: "ibeacon:a:1:1", siteID: "hq", lastSeenMicros: 0, batteryMillivolts: 2900, temperatureCelsius: 21.5,
+            rebootsIn7Days: 0, status: .ok, firstSeenMicros: 0)
+        var passerBy = health
+        passerBy.beaconID = "passer-by"
+        var elsewhere = health
+        elsewhere.siteID = "other"
+        let messages = board.condition([health, passerBy, elsewhere])
+        #expect(messages.map(\.topic) == ["beaconflow/v1/hq/presence/beacons/ibeacon:a:1:1/condition"])
+        #expect(
+            String(decoding: messages[0].payload, as: UTF8.self)
+                == #"{"battery_mv":2900,"battery_pct":null,"status":"ok","temperature_c":21.5}"#)
+    }
+}
