@@ -23,6 +23,8 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/jpsim/Yams", from: "5.0.1"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
     ],
     targets: [
         // System libraries: a module map and a shim header each, nothing else.
@@ -118,6 +120,15 @@ let package = Package(
             ]
         ),
 
+        // The read-only web console: pages over the public views, live by server-sent events.
+        .target(
+            name: "WebConsole",
+            dependencies: [
+                "LibPQ", .product(name: "Hummingbird", package: "hummingbird"), .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+
         // What `beaconflow report` reads from the public views, as tables or JSON.
         .target(name: "Reporting", dependencies: ["LibPQ"]),
 
@@ -144,6 +155,7 @@ let package = Package(
                 "LocalServers",
                 "MetricsEndpoint",
                 "Mosquitto",
+                "WebConsole",
                 "WorkQueue",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),

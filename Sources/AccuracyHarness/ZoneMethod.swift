@@ -70,7 +70,10 @@ extension SitesConfiguration {
             for (key, value) in own where !method.siteKeys.contains(where: { $0.key == key }) { lines.append("    \(key): \(value)") }
             for (key, value) in method.siteKeys { lines.append("    \(key): \(value)") }
             lines.append("    zones:")
-            for zone in site.zones { lines.append("      - {id: \(zone.id)\(zone.capacity.map { ", capacity: \($0)" } ?? "")}") }
+            for zone in site.zones {
+                let rect = zone.rect.map { "\($0)" }.joined(separator: ", ")
+                lines.append("      - {id: \(zone.id), rect: [\(rect)]\(zone.capacity.map { ", capacity: \($0)" } ?? "")}")
+            }
             lines.append("    agents:")
             for agent in site.agents {
                 // The simulated receiver hears `rssi_offset_db` more than the model; the sites file corrects it.

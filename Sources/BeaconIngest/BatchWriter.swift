@@ -705,7 +705,8 @@ public final class BatchWriter {
 
     /// Writes what the views need of the sites file, replacing what an earlier start wrote: the beacon registry
     /// (labels, and whether keys are configured; never the keys) into `beacon_registry`, each site's timing into
-    /// `site_registry`; and forgets the zone states of agents the file no longer places.
+    /// `site_registry` and its zones into `zone_registry`; and forgets the zone states of agents the file no longer
+    /// places.
     public func writeRegistry(_ sites: SitesConfiguration) throws(PostgresError) {
         let beacons = sites.beacons
         let placed = sites.sites.flatMap { site in site.agents.filter { $0.zone != nil }.map { (site: site.id, agent: $0.id) } }
@@ -738,6 +739,19 @@ public final class BatchWriter {
                     sites.sites.map(\.id), sites.sites.map(\.timezone),
                     sites.sites.map { Double($0.zoneRules.absenceTimeoutMicros) / 1_000_000 },
                     sites.sites.map { Double($0.zoneRules.allowedLatenessMicros) / 1_000_000 },
+                ])
+            let zones = sites.sites.flatMap { site in site.zones.enumerated().map { (site: site.id, position: $0, zone: $1) } }
+            try connection.query("DELETE FROM beaconflow.zone_registry")
+            try connection.query(
+                """
+                INSERT INTO beaconflow.zone_registry (site_id, zone_id, position, capacity, rect)
+                SELECT s, z, p, c, CASE WHEN x0 IS NULL THEN NULL ELSE ARRAY[x0, y0, x1, y1] END
+                FROM unnest($1::text[], $2::text[], $3::integer[], $4::integer[], $5::double precision[], $6::double precision[],
+                            $7::double precision[], $8::double precision[]) AS r(s, z, p, c, x0, y0, x1, y1)
+                """,
+                [
+                    zones.map(\.site), zones.map(\.zone.id), zones.map { Int32($0.position) }, zones.map { $0.zone.capacity.map(Int32.init(clamping:)) },
+                    zones.map { $0.zone.rect?[0] }, zones.map { $0.zone.rect?[1] }, zones.map { $0.zone.rect?[2] }, zones.map { $0.zone.rect?[3] },
                 ])
             try connection.query(
                 """

@@ -1,6 +1,7 @@
 extension Schema {
-    /// Where each beacon is now, and which agents each site's zone decisions wait for: the sites file's sites (as
-    /// the ingest last started with them), each agent's state in its site's zone tracking, and the views over them.
+    /// Where each beacon is now, and which agents each site's zone decisions wait for: the sites file's sites and
+    /// zones (as the ingest last started with them), each agent's state in its site's zone tracking, and the views
+    /// over them.
     static let version13 = #"""
         CREATE TABLE beaconflow.site_registry (
             site_id text PRIMARY KEY,
@@ -15,7 +16,21 @@ extension Schema {
             since timestamptz NOT NULL,
             PRIMARY KEY (site_id, agent_id)
         );
-        GRANT SELECT, INSERT, UPDATE, DELETE ON beaconflow.site_registry, beaconflow.agent_zone_state TO beaconflow_writer;
+        CREATE TABLE beaconflow.zone_registry (
+            site_id text NOT NULL REFERENCES beaconflow.site_registry ON DELETE CASCADE,
+            zone_id text NOT NULL,
+            position integer NOT NULL,
+            capacity integer,
+            rect double precision[] CHECK (rect IS NULL OR cardinality(rect) = 4),
+            PRIMARY KEY (site_id, zone_id)
+        );
+        GRANT SELECT, INSERT, UPDATE, DELETE ON beaconflow.site_registry, beaconflow.zone_registry, beaconflow.agent_zone_state
+            TO beaconflow_writer;
+
+        CREATE VIEW beaconflow.zones AS
+            SELECT site_id, zone_id, capacity, rect[1] AS x0, rect[2] AS y0, rect[3] AS x1, rect[4] AS y1
+            FROM beaconflow.zone_registry ORDER BY site_id, position;
+        GRANT SELECT ON beaconflow.zones TO beaconflow_reader;
 
         CREATE OR REPLACE VIEW beaconflow.agent_health AS
             SELECT coalesce(a.site_id, z.site_id) AS site_id, coalesce(a.agent_id, z.agent_id) AS agent_id,

@@ -18,6 +18,8 @@ public struct SitesConfiguration: Sendable {
     public struct Zone: Sendable {
         public var id: String
         public var capacity: Int?
+        /// Where the zone lies on the site's floor plan, in metres: x0, y0, x1, y1 (`rect`), for the console.
+        public var rect: [Double]?
     }
 
     public struct Agent: Sendable {
@@ -106,12 +108,20 @@ public struct SitesConfiguration: Sendable {
             var zones: [Zone] = []
             for (zoneIndex, zone) in (entry["zones"] as? [[String: Any]] ?? []).enumerated() {
                 let zonePlace = "\(place).zones[\(zoneIndex)]"
-                try unknownKeys(zone, ["id", "capacity"], zonePlace)
+                try unknownKeys(zone, ["id", "capacity", "rect"], zonePlace)
                 let zoneID = try identifier(zone["id"], "\(zonePlace).id")
                 guard !zones.contains(where: { $0.id == zoneID }) else {
                     throw SitesError("\(zonePlace): zone '\(zoneID)' appears twice in site '\(id)'")
                 }
-                zones.append(Zone(id: zoneID, capacity: zone["capacity"] as? Int))
+                var rect: [Double]?
+                if let given = zone["rect"] {
+                    let corners = (given as? [Any])?.compactMap { ($0 as? Double) ?? ($0 as? Int).map(Double.init) }
+                    guard let corners, corners.count == 4, corners.allSatisfy({ abs($0) <= 100_000 }), corners[0] < corners[2],
+                        corners[1] < corners[3]
+                    else { throw SitesError("\(zonePlace).rect must be [x0, y0, x1, y1] in metres with x0 < x1 and y0 < y1") }
+                    rect = corners
+                }
+                zones.append(Zone(id: zoneID, capacity: zone["capacity"] as? Int, rect: rect))
             }
             guard !zones.isEmpty else { throw SitesError("\(place): site '\(id)' has no zones") }
             var agents: [Agent] = []

@@ -17,7 +17,7 @@ struct Beaconflow: AsyncParsableCommand {
         version: "0.1.0",
         subcommands: [
             AgentCommand.self, IngestCommand.self, DecodeCommand.self, MigrateCommand.self, SimulateCommand.self,
-            AccuracyCommand.self, ReportCommand.self, DemoCommand.self,
+            AccuracyCommand.self, ReportCommand.self, DemoCommand.self, ConsoleCommand.self,
         ]
     )
 }

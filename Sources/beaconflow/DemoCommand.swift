@@ -43,10 +43,16 @@ struct DemoCommand: AsyncParsableCommand {
     var broker: String?
     @Option(help: "Use this database (libpq URI or conninfo) instead of starting one; its beaconflow schema is migrated.")
     var database: String?
+    @Option(help: "Where the demo's web console listens while it runs: HOST:PORT (port 0 takes a free one), or 'none'.")
+    var consoleListen = "127.0.0.1:0"
     @Option(help: "Log level of the pipeline's own logs.") var logLevel: Logger.Level = .error
 
     func run() async throws {
         guard duration > 0 else { throw ValidationError("--duration must be at least 1 second") }
+        let consoleAddress: MetricsListenAddress?
+        do { consoleAddress = try MetricsListenAddress.parse(consoleListen) } catch {
+            throw ValidationError("--console-listen must be HOST:PORT or 'none', not '\(consoleListen)'")
+        }
         let level = logLevel
         var givenBroker: BrokerAddress?
         if let broker {
@@ -118,15 +124,20 @@ struct DemoCommand: AsyncParsableCommand {
         say("Running \(agents.count) simulated agents at \(scenario.sites.count) sites with \(scenario.beacons.count) beacons for \(duration) s (Ctrl-C stops) ...")
         // Stopped in reverse order: the agents first (they hand over what they hold), then the ingest (it commits
         // what they sent).
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
+            .init(service: IngestService(ingest: ingest), successTerminationBehavior: .gracefullyShutdownGroup),
+            .init(
+                service: DemoAgentsService(agents: agents, ingest: ingest, duration: duration, conninfo: conninfo),
+                successTerminationBehavior: .gracefullyShutdownGroup),
+        ]
+        if let consoleAddress {
+            let console = DemoConsoleService(
+                ingest: ingest, conninfo: conninfo, ownDatabase: servers.database != nil, host: consoleAddress.host,
+                port: consoleAddress.port, say: { say($0) }, logger: logger)
+            services.append(.init(service: console, successTerminationBehavior: .ignore))
+        }
         let group = ServiceGroup(
-            configuration: ServiceGroupConfiguration(
-                services: [
-                    .init(service: IngestService(ingest: ingest), successTerminationBehavior: .gracefullyShutdownGroup),
-                    .init(
-                        service: DemoAgentsService(agents: agents, ingest: ingest, duration: duration, conninfo: conninfo),
-                        successTerminationBehavior: .gracefullyShutdownGroup),
-                ],
-                gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+            configuration: ServiceGroupConfiguration(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()
         if interrupted.isSet { return }
 

@@ -126,7 +126,7 @@ struct Example: Hashable, CustomStringConvertible {
 struct ExampleTests {
     static let documents = ["README.md"] + ((try? FileManager.default.contentsOfDirectory(atPath: repositoryRoot + "/docs")) ?? [])
         .filter { $0.hasSuffix(".md") }.sorted().map { "docs/" + $0 }
-    static let subcommands = ["agent", "ingest", "decode", "simulate", "accuracy", "report", "migrate", "demo"]
+    static let subcommands = ["agent", "ingest", "decode", "simulate", "accuracy", "report", "migrate", "demo", "console"]
 
     static func allExamples(executable: String) async throws -> [Example] {
         var examples: [Example] = []
@@ -196,6 +196,24 @@ struct ExampleTests {
         for example in bySubcommand["report"] ?? [] {
             let result = try await run(example)
             #expect(result.status == 0 && result.output.contains("hq-a2"), "\(example)\n\(result.output)\(result.errors)")
+        }
+        // The console answers its login link (the token it logs when it made one, else its token file's) and
+        // nothing without it.
+        for example in bySubcommand["console"] ?? [] {
+            let fileToken = "console-token-of-the-examples"
+            try FileManager.default.createDirectory(atPath: world.directory + "/etc/beaconflow", withIntermediateDirectories: true)
+            try (fileToken + "\n").write(toFile: world.directory + "/etc/beaconflow/console.token", atomically: true, encoding: .utf8)
+            let server = try world.start(executable, world.command(example))
+            try await world.eventually("\(example) listens") { server.errors.contains("Console listening") }
+            let link = try #require(server.errors.firstMatch(of: /http:\/\/127\.0\.0\.1:(\d+)\/login\?token=([0-9a-f<>a-z ]+)/))
+            let port = try #require(Int(link.1))
+            let token = example.line.contains("--token-file") ? fileToken : String(link.2)
+            #expect(try httpGet(port: port, path: "/api/snapshot").status == "HTTP/1.1 401 Unauthorized")
+            #expect(try httpGet(port: port, path: "/login?token=\(token)").status == "HTTP/1.1 303 See Other", "\(example)")
+            #expect(try httpGet(port: port, path: "/login?token=wrong-token-of-16").status == "HTTP/1.1 401 Unauthorized")
+            server.process.terminate(SIGTERM)
+            _ = await server.process.exit()
+            #expect(server.process.exitCode == 0, "\(example)\n\(server.errors.suffix(3000))")
         }
         for example in bySubcommand["decode"] ?? [] {
             let result = try await run(example)
@@ -284,7 +302,7 @@ final class ExampleWorld: @unchecked Sendable {
             ("127.0.0.1:1883", "127.0.0.1:\(broker.port)"), ("broker.example:8883", "127.0.0.1:\(securePort)"),
             ("127.0.0.1:5432", "127.0.0.1:\(postgres.port)"), ("host=db ", "host=127.0.0.1 "),
             ("/run/postgresql", postgres.directory), ("/etc/beaconflow/", directory + "/etc/beaconflow/"),
-            ("/var/lib/beaconflow/", directory + "/var/lib/beaconflow/"), ("--duration 300", "--duration 5"),
+            ("/var/lib/beaconflow/", directory + "/var/lib/beaconflow/"), ("--duration 300", "--duration 5"), ("127.0.0.1:8080", "127.0.0.1:0"),
         ] {
             text = text.replacingOccurrences(of: placeholder, with: here)
         }

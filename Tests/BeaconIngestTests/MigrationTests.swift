@@ -26,6 +26,7 @@ struct MigrationTests {
         "agent_health": ["site_id", "agent_id", "online", "last_batch_at", "adverts_per_s", "spool_bytes", "clock_offset_ms",
                          "last_error", "zone_state", "zone_state_since"],
         "beacon_locations": ["beacon_id", "site_id", "label", "zone_id", "present", "since", "last_heard"],
+        "zones": ["site_id", "zone_id", "capacity", "x0", "y0", "x1", "y1"],
         "sightings_minute": ["minute", "site_id", "agent_id", "zone_id", "beacon_id", "sightings", "rssi_min", "rssi_mean", "rssi_max"],
         "site_owners": ["site_id", "instance", "since", "lease_expires"],
         "sighting_readings": ["stored_ts", "ts", "site_id", "agent_id", "zone_id", "beacon_id", "rssi", "tx_power", "distance_m",

@@ -1,0 +1,181 @@
+import Hummingbird
+
+/// The console's page shell, script and style. The script builds every element with text nodes (never markup
+/// from the data), so an id or label cannot inject anything into a page.
+enum ConsoleAssets {
+    static func response(_ status: HTTPResponse.Status, _ text: String, type: String) -> Response {
+        Response(status: status, headers: [.contentType: type], body: .init(byteBuffer: ByteBuffer(string: text)))
+    }
+
+    static func page(path: String, title: String) -> String {
+        let links = ConsoleServer.pages.sorted { $0.key.count < $1.key.count || ($0.key.count == $1.key.count && $0.key < $1.key) }
+            .map { link in "<a href=\"\(link.key)\"\(link.key == path ? " aria-current=\"page\"" : "")>\(link.value)</a>" }
+            .joined(separator: " ")
+        return """
+            <!doctype html>
+            <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+            <title>beaconflow · \(title)</title><link rel="stylesheet" href="/console.css"><script src="/console.js" defer></script></head>
+            <body data-page="\(path)"><header><strong>beaconflow</strong> <nav>\(links)</nav> <span id="status">connecting…</span></header>
+            <main id="content"><p>Loading…</p></main></body></html>
+            """
+    }
+
+    static let loginPage = """
+        <!doctype html><html lang="en"><head><meta charset="utf-8"><title>beaconflow · sign in</title></head>
+        <body><h1>beaconflow console</h1><p>Open the console's login link (<code>/login?token=…</code>), which
+        <code>beaconflow console</code> prints at start, or send the token as <code>Authorization: Bearer</code>.</p></body></html>
+        """
+
+    static let style = """
+        body { font: 14px system-ui, sans-serif; margin: 0; color: #1d2330; background: #f4f6f9; }
+        header { background: #1d2330; color: #fff; padding: 10px 16px; display: flex; gap: 16px; align-items: center; }
+        header a { color: #c9d4ff; margin-right: 10px; text-decoration: none; } header a[aria-current] { color: #fff; font-weight: bold; }
+        #status { margin-left: auto; font-size: 12px; color: #c9d4ff; }
+        main { padding: 16px; } h2 { margin: 18px 0 8px; }
+        .tiles { display: flex; flex-wrap: wrap; gap: 10px; }
+        .tile { background: #fff; border: 1px solid #d5dbe6; border-radius: 6px; padding: 10px 14px; min-width: 120px; }
+        .tile .count { font-size: 22px; font-weight: bold; } svg.floor text.count { font-weight: bold; }
+        .sites { display: flex; flex-wrap: wrap; gap: 0 24px; } .site { flex: 0 1 560px; }
+        .tile.busy { border-color: #2f6fed; background: #eef3ff; }
+        svg.floor { background: #fff; border: 1px solid #d5dbe6; width: 100%; max-height: 380px; }
+        svg.floor rect { fill: #eef1f6; stroke: #8a94a8; stroke-width: 0.08; } svg.floor rect.busy { fill: #cfdcff; }
+        table { border-collapse: collapse; background: #fff; } th, td { border: 1px solid #d5dbe6; padding: 4px 8px; text-align: left; }
+        th { background: #e8ecf3; } tr.offline td, tr.away td { color: #8a94a8; } .bad { color: #b3261e; font-weight: bold; }
+        .summary { margin: 8px 0 12px; } .error { background: #fde7e7; border: 1px solid #b3261e; padding: 8px; }
+        """
+
+    static let script = #"""
+        "use strict";
+        const page = document.body.dataset.page;
+        const content = document.getElementById("content");
+        const status = document.getElementById("status");
+
+        function el(tag, attributes, ...children) {
+          const node = document.createElement(tag);
+          for (const [key, value] of Object.entries(attributes || {})) {
+            if (value !== null && value !== undefined) node.setAttribute(key, value);
+          }
+          for (const child of children) node.append(child instanceof Node ? child : document.createTextNode(child === null || child === undefined ? "" : String(child)));
+          return node;
+        }
+        function svg(tag, attributes, text) {
+          const node = document.createElementNS("http://www.w3.org/2000/svg", tag);
+          for (const [key, value] of Object.entries(attributes)) node.setAttribute(key, value);
+          if (text !== undefined) node.textContent = text;
+          return node;
+        }
+        function ago(time, now) {
+          if (!time) return "never";
+          const seconds = Math.max(0, Math.round((Date.parse(now) - Date.parse(time)) / 1000));
+          if (seconds < 120) return seconds + " s ago";
+          if (seconds < 7200) return Math.round(seconds / 60) + " min ago";
+          if (seconds < 172800) return Math.round(seconds / 3600) + " h ago";
+          return Math.round(seconds / 86400) + " d ago";
+        }
+        function table(headings, rows) {
+          return el("table", {}, el("thead", {}, el("tr", {}, ...headings.map((h) => el("th", {}, h)))), el("tbody", {}, ...rows));
+        }
+
+        function sites(doc) {
+          const bySite = new Map();
+          for (const zone of doc.zones) {
+            if (!bySite.has(zone.site_id)) bySite.set(zone.site_id, []);
+            bySite.get(zone.site_id).push(zone);
+          }
+          const parts = [];
+          for (const [site, zones] of bySite) {
+            const total = zones.reduce((sum, zone) => sum + zone.occupants, 0);
+            const part = el("section", { class: "site" }, el("h2", { "data-site": site }, site + " · " + total + " present"));
+            parts.push(part);
+            if (zones.every((zone) => zone.rect)) {
+              const x0 = Math.min(...zones.map((z) => z.rect[0])), y0 = Math.min(...zones.map((z) => z.rect[1]));
+              const x1 = Math.max(...zones.map((z) => z.rect[2])), y1 = Math.max(...zones.map((z) => z.rect[3]));
+              const floor = svg("svg", { class: "floor", "data-site": site, viewBox: `${x0 - 0.5} ${y0 - 0.5} ${x1 - x0 + 1} ${y1 - y0 + 1}` });
+              const scale = (x1 - x0) / 40;
+              for (const zone of zones) {
+                const [a, b, c, d] = zone.rect;
+                const group = svg("g", { "data-zone": site + "/" + zone.zone_id, "data-occupants": zone.occupants });
+                group.append(svg("rect", { x: a, y: b, width: c - a, height: d - b, class: zone.occupants > 0 ? "busy" : "" }));
+                group.append(svg("text", { x: a + 0.3 * scale, y: b + 1.2 * scale, "font-size": scale }, zone.zone_id));
+                group.append(svg("text", { x: a + 0.3 * scale, y: b + 2.8 * scale, "font-size": 1.6 * scale, class: "count" },
+                  zone.occupants + (zone.capacity ? " / " + zone.capacity : "")));
+                floor.append(group);
+              }
+              part.append(floor);
+            } else {
+              part.append(el("div", { class: "tiles" }, ...zones.map((zone) =>
+                el("div", { class: "tile" + (zone.occupants > 0 ? " busy" : ""), "data-zone": site + "/" + zone.zone_id, "data-occupants": zone.occupants },
+                  el("div", {}, zone.zone_id), el("div", { class: "count" }, zone.occupants + (zone.capacity ? " / " + zone.capacity : ""))))));
+            }
+          }
+          if (parts.length === 0) return [el("p", {}, "No sites yet: the ingest writes them when it starts.")];
+          return [el("div", { class: "sites" }, ...parts)];
+        }
+
+        function beacons(doc) {
+          const present = doc.beacons.filter((b) => b.present).length;
+          const rows = doc.beacons.map((b) => el("tr", { class: b.present ? "present" : "away", "data-beacon": b.beacon_id, "data-zone": b.zone_id },
+            el("td", {}, b.label || ""), el("td", {}, b.beacon_id), el("td", {}, b.site_id), el("td", {}, b.zone_id || ""),
+            el("td", {}, b.present ? "present" : "away"), el("td", {}, ago(b.since, doc.generated_at)), el("td", {}, ago(b.last_heard, doc.generated_at)),
+            el("td", { class: b.status === "low_battery" ? "bad" : null }, b.battery_mv ? b.battery_mv + " mV" : b.battery_pct !== null && b.battery_pct !== undefined ? Math.round(b.battery_pct) + " %" : ""),
+            el("td", {}, b.temperature_c !== null && b.temperature_c !== undefined ? b.temperature_c.toFixed(1) + " °C" : ""),
+            el("td", {}, b.status || "")));
+          return [
+            el("p", { class: "summary", id: "beacon-summary" }, `${doc.beacon_count} beacons, ${present} present` +
+              (doc.beacon_count > doc.beacons.length ? ` (the first ${doc.beacons.length} listed)` : "")),
+            table(["Label", "Beacon", "Site", "Zone", "Presence", "Since", "Last heard", "Battery", "Temperature", "Status"], rows),
+          ];
+        }
+
+        function agents(doc) {
+          const online = doc.agents.filter((a) => a.online).length;
+          const rows = doc.agents.map((a) => el("tr", { class: a.online ? "online" : "offline", "data-agent": a.site_id + "/" + a.agent_id },
+            el("td", {}, a.site_id), el("td", {}, a.agent_id), el("td", { class: a.online ? null : "bad" }, a.online ? "online" : "offline"),
+            el("td", {}, ago(a.last_batch_at, doc.generated_at)),
+            el("td", {}, a.clock_offset_ms !== null && a.clock_offset_ms !== undefined ? Math.round(a.clock_offset_ms) + " ms" : ""),
+            el("td", {}, a.zone_state || ""), el("td", {}, a.last_error || "")));
+          return [
+            el("p", { class: "summary", id: "agent-summary" }, `${doc.agents.length} agents, ${online} online`),
+            table(["Site", "Agent", "State", "Last batch", "Clock offset", "Zone decisions", "Last error"], rows),
+          ];
+        }
+
+        function pipeline(doc) {
+          const served = new Set(doc.owners.map((o) => o.site_id));
+          const sitesKnown = new Set(doc.zones.map((z) => z.site_id));
+          const unserved = [...sitesKnown].filter((s) => !served.has(s));
+          const rows = doc.owners.map((o) => el("tr", { "data-owner": o.site_id },
+            el("td", {}, o.site_id), el("td", {}, o.instance), el("td", {}, ago(o.since, doc.generated_at)), el("td", {}, o.lease_expires)));
+          return [
+            el("p", { class: "summary", id: "pipeline-summary" },
+              `${doc.sightings_last_minute} sightings in the last minute · ${doc.agents.filter((a) => a.online).length} of ${doc.agents.length} agents online · ` +
+              `${served.size} of ${sitesKnown.size} sites served`),
+            unserved.length ? el("p", { class: "error" }, "Not served by any ingest instance: " + unserved.join(", ")) : "",
+            table(["Site", "Ingest instance", "Serving since", "Lease ends"], rows),
+          ];
+        }
+
+        const views = { "/": sites, "/beacons": beacons, "/agents": agents, "/pipeline": pipeline };
+        function render(doc) {
+          if (doc.error) {
+            content.replaceChildren(el("p", { class: "error" }, "The console cannot read the database: " + doc.error));
+            status.textContent = "database unavailable";
+            return;
+          }
+          content.replaceChildren(...views[page](doc));
+          status.textContent = "live · " + new Date(doc.generated_at).toISOString().slice(11, 19) + " UTC";
+          document.body.dataset.generatedAt = doc.generated_at;
+        }
+        async function poll() {
+          try { render(await (await fetch("/api/snapshot", { credentials: "same-origin" })).json()); } catch (error) { status.textContent = "offline"; }
+        }
+        poll();
+        if (window.EventSource) {
+          const events = new EventSource("/events");
+          events.onmessage = (event) => render(JSON.parse(event.data));
+          events.onerror = () => { if (events.readyState === EventSource.CLOSED) setInterval(poll, 5000); };
+        } else {
+          setInterval(poll, 5000);
+        }
+        """#
+}

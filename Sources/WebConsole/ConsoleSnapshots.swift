@@ -1,0 +1,95 @@
+import Foundation
+import LibPQ
+import Logging
+import Synchronization
+
+/// What the console shows, read from the public views as one JSON document, again every `refresh`, on a thread of
+/// its own (libpq blocks). Pages and event streams take the latest.
+public final class ConsoleSnapshots: Sendable {
+    public struct Snapshot: Sendable {
+        /// Counts up with every new document (the event streams send each once).
+        public var version: Int
+        public var json: String
+    }
+
+    private let conninfo: String
+    private let refresh: Duration
+    private let logger: Logger
+    private let latest = Mutex(Snapshot(version: 0, json: #"{"error": "not read yet"}"#))
+    private let stopped = Mutex(false)
+
+    public init(conninfo: String, refresh: Duration, logger: Logger) {
+        self.conninfo = conninfo
+        self.refresh = refresh
+        self.logger = logger
+    }
+
+    public var current: Snapshot { latest.withLock { $0 } }
+
+    /// Reads until `stop()`: reconnecting after a failure, which the document then reports (without the server's
+    /// address or any credential).
+    public func start() {
+        Thread.detachNewThread { [self] in
+            var connection: PostgresConnection?
+            var failing = false
+            while !stopped.withLock({ $0 }) {
+                do throws(PostgresError) {
+                    let open: PostgresConnection
+                    if let connection { open = connection } else { open = try PostgresConnection(conninfo) }
+                    connection = open
+                    let json = try open.query(Self.query).first?[0] ?? "{}"
+                    latest.withLock { $0 = Snapshot(version: $0.version + 1, json: json) }
+                    if failing { logger.info("Console reads the database again") }
+                    failing = false
+                } catch {
+                    connection = nil
+                    let state = error.sqlState.map { " (SQLSTATE \($0))" } ?? ""
+                    latest.withLock { $0 = Snapshot(version: $0.version + 1, json: #"{"error": "database unavailable\#(state)"}"#) }
+                    if !failing { logger.warning("Console cannot read the database", metadata: ["error": "\(error)"]) }
+                    failing = true
+                }
+                let deadline = ContinuousClock.now + refresh
+                while ContinuousClock.now < deadline, !stopped.withLock({ $0 }) { Thread.sleep(forTimeInterval: 0.05) }
+            }
+        }
+    }
+
+    public func stop() { stopped.withLock { $0 = true } }
+
+    /// Beacons listed at most (present ones first, then the registry's, then the rest by id); `beacon_count` has
+    /// them all.
+    public static let beaconLimit = 500
+
+    /// One document from the public views: zones (with live occupants: beacons present by `beacon_locations`),
+    /// beacons with their battery, agents, which instance serves each site, and the sightings of the last minute.
+    static let query = """
+        WITH loc AS MATERIALIZED (SELECT * FROM beaconflow.beacon_locations)
+        SELECT json_build_object(
+            'generated_at', now(),
+            'zones', coalesce((
+                SELECT json_agg(json_build_object(
+                    'site_id', z.site_id, 'zone_id', z.zone_id, 'capacity', z.capacity,
+                    'rect', CASE WHEN z.x0 IS NULL THEN NULL ELSE json_build_array(z.x0, z.y0, z.x1, z.y1) END,
+                    'occupants', (SELECT count(*) FROM loc WHERE loc.present AND loc.site_id = z.site_id AND loc.zone_id = z.zone_id)))
+                FROM beaconflow.zones z), '[]'),
+            'beacon_count', (SELECT count(*) FROM loc),
+            'beacons', coalesce((
+                SELECT json_agg(b) FROM (
+                    SELECT loc.beacon_id, loc.label, loc.site_id, loc.zone_id, loc.present, loc.since, loc.last_heard,
+                           h.battery_mv, h.battery_pct, h.temperature_c, h.status
+                    FROM loc LEFT JOIN beaconflow.beacon_health h USING (beacon_id)
+                    ORDER BY loc.present DESC, loc.label IS NULL, loc.label, loc.beacon_id
+                    LIMIT \(beaconLimit)) b), '[]'),
+            'agents', coalesce((
+                SELECT json_agg(a) FROM (
+                    SELECT site_id, agent_id, online, last_batch_at,
+                           round(extract(epoch FROM now() - last_batch_at)::numeric, 1) AS silent_s,
+                           clock_offset_ms, zone_state, last_error
+                    FROM beaconflow.agent_health ORDER BY site_id, agent_id) a), '[]'),
+            'owners', coalesce((SELECT json_agg(o) FROM (SELECT * FROM beaconflow.site_owners ORDER BY site_id) o), '[]'),
+            'sightings_last_minute', (
+                SELECT coalesce(sum(sightings), 0) FROM beaconflow.sightings_minute
+                WHERE minute >= date_trunc('minute', now()) - interval '1 minute' AND minute < date_trunc('minute', now()))
+        )::text
+        """
+}
