@@ -73,7 +73,9 @@ public struct ConsoleServer: Sendable {
                         let snapshot = snapshots.current
                         if snapshot.version != sent {
                             sent = snapshot.version
-                            try await writer.write(ByteBuffer(string: "data: \(snapshot.json)\n\n"))
+                            // One data line: a line break inside would end the event early.
+                            let line = snapshot.json.replacingOccurrences(of: "\n", with: " ")
+                            try await writer.write(ByteBuffer(string: "data: \(line)\n\n"))
                         }
                         try await Task.sleep(for: .milliseconds(250))
                     }

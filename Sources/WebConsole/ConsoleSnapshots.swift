@@ -60,7 +60,7 @@ public final class ConsoleSnapshots: Sendable {
     /// them all.
     public static let beaconLimit = 500
 
-    /// One document from the public views: zones (with live occupants: beacons present by `beacon_locations`),
+    /// One document from the public views (on one line, as jsonb prints it: an event's data is a line): zones (with live occupants: beacons present by `beacon_locations`),
     /// beacons with their battery, agents, which instance serves each site, and the sightings of the last minute.
     static let query = """
         WITH loc AS MATERIALIZED (SELECT * FROM beaconflow.beacon_locations)
@@ -90,6 +90,6 @@ public final class ConsoleSnapshots: Sendable {
             'sightings_last_minute', (
                 SELECT coalesce(sum(sightings), 0) FROM beaconflow.sightings_minute
                 WHERE minute >= date_trunc('minute', now()) - interval '1 minute' AND minute < date_trunc('minute', now()))
-        )::text
+        )::jsonb::text
         """
 }

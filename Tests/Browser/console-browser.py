@@ -1,9 +1,9 @@
 #!/usr/bin/python3
 """Drives headless Chromium over the DevTools protocol for the console's browser tests.
 
-Usage: console-browser.py CHROMIUM < PLAN
+Usage: console-browser.py CHROMIUM PLAN
 
-PLAN is a JSON list of steps, run in order in one browser tab; one JSON line is printed per step:
+PLAN is a JSON file: a list of steps, run in order in one browser tab; one JSON line is printed per step:
   {"open": URL}                                   loads URL and waits for the load event
   {"wait": EXPRESSION, "timeout": SECONDS}        evaluates EXPRESSION in the page until it is truthy
   {"eval": EXPRESSION}                            the value of EXPRESSION
@@ -49,7 +49,8 @@ class Tab:
 
 def main():
     chromium = sys.argv[1]
-    plan = json.load(sys.stdin)
+    with open(sys.argv[2]) as file:
+        plan = json.load(file)
     profile = tempfile.mkdtemp(prefix="console-browser-")
     browser = subprocess.Popen(
         [chromium, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--remote-debugging-port=0",
@@ -98,7 +99,11 @@ def main():
                 else:
                     raise RuntimeError(f"unknown step {step}")
             except Exception as error:  # noqa: BLE001 - every failure is reported as the step's result
-                print(json.dumps({"error": str(error), "step": step}), flush=True)
+                try:
+                    shown = tab.evaluate("document.body ? document.body.innerText.slice(0, 2000) : ''")
+                except Exception:  # noqa: BLE001 - the page itself may be what failed
+                    shown = None
+                print(json.dumps({"error": str(error), "step": step, "page": shown}), flush=True)
                 status = 1
                 break
             print(json.dumps(result), flush=True)
