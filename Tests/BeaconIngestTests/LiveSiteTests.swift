@@ -1,12 +1,16 @@
+import BeaconMessaging
 import Foundation
 import LibPQ
 import LocalServers
+import Logging
+import Mosquitto
 import TestServers
 import Testing
 
-/// A live site as an operator runs one: `beaconflow ingest` and two `beaconflow agent` processes simulating the demo
-/// office at the present time, a third agent of the sites file that never starts. The agents stop; the site goes
-/// dark and everyone leaves.
+/// A live site as an operator runs one: `beaconflow ingest` (with live presence) and two `beaconflow agent`
+/// processes simulating the demo office at the present time, a third agent of the sites file that never starts,
+/// and `beaconflow console`. The agents stop; the site goes dark and everyone leaves: in the views, on the presence
+/// topics and in the console.
 @Suite(
     .enabled(if: MosquittoServer.executable != nil && PostgresServer.binaries != nil, "mosquitto or PostgreSQL is not installed"),
     .enabled(if: beaconflowExecutable != nil, "the beaconflow executable is not built"), .timeLimit(.minutes(4)))
@@ -22,6 +26,9 @@ struct LiveSiteTests {
               - {id: hq-a1, zone: lobby}
               - {id: hq-a2, zone: lab}
               - {id: hq-a3, zone: corridor}
+        beacons:
+          - {id: "eddystone:0102030405060708090a:0000000000a1", label: cart-7}
+          - {id: "altbeacon:00112233445566778899aabbccddeeff:2:12", label: pallet-12}
         """
 
     @Test func aSiteWhoseAgentsStopEmptiesWithinTheLatenessTheAbsenceTimeoutAndAMinute() async throws {
@@ -37,7 +44,10 @@ struct LiveSiteTests {
         try scenario.write(toFile: work + "/scenario.yaml", atomically: true, encoding: .utf8)
         let ingest = try ChildProcess(
             executable,
-            ["ingest", "--sites", work + "/sites.yaml", "--broker", broker.url, "--database", database.conninfo, "--metrics-listen", "none"],
+            [
+                "ingest", "--sites", work + "/sites.yaml", "--broker", broker.url, "--database", database.conninfo, "--metrics-listen", "none",
+                "--presence",
+            ],
             standardErrorPath: work + "/ingest.log")
         defer { ingest.terminate(SIGKILL) }
         let agents = try ["hq-a1", "hq-a2"].map { agent in
@@ -52,6 +62,23 @@ struct LiveSiteTests {
         let connection = try PostgresConnection(database.conninfo)
         func rows(_ sql: String) -> [[String?]] { (try? connection.query(sql).map(\.values)) ?? [] }
         let log = { (try? String(contentsOfFile: work + "/ingest.log", encoding: .utf8)) ?? "" }
+        // A reader of the presence topics, as Home Assistant would be.
+        let reader = try MQTTClient(MQTTClient.Configuration(host: "127.0.0.1", port: broker.port, clientID: "presence-reader"), logger: Logger(label: "reader"))
+        let presence = Collector(reader.events)
+        reader.start()
+        defer { reader.stop() }
+        try reader.subscribe(topic: PresenceTopics.siteFilter(site: "hq"))
+        func presenceState() -> [String: [UInt8]] {
+            var state: [String: [UInt8]] = [:]
+            for case .message(let topic, let payload, _) in presence.all { state[topic] = payload }
+            return state
+        }
+        func occupants() -> [String: Int] {
+            presenceState().compactMapValues { ZonePresence(payload: $0)?.occupants }
+        }
+        func beaconsPresent() -> [String: Bool] {
+            Dictionary(presenceState().compactMap { _, payload in BeaconPresence(payload: payload).map { ($0.beaconID, $0.present) } }) { $1 }
+        }
 
         // Live: beacons present in their zones; the agent that never started does not hold the site back.
         try await eventuallyTrue("beacons are present in zones", timeout: .seconds(60)) {
@@ -62,6 +89,34 @@ struct LiveSiteTests {
                 == [["hq-a1", "t", "live"], ["hq-a2", "t", "live"], ["hq-a3", "f", "let_go"]]
         }
         #expect(rows("SELECT count(*) FROM beaconflow.visits WHERE exit_ts IS NULL")[0][0].flatMap { Int($0) } ?? 0 >= 2)
+        try await eventuallyTrue("the presence topics show beacons in zones") {
+            occupants().values.reduce(0, +) >= 2 && beaconsPresent()["eddystone:0102030405060708090a:0000000000a1"] == true
+        }
+        #expect(beaconsPresent().keys.allSatisfy { $0.hasPrefix("eddystone:0102030405060708090a:0000000000a1") || $0.hasPrefix("altbeacon:") }, "registry beacons only")
+        // The console, as a reader login.
+        _ = rows("CREATE ROLE viewer LOGIN IN ROLE beaconflow_reader")
+        try "token-of-the-live-site\n".write(toFile: work + "/console.token", atomically: true, encoding: .utf8)
+        let console = try ChildProcess(
+            executable,
+            [
+                "console", "--database", database.conninfo.replacingOccurrences(of: "user=postgres", with: "user=viewer"),
+                "--listen", "127.0.0.1:0", "--token-file", work + "/console.token", "--refresh", "1",
+            ], standardErrorPath: work + "/console.log")
+        defer { console.terminate(SIGTERM) }
+        let consoleLog = { (try? String(contentsOfFile: work + "/console.log", encoding: .utf8)) ?? "" }
+        try await eventuallyTrue("the console listens") { consoleLog().contains("Console listening") }
+        let consolePort = try #require(consoleLog().firstMatch(of: /127\.0\.0\.1:(\d+)\/login/).flatMap { Int($0.1) })
+        func consoleSays() throws -> (present: Int, online: Int) {
+            let body = try httpGet(port: consolePort, path: "/api/snapshot", headers: ["Authorization: Bearer token-of-the-live-site"]).body
+            let document = try #require(try JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any])
+            let zones = document["zones"] as? [[String: Any]] ?? []
+            let agents = document["agents"] as? [[String: Any]] ?? []
+            return (zones.map { $0["occupants"] as? Int ?? 0 }.reduce(0, +), agents.filter { $0["online"] as? Bool == true }.count)
+        }
+        try await eventuallyTrue("the console shows the beacons present and the agents online") {
+            let said = try consoleSays()
+            return said.present >= 2 && said.online == 2
+        }
         #expect(log().contains("A site's zone decisions go on without a silent agent"))
 
         // Half a minute of a live site, then the agents stop: their last batches are acknowledged, they say they are
@@ -91,6 +146,13 @@ struct LiveSiteTests {
             rows("SELECT sum(occupant_seconds) > 60 FROM beaconflow.zone_occupancy") == [["t"]],
             "\(rows("SELECT zone_id, bucket, occupants, occupant_seconds FROM beaconflow.zone_occupancy ORDER BY 2, 1"))")
         #expect(rows("SELECT count(*) FROM beaconflow.beacon_locations WHERE zone_id IS NOT NULL AND since IS NOT NULL") == rows("SELECT count(DISTINCT beacon_id) FROM beaconflow.visits"))
+        // The presence topics and the console say the same.
+        try await eventuallyTrue("the presence topics say everyone left", timeout: .seconds(20)) {
+            occupants().count == 3 && occupants().values.allSatisfy { $0 == 0 } && beaconsPresent().values.allSatisfy { !$0 }
+        }
+        try await eventuallyTrue("the console says everyone left and the agents are offline", timeout: .seconds(20)) {
+            try consoleSays() == (0, 0)
+        }
         try await eventuallyTrue("the stopped agents are offline and let go", timeout: .seconds(30)) {
             rows("SELECT agent_id, online, zone_state FROM beaconflow.agent_health ORDER BY agent_id")
                 == [["hq-a1", "f", "let_go"], ["hq-a2", "f", "let_go"], ["hq-a3", "f", "let_go"]]

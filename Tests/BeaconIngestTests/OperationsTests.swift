@@ -9,7 +9,7 @@ import TestServers
 import Testing
 
 /// GET over a plain loopback socket: (status line, body).
-func httpGet(port: Int, path: String) throws -> (status: String, body: String) {
+func httpGet(port: Int, path: String, headers: [String] = []) throws -> (status: String, body: String) {
     let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     defer { close(descriptor) }
     var address = sockaddr_in()
@@ -22,7 +22,7 @@ func httpGet(port: Int, path: String) throws -> (status: String, body: String) {
         $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
     }
     guard connected == 0 else { throw LocalServerError("cannot connect to 127.0.0.1:\(port)") }
-    let request = Array("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8)
+    let request = Array("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\n\(headers.map { $0 + "\r\n" }.joined())Connection: close\r\n\r\n".utf8)
     _ = request.withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, 0) }
     var response: [UInt8] = []
     var chunk = [UInt8](repeating: 0, count: 4096)
