@@ -48,7 +48,8 @@ extension Schema {
 
         CREATE VIEW beaconflow.beacon_locations AS
             SELECT coalesce(s.beacon_id, r.beacon_id) AS beacon_id, s.site_id, r.label, v.zone_id,
-                   coalesce(v.exit_ts IS NULL AND s.last_seen > now() - coalesce(c.absence_timeout_s, 30) * interval '1 second', false) AS present,
+                   coalesce(v.zone_id IS NOT NULL AND v.exit_ts IS NULL
+                            AND s.last_seen > now() - coalesce(c.absence_timeout_s, 30) * interval '1 second', false) AS present,
                    CASE WHEN v.zone_id IS NULL THEN NULL
                         WHEN v.exit_ts IS NOT NULL THEN v.exit_ts
                         WHEN s.last_seen > now() - coalesce(c.absence_timeout_s, 30) * interval '1 second' THEN v.enter_ts

@@ -90,7 +90,8 @@ struct ConsoleBrowserTests {
     }
 
     /// Known rows in the tables behind the views: two sites (one with a floor plan, one without), three registry
-    /// beacons (one with a label that is markup), three agents (one offline, one its site has let go).
+    /// beacons (one with a label that is markup), a beacon just heard and not placed yet, three agents (one offline,
+    /// one its site has let go) and one the site awaits.
     static let seed = """
         INSERT INTO beaconflow.site_registry VALUES ('hq', 'UTC', 30, 300), ('depot', 'UTC', 30, 300);
         INSERT INTO beaconflow.zone_registry VALUES
@@ -103,7 +104,8 @@ struct ConsoleBrowserTests {
             ('ibeacon:cart:1:7', 'hq', now() - interval '2 s', 2950, 21.5, 'ok', now() - interval '1 h'),
             ('ibeacon:cart:1:8', 'hq', now() - interval '3 s', 2300, NULL, 'low_battery', now() - interval '1 h'),
             ('mac:AA:BB:CC:DD:EE:01', 'depot', now() - interval '5 s', NULL, NULL, 'ok', now() - interval '1 h'),
-            ('mac:AA:BB:CC:DD:EE:02', 'depot', now() - interval '10 min', NULL, NULL, 'ok', now() - interval '1 h');
+            ('mac:AA:BB:CC:DD:EE:02', 'depot', now() - interval '10 min', NULL, NULL, 'ok', now() - interval '1 h'),
+            ('mac:AA:BB:CC:DD:EE:03', 'depot', now() - interval '1 s', NULL, NULL, 'ok', now() - interval '1 s');
         INSERT INTO beaconflow.visits_raw (site_id, zone_id, beacon_id, enter_ts, exit_ts) VALUES
             ('hq', 'lobby', 'ibeacon:cart:1:7', now() - interval '20 min', NULL),
             ('hq', 'lab', 'ibeacon:cart:1:8', now() - interval '5 min', NULL),
@@ -153,12 +155,12 @@ struct ConsoleBrowserTests {
         #expect(values[2] == "depot/dock=0 depot/yard=1 hq/lobby=1 hq/lab=1", "sites by id, zones in the sites file's order")
         #expect(values[3] == "depot · 1 present|hq · 2 present")
         #expect(values[4] == "hq|2", "hq on its floor plan, depot (no rects) as tiles")
-        #expect(values[5] == "5 beacons, 3 present")
+        #expect(values[5] == "6 beacons, 3 present")
         // Present first, then labelled, by label: the registry's spare never heard is listed, away.
         #expect(
             values[6] == [
                 "<img src=x onerror=alert(1)>,ibeacon:cart:1:8,hq,lab,present", "Cart 7,ibeacon:cart:1:7,hq,lobby,present",
-                ",mac:AA:BB:CC:DD:EE:01,depot,yard,present", "Spare,ibeacon:spare:1:1,,,away", ",mac:AA:BB:CC:DD:EE:02,depot,dock,away",
+                ",mac:AA:BB:CC:DD:EE:01,depot,yard,present", "Spare,ibeacon:spare:1:1,,,away", ",mac:AA:BB:CC:DD:EE:02,depot,dock,away", ",mac:AA:BB:CC:DD:EE:03,depot,,away",
             ].joined(separator: "|"))
         #expect(values[7] == "0|2300 mV", "a label is text, never markup")
         #expect(values[9] == "depot/depot-a1:online:live|depot/depot-a2:offline:awaited|hq/hq-a1:online:live|hq/hq-a2:offline:let_go")
