@@ -236,6 +236,11 @@ struct ConsoleBrowserTests {
             .wait("\(agentRow)?.cells[2].textContent === 'online' && 'online'"),
             .wait("\(agentRow)?.cells[2].textContent === 'offline' && 'offline'", timeout: 60),
             .eval("window.stayedOpen + '|' + document.getElementById('agent-summary').textContent"),
+            // The other pages of the live site: its floor with the beacons still there, and the pipeline.
+            .open(base + "/"),
+            .wait("document.querySelectorAll('svg.floor[data-site=\"hq\"] [data-zone]').length === 2 && /^hq · [12] present$/.test(document.querySelector('h2[data-site=\"hq\"]').textContent) && 'floor'"),
+            .open(base + "/pipeline"),
+            .wait("(document.getElementById('pipeline-summary')?.textContent || '').includes('1 of 2 agents online · 1 of 1 sites served') && 'served'"),
         ]
         // The browser runs the plan while the test stops hq-a2 once the agents page shows it online.
         let output = work + "/browser.out"
@@ -259,7 +264,9 @@ struct ConsoleBrowserTests {
             return object["value"].map { $0 as? String ?? "\($0)" }
         }
         #expect(
-            values == ["beacons", "present", "present", "beacons", "agents", "online", "offline", "agents|2 agents, 1 online"],
+            values == [
+                "beacons", "present", "present", "beacons", "agents", "online", "offline", "agents|2 agents, 1 online", "floor", "served",
+            ],
             "the same pages followed the moves: \(results)")
     }
 }
