@@ -34,9 +34,22 @@ public enum PresenceTopics {
     }
 }
 
+/// A presence message: JSON with sorted keys, read back within 4 KiB.
+public protocol PresenceMessage: Codable, Sendable {}
+
+extension PresenceMessage {
+    public var payload: [UInt8] { encodedPayload(self) }
+
+    /// The message in a payload, or nil when it is not one.
+    public init?(payload: [UInt8]) {
+        guard payload.count <= 4096, let decoded = try? JSONDecoder().decode(Self.self, from: Data(payload)) else { return nil }
+        self = decoded
+    }
+}
+
 /// Where a beacon is: `zone` is the zone it is in, or was last in when away; `since` when it entered it, or when
 /// it left (RFC 3339, event time).
-public struct BeaconPresence: Codable, Equatable, Sendable {
+public struct BeaconPresence: PresenceMessage, Equatable {
     public var site: String
     public var beaconID: String
     public var label: String?
@@ -68,17 +81,10 @@ public struct BeaconPresence: Codable, Equatable, Sendable {
         try container.encode(present, forKey: .present)
         try container.encode(since, forKey: .since)
     }
-
-    public var payload: [UInt8] { encodedPayload(self) }
-
-    public init?(payload: [UInt8]) {
-        guard payload.count <= 4096, let decoded = try? JSONDecoder().decode(Self.self, from: Data(payload)) else { return nil }
-        self = decoded
-    }
 }
 
 /// How many beacons are in a zone now (each counts in one zone: the one it is placed in).
-public struct ZonePresence: Codable, Equatable, Sendable {
+public struct ZonePresence: PresenceMessage, Equatable {
     public var site: String
     public var zone: String
     public var occupants: Int
@@ -88,17 +94,10 @@ public struct ZonePresence: Codable, Equatable, Sendable {
         self.zone = zone
         self.occupants = occupants
     }
-
-    public var payload: [UInt8] { encodedPayload(self) }
-
-    public init?(payload: [UInt8]) {
-        guard payload.count <= 4096, let decoded = try? JSONDecoder().decode(Self.self, from: Data(payload)) else { return nil }
-        self = decoded
-    }
 }
 
 /// A beacon's battery and temperature, as `beacon_health` has them (null where the beacon does not report one).
-public struct BeaconCondition: Codable, Equatable, Sendable {
+public struct BeaconCondition: PresenceMessage, Equatable {
     public var batteryMillivolts: Int?
     public var batteryPercent: Double?
     public var temperatureCelsius: Double?
@@ -126,12 +125,5 @@ public struct BeaconCondition: Codable, Equatable, Sendable {
         try container.encode(batteryPercent, forKey: .batteryPercent)
         try container.encode(temperatureCelsius, forKey: .temperatureCelsius)
         try container.encode(status, forKey: .status)
-    }
-
-    public var payload: [UInt8] { encodedPayload(self) }
-
-    public init?(payload: [UInt8]) {
-        guard payload.count <= 4096, let decoded = try? JSONDecoder().decode(Self.self, from: Data(payload)) else { return nil }
-        self = decoded
     }
 }

@@ -185,7 +185,7 @@ private func say(_ line: String) {
     _ = bytes.withUnsafeBytes { write(STDOUT_FILENO, $0.baseAddress, $0.count) }
 }
 
-/// The demo's agents, once the ingest is connected, for `duration` seconds with a progress line every 2 s; a
+/// The demo's agents, once the ingest serves every site, for `duration` seconds with a progress line every 2 s; a
 /// graceful shutdown (Ctrl-C) ends it early. It returns when every agent has stopped.
 private struct DemoAgentsService: Service {
     let agents: [Agent]
@@ -194,9 +194,12 @@ private struct DemoAgentsService: Service {
     let conninfo: String
 
     func run() async throws {
+        // Until the ingest serves every site: a batch sent before its site is claimed reaches no subscriber, and
+        // waits for the agent to send it again.
         let deadline = ContinuousClock.now + .seconds(30)
-        while !(ingest.statistics.mqttConnected && ingest.statistics.databaseConnected), ContinuousClock.now < deadline,
-            !Task.isShuttingDownGracefully
+        let sites = ingest.configuration.sites.sites.count
+        while !(ingest.statistics.mqttConnected && ingest.statistics.databaseConnected && ingest.statistics.sitesServed == sites),
+            ContinuousClock.now < deadline, !Task.isShuttingDownGracefully
         {
             try? await Task.sleep(for: .milliseconds(20))
         }

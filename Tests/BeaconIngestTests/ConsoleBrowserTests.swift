@@ -71,24 +71,6 @@ func screenshotPath(_ name: String, in temporary: String) -> String {
 struct ConsoleBrowserTests {
     static let token = "token-of-the-console-tests"
 
-    /// Starts the console as a reader login on `database`; returns it and its base URL.
-    static func startConsole(_ database: PostgresServer, work: String) async throws -> (ChildProcess, String) {
-        let connection = try PostgresConnection(database.conninfo)
-        try connection.execute(
-            "DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'viewer') THEN CREATE ROLE viewer LOGIN IN ROLE beaconflow_reader; END IF; END $$")
-        try (token + "\n").write(toFile: work + "/console.token", atomically: true, encoding: .utf8)
-        let console = try ChildProcess(
-            try #require(beaconflowExecutable),
-            [
-                "console", "--database", database.conninfo.replacingOccurrences(of: "user=postgres", with: "user=viewer"),
-                "--listen", "127.0.0.1:0", "--token-file", work + "/console.token", "--refresh", "1",
-            ], standardErrorPath: work + "/console.log")
-        let log = { (try? String(contentsOfFile: work + "/console.log", encoding: .utf8)) ?? "" }
-        try await eventuallyTrue("the console listens") { log().contains("Console listening") }
-        let port = try #require(log().firstMatch(of: /http:\/\/127\.0\.0\.1:(\d+)\/login/).flatMap { Int($0.1) })
-        return (console, "http://127.0.0.1:\(port)")
-    }
-
     /// Known rows in the tables behind the views: two sites (one with a floor plan, one without), three registry
     /// beacons (one with a label that is markup), a beacon just heard and not placed yet, three agents (one offline,
     /// one its site has let go) and one the site awaits.
@@ -128,7 +110,7 @@ struct ConsoleBrowserTests {
         let migrated = try await runProgram(try #require(beaconflowExecutable), ["migrate", "--database", database.conninfo])
         #expect(migrated.status == 0, "\(migrated.errors)")
         try connection.execute(Self.seed)
-        let (console, base) = try await Self.startConsole(database, work: work)
+        let (console, base) = try await startConsoleProcess(database, work: work, token: Self.token)
         defer { console.terminate(SIGTERM) }
 
         let zones = "[...document.querySelectorAll('[data-zone]')].map(e => e.dataset.zone + '=' + e.dataset.occupants).join(' ')"
@@ -172,7 +154,6 @@ struct ConsoleBrowserTests {
     /// browser sees a beacon walk from the lobby to the lab, and an agent that stops go offline.
     @Test(.enabled(if: MosquittoServer.executable != nil, "mosquitto is not installed"))
     func openPagesFollowABeaconMovingAndAnAgentStopping() async throws {
-        let executable = try #require(beaconflowExecutable)
         let broker = try MosquittoServer()
         let database = try await PostgresServer.start()
         let work = try makeTemporaryDirectory(prefix: "console-live")
@@ -204,25 +185,13 @@ struct ConsoleBrowserTests {
               - {name: stayer, site: hq, type: ibeacon, uuid: e2c56db5-dffb-48d2-b060-d0f5a71096e0, major: 1, minor: 2,
                  interval_ms: 250, path: [{at_s: 0, zone: lobby}]}
             """.write(toFile: work + "/scenario.yaml", atomically: true, encoding: .utf8)
-        let ingest = try ChildProcess(
-            executable,
-            ["ingest", "--sites", work + "/sites.yaml", "--broker", broker.url, "--database", database.conninfo, "--metrics-listen", "none"],
-            standardErrorPath: work + "/ingest.log")
-        defer { ingest.terminate(SIGTERM) }
-        let agents = try ["hq-a1", "hq-a2"].map { agent in
-            try ChildProcess(
-                executable,
-                [
-                    "agent", "--site", "hq", "--agent", agent, "--source", "sim:" + work + "/scenario.yaml", "--broker", broker.url,
-                    "--spool", work + "/spool-" + agent, "--ack-timeout", "2",
-                ], standardErrorPath: work + "/\(agent).log")
-        }
-        defer { agents.forEach { $0.terminate(SIGKILL) } }
+        let pipeline = try LivePipeline.start(broker: broker, database: database, work: work, agents: ["hq-a1", "hq-a2"])
+        defer { pipeline.kill() }
         let connection = try PostgresConnection(database.conninfo)
         try await eventuallyTrue("the ingest has made the schema") {
             (try? connection.query("SELECT to_regclass('beaconflow.zones') IS NOT NULL").first?[0]) == "t"
         }
-        let (console, base) = try await Self.startConsole(database, work: work)
+        let (console, base) = try await startConsoleProcess(database, work: work, token: Self.token)
         defer { console.terminate(SIGTERM) }
 
         let moverRow = "document.querySelector('tr[data-beacon=\"\(mover)\"]')"
@@ -254,7 +223,7 @@ struct ConsoleBrowserTests {
         try await eventuallyTrue("the agents page shows hq-a2 online", timeout: .seconds(240)) {
             lines().contains { $0.contains("'online'") } || lines().contains { $0.contains("\"error\"") }
         }
-        agents[1].terminate(SIGTERM)
+        pipeline.agents[1].terminate(SIGTERM)
         _ = await browser.exit()
         let results = lines()
         let locations = (try? connection.query("SELECT beacon_id, zone_id, present, since, last_heard FROM beaconflow.beacon_locations"))?.map(\.values)

@@ -32,7 +32,6 @@ struct LiveSiteTests {
         """
 
     @Test func aSiteWhoseAgentsStopEmptiesWithinTheLatenessTheAbsenceTimeoutAndAMinute() async throws {
-        let executable = try #require(beaconflowExecutable)
         let broker = try MosquittoServer()
         let database = try await PostgresServer.start()
         let work = try makeTemporaryDirectory(prefix: "live-site")
@@ -42,23 +41,9 @@ struct LiveSiteTests {
         let scenario = try String(contentsOfFile: deployDirectory + "/scenarios/demo.yaml", encoding: .utf8)
             .replacingOccurrences(of: "start_unix_s: 1767261600", with: "start_unix_s: \(Int(Date().timeIntervalSince1970))")
         try scenario.write(toFile: work + "/scenario.yaml", atomically: true, encoding: .utf8)
-        let ingest = try ChildProcess(
-            executable,
-            [
-                "ingest", "--sites", work + "/sites.yaml", "--broker", broker.url, "--database", database.conninfo, "--metrics-listen", "none",
-                "--presence",
-            ],
-            standardErrorPath: work + "/ingest.log")
-        defer { ingest.terminate(SIGKILL) }
-        let agents = try ["hq-a1", "hq-a2"].map { agent in
-            try ChildProcess(
-                executable,
-                [
-                    "agent", "--site", "hq", "--agent", agent, "--source", "sim:" + work + "/scenario.yaml", "--broker", broker.url,
-                    "--spool", work + "/spool-" + agent, "--ack-timeout", "2",
-                ], standardErrorPath: work + "/\(agent).log")
-        }
-        defer { agents.forEach { $0.terminate(SIGKILL) } }
+        let pipeline = try LivePipeline.start(broker: broker, database: database, work: work, agents: ["hq-a1", "hq-a2"], ingestArguments: ["--presence"])
+        defer { pipeline.kill() }
+        let (ingest, agents) = (pipeline.ingest, pipeline.agents)
         let connection = try PostgresConnection(database.conninfo)
         func rows(_ sql: String) -> [[String?]] { (try? connection.query(sql).map(\.values)) ?? [] }
         let log = { (try? String(contentsOfFile: work + "/ingest.log", encoding: .utf8)) ?? "" }
@@ -94,18 +79,9 @@ struct LiveSiteTests {
         }
         #expect(beaconsPresent().keys.allSatisfy { $0.hasPrefix("eddystone:0102030405060708090a:0000000000a1") || $0.hasPrefix("altbeacon:") }, "registry beacons only")
         // The console, as a reader login.
-        _ = rows("CREATE ROLE viewer LOGIN IN ROLE beaconflow_reader")
-        try "token-of-the-live-site\n".write(toFile: work + "/console.token", atomically: true, encoding: .utf8)
-        let console = try ChildProcess(
-            executable,
-            [
-                "console", "--database", database.conninfo.replacingOccurrences(of: "user=postgres", with: "user=viewer"),
-                "--listen", "127.0.0.1:0", "--token-file", work + "/console.token", "--refresh", "1",
-            ], standardErrorPath: work + "/console.log")
+        let (console, consoleBase) = try await startConsoleProcess(database, work: work, token: "token-of-the-live-site")
         defer { console.terminate(SIGTERM) }
-        let consoleLog = { (try? String(contentsOfFile: work + "/console.log", encoding: .utf8)) ?? "" }
-        try await eventuallyTrue("the console listens") { consoleLog().contains("Console listening") }
-        let consolePort = try #require(consoleLog().firstMatch(of: /127\.0\.0\.1:(\d+)\/login/).flatMap { Int($0.1) })
+        let consolePort = try #require(consoleBase.split(separator: ":").last.flatMap { Int($0) })
         func consoleSays() throws -> (present: Int, online: Int) {
             let body = try httpGet(port: consolePort, path: "/api/snapshot", headers: ["Authorization: Bearer token-of-the-live-site"]).body
             let document = try #require(try JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any])

@@ -389,7 +389,7 @@ struct DemoCommandTests {
         let output = (try? String(contentsOfFile: work + "/out.txt", encoding: .utf8)) ?? ""
         #expect(demo.exitCode == 0, "\(output.suffix(1500))")
         #expect(!output.contains("Starting"), "\(output.prefix(500))")
-        #expect(output.contains("Occupancy per zone") && output.contains("warehouse"))
+        #expect(output.contains("Occupancy per zone") && output.contains("warehouse"), "\(output.suffix(3000))")
         #expect(!FileManager.default.fileExists(atPath: work + "/state/postgres"))
         let connection = try PostgresConnection(database.conninfo)
         #expect(Int(try connection.query("SELECT count(*) FROM beaconflow.agent_health")[0][0] ?? "") == 36)

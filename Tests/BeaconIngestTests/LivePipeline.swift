@@ -1,0 +1,56 @@
+import Foundation
+import LibPQ
+import LocalServers
+import TestServers
+import Testing
+
+/// A site run as an operator runs it: `beaconflow ingest` and a simulated `beaconflow agent` per agent on
+/// `work`/scenario.yaml and `work`/sites.yaml, on the test's broker and database.
+struct LivePipeline {
+    let ingest: ChildProcess
+    let agents: [ChildProcess]
+
+    static func start(
+        broker: MosquittoServer, database: PostgresServer, work: String, agents: [String], ingestArguments: [String] = []
+    ) throws -> LivePipeline {
+        let executable = try #require(beaconflowExecutable)
+        let ingest = try ChildProcess(
+            executable,
+            ["ingest", "--sites", work + "/sites.yaml", "--broker", broker.url, "--database", database.conninfo, "--metrics-listen", "none"]
+                + ingestArguments,
+            standardErrorPath: work + "/ingest.log")
+        let processes = try agents.map { agent in
+            try ChildProcess(
+                executable,
+                [
+                    "agent", "--site", "hq", "--agent", agent, "--source", "sim:" + work + "/scenario.yaml", "--broker", broker.url,
+                    "--spool", work + "/spool-" + agent, "--ack-timeout", "2",
+                ], standardErrorPath: work + "/\(agent).log")
+        }
+        return LivePipeline(ingest: ingest, agents: processes)
+    }
+
+    /// Ends whatever still runs.
+    func kill() {
+        agents.forEach { $0.terminate(SIGKILL) }
+        ingest.terminate(SIGKILL)
+    }
+}
+
+/// `beaconflow console` as a reader login (`viewer`) on `database`, with `token`; returns it and its base URL.
+func startConsoleProcess(_ database: PostgresServer, work: String, token: String) async throws -> (ChildProcess, String) {
+    let connection = try PostgresConnection(database.conninfo)
+    try connection.execute(
+        "DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'viewer') THEN CREATE ROLE viewer LOGIN IN ROLE beaconflow_reader; END IF; END $$")
+    try (token + "\n").write(toFile: work + "/console.token", atomically: true, encoding: .utf8)
+    let console = try ChildProcess(
+        try #require(beaconflowExecutable),
+        [
+            "console", "--database", database.conninfo.replacingOccurrences(of: "user=postgres", with: "user=viewer"),
+            "--listen", "127.0.0.1:0", "--token-file", work + "/console.token", "--refresh", "1",
+        ], standardErrorPath: work + "/console.log")
+    let log = { (try? String(contentsOfFile: work + "/console.log", encoding: .utf8)) ?? "" }
+    try await eventuallyTrue("the console listens") { log().contains("Console listening") }
+    let port = try #require(log().firstMatch(of: /http:\/\/127\.0\.0\.1:(\d+)\/login/).flatMap { Int($0.1) })
+    return (console, "http://127.0.0.1:\(port)")
+}
