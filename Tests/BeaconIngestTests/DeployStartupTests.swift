@@ -123,7 +123,9 @@ import Yams
                 try Self.postgresEntrypoint.write(toFile: entrypoint, atomically: true, encoding: .utf8)
                 try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: entrypoint)
                 mounts.append(.init(entrypoint, at: "/docker-entrypoint.sh"))
-                arguments = ["/docker-entrypoint.sh"]
+                // Read by bash rather than executed: a child another test forks while the file is being written
+                // may hold it open for writing, and executing it would fail (ETXTBSY).
+                arguments = ["/bin/bash", "/docker-entrypoint.sh"]
                 owned = ["/var/run/postgresql"]
             }
             specifications[name] = ContainedProgram(
@@ -286,7 +288,7 @@ import Yams
         try write(Self.postgresEntrypoint, database + "/entrypoint", mode: 0o755)
         specifications["postgres"] = ContainedProgram(
             uid: 999,
-            arguments: ["/docker-entrypoint.sh", "-c", "ssl=on", "-c", "ssl_cert_file=/tls/server.pem", "-c", "ssl_key_file=/tls/server.key"],
+            arguments: ["/bin/bash", "/docker-entrypoint.sh", "-c", "ssl=on", "-c", "ssl_cert_file=/tls/server.pem", "-c", "ssl_key_file=/tls/server.key"],
             environment: ["PATH": path, "POSTGRES_USER": "beaconflow", "POSTGRES_DB": "beaconflow", "POSTGRES_PASSWORD_FILE": "/run/secrets/postgres-password"],
             mounts: system + [
                 .init(database + "/entrypoint", at: "/docker-entrypoint.sh"),
