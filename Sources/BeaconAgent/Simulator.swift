@@ -3,12 +3,12 @@ import BeaconWire
 import Foundation
 
 /// SplitMix64: small, fast and deterministic for a seed, so that a scenario always plays the same way.
-struct SeededGenerator: RandomNumberGenerator, Sendable {
+public struct SeededGenerator: RandomNumberGenerator, Sendable {
     private var state: UInt64
 
-    init(seed: UInt64) { state = seed }
+    public init(seed: UInt64) { state = seed }
 
-    mutating func next() -> UInt64 {
+    public mutating func next() -> UInt64 {
         state &+= 0x9E37_79B9_7F4A_7C15
         var z = state
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9

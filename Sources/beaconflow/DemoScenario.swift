@@ -12,7 +12,7 @@ enum DemoScenario {
     ]
 
     static func yaml(seed: UInt64, start: Int64, durationSeconds: Int, beacons: Int = 201) -> String {
-        var random = SplitMix(seed: seed)
+        var random = SeededGenerator(seed: seed)
         var lines = [
             "seed: \(seed)", "start_unix_s: \(start)", "duration_s: \(durationSeconds)", "sites:",
         ]
@@ -70,18 +70,5 @@ enum DemoScenario {
             lines.append("  - {\(beacon.joined(separator: ", ")), path: [\(path.joined(separator: ", "))]}")
         }
         return lines.joined(separator: "\n") + "\n"
-    }
-}
-
-/// A small deterministic generator (SplitMix64) for the demo's layout.
-struct SplitMix {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

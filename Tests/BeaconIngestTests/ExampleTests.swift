@@ -178,7 +178,7 @@ struct ExampleTests {
             let secure = ingest.line.contains("mqtts://")
             try world.writePassword(user: "ingest")
             let server = try world.start(executable, world.command(ingest))
-            try await world.eventually("\(ingest) connects to PostgreSQL") { server.errors.contains("Connected to PostgreSQL") }
+            try await eventuallyTrue("\(ingest) connects to PostgreSQL") { server.errors.contains("Connected to PostgreSQL") }
             for agent in agents where world.usesTLS(agent) == secure {
                 try world.writePassword(user: "hq/" + world.agentID(agent))
                 let result = try await run(agent)
@@ -204,7 +204,7 @@ struct ExampleTests {
             try FileManager.default.createDirectory(atPath: world.directory + "/etc/beaconflow", withIntermediateDirectories: true)
             try (fileToken + "\n").write(toFile: world.directory + "/etc/beaconflow/console.token", atomically: true, encoding: .utf8)
             let server = try world.start(executable, world.command(example))
-            try await world.eventually("\(example) listens") { server.errors.contains("Console listening") }
+            try await eventuallyTrue("\(example) listens") { server.errors.contains("Console listening") }
             let link = try #require(server.errors.firstMatch(of: /http:\/\/127\.0\.0\.1:(\d+)\/login\?token=([0-9a-f<>a-z ]+)/))
             let port = try #require(Int(link.1))
             let token = example.line.contains("--token-file") ? fileToken : String(link.2)
@@ -378,11 +378,4 @@ final class ExampleWorld: @unchecked Sendable {
         return Started(process: process, outputPath: path)
     }
 
-    func eventually(_ what: String, timeout: Duration = .seconds(30), _ condition: () -> Bool) async throws {
-        let deadline = ContinuousClock.now + timeout
-        while !condition() {
-            guard ContinuousClock.now < deadline else { throw LocalServerError("timed out waiting until \(what)") }
-            try await Task.sleep(for: .milliseconds(100))
-        }
-    }
 }
