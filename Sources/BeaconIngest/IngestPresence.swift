@@ -18,8 +18,9 @@ extension Ingest {
 
     /// Handles a broker event for live presence; true when the event was presence's alone.
     func presenceEvent(_ event: MQTTEvent, client: MQTTClient) -> Bool {
-        guard configuration.presence != nil else { return false }
-        let discovery = presence.withLock { $0?.discovery }
+        guard let presenceConfiguration = configuration.presence else { return false }
+        // From the configuration: every broker event passes here, and the publisher's lock is the writer's.
+        let discovery = presenceConfiguration.discoveryPrefix.map { HomeAssistantDiscovery(prefix: $0) }
         switch event {
         case .connected:
             try? client.subscribe(topic: PresenceTopics.availability)

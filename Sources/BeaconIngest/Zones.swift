@@ -202,8 +202,9 @@ public struct SiteZoneTracker: Sendable {
 
     private var firstBatchWaitMicros: Int64 { min(rules.firstBatchWaitMicros, rules.allowedLatenessMicros) }
 
-    /// Each agent's state by the ingest's clock `nowMicros`, and when it began (where the clock tells).
-    func agentState(_ agent: String, nowMicros: Int64) -> (state: AgentZoneState, sinceMicros: Int64) {
+    /// Each agent's state by the ingest's clock `nowMicros`, and when it began (where the clock tells); `newest` is
+    /// the site's newest reading.
+    func agentState(_ agent: String, nowMicros: Int64, newest: Int64?) -> (state: AgentZoneState, sinceMicros: Int64) {
         guard let progress = agents[agent] else {
             guard let first = firstArrivalMicros, nowMicros - first > firstBatchWaitMicros else { return (.awaited, nowMicros) }
             return (.letGo, first &+ firstBatchWaitMicros)
@@ -213,15 +214,16 @@ public struct SiteZoneTracker: Sendable {
         if silence > AgentZoneState.holdingAfterMicros {
             return (.holding, progress.lastArrivalMicros &+ AgentZoneState.holdingAfterMicros)
         }
-        let newest = agents.values.map(\.newestMicros).max() ?? progress.newestMicros
-        return newest - progress.newestMicros > AgentZoneState.holdingAfterMicros ? (.holding, nowMicros) : (.live, nowMicros)
+        let lag = (newest ?? progress.newestMicros) - progress.newestMicros
+        return lag > AgentZoneState.holdingAfterMicros ? (.holding, nowMicros) : (.live, nowMicros)
     }
 
     /// The agents whose state differs from the one last reported.
     private mutating func agentStateChanges(nowMicros: Int64) -> [ZoneChange] {
         var changes: [ZoneChange] = []
+        let newest = agents.values.map(\.newestMicros).max()
         for agent in agentNumbers.keys.sorted() {
-            let (state, since) = agentState(agent, nowMicros: nowMicros)
+            let (state, since) = agentState(agent, nowMicros: nowMicros, newest: newest)
             guard reportedStates[agent] != state else { continue }
             reportedStates[agent] = state
             changes.append(.agentState(site: site, agent: agent, state: state, sinceMicros: since))

@@ -73,9 +73,8 @@ public struct ConsoleServer: Sendable {
                         let snapshot = snapshots.current
                         if snapshot.version != sent {
                             sent = snapshot.version
-                            // One data line: a line break inside would end the event early.
-                            let line = snapshot.json.replacingOccurrences(of: "\n", with: " ")
-                            try await writer.write(ByteBuffer(string: "data: \(line)\n\n"))
+                            // The document is one line (`Snapshot.json`): a line break would end the event early.
+                            try await writer.write(ByteBuffer(string: "data: \(snapshot.json)\n\n"))
                         }
                         try await Task.sleep(for: .milliseconds(250))
                     }

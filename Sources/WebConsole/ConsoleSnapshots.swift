@@ -9,6 +9,7 @@ public final class ConsoleSnapshots: Sendable {
     public struct Snapshot: Sendable {
         /// Counts up with every new document (the event streams send each once).
         public var version: Int
+        /// On one line, as an event's data must be.
         public var json: String
     }
 
@@ -37,7 +38,8 @@ public final class ConsoleSnapshots: Sendable {
                     let open: PostgresConnection
                     if let connection { open = connection } else { open = try PostgresConnection(conninfo) }
                     connection = open
-                    let json = try open.query(Self.query).first?[0] ?? "{}"
+                    // One line, once per read rather than per event sent (JSON strings escape their own breaks).
+                    let json = (try open.query(Self.query).first?[0] ?? "{}").replacingOccurrences(of: "\n", with: " ")
                     latest.withLock { $0 = Snapshot(version: $0.version + 1, json: json) }
                     if failing { logger.info("Console reads the database again") }
                     failing = false
