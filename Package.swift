@@ -117,7 +117,9 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Yams", package: "Yams"),
-            ]
+            ],
+            // The schema's migrations, one SQL file per version, compiled into the binary.
+            resources: [.embedInCode("Store/Migrations")]
         ),
 
         // The read-only web console: pages over the public views, live by server-sent events.

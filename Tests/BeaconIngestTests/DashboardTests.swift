@@ -111,7 +111,7 @@ struct DashboardTests {
         let sites = try connection.query("SELECT DISTINCT site_id FROM beaconflow.agent_health").compactMap { $0[0] }
         let macros = GrafanaMacros(from: "2026-01-01T09:00:00Z", to: "2026-01-01T11:00:00Z", variables: ["site": sites])
         try connection.execute("SET ROLE beaconflow_reader")
-        let views = Set(MigrationTests.contract.keys)
+        let views = Set(try MigrationTests.documentedViews().keys)
         let relation = try NSRegularExpression(pattern: #"beaconflow\.([a-z_]+)"#)
         for (index, query) in queries.enumerated() {
             let sql = macros.expand(query.sql)

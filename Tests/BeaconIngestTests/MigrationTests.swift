@@ -10,28 +10,39 @@ import Testing
 struct MigrationTests {
     let logger = Logger(label: "migration-test")
 
-    /// The public views of docs/schema.md, column by column, in order.
-    static let contract: [String: [String]] = [
-        "sightings": ["ts", "site_id", "agent_id", "zone_id", "beacon_id", "rssi", "tx_power", "distance_m", "smoothed_distance_m"],
-        "telemetry": ["ts", "beacon_id", "battery_mv", "temperature_c", "adv_count", "uptime_s"],
-        "visits": ["site_id", "zone_id", "beacon_id", "enter_ts", "exit_ts", "dwell_s"],
-        "zone_occupancy": ["site_id", "zone_id", "bucket", "occupants", "occupant_seconds"],
-        "zone_occupancy_hourly": ["site_id", "zone_id", "bucket", "avg_occupants", "peak_occupants", "visits"],
-        "beacon_health": ["beacon_id", "site_id", "last_seen", "battery_mv", "battery_trend_mv_per_day", "est_days_left",
-                          "temperature_c", "reboots_7d", "status", "battery_pct", "battery_trend_pct_per_day"],
-        "sensor_readings": ["ts", "site_id", "agent_id", "beacon_id", "quantity", "value", "unit"],
-        "device_info": ["beacon_id", "site_id", "agent_id", "name", "value", "read_at"],
-        "beacons": ["beacon_id", "site_id", "label", "kind", "first_seen", "last_seen", "identity_source", "address",
-                    "address_type", "advertising_event", "url"],
-        "agent_health": ["site_id", "agent_id", "online", "last_batch_at", "adverts_per_s", "spool_bytes", "clock_offset_ms",
-                         "last_error", "zone_state", "zone_state_since"],
-        "beacon_locations": ["beacon_id", "site_id", "label", "zone_id", "present", "since", "last_heard"],
-        "zones": ["site_id", "zone_id", "capacity", "x0", "y0", "x1", "y1"],
-        "sightings_minute": ["minute", "site_id", "agent_id", "zone_id", "beacon_id", "sightings", "rssi_min", "rssi_mean", "rssi_max"],
-        "site_owners": ["site_id", "instance", "since", "lease_expires"],
-        "sighting_readings": ["stored_ts", "ts", "site_id", "agent_id", "zone_id", "beacon_id", "rssi", "tx_power", "distance_m",
-                              "smoothed_distance_m"],
-    ]
+    /// The public views of docs/schema.md's first table, column by column, in order ("`x` then the columns of
+    /// `v`" spelled out).
+    static func documentedViews() throws -> [String: [String]] {
+        let document = try String(contentsOfFile: repositoryRoot + "/docs/schema.md", encoding: .utf8)
+        let table = document.components(separatedBy: "## Public views")[1].components(separatedBy: "\n## ")[0]
+        var views: [String: [String]] = [:]
+        var ordered: [(String, String)] = []
+        for line in table.split(separator: "\n") where line.hasPrefix("| `") {
+            let cells = line.split(separator: "|").map { $0.trimmingCharacters(in: .whitespaces) }
+            ordered.append((cells[0].trimmingCharacters(in: ["`"]), cells[1]))
+        }
+        for (view, cell) in ordered {
+            let parts = cell.components(separatedBy: " then the columns of ")
+            var columns = parts[0].trimmingCharacters(in: ["`"]).components(separatedBy: ", ")
+            if parts.count == 2 { columns += views[parts[1].trimmingCharacters(in: ["`"])] ?? ["?"] }
+            views[view] = columns
+        }
+        return views
+    }
+
+    /// `pg_dump --schema-only` of the beaconflow schema, without the lines that name the dump's version or settings.
+    static func schemaDump(_ server: PostgresServer) async throws -> String {
+        let dump = try await runProgram(
+            PostgresServer.binaries! + "/pg_dump",
+            ["--schema-only", "--schema=beaconflow", "-h", "127.0.0.1", "-p", String(server.port), "-U", "postgres", "postgres"])
+        #expect(dump.status == 0, "\(dump.errors)")
+        let kept = dump.output.split(separator: "\n", omittingEmptySubsequences: false).filter { line in
+            !(line.hasPrefix("-- Dumped ") || line.hasPrefix("SET ") || line.hasPrefix("SELECT pg_catalog.set_config")
+                || line.hasPrefix("\\restrict") || line.hasPrefix("\\unrestrict"))
+        }
+        return kept.joined(separator: "\n").replacingOccurrences(of: "\n\n\n+", with: "\n\n", options: .regularExpression)
+            .trimmingCharacters(in: .whitespacesAndNewlines) + "\n"
+    }
 
     /// One source (hq, a1, no zone, no offset, exponent 2.5) and one beacon (b), keys 1.
     static let keys = """
@@ -45,11 +56,27 @@ struct MigrationTests {
         "\(SightingPack.Reading.encode(offsetMicros: 0, rssi: rssi, smoothedRSSI: Double(rssi)))"
     }
 
-    @Test func theViewsAreExactlyTheContract() async throws {
+    /// The migrations make exactly docs/schema.sql (with `SCHEMA_DUMP=write` the test writes it instead), and
+    /// the public views are exactly docs/schema.md's.
+    @Test func theMigrationsMakeTheCheckedInSchemaAndTheDocumentedViews() async throws {
         let server = try await PostgresServer.start()
         let connection = try PostgresConnection(server.conninfo)
         #expect(try Migrator.migrate(connection, logger: logger) == Array(1...Migrator.latestVersion))
-        for (view, columns) in Self.contract {
+        let dump = try await Self.schemaDump(server)
+        let checkedIn = repositoryRoot + "/docs/schema.sql"
+        if ProcessInfo.processInfo.environment["SCHEMA_DUMP"] == "write" {
+            try dump.write(toFile: checkedIn, atomically: true, encoding: .utf8)
+        }
+        #expect(dump == (try? String(contentsOfFile: checkedIn, encoding: .utf8)), "docs/schema.sql is not what the migrations make")
+        let documented = try Self.documentedViews()
+        let granted = try connection.query(
+            """
+            SELECT table_name FROM information_schema.role_table_grants
+            WHERE grantee = 'beaconflow_reader' AND table_schema = 'beaconflow' AND privilege_type = 'SELECT'
+            """).map { $0[0] ?? "" }
+        #expect(Set(granted) == Set(documented.keys), "the views the reader may query are the documented ones")
+        #expect(documented.count >= 15)
+        for (view, columns) in documented {
             let found = try connection.query(
                 "SELECT column_name FROM information_schema.columns WHERE table_schema = 'beaconflow' AND table_name = $1 ORDER BY ordinal_position",
                 [view]).map { $0[0] ?? "" }
@@ -184,7 +211,7 @@ struct MigrationTests {
 
     @Test func theReaderSeesTheViewsAndNothingElse() async throws {
         let (server, connection, reader) = try await Self.migratedWithRoles()
-        for view in Self.contract.keys { _ = try reader.query("SELECT * FROM beaconflow.\(view) LIMIT 1") }
+        for view in try Self.documentedViews().keys { _ = try reader.query("SELECT * FROM beaconflow.\(view) LIMIT 1") }
         for table in ["sightings_raw", "sighting_packs", "beacon_keys", "sighting_minutes"] {
             do {
                 _ = try reader.query("SELECT * FROM beaconflow.\(table) LIMIT 1")

@@ -1,11 +1,33 @@
 import LibPQ
 import Logging
 
-/// One versioned schema change. Migrations only ever move forward; each runs in its own transaction.
+/// One versioned schema change: a file of `Store/Migrations/` (`vNNN.sql`, whose first line is `-- ` and its
+/// name). Migrations only ever move forward; each runs in its own transaction.
 public struct Migration: Sendable {
     public var version: Int
     public var name: String
     public var sql: String
+
+    init(version: Int, file: [UInt8]) {
+        self.version = version
+        sql = String(decoding: file, as: UTF8.self)
+        let firstLine = sql.prefix { $0 != "\n" }
+        precondition(firstLine.hasPrefix("-- "), "migration \(version) does not begin with its name")
+        name = String(firstLine.dropFirst(3))
+    }
+}
+
+/// The `beaconflow` schema (docs/schema.md), as the versioned migrations that build it; `schema/beaconflow.sql`
+/// shows what they make. The public views are the contract users and dashboards query: their names and columns
+/// only ever grow.
+enum Schema {
+    /// The files of `Store/Migrations/`, in version order from 1.
+    static let migrations: [Migration] = [
+        PackageResources.v001_sql, PackageResources.v002_sql, PackageResources.v003_sql, PackageResources.v004_sql,
+        PackageResources.v005_sql, PackageResources.v006_sql, PackageResources.v007_sql, PackageResources.v008_sql,
+        PackageResources.v009_sql, PackageResources.v010_sql, PackageResources.v011_sql, PackageResources.v012_sql,
+        PackageResources.v013_sql,
+    ].enumerated().map { Migration(version: $0.offset + 1, file: $0.element) }
 }
 
 /// Brings the `beaconflow` schema to the newest version. Several ingest instances may start at once: an advisory

@@ -1,0 +1,1704 @@
+--
+-- PostgreSQL database dump
+--
+
+--
+-- Name: beaconflow; Type: SCHEMA; Schema: -; Owner: postgres
+--
+
+CREATE SCHEMA beaconflow;
+
+ALTER SCHEMA beaconflow OWNER TO postgres;
+
+--
+-- Name: check_lease_seconds(double precision); Type: FUNCTION; Schema: beaconflow; Owner: postgres
+--
+
+CREATE FUNCTION beaconflow.check_lease_seconds(seconds double precision) RETURNS interval
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+BEGIN
+    IF seconds IS NULL OR seconds < 1 OR seconds > 300 THEN
+        RAISE EXCEPTION 'a lease lasts 1 to 300 seconds, not %', seconds USING ERRCODE = '22023';
+    END IF;
+    RETURN seconds * interval '1 second';
+END
+$$;
+
+ALTER FUNCTION beaconflow.check_lease_seconds(seconds double precision) OWNER TO postgres;
+
+--
+-- Name: check_progress(); Type: FUNCTION; Schema: beaconflow; Owner: postgres
+--
+
+CREATE FUNCTION beaconflow.check_progress() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+DECLARE
+    before bigint := CASE WHEN TG_OP = 'UPDATE' THEN OLD.committed_through ELSE 0 END;
+BEGIN
+    IF NEW.committed_through < before THEN
+        RAISE EXCEPTION 'committed_through of %/% may not go back from % to %', NEW.site_id, NEW.agent_id,
+            before, NEW.committed_through USING ERRCODE = '23514';
+    END IF;
+    IF NEW.committed_through > before AND NOT EXISTS (
+        SELECT 1 FROM beaconflow.batches b
+        WHERE b.site_id = NEW.site_id AND b.agent_id = NEW.agent_id AND b.sequence >= NEW.committed_through
+        UNION ALL
+        SELECT 1 FROM beaconflow.rejected_batches r
+        WHERE r.site_id = NEW.site_id AND r.agent_id = NEW.agent_id AND r.sequence >= NEW.committed_through)
+    THEN
+        RAISE EXCEPTION 'committed_through % of %/% is beyond every batch committed or refused for it',
+            NEW.committed_through, NEW.site_id, NEW.agent_id USING ERRCODE = '23514';
+    END IF;
+    RETURN NEW;
+END
+$$;
+
+ALTER FUNCTION beaconflow.check_progress() OWNER TO postgres;
+
+--
+-- Name: claim_site(text, text, double precision); Type: FUNCTION; Schema: beaconflow; Owner: postgres
+--
+
+CREATE FUNCTION beaconflow.claim_site(site text, instance text, lease_seconds double precision) RETURNS TABLE(epoch bigint, previous text)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    SET lock_timeout TO '500ms'
+    AS $$
+DECLARE
+    held_by text;
+    held_until timestamptz;
+    held_in integer;
+BEGIN
+    SELECT c.instance, c.expires_at, c.backend_pid INTO held_by, held_until, held_in
+    FROM beaconflow.site_claims c WHERE c.site_id = claim_site.site FOR UPDATE;
+    IF FOUND AND beaconflow.lease_held(held_until, held_in) THEN
+        RETURN;
+    END IF;
+    RETURN QUERY
+        INSERT INTO beaconflow.site_claims AS c (site_id, instance, claimed_at, backend_pid, epoch, expires_at)
+        VALUES (claim_site.site, claim_site.instance, now(), pg_backend_pid(), 1,
+                now() + beaconflow.check_lease_seconds(lease_seconds))
+        ON CONFLICT (site_id) DO UPDATE SET instance = excluded.instance, claimed_at = excluded.claimed_at,
+            backend_pid = excluded.backend_pid, epoch = c.epoch + 1, expires_at = excluded.expires_at
+            -- another session may have claimed it since the look above
+            WHERE NOT beaconflow.lease_held(c.expires_at, c.backend_pid)
+        RETURNING c.epoch, held_by;
+EXCEPTION WHEN lock_not_available THEN
+    RETURN;
+END
+$$;
+
+ALTER FUNCTION beaconflow.claim_site(site text, instance text, lease_seconds double precision) OWNER TO postgres;
+
+--
+-- Name: drop_partitions_before(date); Type: FUNCTION; Schema: beaconflow; Owner: postgres
+--
+
+CREATE FUNCTION beaconflow.drop_partitions_before(cutoff date) RETURNS integer
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $_$
+DECLARE
+    partition record;
+    dropped integer := 0;
+    newest_allowed date;
+BEGIN
+    SELECT (now() AT TIME ZONE 'UTC')::date - value::integer INTO newest_allowed
+    FROM beaconflow.settings WHERE key = 'retention_days';
+    IF cutoff IS NULL OR newest_allowed IS NULL OR cutoff > newest_allowed THEN
+        RAISE EXCEPTION 'drop_partitions_before: % is newer than the retention allows (%)', cutoff, newest_allowed
+            USING ERRCODE = '22023';
+    END IF;
+    PERFORM pg_advisory_xact_lock(1650880116);
+    FOR partition IN
+        SELECT child.relname
+        FROM pg_inherits
+        JOIN pg_class child ON child.oid = pg_inherits.inhrelid
+        JOIN pg_class parent ON parent.oid = pg_inherits.inhparent
+        JOIN pg_namespace ns ON ns.oid = parent.relnamespace
+        WHERE ns.nspname = 'beaconflow'
+          AND parent.relname IN ('sighting_packs', 'sightings_raw', 'telemetry_raw', 'sensor_readings_raw')
+          AND right(child.relname, 8) ~ '^[0-9]{8}$'
+          AND to_date(right(child.relname, 8), 'YYYYMMDD') < cutoff
+    LOOP
+        EXECUTE format('DROP TABLE beaconflow.%I', partition.relname);
+        dropped := dropped + 1;
+    END LOOP;
+    DELETE FROM beaconflow.sighting_minutes
+    WHERE minute < now() - (SELECT value::integer FROM beaconflow.settings
+                            WHERE key = 'rollup_retention_days') * interval '1 day';
+    RETURN dropped;
+END
+$_$;
+
+ALTER FUNCTION beaconflow.drop_partitions_before(cutoff date) OWNER TO postgres;
+
+--
+-- Name: ensure_partitions(date, integer); Type: FUNCTION; Schema: beaconflow; Owner: postgres
+--
+
+CREATE FUNCTION beaconflow.ensure_partitions(first_day date, days integer) RETURNS integer
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+DECLARE
+    allowed integer;
+    existing integer;
+    missing integer := 0;
+BEGIN
+    SELECT value::integer INTO allowed FROM beaconflow.settings WHERE key = 'partition_days_max';
+    SELECT count(*) INTO existing FROM pg_catalog.pg_inherits WHERE inhparent = 'beaconflow.sighting_packs'::regclass;
+    IF days BETWEEN 1 AND 62 AND first_day BETWEEN date '2000-01-01' AND date '2200-01-01' THEN
+        SELECT count(*) INTO missing FROM generate_series(0, days - 1) AS d
+        WHERE to_regclass(format('beaconflow.sighting_packs_%s', to_char(first_day + d, 'YYYYMMDD'))) IS NULL;
+    END IF;
+    IF existing + missing > allowed THEN
+        RAISE EXCEPTION 'ensure_partitions: % days have partitions, and % more would pass partition_days_max, %',
+            existing, missing, allowed USING ERRCODE = '54000';
+    END IF;
+    RETURN beaconflow.make_partitions(first_day, days);
+END
+$$;
+
+ALTER FUNCTION beaconflow.ensure_partitions(first_day date, days integer) OWNER TO postgres;
+
+--
+-- Name: hold_sites(text, text[], bigint[]); Type: FUNCTION; Schema: beaconflow; Owner: postgres
+--
+
+CREATE FUNCTION beaconflow.hold_sites(instance text, sites text[], epochs bigint[]) RETURNS SETOF text
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $_$
+    SELECT c.site_id FROM beaconflow.site_claims c JOIN unnest($2, $3) AS h(site_id, epoch)
+        ON c.site_id = h.site_id AND c.epoch = h.epoch
+    WHERE c.instance = $1
+    FOR SHARE OF c
+$_$;
+
+ALTER FUNCTION beaconflow.hold_sites(instance text, sites text[], epochs bigint[]) OWNER TO postgres;
+
+--
+-- Name: join_instances(text, double precision); Type: FUNCTION; Schema: beaconflow; Owner: postgres
+--
+
+CREATE FUNCTION beaconflow.join_instances(instance text, lease_seconds double precision) RETURNS void
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $_$
+    INSERT INTO beaconflow.ingest_instances (instance, backend_pid, joined_at, expires_at)
+    VALUES ($1, pg_backend_pid(), now(), now() + beaconflow.check_lease_seconds($2))
+    ON CONFLICT (instance) DO UPDATE SET backend_pid = excluded.backend_pid, expires_at = excluded.expires_at,
+        joined_at = CASE WHEN ingest_instances.backend_pid = excluded.backend_pid
+                         THEN ingest_instances.joined_at ELSE excluded.joined_at END
+$_$;
+
+ALTER FUNCTION beaconflow.join_instances(instance text, lease_seconds double precision) OWNER TO postgres;
+
+--
+-- Name: lease_held(timestamp with time zone, integer); Type: FUNCTION; Schema: beaconflow; Owner: postgres
+--
+
+CREATE FUNCTION beaconflow.lease_held(expires_at timestamp with time zone, backend_pid integer) RETURNS boolean
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $_$
+    SELECT $1 > now() AND EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity a WHERE a.pid = $2)
+$_$;
+
+ALTER FUNCTION beaconflow.lease_held(expires_at timestamp with time zone, backend_pid integer) OWNER TO postgres;
+
+--
+-- Name: leave_instances(text); Type: FUNCTION; Schema: beaconflow; Owner: postgres
+--
+
+CREATE FUNCTION beaconflow.leave_instances(instance text) RETURNS void
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $_$
+    DELETE FROM beaconflow.ingest_instances WHERE instance = $1 AND backend_pid = pg_backend_pid()
+$_$;
+
+ALTER FUNCTION beaconflow.leave_instances(instance text) OWNER TO postgres;
+
+--
+-- Name: make_partitions(date, integer); Type: FUNCTION; Schema: beaconflow; Owner: postgres
+--
+
+CREATE FUNCTION beaconflow.make_partitions(first_day date, days integer) RETURNS integer
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+DECLARE
+    parent text;
+    name text;
+    day date;
+    made integer := 0;
+BEGIN
+    IF days IS NULL OR days < 1 OR days > 62 THEN
+        RAISE EXCEPTION 'ensure_partitions: days must be 1 to 62, not %', days USING ERRCODE = '22023';
+    END IF;
+    IF first_day IS NULL OR first_day < date '2000-01-01' OR first_day > date '2200-01-01' THEN
+        RAISE EXCEPTION 'ensure_partitions: first_day % is not between 2000 and 2200', first_day USING ERRCODE = '22023';
+    END IF;
+    PERFORM pg_advisory_xact_lock(1650880116);  -- 'bfpa'
+    FOREACH parent IN ARRAY ARRAY['sighting_packs', 'telemetry_raw', 'sensor_readings_raw'] LOOP
+        FOR offset_days IN 0 .. days - 1 LOOP
+            day := first_day + offset_days;
+            name := parent || '_' || to_char(day, 'YYYYMMDD');
+            IF to_regclass(format('beaconflow.%I', name)) IS NULL THEN
+                EXECUTE format(
+                    'CREATE TABLE beaconflow.%I PARTITION OF beaconflow.%I FOR VALUES FROM (%L) TO (%L)',
+                    name, parent, day::timestamp AT TIME ZONE 'UTC', (day + 1)::timestamp AT TIME ZONE 'UTC');
+                IF parent = 'telemetry_raw' THEN
+                    EXECUTE format('CREATE UNIQUE INDEX %I ON beaconflow.%I (beacon_id, adv_count, uptime_s)',
+                                   name || '_transmission', name);
+                END IF;
+                made := made + 1;
+            END IF;
+        END LOOP;
+    END LOOP;
+    RETURN made;
+END
+$$;
+
+ALTER FUNCTION beaconflow.make_partitions(first_day date, days integer) OWNER TO postgres;
+
+--
+-- Name: prune_rejections(); Type: FUNCTION; Schema: beaconflow; Owner: postgres
+--
+
+CREATE FUNCTION beaconflow.prune_rejections() RETURNS bigint
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+    WITH pruned AS (
+        DELETE FROM beaconflow.rejected_batches
+        WHERE received_at < now() - (SELECT value::integer FROM beaconflow.settings WHERE key = 'retention_days')
+                                    * interval '1 day'
+        RETURNING 1)
+    SELECT count(*) FROM pruned
+$$;
+
+ALTER FUNCTION beaconflow.prune_rejections() OWNER TO postgres;
+
+--
+-- Name: refresh_zone_hours(text[], text[], timestamp with time zone[]); Type: FUNCTION; Schema: beaconflow; Owner: postgres
+--
+
+CREATE FUNCTION beaconflow.refresh_zone_hours(sites text[], zones text[], hours timestamp with time zone[]) RETURNS integer
+    LANGUAGE sql
+    AS $$
+    WITH keys AS (
+        SELECT DISTINCT site_id, zone_id,
+               date_trunc('hour', bucket AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' AS bucket
+        FROM unnest(sites, zones, hours) AS k(site_id, zone_id, bucket)
+    ), computed AS (
+        SELECT k.site_id, k.zone_id, k.bucket,
+               (sum(coalesce(m.occupant_seconds, m.occupants * 60.0)) / (60.0 * count(*)))::double precision,
+               max(m.occupants),
+               (SELECT count(*) FROM beaconflow.visits_raw v
+                WHERE v.site_id = k.site_id AND v.zone_id = k.zone_id
+                  AND v.enter_ts >= k.bucket AND v.enter_ts < k.bucket + interval '1 hour')
+        FROM keys k
+        JOIN beaconflow.zone_occupancy_minute m ON m.site_id = k.site_id AND m.zone_id = k.zone_id
+             AND m.bucket >= k.bucket AND m.bucket < k.bucket + interval '1 hour'
+        GROUP BY k.site_id, k.zone_id, k.bucket
+    ), written AS (
+        INSERT INTO beaconflow.zone_occupancy_hour (site_id, zone_id, bucket, avg_occupants, peak_occupants, visits)
+        SELECT * FROM computed
+        ON CONFLICT (site_id, zone_id, bucket) DO UPDATE SET avg_occupants = excluded.avg_occupants,
+            peak_occupants = excluded.peak_occupants, visits = excluded.visits
+        RETURNING 1
+    )
+    SELECT count(*)::integer FROM written
+$$;
+
+ALTER FUNCTION beaconflow.refresh_zone_hours(sites text[], zones text[], hours timestamp with time zone[]) OWNER TO postgres;
+
+--
+-- Name: release_site(text, text, bigint); Type: FUNCTION; Schema: beaconflow; Owner: postgres
+--
+
+CREATE FUNCTION beaconflow.release_site(instance text, site text, epoch bigint) RETURNS void
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $_$
+    UPDATE beaconflow.site_claims SET expires_at = '-infinity'
+    WHERE site_id = $2 AND instance = $1 AND site_claims.epoch = $3
+$_$;
+
+ALTER FUNCTION beaconflow.release_site(instance text, site text, epoch bigint) OWNER TO postgres;
+
+--
+-- Name: renew_sites(text, text[], bigint[], double precision); Type: FUNCTION; Schema: beaconflow; Owner: postgres
+--
+
+CREATE FUNCTION beaconflow.renew_sites(instance text, sites text[], epochs bigint[], lease_seconds double precision) RETURNS SETOF text
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+BEGIN
+    PERFORM beaconflow.join_instances(instance, lease_seconds);
+    RETURN QUERY
+        UPDATE beaconflow.site_claims c
+        SET expires_at = now() + beaconflow.check_lease_seconds(lease_seconds), backend_pid = pg_backend_pid()
+        FROM unnest(sites, epochs) AS h(site_id, epoch)
+        WHERE c.site_id = h.site_id AND c.epoch = h.epoch AND c.instance = renew_sites.instance
+        RETURNING c.site_id;
+END
+$$;
+
+ALTER FUNCTION beaconflow.renew_sites(instance text, sites text[], epochs bigint[], lease_seconds double precision) OWNER TO postgres;
+
+--
+-- Name: sightings_between(timestamp with time zone, timestamp with time zone); Type: FUNCTION; Schema: beaconflow; Owner: postgres
+--
+
+CREATE FUNCTION beaconflow.sightings_between(from_ts timestamp with time zone, until_ts timestamp with time zone) RETURNS TABLE(ts timestamp with time zone, site_id text, agent_id text, zone_id text, beacon_id text, rssi smallint, tx_power smallint, distance_m real, smoothed_distance_m real)
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT r.ts, r.site_id, r.agent_id, r.zone_id, r.beacon_id, r.rssi, r.tx_power, r.distance_m,
+           r.smoothed_distance_m
+    FROM beaconflow.sighting_readings r
+    WHERE r.stored_ts > from_ts - interval '1 minute' AND r.stored_ts < until_ts AND r.ts >= from_ts AND r.ts < until_ts
+$$;
+
+ALTER FUNCTION beaconflow.sightings_between(from_ts timestamp with time zone, until_ts timestamp with time zone) OWNER TO postgres;
+
+--
+-- Name: agent_state; Type: TABLE; Schema: beaconflow; Owner: postgres
+--
+
+CREATE TABLE beaconflow.agent_state (
+    site_id text NOT NULL,
+    agent_id text NOT NULL,
+    online boolean DEFAULT false NOT NULL,
+    last_batch_at timestamp with time zone,
+    adverts_per_s real,
+    spool_bytes bigint,
+    clock_offset_ms real,
+    last_error text,
+    committed_through bigint DEFAULT 0 NOT NULL,
+    online_since timestamp with time zone
+);
+
+ALTER TABLE beaconflow.agent_state OWNER TO postgres;
+
+--
+-- Name: agent_zone_state; Type: TABLE; Schema: beaconflow; Owner: postgres
+--
+
+CREATE TABLE beaconflow.agent_zone_state (
+    site_id text NOT NULL,
+    agent_id text NOT NULL,
+    zone_state text NOT NULL,
+    since timestamp with time zone NOT NULL,
+    CONSTRAINT agent_zone_state_zone_state_check CHECK ((zone_state = ANY (ARRAY['awaited'::text, 'live'::text, 'holding'::text, 'let_go'::text])))
+);
+
+ALTER TABLE beaconflow.agent_zone_state OWNER TO postgres;
+
+--
+-- Name: settings; Type: TABLE; Schema: beaconflow; Owner: postgres
+--
+
+CREATE TABLE beaconflow.settings (
+    key text NOT NULL,
+    value text NOT NULL
+);
+
+ALTER TABLE beaconflow.settings OWNER TO postgres;
+
+--
+-- Name: agent_health; Type: VIEW; Schema: beaconflow; Owner: postgres
+--
+
+CREATE VIEW beaconflow.agent_health AS
+ SELECT COALESCE(a.site_id, z.site_id) AS site_id,
+    COALESCE(a.agent_id, z.agent_id) AS agent_id,
+    COALESCE(a.online, false) AS online,
+    a.last_batch_at,
+    a.adverts_per_s,
+    a.spool_bytes,
+    a.clock_offset_ms,
+        CASE
+            WHEN (a.online AND (GREATEST(a.last_batch_at, a.online_since) < (now() - ((s.minutes)::double precision * '00:01:00'::interval)))) THEN concat_ws('; '::text, ('silent: online but no adverts since '::text || to_char((GREATEST(a.last_batch_at, a.online_since) AT TIME ZONE 'UTC'::text), 'YYYY-MM-DD"T"HH24:MI:SS"Z"'::text)), a.last_error)
+            ELSE a.last_error
+        END AS last_error,
+    z.zone_state,
+    z.since AS zone_state_since
+   FROM ((beaconflow.agent_state a
+     FULL JOIN beaconflow.agent_zone_state z ON (((z.site_id = a.site_id) AND (z.agent_id = a.agent_id))))
+     CROSS JOIN ( SELECT (settings.value)::integer AS minutes
+           FROM beaconflow.settings
+          WHERE (settings.key = 'silent_after_minutes'::text)) s);
+
+ALTER TABLE beaconflow.agent_health OWNER TO postgres;
+
+--
+-- Name: batches; Type: TABLE; Schema: beaconflow; Owner: postgres
+--
+
+CREATE TABLE beaconflow.batches (
+    site_id text NOT NULL,
+    agent_id text NOT NULL,
+    sequence bigint NOT NULL,
+    boot_id bigint NOT NULL,
+    agent_clock timestamp with time zone,
+    sightings integer NOT NULL,
+    committed_at timestamp with time zone DEFAULT now() NOT NULL,
+    content_digest bigint
+);
+
+ALTER TABLE beaconflow.batches OWNER TO postgres;
+
+--
+-- Name: beacon_state; Type: TABLE; Schema: beaconflow; Owner: postgres
+--
+
+CREATE TABLE beaconflow.beacon_state (
+    beacon_id text NOT NULL,
+    site_id text,
+    last_seen timestamp with time zone,
+    battery_mv integer,
+    battery_trend_mv_per_day real,
+    est_days_left real,
+    temperature_c real,
+    reboots_7d integer DEFAULT 0 NOT NULL,
+    status text DEFAULT 'ok'::text NOT NULL,
+    kind text,
+    first_seen timestamp with time zone,
+    battery_pct real,
+    battery_trend_pct_per_day real,
+    address macaddr,
+    address_random boolean,
+    advertising_event smallint,
+    url text,
+    CONSTRAINT beacon_state_status_check CHECK ((status = ANY (ARRAY['ok'::text, 'low_battery'::text, 'stale'::text, 'rebooting'::text])))
+);
+
+ALTER TABLE beaconflow.beacon_state OWNER TO postgres;
+
+--
+-- Name: beacon_health; Type: VIEW; Schema: beaconflow; Owner: postgres
+--
+
+CREATE VIEW beaconflow.beacon_health AS
+ SELECT beacon_state.beacon_id,
+    beacon_state.site_id,
+    beacon_state.last_seen,
+    beacon_state.battery_mv,
+    beacon_state.battery_trend_mv_per_day,
+    beacon_state.est_days_left,
+    beacon_state.temperature_c,
+    beacon_state.reboots_7d,
+        CASE
+            WHEN (beacon_state.last_seen < (now() - ((( SELECT (settings.value)::integer AS value
+               FROM beaconflow.settings
+              WHERE (settings.key = 'stale_after_minutes'::text)))::double precision * '00:01:00'::interval))) THEN 'stale'::text
+            ELSE beacon_state.status
+        END AS status,
+    beacon_state.battery_pct,
+    beacon_state.battery_trend_pct_per_day
+   FROM beaconflow.beacon_state;
+
+ALTER TABLE beaconflow.beacon_health OWNER TO postgres;
+
+--
+-- Name: beacon_keys; Type: TABLE; Schema: beaconflow; Owner: postgres
+--
+
+CREATE TABLE beaconflow.beacon_keys (
+    beacon_key integer NOT NULL,
+    beacon_id text NOT NULL
+);
+
+ALTER TABLE beaconflow.beacon_keys OWNER TO postgres;
+
+--
+-- Name: beacon_keys_beacon_key_seq; Type: SEQUENCE; Schema: beaconflow; Owner: postgres
+--
+
+ALTER TABLE beaconflow.beacon_keys ALTER COLUMN beacon_key ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME beaconflow.beacon_keys_beacon_key_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
+-- Name: beacon_registry; Type: TABLE; Schema: beaconflow; Owner: postgres
+--
+
+CREATE TABLE beaconflow.beacon_registry (
+    beacon_id text NOT NULL,
+    label text,
+    identity_key boolean DEFAULT false NOT NULL,
+    bthome_bindkey boolean DEFAULT false NOT NULL
+);
+
+ALTER TABLE beaconflow.beacon_registry OWNER TO postgres;
+
+--
+-- Name: site_registry; Type: TABLE; Schema: beaconflow; Owner: postgres
+--
+
+CREATE TABLE beaconflow.site_registry (
+    site_id text NOT NULL,
+    timezone text NOT NULL,
+    absence_timeout_s double precision NOT NULL,
+    allowed_lateness_s double precision NOT NULL
+);
+
+ALTER TABLE beaconflow.site_registry OWNER TO postgres;
+
+--
+-- Name: visits_raw; Type: TABLE; Schema: beaconflow; Owner: postgres
+--
+
+CREATE TABLE beaconflow.visits_raw (
+    site_id text NOT NULL,
+    zone_id text NOT NULL,
+    beacon_id text NOT NULL,
+    enter_ts timestamp with time zone NOT NULL,
+    exit_ts timestamp with time zone
+);
+
+ALTER TABLE beaconflow.visits_raw OWNER TO postgres;
+
+--
+-- Name: beacon_locations; Type: VIEW; Schema: beaconflow; Owner: postgres
+--
+
+CREATE VIEW beaconflow.beacon_locations AS
+ SELECT COALESCE(s.beacon_id, r.beacon_id) AS beacon_id,
+    s.site_id,
+    r.label,
+    v.zone_id,
+    COALESCE(((v.zone_id IS NOT NULL) AND (v.exit_ts IS NULL) AND (s.last_seen > (now() - (COALESCE(c.absence_timeout_s, (30)::double precision) * '00:00:01'::interval)))), false) AS present,
+        CASE
+            WHEN (v.zone_id IS NULL) THEN NULL::timestamp with time zone
+            WHEN (v.exit_ts IS NOT NULL) THEN v.exit_ts
+            WHEN (s.last_seen > (now() - (COALESCE(c.absence_timeout_s, (30)::double precision) * '00:00:01'::interval))) THEN v.enter_ts
+            ELSE s.last_seen
+        END AS since,
+    s.last_seen AS last_heard
+   FROM (((beaconflow.beacon_state s
+     FULL JOIN beaconflow.beacon_registry r ON ((r.beacon_id = s.beacon_id)))
+     LEFT JOIN beaconflow.site_registry c ON ((c.site_id = s.site_id)))
+     LEFT JOIN LATERAL ( SELECT v_1.zone_id,
+            v_1.enter_ts,
+            v_1.exit_ts
+           FROM beaconflow.visits_raw v_1
+          WHERE ((v_1.site_id = s.site_id) AND (v_1.beacon_id = s.beacon_id))
+          ORDER BY v_1.enter_ts DESC
+         LIMIT 1) v ON (true));
+
+ALTER TABLE beaconflow.beacon_locations OWNER TO postgres;
+
+--
+-- Name: beacons; Type: VIEW; Schema: beaconflow; Owner: postgres
+--
+
+CREATE VIEW beaconflow.beacons AS
+ SELECT COALESCE(s.beacon_id, r.beacon_id) AS beacon_id,
+    s.site_id,
+    r.label,
+    COALESCE(s.kind,
+        CASE
+            WHEN r.bthome_bindkey THEN 'bthome'::text
+            ELSE NULL::text
+        END) AS kind,
+    s.first_seen,
+    s.last_seen,
+        CASE
+            WHEN (COALESCE(s.beacon_id, r.beacon_id) ~~ 'mac:%'::text) THEN 'address'::text
+            WHEN (COALESCE(s.beacon_id, r.beacon_id) ~~ 'anon:%'::text) THEN 'pseudonym'::text
+            WHEN (COALESCE(s.beacon_id, r.beacon_id) ~~ 'eid:%'::text) THEN 'unresolved_eid'::text
+            WHEN r.identity_key THEN 'resolved_eid'::text
+            ELSE 'frame'::text
+        END AS identity_source,
+    s.address,
+        CASE s.address_random
+            WHEN true THEN 'random'::text
+            WHEN false THEN 'public'::text
+            ELSE NULL::text
+        END AS address_type,
+        CASE
+            WHEN (s.advertising_event IS NULL) THEN NULL::text
+            WHEN (s.advertising_event = 19) THEN 'adv_ind'::text
+            WHEN (s.advertising_event = 21) THEN 'adv_direct_ind'::text
+            WHEN (s.advertising_event = 18) THEN 'adv_scan_ind'::text
+            WHEN (s.advertising_event = 16) THEN 'adv_nonconn_ind'::text
+            WHEN (s.advertising_event = ANY (ARRAY[26, 27])) THEN 'scan_rsp'::text
+            ELSE (((('ext'::text ||
+            CASE
+                WHEN (((s.advertising_event)::integer & 1) <> 0) THEN '_connectable'::text
+                ELSE ''::text
+            END) ||
+            CASE
+                WHEN (((s.advertising_event)::integer & 2) <> 0) THEN '_scannable'::text
+                ELSE ''::text
+            END) ||
+            CASE
+                WHEN (((s.advertising_event)::integer & 4) <> 0) THEN '_directed'::text
+                ELSE ''::text
+            END) ||
+            CASE
+                WHEN (((s.advertising_event)::integer & 8) <> 0) THEN '_scan_rsp'::text
+                ELSE ''::text
+            END)
+        END AS advertising_event,
+    s.url
+   FROM (beaconflow.beacon_state s
+     FULL JOIN beaconflow.beacon_registry r ON ((r.beacon_id = s.beacon_id)));
+
+ALTER TABLE beaconflow.beacons OWNER TO postgres;
+
+--
+-- Name: device_info_state; Type: TABLE; Schema: beaconflow; Owner: postgres
+--
+
+CREATE TABLE beaconflow.device_info_state (
+    beacon_id text NOT NULL,
+    name text NOT NULL,
+    value text NOT NULL,
+    site_id text NOT NULL,
+    agent_id text NOT NULL,
+    read_at timestamp with time zone NOT NULL
+);
+
+ALTER TABLE beaconflow.device_info_state OWNER TO postgres;
+
+--
+-- Name: device_info; Type: VIEW; Schema: beaconflow; Owner: postgres
+--
+
+CREATE VIEW beaconflow.device_info AS
+ SELECT device_info_state.beacon_id,
+    device_info_state.site_id,
+    device_info_state.agent_id,
+    device_info_state.name,
+    device_info_state.value,
+    device_info_state.read_at
+   FROM beaconflow.device_info_state;
+
+ALTER TABLE beaconflow.device_info OWNER TO postgres;
+
+--
+-- Name: ingest_instances; Type: TABLE; Schema: beaconflow; Owner: postgres
+--
+
+CREATE TABLE beaconflow.ingest_instances (
+    instance text NOT NULL,
+    backend_pid integer NOT NULL,
+    joined_at timestamp with time zone NOT NULL,
+    expires_at timestamp with time zone NOT NULL
+);
+
+ALTER TABLE beaconflow.ingest_instances OWNER TO postgres;
+
+--
+-- Name: rejected_batches; Type: TABLE; Schema: beaconflow; Owner: postgres
+--
+
+CREATE TABLE beaconflow.rejected_batches (
+    received_at timestamp with time zone DEFAULT now() NOT NULL,
+    topic text NOT NULL,
+    reason text NOT NULL,
+    payload bytea NOT NULL,
+    detail text,
+    payload_bytes integer,
+    site_id text,
+    agent_id text,
+    sequence bigint
+);
+
+ALTER TABLE beaconflow.rejected_batches OWNER TO postgres;
+
+--
+-- Name: schema_migrations; Type: TABLE; Schema: beaconflow; Owner: postgres
+--
+
+CREATE TABLE beaconflow.schema_migrations (
+    version integer NOT NULL,
+    name text NOT NULL,
+    applied_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+ALTER TABLE beaconflow.schema_migrations OWNER TO postgres;
+
+--
+-- Name: sensor_readings_raw; Type: TABLE; Schema: beaconflow; Owner: postgres
+--
+
+CREATE TABLE beaconflow.sensor_readings_raw (
+    ts timestamp with time zone NOT NULL,
+    site_id text NOT NULL,
+    agent_id text NOT NULL,
+    beacon_id text NOT NULL,
+    quantity text NOT NULL,
+    value double precision NOT NULL,
+    unit text NOT NULL,
+    frame_hash bigint NOT NULL
+)
+PARTITION BY RANGE (ts);
+
+ALTER TABLE beaconflow.sensor_readings_raw OWNER TO postgres;
+
+--
+-- Name: sensor_readings; Type: VIEW; Schema: beaconflow; Owner: postgres
+--
+
+CREATE VIEW beaconflow.sensor_readings AS
+ SELECT sensor_readings_raw.ts,
+    sensor_readings_raw.site_id,
+    sensor_readings_raw.agent_id,
+    sensor_readings_raw.beacon_id,
+    sensor_readings_raw.quantity,
+    sensor_readings_raw.value,
+    sensor_readings_raw.unit
+   FROM beaconflow.sensor_readings_raw;
+
+ALTER TABLE beaconflow.sensor_readings OWNER TO postgres;
+
+--
+-- Name: sighting_minutes; Type: TABLE; Schema: beaconflow; Owner: postgres
+--
+
+CREATE TABLE beaconflow.sighting_minutes (
+    minute timestamp with time zone NOT NULL,
+    source_key integer NOT NULL,
+    beacon_key integer NOT NULL,
+    sightings integer NOT NULL,
+    rssi_min smallint NOT NULL,
+    rssi_max smallint NOT NULL,
+    rssi_sum bigint NOT NULL
+);
+
+ALTER TABLE beaconflow.sighting_minutes OWNER TO postgres;
+
+--
+-- Name: sighting_packs; Type: TABLE; Schema: beaconflow; Owner: postgres
+--
+
+CREATE TABLE beaconflow.sighting_packs (
+    ts timestamp with time zone NOT NULL,
+    source_key integer NOT NULL,
+    beacon_key integer NOT NULL,
+    tx_power smallint,
+    readings bigint[] NOT NULL
+)
+PARTITION BY RANGE (ts);
+
+ALTER TABLE beaconflow.sighting_packs OWNER TO postgres;
+
+--
+-- Name: sighting_sources; Type: TABLE; Schema: beaconflow; Owner: postgres
+--
+
+CREATE TABLE beaconflow.sighting_sources (
+    source_key integer NOT NULL,
+    site_id text NOT NULL,
+    agent_id text NOT NULL,
+    zone_id text,
+    rssi_offset_db double precision,
+    path_loss_exponent double precision
+);
+
+ALTER TABLE beaconflow.sighting_sources OWNER TO postgres;
+
+--
+-- Name: sightings_raw; Type: TABLE; Schema: beaconflow; Owner: postgres
+--
+
+CREATE TABLE beaconflow.sightings_raw (
+    ts timestamp with time zone NOT NULL,
+    site_id text NOT NULL,
+    agent_id text NOT NULL,
+    zone_id text,
+    beacon_id text NOT NULL,
+    rssi smallint NOT NULL,
+    tx_power smallint,
+    distance_m real,
+    smoothed_distance_m real
+)
+PARTITION BY RANGE (ts);
+
+ALTER TABLE beaconflow.sightings_raw OWNER TO postgres;
+
+--
+-- Name: sighting_readings; Type: VIEW; Schema: beaconflow; Owner: postgres
+--
+
+CREATE VIEW beaconflow.sighting_readings AS
+ SELECT sightings_raw.ts AS stored_ts,
+    sightings_raw.ts,
+    sightings_raw.site_id,
+    sightings_raw.agent_id,
+    sightings_raw.zone_id,
+    sightings_raw.beacon_id,
+    sightings_raw.rssi,
+    sightings_raw.tx_power,
+    sightings_raw.distance_m,
+    sightings_raw.smoothed_distance_m
+   FROM beaconflow.sightings_raw
+UNION ALL
+ SELECT p.ts AS stored_ts,
+    (p.ts + (((r.reading >> 24))::double precision * '00:00:00.000001'::interval)) AS ts,
+    s.site_id,
+    s.agent_id,
+    s.zone_id,
+    b.beacon_id,
+    ((((r.reading >> 16) & (255)::bigint) - 128))::smallint AS rssi,
+    p.tx_power,
+    (power((10)::double precision, (((p.tx_power)::double precision - (((((r.reading >> 16) & (255)::bigint) - 128))::double precision + s.rssi_offset_db)) / ((10)::double precision * s.path_loss_exponent))))::real AS distance_m,
+    (power((10)::double precision, (((p.tx_power)::double precision - ((((r.reading & (65535)::bigint) - 32768))::double precision / (100.0)::double precision)) / ((10)::double precision * s.path_loss_exponent))))::real AS smoothed_distance_m
+   FROM (((beaconflow.sighting_packs p
+     JOIN beaconflow.sighting_sources s ON ((s.source_key = p.source_key)))
+     JOIN beaconflow.beacon_keys b ON ((b.beacon_key = p.beacon_key)))
+     CROSS JOIN LATERAL unnest(p.readings) r(reading));
+
+ALTER TABLE beaconflow.sighting_readings OWNER TO postgres;
+
+--
+-- Name: sighting_sources_source_key_seq; Type: SEQUENCE; Schema: beaconflow; Owner: postgres
+--
+
+ALTER TABLE beaconflow.sighting_sources ALTER COLUMN source_key ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME beaconflow.sighting_sources_source_key_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
+-- Name: sightings; Type: VIEW; Schema: beaconflow; Owner: postgres
+--
+
+CREATE VIEW beaconflow.sightings AS
+ SELECT sighting_readings.ts,
+    sighting_readings.site_id,
+    sighting_readings.agent_id,
+    sighting_readings.zone_id,
+    sighting_readings.beacon_id,
+    sighting_readings.rssi,
+    sighting_readings.tx_power,
+    sighting_readings.distance_m,
+    sighting_readings.smoothed_distance_m
+   FROM beaconflow.sighting_readings;
+
+ALTER TABLE beaconflow.sightings OWNER TO postgres;
+
+--
+-- Name: sightings_minute; Type: VIEW; Schema: beaconflow; Owner: postgres
+--
+
+CREATE VIEW beaconflow.sightings_minute AS
+ SELECT m.minute,
+    s.site_id,
+    s.agent_id,
+    s.zone_id,
+    b.beacon_id,
+    m.sightings,
+    m.rssi_min,
+    ((m.rssi_sum)::double precision / (m.sightings)::double precision) AS rssi_mean,
+    m.rssi_max
+   FROM ((beaconflow.sighting_minutes m
+     JOIN beaconflow.sighting_sources s ON ((s.source_key = m.source_key)))
+     JOIN beaconflow.beacon_keys b ON ((b.beacon_key = m.beacon_key)));
+
+ALTER TABLE beaconflow.sightings_minute OWNER TO postgres;
+
+--
+-- Name: site_claims; Type: TABLE; Schema: beaconflow; Owner: postgres
+--
+
+CREATE TABLE beaconflow.site_claims (
+    site_id text NOT NULL,
+    instance text NOT NULL,
+    claimed_at timestamp with time zone NOT NULL,
+    backend_pid integer NOT NULL,
+    epoch bigint DEFAULT 0 NOT NULL,
+    expires_at timestamp with time zone DEFAULT '-infinity'::timestamp with time zone NOT NULL
+);
+
+ALTER TABLE beaconflow.site_claims OWNER TO postgres;
+
+--
+-- Name: site_owners; Type: VIEW; Schema: beaconflow; Owner: postgres
+--
+
+CREATE VIEW beaconflow.site_owners AS
+ SELECT c.site_id,
+    c.instance,
+    c.claimed_at AS since,
+    c.expires_at AS lease_expires
+   FROM beaconflow.site_claims c
+  WHERE ((c.expires_at > now()) AND (EXISTS ( SELECT 1
+           FROM pg_stat_activity a
+          WHERE (a.pid = c.backend_pid))));
+
+ALTER TABLE beaconflow.site_owners OWNER TO postgres;
+
+--
+-- Name: telemetry_raw; Type: TABLE; Schema: beaconflow; Owner: postgres
+--
+
+CREATE TABLE beaconflow.telemetry_raw (
+    ts timestamp with time zone NOT NULL,
+    beacon_id text NOT NULL,
+    battery_mv integer,
+    temperature_c real,
+    adv_count bigint,
+    uptime_s double precision,
+    site_id text,
+    agent_id text
+)
+PARTITION BY RANGE (ts);
+
+ALTER TABLE beaconflow.telemetry_raw OWNER TO postgres;
+
+--
+-- Name: telemetry; Type: VIEW; Schema: beaconflow; Owner: postgres
+--
+
+CREATE VIEW beaconflow.telemetry AS
+ SELECT telemetry_raw.ts,
+    telemetry_raw.beacon_id,
+    telemetry_raw.battery_mv,
+    telemetry_raw.temperature_c,
+    telemetry_raw.adv_count,
+    telemetry_raw.uptime_s
+   FROM beaconflow.telemetry_raw;
+
+ALTER TABLE beaconflow.telemetry OWNER TO postgres;
+
+--
+-- Name: visits; Type: VIEW; Schema: beaconflow; Owner: postgres
+--
+
+CREATE VIEW beaconflow.visits AS
+ SELECT visits_raw.site_id,
+    visits_raw.zone_id,
+    visits_raw.beacon_id,
+    visits_raw.enter_ts,
+    visits_raw.exit_ts,
+    (EXTRACT(epoch FROM (visits_raw.exit_ts - visits_raw.enter_ts)))::double precision AS dwell_s
+   FROM beaconflow.visits_raw;
+
+ALTER TABLE beaconflow.visits OWNER TO postgres;
+
+--
+-- Name: zone_checkpoints; Type: TABLE; Schema: beaconflow; Owner: postgres
+--
+
+CREATE TABLE beaconflow.zone_checkpoints (
+    site_id text NOT NULL,
+    watermark timestamp with time zone NOT NULL,
+    saved_at timestamp with time zone DEFAULT now() NOT NULL,
+    state bytea NOT NULL
+);
+
+ALTER TABLE beaconflow.zone_checkpoints OWNER TO postgres;
+
+--
+-- Name: zone_occupancy_minute; Type: TABLE; Schema: beaconflow; Owner: postgres
+--
+
+CREATE TABLE beaconflow.zone_occupancy_minute (
+    site_id text NOT NULL,
+    zone_id text NOT NULL,
+    bucket timestamp with time zone NOT NULL,
+    occupants integer NOT NULL,
+    occupant_seconds double precision
+);
+
+ALTER TABLE beaconflow.zone_occupancy_minute OWNER TO postgres;
+
+--
+-- Name: zone_occupancy; Type: VIEW; Schema: beaconflow; Owner: postgres
+--
+
+CREATE VIEW beaconflow.zone_occupancy AS
+ SELECT zone_occupancy_minute.site_id,
+    zone_occupancy_minute.zone_id,
+    zone_occupancy_minute.bucket,
+    zone_occupancy_minute.occupants,
+    zone_occupancy_minute.occupant_seconds
+   FROM beaconflow.zone_occupancy_minute;
+
+ALTER TABLE beaconflow.zone_occupancy OWNER TO postgres;
+
+--
+-- Name: zone_occupancy_hour; Type: TABLE; Schema: beaconflow; Owner: postgres
+--
+
+CREATE TABLE beaconflow.zone_occupancy_hour (
+    site_id text NOT NULL,
+    zone_id text NOT NULL,
+    bucket timestamp with time zone NOT NULL,
+    avg_occupants double precision NOT NULL,
+    peak_occupants integer NOT NULL,
+    visits bigint NOT NULL
+);
+
+ALTER TABLE beaconflow.zone_occupancy_hour OWNER TO postgres;
+
+--
+-- Name: zone_occupancy_hourly; Type: VIEW; Schema: beaconflow; Owner: postgres
+--
+
+CREATE VIEW beaconflow.zone_occupancy_hourly AS
+ SELECT zone_occupancy_hour.site_id,
+    zone_occupancy_hour.zone_id,
+    zone_occupancy_hour.bucket,
+    zone_occupancy_hour.avg_occupants,
+    zone_occupancy_hour.peak_occupants,
+    zone_occupancy_hour.visits
+   FROM beaconflow.zone_occupancy_hour;
+
+ALTER TABLE beaconflow.zone_occupancy_hourly OWNER TO postgres;
+
+--
+-- Name: zone_registry; Type: TABLE; Schema: beaconflow; Owner: postgres
+--
+
+CREATE TABLE beaconflow.zone_registry (
+    site_id text NOT NULL,
+    zone_id text NOT NULL,
+    "position" integer NOT NULL,
+    capacity integer,
+    rect double precision[],
+    CONSTRAINT zone_registry_rect_check CHECK (((rect IS NULL) OR (cardinality(rect) = 4)))
+);
+
+ALTER TABLE beaconflow.zone_registry OWNER TO postgres;
+
+--
+-- Name: zones; Type: VIEW; Schema: beaconflow; Owner: postgres
+--
+
+CREATE VIEW beaconflow.zones AS
+ SELECT zone_registry.site_id,
+    zone_registry.zone_id,
+    zone_registry.capacity,
+    zone_registry.rect[1] AS x0,
+    zone_registry.rect[2] AS y0,
+    zone_registry.rect[3] AS x1,
+    zone_registry.rect[4] AS y1
+   FROM beaconflow.zone_registry
+  ORDER BY zone_registry.site_id, zone_registry."position";
+
+ALTER TABLE beaconflow.zones OWNER TO postgres;
+
+--
+-- Name: agent_state agent_state_pkey; Type: CONSTRAINT; Schema: beaconflow; Owner: postgres
+--
+
+ALTER TABLE ONLY beaconflow.agent_state
+    ADD CONSTRAINT agent_state_pkey PRIMARY KEY (site_id, agent_id);
+
+--
+-- Name: agent_zone_state agent_zone_state_pkey; Type: CONSTRAINT; Schema: beaconflow; Owner: postgres
+--
+
+ALTER TABLE ONLY beaconflow.agent_zone_state
+    ADD CONSTRAINT agent_zone_state_pkey PRIMARY KEY (site_id, agent_id);
+
+--
+-- Name: batches batches_pkey; Type: CONSTRAINT; Schema: beaconflow; Owner: postgres
+--
+
+ALTER TABLE ONLY beaconflow.batches
+    ADD CONSTRAINT batches_pkey PRIMARY KEY (site_id, agent_id, sequence);
+
+--
+-- Name: beacon_keys beacon_keys_beacon_id_key; Type: CONSTRAINT; Schema: beaconflow; Owner: postgres
+--
+
+ALTER TABLE ONLY beaconflow.beacon_keys
+    ADD CONSTRAINT beacon_keys_beacon_id_key UNIQUE (beacon_id);
+
+--
+-- Name: beacon_keys beacon_keys_pkey; Type: CONSTRAINT; Schema: beaconflow; Owner: postgres
+--
+
+ALTER TABLE ONLY beaconflow.beacon_keys
+    ADD CONSTRAINT beacon_keys_pkey PRIMARY KEY (beacon_key);
+
+--
+-- Name: beacon_registry beacon_registry_pkey; Type: CONSTRAINT; Schema: beaconflow; Owner: postgres
+--
+
+ALTER TABLE ONLY beaconflow.beacon_registry
+    ADD CONSTRAINT beacon_registry_pkey PRIMARY KEY (beacon_id);
+
+--
+-- Name: beacon_state beacon_state_pkey; Type: CONSTRAINT; Schema: beaconflow; Owner: postgres
+--
+
+ALTER TABLE ONLY beaconflow.beacon_state
+    ADD CONSTRAINT beacon_state_pkey PRIMARY KEY (beacon_id);
+
+--
+-- Name: agent_state committed_through_in_range; Type: CHECK CONSTRAINT; Schema: beaconflow; Owner: postgres
+--
+
+ALTER TABLE beaconflow.agent_state
+    ADD CONSTRAINT committed_through_in_range CHECK (((committed_through >= 0) AND (committed_through <= '4611686018427387904'::bigint))) NOT VALID;
+
+--
+-- Name: device_info_state device_info_state_pkey; Type: CONSTRAINT; Schema: beaconflow; Owner: postgres
+--
+
+ALTER TABLE ONLY beaconflow.device_info_state
+    ADD CONSTRAINT device_info_state_pkey PRIMARY KEY (beacon_id, name);
+
+--
+-- Name: ingest_instances ingest_instances_pkey; Type: CONSTRAINT; Schema: beaconflow; Owner: postgres
+--
+
+ALTER TABLE ONLY beaconflow.ingest_instances
+    ADD CONSTRAINT ingest_instances_pkey PRIMARY KEY (instance);
+
+--
+-- Name: schema_migrations schema_migrations_pkey; Type: CONSTRAINT; Schema: beaconflow; Owner: postgres
+--
+
+ALTER TABLE ONLY beaconflow.schema_migrations
+    ADD CONSTRAINT schema_migrations_pkey PRIMARY KEY (version);
+
+--
+-- Name: settings settings_pkey; Type: CONSTRAINT; Schema: beaconflow; Owner: postgres
+--
+
+ALTER TABLE ONLY beaconflow.settings
+    ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
+
+--
+-- Name: sighting_minutes sighting_minutes_pkey; Type: CONSTRAINT; Schema: beaconflow; Owner: postgres
+--
+
+ALTER TABLE ONLY beaconflow.sighting_minutes
+    ADD CONSTRAINT sighting_minutes_pkey PRIMARY KEY (beacon_key, minute, source_key);
+
+--
+-- Name: sighting_sources sighting_sources_pkey; Type: CONSTRAINT; Schema: beaconflow; Owner: postgres
+--
+
+ALTER TABLE ONLY beaconflow.sighting_sources
+    ADD CONSTRAINT sighting_sources_pkey PRIMARY KEY (source_key);
+
+--
+-- Name: site_claims site_claims_pkey; Type: CONSTRAINT; Schema: beaconflow; Owner: postgres
+--
+
+ALTER TABLE ONLY beaconflow.site_claims
+    ADD CONSTRAINT site_claims_pkey PRIMARY KEY (site_id);
+
+--
+-- Name: site_registry site_registry_pkey; Type: CONSTRAINT; Schema: beaconflow; Owner: postgres
+--
+
+ALTER TABLE ONLY beaconflow.site_registry
+    ADD CONSTRAINT site_registry_pkey PRIMARY KEY (site_id);
+
+--
+-- Name: visits_raw visits_raw_pkey; Type: CONSTRAINT; Schema: beaconflow; Owner: postgres
+--
+
+ALTER TABLE ONLY beaconflow.visits_raw
+    ADD CONSTRAINT visits_raw_pkey PRIMARY KEY (site_id, beacon_id, enter_ts);
+
+--
+-- Name: zone_checkpoints zone_checkpoints_pkey; Type: CONSTRAINT; Schema: beaconflow; Owner: postgres
+--
+
+ALTER TABLE ONLY beaconflow.zone_checkpoints
+    ADD CONSTRAINT zone_checkpoints_pkey PRIMARY KEY (site_id);
+
+--
+-- Name: zone_occupancy_hour zone_occupancy_hour_pkey; Type: CONSTRAINT; Schema: beaconflow; Owner: postgres
+--
+
+ALTER TABLE ONLY beaconflow.zone_occupancy_hour
+    ADD CONSTRAINT zone_occupancy_hour_pkey PRIMARY KEY (site_id, zone_id, bucket);
+
+--
+-- Name: zone_occupancy_minute zone_occupancy_minute_pkey; Type: CONSTRAINT; Schema: beaconflow; Owner: postgres
+--
+
+ALTER TABLE ONLY beaconflow.zone_occupancy_minute
+    ADD CONSTRAINT zone_occupancy_minute_pkey PRIMARY KEY (site_id, zone_id, bucket);
+
+--
+-- Name: zone_registry zone_registry_pkey; Type: CONSTRAINT; Schema: beaconflow; Owner: postgres
+--
+
+ALTER TABLE ONLY beaconflow.zone_registry
+    ADD CONSTRAINT zone_registry_pkey PRIMARY KEY (site_id, zone_id);
+
+--
+-- Name: rejected_batches_agent; Type: INDEX; Schema: beaconflow; Owner: postgres
+--
+
+CREATE INDEX rejected_batches_agent ON beaconflow.rejected_batches USING btree (site_id, agent_id, sequence);
+
+--
+-- Name: rejected_batches_received_at_idx; Type: INDEX; Schema: beaconflow; Owner: postgres
+--
+
+CREATE INDEX rejected_batches_received_at_idx ON beaconflow.rejected_batches USING btree (received_at);
+
+--
+-- Name: sensor_readings_raw_beacon_id_frame_hash_ts_idx; Type: INDEX; Schema: beaconflow; Owner: postgres
+--
+
+CREATE INDEX sensor_readings_raw_beacon_id_frame_hash_ts_idx ON ONLY beaconflow.sensor_readings_raw USING btree (beacon_id, frame_hash, ts);
+
+--
+-- Name: sensor_readings_raw_site_id_ts_idx; Type: INDEX; Schema: beaconflow; Owner: postgres
+--
+
+CREATE INDEX sensor_readings_raw_site_id_ts_idx ON ONLY beaconflow.sensor_readings_raw USING btree (site_id, ts);
+
+--
+-- Name: sighting_minutes_minute_idx; Type: INDEX; Schema: beaconflow; Owner: postgres
+--
+
+CREATE INDEX sighting_minutes_minute_idx ON beaconflow.sighting_minutes USING brin (minute);
+
+--
+-- Name: sighting_packs_beacon_key_ts_idx; Type: INDEX; Schema: beaconflow; Owner: postgres
+--
+
+CREATE INDEX sighting_packs_beacon_key_ts_idx ON ONLY beaconflow.sighting_packs USING btree (beacon_key, ts);
+
+--
+-- Name: sighting_packs_ts_idx; Type: INDEX; Schema: beaconflow; Owner: postgres
+--
+
+CREATE INDEX sighting_packs_ts_idx ON ONLY beaconflow.sighting_packs USING brin (ts);
+
+--
+-- Name: sighting_sources_identity; Type: INDEX; Schema: beaconflow; Owner: postgres
+--
+
+CREATE UNIQUE INDEX sighting_sources_identity ON beaconflow.sighting_sources USING btree (site_id, agent_id, COALESCE(zone_id, ''::text), ((zone_id IS NULL)), COALESCE(rssi_offset_db, 'NaN'::double precision), COALESCE(path_loss_exponent, 'NaN'::double precision));
+
+--
+-- Name: sighting_sources_site_id_idx; Type: INDEX; Schema: beaconflow; Owner: postgres
+--
+
+CREATE INDEX sighting_sources_site_id_idx ON beaconflow.sighting_sources USING btree (site_id);
+
+--
+-- Name: sightings_raw_beacon_id_ts_idx; Type: INDEX; Schema: beaconflow; Owner: postgres
+--
+
+CREATE INDEX sightings_raw_beacon_id_ts_idx ON ONLY beaconflow.sightings_raw USING btree (beacon_id, ts);
+
+--
+-- Name: sightings_raw_site_id_ts_idx; Type: INDEX; Schema: beaconflow; Owner: postgres
+--
+
+CREATE INDEX sightings_raw_site_id_ts_idx ON ONLY beaconflow.sightings_raw USING btree (site_id, ts);
+
+--
+-- Name: telemetry_raw_beacon_id_ts_idx; Type: INDEX; Schema: beaconflow; Owner: postgres
+--
+
+CREATE INDEX telemetry_raw_beacon_id_ts_idx ON ONLY beaconflow.telemetry_raw USING btree (beacon_id, ts);
+
+--
+-- Name: visits_raw_site_id_zone_id_enter_ts_idx; Type: INDEX; Schema: beaconflow; Owner: postgres
+--
+
+CREATE INDEX visits_raw_site_id_zone_id_enter_ts_idx ON beaconflow.visits_raw USING btree (site_id, zone_id, enter_ts);
+
+--
+-- Name: agent_state progress_only_as_far_as_stored; Type: TRIGGER; Schema: beaconflow; Owner: postgres
+--
+
+CREATE TRIGGER progress_only_as_far_as_stored BEFORE INSERT OR UPDATE OF committed_through ON beaconflow.agent_state FOR EACH ROW EXECUTE FUNCTION beaconflow.check_progress();
+
+--
+-- Name: zone_registry zone_registry_site_id_fkey; Type: FK CONSTRAINT; Schema: beaconflow; Owner: postgres
+--
+
+ALTER TABLE ONLY beaconflow.zone_registry
+    ADD CONSTRAINT zone_registry_site_id_fkey FOREIGN KEY (site_id) REFERENCES beaconflow.site_registry(site_id) ON DELETE CASCADE;
+
+--
+-- Name: SCHEMA beaconflow; Type: ACL; Schema: -; Owner: postgres
+--
+
+GRANT USAGE ON SCHEMA beaconflow TO beaconflow_writer;
+GRANT USAGE ON SCHEMA beaconflow TO beaconflow_reader;
+
+--
+-- Name: FUNCTION check_lease_seconds(seconds double precision); Type: ACL; Schema: beaconflow; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION beaconflow.check_lease_seconds(seconds double precision) FROM PUBLIC;
+GRANT ALL ON FUNCTION beaconflow.check_lease_seconds(seconds double precision) TO beaconflow_writer;
+
+--
+-- Name: FUNCTION claim_site(site text, instance text, lease_seconds double precision); Type: ACL; Schema: beaconflow; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION beaconflow.claim_site(site text, instance text, lease_seconds double precision) FROM PUBLIC;
+GRANT ALL ON FUNCTION beaconflow.claim_site(site text, instance text, lease_seconds double precision) TO beaconflow_writer;
+
+--
+-- Name: FUNCTION drop_partitions_before(cutoff date); Type: ACL; Schema: beaconflow; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION beaconflow.drop_partitions_before(cutoff date) FROM PUBLIC;
+GRANT ALL ON FUNCTION beaconflow.drop_partitions_before(cutoff date) TO beaconflow_writer;
+
+--
+-- Name: FUNCTION ensure_partitions(first_day date, days integer); Type: ACL; Schema: beaconflow; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION beaconflow.ensure_partitions(first_day date, days integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION beaconflow.ensure_partitions(first_day date, days integer) TO beaconflow_writer;
+
+--
+-- Name: FUNCTION hold_sites(instance text, sites text[], epochs bigint[]); Type: ACL; Schema: beaconflow; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION beaconflow.hold_sites(instance text, sites text[], epochs bigint[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION beaconflow.hold_sites(instance text, sites text[], epochs bigint[]) TO beaconflow_writer;
+
+--
+-- Name: FUNCTION join_instances(instance text, lease_seconds double precision); Type: ACL; Schema: beaconflow; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION beaconflow.join_instances(instance text, lease_seconds double precision) FROM PUBLIC;
+GRANT ALL ON FUNCTION beaconflow.join_instances(instance text, lease_seconds double precision) TO beaconflow_writer;
+
+--
+-- Name: FUNCTION lease_held(expires_at timestamp with time zone, backend_pid integer); Type: ACL; Schema: beaconflow; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION beaconflow.lease_held(expires_at timestamp with time zone, backend_pid integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION beaconflow.lease_held(expires_at timestamp with time zone, backend_pid integer) TO beaconflow_writer;
+
+--
+-- Name: FUNCTION leave_instances(instance text); Type: ACL; Schema: beaconflow; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION beaconflow.leave_instances(instance text) FROM PUBLIC;
+GRANT ALL ON FUNCTION beaconflow.leave_instances(instance text) TO beaconflow_writer;
+
+--
+-- Name: FUNCTION make_partitions(first_day date, days integer); Type: ACL; Schema: beaconflow; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION beaconflow.make_partitions(first_day date, days integer) FROM PUBLIC;
+
+--
+-- Name: FUNCTION prune_rejections(); Type: ACL; Schema: beaconflow; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION beaconflow.prune_rejections() FROM PUBLIC;
+GRANT ALL ON FUNCTION beaconflow.prune_rejections() TO beaconflow_writer;
+
+--
+-- Name: FUNCTION refresh_zone_hours(sites text[], zones text[], hours timestamp with time zone[]); Type: ACL; Schema: beaconflow; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION beaconflow.refresh_zone_hours(sites text[], zones text[], hours timestamp with time zone[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION beaconflow.refresh_zone_hours(sites text[], zones text[], hours timestamp with time zone[]) TO beaconflow_writer;
+
+--
+-- Name: FUNCTION release_site(instance text, site text, epoch bigint); Type: ACL; Schema: beaconflow; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION beaconflow.release_site(instance text, site text, epoch bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION beaconflow.release_site(instance text, site text, epoch bigint) TO beaconflow_writer;
+
+--
+-- Name: FUNCTION renew_sites(instance text, sites text[], epochs bigint[], lease_seconds double precision); Type: ACL; Schema: beaconflow; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION beaconflow.renew_sites(instance text, sites text[], epochs bigint[], lease_seconds double precision) FROM PUBLIC;
+GRANT ALL ON FUNCTION beaconflow.renew_sites(instance text, sites text[], epochs bigint[], lease_seconds double precision) TO beaconflow_writer;
+
+--
+-- Name: FUNCTION sightings_between(from_ts timestamp with time zone, until_ts timestamp with time zone); Type: ACL; Schema: beaconflow; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION beaconflow.sightings_between(from_ts timestamp with time zone, until_ts timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION beaconflow.sightings_between(from_ts timestamp with time zone, until_ts timestamp with time zone) TO beaconflow_reader;
+GRANT ALL ON FUNCTION beaconflow.sightings_between(from_ts timestamp with time zone, until_ts timestamp with time zone) TO beaconflow_writer;
+
+--
+-- Name: TABLE agent_state; Type: ACL; Schema: beaconflow; Owner: postgres
+--
+
+GRANT SELECT,INSERT,UPDATE ON TABLE beaconflow.agent_state TO beaconflow_writer;
+
+--
+-- Name: TABLE agent_zone_state; Type: ACL; Schema: beaconflow; Owner: postgres
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE beaconflow.agent_zone_state TO beaconflow_writer;
+
+--
+-- Name: TABLE settings; Type: ACL; Schema: beaconflow; Owner: postgres
+--
+
+GRANT SELECT ON TABLE beaconflow.settings TO beaconflow_writer;
+
+--
+-- Name: TABLE agent_health; Type: ACL; Schema: beaconflow; Owner: postgres
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE beaconflow.agent_health TO beaconflow_writer;
+GRANT SELECT ON TABLE beaconflow.agent_health TO beaconflow_reader;
+
+--
+-- Name: TABLE batches; Type: ACL; Schema: beaconflow; Owner: postgres
+--
+
+GRANT SELECT,INSERT ON TABLE beaconflow.batches TO beaconflow_writer;
+
+--
+-- Name: TABLE beacon_state; Type: ACL; Schema: beaconflow; Owner: postgres
+--
+
+GRANT SELECT,INSERT,UPDATE ON TABLE beaconflow.beacon_state TO beaconflow_writer;
+
+--
+-- Name: TABLE beacon_health; Type: ACL; Schema: beaconflow; Owner: postgres
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE beaconflow.beacon_health TO beaconflow_writer;
+GRANT SELECT ON TABLE beaconflow.beacon_health TO beaconflow_reader;
+
+--
+-- Name: TABLE beacon_keys; Type: ACL; Schema: beaconflow; Owner: postgres
+--
+
+GRANT SELECT,INSERT ON TABLE beaconflow.beacon_keys TO beaconflow_writer;
+
+--
+-- Name: TABLE beacon_registry; Type: ACL; Schema: beaconflow; Owner: postgres
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE beaconflow.beacon_registry TO beaconflow_writer;
+
+--
+-- Name: TABLE site_registry; Type: ACL; Schema: beaconflow; Owner: postgres
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE beaconflow.site_registry TO beaconflow_writer;
+
+--
+-- Name: TABLE visits_raw; Type: ACL; Schema: beaconflow; Owner: postgres
+--
+
+GRANT SELECT,INSERT,UPDATE ON TABLE beaconflow.visits_raw TO beaconflow_writer;
+
+--
+-- Name: TABLE beacon_locations; Type: ACL; Schema: beaconflow; Owner: postgres
+--
+
+GRANT SELECT,INSERT ON TABLE beaconflow.beacon_locations TO beaconflow_writer;
+GRANT SELECT ON TABLE beaconflow.beacon_locations TO beaconflow_reader;
+
+--
+-- Name: TABLE beacons; Type: ACL; Schema: beaconflow; Owner: postgres
+--
+
+GRANT SELECT,INSERT ON TABLE beaconflow.beacons TO beaconflow_writer;
+GRANT SELECT ON TABLE beaconflow.beacons TO beaconflow_reader;
+
+--
+-- Name: TABLE device_info_state; Type: ACL; Schema: beaconflow; Owner: postgres
+--
+
+GRANT SELECT,INSERT,UPDATE ON TABLE beaconflow.device_info_state TO beaconflow_writer;
+
+--
+-- Name: TABLE device_info; Type: ACL; Schema: beaconflow; Owner: postgres
+--
+
+GRANT SELECT,INSERT ON TABLE beaconflow.device_info TO beaconflow_writer;
+GRANT SELECT ON TABLE beaconflow.device_info TO beaconflow_reader;
+
+--
+-- Name: TABLE ingest_instances; Type: ACL; Schema: beaconflow; Owner: postgres
+--
+
+GRANT SELECT ON TABLE beaconflow.ingest_instances TO beaconflow_writer;
+
+--
+-- Name: TABLE rejected_batches; Type: ACL; Schema: beaconflow; Owner: postgres
+--
+
+GRANT SELECT,INSERT,UPDATE ON TABLE beaconflow.rejected_batches TO beaconflow_writer;
+
+--
+-- Name: TABLE schema_migrations; Type: ACL; Schema: beaconflow; Owner: postgres
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE beaconflow.schema_migrations TO beaconflow_writer;
+
+--
+-- Name: TABLE sensor_readings_raw; Type: ACL; Schema: beaconflow; Owner: postgres
+--
+
+GRANT SELECT,INSERT ON TABLE beaconflow.sensor_readings_raw TO beaconflow_writer;
+
+--
+-- Name: TABLE sensor_readings; Type: ACL; Schema: beaconflow; Owner: postgres
+--
+
+GRANT SELECT,INSERT ON TABLE beaconflow.sensor_readings TO beaconflow_writer;
+GRANT SELECT ON TABLE beaconflow.sensor_readings TO beaconflow_reader;
+
+--
+-- Name: TABLE sighting_minutes; Type: ACL; Schema: beaconflow; Owner: postgres
+--
+
+GRANT SELECT,INSERT,UPDATE ON TABLE beaconflow.sighting_minutes TO beaconflow_writer;
+
+--
+-- Name: TABLE sighting_packs; Type: ACL; Schema: beaconflow; Owner: postgres
+--
+
+GRANT SELECT,INSERT ON TABLE beaconflow.sighting_packs TO beaconflow_writer;
+
+--
+-- Name: TABLE sighting_sources; Type: ACL; Schema: beaconflow; Owner: postgres
+--
+
+GRANT SELECT,INSERT ON TABLE beaconflow.sighting_sources TO beaconflow_writer;
+
+--
+-- Name: TABLE sightings_raw; Type: ACL; Schema: beaconflow; Owner: postgres
+--
+
+GRANT SELECT,INSERT ON TABLE beaconflow.sightings_raw TO beaconflow_writer;
+
+--
+-- Name: TABLE sighting_readings; Type: ACL; Schema: beaconflow; Owner: postgres
+--
+
+GRANT SELECT,INSERT ON TABLE beaconflow.sighting_readings TO beaconflow_writer;
+GRANT SELECT ON TABLE beaconflow.sighting_readings TO beaconflow_reader;
+
+--
+-- Name: TABLE sightings; Type: ACL; Schema: beaconflow; Owner: postgres
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE beaconflow.sightings TO beaconflow_writer;
+GRANT SELECT ON TABLE beaconflow.sightings TO beaconflow_reader;
+
+--
+-- Name: TABLE sightings_minute; Type: ACL; Schema: beaconflow; Owner: postgres
+--
+
+GRANT SELECT,INSERT ON TABLE beaconflow.sightings_minute TO beaconflow_writer;
+GRANT SELECT ON TABLE beaconflow.sightings_minute TO beaconflow_reader;
+
+--
+-- Name: TABLE site_claims; Type: ACL; Schema: beaconflow; Owner: postgres
+--
+
+GRANT SELECT ON TABLE beaconflow.site_claims TO beaconflow_writer;
+
+--
+-- Name: TABLE site_owners; Type: ACL; Schema: beaconflow; Owner: postgres
+--
+
+GRANT SELECT,INSERT ON TABLE beaconflow.site_owners TO beaconflow_writer;
+GRANT SELECT ON TABLE beaconflow.site_owners TO beaconflow_reader;
+
+--
+-- Name: TABLE telemetry_raw; Type: ACL; Schema: beaconflow; Owner: postgres
+--
+
+GRANT SELECT,INSERT ON TABLE beaconflow.telemetry_raw TO beaconflow_writer;
+
+--
+-- Name: TABLE telemetry; Type: ACL; Schema: beaconflow; Owner: postgres
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE beaconflow.telemetry TO beaconflow_writer;
+GRANT SELECT ON TABLE beaconflow.telemetry TO beaconflow_reader;
+
+--
+-- Name: TABLE visits; Type: ACL; Schema: beaconflow; Owner: postgres
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE beaconflow.visits TO beaconflow_writer;
+GRANT SELECT ON TABLE beaconflow.visits TO beaconflow_reader;
+
+--
+-- Name: TABLE zone_checkpoints; Type: ACL; Schema: beaconflow; Owner: postgres
+--
+
+GRANT SELECT,INSERT,UPDATE ON TABLE beaconflow.zone_checkpoints TO beaconflow_writer;
+
+--
+-- Name: TABLE zone_occupancy_minute; Type: ACL; Schema: beaconflow; Owner: postgres
+--
+
+GRANT SELECT,INSERT,UPDATE ON TABLE beaconflow.zone_occupancy_minute TO beaconflow_writer;
+
+--
+-- Name: TABLE zone_occupancy; Type: ACL; Schema: beaconflow; Owner: postgres
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE beaconflow.zone_occupancy TO beaconflow_writer;
+GRANT SELECT ON TABLE beaconflow.zone_occupancy TO beaconflow_reader;
+
+--
+-- Name: TABLE zone_occupancy_hour; Type: ACL; Schema: beaconflow; Owner: postgres
+--
+
+GRANT SELECT,INSERT,UPDATE ON TABLE beaconflow.zone_occupancy_hour TO beaconflow_writer;
+
+--
+-- Name: TABLE zone_occupancy_hourly; Type: ACL; Schema: beaconflow; Owner: postgres
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE beaconflow.zone_occupancy_hourly TO beaconflow_writer;
+GRANT SELECT ON TABLE beaconflow.zone_occupancy_hourly TO beaconflow_reader;
+
+--
+-- Name: TABLE zone_registry; Type: ACL; Schema: beaconflow; Owner: postgres
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE beaconflow.zone_registry TO beaconflow_writer;
+
+--
+-- Name: TABLE zones; Type: ACL; Schema: beaconflow; Owner: postgres
+--
+
+GRANT SELECT,INSERT ON TABLE beaconflow.zones TO beaconflow_writer;
+GRANT SELECT ON TABLE beaconflow.zones TO beaconflow_reader;
+
+--
+-- Name: DEFAULT PRIVILEGES FOR TABLES; Type: DEFAULT ACL; Schema: beaconflow; Owner: postgres
+--
+
+ALTER DEFAULT PRIVILEGES FOR ROLE postgres IN SCHEMA beaconflow GRANT SELECT,INSERT ON TABLES  TO beaconflow_writer;
+
+--
+-- PostgreSQL database dump complete
+--
