@@ -77,11 +77,11 @@ import Testing
         keys.learned(beacon: "b1", key: 1)
         keys.learned(source: lobby, key: 2)
         #expect(keys.beacon("b1") == 1 && keys.source(lobby) == 2)
-        keys.rollback()
+        keys.rollbackTransaction()
         #expect(keys.beacon("b1") == nil && keys.source(lobby) == nil)
         keys.learned(beacon: "b1", key: 5)
-        keys.commit()
-        keys.rollback()
+        keys.commitTransaction()
+        keys.rollbackTransaction()
         #expect(keys.beacon("b1") == 5)
     }
 }

@@ -427,7 +427,7 @@ public final class Ingest: Sendable {
         }
         var claimed: [String] = []
         var takenOver = 0
-        var resumption = BatchWriter.ZoneResumption()
+        var resumption = ZoneResumption()
         for site in share.claim where claimed.count < share.claimLimit {
             // Subscribed before the read-back, which may take a while: the agents' batches sent meanwhile wait in
             // the queue instead of reaching no subscriber.

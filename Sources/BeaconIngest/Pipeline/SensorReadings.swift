@@ -112,7 +112,7 @@ public struct SensorDeduplicator: Sendable {
         recent.evictOldest(keeping: maximum) { $0.newestMicros }
     }
 
-    mutating func beginTransaction() { recent.begin() }
-    mutating func commitTransaction() { recent.commit() }
-    mutating func rollbackTransaction() { recent.rollback() }
+    mutating func beginTransaction() { recent.beginTransaction() }
+    mutating func commitTransaction() { recent.commitTransaction() }
+    mutating func rollbackTransaction() { recent.rollbackTransaction() }
 }

@@ -204,15 +204,17 @@ struct DictionaryKeys {
     mutating func learned(source: SightingSource, key: Int32) { pendingSources[source] = key }
     mutating func learned(beacon: String, key: Int32) { pendingBeacons[beacon] = key }
 
-    mutating func commit() {
+    mutating func beginTransaction() { rollbackTransaction() }
+
+    mutating func commitTransaction() {
         if sources.count + pendingSources.count > maximumEntries { sources.removeAll() }
         if beacons.count + pendingBeacons.count > maximumEntries { beacons.removeAll() }
         sources.merge(pendingSources) { _, new in new }
         beacons.merge(pendingBeacons) { _, new in new }
-        rollback()
+        rollbackTransaction()
     }
 
-    mutating func rollback() {
+    mutating func rollbackTransaction() {
         pendingSources.removeAll()
         pendingBeacons.removeAll()
     }

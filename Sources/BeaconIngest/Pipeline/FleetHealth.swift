@@ -290,17 +290,17 @@ public struct FleetHealth: Sendable {
     }
 
     mutating func beginTransaction() {
-        beacons.begin()
+        beacons.beginTransaction()
         changedAtBegin = changed
     }
 
     mutating func commitTransaction() {
-        beacons.commit()
+        beacons.commitTransaction()
         changedAtBegin = []
     }
 
     mutating func rollbackTransaction() {
-        beacons.rollback()
+        beacons.rollbackTransaction()
         changed = changedAtBegin
         changedAtBegin = []
     }

@@ -57,6 +57,18 @@ public struct PipelineOutput: Sendable {
     public var lateReadings = 0
     /// Beacons forgotten to stay within `IngestPipeline.maximumBeacons`.
     public var evictedBeacons = 0
+
+    /// Adds another batch's output to this one.
+    mutating func append(_ other: PipelineOutput) {
+        sightings += other.sightings
+        telemetry += other.telemetry
+        sensorReadings += other.sensorReadings
+        deviceInfo += other.deviceInfo
+        undecodableFrames += other.undecodableFrames
+        zoneChanges += other.zoneChanges
+        lateReadings += other.lateReadings
+        evictedBeacons += other.evictedBeacons
+    }
 }
 
 /// Everything the ingest derives from batches, as one pure state machine: EID resolution, association of
@@ -291,49 +303,55 @@ public struct IngestPipeline: Sendable {
 
     /// Starts a transaction: what the pipeline does until `commitTransaction()` can be undone by
     /// `rollbackTransaction()` (the database transaction it went with failed). The per-beacon tables keep a
-    /// journal of what changed, so neither a transaction nor its undoing copies them.
+    /// journal of what changed, so neither a transaction nor its undoing copies them: the rest of the pipeline is
+    /// saved whole.
     public mutating func beginTransaction() {
-        proximity.beginTransaction()
-        telemetry.beginTransaction()
-        sensorReadings.beginTransaction()
-        health.beginTransaction()
-        identities.begin()
-        for site in zoneTrackers.keys { zoneTrackers[site]?.beginTransaction() }
+        applyToJournaledParts(.begin)
         var saved = self
-        saved.proximity = ProximitySmoother(configuration: proximity.configuration)
-        saved.telemetry = TelemetryDeduplicator()
-        saved.sensorReadings = SensorDeduplicator()
-        saved.health = FleetHealth(configuration: health.configuration)
-        saved.identities = JournaledDictionary()
-        saved.zoneTrackers = [:]
+        saved.dropJournaledParts()
         undo = [saved]
     }
 
     public mutating func commitTransaction() {
-        proximity.commitTransaction()
-        telemetry.commitTransaction()
-        sensorReadings.commitTransaction()
-        health.commitTransaction()
-        identities.commit()
-        for site in zoneTrackers.keys { zoneTrackers[site]?.commitTransaction() }
+        applyToJournaledParts(.commit)
         undo = []
     }
 
     public mutating func rollbackTransaction() {
         guard var saved = undo.first else { return }
-        proximity.rollbackTransaction()
-        telemetry.rollbackTransaction()
-        sensorReadings.rollbackTransaction()
-        health.rollbackTransaction()
-        identities.rollback()
-        for site in zoneTrackers.keys { zoneTrackers[site]?.rollbackTransaction() }
-        saved.proximity = proximity
-        saved.telemetry = telemetry
-        saved.sensorReadings = sensorReadings
-        saved.health = health
-        saved.identities = identities
-        saved.zoneTrackers = zoneTrackers
+        applyToJournaledParts(.rollback)
+        saved.takeJournaledParts(from: self)
         self = saved
+    }
+
+    /// The parts that journal their own changes: each beacon's smoothing, deduplication, health, identity, and
+    /// each site's zone tracker.
+    private mutating func applyToJournaledParts(_ step: TransactionStep) {
+        proximity.apply(step)
+        telemetry.apply(step)
+        sensorReadings.apply(step)
+        health.apply(step)
+        identities.apply(step)
+        for site in zoneTrackers.keys { zoneTrackers[site]?.apply(step) }
+    }
+
+    /// Empties the journaled parts of a saved copy, so that changing them does not copy their tables.
+    private mutating func dropJournaledParts() {
+        proximity = ProximitySmoother(configuration: proximity.configuration)
+        telemetry = TelemetryDeduplicator()
+        sensorReadings = SensorDeduplicator()
+        health = FleetHealth(configuration: health.configuration)
+        identities = JournaledDictionary()
+        zoneTrackers = [:]
+    }
+
+    private mutating func takeJournaledParts(from other: IngestPipeline) {
+        proximity = other.proximity
+        telemetry = other.telemetry
+        sensorReadings = other.sensorReadings
+        health = other.health
+        identities = other.identities
+        zoneTrackers = other.zoneTrackers
     }
 
     /// Moves a site's zone decisions as far as its watermark allows.

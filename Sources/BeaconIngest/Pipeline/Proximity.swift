@@ -68,9 +68,9 @@ public struct ProximitySmoother: Sendable {
         filters.evictOldest(keeping: maximum) { $0.timeMicros }
     }
 
-    mutating func beginTransaction() { filters.begin() }
-    mutating func commitTransaction() { filters.commit() }
-    mutating func rollbackTransaction() { filters.rollback() }
+    mutating func beginTransaction() { filters.beginTransaction() }
+    mutating func commitTransaction() { filters.commitTransaction() }
+    mutating func rollbackTransaction() { filters.rollbackTransaction() }
 
     public var trackedPairs: Int { filters.count }
 }

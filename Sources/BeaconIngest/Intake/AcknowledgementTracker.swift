@@ -20,6 +20,8 @@ public struct AcknowledgementTracker: Sendable {
     }
 
     private var progress: [AgentKey: Progress] = [:]
+    /// The progress as it was at `beginTransaction()`.
+    private var savedProgress: [AgentKey: Progress]?
 
     public init() {}
 
@@ -49,5 +51,14 @@ public struct AcknowledgementTracker: Sendable {
     private static func advance(_ state: inout Progress) {
         state.above = state.above.filter { $0 > state.through }
         while state.above.remove(state.through + 1) != nil { state.through += 1 }
+    }
+
+    /// Starts a transaction: the progress recorded until `commitTransaction()` is undone by
+    /// `rollbackTransaction()`.
+    public mutating func beginTransaction() { savedProgress = progress }
+    public mutating func commitTransaction() { savedProgress = nil }
+    public mutating func rollbackTransaction() {
+        if let savedProgress { progress = savedProgress }
+        savedProgress = nil
     }
 }

@@ -1,4 +1,4 @@
-/// A dictionary whose changes since `begin()` can be undone. It keeps the previous value of each key the first
+/// A dictionary whose changes since `beginTransaction()` can be undone. It keeps the previous value of each key the first
 /// time the key changes, so undoing costs what changed, not a copy of everything: the per-beacon tables of the
 /// pipeline grow with the beacons tracked, while a transaction touches only the beacons of its batches.
 struct JournaledDictionary<Key: Hashable & Sendable, Value: Sendable>: Sendable, Sequence {
@@ -40,20 +40,20 @@ struct JournaledDictionary<Key: Hashable & Sendable, Value: Sendable>: Sendable,
         return oldest.count
     }
 
-    /// Starts recording; what changes from here can be undone by `rollback()`.
-    mutating func begin() {
+    /// Starts recording; what changes from here can be undone by `rollbackTransaction()`.
+    mutating func beginTransaction() {
         journal.removeAll()
         recording = true
     }
 
     /// Keeps the changes and stops recording.
-    mutating func commit() {
+    mutating func commitTransaction() {
         journal.removeAll()
         recording = false
     }
 
-    /// Restores every key changed since `begin()` and stops recording.
-    mutating func rollback() {
+    /// Restores every key changed since `beginTransaction()` and stops recording.
+    mutating func rollbackTransaction() {
         for (key, previous) in journal { storage[key] = previous }
         journal.removeAll()
         recording = false

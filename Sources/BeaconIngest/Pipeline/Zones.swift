@@ -534,20 +534,20 @@ public struct SiteZoneTracker: Sendable {
     }
 
     mutating func beginTransaction() {
-        beacons.begin()
+        beacons.beginTransaction()
         var saved = self
         saved.beacons = JournaledDictionary()
         undo = [saved]
     }
 
     mutating func commitTransaction() {
-        beacons.commit()
+        beacons.commitTransaction()
         undo = []
     }
 
     mutating func rollbackTransaction() {
         guard var saved = undo.first else { return }
-        beacons.rollback()
+        beacons.rollbackTransaction()
         saved.beacons = beacons
         self = saved
     }

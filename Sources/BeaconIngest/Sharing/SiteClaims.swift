@@ -1,0 +1,93 @@
+import LibPQ
+
+/// The sites this writer shares with other ingest instances: joining and leaving the live instances, claiming and
+/// handing over sites under leases (`SiteLeases`), and forgetting the state of sites taken over.
+extension BatchWriter {
+    /// Counts this session among the live instances sharing the sites, as `instance`, with leases of `leaseDuration`
+    /// (`SiteLeases`). From then on every transaction holds the leases of the sites it writes for.
+    public func joinInstances(instance: String, leaseDuration: Duration) throws(PostgresError) {
+        let leases = SiteLeases(connection: connection, instance: instance, duration: leaseDuration)
+        try leases.join()
+        self.leases = leases
+    }
+
+    /// Leaves the live instances (a graceful stop, after handing the sites over).
+    public func leaveInstances() throws(PostgresError) { try leases?.leave() }
+
+    /// What this session sees of the other live instances: how many sites each holds, which of `sites` nobody
+    /// holds, and which no live instance holds.
+    public func observeInstances(sites: [String]) throws(PostgresError) -> (others: [Int], free: Set<String>, unserved: Set<String>) {
+        guard let observation = try leases?.observe(sites: sites) else { return ([], [], []) }
+        return (observation.others, observation.free, observation.unserved)
+    }
+
+    /// How often the leases are renewed (nil without them).
+    public var leaseRenewalInterval: Duration? { leases?.renewalInterval }
+
+    /// Renews the leases of the sites served; returns the sites taken over by another instance meanwhile, which
+    /// this writer no longer serves.
+    public func renewLeases() throws(PostgresError) -> Set<String> {
+        guard let leases else { return [] }
+        let lost = try leases.renew()
+        forget(sites: lost)
+        return lost
+    }
+
+    /// A site this writer now serves.
+    public struct SiteClaim: Sendable {
+        /// Another instance had claimed it last.
+        public var takenOver: Bool
+        public var resumption: ZoneResumption
+    }
+
+    /// Claims a site if nobody holds its lease, calls `leased` (the site is this writer's from here: its batches may
+    /// be taken in, to be written after the claim), and resumes the site's zone state from the database. Nil when
+    /// another instance holds it.
+    public func claim(site: String, leased: () -> Void = {}) throws(PostgresError) -> SiteClaim? {
+        guard let leases, let takenOver = try leases.claim(site: site) else { return nil }
+        leased()
+        do {
+            let resumption = try resumeZones(sites: [site])
+            servedSites.insert(site)
+            return SiteClaim(takenOver: takenOver, resumption: resumption)
+        } catch {
+            _ = try? leases.release(site: site)
+            throw error
+        }
+    }
+
+    /// Hands a site over: forgets its zone state and its agents' progress, and ends its lease. The next owner
+    /// resumes from the site's last checkpoint (saved with the last minutes counted), reading back the sightings
+    /// stored after it. Batches of the site still queued are then the next owner's, through the agents' resends.
+    public func release(site: String) throws(PostgresError) {
+        defer { forget(sites: [site]) }
+        try leases?.release(site: site)
+    }
+
+    /// Stops serving sites whose lease is gone: their zone state and agents' progress are dropped.
+    func forget(sites: Set<String>) {
+        guard !sites.isEmpty else { return }
+        servedSites.subtract(sites)
+        resetZones(sites: sites)
+        loadedAgents = loadedAgents.filter { !sites.contains($0.site) }
+        for site in sites { leases?.forget(site: site) }
+    }
+
+    /// In a transaction just begun: holds the leases of `sites` until it ends; returns those no longer this
+    /// writer's (nothing may be written for them).
+    func hold(_ sites: Set<String>) throws(PostgresError) -> Set<String> {
+        try leases?.hold(sites) ?? []
+    }
+
+    /// Stops serving sites found taken over; `takeSitesLost` reports them.
+    func lose(_ sites: Set<String>) {
+        forget(sites: sites)
+        sitesLost.formUnion(sites)
+    }
+
+    /// The sites found taken over by another instance since the last call: this writer no longer serves them.
+    public func takeSitesLost() -> Set<String> {
+        defer { sitesLost = [] }
+        return sitesLost
+    }
+}

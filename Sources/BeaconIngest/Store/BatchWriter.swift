@@ -1,0 +1,312 @@
+import BeaconMessaging
+import BeaconWire
+import Foundation
+import LibPQ
+
+/// Commits batches to PostgreSQL exactly once. A group of batches is one transaction: their `batches` rows (a
+/// (site, agent, sequence) already there is a redelivery and adds nothing), a binary COPY of the new batches'
+/// sightings as packs (with the dictionary keys they lack and their per-minute rollups), their telemetry and
+/// readings, the zone and fleet-health rows they change, and each agent's committed-through sequence. The
+/// pipeline state that derives those rows is rolled back with the transaction when it fails. Blocking: it runs
+/// on the writer thread.
+public final class BatchWriter {
+    public enum Outcome: Sendable, Equatable {
+        case committed(rows: Int)
+        case duplicate
+        /// The sequence is committed with other content; says how they differ.
+        case sequenceReused(String)
+        /// Another instance has taken the batch's site over: nothing was written for it.
+        case notServed
+    }
+
+    public struct GroupResult: Sendable {
+        /// One per batch, in order.
+        public var outcomes: [Outcome]
+        /// Agents whose committed-through sequence this group moved, with the new value to acknowledge.
+        public var acknowledgements: [AgentKey: UInt64]
+        public var telemetryRows = 0
+        public var sensorReadingRows = 0
+        public var undecodableFrames: [UndecodableFrame] = []
+        /// Readings too late to move zones (they are stored as sightings).
+        public var lateReadings = 0
+        /// Beacons forgotten to stay within the pipeline's maximum.
+        public var evictedBeacons = 0
+        /// What the group changed in zones, visits, minutes and agent states, as committed.
+        public var zoneChanges: [ZoneChange] = []
+        /// The beacons whose fleet health the group changed, as committed.
+        public var healthChanges: [BeaconHealth] = []
+    }
+
+    let connection: PostgresConnection
+    /// What changes with each transaction in memory: the pipeline, the acknowledgements, the dictionary keys.
+    private var state: WriterState
+    private let ledger: BatchLedger
+    private let sightingStore: SightingStore
+    private let transmissions: TransmissionStore
+    private let beaconStates: BeaconStateStore
+    let zoneStore: ZoneStore
+    private let registry: RegistryStore
+    private var partitions: PartitionMaintenance
+    /// Agents whose progress was read from the database.
+    var loadedAgents: Set<AgentKey> = []
+    /// The leases of the sites served, once this writer has joined the instances sharing them.
+    var leases: SiteLeases?
+    var sitesLost: Set<String> = []
+
+    /// The sites whose zones this writer moves. The ingest starts with none and claims them (`claim`): then they
+    /// are the sites whose leases this writer holds.
+    public internal(set) var servedSites: Set<String>
+
+    public var pipeline: IngestPipeline { state.pipeline }
+    public var tracker: AcknowledgementTracker { state.tracker }
+
+    /// `servedSites` nil: every site of the pipeline's sites file, without claiming them.
+    public init(connection: PostgresConnection, pipeline: IngestPipeline, servedSites: Set<String>? = nil) {
+        self.connection = connection
+        state = WriterState(pipeline: pipeline)
+        state.keys.maximumEntries = pipeline.maximumBeacons
+        ledger = BatchLedger(connection: connection)
+        sightingStore = SightingStore(connection: connection)
+        transmissions = TransmissionStore(connection: connection)
+        beaconStates = BeaconStateStore(connection: connection)
+        zoneStore = ZoneStore(connection: connection)
+        registry = RegistryStore(connection: connection)
+        partitions = PartitionMaintenance(connection: connection)
+        self.servedSites = servedSites ?? Set(pipeline.sites.sites.map(\.id))
+    }
+
+    /// The pipeline, for the status messages the writer thread feeds it between groups.
+    public func updatePipeline(_ change: (inout IngestPipeline) -> Void) { change(&state.pipeline) }
+
+    public func commit(_ batch: DecodedBatch) throws(PostgresError) -> Outcome {
+        try commit([batch]).outcomes[0]
+    }
+
+    public func commit(_ batches: [DecodedBatch], nowMicros: Int64 = wallClockMicros()) throws(PostgresError) -> GroupResult {
+        guard !batches.isEmpty else { return GroupResult(outcomes: [], acknowledgements: [:]) }
+        try partitions.ensure(days: days(of: batches))
+        for key in Set(batches.map { AgentKey(site: $0.siteID, agent: $0.agentID) }) where !loadedAgents.contains(key) {
+            try loadProgress(key)
+        }
+        let written = try connection.transaction(with: &state) { (state) throws(PostgresError) -> TransactionEnd<GroupWrite> in
+            // Written only while this transaction holds the sites' leases.
+            let lost = try hold(Set(batches.map(\.siteID)))
+            guard lost.isEmpty else { return .rollback(.sitesLost(lost)) }
+            return .commit(.written(try write(batches, into: &state, nowMicros: nowMicros)))
+        }
+        switch written {
+        case .sitesLost(let lost):
+            lose(lost)
+            // Taken over since the group was queued: its batches are the new owner's, through the agents' resends.
+            let kept = batches.indices.filter { !lost.contains(batches[$0].siteID) }
+            var result = try commit(kept.map { batches[$0] }, nowMicros: nowMicros)
+            var outcomes = Array(repeating: Outcome.notServed, count: batches.count)
+            for (index, outcome) in zip(kept, result.outcomes) { outcomes[index] = outcome }
+            result.outcomes = outcomes
+            return result
+        case .written(var result):
+            // After the commit only this look for other instances' progress can fail: what committed stays.
+            // Batches beyond a gap may have been committed by another ingest instance: look before waiting.
+            for key in Set(batches.map { AgentKey(site: $0.siteID, agent: $0.agentID) }) where state.tracker.waiting(key) > 0 {
+                let old = state.tracker.committedThrough(key)
+                try loadProgress(key)
+                if state.tracker.committedThrough(key) != old { result.acknowledgements[key] = state.tracker.committedThrough(key) }
+                if state.tracker.waiting(key) == 0 { state.pipeline.releaseHeldProgress(key, arrivalMicros: nowMicros) }
+            }
+            return result
+        }
+    }
+
+    private enum GroupWrite {
+        case written(GroupResult)
+        case sitesLost(Set<String>)
+    }
+
+    /// A group's rows, in the transaction that holds its sites' leases.
+    private func write(_ batches: [DecodedBatch], into state: inout WriterState, nowMicros: Int64) throws(PostgresError) -> GroupResult {
+        let fresh = try ledger.insert(batches)
+        let reused = try ledger.reusedSequences(batches, fresh: fresh)
+        var output = PipelineOutput()
+        var outcomes: [Outcome] = []
+        var before: [AgentKey: UInt64] = [:]
+        var after: [AgentKey: UInt64] = [:]
+        /// Agents that sent a batch again: they lack the acknowledgement (a retained one can be lost with the
+        /// broker), so it is published again even when it did not move.
+        var redelivered: Set<AgentKey> = []
+        for (index, batch) in batches.enumerated() {
+            let key = AgentKey(site: batch.siteID, agent: batch.agentID)
+            if before[key] == nil { before[key] = state.tracker.committedThrough(key) }
+            after[key] = state.tracker.committed(
+                key, sequence: batch.sequence, firstUnacknowledged: batch.firstUnacknowledgedSequence)
+            let inOrder = state.tracker.waiting(key) == 0
+            if fresh.contains(index) {
+                let batchOutput = state.pipeline.apply(batch, nowMicros: nowMicros, inOrder: inOrder)
+                output.append(batchOutput)
+                outcomes.append(.committed(rows: batchOutput.sightings.count))
+            } else {
+                outcomes.append(reused[index].map(Outcome.sequenceReused) ?? .duplicate)
+                redelivered.insert(key)
+            }
+            if inOrder { state.pipeline.releaseHeldProgress(key, arrivalMicros: nowMicros) }
+        }
+        try sightingStore.store(output.sightings, keys: &state.keys)
+        let stored = try transmissions.storeNew(output.telemetry, TransmissionStore.telemetry)
+        state.pipeline.telemetryStored(stored)
+        let storedReadings = try transmissions.storeNew(output.sensorReadings, TransmissionStore.sensorReadings)
+        state.pipeline.sensorReadingsStored(storedReadings)
+        try beaconStates.upsertDeviceInfo(output.deviceInfo)
+        let healthChanges = state.pipeline.health.takeChanged()
+        try beaconStates.upsertHealth(healthChanges)
+        try zoneStore.write(output.zoneChanges)
+        try zoneStore.save(state.pipeline.takeZoneCheckpoints(sites: servedSites))
+        try ledger.recordProgress(after)
+        var acknowledgements: [AgentKey: UInt64] = [:]
+        for (key, through) in after where through != before[key] || (redelivered.contains(key) && through > 0) {
+            acknowledgements[key] = through
+        }
+        return GroupResult(
+            outcomes: outcomes, acknowledgements: acknowledgements, telemetryRows: stored.count,
+            sensorReadingRows: storedReadings.count, undecodableFrames: output.undecodableFrames,
+            lateReadings: output.lateReadings, evictedBeacons: output.evictedBeacons, zoneChanges: output.zoneChanges,
+            healthChanges: healthChanges)
+    }
+
+    /// Zone decisions that only time moved (agents gone idle), in a transaction of their own; with `finish`, every
+    /// reading waiting and every minute begun (the end of the data), the visits ending at their beacons' last
+    /// readings.
+    /// Sites found taken over meanwhile are forgotten (`takeSitesLost`). Returns the changes committed.
+    @discardableResult
+    public func advanceZones(nowMicros: Int64 = wallClockMicros(), finish: Bool = false) throws(PostgresError) -> [ZoneChange] {
+        var lost: Set<String> = []
+        let changes = try state.withTransaction { (state) throws(PostgresError) -> TransactionEnd<[ZoneChange]> in
+            let changes =
+                finish
+                ? state.pipeline.finishZones(sites: servedSites, closingVisits: true)
+                : state.pipeline.advanceZones(sites: servedSites, nowMicros: nowMicros)
+            // Nothing to write: no database transaction.
+            guard !changes.isEmpty else { return .commit([]) }
+            return try connection.transaction(deciding: { () throws(PostgresError) -> TransactionEnd<[ZoneChange]> in
+                // Written only while this transaction holds the sites' leases; with one taken over, nothing is
+                // written and the next tick decides again for the sites still served.
+                lost = try hold(Set(changes.map(\.site)))
+                guard lost.isEmpty else { return .rollback([]) }
+                try zoneStore.write(changes)
+                // Past the end of the data the state has counted a part of the last minute: nothing to resume from.
+                if !finish { try zoneStore.save(state.pipeline.takeZoneCheckpoints(sites: servedSites)) }
+                return .commit(changes)
+            })
+        }
+        lose(lost)
+        return changes
+    }
+
+    /// Restores the sites' zone trackers from the checkpoint each site's last transaction with counted minutes
+    /// saved and reads back the site's sightings stored after it, so that the zone tables come out as if one
+    /// process had served the site throughout. A site that has not counted a minute yet reads back all its
+    /// sightings. A site without a usable checkpoint that has counted minutes (a database written before
+    /// checkpoints, an edited sites file) resumes from its open visits and last counted minute. What the trackers
+    /// held before is dropped: the database is the reference.
+    public func resumeZones(sites: Set<String>, nowMicros: Int64 = wallClockMicros()) throws(PostgresError) -> ZoneResumption {
+        try ZoneResumer(store: zoneStore).resume(sites: sites, into: &state.pipeline, nowMicros: nowMicros)
+    }
+
+    /// Keeps a refused batch whole, with why. A refused batch that names its agent and sequence (bad timestamps,
+    /// rows PostgreSQL would not take) counts as done for the acknowledgement, in the same transaction: it is
+    /// kept here, and an agent resending it forever would gain nothing. Returns the acknowledgement it moves.
+    public func recordRejection(
+        topic: String, payload: [UInt8], reason: String, message: String, header: BatchHeader? = nil
+    ) throws(PostgresError) -> [AgentKey: UInt64] {
+        let key = header.map { AgentKey(site: $0.siteID, agent: $0.agentID) }
+        if let key, !loadedAgents.contains(key) { try loadProgress(key) }
+        return try connection.transaction(with: &state) { (state) throws(PostgresError) -> TransactionEnd<[AgentKey: UInt64]> in
+            try registry.recordRejection(topic: topic, payload: payload, reason: reason, message: message, header: header)
+            var acknowledgements: [AgentKey: UInt64] = [:]
+            if let header, let key {
+                let before = state.tracker.committedThrough(key)
+                let through = state.tracker.committed(
+                    key, sequence: header.sequence, firstUnacknowledged: header.firstUnacknowledgedSequence)
+                if through != before { try ledger.recordProgress([key: through]) }
+                // Also when it did not move: a refused batch sent again means the agent lacks the acknowledgement.
+                if through > 0 { acknowledgements[key] = through }
+            }
+            return .commit(acknowledgements)
+        }
+    }
+
+    /// An agent's status message: online or not, its rates and spool, its clock offset, its last error.
+    public func recordStatus(_ agent: AgentKey, _ status: AgentStatus, clockOffsetMillis: Double?) throws(PostgresError) {
+        try registry.recordStatus(agent, status, clockOffsetMillis: clockOffsetMillis)
+    }
+
+    /// Writes what the views need of the sites file (`RegistryStore.writeRegistry`).
+    public func writeRegistry(_ sites: SitesConfiguration) throws(PostgresError) {
+        try registry.writeRegistry(sites)
+    }
+
+    /// Creates the raw tables' daily partitions ahead and, with `dropExpired`, drops those past retention
+    /// (`PartitionMaintenance.maintain`). Returns the number of partitions made and dropped.
+    @discardableResult
+    public func maintainPartitions(dropExpired: Bool) throws(PostgresError) -> (made: Int, dropped: Int) {
+        try partitions.maintain(dropExpired: dropExpired)
+    }
+
+    /// Restores an agent's progress from the database: its committed-through and the batches committed above it.
+    func loadProgress(_ key: AgentKey) throws(PostgresError) {
+        let stored = try ledger.storedProgress(key, atLeast: state.tracker.committedThrough(key))
+        state.tracker.restore(key, through: stored.through, above: stored.above)
+        loadedAgents.insert(key)
+    }
+
+    /// Drops the zone state of sites no longer served.
+    func resetZones(sites: Set<String>) { state.pipeline.resetZones(sites: sites) }
+
+    /// The UTC days (Unix days) of the batches' sightings and reads, by the ingest's clock.
+    private func days(of batches: [DecodedBatch]) -> Set<Int64> {
+        var days: Set<Int64> = []
+        for batch in batches {
+            let offset = state.pipeline.clocks.offset(AgentKey(site: batch.siteID, agent: batch.agentID))
+            for sighting in batch.sightings {
+                days.insert((sighting.timeMicros - offset).floorDivided(by: 86_400_000_000))
+            }
+            for read in batch.characteristicReads {
+                days.insert((read.timeMicros - offset).floorDivided(by: 86_400_000_000))
+            }
+        }
+        return days
+    }
+}
+
+/// What the writer holds in memory that changes with each transaction.
+struct WriterState: TransactionalState {
+    var pipeline: IngestPipeline
+    var tracker = AcknowledgementTracker()
+    var keys = DictionaryKeys()
+
+    mutating func beginTransaction() { apply(.begin) }
+    mutating func commitTransaction() { apply(.commit) }
+    mutating func rollbackTransaction() { apply(.rollback) }
+
+    private mutating func apply(_ step: TransactionStep) {
+        pipeline.apply(step)
+        tracker.apply(step)
+        keys.apply(step)
+    }
+}
+
+extension AcknowledgementTracker: TransactionalState {}
+extension DictionaryKeys: TransactionalState {}
+
+/// The wall clock, Unix microseconds.
+public func wallClockMicros() -> Int64 {
+    var time = timespec()
+    clock_gettime(CLOCK_REALTIME, &time)
+    return Int64(time.tv_sec) * 1_000_000 + Int64(time.tv_nsec) / 1000
+}
+
+extension Int64 {
+    /// Division rounding toward negative infinity (days before 1970 stay on the right day).
+    func floorDivided(by divisor: Int64) -> Int64 {
+        let quotient = self / divisor
+        return (self % divisor < 0) ? quotient - 1 : quotient
+    }
+}

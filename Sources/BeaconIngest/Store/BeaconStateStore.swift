@@ -1,0 +1,91 @@
+import BeaconWire
+import LibPQ
+
+/// What the ingest keeps per beacon as its latest: fleet health and how it was heard (`beacon_state`), and its
+/// Device Information strings (`device_info_state`).
+struct BeaconStateStore {
+    let connection: PostgresConnection
+
+    /// The latest value of each beacon's Device Information strings.
+    func upsertDeviceInfo(_ rows: [DeviceInfoRow]) throws(PostgresError) {
+        guard !rows.isEmpty else { return }
+        // One row per (beacon, name) in a statement: the latest.
+        var latest: [String: DeviceInfoRow] = [:]
+        for row in rows {
+            let key = row.beaconID + "\u{0}" + row.name
+            if let known = latest[key], known.timeMicros > row.timeMicros { continue }
+            latest[key] = row
+        }
+        let unique = latest.keys.sorted().compactMap { latest[$0] }
+        try connection.query(
+            """
+            INSERT INTO beaconflow.device_info_state AS d (beacon_id, name, value, site_id, agent_id, read_at)
+            SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[])
+            ON CONFLICT (beacon_id, name) DO UPDATE SET
+                value = excluded.value, site_id = excluded.site_id, agent_id = excluded.agent_id, read_at = excluded.read_at
+            WHERE excluded.read_at >= d.read_at
+            """,
+            [
+                unique.map(\.beaconID), unique.map(\.name), unique.map(\.value), unique.map(\.siteID),
+                unique.map(\.agentID), unique.map { PostgresTimestamp(unixMicros: $0.timeMicros) },
+            ])
+    }
+
+    /// Rows per statement when many rows go at once (a burst of new beacons): bounds the arrays built for
+    /// `unnest`, which would otherwise hold every row several times over.
+    static let rowsPerStatement = 5_000
+
+    /// Each beacon's fleet health and how it was last heard, into `beacon_state`.
+    func upsertHealth(_ all: [BeaconHealth]) throws(PostgresError) {
+        var start = 0
+        while start < all.count {
+            let end = min(start + Self.rowsPerStatement, all.count)
+            try upsertHealthRows(all[start..<end])
+            start = end
+        }
+    }
+
+    private func upsertHealthRows(_ rows: ArraySlice<BeaconHealth>) throws(PostgresError) {
+        try connection.query(
+            """
+            INSERT INTO beaconflow.beacon_state AS s (beacon_id, site_id, last_seen, battery_mv, battery_trend_mv_per_day,
+                est_days_left, temperature_c, reboots_7d, status, battery_pct, battery_trend_pct_per_day, kind, first_seen,
+                address, address_random, advertising_event, url)
+            SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::integer[], $5::real[], $6::real[],
+                $7::real[], $8::integer[], $9::text[], $10::real[], $11::real[], $12::text[], $13::timestamptz[],
+                $14::macaddr[], $15::boolean[], $16::smallint[], $17::text[])
+            ON CONFLICT (beacon_id) DO UPDATE SET
+                site_id = excluded.site_id,
+                last_seen = greatest(s.last_seen, excluded.last_seen),
+                battery_mv = coalesce(excluded.battery_mv, s.battery_mv),
+                battery_trend_mv_per_day = coalesce(excluded.battery_trend_mv_per_day, s.battery_trend_mv_per_day),
+                est_days_left = coalesce(excluded.est_days_left, s.est_days_left),
+                temperature_c = coalesce(excluded.temperature_c, s.temperature_c),
+                reboots_7d = excluded.reboots_7d,
+                status = excluded.status,
+                battery_pct = coalesce(excluded.battery_pct, s.battery_pct),
+                battery_trend_pct_per_day = coalesce(excluded.battery_trend_pct_per_day, s.battery_trend_pct_per_day),
+                kind = coalesce(excluded.kind, s.kind),
+                first_seen = least(s.first_seen, excluded.first_seen),
+                -- How it was heard: from the newest sighting (another instance may have written a newer one).
+                address = CASE WHEN \(Self.newerHearing) THEN excluded.address ELSE s.address END,
+                address_random = CASE WHEN \(Self.newerHearing) THEN excluded.address_random ELSE s.address_random END,
+                advertising_event = CASE WHEN \(Self.newerHearing) THEN excluded.advertising_event ELSE s.advertising_event END,
+                url = coalesce(excluded.url, s.url)
+            """,
+            [
+                rows.map(\.beaconID), rows.map(\.siteID), rows.map { PostgresTimestamp(unixMicros: $0.lastSeenMicros) },
+                rows.map(\.batteryMillivolts), rows.map(\.batteryTrendMillivoltsPerDay), rows.map(\.estimatedDaysLeft),
+                rows.map(\.temperatureCelsius), rows.map(\.rebootsIn7Days), rows.map(\.status.rawValue),
+                rows.map(\.batteryPercent), rows.map(\.batteryTrendPercentPerDay), rows.map(\.kind),
+                rows.map { PostgresTimestamp(unixMicros: $0.firstSeenMicros) },
+                rows.map { $0.heardAs?.address.map { DeviceAddress(value: $0, kind: .public).description } },
+                rows.map { $0.heardAs?.addressIsRandom }, rows.map { $0.heardAs?.advertisingEvent.map { Int16($0) } },
+                rows.map(\.url),
+            ])
+    }
+
+    /// The row being upserted was heard, and later than the stored one (or the stored one never was).
+    private static let newerHearing =
+        "excluded.address_random IS NOT NULL AND (s.address_random IS NULL OR excluded.last_seen >= s.last_seen)"
+}

@@ -1,0 +1,115 @@
+import LibPQ
+
+/// Rows of transmissions that several agents hear (telemetry, sensor readings), stored once whatever offers them:
+/// a group's rows go into a temporary table, the beacons concerned are locked (per beacon, in beacon order, so
+/// that instances committing the same transmission at once agree), and only rows of transmissions the database
+/// does not hold yet are inserted. One kind per table.
+struct TransmissionStore {
+    let connection: PostgresConnection
+
+    struct Kind<Offer, Key: Hashable>: Sendable {
+        /// Advisory lock class of the per-beacon locks.
+        var lockClass: Int
+        /// Creates the temporary table the offers are copied into (emptied at each commit).
+        var incomingTable: String
+        var copy: @Sendable (PostgresConnection, [Offer]) throws(PostgresError) -> Void
+        /// The beacons to lock: `SELECT DISTINCT beacon_id ... ORDER BY 1` over the temporary table.
+        var lockedBeacons: String
+        /// Inserts the new transmissions' rows and returns their keys.
+        var insert: String
+        var key: @Sendable (Offer) -> Key
+        var storedKey: @Sendable (PostgresRow) throws(PostgresError) -> Key
+        /// Only the first offer of each stored transmission is returned (else every offer with its key: the
+        /// several rows of one transmission).
+        var firstOfferOnly: Bool
+    }
+
+    /// Stores the offers of transmissions the database does not hold yet and returns them.
+    func storeNew<Offer, Key>(_ offers: [Offer], _ kind: Kind<Offer, Key>) throws(PostgresError) -> [Offer] {
+        guard !offers.isEmpty else { return [] }
+        try connection.execute(kind.incomingTable)
+        try kind.copy(connection, offers)
+        // Locks in a statement of their own: the insert's snapshot then sees what the lock waited for.
+        try connection.query("SELECT count(pg_advisory_xact_lock(\(kind.lockClass), hashtext(beacon_id))) FROM (\(kind.lockedBeacons)) s")
+        var stored = Set<Key>()
+        for row in try connection.query(kind.insert) { stored.insert(try kind.storedKey(row)) }
+        return kind.firstOfferOnly
+            ? offers.filter { stored.remove(kind.key($0)) != nil } : offers.filter { stored.contains(kind.key($0)) }
+    }
+}
+
+extension TransmissionStore {
+    /// Receptions of one transmission lie within this of each other (agents' capture times, clock offsets under the
+    /// applied threshold): rows this close to a UTC midnight are checked against the other day's partition too.
+    static let transmissionSpread = "interval '5 minutes'"
+    static let nearMidnight = """
+        (n.ts - (date_trunc('day', n.ts AT TIME ZONE 'UTC') AT TIME ZONE 'UTC') < \(transmissionSpread)
+         OR (date_trunc('day', n.ts AT TIME ZONE 'UTC') AT TIME ZONE 'UTC') + interval '1 day' - n.ts <= \(transmissionSpread))
+        """
+
+    /// TLM transmissions: a transmission (beacon, counter, uptime) is unique within its day's partition (migration
+    /// 4); near a midnight, where two receptions may fall on either side, only those beacons are locked and the
+    /// neighbouring day is looked at here. Lock class 'bflt'.
+    static let telemetry = Kind<NewTelemetry, TransmissionKey>(
+        lockClass: 1_650_879_604,
+        incomingTable: "CREATE TEMP TABLE IF NOT EXISTS telemetry_incoming (LIKE beaconflow.telemetry_raw) ON COMMIT DELETE ROWS",
+        copy: { (connection, offers) throws(PostgresError) in try connection.copy(offers.map(\.row), into: TelemetryRow.copyTable) },
+        lockedBeacons: "SELECT DISTINCT n.beacon_id FROM pg_temp.telemetry_incoming n WHERE \(nearMidnight) ORDER BY 1",
+        insert: """
+            INSERT INTO beaconflow.telemetry_raw (ts, beacon_id, battery_mv, temperature_c, adv_count, uptime_s, site_id, agent_id)
+            SELECT n.ts, n.beacon_id, n.battery_mv, n.temperature_c, n.adv_count, n.uptime_s, n.site_id, n.agent_id
+            FROM pg_temp.telemetry_incoming n
+            WHERE NOT (\(nearMidnight) AND EXISTS (
+                SELECT FROM beaconflow.telemetry_raw t
+                WHERE t.beacon_id = n.beacon_id AND t.adv_count = n.adv_count AND t.uptime_s = n.uptime_s
+                  AND t.ts BETWEEN n.ts - \(transmissionSpread) AND n.ts + \(transmissionSpread)))
+            ON CONFLICT DO NOTHING
+            RETURNING beacon_id, adv_count, uptime_s
+            """,
+        key: { $0.transmission },
+        storedKey: { (row) throws(PostgresError) in
+            TransmissionKey(beaconID: try row.decode(0), advertisingCount: try row.decode(1), uptimeSeconds: try row.decode(2))
+        },
+        firstOfferOnly: true)
+}
+
+/// A sensor transmission: the beacon, its frame's hash, its time.
+struct SensorTransmission: Hashable {
+    var beacon: String
+    var hash: Int64
+    var time: Int64
+}
+
+extension TransmissionStore {
+    /// Sensor readings: a transmission is stored unless a row of the same beacon and frame hash lies within its
+    /// tolerance. Lock class 'bfsr'.
+    static let sensorReadings = Kind<SensorReadingRow, SensorTransmission>(
+        lockClass: 1_650_881_394,
+        incomingTable: """
+            CREATE TEMP TABLE IF NOT EXISTS sensor_incoming (LIKE beaconflow.sensor_readings_raw, tolerance_us bigint)
+            ON COMMIT DELETE ROWS
+            """,
+        copy: { (connection, offers) throws(PostgresError) in try connection.copy(offers, into: SensorReadingRow.copyTable) },
+        lockedBeacons: "SELECT DISTINCT beacon_id FROM pg_temp.sensor_incoming ORDER BY 1",
+        insert: """
+            WITH fresh AS (
+                SELECT DISTINCT n.beacon_id, n.frame_hash, n.ts FROM pg_temp.sensor_incoming n
+                WHERE NOT EXISTS (
+                    SELECT FROM beaconflow.sensor_readings_raw r
+                    WHERE r.beacon_id = n.beacon_id AND r.frame_hash = n.frame_hash
+                      AND r.ts BETWEEN n.ts - n.tolerance_us * interval '1 microsecond'
+                                   AND n.ts + n.tolerance_us * interval '1 microsecond')
+            ), stored AS (
+                INSERT INTO beaconflow.sensor_readings_raw (ts, site_id, agent_id, beacon_id, quantity, value, unit, frame_hash)
+                SELECT n.ts, n.site_id, n.agent_id, n.beacon_id, n.quantity, n.value, n.unit, n.frame_hash
+                FROM pg_temp.sensor_incoming n JOIN fresh USING (beacon_id, frame_hash, ts)
+                RETURNING 1
+            )
+            SELECT beacon_id, frame_hash, (extract(epoch FROM ts) * 1000000)::bigint FROM fresh
+            """,
+        key: { SensorTransmission(beacon: $0.beaconID, hash: $0.frameHash, time: $0.timeMicros) },
+        storedKey: { (row) throws(PostgresError) in
+            SensorTransmission(beacon: try row.decode(0), hash: try row.decode(1), time: try row.decode(2))
+        },
+        firstOfferOnly: false)
+}

@@ -1,0 +1,188 @@
+import LibPQ
+
+/// The zone tables: visits, minute and hourly occupancy, each agent's state in its site's zone tracking, and each
+/// site's checkpoint; and what a restart reads back of them.
+struct ZoneStore {
+    let connection: PostgresConnection
+
+    /// Visits opened, then visits closed (a close may end a visit opened in the same list), then minute counts.
+    func write(_ changes: [ZoneChange]) throws(PostgresError) {
+        guard !changes.isEmpty else { return }
+        var opened: [(site: String, zone: String, beacon: String, enter: Int64)] = []
+        var closed: [(site: String, beacon: String, enter: Int64, exit: Int64)] = []
+        var occupancy: [(site: String, zone: String, minute: Int64, occupants: Int, seconds: Double)] = []
+        var agentStates: [(site: String, agent: String, state: AgentZoneState, since: Int64)] = []
+        for change in changes {
+            switch change {
+            case .visitOpened(let site, let zone, let beacon, let enter): opened.append((site, zone, beacon, enter))
+            case .visitClosed(let site, let beacon, let enter, let exit): closed.append((site, beacon, enter, exit))
+            case .occupancy(let site, let zone, let minute, let occupants, let seconds):
+                occupancy.append((site, zone, minute, occupants, seconds))
+            case .agentState(let site, let agent, let state, let since): agentStates.append((site, agent, state, since))
+            }
+        }
+        if !agentStates.isEmpty {
+            // The last state of each agent (one row may change once per statement); a state reported again (after
+            // a restart) keeps the time it began.
+            var last: [String: Int] = [:]
+            for (index, change) in agentStates.enumerated() { last[change.site + "/" + change.agent] = index }
+            agentStates = last.values.sorted().map { agentStates[$0] }
+            try connection.query(
+                """
+                INSERT INTO beaconflow.agent_zone_state AS z (site_id, agent_id, zone_state, since)
+                SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[])
+                ON CONFLICT (site_id, agent_id) DO UPDATE SET zone_state = excluded.zone_state,
+                    since = CASE WHEN z.zone_state = excluded.zone_state THEN z.since ELSE excluded.since END
+                """,
+                [
+                    agentStates.map(\.site), agentStates.map(\.agent), agentStates.map(\.state.rawValue),
+                    agentStates.map { PostgresTimestamp(unixMicros: $0.since) },
+                ])
+        }
+        if !opened.isEmpty {
+            try connection.query(
+                """
+                INSERT INTO beaconflow.visits_raw (site_id, zone_id, beacon_id, enter_ts)
+                SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[])
+                ON CONFLICT DO NOTHING
+                """,
+                [
+                    opened.map(\.site), opened.map(\.zone), opened.map(\.beacon),
+                    opened.map { PostgresTimestamp(unixMicros: $0.enter) },
+                ])
+        }
+        if !closed.isEmpty {
+            try connection.query(
+                """
+                UPDATE beaconflow.visits_raw v SET exit_ts = c.exit_ts
+                FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::timestamptz[]) AS c(site_id, beacon_id, enter_ts, exit_ts)
+                WHERE v.site_id = c.site_id AND v.beacon_id = c.beacon_id AND v.enter_ts = c.enter_ts
+                """,
+                [
+                    closed.map(\.site), closed.map(\.beacon), closed.map { PostgresTimestamp(unixMicros: $0.enter) },
+                    closed.map { PostgresTimestamp(unixMicros: $0.exit) },
+                ])
+        }
+        var hours: [(site: String, zone: String, time: Int64)] = opened.map { ($0.site, $0.zone, $0.enter) }
+        hours += occupancy.map { ($0.site, $0.zone, $0.minute) }
+        if !occupancy.isEmpty {
+            try connection.query(
+                """
+                INSERT INTO beaconflow.zone_occupancy_minute (site_id, zone_id, bucket, occupants, occupant_seconds)
+                SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::integer[], $5::double precision[])
+                ON CONFLICT (site_id, zone_id, bucket)
+                DO UPDATE SET occupants = excluded.occupants, occupant_seconds = excluded.occupant_seconds
+                """,
+                [
+                    occupancy.map(\.site), occupancy.map(\.zone), occupancy.map { PostgresTimestamp(unixMicros: $0.minute) },
+                    occupancy.map { Int32(clamping: $0.occupants) }, occupancy.map(\.seconds),
+                ])
+        }
+        // The stored hourly rollup of every hour whose minutes or visits changed.
+        if !hours.isEmpty {
+            try connection.query(
+                "SELECT beaconflow.refresh_zone_hours($1, $2, $3)",
+                [hours.map(\.site), hours.map(\.zone), hours.map { PostgresTimestamp(unixMicros: $0.time) }])
+        }
+    }
+
+    /// Saves the sites' checkpoints, in the current transaction.
+    func save(_ checkpoints: [IngestPipeline.ZoneCheckpoint]) throws(PostgresError) {
+        for checkpoint in checkpoints {
+            try connection.query(
+                """
+                INSERT INTO beaconflow.zone_checkpoints (site_id, watermark, state) VALUES ($1, $2, $3)
+                ON CONFLICT (site_id) DO UPDATE SET watermark = excluded.watermark, state = excluded.state, saved_at = now()
+                """,
+                [checkpoint.site, PostgresTimestamp(unixMicros: checkpoint.watermarkMicros), PostgresBytes(checkpoint.state)])
+        }
+    }
+
+    /// The sites' checkpoints: a watermark out of range or a state missing is nil (damage).
+    func checkpoints(sites: Set<String>) throws(PostgresError) -> [(site: String, watermarkMicros: Int64?, state: [UInt8]?)] {
+        var found: [(site: String, watermarkMicros: Int64?, state: [UInt8]?)] = []
+        for row in try connection.query(
+            """
+            SELECT site_id, CASE WHEN watermark BETWEEN '2000-01-01Z' AND '2200-01-01Z'
+                                 THEN (extract(epoch FROM watermark) * 1000000)::bigint END, state
+            FROM beaconflow.zone_checkpoints WHERE site_id = ANY($1::text[])
+            """,
+            [sites.sorted()])
+        {
+            let site = try row.decode(0, as: String.self)
+            guard sites.contains(site) else { continue }
+            found.append((site, try? row.decode(1, as: Int64.self), (try? row.decode(2, as: PostgresBytes.self))?.bytes))
+        }
+        return found
+    }
+
+    /// The start of each site's last counted minute, for the sites that have counted one.
+    func lastCountedMinutes(sites: Set<String>) throws(PostgresError) -> [String: Int64] {
+        var lastMinutes: [String: Int64] = [:]
+        for row in try connection.query(
+            """
+            SELECT site_id, (extract(epoch FROM date_trunc('minute', max(bucket))) * 1000000)::bigint
+            FROM beaconflow.zone_occupancy_minute
+            WHERE site_id = ANY($1::text[]) AND bucket BETWEEN '2000-01-01Z' AND '2200-01-01Z' GROUP BY 1
+            """, [sites.sorted()])
+        {
+            lastMinutes[try row.decode(0)] = try row.decode(1, as: Int64.self)
+        }
+        return lastMinutes
+    }
+
+    /// The sites' open visits, with when each beacon was last heard.
+    func openVisits(sites: Set<String>) throws(PostgresError) -> [String: [SiteZoneTracker.OpenVisit]] {
+        var openVisits: [String: [SiteZoneTracker.OpenVisit]] = [:]
+        for row in try connection.query(
+            """
+            SELECT v.site_id, v.zone_id, v.beacon_id, (extract(epoch FROM v.enter_ts) * 1000000)::bigint,
+                   (extract(epoch FROM CASE WHEN s.last_seen BETWEEN v.enter_ts AND '2200-01-01Z' THEN s.last_seen
+                                            ELSE v.enter_ts END) * 1000000)::bigint
+            FROM beaconflow.visits_raw v LEFT JOIN beaconflow.beacon_state s USING (beacon_id)
+            -- Read like wire input: rows with times no sighting can have (edited, damaged) are left out.
+            WHERE v.exit_ts IS NULL AND v.site_id = ANY($1::text[]) AND v.enter_ts BETWEEN '2000-01-01Z' AND '2200-01-01Z'
+            """, [sites.sorted()])
+        {
+            openVisits[try row.decode(0), default: []].append(
+                SiteZoneTracker.OpenVisit(
+                    beaconID: try row.decode(2), zone: try row.decode(1), enterMicros: try row.decode(3),
+                    lastSeenMicros: try row.decode(4)))
+        }
+        return openVisits
+    }
+
+    /// The event times of a site's stored sightings after `watermark` (nil: all), as bounds for reading them
+    /// back: packs start at most a minute before their sightings, so the newest bound is a minute later.
+    func sightingTimes(site: String, after watermark: Int64?) throws(PostgresError) -> (oldest: Int64, newest: Int64)? {
+        let bounds = try connection.query(
+            """
+            SELECT (extract(epoch FROM min(ts)) * 1000000)::bigint, (extract(epoch FROM max(ts)) * 1000000)::bigint + 60000000
+            FROM (SELECT ts FROM beaconflow.sightings_raw WHERE site_id = $1 AND ts > $2
+                  UNION ALL
+                  SELECT p.ts FROM beaconflow.sighting_packs p
+                  JOIN beaconflow.sighting_sources s ON s.source_key = p.source_key
+                  WHERE s.site_id = $1 AND p.ts > $2 - interval '1 minute') t
+            """, [site, watermark.map(PostgresTimestamp.init(unixMicros:)) ?? .distantPast])
+        guard let bound = bounds.first, let oldest = try bound.decode(0, as: Int64?.self),
+            let newest = try bound.decode(1, as: Int64?.self)
+        else { return nil }
+        return (oldest, newest)
+    }
+
+    /// A site's stored sightings after `from` through `through`, by agent.
+    func sightings(site: String, after from: Int64, through: Int64) throws(PostgresError) -> [String: [SiteZoneTracker.BeaconReading]] {
+        var readings: [String: [SiteZoneTracker.BeaconReading]] = [:]
+        for row in try connection.query(
+            """
+            SELECT agent_id, beacon_id, (extract(epoch FROM ts) * 1000000)::bigint, rssi
+            FROM beaconflow.sightings_between($2, $3) WHERE site_id = $1 AND ts > $2
+            """, [site, PostgresTimestamp(unixMicros: from), PostgresTimestamp(unixMicros: through + 1)])
+        {
+            let agent = try row.decode(0, as: String.self)
+            readings[agent, default: []].append(
+                .init(beaconID: try row.decode(1), timeMicros: try row.decode(2), rssi: try row.decode(3, as: Double.self)))
+        }
+        return readings
+    }
+}
