@@ -1,0 +1,235 @@
+import BeaconMessaging
+import BeaconWire
+import LibPQ
+import Logging
+import Metrics
+import Synchronization
+
+/// One thing that happened in the ingest. `IngestInstruments.record` counts its metric, updates the statistics and
+/// logs it, once.
+enum IngestEvent {
+    /// The queue was full: not acknowledged, the agent still holds the batch and sends it again.
+    case batchDeferred
+    /// Agents never retain batches: one kept by the broker would come back at every restart.
+    case retainedBatchIgnored(topic: String)
+    /// For a site another instance serves (now): the agent sends them again, to the owner.
+    case batchesNotServed(Int)
+    case groupCommitted(CommittedGroup)
+    case batchRejected(topic: String, Rejection)
+    case statusIgnored(topic: String, StatusIgnored)
+    /// PostgreSQL refused a statement for its data: retrying cannot help, so it is counted, logged and left.
+    case statementError(PostgresError, Logger.Message)
+    case databaseConnected
+    /// The writer's session is gone, and with it the leases of the sites it served.
+    case databaseLost(PostgresError)
+    case brokersConnected(Int)
+    case sitesServed(Int)
+    /// Sites no instance has served for longer than the bound, as this instance sees them; `newlyOverdue` logged.
+    case sitesUnserved(count: Int, newlyOverdue: Set<String>, bound: Duration)
+    case sitesClaimed(claimed: [String], takenOver: Int, resumption: ZoneResumption, serving: Int, otherInstances: Int)
+    case sitesHandedOver(Set<String>, serving: Int)
+    /// Taken over by another instance: their leases had lapsed.
+    case sitesLost(Set<String>, serving: Int)
+    case queueDepth(Int)
+    /// From the arrival of the newest batch of the last group to its commit.
+    case lag(seconds: Double)
+
+    enum StatusIgnored {
+        /// Not on the status topic of an agent of the sites file.
+        case unknownAgent
+        case invalid(String)
+        /// Older than the newest status of the agent already heard.
+        case older
+    }
+
+    /// What one transaction committed.
+    struct CommittedGroup {
+        var committed = 0
+        var duplicates = 0
+        var notServed = 0
+        var sightings = 0
+        var telemetry = 0
+        var sensorReadings = 0
+        var lateReadings = 0
+        var evictedBeacons = 0
+        var undecodableFrames: [UndecodableFrame] = []
+        var nanoseconds: Int64 = 0
+    }
+}
+
+/// The ingest's metrics, statistics and logs of `IngestEvent`s. Thread-safe: the brokers' threads and the writer
+/// thread record.
+final class IngestInstruments: Sendable {
+    let logger: Logger
+    private let statisticsState = Mutex(IngestStatistics())
+    /// Beacons and reasons already logged as undecodable (each is logged once per run; all are counted).
+    private let reportedUndecodable = Mutex(Set<String>())
+
+    private let batchCounters = Dictionary(
+        uniqueKeysWithValues: ["committed", "duplicate", "rejected", "deferred", "not_served", "retained_ignored"].map {
+            ($0, Counter(label: "beaconflow_ingest_batches_total", dimensions: [("outcome", $0)]))
+        })
+    private let rejectionCounters = Dictionary(
+        uniqueKeysWithValues: RejectionReason.allCases.map {
+            ($0, Counter(label: "beaconflow_ingest_rejected_batches_total", dimensions: [("reason", $0.rawValue)]))
+        })
+    private let sightingsCounter = Counter(label: "beaconflow_ingest_sightings_total")
+    private let telemetryCounter = Counter(label: "beaconflow_ingest_telemetry_total")
+    private let sensorReadingsCounter = Counter(label: "beaconflow_ingest_sensor_readings_total")
+    private let lateReadingsCounter = Counter(label: "beaconflow_ingest_late_readings_total")
+    private let evictedBeaconsCounter = Counter(label: "beaconflow_ingest_beacons_evicted_total")
+    private let reconnectCounter = Counter(label: "beaconflow_ingest_database_reconnects_total")
+    /// Status messages not used: not on a known agent's status topic, or not a valid status.
+    private let statusesIgnoredCounter = Counter(label: "beaconflow_ingest_statuses_ignored_total")
+    /// Statements PostgreSQL refused for their data (not the connection): the batch or status is set aside.
+    private let statementErrorsCounter = Counter(label: "beaconflow_ingest_statement_errors_total")
+    private let commitTimer = Timer(label: "beaconflow_ingest_commit_seconds")
+    private let queueGauge = Gauge(label: "beaconflow_ingest_queue_depth")
+    private let lagGauge = Gauge(label: "beaconflow_ingest_lag_seconds")
+    private let brokersGauge = Gauge(label: "beaconflow_ingest_brokers_connected")
+    /// Sites claimed, of those the ones another instance had served before, and sites handed over.
+    private let siteClaimsCounter = Counter(label: "beaconflow_ingest_site_claims_total")
+    private let takenOverCounter = Counter(label: "beaconflow_ingest_sites_taken_over_total")
+    private let handedOverCounter = Counter(label: "beaconflow_ingest_sites_handed_over_total")
+    private let sitesServedGauge = Gauge(label: "beaconflow_ingest_sites_served")
+    private let sitesUnservedGauge = Gauge(label: "beaconflow_ingest_sites_unserved")
+    private let sitesLostCounter = Counter(label: "beaconflow_ingest_sites_lost_total")
+    /// Zone checkpoints read back damaged or out of range: their sites resumed without them.
+    private let unusableCheckpointsCounter = Counter(label: "beaconflow_ingest_unusable_checkpoints_total")
+
+    init(logger: Logger) { self.logger = logger }
+
+    var statistics: IngestStatistics { statisticsState.withLock { $0 } }
+
+    func record(_ event: IngestEvent) {
+        switch event {
+        case .batchDeferred:
+            batchCounters["deferred"]?.increment()
+            statisticsState.withLock { $0.batchesDeferred += 1 }
+        case .retainedBatchIgnored(let topic):
+            batchCounters["retained_ignored"]?.increment()
+            logger.warning("Retained batch ignored", metadata: ["topic": "\(escapedForLog(topic.prefix(200)))"])
+        case .batchesNotServed(let count):
+            batchCounters["not_served"]?.increment(by: count)
+            statisticsState.withLock { $0.batchesNotServed += count }
+        case .groupCommitted(let group):
+            record(group)
+        case .batchRejected(let topic, let rejection):
+            logger.warning(
+                "Batch rejected",
+                metadata: [
+                    "topic": "\(escapedForLog(topic.prefix(200)))", "reason": "\(rejection.reason.rawValue)",
+                    "error": "\(escapedForLog(rejection.message))",
+                ])
+            rejectionCounters[rejection.reason]?.increment()
+            batchCounters["rejected"]?.increment()
+            statisticsState.withLock { $0.batchesRejected += 1 }
+        case .statusIgnored(let topic, let why):
+            statusesIgnoredCounter.increment()
+            switch why {
+            case .unknownAgent:
+                logger.debug("Status message ignored", metadata: ["topic": "\(escapedForLog(topic.prefix(200)))"])
+            case .invalid(let error):
+                logger.warning("Status message ignored", metadata: ["topic": "\(escapedForLog(topic))", "error": "\(error)"])
+            case .older:
+                logger.debug("Older status ignored", metadata: ["topic": "\(escapedForLog(topic))"])
+            }
+        case .statementError(let error, let message):
+            statementErrorsCounter.increment()
+            logger.error(message, metadata: ["error": "\(escapedForLog(error.description))"])
+        case .databaseConnected:
+            statisticsState.withLock { $0.databaseConnected = true }
+            logger.info("Connected to PostgreSQL", metadata: ["schema_version": "\(Migrator.latestVersion)"])
+        case .databaseLost(let error):
+            statisticsState.withLock {
+                $0.databaseConnected = false
+                $0.databaseReconnects += 1
+            }
+            record(.sitesServed(0))
+            reconnectCounter.increment()
+            logger.warning("PostgreSQL connection lost; reconnecting", metadata: ["error": "\(error)"])
+        case .brokersConnected(let count):
+            statisticsState.withLock { $0.brokersConnected = count }
+            brokersGauge.record(count)
+        case .sitesServed(let count):
+            statisticsState.withLock { $0.sitesServed = count }
+            sitesServedGauge.record(count)
+        case .sitesUnserved(let count, let newlyOverdue, let bound):
+            for site in newlyOverdue.sorted() {
+                logger.error("No ingest instance serves a site", metadata: ["site": "\(site)", "for_longer_than": "\(bound)"])
+            }
+            statisticsState.withLock { $0.sitesUnserved = count }
+            sitesUnservedGauge.record(count)
+        case .sitesClaimed(let claimed, let takenOver, let resumption, let serving, let otherInstances):
+            siteClaimsCounter.increment(by: claimed.count)
+            takenOverCounter.increment(by: takenOver)
+            statisticsState.withLock { $0.sitesTakenOver += takenOver }
+            record(.sitesServed(serving))
+            unusableCheckpointsCounter.increment(by: resumption.unusableCheckpoints.count)
+            for (site, error) in resumption.unusableCheckpoints {
+                logger.warning(
+                    "A zone checkpoint could not be used; the site resumes from its open visits",
+                    metadata: ["site": "\(site)", "error": "\(error)"])
+            }
+            logger.info(
+                "Sites claimed",
+                metadata: [
+                    "sites": "\(claimed.sorted().joined(separator: " "))", "taken_over": "\(takenOver)",
+                    "sites_from_checkpoints": "\(resumption.restoredSites)",
+                    "sightings_replayed": "\(resumption.replayedSightings)", "serving": "\(serving)",
+                    "other_instances": "\(otherInstances)",
+                ])
+        case .sitesHandedOver(let sites, let serving):
+            handedOverCounter.increment(by: sites.count)
+            statisticsState.withLock { $0.sitesHandedOver += sites.count }
+            record(.sitesServed(serving))
+            logger.info(
+                "Sites handed over", metadata: ["sites": "\(sites.sorted().joined(separator: " "))", "serving": "\(serving)"])
+        case .sitesLost(let sites, let serving):
+            sitesLostCounter.increment(by: sites.count)
+            statisticsState.withLock { $0.sitesLost += sites.count }
+            record(.sitesServed(serving))
+            logger.warning(
+                "Sites taken over by another instance; their leases had lapsed",
+                metadata: ["sites": "\(sites.sorted().joined(separator: " "))", "serving": "\(serving)"])
+        case .queueDepth(let depth):
+            queueGauge.record(depth)
+        case .lag(let seconds):
+            lagGauge.record(seconds)
+            statisticsState.withLock { $0.lagSeconds = seconds }
+        }
+    }
+
+    private func record(_ group: IngestEvent.CommittedGroup) {
+        commitTimer.recordNanoseconds(group.nanoseconds)
+        batchCounters["committed"]?.increment(by: group.committed)
+        batchCounters["duplicate"]?.increment(by: group.duplicates)
+        batchCounters["not_served"]?.increment(by: group.notServed)
+        sightingsCounter.increment(by: group.sightings)
+        telemetryCounter.increment(by: group.telemetry)
+        sensorReadingsCounter.increment(by: group.sensorReadings)
+        lateReadingsCounter.increment(by: group.lateReadings)
+        evictedBeaconsCounter.increment(by: group.evictedBeacons)
+        for frame in group.undecodableFrames {
+            Counter(label: "beaconflow_ingest_undecodable_frames_total", dimensions: [("reason", frame.reason)]).increment()
+            let first = reportedUndecodable.withLock { reported in
+                reported.count < 10_000 && reported.insert(frame.beaconID + " " + frame.reason).inserted
+            }
+            if first {
+                logger.warning(
+                    "A data frame could not be decoded; its readings are not stored",
+                    metadata: ["beacon": "\(frame.beaconID)", "reason": "\(frame.reason)", "error": "\(frame.message)"])
+            }
+        }
+        statisticsState.withLock {
+            $0.lateReadings += group.lateReadings
+            $0.telemetryCommitted += group.telemetry
+            $0.sensorReadingsCommitted += group.sensorReadings
+            $0.batchesCommitted += group.committed
+            $0.batchesDuplicate += group.duplicates
+            $0.batchesNotServed += group.notServed
+            $0.sightingsCommitted += group.sightings
+            $0.transactions += 1
+        }
+    }
+}

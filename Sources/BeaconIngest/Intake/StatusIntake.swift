@@ -1,0 +1,43 @@
+import BeaconMessaging
+import LibPQ
+
+/// Agents' status messages, on the writer thread: the clock they report feeds the pipeline's clock offsets, and
+/// the status is recorded in `agent_state`.
+struct StatusIntake {
+    let sites: SitesConfiguration
+    let instruments: IngestInstruments
+
+    func record(
+        topic: String, agentTopics: AgentTopics?, payload: [UInt8], receivedAtMicros: Int64, retained: Bool,
+        writer: BatchWriter
+    ) throws(PostgresError) {
+        guard let agentTopics, sites.agent(site: agentTopics.site, agent: agentTopics.agent) != nil else {
+            instruments.record(.statusIgnored(topic: topic, .unknownAgent))
+            return
+        }
+        let status: AgentStatus
+        do {
+            status = try AgentStatus(json: payload)
+        } catch {
+            instruments.record(.statusIgnored(topic: topic, .invalid("\(error)")))
+            return
+        }
+        let agent = AgentKey(site: agentTopics.site, agent: agentTopics.agent)
+        var offsetMillis: Double?
+        var stale = false
+        writer.updatePipeline { pipeline in
+            if let clock = status.clockMicros {
+                stale = !pipeline.clocks.isNewest(agent, statusClockMicros: clock)
+                if !stale, status.online {
+                    pipeline.clocks.observe(agent, agentClockMicros: clock, receivedAtMicros: receivedAtMicros, retained: retained)
+                }
+            }
+            offsetMillis = pipeline.clocks.estimateMicros(agent).map { Double($0) / 1000 }
+        }
+        guard !stale else {
+            instruments.record(.statusIgnored(topic: topic, .older))
+            return
+        }
+        try writer.recordStatus(agent, status, clockOffsetMillis: offsetMillis)
+    }
+}

@@ -1,0 +1,69 @@
+/// When the writer thread does its periodic work, apart from committing what is queued: a pure state machine over
+/// the time it is given. Each turn of the writer asks `dueBeforeIntake` (then takes from the queue when its backlog
+/// is empty) and `dueAfterIntake`; a step returned counts as done at that time.
+struct WriterSchedule {
+    var rebalanceInterval: Duration
+    var partitionMaintenanceInterval: Duration
+    /// Zone decisions that only time moves (agents gone idle) are made this often.
+    var zoneTickInterval: Duration = .seconds(1)
+
+    private var lastRenewal: ContinuousClock.Instant
+    private var lastRebalance: ContinuousClock.Instant
+    private var lastPartitionMaintenance: ContinuousClock.Instant
+    private var lastZoneTick: ContinuousClock.Instant
+    /// Set at each connection: the sites are claimed before anything queued is processed.
+    private var claimPending = false
+
+    init(rebalanceInterval: Duration, partitionMaintenanceInterval: Duration, now: ContinuousClock.Instant) {
+        self.rebalanceInterval = rebalanceInterval
+        self.partitionMaintenanceInterval = partitionMaintenanceInterval
+        lastRenewal = now
+        lastRebalance = now
+        lastPartitionMaintenance = now
+        lastZoneTick = now
+    }
+
+    struct BeforeIntake: Equatable {
+        /// Whatever the backlog: a lease not renewed is taken over.
+        var renewLeases = false
+        /// Look at the other instances, claim and hand over sites: at each connection, then when idle.
+        var rebalance = false
+    }
+
+    struct AfterIntake: Equatable {
+        var maintainPartitions = false
+        var advanceZones = false
+    }
+
+    /// A new database connection: its sites are claimed first.
+    mutating func connected() { claimPending = true }
+
+    mutating func dueBeforeIntake(
+        now: ContinuousClock.Instant, leaseRenewalInterval: Duration?, backlogEmpty: Bool, stopping: Bool
+    ) -> BeforeIntake {
+        var due = BeforeIntake()
+        if let leaseRenewalInterval, now - lastRenewal >= leaseRenewalInterval {
+            lastRenewal = now
+            due.renewLeases = true
+        }
+        if !stopping, claimPending || (backlogEmpty && now - lastRebalance >= rebalanceInterval) {
+            lastRebalance = now
+            claimPending = false
+            due.rebalance = true
+        }
+        return due
+    }
+
+    mutating func dueAfterIntake(now: ContinuousClock.Instant) -> AfterIntake {
+        var due = AfterIntake()
+        if now - lastPartitionMaintenance >= partitionMaintenanceInterval {
+            lastPartitionMaintenance = now
+            due.maintainPartitions = true
+        }
+        if now - lastZoneTick >= zoneTickInterval {
+            lastZoneTick = now
+            due.advanceZones = true
+        }
+        return due
+    }
+}

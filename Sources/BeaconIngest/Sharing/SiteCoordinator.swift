@@ -1,0 +1,98 @@
+import BeaconMessaging
+import LibPQ
+import Mosquitto
+
+/// Which sites this instance serves, on the writer thread: claims and hands over sites as `SiteShare` says, and
+/// keeps the topics it is subscribed to equal to the sites its writer serves. Across a lost PostgreSQL connection
+/// the sites stay subscribed (intake pauses) until the next connection's claims.
+struct SiteCoordinator {
+    let configuration: IngestConfiguration
+    let client: BrokerConnections
+    let instruments: IngestInstruments
+    /// The sites whose topics are subscribed.
+    private(set) var subscribed: Set<String> = []
+    private var unserved: UnservedSites
+
+    init(configuration: IngestConfiguration, client: BrokerConnections, instruments: IngestInstruments) {
+        self.configuration = configuration
+        self.client = client
+        self.instruments = instruments
+        unserved = UnservedSites(bound: configuration.unservedSiteBound)
+    }
+
+    /// The topic filters of a site's batches and statuses, as an instance of `group` subscribes to them.
+    static func subscriptionFilters(site: String, group: String?) -> [String] {
+        let batches = AgentTopics.siteFilter(site: site, kind: .batch)
+        return [group.map { "$share/\($0)/\(batches)" } ?? batches, AgentTopics.siteFilter(site: site, kind: .status)]
+    }
+
+    /// Claims and hands over sites as `SiteShare` says, then subscribes to the topics of the sites served (and
+    /// only those).
+    mutating func rebalance(_ writer: BatchWriter) throws(PostgresError) {
+        let sites = configuration.sites.sites.map(\.id)
+        let (others, free, notServed) = try writer.observeInstances(sites: sites)
+        let overdue = unserved.observe(unserved: notServed, now: .now)
+        instruments.record(.sitesUnserved(count: overdue.count, newlyOverdue: overdue.newlyOverdue, bound: unserved.bound))
+        let share = SiteShare.plan(
+            instance: configuration.mqtt.clientID, sites: sites, owned: writer.servedSites, others: others, free: free)
+        if !share.release.isEmpty {
+            try handOver(Set(share.release), writer)
+        }
+        var claimed: [String] = []
+        var takenOver = 0
+        var resumption = ZoneResumption()
+        for site in share.claim where claimed.count < share.claimLimit {
+            // Subscribed before the read-back, which may take a while: the agents' batches sent meanwhile wait in
+            // the queue instead of reaching no subscriber.
+            guard let claim = try writer.claim(site: site, leased: { match(writer.servedSites.union([site])) }) else { continue }
+            claimed.append(site)
+            if claim.takenOver { takenOver += 1 }
+            resumption.restoredSites += claim.resumption.restoredSites
+            resumption.replayedSightings += claim.resumption.replayedSightings
+            resumption.unusableCheckpoints += claim.resumption.unusableCheckpoints
+        }
+        // Also after a reconnect that claimed none of the sites subscribed before.
+        match(writer.servedSites)
+        guard !claimed.isEmpty else { return }
+        instruments.record(
+            .sitesClaimed(
+                claimed: claimed, takenOver: takenOver, resumption: resumption, serving: writer.servedSites.count,
+                otherInstances: others.count))
+    }
+
+    /// Unsubscribes from the sites' topics, then hands them over on the database (`BatchWriter.release`).
+    mutating func handOver(_ sites: Set<String>, _ writer: BatchWriter) throws(PostgresError) {
+        guard !sites.isEmpty else { return }
+        match(writer.servedSites.subtracting(sites))
+        for site in sites.sorted() { try writer.release(site: site) }
+        instruments.record(.sitesHandedOver(sites, serving: writer.servedSites.count))
+    }
+
+    /// Sites whose leases another instance took over (this one was frozen or cut off for longer than a lease):
+    /// nothing more is written for them here, and their topics are left to the new owner.
+    mutating func sitesLost(_ sites: Set<String>, _ writer: BatchWriter) {
+        guard !sites.isEmpty else { return }
+        match(writer.servedSites)
+        instruments.record(.sitesLost(sites, serving: writer.servedSites.count))
+    }
+
+    private mutating func match(_ served: Set<String>) {
+        do throws(MQTTError) {
+            for site in subscribed.subtracting(served).sorted() {
+                for filter in Self.subscriptionFilters(site: site, group: configuration.sharedSubscriptionGroup) {
+                    try client.unsubscribe(topic: filter)
+                }
+                subscribed.remove(site)
+            }
+            for site in served.subtracting(subscribed).sorted() {
+                for filter in Self.subscriptionFilters(site: site, group: configuration.sharedSubscriptionGroup) {
+                    try client.subscribe(topic: filter, qos: 1)
+                }
+                subscribed.insert(site)
+            }
+        } catch {
+            // libmosquitto refuses only for a bad topic or when out of memory; the next claim tries again.
+            instruments.logger.error("Site subscriptions could not be changed", metadata: ["error": "\(error)"])
+        }
+    }
+}

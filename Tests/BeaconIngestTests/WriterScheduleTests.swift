@@ -1,0 +1,46 @@
+@testable import BeaconIngest
+import Testing
+
+@Suite struct WriterScheduleTests {
+    let start = ContinuousClock.now
+
+    func schedule() -> WriterSchedule {
+        WriterSchedule(rebalanceInterval: .seconds(1), partitionMaintenanceInterval: .seconds(3600), now: start)
+    }
+
+    @Test func aNewConnectionClaimsSitesFirstWhateverTheBacklog() {
+        var schedule = schedule()
+        #expect(!schedule.dueBeforeIntake(now: start, leaseRenewalInterval: nil, backlogEmpty: false, stopping: false).rebalance)
+        schedule.connected()
+        #expect(schedule.dueBeforeIntake(now: start, leaseRenewalInterval: nil, backlogEmpty: false, stopping: false).rebalance)
+        // Once: the next turn waits for the interval and an empty backlog.
+        #expect(!schedule.dueBeforeIntake(now: start, leaseRenewalInterval: nil, backlogEmpty: true, stopping: false).rebalance)
+    }
+
+    @Test func sitesAreSharedOutOnlyWhenIdleAndNotWhileStopping() {
+        var schedule = schedule()
+        let later = start + .seconds(2)
+        #expect(!schedule.dueBeforeIntake(now: later, leaseRenewalInterval: nil, backlogEmpty: false, stopping: false).rebalance)
+        #expect(!schedule.dueBeforeIntake(now: later, leaseRenewalInterval: nil, backlogEmpty: true, stopping: true).rebalance)
+        #expect(schedule.dueBeforeIntake(now: later, leaseRenewalInterval: nil, backlogEmpty: true, stopping: false).rebalance)
+        #expect(!schedule.dueBeforeIntake(now: later + .milliseconds(500), leaseRenewalInterval: nil, backlogEmpty: true, stopping: false).rebalance)
+    }
+
+    @Test func leasesAreRenewedOnTimeWhateverTheBacklogOrAStop() {
+        var schedule = schedule()
+        let interval = Duration.seconds(2)
+        #expect(!schedule.dueBeforeIntake(now: start + .seconds(1), leaseRenewalInterval: interval, backlogEmpty: false, stopping: true).renewLeases)
+        #expect(schedule.dueBeforeIntake(now: start + .seconds(2), leaseRenewalInterval: interval, backlogEmpty: false, stopping: true).renewLeases)
+        #expect(!schedule.dueBeforeIntake(now: start + .seconds(3), leaseRenewalInterval: interval, backlogEmpty: false, stopping: false).renewLeases)
+        // Without leases (no instances joined) never.
+        #expect(!schedule.dueBeforeIntake(now: start + .seconds(60), leaseRenewalInterval: nil, backlogEmpty: true, stopping: false).renewLeases)
+    }
+
+    @Test func zonesMoveEverySecondAndPartitionsAreKeptHourly() {
+        var schedule = schedule()
+        #expect(schedule.dueAfterIntake(now: start + .milliseconds(900)) == .init())
+        #expect(schedule.dueAfterIntake(now: start + .seconds(1)) == .init(advanceZones: true))
+        #expect(schedule.dueAfterIntake(now: start + .milliseconds(1500)) == .init())
+        #expect(schedule.dueAfterIntake(now: start + .seconds(3600)) == .init(maintainPartitions: true, advanceZones: true))
+    }
+}
