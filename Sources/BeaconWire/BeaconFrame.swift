@@ -94,7 +94,7 @@ public struct FrameDecoder: Sendable {
                 uuid: uuid, ServiceData(uuid: .uuid16(uuid), data: bytes, offset: base), address: address,
                 unixSeconds: unixSeconds)
         case .manufacturerData(let company, let bytes):
-            guard company == RuuviMeasurement.companyID else { return nil }
+            guard FrameClassifier.carriesData(companyID: company) else { return nil }
             return .ruuvi(try RuuviMeasurement.decode(bytes[...], base: base))
         }
     }
@@ -160,5 +160,20 @@ public struct FrameDecoder: Sendable {
         default:
             return frame
         }
+    }
+}
+
+extension FrameClassifier {
+    /// Services whose data the ingest decodes (`FrameDecoder.frame(of:)`, above): BTHome, the environmental,
+    /// thermometer and battery services, and service data named by a GATT characteristic. Kept beside the decoder
+    /// so that a new format is added in one place.
+    public static func carriesData(serviceUUID uuid: UInt16) -> Bool {
+        uuid == BTHomePacket.serviceUUID || uuid == 0x181A || uuid == 0x1809 || uuid == 0x180F
+            || GATTServiceValue.characteristicOfService[uuid] != nil || GATTCharacteristic.isKnown(uuid)
+    }
+
+    /// Companies whose manufacturer data (other than iBeacon and AltBeacon identities) the ingest decodes: Ruuvi.
+    public static func carriesData(companyID company: UInt16) -> Bool {
+        company == RuuviMeasurement.companyID
     }
 }

@@ -159,7 +159,7 @@ public enum FrameClassifier {
         manufacturerData company: UInt16, _ body: UnsafeRawBufferPointer, base: Int = 0
     ) throws(DecodeError) -> ClassifiedStructure {
         guard body.count >= 2 else {
-            return company == RuuviMeasurement.companyID ? .data(.manufacturerData(companyID: company, Array(body))) : .ignore
+            return carriesData(companyID: company) ? .data(.manufacturerData(companyID: company, Array(body))) : .ignore
         }
         if let frame = readIdentity(manufacturerData: company, body) { return .identity(frame) }
         if company == IBeacon.companyID, let beacon = try IBeacon.decode(Array(body)[...], base: base) {
@@ -170,10 +170,7 @@ public enum FrameClassifier {
         {
             return .identity(.altBeacon(beacon))
         }
-        if company == RuuviMeasurement.companyID {
-            return .data(.manufacturerData(companyID: company, Array(body)))
-        }
-        return .ignore
+        return carriesData(companyID: company) ? .data(.manufacturerData(companyID: company, Array(body))) : .ignore
     }
 
     /// A well-formed Eddystone UID or EID frame, read straight from the bytes; nil for anything else.
@@ -203,13 +200,6 @@ public enum FrameClassifier {
                 uuidHigh: load(body, 2, as: UInt64.self), uuidLow: load(body, 10, as: UInt64.self),
                 major: load(body, 18, as: UInt16.self), minor: load(body, 20, as: UInt16.self),
                 measuredPower: Int8(bitPattern: body[22])))
-    }
-
-    /// Services whose data the ingest decodes: BTHome, the environmental, thermometer and battery services, and
-    /// service data named by a GATT characteristic.
-    public static func carriesData(serviceUUID uuid: UInt16) -> Bool {
-        uuid == BTHomePacket.serviceUUID || uuid == 0x181A || uuid == 0x1809 || uuid == 0x180F
-            || GATTServiceValue.characteristicOfService[uuid] != nil || GATTCharacteristic.isKnown(uuid)
     }
 
     @inline(__always)
