@@ -27,8 +27,7 @@ struct IdentityHold: Sendable {
     /// the caller reuses: this runs for every advert.)
     mutating func admit(_ sighting: Sighting, address: UInt64, ordinal: Int64?, into ready: inout [Frame]) {
         if count > 0 { ready += expire(now: sighting.timeMicros) }
-        let id = sighting.beacon.beaconID
-        let anonymous = id.hasPrefix("mac:") || id.hasPrefix("anon:")
+        let anonymous = sighting.beacon.identity?.kind.namesADevice ?? false
         if !anonymous, let waiting = held.removeValue(forKey: address) {
             count -= waiting.count
             for var frame in waiting {

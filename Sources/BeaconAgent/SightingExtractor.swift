@@ -115,32 +115,37 @@ public struct SightingExtractor: Sendable {
 
     /// The key an identity frame gives the beacon at `address`.
     private func key(of frame: IdentityFrame, _ address: DeviceAddress) -> BeaconKey {
+        let power: Int8
         switch frame {
-        case .eddystoneUID(let uid):
-            // Eddystone's tx power is at 0 m; 41 dB is the loss over the first metre (Eddystone spec).
-            return key(uid.beaconID, address, power: Int8(clamping: Int(uid.txPower) - 41))
-        case .eddystoneEID(let txPower, let eid):
-            return key("eid:" + EddystoneEID(txPower: txPower, eid: eid).eidHex, address, power: Int8(clamping: Int(txPower) - 41))
-        case .iBeacon(let beacon):
-            return key(beacon.beaconID, address, power: beacon.measuredPower)
-        case .altBeacon(let beacon):
-            return key(beacon.beaconID, address, power: beacon.referenceRSSI)
+        // Eddystone's tx power is at 0 m; 41 dB is the loss over the first metre (Eddystone spec).
+        case .eddystoneUID(let uid): power = Int8(clamping: Int(uid.txPower) - 41)
+        case .eddystoneEID(let txPower, _): power = Int8(clamping: Int(txPower) - 41)
+        case .iBeacon(let beacon): power = beacon.measuredPower
+        case .altBeacon(let beacon): power = beacon.referenceRSSI
         }
+        guard let identity = frame.identity else {
+            // An AltBeacon id too long for a binary id: named by its text.
+            guard case .altBeacon(let beacon) = frame else { preconditionFailure("only an AltBeacon has no binary id") }
+            return key(beacon.beaconID, nil, address, power: power)
+        }
+        return key(identity.description, identity, address, power: power)
     }
 
-    private func key(_ beaconID: String, _ address: DeviceAddress, power: Int8?) -> BeaconKey {
+    private func key(_ beaconID: String, _ identity: BeaconIdentity?, _ address: DeviceAddress, power: Int8?) -> BeaconKey {
         let hidden = configuration.pseudonymKey != nil
         return BeaconKey(
-            beaconID: beaconID, address: hidden ? 0 : address.value, addressIsRandom: address.kind == .random,
-            powerAt1mDbm: power)
+            beaconID: beaconID, identity: identity, address: hidden ? 0 : address.value,
+            addressIsRandom: address.kind == .random, powerAt1mDbm: power)
     }
 
     private func anonymousKey(_ address: DeviceAddress) -> BeaconKey {
-        guard let secret = configuration.pseudonymKey else {
-            return key("mac:\(address)", address, power: nil)
+        let identity: BeaconIdentity
+        if let secret = configuration.pseudonymKey {
+            identity = .pseudonym(HMAC<SHA256>.authenticationCode(for: address.bytes, using: SymmetricKey(data: secret)))
+        } else {
+            identity = .device(address)
         }
-        let code = HMAC<SHA256>.authenticationCode(for: address.bytes, using: SymmetricKey(data: secret))
-        return key("anon:" + Array(code.prefix(8)).hexString, address, power: nil)
+        return key(identity.description, identity, address, power: nil)
     }
 
     private func isAllowed(_ beacon: BeaconKey, _ address: DeviceAddress) -> Bool {

@@ -7,8 +7,10 @@ public typealias WireBatch = Beaconflow_V1_Batch
 
 /// The beacon a sighting belongs to, as the agent knows it: one entry of a batch's beacon dictionary.
 public struct BeaconKey: Hashable, Sendable {
-    /// The beacon-id contract's identity, or `eid:<hex>` for an EID the agent could not resolve.
+    /// The beacon-id contract's identity as text, or `eid:<hex>` for an EID the agent could not resolve.
     public var beaconID: String
+    /// The same, typed, when the id is one of the contract's forms (nil: another scheme, sent as text).
+    public var identity: BeaconIdentity?
     /// The device address, big-endian in the low 48 bits; 0 when pseudonymised.
     public var address: UInt64
     public var addressIsRandom: Bool
@@ -17,11 +19,13 @@ public struct BeaconKey: Hashable, Sendable {
     /// How the advertisement was sent (`AdvertisingReport.advertisingEvent`); nil when not reported.
     public var advertisingEvent: UInt16?
 
+    /// `identity`: nil parses `beaconID`.
     public init(
-        beaconID: String, address: UInt64, addressIsRandom: Bool, powerAt1mDbm: Int8? = nil,
+        beaconID: String, identity: BeaconIdentity? = nil, address: UInt64, addressIsRandom: Bool, powerAt1mDbm: Int8? = nil,
         advertisingEvent: UInt16? = nil
     ) {
         self.beaconID = beaconID
+        self.identity = identity ?? BeaconIdentity(beaconID)
         self.address = address
         self.addressIsRandom = addressIsRandom
         self.powerAt1mDbm = powerAt1mDbm
@@ -210,8 +214,8 @@ public struct BatchBuilder: Sendable {
             let index = UInt32(batch.beacons.count)
             dictionary[key] = index
             var beacon = Beaconflow_V1_Beacon()
-            if let binary = BinaryBeaconID.encode(key.beaconID) {
-                beacon.identity = Data(binary)
+            if let identity = key.identity {
+                beacon.identity = Data(identity.binary)
             } else {
                 beacon.beaconID = key.beaconID
             }

@@ -254,11 +254,13 @@ public enum BatchReader {
         beacons.reserveCapacity(wire.beacons.count)
         for (index, beacon) in wire.beacons.enumerated() {
             let beaconID: String
+            var identity: BeaconIdentity?
             if !beacon.identity.isEmpty {
-                guard let text = BinaryBeaconID.text(of: Array(beacon.identity)) else {
+                guard let binary = BeaconIdentity(binary: Array(beacon.identity)) else {
                     throw BatchError(.invalidField, "beacons[\(index)].identity is no binary beacon id of a known kind and size")
                 }
-                beaconID = text
+                identity = binary
+                beaconID = binary.description
             } else {
                 guard !beacon.beaconID.isEmpty, beacon.beaconID.utf8.count <= 256 else {
                     throw BatchError(.invalidField, "beacons[\(index)].beacon_id is empty or longer than 256 bytes")
@@ -286,7 +288,7 @@ public enum BatchReader {
             }
             beacons.append(
                 BeaconKey(
-                    beaconID: beaconID, address: beacon.address, addressIsRandom: beacon.addressIsRandom,
+                    beaconID: beaconID, identity: identity, address: beacon.address, addressIsRandom: beacon.addressIsRandom,
                     powerAt1mDbm: power, advertisingEvent: event))
         }
         var sightings: [Sighting] = []

@@ -17,6 +17,17 @@ public enum IdentityFrame: Hashable, Sendable {
         }
     }
 
+    /// The identity it gives its beacon (an EID's as heard, unresolved; nil only for an AltBeacon id too long for
+    /// a binary id).
+    public var identity: BeaconIdentity? {
+        switch self {
+        case .eddystoneUID(let uid): uid.identity
+        case .eddystoneEID(_, let eid): .eid(eid)
+        case .iBeacon(let beacon): beacon.identity
+        case .altBeacon(let beacon): beacon.identity
+        }
+    }
+
     public var frame: BeaconFrame {
         switch self {
         case .eddystoneUID(let uid): .eddystoneUID(uid)

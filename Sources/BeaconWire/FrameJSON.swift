@@ -161,7 +161,7 @@ public struct DecodedAdvertisement: Sendable {
 
     /// The identity of the advertiser (the beacon-id contract): the first identity frame, else `mac:<address>`.
     public var beaconID: String? {
-        frames.lazy.compactMap(\.beaconID).first ?? address.map { "mac:\($0)" }
+        frames.lazy.compactMap(\.beaconID).first ?? address.map { BeaconIdentity.device($0).description }
     }
 
     public var json: JSONValue {

@@ -32,8 +32,16 @@ public struct IBeacon: Hashable, Sendable {
     /// Lowercase and dashed.
     public var uuid: String { dashedUUID(high: uuidHigh, low: uuidLow) }
 
+    public var identity: BeaconIdentity {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(20)
+        for value in [uuidHigh, uuidLow] { for shift in stride(from: 56, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: value >> UInt64(shift))) } }
+        bytes += [UInt8(major >> 8), UInt8(major & 0xFF), UInt8(minor >> 8), UInt8(minor & 0xFF)]
+        return BeaconIdentity(kind: .iBeacon, bytes: bytes)!
+    }
+
     /// `ibeacon:<uuid>:<major>:<minor>` (the beacon-id contract).
-    public var beaconID: String { "ibeacon:\(uuid):\(major):\(minor)" }
+    public var beaconID: String { identity.description }
 
     /// The manufacturer data after the company id.
     public var payload: [UInt8] {
@@ -81,6 +89,11 @@ public struct AltBeacon: Hashable, Sendable {
     }
 
     /// `altbeacon:<id1>:<id2>:<id3>` (the beacon-id contract).
+    /// Nil for an id1 too long for the binary form (the text form is the id then).
+    public var identity: BeaconIdentity? {
+        BeaconIdentity(kind: .altBeacon, bytes: id1 + [UInt8(id2 >> 8), UInt8(id2 & 0xFF), UInt8(id3 >> 8), UInt8(id3 & 0xFF)])
+    }
+
     public var beaconID: String { "altbeacon:\(id1.hexString):\(id2):\(id3)" }
 
     /// The manufacturer data after the company id.

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import WorkQueue
 
 /// A throwaway PostgreSQL cluster on a free loopback port, in its own temporary directory.
@@ -18,6 +19,10 @@ public final class PostgresServer: @unchecked Sendable {
     }()
 
     static let runsAsRoot = getuid() == 0
+
+    /// A directory holding an initdb'ed `data` directory, made at the first new cluster of the process and removed
+    /// at its exit.
+    private static let initializedTemplate = Mutex<String?>(nil)
 
     private var leftRunning = false
 
@@ -46,7 +51,17 @@ public final class PostgresServer: @unchecked Sendable {
                 ["-h", "127.0.0.1", "-p", String(primaryPort), "-U", "postgres", "-D", directory + "/data", "-R", "-X", "stream", "-c", "fast"],
                 asPostgres: true)
         } else {
-            try runToEnd(binaries + "/initdb", ["-D", directory + "/data", "-U", "postgres", "--auth=trust", "-E", "UTF8"], asPostgres: true)
+            // initdb is most of the cost of a new cluster: it runs once per process, and each cluster copies it.
+            let template = try Self.initializedTemplate.withLock { (made: inout String?) throws -> String in
+                if let made { return made }
+                let template = try makeTemporaryDirectory(prefix: "postgres-template")
+                if Self.runsAsRoot { try runToEnd("/bin/chown", ["postgres:postgres", template]) }
+                try runToEnd(binaries + "/initdb", ["-D", template + "/data", "-U", "postgres", "--auth=trust", "-E", "UTF8"], asPostgres: true)
+                made = template
+                atexit { PostgresServer.initializedTemplate.withLock { $0.map { try? FileManager.default.removeItem(atPath: $0) } } }
+                return template
+            }
+            try runToEnd("/bin/cp", ["-a", template + "/data", directory + "/data"])
         }
         // Another server started at the same moment may take the free port first: try another.
         for attempt in 1...3 {

@@ -266,7 +266,7 @@ func seal(_ sightings: [Sighting], configuration: BatchBuilder.Configuration = .
     }
 }
 
-@Suite struct BinaryBeaconIDTests {
+@Suite struct BeaconIdentityTests {
     /// Every kind of id the agent makes goes binary and comes back as the same text; ids not in canonical form
     /// stay text.
     @Test func idsInCanonicalFormGoBinaryAndComeBackTheSame() throws {
@@ -279,18 +279,25 @@ func seal(_ sightings: [Sighting], configuration: BatchBuilder.Configuration = .
         ]
         var sizes: [Int] = []
         for id in ids {
-            let binary = try #require(BinaryBeaconID.encode(id), "\(id)")
-            #expect(BinaryBeaconID.text(of: binary) == id)
-            sizes.append(binary.count)
+            let identity = try #require(BeaconIdentity(id), "\(id)")
+            #expect(identity.description == id)
+            #expect(BeaconIdentity(binary: identity.binary) == identity)
+            #expect(BeaconIdentity.Kind(of: id) == identity.kind)
+            sizes.append(identity.binary.count)
         }
+        // The frames' and the agent's typed identities are the same as their text parsed.
+        #expect([uid.identity, iBeacon.identity, altBeacon.identity, .eid(0x0123_4567_89AB_CDEF),
+                 .device(DeviceAddress(value: 0xC000_0000_00A1, kind: .random))].map(\.?.description) == Array(ids.prefix(5)))
+        #expect(BeaconIdentity.pseudonym([0x00, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0xFF, 0x99]).description == ids[5])
+        #expect([BeaconIdentity.Kind.mac, .anon].allSatisfy(\.namesADevice) && !BeaconIdentity.Kind.eid.namesADevice)
         #expect(sizes == [17, 21, 21, 9, 7, 9])
-        #expect(BinaryBeaconID.encode("eddystone:0102030405060708090A:0000000000a1") == nil)  // not lowercase
-        #expect(BinaryBeaconID.encode("ibeacon:e2c56db5-dffb-48d2-b060-d0f5a71096e0:65536:7") == nil)
-        #expect(BinaryBeaconID.encode("ibeacon:e2c56db5-dffb-48d2-b060-d0f5a71096e0:007:7") == nil)
-        #expect(BinaryBeaconID.encode("mac:c0:00:00:00:00:a1") == nil)
-        #expect(BinaryBeaconID.encode("badge-17") == nil)
-        #expect(BinaryBeaconID.text(of: [1] + Array(repeating: 0, count: 15)) == nil)
-        #expect(BinaryBeaconID.text(of: [9] + Array(repeating: 0, count: 16)) == nil)
+        #expect(BeaconIdentity("eddystone:0102030405060708090A:0000000000a1") == nil)  // not lowercase
+        #expect(BeaconIdentity("ibeacon:e2c56db5-dffb-48d2-b060-d0f5a71096e0:65536:7") == nil)
+        #expect(BeaconIdentity("ibeacon:e2c56db5-dffb-48d2-b060-d0f5a71096e0:007:7") == nil)
+        #expect(BeaconIdentity("mac:c0:00:00:00:00:a1") == nil)
+        #expect(BeaconIdentity("badge-17") == nil)
+        #expect(BeaconIdentity(binary: [1] + Array(repeating: 0, count: 15)) == nil)
+        #expect(BeaconIdentity(binary: [9] + Array(repeating: 0, count: 16)) == nil)
     }
 
     /// The agent sends binary ids; a batch with text ids (an earlier agent) reads the same; a bad binary id is
@@ -303,7 +310,7 @@ func seal(_ sightings: [Sighting], configuration: BatchBuilder.Configuration = .
         #expect(binary.beacons.allSatisfy { $0.beaconID.isEmpty && !$0.identity.isEmpty })
         var text = binary
         for index in text.beacons.indices {
-            text.beacons[index].beaconID = try #require(BinaryBeaconID.text(of: Array(text.beacons[index].identity)))
+            text.beacons[index].beaconID = try #require(BeaconIdentity(binary: Array(text.beacons[index].identity))).description
             text.beacons[index].identity = Data()
         }
         let textBytes: [UInt8] = try text.serializedBytes()

@@ -63,8 +63,8 @@ public struct SitesConfiguration: Sendable {
 
     /// The address of a `mac:AA:BB:CC:DD:EE:FF` beacon id.
     static func address(ofMACBeacon id: String) -> UInt64? {
-        guard id.hasPrefix("mac:") else { return nil }
-        return DeviceAddress(String(id.dropFirst(4)))?.value
+        guard let kind = BeaconIdentity.Kind(of: id), kind == .mac else { return nil }
+        return DeviceAddress(String(id.dropFirst(kind.prefix.count)))?.value
     }
 
     public static func load(path: String) throws(SitesError) -> SitesConfiguration {

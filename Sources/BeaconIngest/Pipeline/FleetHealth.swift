@@ -149,11 +149,13 @@ public struct FleetHealth: Sendable {
 
     /// The kind a beacon id tells by itself (the beacon-id forms of the wire format).
     static func identityKind(of beaconID: String) -> String? {
-        for (prefix, kind) in [("eddystone:", "eddystone-uid"), ("eid:", "eddystone-eid"), ("ibeacon:", "ibeacon"),
-                               ("altbeacon:", "altbeacon")] where beaconID.hasPrefix(prefix) {
-            return kind
+        switch BeaconIdentity.Kind(of: beaconID) {
+        case .eddystone: "eddystone-uid"
+        case .eid: "eddystone-eid"
+        case .iBeacon: "ibeacon"
+        case .altBeacon: "altbeacon"
+        case .mac, .anon, nil: nil
         }
-        return nil
     }
 
     /// A battery or temperature reading of a format other than TLM.

@@ -383,17 +383,18 @@ public struct IngestPipeline: Sendable {
     /// last seen from the same address.
     private mutating func identity(of sighting: Sighting, site: String, timeMicros: Int64) -> String {
         var beaconID = sighting.beacon.beaconID
-        if beaconID.hasPrefix("eid:"), let resolution = resolveEID(beaconID, timeMicros: timeMicros) {
+        let kind = sighting.beacon.identity?.kind
+        if kind == .eid, let resolution = resolveEID(beaconID, timeMicros: timeMicros) {
             beaconID = resolution.identity.beaconID
         }
         let address = AddressKey(site: site, address: sighting.beacon.address)
-        if beaconID.hasPrefix("mac:") {
+        if kind == .mac {
             if let known = identities[address], timeMicros - known.timeMicros <= associationWindowMicros,
                 timeMicros >= known.timeMicros - associationWindowMicros
             {
                 beaconID = known.beaconID
             }
-        } else if sighting.beacon.address != 0, !beaconID.hasPrefix("anon:") {
+        } else if sighting.beacon.address != 0, kind != .anon {
             identities[address] = AddressIdentity(beaconID: beaconID, timeMicros: max(timeMicros, identities[address]?.timeMicros ?? .min))
         }
         return beaconID

@@ -1,0 +1,119 @@
+/// A beacon's identity, typed: its kind and its bytes. Its text form (`eddystone:<namespace>:<instance>`,
+/// `ibeacon:<uuid>:<major>:<minor>`, `altbeacon:<id1>:<id2>:<id3>`, `eid:<hex>`, `mac:<address>`, `anon:<hex>`:
+/// docs/wire-format.md) is the `beacon_id` of every row and view, and is printed and parsed here only. Its binary
+/// form is a batch dictionary's `Beacon.identity`: the kind byte, then the bytes, about a third of the text.
+public struct BeaconIdentity: Hashable, Sendable, CustomStringConvertible {
+    public enum Kind: UInt8, Sendable, CaseIterable {
+        case eddystone = 1, iBeacon, altBeacon, eid, mac, anon
+
+        public var prefix: String {
+            switch self {
+            case .eddystone: "eddystone:"
+            case .iBeacon: "ibeacon:"
+            case .altBeacon: "altbeacon:"
+            case .eid: "eid:"
+            case .mac: "mac:"
+            case .anon: "anon:"
+            }
+        }
+
+        /// Ids of a device rather than a beacon (its address, or a pseudonym of its data): the ingest attaches
+        /// them to the identity last heard from the same address.
+        public var namesADevice: Bool { self == .mac || self == .anon }
+
+        /// The kind of a text id, from its prefix alone (nil: another scheme, such as a name from the registry).
+        public init?(of text: some StringProtocol) {
+            guard let kind = Kind.allCases.first(where: { text.hasPrefix($0.prefix) }) else { return nil }
+            self = kind
+        }
+    }
+
+    public let kind: Kind
+    /// Eddystone: namespace and instance (16); iBeacon: UUID, major and minor big-endian (20); AltBeacon: id1 then
+    /// id2 and id3 big-endian; EID and pseudonym: 8; device address: 6, most significant first.
+    public let bytes: [UInt8]
+
+    /// Nil when the bytes do not have the kind's length.
+    public init?(kind: Kind, bytes: [UInt8]) {
+        switch kind {
+        case .eddystone: guard bytes.count == 16 else { return nil }
+        case .iBeacon: guard bytes.count == 20 else { return nil }
+        case .altBeacon: guard bytes.count > 4, bytes.count < Self.maximumBinaryBytes else { return nil }
+        case .eid, .anon: guard bytes.count == 8 else { return nil }
+        case .mac: guard bytes.count == 6 else { return nil }
+        }
+        self.kind = kind
+        self.bytes = bytes
+    }
+
+    public static func eid(_ eid: UInt64) -> BeaconIdentity { BeaconIdentity(kind: .eid, unchecked: bigEndian(eid, 8)) }
+
+    public static func device(_ address: DeviceAddress) -> BeaconIdentity {
+        BeaconIdentity(kind: .mac, unchecked: bigEndian(address.value, 6))
+    }
+
+    /// A pseudonym: the first 8 bytes of a digest of what the device sends.
+    public static func pseudonym(_ digest: some Sequence<UInt8>) -> BeaconIdentity {
+        BeaconIdentity(kind: .anon, unchecked: Array(digest.prefix(8)))
+    }
+
+    private init(kind: Kind, unchecked bytes: [UInt8]) {
+        self.kind = kind
+        self.bytes = bytes
+    }
+
+    /// The text form.
+    public var description: String {
+        func number(_ offset: Int) -> UInt16 { UInt16(bytes[offset]) << 8 | UInt16(bytes[offset + 1]) }
+        switch kind {
+        case .eddystone:
+            return kind.prefix + bytes[..<10].hexString + ":" + bytes[10...].hexString
+        case .iBeacon:
+            let high = bytes[..<8].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+            let low = bytes[8..<16].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+            return kind.prefix + dashedUUID(high: high, low: low) + ":\(number(16)):\(number(18))"
+        case .altBeacon:
+            return kind.prefix + bytes[..<(bytes.count - 4)].hexString + ":\(number(bytes.count - 4)):\(number(bytes.count - 2))"
+        case .eid, .anon:
+            return kind.prefix + bytes.hexString
+        case .mac:
+            return kind.prefix + DeviceAddress.format(bytes)
+        }
+    }
+
+    /// Parses the text form; nil for another scheme or a text not in canonical form (which stays text).
+    public init?(_ text: String) {
+        guard let kind = Kind(of: text) else { return nil }
+        let fields = text.dropFirst(kind.prefix.count).split(separator: ":", omittingEmptySubsequences: false)
+        var bytes: [UInt8] = []
+        switch kind {
+        case .eddystone, .eid, .mac, .anon:
+            guard let identity = try? [UInt8](hex: fields.joined()) else { return nil }
+            bytes = identity
+        case .iBeacon, .altBeacon:
+            guard fields.count == 3, let id = try? [UInt8](hex: fields[0]), let first = UInt16(fields[1]),
+                let second = UInt16(fields[2])
+            else { return nil }
+            bytes = id + Self.bigEndian(UInt64(first), 2) + Self.bigEndian(UInt64(second), 2)
+        }
+        // Canonical only: the text must come back the same (case, zero padding, separators).
+        guard let identity = BeaconIdentity(kind: kind, bytes: bytes), identity.description == text else { return nil }
+        self = identity
+    }
+
+    /// The longest binary identity a reader takes (an AltBeacon id1 is 16 bytes; the kind byte and id2, id3 add 5).
+    public static let maximumBinaryBytes = 64
+
+    /// The binary form.
+    public var binary: [UInt8] { [kind.rawValue] + bytes }
+
+    /// Reads the binary form; nil when it is not a valid one.
+    public init?(binary: [UInt8]) {
+        guard let first = binary.first, let kind = Kind(rawValue: first), binary.count <= Self.maximumBinaryBytes else { return nil }
+        self.init(kind: kind, bytes: Array(binary.dropFirst()))
+    }
+
+    private static func bigEndian(_ value: UInt64, _ count: Int) -> [UInt8] {
+        (0..<count).map { UInt8(truncatingIfNeeded: value >> UInt64(8 * (count - 1 - $0))) }
+    }
+}
