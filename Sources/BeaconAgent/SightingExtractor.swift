@@ -10,7 +10,7 @@ import Crypto
 /// are left out unless `includeUnknownDevices` is set. A pure state machine.
 public struct SightingExtractor: Sendable {
     public struct Configuration: Sendable {
-        public var associationWindowMicroseconds: Int64 = 60_000_000
+        public var associationWindowMicroseconds = BeaconIdentity.associationWindowMicros
         /// Also report devices that send no beacon or sensor frame, as `mac:`/`anon:` sightings.
         public var includeUnknownDevices = false
         /// When not empty, only beacons whose id or address starts with one of these are kept.

@@ -27,16 +27,13 @@ public enum BeaconFrame: Hashable, Sendable {
 /// Turns `AdvertisingData` into frames. It holds the keys for encrypted formats and remembers, per address, the
 /// last resolved EID, so that an eTLM frame pairs with the EID its beacon sent (Eddystone's intended association).
 public struct FrameDecoder: Sendable {
-    public var keyring: EddystoneKeyring
+    /// EIDs and eTLM frames, with the keys of the beacons that send them.
+    public var eids: EIDResolver
     /// BTHome bindkeys by device address.
     public var bindkeys: [UInt64: [UInt8]]
-    /// How long an EID resolution stays usable for pairing eTLM frames from the same address, in seconds.
-    public var pairingWindowSeconds: Int64 = 60
-
-    private var lastResolution: [UInt64: (resolution: EIDResolution, unixSeconds: Int64)] = [:]
 
     public init(keyring: EddystoneKeyring = EddystoneKeyring(), bindkeys: [UInt64: [UInt8]] = [:]) {
-        self.keyring = keyring
+        eids = EIDResolver(keyring: keyring)
         self.bindkeys = bindkeys
     }
 
@@ -136,23 +133,16 @@ public struct FrameDecoder: Sendable {
     private mutating func decryptOrResolve(
         _ frame: BeaconFrame, address: DeviceAddress?, unixSeconds: Int64
     ) -> BeaconFrame {
-        guard !keyring.isEmpty else { return frame }
+        guard !eids.isEmpty else { return frame }
         switch frame {
         case .eddystoneEID(var eid):
-            if let resolution = keyring.resolve(eid: eid.eid, unixSeconds: unixSeconds) {
+            if let resolution = eids.resolve(eid: eid.eid, unixSeconds: unixSeconds, address: address) {
                 eid.beaconID = resolution.identity.beaconID
                 eid.beaconTime = resolution.beaconTime
-                if let address { lastResolution[address.value] = (resolution, unixSeconds) }
             }
             return .eddystoneEID(eid)
         case .eddystoneETLM(var etlm):
-            if let address, let paired = lastResolution[address.value],
-                unixSeconds - paired.unixSeconds <= pairingWindowSeconds,
-                let tlm = keyring.decrypt(etlm, pairedWith: paired.resolution)
-            {
-                etlm.decrypted = tlm
-                etlm.beaconID = paired.resolution.identity.beaconID
-            } else if let (tlm, identity) = keyring.decrypt(etlm, unixSeconds: unixSeconds) {
+            if let (tlm, identity) = eids.decrypt(etlm, address: address, unixSeconds: unixSeconds) {
                 etlm.decrypted = tlm
                 etlm.beaconID = identity.beaconID
             }

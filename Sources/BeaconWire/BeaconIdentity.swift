@@ -28,6 +28,11 @@ public struct BeaconIdentity: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
+    /// How long the identity last heard from a device address names that address's frames without one (an eTLM,
+    /// URL or sensor frame, a `mac:` sighting): a minute, the association Eddystone intends. The agent and the
+    /// ingest both associate within it.
+    public static let associationWindowMicros: Int64 = 60_000_000
+
     public let kind: Kind
     /// Eddystone: namespace and instance (16); iBeacon: UUID, major and minor big-endian (20); AltBeacon: id1 then
     /// id2 and id3 big-endian; EID and pseudonym: 8; device address: 6, most significant first.

@@ -13,15 +13,7 @@ struct AgentIntegrationTests {
     let logger = Logger(label: "agent-test")
 
     func configuration(_ broker: MosquittoServer, spool: String, agent: String = "hq-a1") throws -> AgentConfiguration {
-        var configuration = try AgentConfiguration(
-            siteID: "hq", agentID: agent, broker: BrokerAddress(host: "127.0.0.1", port: broker.port),
-            spoolDirectory: spool)
-        configuration.batch.maximumAgeNanoseconds = 100_000_000
-        configuration.batch.maximumSightings = 200
-        configuration.acknowledgementTimeout = .seconds(2)
-        // Generous: the whole suite runs at once on two cores, dozens of PostgreSQL and mosquitto servers starting
-        // together can hold the replay back for tens of seconds; what is tested is what arrives, not how fast.
-        configuration.drainTimeout = .seconds(60)
+        var configuration = try testAgentConfiguration(brokerPort: broker.port, spool: spool, agent: agent)
         configuration.extractor.includeUnknownDevices = true
         return configuration
     }

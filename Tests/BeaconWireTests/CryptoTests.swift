@@ -127,4 +127,39 @@ import Testing
         }
         #expect(unpaired.decrypted == nil)
     }
+
+    /// The ingest's way (remembering each EID, pairing eTLM frames by the beacon they name) and the decoder's (each
+    /// frame at its own time, pairing by address within the window) are one resolver's.
+    @Test func theResolverRemembersPairsAndStaysBounded() throws {
+        let key = bytes("e2c56db5dffb48d2b060d0f5a71096e0")
+        let unix: Int64 = 1_700_000_000
+        let time = UInt32(unix)
+        let eid = EddystoneKeyring.eid(identityKey: key, rotationExponent: 12, beaconTime: time)
+        let tlm = EddystoneTLM(batteryMillivolts: 2900, temperatureRaw: 0x1600, advertisingCount: 77, uptimeTenths: 12345)
+        let etlm = EddystoneKeyring.encrypt(tlm, identityKey: key, rotationExponent: 12, beaconTime: time, salt: 0x0102)
+        let keyring = EddystoneKeyring(identities: [EddystoneIdentity(beaconID: "tag-1", identityKey: key)])
+        let address = DeviceAddress(value: 0xC0FFEE_000001, kind: .random)
+
+        var remembering = EIDResolver(keyring: keyring)
+        #expect(remembering.resolve(eid: eid, unixSeconds: unix, remembering: true)?.identity.beaconID == "tag-1")
+        // Remembered: the same EID much later still stands for its beacon (the keyring alone would refuse it).
+        #expect(keyring.resolve(eid: eid, unixSeconds: unix + 100_000) == nil)
+        #expect(remembering.resolve(eid: eid, unixSeconds: unix + 100_000, remembering: true)?.identity.beaconID == "tag-1")
+        #expect(remembering.resolve(eid: eid, unixSeconds: unix + 100_000) == nil, "not remembering: resolved at its time")
+        // An eTLM of the beacon a sighting names decrypts with its resolution, whatever the address.
+        #expect(remembering.decrypt(etlm, beaconID: "tag-1", unixSeconds: unix + 100_000)?.tlm == tlm)
+        #expect(remembering.decrypt(etlm, beaconID: "tag-2", unixSeconds: unix + 100_000) == nil)
+
+        var pairing = EIDResolver(keyring: keyring)
+        pairing.pairingWindowSeconds = 60
+        #expect(pairing.resolve(eid: eid, unixSeconds: unix, address: address) != nil)
+        #expect(pairing.decrypt(etlm, address: address, unixSeconds: unix + 60)?.identity.beaconID == "tag-1")
+        #expect(pairing.decrypt(etlm, address: address, unixSeconds: unix + 61) == nil, "past the pairing window")
+
+        // Bounded: past the bound a table starts afresh, and what it forgot is resolved again.
+        var bounded = EIDResolver(keyring: keyring)
+        bounded.maximumRemembered = 2
+        for other in 1...5 { _ = bounded.resolve(eid: eid ^ UInt64(other), unixSeconds: unix, remembering: true) }
+        #expect(bounded.resolve(eid: eid, unixSeconds: unix, remembering: true) != nil)
+    }
 }

@@ -77,7 +77,9 @@ public struct PipelineOutput: Sendable {
 /// when the transaction fails, so the state always matches what is committed.
 public struct IngestPipeline: Sendable {
     public var sites: SitesConfiguration
-    public var keyring: EddystoneKeyring
+    /// EIDs resolved (an EID stands for its beacon for its rotation period) and eTLM frames decrypted, with the
+    /// registry's identity keys.
+    public var eids: EIDResolver
     public var telemetry = TelemetryDeduplicator()
     public var sensorReadings = SensorDeduplicator()
     /// Decodes the data frames of sightings, with the registry's BTHome bindkeys.
@@ -86,7 +88,7 @@ public struct IngestPipeline: Sendable {
     public var clocks = AgentClocks()
     public var proximity = ProximitySmoother()
     /// How long a device address stays attached to the identity last seen from it.
-    public var associationWindowMicros: Int64 = 60_000_000
+    public var associationWindowMicros = BeaconIdentity.associationWindowMicros
     /// Beacons (and device addresses) the per-beacon tables hold at most, whatever ids arrive: past it those not
     /// seen the longest are forgotten (`--max-beacons`): fleet health, telemetry and reading deduplication,
     /// address associations, EIDs, the zone trackers of all sites together (and so their checkpoints), the RSSI
@@ -98,9 +100,6 @@ public struct IngestPipeline: Sendable {
     private var placements: [AgentKey: Placement] = [:]
     /// Zone assignment per site.
     public private(set) var zoneTrackers: [String: SiteZoneTracker] = [:]
-    /// EIDs resolved so far (an EID is valid for its rotation period), by `eid:<hex>` id.
-    private var resolvedEIDs: [String: EIDResolution] = [:]
-    private var unresolvableEIDs: Set<String> = []
     private var sightingsSincePrune = 0
     static let pruneEverySightings = 100_000
     /// Identities by device address per site, for frames that arrived as `mac:` sightings.
@@ -128,7 +127,7 @@ public struct IngestPipeline: Sendable {
 
     public init(sites: SitesConfiguration, health: FleetHealth.Configuration = .init()) {
         self.sites = sites
-        self.keyring = EddystoneKeyring(identities: sites.identities)
+        self.eids = EIDResolver(keyring: EddystoneKeyring(identities: sites.identities))
         self.frameDecoder = FrameDecoder(bindkeys: sites.bindkeys)
         self.health = FleetHealth(configuration: health)
         for site in sites.sites {
@@ -192,8 +191,7 @@ public struct IngestPipeline: Sendable {
         sensorReadings.evict(keeping: maximumBeacons)
         identities.evictOldest(keeping: maximumBeacons) { $0.timeMicros }
         proximity.evict(keeping: maximumBeacons * Self.filtersPerBeacon)
-        if unresolvableEIDs.count > maximumBeacons { unresolvableEIDs.removeAll() }
-        if resolvedEIDs.count > maximumBeacons { resolvedEIDs.removeAll() }
+        eids.maximumRemembered = maximumBeacons
         output.zoneChanges = advanceZones(site: batch.siteID, nowMicros: nowMicros)
         // The zone trackers of all sites together hold at most `maximumBeacons`: this site keeps what the others
         // leave (so its checkpoint is bounded too).
@@ -384,7 +382,9 @@ public struct IngestPipeline: Sendable {
     private mutating func identity(of sighting: Sighting, site: String, timeMicros: Int64) -> String {
         var beaconID = sighting.beacon.beaconID
         let kind = sighting.beacon.identity?.kind
-        if kind == .eid, let resolution = resolveEID(beaconID, timeMicros: timeMicros) {
+        if kind == .eid, let eid = sighting.beacon.identity?.bytes.reduce(UInt64(0), { $0 << 8 | UInt64($1) }),
+            let resolution = eids.resolve(eid: eid, unixSeconds: timeMicros / 1_000_000, remembering: true)
+        {
             beaconID = resolution.identity.beaconID
         }
         let address = AddressKey(site: site, address: sighting.beacon.address)
@@ -398,18 +398,6 @@ public struct IngestPipeline: Sendable {
             identities[address] = AddressIdentity(beaconID: beaconID, timeMicros: max(timeMicros, identities[address]?.timeMicros ?? .min))
         }
         return beaconID
-    }
-
-    private mutating func resolveEID(_ id: String, timeMicros: Int64) -> EIDResolution? {
-        if let known = resolvedEIDs[id] { return known }
-        guard !unresolvableEIDs.contains(id), let eid = UInt64(id.dropFirst(4), radix: 16) else { return nil }
-        guard let resolution = keyring.resolve(eid: eid, unixSeconds: timeMicros / 1_000_000) else {
-            unresolvableEIDs.insert(id)
-            return nil
-        }
-        resolvedEIDs[id] = resolution
-        resolvedEIDs[resolution.identity.beaconID] = resolution
-        return resolution
     }
 
     /// A sighting's data frame: TLM telemetry, and the readings of every format that has them, once per
@@ -518,13 +506,10 @@ public struct IngestPipeline: Sendable {
         case .eddystoneTLM(let plain)?:
             tlm = plain
         case .eddystoneETLM(let encrypted)?:
-            if let resolution = resolvedEIDs[beaconID], let plain = keyring.decrypt(encrypted, pairedWith: resolution) {
-                tlm = plain
-            } else if let (plain, _) = keyring.decrypt(encrypted, unixSeconds: timeMicros / 1_000_000) {
-                tlm = plain
-            } else {
+            guard let (plain, _) = eids.decrypt(encrypted, beaconID: beaconID, unixSeconds: timeMicros / 1_000_000) else {
                 return nil
             }
+            tlm = plain
         default:
             return nil
         }

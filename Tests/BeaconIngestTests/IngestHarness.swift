@@ -1,0 +1,161 @@
+import AccuracyHarness
+import BeaconAgent
+import BeaconIngest
+import BeaconMessaging
+import BeaconWire
+import Foundation
+import LibPQ
+import LocalServers
+import Logging
+import Mosquitto
+import Reporting
+import Synchronization
+import TestServers
+import Testing
+import WorkQueue
+
+let testSites = """
+    sites:
+      - id: hq
+        zones: [{id: lobby}, {id: lab}]
+        agents:
+          - {id: hq-a1, zone: lobby}
+          - {id: hq-a2, zone: lab}
+    """
+
+/// A real mosquitto, a real PostgreSQL and the ingest between them, in this process.
+final class IngestHarness: @unchecked Sendable {
+    let broker: MosquittoServer
+    let database: PostgresServer
+    let ingest: Ingest
+    let task: Task<Void, Error>
+    /// The test's own connection, for queries.
+    let connection: PostgresConnection
+
+    /// `database`: a server of the test's (a new one when nil); `conninfo`: how the ingest reaches it (its
+    /// `conninfo` when nil).
+    static func start(
+        brokerPersistence: Bool = true, database given: PostgresServer? = nil, conninfo: String? = nil,
+        configure: (inout IngestConfiguration) -> Void = { _ in }
+    ) async throws -> IngestHarness {
+        let broker = try MosquittoServer(persistence: brokerPersistence)
+        let database = if let given { given } else { try await PostgresServer.start() }
+        var mqtt = MQTTClient.Configuration(host: "127.0.0.1", port: broker.port, clientID: "test-ingest")
+        mqtt.reconnectDelayMinimum = .milliseconds(50)
+        mqtt.reconnectDelayMaximum = .milliseconds(200)
+        var configuration = IngestConfiguration(
+            mqtt: mqtt, database: conninfo ?? database.conninfo, sites: try SitesConfiguration.parse(testSites))
+        configuration.reconnectDelayMinimum = .milliseconds(100)
+        configuration.reconnectDelayMaximum = .milliseconds(500)
+        configure(&configuration)
+        let harness = try IngestHarness(broker: broker, database: database, configuration: configuration)
+        try await harness.waitUntilSubscribed()
+        return harness
+    }
+
+    private init(broker: MosquittoServer, database: PostgresServer, configuration: IngestConfiguration) throws {
+        self.broker = broker
+        self.database = database
+        ingest = Ingest(configuration: configuration, logger: Logger(label: "test-ingest"))
+        task = Task { [ingest] in try await ingest.run() }
+        connection = try PostgresConnection(database.conninfo)
+    }
+
+    /// Stops the ingest and waits for it (intake stops, the queue is committed).
+    func stop() async throws {
+        ingest.requestStop()
+        try await task.value
+    }
+
+    func query(_ sql: String) throws -> [[String?]] { try connection.query(sql).map(\.values) }
+
+    /// Another ingest on the same broker and database (a restart, a second instance), with the harness's
+    /// configuration as `configure` leaves it and a client id of its own; the caller stops it.
+    func anotherIngest(
+        clientID: String, configure: (inout IngestConfiguration) -> Void = { _ in }
+    ) -> (ingest: Ingest, task: Task<Void, Error>) {
+        var configuration = ingest.configuration
+        configuration.mqtt.clientID = clientID
+        configure(&configuration)
+        let another = Ingest(configuration: configuration, logger: Logger(label: clientID))
+        return (another, Task { try await another.run() })
+    }
+
+    /// Makes a login that is only in beaconflow_writer (the schema must exist); returns its connection string.
+    func writerLogin(_ role: String) throws -> String {
+        _ = try query("CREATE ROLE \(role) LOGIN IN ROLE beaconflow_writer")
+        return database.conninfo.replacingOccurrences(of: "user=postgres", with: "user=\(role)")
+    }
+
+    func count(_ relation: String) throws -> Int {
+        Int(try query("SELECT count(*) FROM \(relation)")[0][0] ?? "") ?? -1
+    }
+
+    /// A connected client of the test's own, to publish batches as an agent would and to read acknowledgements.
+    func client(id: String = "test-publisher") async throws -> (MQTTClient, Collector<MQTTEvent>) {
+        var configuration = MQTTClient.Configuration(host: "127.0.0.1", port: broker.port, clientID: id)
+        configuration.reconnectDelayMinimum = .milliseconds(50)
+        let client = try MQTTClient(configuration, logger: Logger(label: id))
+        let events = Collector(client.events)
+        client.start()
+        try await events.first { if case .connected = $0 { true } else { false } }
+        return (client, events)
+    }
+
+    /// Publishes an agent status until the ingest has recorded one: its subscriptions then work, and no message
+    /// published after this returns can miss it.
+    func waitUntilSubscribed() async throws {
+        let (client, _) = try await client(id: "test-probe")
+        defer { client.stop() }
+        try await eventually("the ingest records a status message", timeout: .seconds(30)) {
+            _ = try? client.publish(topic: "beaconflow/v1/hq/hq-a2/status", payload: Array(#"{"online": true}"#.utf8))
+            return (try? self.count("beaconflow.agent_state WHERE agent_id = 'hq-a2'")) == 1
+        }
+    }
+
+    /// Publishes `payload` on `topic` every half second until `condition` holds, as an agent resends: a
+    /// subscription made just now may not be in place at the broker yet.
+    func publish(
+        _ payload: [UInt8], on topic: String, with client: MQTTClient, until description: String, _ condition: () throws -> Bool
+    ) async throws {
+        var last = ContinuousClock.now - .seconds(1)
+        try await eventually(description) {
+            if ContinuousClock.now - last >= .milliseconds(500) {
+                last = .now
+                try client.publish(topic: topic, payload: payload)
+            }
+            return try condition()
+        }
+    }
+
+    func eventually(
+        _ description: String, timeout: Duration = .seconds(30), _ condition: () throws -> Bool
+    ) async throws {
+        do {
+            try await eventuallyTrue(description, timeout: timeout, condition)
+        } catch let error as LocalServerError {
+            throw LocalServerError("\(error); ingest: \(ingest.statistics)")
+        }
+    }
+}
+
+/// A batch as an agent of `site` would publish it: `count` sightings of one beacon a second apart from `start`.
+func batchPayload(
+    site: String = "hq", agent: String = "hq-a1", sequence: UInt64, beaconID: String = "ibeacon:e2c56db5-dffb-48d2-b060-d0f5a71096e0:1:2",
+    count: Int = 100, start: Int64 = 1_767_225_600_000_000, formatVersion: UInt32? = nil,
+    rssi: (Int) -> Int8 = { Int8(-50 - $0 % 30) }, edit: (inout WireBatch) -> Void = { _ in }
+) throws -> [UInt8] {
+    var builder = BatchBuilder(siteID: site, agentID: agent, bootID: 42)
+    builder.configuration.maximumSightings = 10_000
+    let key = BeaconKey(beaconID: beaconID, address: 0xC000_0000_0001, addressIsRandom: true, powerAt1mDbm: -59)
+    for index in 0..<count {
+        _ = builder.add(
+            Sighting(timeMicros: start + Int64(index) * 1_000_000, beacon: key, rssi: rssi(index)),
+            nowNanoseconds: 0)
+    }
+    let sealed = builder.seal(sequence: sequence, firstUnacknowledgedSequence: sequence, agentClockMicros: start)
+    var wire = try #require(sealed)
+    if let formatVersion { wire.formatVersion = formatVersion }
+    edit(&wire)
+    return try wire.wireBytes()
+}
