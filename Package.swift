@@ -176,11 +176,15 @@ let package = Package(
         .testTarget(name: "BeaconAgentTests", dependencies: ["BeaconAgent", "BeaconMessaging", "BeaconWire", "BlueZHCI", "LocalServers", "Mosquitto", "TestServers"]),
         .testTarget(name: "MosquittoTests", dependencies: ["LocalServers", "Mosquitto", "TestServers"]),
         .testTarget(name: "BoundedYAMLTests", dependencies: ["BoundedYAML"]),
+        // The ingest's pure logic: no servers.
+        .testTarget(name: "BeaconIngestTests", dependencies: ["AccuracyHarness", "BeaconIngest", "BeaconMessaging", "BeaconWire", "TestServers"]),
+        // The parts together against real servers started by the tests (mosquitto, PostgreSQL, the beaconflow
+        // executable, a browser, Home Assistant, a VM with the kernel's Bluetooth stack).
         .testTarget(
-            name: "BeaconIngestTests",
+            name: "IntegrationTests",
             dependencies: ["AccuracyHarness", "BeaconIngest", "BeaconAgent", "BeaconMessaging", "BeaconWire", "LibPQ", "LocalServers", "MetricsEndpoint", "Mosquitto", "Reporting", "TestServers", "WorkQueue"]),
         // Starts the real servers (mosquitto, PostgreSQL) on loopback for tests.
-        .target(name: "TestServers", dependencies: ["BeaconAgent", "BeaconWire", "LocalServers", "WorkQueue", .product(name: "Logging", package: "swift-log")], path: "Tests/TestServers"),
+        .target(name: "TestServers", dependencies: ["BeaconAgent", "BeaconIngest", "BeaconWire", "LocalServers", "WorkQueue", .product(name: "Logging", package: "swift-log")], path: "Tests/TestServers"),
     ],
     swiftLanguageModes: [.v6]
 )

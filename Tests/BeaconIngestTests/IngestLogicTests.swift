@@ -1,6 +1,7 @@
 import BeaconMessaging
 import BeaconWire
 @testable import BeaconIngest
+import TestServers
 import Testing
 
 @Suite struct AcknowledgementTrackerTests {

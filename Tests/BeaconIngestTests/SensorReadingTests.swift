@@ -1,46 +1,18 @@
 import BeaconWire
+import TestServers
 @testable import BeaconIngest
-import LibPQ
-import LocalServers
-import Logging
 import Testing
 
 @Suite struct SensorReadingTests {
-    /// The BTHome encryption example of bthome.io/encryption: key, address, and a packet of temperature 25.06 °C
-    /// and humidity 50.55 %.
-    static let bthomeAddress = DeviceAddress("54:48:E6:8F:80:A5")!
-    static let bthomeKey = "231d39c1d7cc1ab1aee224cd096db932"
-
-    static func sites(bindkey: String? = bthomeKey) throws -> SitesConfiguration {
-        try SitesConfiguration.parse(
-            """
-            sites:
-              - id: hq
-                zones: [{id: lobby}]
-                agents: [{id: a1, zone: lobby}, {id: a2, zone: lobby}]
-            beacons:
-              - id: "mac:54:48:E6:8F:80:A5"
-                label: Freezer
-            \(bindkey.map { "    bthome_bindkey: \($0)" } ?? "")
-            """)
-    }
-
-    let t: Int64 = 1_767_225_600_000_000
-    let ruuvi = BeaconKey(beaconID: "mac:CB:B8:33:4C:88:4F", address: 0xCBB8_334C_884F, addressIsRandom: true)
-    let bthome = BeaconKey(beaconID: "mac:54:48:E6:8F:80:A5", address: 0x5448_E68F_80A5, addressIsRandom: false)
-
-    /// docs.ruuvi.com, data format 5 "valid data" vector, with its measurement sequence replaced.
-    func ruuviFrame(sequence: UInt16) -> DataFrameContent {
-        var bytes = try! [UInt8](hex: "0512FC5394C37C0004FFFC040CAC364200CDCBB8334C884F")
-        bytes[16] = UInt8(sequence >> 8)
-        bytes[17] = UInt8(sequence & 0xFF)
-        return .manufacturerData(companyID: RuuviMeasurement.companyID, bytes)
-    }
-
+    let t = SensorFixtures.t
+    let ruuvi = SensorFixtures.ruuvi
+    let bthome = SensorFixtures.bthome
+    static let bthomeAddress = SensorFixtures.bthomeAddress
+    static let bthomeKey = SensorFixtures.bthomeKey
+    static func sites(bindkey: String? = SensorFixtures.bthomeKey) throws -> SitesConfiguration { try SensorFixtures.sites(bindkey: bindkey) }
+    func ruuviFrame(sequence: UInt16) -> DataFrameContent { SensorFixtures.ruuviFrame(sequence: sequence) }
     func batch(_ agent: String, _ sequence: UInt64, _ sightings: [Sighting], reads: [CharacteristicRead] = []) -> DecodedBatch {
-        DecodedBatch(
-            siteID: "hq", agentID: agent, bootID: 1, sequence: sequence, firstUnacknowledgedSequence: sequence,
-            agentClockMicros: t, sightings: sightings, characteristicReads: reads)
+        SensorFixtures.batch(agent, sequence, sightings, reads: reads)
     }
 
     func quantities(_ rows: [SensorReadingRow]) -> [String] { rows.map { "\($0.reading.quantity)=\($0.reading.value) \($0.reading.unit)" } }
@@ -144,68 +116,5 @@ import Testing
             nowMicros: t)
         #expect(pipeline.health.health(of: ruuvi.beaconID)?.kind == "ruuvi")  // heard before the iBeacon at its address
         #expect(pipeline.health.health(of: tagged.beaconID)?.kind == "ibeacon")
-    }
-}
-
-@Suite(.enabled(if: PostgresServer.binaries != nil, "PostgreSQL is not installed"), .timeLimit(.minutes(2)))
-struct SensorReadingStorageTests {
-    let support = SensorReadingTests()
-
-    @Test func readingsAreStoredOncePerTransmissionAcrossRestartsWithHealthLabelsAndDeviceInformation() async throws {
-        let server = try await PostgresServer.start()
-        let connection = try PostgresConnection(server.conninfo)
-        try Migrator.migrate(connection, logger: Logger(label: "test"))
-        let sites = try SensorReadingTests.sites()
-        let t = support.t
-        let sealed = BTHomePacket.encrypt(
-            objects: try [UInt8](hex: "02ca0903bf13"), bindkey: try [UInt8](hex: SensorReadingTests.bthomeKey),
-            address: SensorReadingTests.bthomeAddress, counter: 7)
-        var writer = BatchWriter(connection: connection, pipeline: IngestPipeline(sites: sites))
-        try writer.writeRegistry(sites)
-        let first = try writer.commit([
-            support.batch(
-                "a1", 1,
-                [Sighting(timeMicros: t, beacon: support.ruuvi, rssi: -60, data: support.ruuviFrame(sequence: 205)),
-                 Sighting(timeMicros: t + 10, beacon: support.bthome, rssi: -60, data: .serviceData(uuid16: 0xFCD2, sealed))],
-                reads: [
-                    CharacteristicRead(beacon: support.bthome, timeMicros: t + 20, characteristic: 0x2A19, value: [87]),
-                    CharacteristicRead(beacon: support.bthome, timeMicros: t + 20, characteristic: 0x2A29, value: Array("Acme".utf8)),
-                ])
-        ], nowMicros: t)
-        #expect(first.sensorReadingRows == 13)
-        // A restarted ingest remembers nothing; the second agent's reception of the same transmissions adds nothing.
-        writer = BatchWriter(connection: connection, pipeline: IngestPipeline(sites: sites))
-        let second = try writer.commit([
-            support.batch(
-                "a2", 1,
-                [Sighting(timeMicros: t + 40_000, beacon: support.ruuvi, rssi: -70, data: support.ruuviFrame(sequence: 205)),
-                 Sighting(timeMicros: t + 40_010, beacon: support.bthome, rssi: -70, data: .serviceData(uuid16: 0xFCD2, sealed))])
-        ], nowMicros: t)
-        #expect(second.sensorReadingRows == 0)
-        #expect(
-            try connection.query(
-                "SELECT beacon_id, agent_id, quantity, value, unit FROM beaconflow.sensor_readings WHERE quantity IN ('temperature', 'battery', 'battery_voltage') ORDER BY 1, 3")
-                == [
-                    ["mac:54:48:E6:8F:80:A5", "a1", "battery", "87", "percent"],
-                    ["mac:54:48:E6:8F:80:A5", "a1", "temperature", "25.06", "celsius"],
-                    ["mac:CB:B8:33:4C:88:4F", "a1", "battery_voltage", "2977", "millivolt"],
-                    ["mac:CB:B8:33:4C:88:4F", "a1", "temperature", "24.3", "celsius"],
-                ])
-        #expect(try connection.query("SELECT count(*), count(DISTINCT (beacon_id, quantity)) FROM beaconflow.sensor_readings") == [["13", "13"]])
-        #expect(
-            try connection.query("SELECT beacon_id, battery_mv, battery_pct, temperature_c FROM beaconflow.beacon_health ORDER BY 1")
-                == [["mac:54:48:E6:8F:80:A5", nil, "87", "25.06"], ["mac:CB:B8:33:4C:88:4F", "2977", nil, "24.3"]])
-        #expect(
-            try connection.query(
-                "SELECT beacon_id, site_id, label, kind, first_seen = to_timestamp(1767225600), identity_source FROM beaconflow.beacons ORDER BY 1")
-                == [["mac:54:48:E6:8F:80:A5", "hq", "Freezer", "bthome", "f", "address"],
-                    ["mac:CB:B8:33:4C:88:4F", "hq", nil, "ruuvi", "t", "address"]])
-        #expect(try connection.query("SELECT beacon_id, name, value, agent_id FROM beaconflow.device_info") == [["mac:54:48:E6:8F:80:A5", "manufacturer_name", "Acme", "a1"]])
-        // A registry entry no longer in the sites file goes; one never heard is listed without a site.
-        var edited = sites
-        edited.beacons = [SitesConfiguration.Beacon(id: "ibeacon:x", label: "Spare")]
-        try writer.writeRegistry(edited)
-        #expect(
-            try connection.query("SELECT beacon_id, site_id, label FROM beaconflow.beacons WHERE label IS NOT NULL") == [["ibeacon:x", nil, "Spare"]])
     }
 }

@@ -1,4 +1,5 @@
 import BeaconIngest
+import TestServers
 import Testing
 
 /// What zone changes leave in the database: visits by (beacon, enter) and minutes by (zone, minute), each write an
@@ -210,7 +211,7 @@ struct ZoneTables: Equatable {
             _ = tracker.advance(nowMicros: start + Int64(index + 30) * second)
         }
         let state = tracker.takeCheckpoint()
-        let (damaged, offset) = try #require(Self.withNextMinuteAtInt64Min(state))
+        let (damaged, offset) = try #require(checkpointWithNextMinuteAtInt64Min(state))
         var fresh = SiteZoneTracker(site: site)
         do {
             try fresh.restore(checkpoint: damaged)
@@ -218,23 +219,6 @@ struct ZoneTables: Equatable {
         } catch {
             #expect(error.code == .damaged && error.offset == offset)
         }
-    }
-
-    /// The checkpoint with its next minute to count set to Int64.min, and where that field starts; nil when the
-    /// checkpoint has no next minute. The layout: version, zones, agents, watermark, then the next minute as a
-    /// flag and 8 bytes.
-    static func withNextMinuteAtInt64Min(_ state: [UInt8]) -> (state: [UInt8], offset: Int)? {
-        var reader = 8
-        for _ in 0..<2 {
-            let count = Int(state[reader]) | Int(state[reader + 1]) << 8
-            reader += 8
-            for _ in 0..<count { reader += 8 + (Int(state[reader]) | Int(state[reader + 1]) << 8) }
-        }
-        reader += 8
-        guard state[reader] == 1 else { return nil }
-        var damaged = state
-        for byte in 0..<8 { damaged[reader + 1 + byte] = byte == 7 ? 0x80 : 0 }
-        return (damaged, reader)
     }
 
     /// Past the bound the beacons heard least recently are forgotten: a placed one's visit closes when it was

@@ -98,13 +98,18 @@ import Testing
         #expect(EddystoneKeyring.decrypt(tampered, identityKey: key, rotationExponent: 10, beaconTime: 0x1234_5678) == nil)
     }
 
-    @Test func etlmPairsWithTheEIDFromTheSameAddress() throws {
+    /// A beacon's key (rotation exponent 12), a time, the EID it sends then, and an eTLM frame of that period.
+    func pairedFrames() -> (key: [UInt8], unix: Int64, eid: UInt64, tlm: EddystoneTLM, etlm: EddystoneETLM) {
         let key = bytes("e2c56db5dffb48d2b060d0f5a71096e0")
         let unix: Int64 = 1_700_000_000
-        let time = UInt32(unix)
-        let eid = EddystoneKeyring.eid(identityKey: key, rotationExponent: 12, beaconTime: time)
+        let eid = EddystoneKeyring.eid(identityKey: key, rotationExponent: 12, beaconTime: UInt32(unix))
         let tlm = EddystoneTLM(batteryMillivolts: 2900, temperatureRaw: 0x1600, advertisingCount: 77, uptimeTenths: 12345)
-        let etlm = EddystoneKeyring.encrypt(tlm, identityKey: key, rotationExponent: 12, beaconTime: time, salt: 0x0102)
+        let etlm = EddystoneKeyring.encrypt(tlm, identityKey: key, rotationExponent: 12, beaconTime: UInt32(unix), salt: 0x0102)
+        return (key, unix, eid, tlm, etlm)
+    }
+
+    @Test func etlmPairsWithTheEIDFromTheSameAddress() throws {
+        let (key, unix, eid, tlm, etlm) = pairedFrames()
         // No rotation exponent registered: the EID search finds K, and the eTLM pairs through the address.
         var decoder = FrameDecoder(keyring: EddystoneKeyring(identities: [EddystoneIdentity(beaconID: "tag-1", identityKey: key)]))
         let address = DeviceAddress(value: 0xC0FFEE_000001, kind: .random)
@@ -131,12 +136,7 @@ import Testing
     /// The ingest's way (remembering each EID, pairing eTLM frames by the beacon they name) and the decoder's (each
     /// frame at its own time, pairing by address within the window) are one resolver's.
     @Test func theResolverRemembersPairsAndStaysBounded() throws {
-        let key = bytes("e2c56db5dffb48d2b060d0f5a71096e0")
-        let unix: Int64 = 1_700_000_000
-        let time = UInt32(unix)
-        let eid = EddystoneKeyring.eid(identityKey: key, rotationExponent: 12, beaconTime: time)
-        let tlm = EddystoneTLM(batteryMillivolts: 2900, temperatureRaw: 0x1600, advertisingCount: 77, uptimeTenths: 12345)
-        let etlm = EddystoneKeyring.encrypt(tlm, identityKey: key, rotationExponent: 12, beaconTime: time, salt: 0x0102)
+        let (key, unix, eid, tlm, etlm) = pairedFrames()
         let keyring = EddystoneKeyring(identities: [EddystoneIdentity(beaconID: "tag-1", identityKey: key)])
         let address = DeviceAddress(value: 0xC0FFEE_000001, kind: .random)
 

@@ -14,15 +14,6 @@ import TestServers
 import Testing
 import WorkQueue
 
-let testSites = """
-    sites:
-      - id: hq
-        zones: [{id: lobby}, {id: lab}]
-        agents:
-          - {id: hq-a1, zone: lobby}
-          - {id: hq-a2, zone: lab}
-    """
-
 /// A real mosquitto, a real PostgreSQL and the ingest between them, in this process.
 final class IngestHarness: @unchecked Sendable {
     let broker: MosquittoServer
@@ -137,25 +128,4 @@ final class IngestHarness: @unchecked Sendable {
             throw LocalServerError("\(error); ingest: \(ingest.statistics)")
         }
     }
-}
-
-/// A batch as an agent of `site` would publish it: `count` sightings of one beacon a second apart from `start`.
-func batchPayload(
-    site: String = "hq", agent: String = "hq-a1", sequence: UInt64, beaconID: String = "ibeacon:e2c56db5-dffb-48d2-b060-d0f5a71096e0:1:2",
-    count: Int = 100, start: Int64 = 1_767_225_600_000_000, formatVersion: UInt32? = nil,
-    rssi: (Int) -> Int8 = { Int8(-50 - $0 % 30) }, edit: (inout WireBatch) -> Void = { _ in }
-) throws -> [UInt8] {
-    var builder = BatchBuilder(siteID: site, agentID: agent, bootID: 42)
-    builder.configuration.maximumSightings = 10_000
-    let key = BeaconKey(beaconID: beaconID, address: 0xC000_0000_0001, addressIsRandom: true, powerAt1mDbm: -59)
-    for index in 0..<count {
-        _ = builder.add(
-            Sighting(timeMicros: start + Int64(index) * 1_000_000, beacon: key, rssi: rssi(index)),
-            nowNanoseconds: 0)
-    }
-    let sealed = builder.seal(sequence: sequence, firstUnacknowledgedSequence: sequence, agentClockMicros: start)
-    var wire = try #require(sealed)
-    if let formatVersion { wire.formatVersion = formatVersion }
-    edit(&wire)
-    return try wire.wireBytes()
 }

@@ -96,7 +96,7 @@ extension IngestIntegrationTests {
         try await harness.eventually("a minute is counted and checkpointed") { try harness.count("beaconflow.zone_checkpoints") == 1 }
         try await harness.stop()
         let saved = try #require(try harness.connection.query("SELECT state FROM beaconflow.zone_checkpoints").first?.decode(0, as: PostgresBytes.self))
-        let (damaged, _) = try #require(ZoneCheckpointTests.withNextMinuteAtInt64Min(saved.bytes))
+        let (damaged, _) = try #require(checkpointWithNextMinuteAtInt64Min(saved.bytes))
         try harness.connection.query("UPDATE beaconflow.zone_checkpoints SET state = $1", [PostgresBytes(damaged)])
         // And rows no sighting could have made, which the resume without the checkpoint reads.
         try harness.connection.execute(
