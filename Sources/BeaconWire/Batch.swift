@@ -31,6 +31,20 @@ public struct BeaconKey: Hashable, Sendable {
         self.powerAt1mDbm = powerAt1mDbm
         self.advertisingEvent = advertisingEvent
     }
+
+    // `identity` is `beaconID` typed: equality and hashing need only the text.
+    public static func == (left: BeaconKey, right: BeaconKey) -> Bool {
+        left.beaconID == right.beaconID && left.address == right.address && left.addressIsRandom == right.addressIsRandom
+            && left.powerAt1mDbm == right.powerAt1mDbm && left.advertisingEvent == right.advertisingEvent
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(beaconID)
+        hasher.combine(address)
+        hasher.combine(addressIsRandom)
+        hasher.combine(powerAt1mDbm)
+        hasher.combine(advertisingEvent)
+    }
 }
 
 /// A frame whose content matters beyond identity (TLM, URL, sensor data), as the bytes that were sent.
