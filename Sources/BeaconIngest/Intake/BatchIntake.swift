@@ -31,7 +31,12 @@ public struct BatchIntake: Sendable {
     }
 
     public func check(topic: String, payload: [UInt8], nowMicros: Int64) -> Result<DecodedBatch, Failure> {
-        guard let topics = AgentTopics(parsing: topic, kind: .batch) else {
+        check(topic: topic, parsed: AgentTopics(parsing: topic, kind: .batch), payload: payload, nowMicros: nowMicros)
+    }
+
+    /// The same, for a topic already parsed where it arrived (nil: not an agent's batch topic).
+    public func check(topic: String, parsed: AgentTopics?, payload: [UInt8], nowMicros: Int64) -> Result<DecodedBatch, Failure> {
+        guard let topics = parsed else {
             return .failure(Failure(.wrongTopic, "topic '\(escapedForLog(topic.prefix(200)))' is not beaconflow/v1/<site>/<agent>/batch"))
         }
         let (site, agent) = (topics.site, topics.agent)

@@ -299,7 +299,7 @@ public final class Ingest: Sendable {
                     }
                 case .batch(let topic, let agentTopics, let payload, let receivedAt):
                     newestReceived = max(newestReceived, receivedAt)
-                    switch intake.check(topic: topic, payload: payload, nowMicros: wallClockMicros()) {
+                    switch intake.check(topic: topic, parsed: agentTopics, payload: payload, nowMicros: wallClockMicros()) {
                     case .success(let batch):
                         accepted.append(AcceptedBatch(batch: batch, topic: topic, agentTopics: agentTopics, payload: payload))
                     case .failure(let failure):
