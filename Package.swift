@@ -184,7 +184,7 @@ let package = Package(
             name: "IntegrationTests",
             dependencies: ["AccuracyHarness", "BeaconIngest", "BeaconAgent", "BeaconMessaging", "BeaconWire", "LibPQ", "LocalServers", "MetricsEndpoint", "Mosquitto", "Reporting", "TestServers", "WorkQueue"]),
         // Starts the real servers (mosquitto, PostgreSQL) on loopback for tests.
-        .target(name: "TestServers", dependencies: ["BeaconAgent", "BeaconIngest", "BeaconWire", "LocalServers", "WorkQueue", .product(name: "Logging", package: "swift-log")], path: "Tests/TestServers"),
+        .target(name: "TestServers", dependencies: ["BeaconAgent", "BeaconIngest", "BeaconWire", "LibPQ", "LocalServers", "WorkQueue", .product(name: "Logging", package: "swift-log")], path: "Tests/TestServers"),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -43,7 +43,7 @@ func telemetryBatch(agent: String, sequence: UInt64, transmissions: [(timeMicros
 @Suite(.enabled(if: PostgresServer.binaries != nil, "PostgreSQL is not installed"), .timeLimit(.minutes(2)))
 struct BatchWriterTests {
     @Test func aTransmissionIsOneTelemetryRowHoweverLateAndAcrossMidnight() async throws {
-        let server = try await PostgresServer.start()
+        let server = try await SharedDatabase.create()
         let connection = try PostgresConnection(server.conninfo)
         try Migrator.migrate(connection, logger: Logger(label: "test"))
         let sites = try SitesConfiguration.parse(testSites)
@@ -77,7 +77,7 @@ struct BatchWriterTests {
     /// A site read back from ten minutes of stored sightings (no minute counted yet) ends in the zones of the
     /// run that stored them, while the tracker holds a few windows of readings at a time, never the whole backlog.
     @Test func aSiteIsReadBackAWindowAtATime() async throws {
-        let server = try await PostgresServer.start()
+        let server = try await SharedDatabase.create()
         let connection = try PostgresConnection(server.conninfo)
         try Migrator.migrate(connection, logger: Logger(label: "test"))
         let sites = try SitesConfiguration.parse(testSites)
@@ -114,7 +114,7 @@ struct BatchWriterTests {
     }
 
     @Test func aRedeliveredBatchGivesOneSetOfRows() async throws {
-        let server = try await PostgresServer.start()
+        let server = try await SharedDatabase.create()
         let connection = try PostgresConnection(server.conninfo)
         try Migrator.migrate(connection, logger: Logger(label: "test"))
         let writer = BatchWriter(connection: connection, pipeline: IngestPipeline(sites: try SitesConfiguration.parse(testSites)))
@@ -153,7 +153,7 @@ struct BatchWriterTests {
     /// What the pipeline derived is what the views show: every column of every sighting (the smoothed distance
     /// from the RSSI kept to 0.01 dB), the per-minute rollups, and the same rows through `sightings_between`.
     @Test func theViewsShowExactlyWhatThePipelineDerived() async throws {
-        let server = try await PostgresServer.start()
+        let server = try await SharedDatabase.create()
         let connection = try PostgresConnection(server.conninfo)
         try Migrator.migrate(connection, logger: Logger(label: "test"))
         let sites = try SitesConfiguration.parse(
@@ -212,7 +212,7 @@ struct BatchWriterTests {
     /// `beacons` says how each beacon was last heard (address, address type, advertising event, from its newest
     /// sighting, whichever batch brings it) and the URL of its Eddystone-URL frames.
     @Test func theBeaconsViewSaysHowEachBeaconWasLastHeard() async throws {
-        let server = try await PostgresServer.start()
+        let server = try await SharedDatabase.create()
         let connection = try PostgresConnection(server.conninfo)
         try Migrator.migrate(connection, logger: Logger(label: "test"))
         let writer = BatchWriter(connection: connection, pipeline: IngestPipeline(sites: try SitesConfiguration.parse(testSites)))
@@ -251,7 +251,7 @@ struct BatchWriterTests {
     }
 
     @Test func aBatchThatFailsLeavesNothingBehindAndCanBeSentAgain() async throws {
-        let server = try await PostgresServer.start()
+        let server = try await SharedDatabase.create()
         let connection = try PostgresConnection(server.conninfo)
         try Migrator.migrate(connection, logger: Logger(label: "test"))
         let writer = BatchWriter(connection: connection, pipeline: IngestPipeline(sites: try SitesConfiguration.parse(testSites)))

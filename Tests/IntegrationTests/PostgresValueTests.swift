@@ -1,5 +1,6 @@
 import LibPQ
 import LocalServers
+import TestServers
 import Testing
 
 /// Parameters go to the server in binary with their types, and rows come back typed: checked against a real
@@ -7,7 +8,7 @@ import Testing
 @Suite(.enabled(if: PostgresServer.binaries != nil, "PostgreSQL is not installed"), .timeLimit(.minutes(2)))
 struct PostgresValueTests {
     @Test func parametersReachTheServerAsTheirTypes() async throws {
-        let server = try await PostgresServer.start()
+        let server = try await SharedDatabase.create()
         let connection = try PostgresConnection(server.conninfo)
         let row = try #require(
             try connection.query(
@@ -31,7 +32,7 @@ struct PostgresValueTests {
     }
 
     @Test func rowsDecodeTypedAndNameTheColumnThatDoesNot() async throws {
-        let server = try await PostgresServer.start()
+        let server = try await SharedDatabase.create()
         let connection = try PostgresConnection(server.conninfo)
         let row = try #require(
             try connection.query(
@@ -54,7 +55,7 @@ struct PostgresValueTests {
             var name: String
             var value: Double?
         }
-        let server = try await PostgresServer.start()
+        let server = try await SharedDatabase.create()
         let connection = try PostgresConnection(server.conninfo)
         try connection.execute("CREATE TABLE readings (value double precision, name text NOT NULL)")
         let table = CopyTable<Reading>("readings", [.init("name") { $0.name }, .init("value") { $0.value }])

@@ -9,7 +9,7 @@ import Testing
 @Suite(.enabled(if: PostgresServer.binaries != nil, "PostgreSQL is not installed"), .timeLimit(.minutes(2)))
 struct SensorReadingStorageTests {
     @Test func readingsAreStoredOncePerTransmissionAcrossRestartsWithHealthLabelsAndDeviceInformation() async throws {
-        let server = try await PostgresServer.start()
+        let server = try await SharedDatabase.create()
         let connection = try PostgresConnection(server.conninfo)
         try Migrator.migrate(connection, logger: Logger(label: "test"))
         let sites = try SensorFixtures.sites()

@@ -22,17 +22,15 @@ struct StoreTests {
         }
     }
 
-    static func migrated() async throws -> (PostgresServer, PostgresConnection) {
-        let server = try await PostgresServer.start()
+    static func migrated() async throws -> (SharedDatabase, PostgresConnection) {
+        let server = try await SharedDatabase.create()
         let connection = try PostgresConnection(server.conninfo)
         try Migrator.migrate(connection, logger: Logger(label: "store-test"))
         return (server, connection)
     }
 
     @Test func stateCommitsAndRollsBackWithTheDatabase() async throws {
-        let server = try await PostgresServer.start()
-        defer { withExtendedLifetime(server) {} }
-        let connection = try PostgresConnection(server.conninfo)
+        let connection = try PostgresConnection(try await SharedDatabase.create().conninfo)
         try connection.execute("CREATE TABLE t (n integer PRIMARY KEY, d integer REFERENCES t DEFERRABLE INITIALLY DEFERRED)")
         func rows() throws -> Int { try connection.query("SELECT count(*) FROM t").first!.decode(0, as: Int.self) }
         var state = Counter()
@@ -74,8 +72,7 @@ struct StoreTests {
     }
 
     @Test func aTransmissionIsStoredOnceWhateverOffersIt() async throws {
-        let (server, connection) = try await Self.migrated()
-        defer { withExtendedLifetime(server) {} }
+        let (_, connection) = try await Self.migrated()
         try connection.query("SELECT beaconflow.ensure_partitions('2026-01-01', 2)")
         let store = TransmissionStore(connection: connection)
         let t: Int64 = 1_767_225_600_000_000 + 3_600_000_000
@@ -121,8 +118,7 @@ struct StoreTests {
     }
 
     @Test func theLedgerCountsABatchOnceAndTellsAReusedSequence() async throws {
-        let (server, connection) = try await Self.migrated()
-        defer { withExtendedLifetime(server) {} }
+        let (_, connection) = try await Self.migrated()
         let ledger = BatchLedger(connection: connection)
         let one = try decodedBatch(sequence: 1)
         let two = try decodedBatch(sequence: 2)
