@@ -46,14 +46,7 @@ public final class Ingest: Sendable {
     public var health: (healthy: Bool, json: String) {
         let s = statistics
         let healthy = s.mqttConnected && s.databaseConnected && s.sitesUnserved == 0
-        let json = """
-            {"healthy": \(healthy), "mqtt_connected": \(s.mqttConnected), \
-            "database_connected": \(s.databaseConnected), "batches_committed": \(s.batchesCommitted), \
-            "batches_duplicate": \(s.batchesDuplicate), "batches_rejected": \(s.batchesRejected), \
-            "batches_deferred": \(s.batchesDeferred), "sightings_committed": \(s.sightingsCommitted), \
-            "database_reconnects": \(s.databaseReconnects), "brokers_connected": \(s.brokersConnected), \
-            "sites_served": \(s.sitesServed), "sites_unserved": \(s.sitesUnserved)}
-            """
+        let json = "{" + ([("healthy", "\(healthy)")] + s.fields).map { "\"\($0.name)\": \($0.value)" }.joined(separator: ", ") + "}"
         return (healthy, json)
     }
 
@@ -129,7 +122,7 @@ public final class Ingest: Sendable {
             forwarder.cancel()
             _ = await forwarder.result
         }
-        logger.info("Ingest stopped", metadata: ["statistics": "\(statistics)"])
+        logger.info("Ingest stopped", metadata: Logger.Metadata(uniqueKeysWithValues: statistics.fields.map { ($0.name, .string($0.value)) }))
     }
 
     // MARK: - The writer thread

@@ -90,4 +90,19 @@ public struct IngestStatistics: Sendable, Equatable {
     /// Batches for a site this instance does not serve (any more): not acknowledged, so the agent sends them
     /// again and the site's owner takes them.
     public var batchesNotServed = 0
+
+    /// Every count by its name (snake_case): the fields of `/healthz` and of the log line at the stop.
+    public var fields: [(name: String, value: String)] {
+        [
+            ("mqtt_connected", "\(mqttConnected)"), ("database_connected", "\(databaseConnected)"),
+            ("batches_committed", "\(batchesCommitted)"), ("batches_duplicate", "\(batchesDuplicate)"),
+            ("batches_rejected", "\(batchesRejected)"), ("batches_deferred", "\(batchesDeferred)"),
+            ("batches_not_served", "\(batchesNotServed)"), ("sightings_committed", "\(sightingsCommitted)"),
+            ("telemetry_committed", "\(telemetryCommitted)"), ("sensor_readings_committed", "\(sensorReadingsCommitted)"),
+            ("late_readings", "\(lateReadings)"), ("lag_seconds", "\(lagSeconds)"), ("transactions", "\(transactions)"),
+            ("database_reconnects", "\(databaseReconnects)"), ("brokers_connected", "\(brokersConnected)"),
+            ("sites_served", "\(sitesServed)"), ("sites_unserved", "\(sitesUnserved)"), ("sites_lost", "\(sitesLost)"),
+            ("sites_taken_over", "\(sitesTakenOver)"), ("sites_handed_over", "\(sitesHandedOver)"),
+        ]
+    }
 }
