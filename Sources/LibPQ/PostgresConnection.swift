@@ -162,7 +162,7 @@ public final class PostgresConnection {
     private func error(of result: OpaquePointer, _ operation: String) -> PostgresError {
         let state = PQresultErrorField(result, Int32(UInt8(ascii: "C"))).map { String(cString: $0) }
         let primary = PQresultErrorField(result, Int32(UInt8(ascii: "M"))).map { String(cString: $0) }
-        return PostgresError(operation, sqlState: state, primary ?? Self.trimmed(PQerrorMessage(connection)))
+        return PostgresError(operation, sqlState: state, primary.map(Self.oneLine) ?? Self.trimmed(PQerrorMessage(connection)))
     }
 
     private func lastError(_ operation: String) -> PostgresError {
@@ -170,10 +170,16 @@ public final class PostgresConnection {
             Self.trimmed(PQerrorMessage(connection)))
     }
 
-    private static func trimmed(_ message: UnsafePointer<CChar>?) -> String {
+    /// libpq's message on one line (it may span several: a connection attempt per address, a hint): its lines,
+    /// trimmed, joined by "; ", so that a log line stays one line.
+    static func trimmed(_ message: UnsafePointer<CChar>?) -> String {
         guard let message else { return "unknown error" }
-        var text = String(cString: message)
-        while text.last?.isWhitespace == true { text.removeLast() }
-        return text
+        return oneLine(String(cString: message))
+    }
+
+    static func oneLine(_ text: String) -> String {
+        text.split(whereSeparator: \.isNewline)
+            .map { line in line.drop(while: \.isWhitespace).reversed().drop(while: \.isWhitespace).reversed() }
+            .filter { !$0.isEmpty }.map { String($0) }.joined(separator: "; ")
     }
 }

@@ -381,6 +381,8 @@ struct MigrationTests {
             #expect(error.isConnectionFailure)
             #expect(error.description.contains("127.0.0.1"))
             #expect(!error.description.contains("s3cret-word"))
+            // libpq says it on several lines (the failure, then a hint): a log line stays one line.
+            #expect(error.description.contains("; ") && !error.description.contains("\n"), "\(error)")
         }
     }
 }
