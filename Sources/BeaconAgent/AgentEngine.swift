@@ -49,6 +49,11 @@ final class AgentEngine: @unchecked Sendable {
     private let droppedCounter = Counter(label: "beaconflow_agent_spool_dropped_batches_total")
     /// Acknowledgements not believed (beyond the newest batch sealed, or not an acknowledgement at all).
     private let refusedAcknowledgementsCounter = Counter(label: "beaconflow_agent_acknowledgements_refused_total")
+    /// Acknowledgements that did not come within the timeout (the window then resends from the oldest batch).
+    private let acknowledgementTimeoutsCounter = Counter(label: "beaconflow_agent_acknowledgement_timeouts_total")
+    /// Timeouts in a row after which the agent says that no ingest acknowledges it (once per such stretch).
+    static let unacknowledgedWarningTimeouts = 3
+    private var warnedUnacknowledged = false
     /// Batches the ingest refused, by the reason it gave.
     private let refusedBatchesCounters = Dictionary(
         uniqueKeysWithValues: (RejectionReason.allCases.map(\.rawValue) + ["other"]).map {
@@ -215,7 +220,9 @@ final class AgentEngine: @unchecked Sendable {
     }
 
     private func pump(now: UInt64) {
+        let timeoutsBefore = window.timeoutsWithoutAcknowledgement
         let capacity = window.capacity(nowNanoseconds: now)
+        if window.timeoutsWithoutAcknowledgement > timeoutsBefore { acknowledgementTimedOut() }
         guard capacity > 0 else { return }
         let batches: [(sequence: UInt64, payload: [UInt8])]
         do {
@@ -236,6 +243,21 @@ final class AgentEngine: @unchecked Sendable {
                 return
             }
         }
+    }
+
+    /// Counts a late acknowledgement; after a few in a row, says once what to check: the broker takes the batches
+    /// but no ingest commits them (no ingest running, or none whose sites file lists this site and agent).
+    private func acknowledgementTimedOut() {
+        acknowledgementTimeoutsCounter.increment()
+        guard !warnedUnacknowledged, window.timeoutsWithoutAcknowledgement >= Self.unacknowledgedWarningTimeouts else { return }
+        warnedUnacknowledged = true
+        logger.warning(
+            "No ingest acknowledges this agent's batches; check that an ingest runs on this broker with this site and agent in its sites file",
+            metadata: [
+                "site": "\(configuration.siteID)", "agent": "\(configuration.agentID)", "broker": "\(client.currentBroker)",
+                "timeouts": "\(window.timeoutsWithoutAcknowledgement)",
+                "waited_s": "\(window.timeoutsWithoutAcknowledgement * Int(window.acknowledgementTimeoutNanoseconds / 1_000_000_000))",
+            ])
     }
 
     /// A spooled batch as it goes out: when the spool has since dropped or had acknowledged the batches its
@@ -339,6 +361,10 @@ final class AgentEngine: @unchecked Sendable {
             record(error: "\(error)")
         }
         window.acknowledge(through: sequence)
+        if warnedUnacknowledged, window.timeoutsWithoutAcknowledgement == 0 {
+            warnedUnacknowledged = false
+            logger.info("An ingest acknowledges this agent's batches again", metadata: ["through": "\(sequence)"])
+        }
         spoolBytesGauge.record(spool.byteCount)
         spoolPendingGauge.record(spool.pendingCount)
         pump(now: now)

@@ -14,6 +14,9 @@ public struct DeliveryWindow: Sendable {
     public private(set) var isConnected = false
     /// How many times the window went back to resend.
     public private(set) var resends = 0
+    /// Acknowledgement timeouts in a row since the last acknowledgement that moved: an agent that no ingest
+    /// acknowledges (its site served by none, a mistyped `--site`) counts up here.
+    public private(set) var timeoutsWithoutAcknowledgement = 0
 
     public init(maximumInFlight: Int = 16, acknowledgementTimeoutNanoseconds: UInt64 = 30_000_000_000) {
         self.maximumInFlight = maximumInFlight
@@ -37,6 +40,7 @@ public struct DeliveryWindow: Sendable {
     public mutating func acknowledge(through sequence: UInt64) {
         guard sequence > acknowledged else { return }
         acknowledged = sequence
+        timeoutsWithoutAcknowledgement = 0
         inFlight.removeAll { $0.sequence <= sequence }
     }
 
@@ -46,6 +50,7 @@ public struct DeliveryWindow: Sendable {
         guard isConnected else { return 0 }
         if let oldest = inFlight.first, nowNanoseconds &- oldest.publishedAt >= acknowledgementTimeoutNanoseconds {
             resends += 1
+            timeoutsWithoutAcknowledgement += 1
             inFlight.removeAll()
         }
         return maximumInFlight - inFlight.count

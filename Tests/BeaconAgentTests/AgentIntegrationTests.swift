@@ -45,6 +45,31 @@ struct AgentIntegrationTests {
         #expect(try FileManager.default.contentsOfDirectory(atPath: spool).filter { $0.hasSuffix(".seg") }.isEmpty)
     }
 
+    /// A broker without any ingest for the agent's site (a mistyped `--site`): the batches are taken but never
+    /// acknowledged, and after three timeouts in a row the agent says so once, with its site, agent and broker.
+    @Test func anAgentThatNoIngestAcknowledgesSaysSoOnce() async throws {
+        let broker = try MosquittoServer()
+        let spool = try makeTemporaryDirectory(prefix: "spool")
+        defer { try? FileManager.default.removeItem(atPath: spool) }
+        var configuration = try configuration(broker, spool: spool)
+        configuration.acknowledgementTimeout = .milliseconds(500)
+        configuration.drainTimeout = .seconds(4)
+        let log = RecordingLog()
+        let agent = Agent(
+            configuration: configuration, source: CaptureReplaySource(path: exampleFile("mixed-beacons.btsnoop"), speed: .maximum),
+            logger: log.logger(label: "agent"))
+        guard case .undelivered(let pending) = try await agent.run() else {
+            Issue.record("the batches were acknowledged")
+            return
+        }
+        #expect(pending > 0)
+        let warnings = log.all.filter { $0.message.hasPrefix("No ingest acknowledges this agent's batches") }
+        #expect(warnings.count == 1, "\(log.all.map(\.message))")
+        #expect(warnings.first?.level == .warning)
+        #expect(warnings.first?.metadata["site"] == "hq" && warnings.first?.metadata["agent"] == "hq-a1")
+        #expect(warnings.first?.metadata["broker"]?.contains("\(broker.port)") == true, "\(warnings)")
+    }
+
     @Test func aReinstalledAgentDoesNotTakeItsEarlierLifesAcknowledgementForItsOwn() async throws {
         let broker = try MosquittoServer()
         // The ingest committed this agent's batches up to 5000 in an earlier life, and the broker retains that.

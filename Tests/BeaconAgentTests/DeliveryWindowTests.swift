@@ -29,6 +29,27 @@ import Testing
         #expect(window.resends == 1)
     }
 
+    /// An agent no ingest acknowledges (its site served by none) counts its timeouts in a row; an acknowledgement
+    /// that moves ends the stretch, a reconnect does not.
+    @Test func timeoutsInARowAreCountedUntilAnAcknowledgementMoves() {
+        var window = DeliveryWindow(maximumInFlight: 2, acknowledgementTimeoutNanoseconds: 1_000)
+        window.connected()
+        for round in UInt64(0)..<3 {
+            let now = round * 2_000
+            _ = window.capacity(nowNanoseconds: now)
+            window.published(window.highestPublished + 1, nowNanoseconds: now)
+        }
+        _ = window.capacity(nowNanoseconds: 10_000)
+        #expect(window.timeoutsWithoutAcknowledgement == 3)
+        window.disconnected()
+        window.connected()
+        #expect(window.timeoutsWithoutAcknowledgement == 3)
+        window.acknowledge(through: 0)
+        #expect(window.timeoutsWithoutAcknowledgement == 3, "an acknowledgement that does not move says nothing new")
+        window.acknowledge(through: 1)
+        #expect(window.timeoutsWithoutAcknowledgement == 0)
+    }
+
     @Test func aReconnectSendsEverythingUnacknowledgedAgain() {
         var window = DeliveryWindow(maximumInFlight: 4, acknowledgementTimeoutNanoseconds: 1_000_000)
         window.connected()
