@@ -4,7 +4,7 @@
 -- on what identifies a transmission, the beacon and the frame's own advertising counter and uptime (the same
 -- bytes for every agent that heard it; a reboot restarts both, so they do not repeat). Existing duplicates are
 -- removed (the earliest reception stays) before the indexes are made. Rows within a few minutes of a UTC
--- midnight are also checked against the neighbouring day by the writer (`BatchWriter.insertTelemetry`).
+-- midnight are also checked against the neighbouring day by the writer (`TransmissionStore.telemetry`).
 
 DO $$
 DECLARE
