@@ -256,7 +256,7 @@ final class AgentEngine: @unchecked Sendable {
             metadata: [
                 "site": "\(configuration.siteID)", "agent": "\(configuration.agentID)", "broker": "\(client.currentBroker)",
                 "timeouts": "\(window.timeoutsWithoutAcknowledgement)",
-                "waited_s": "\(window.timeoutsWithoutAcknowledgement * Int(window.acknowledgementTimeoutNanoseconds / 1_000_000_000))",
+                "waited_s": "\(Double(window.timeoutsWithoutAcknowledgement) * Double(window.acknowledgementTimeoutNanoseconds) / 1e9)",
             ])
     }
 

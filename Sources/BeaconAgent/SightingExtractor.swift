@@ -123,12 +123,9 @@ public struct SightingExtractor: Sendable {
         case .iBeacon(let beacon): power = beacon.measuredPower
         case .altBeacon(let beacon): power = beacon.referenceRSSI
         }
-        guard let identity = frame.identity else {
-            // An AltBeacon id too long for a binary id: named by its text.
-            guard case .altBeacon(let beacon) = frame else { preconditionFailure("only an AltBeacon has no binary id") }
-            return key(beacon.beaconID, nil, address, power: power)
-        }
-        return key(identity.description, identity, address, power: power)
+        // Without a binary id (an AltBeacon id1 of a length it cannot carry), the frame's text names it.
+        let identity = frame.identity
+        return key(identity?.description ?? frame.frame.beaconID ?? "", identity, address, power: power)
     }
 
     private func key(_ beaconID: String, _ identity: BeaconIdentity?, _ address: DeviceAddress, power: Int8?) -> BeaconKey {

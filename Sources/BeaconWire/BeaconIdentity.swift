@@ -51,10 +51,10 @@ public struct BeaconIdentity: Hashable, Sendable, CustomStringConvertible {
         self.bytes = bytes
     }
 
-    public static func eid(_ eid: UInt64) -> BeaconIdentity { BeaconIdentity(kind: .eid, unchecked: bigEndian(eid, 8)) }
+    public static func eid(_ eid: UInt64) -> BeaconIdentity { BeaconIdentity(kind: .eid, unchecked: bigEndianBytes(eid, count: 8)) }
 
     public static func device(_ address: DeviceAddress) -> BeaconIdentity {
-        BeaconIdentity(kind: .mac, unchecked: bigEndian(address.value, 6))
+        BeaconIdentity(kind: .mac, unchecked: bigEndianBytes(address.value, count: 6))
     }
 
     /// A pseudonym: the first 8 bytes of a digest of what the device sends.
@@ -99,7 +99,7 @@ public struct BeaconIdentity: Hashable, Sendable, CustomStringConvertible {
             guard fields.count == 3, let id = try? [UInt8](hex: fields[0]), let first = UInt16(fields[1]),
                 let second = UInt16(fields[2])
             else { return nil }
-            bytes = id + Self.bigEndian(UInt64(first), 2) + Self.bigEndian(UInt64(second), 2)
+            bytes = id + bigEndianBytes(UInt64(first), count: 2) + bigEndianBytes(UInt64(second), count: 2)
         }
         // Canonical only: the text must come back the same (case, zero padding, separators).
         guard let identity = BeaconIdentity(kind: kind, bytes: bytes), identity.description == text else { return nil }
@@ -116,9 +116,5 @@ public struct BeaconIdentity: Hashable, Sendable, CustomStringConvertible {
     public init?(binary: [UInt8]) {
         guard let first = binary.first, let kind = Kind(rawValue: first), binary.count <= Self.maximumBinaryBytes else { return nil }
         self.init(kind: kind, bytes: Array(binary.dropFirst()))
-    }
-
-    private static func bigEndian(_ value: UInt64, _ count: Int) -> [UInt8] {
-        (0..<count).map { UInt8(truncatingIfNeeded: value >> UInt64(8 * (count - 1 - $0))) }
     }
 }

@@ -99,15 +99,13 @@ public struct EddystoneUID: Hashable, Sendable {
     public var instanceHex: String { hexString(instance, digits: 12) }
 
     public var identity: BeaconIdentity {
-        BeaconIdentity(kind: .eddystone, bytes: Self.bigEndian(namespaceHigh, 8) + Self.bigEndian(UInt64(namespaceLow), 2) + Self.bigEndian(instance, 6))!
+        BeaconIdentity(
+            kind: .eddystone,
+            bytes: bigEndianBytes(namespaceHigh, count: 8) + bigEndianBytes(UInt64(namespaceLow), count: 2) + bigEndianBytes(instance, count: 6))!
     }
 
     /// `eddystone:<namespace>:<instance>` (the beacon-id contract).
     public var beaconID: String { identity.description }
-
-    private static func bigEndian(_ value: UInt64, _ count: Int) -> [UInt8] {
-        (0..<count).map { UInt8(truncatingIfNeeded: value >> UInt64(8 * (count - 1 - $0))) }
-    }
 }
 
 /// Eddystone-URL, with the scheme prefix and expansion tables of the Eddystone-URL specification.

@@ -25,6 +25,11 @@ public func hexString(_ value: UInt64, digits: Int) -> String {
     return out
 }
 
+/// The low `count` bytes of `value`, most significant first.
+func bigEndianBytes(_ value: UInt64, count: Int) -> [UInt8] {
+    (0..<count).map { UInt8(truncatingIfNeeded: value >> UInt64(8 * (count - 1 - $0))) }
+}
+
 extension Array where Element == UInt8 {
     /// Parses hexadecimal text. Spaces, colons, dashes and a leading `0x` are ignored, so `"02 01 06"`,
     /// `"AA:BB"` and `"0x0201"` all work.

@@ -33,11 +33,10 @@ public struct IBeacon: Hashable, Sendable {
     public var uuid: String { dashedUUID(high: uuidHigh, low: uuidLow) }
 
     public var identity: BeaconIdentity {
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(20)
-        for value in [uuidHigh, uuidLow] { for shift in stride(from: 56, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: value >> UInt64(shift))) } }
-        bytes += [UInt8(major >> 8), UInt8(major & 0xFF), UInt8(minor >> 8), UInt8(minor & 0xFF)]
-        return BeaconIdentity(kind: .iBeacon, bytes: bytes)!
+        BeaconIdentity(
+            kind: .iBeacon,
+            bytes: bigEndianBytes(uuidHigh, count: 8) + bigEndianBytes(uuidLow, count: 8)
+                + bigEndianBytes(UInt64(major), count: 2) + bigEndianBytes(UInt64(minor), count: 2))!
     }
 
     /// `ibeacon:<uuid>:<major>:<minor>` (the beacon-id contract).
@@ -91,7 +90,7 @@ public struct AltBeacon: Hashable, Sendable {
     /// `altbeacon:<id1>:<id2>:<id3>` (the beacon-id contract).
     /// Nil for an id1 too long for the binary form (the text form is the id then).
     public var identity: BeaconIdentity? {
-        BeaconIdentity(kind: .altBeacon, bytes: id1 + [UInt8(id2 >> 8), UInt8(id2 & 0xFF), UInt8(id3 >> 8), UInt8(id3 & 0xFF)])
+        BeaconIdentity(kind: .altBeacon, bytes: id1 + bigEndianBytes(UInt64(id2), count: 2) + bigEndianBytes(UInt64(id3), count: 2))
     }
 
     public var beaconID: String { "altbeacon:\(id1.hexString):\(id2):\(id3)" }

@@ -85,7 +85,8 @@ public final class BatchWriter {
     public func commit(_ batches: [DecodedBatch], nowMicros: Int64 = wallClockMicros()) throws(PostgresError) -> GroupResult {
         guard !batches.isEmpty else { return GroupResult(outcomes: [], acknowledgements: [:]) }
         try partitions.ensure(days: days(of: batches))
-        for key in Set(batches.map { AgentKey(site: $0.siteID, agent: $0.agentID) }) where !loadedAgents.contains(key) {
+        let agents = Set(batches.map { AgentKey(site: $0.siteID, agent: $0.agentID) })
+        for key in agents where !loadedAgents.contains(key) {
             try loadProgress(key)
         }
         let written = try connection.transaction(with: &state) { (state) throws(PostgresError) -> TransactionEnd<GroupWrite> in
@@ -107,7 +108,7 @@ public final class BatchWriter {
         case .written(var result):
             // After the commit only this look for other instances' progress can fail: what committed stays.
             // Batches beyond a gap may have been committed by another ingest instance: look before waiting.
-            for key in Set(batches.map { AgentKey(site: $0.siteID, agent: $0.agentID) }) where state.tracker.waiting(key) > 0 {
+            for key in agents where state.tracker.waiting(key) > 0 {
                 let old = state.tracker.committedThrough(key)
                 try loadProgress(key)
                 if state.tracker.committedThrough(key) != old { result.acknowledgements[key] = state.tracker.committedThrough(key) }
