@@ -79,8 +79,17 @@ let package = Package(
         // The one Swift wrapper of libbluetooth: the raw HCI socket.
         .target(name: "BlueZHCI", dependencies: ["CBlueZ"]),
 
-        // /metrics (Prometheus) and /healthz over a small HTTP listener on a thread of its own.
-        .target(name: "MetricsEndpoint", dependencies: [.product(name: "Prometheus", package: "swift-prometheus")]),
+        // Metric families (name, type, labels, help) written once, and the version every command reports.
+        .target(name: "MetricFamilies", dependencies: [.product(name: "Metrics", package: "swift-metrics")]),
+
+        // /metrics (Prometheus, with each family's help, the build and the process) and /healthz over a small HTTP
+        // listener on a thread of its own.
+        .target(
+            name: "MetricsEndpoint",
+            dependencies: [
+                "MetricFamilies", .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+            ]),
 
         // Throwaway mosquitto and PostgreSQL servers on loopback ports, for the tests and the accuracy harness.
         .target(name: "LocalServers", dependencies: ["WorkQueue"]),
@@ -99,6 +108,7 @@ let package = Package(
                 "BeaconWire",
                 "BlueZHCI",
                 "BoundedYAML",
+                "MetricFamilies",
                 "Mosquitto",
                 "WorkQueue",
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -113,7 +123,7 @@ let package = Package(
         .target(
             name: "BeaconIngest",
             dependencies: [
-                "BeaconMessaging", "BeaconWire", "BoundedYAML", "LibPQ", "Mosquitto", "WorkQueue",
+                "BeaconMessaging", "BeaconWire", "BoundedYAML", "LibPQ", "MetricFamilies", "Mosquitto", "WorkQueue",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Yams", package: "Yams"),
@@ -155,6 +165,7 @@ let package = Package(
                 "BoundedYAML",
                 "LibPQ",
                 "LocalServers",
+                "MetricFamilies",
                 "MetricsEndpoint",
                 "Mosquitto",
                 "WebConsole",
@@ -182,7 +193,7 @@ let package = Package(
         // executable, a browser, Home Assistant, a VM with the kernel's Bluetooth stack).
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["AccuracyHarness", "BeaconIngest", "BeaconAgent", "BeaconMessaging", "BeaconWire", "LibPQ", "LocalServers", "MetricsEndpoint", "Mosquitto", "Reporting", "TestServers", "WorkQueue"]),
+            dependencies: ["AccuracyHarness", "BeaconIngest", "BeaconAgent", "BeaconMessaging", "BeaconWire", "LibPQ", "LocalServers", "MetricFamilies", "MetricsEndpoint", "Mosquitto", "Reporting", "TestServers", "WorkQueue"]),
         // Starts the real servers (mosquitto, PostgreSQL) on loopback for tests.
         .target(name: "TestServers", dependencies: ["BeaconAgent", "BeaconIngest", "BeaconWire", "LibPQ", "LocalServers", "WorkQueue", .product(name: "Logging", package: "swift-log")], path: "Tests/TestServers"),
     ],

@@ -2,6 +2,7 @@ import BeaconMessaging
 import BeaconWire
 import Foundation
 import Logging
+import MetricFamilies
 import Metrics
 import Mosquitto
 import SwiftProtobuf
@@ -41,30 +42,31 @@ final class AgentEngine: @unchecked Sendable {
     private(set) var batchesPublished = 0
     private(set) var sightings = 0
 
-    private let advertsCounter = Counter(label: "beaconflow_agent_adverts_total")
-    private let sightingsCounter = Counter(label: "beaconflow_agent_sightings_total")
-    private let batchesCounter = Counter(label: "beaconflow_agent_batches_total")
-    private let publishCounter = Counter(label: "beaconflow_agent_publishes_total")
-    private let acknowledgedCounter = Counter(label: "beaconflow_agent_batches_acknowledged_total")
-    private let droppedCounter = Counter(label: "beaconflow_agent_spool_dropped_batches_total")
+    private let advertsCounter = Counter(AgentMetrics.adverts)
+    private let sightingsCounter = Counter(AgentMetrics.sightings)
+    private let batchesCounter = Counter(AgentMetrics.batches)
+    private let publishCounter = Counter(AgentMetrics.publishes)
+    private let acknowledgedCounter = Counter(AgentMetrics.acknowledged)
+    private let droppedCounter = Counter(AgentMetrics.dropped)
     /// Acknowledgements not believed (beyond the newest batch sealed, or not an acknowledgement at all).
-    private let refusedAcknowledgementsCounter = Counter(label: "beaconflow_agent_acknowledgements_refused_total")
+    private let refusedAcknowledgementsCounter = Counter(AgentMetrics.refusedAcknowledgements)
     /// Acknowledgements that did not come within the timeout (the window then resends from the oldest batch).
-    private let acknowledgementTimeoutsCounter = Counter(label: "beaconflow_agent_acknowledgement_timeouts_total")
+    private let acknowledgementTimeoutsCounter = Counter(AgentMetrics.acknowledgementTimeouts)
     /// Timeouts in a row after which the agent says that no ingest acknowledges it (once per such stretch).
     static let unacknowledgedWarningTimeouts = 3
     private var warnedUnacknowledged = false
     /// Batches the ingest refused, by the reason it gave.
     private let refusedBatchesCounters = Dictionary(
         uniqueKeysWithValues: (RejectionReason.allCases.map(\.rawValue) + ["other"]).map {
-            ($0, Counter(label: "beaconflow_agent_batches_refused_total", dimensions: [("reason", $0)]))
+            ($0, Counter(AgentMetrics.refusedBatches, [("reason", $0)]))
         })
     private var refusedBatches = 0
-    private let spoolBytesGauge = Gauge(label: "beaconflow_agent_spool_bytes")
-    private let spoolPendingGauge = Gauge(label: "beaconflow_agent_spool_pending_batches")
+    private let spoolBytesGauge = Gauge(AgentMetrics.spoolBytes)
+    private let spoolPendingGauge = Gauge(AgentMetrics.spoolPending)
+    private let brokerConnectedGauge = Gauge(AgentMetrics.brokerConnected)
     private let skippedCounters = Dictionary(
         uniqueKeysWithValues: SightingExtractor.Skip.allCases.map {
-            ($0, Counter(label: "beaconflow_agent_adverts_skipped_total", dimensions: [("reason", $0.rawValue)]))
+            ($0, Counter(AgentMetrics.advertsSkipped, [("reason", $0.rawValue)]))
         })
     private var droppedReported = 0
     /// A replay being resumed or recorded.
@@ -284,6 +286,7 @@ final class AgentEngine: @unchecked Sendable {
                 "Connected to the broker",
                 metadata: ["broker": "\(client.currentBroker)", "session_present": "\(sessionPresent)"])
             window.connected()
+            brokerConnectedGauge.record(1)
             publishStatus(online: true)
             pump(now: now)
         case .disconnected(let reason):
@@ -292,6 +295,7 @@ final class AgentEngine: @unchecked Sendable {
             }
             record(error: "broker: \(reason)")
             window.disconnected()
+            brokerConnectedGauge.record(0)
         case .published(_, let reasonCode) where reasonCode >= 0x80:
             record(error: "the broker refused a publish (MQTT reason code \(reasonCode))")
             logger.error("Broker refused a publish", metadata: ["reason_code": "\(reasonCode)"])

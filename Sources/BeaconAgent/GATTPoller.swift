@@ -2,6 +2,7 @@ import BeaconWire
 import BlueZHCI
 import Foundation
 import Logging
+import MetricFamilies
 import Metrics
 
 /// Reads Battery Level and Device Information from listed devices over GATT, every `interval`, on its own
@@ -43,7 +44,7 @@ public struct GATTPoller: Sendable {
 
     /// Polls each target when it is due, until `shouldStop()`.
     func run(deliver: (Result) -> Void, shouldStop: () -> Bool) {
-        let failures = Counter(label: "beaconflow_agent_gatt_poll_failures_total")
+        let failures = Counter(AgentMetrics.gattPollFailures)
         var due = Dictionary(targets.map { ($0, ContinuousClock.now) }, uniquingKeysWith: { first, _ in first })
         var failuresInARow: [DeviceAddress: Int] = [:]
         while !shouldStop() {

@@ -2,6 +2,7 @@ import BeaconWire
 import BlueZHCI
 import Foundation
 import Logging
+import MetricFamilies
 import Metrics
 
 /// Scans with a Bluetooth adapter through a raw HCI socket (libbluetooth), on the source thread.
@@ -72,7 +73,8 @@ public struct HCIScanSource: AdvertSource {
         let adapterEvents = isRealDevice ? try? HCISocket.openAdapterEvents() : nil
         defer { adapterEvents?.close() }
         let recorder = try recordPath.map { try CaptureRecorder(path: $0) }
-        let losses = Counter(label: "beaconflow_agent_adapter_losses_total")
+        let losses = Counter(AgentMetrics.adapterLosses)
+        status.set(scanning: false)
         var outageReported = false
         while true {
             let end: ScanEnd
@@ -140,8 +142,8 @@ public struct HCIScanSource: AdvertSource {
         on socket: HCISocket, adapterEvents: HCISocket?, index: UInt16, recorder: CaptureRecorder?,
         deliver: ([TimedReport]) -> Void, shouldStop: () -> Bool
     ) throws -> ScanEnd {
-        let restarts = Counter(label: "beaconflow_agent_scan_restarts_total")
-        let interruptions = Counter(label: "beaconflow_agent_scan_interruptions_total")
+        let restarts = Counter(AgentMetrics.scanRestarts)
+        let interruptions = Counter(AgentMetrics.scanInterruptions)
         var changedElsewhere: (at: ContinuousClock.Instant, opcode: UInt16)?
         var session = HCIScanSession(parameters: parameters)
         var buffer = [UInt8](repeating: 0, count: 1024)

@@ -5,10 +5,10 @@ import Foundation
 import Prometheus
 import Synchronization
 
-/// A small HTTP/1.1 listener for operations: `GET /metrics` (Prometheus text format, from a registry) and
-/// `GET /healthz` (200 or 503 with a JSON body). One request per connection, every connection served by one
-/// thread of its own; anything else is 404 (or 405 for another method). It never reads more than 8 KiB of a
-/// request.
+/// A small HTTP/1.1 listener for operations: `GET /metrics` (Prometheus text format, from a registry, then the
+/// process's figures) and `GET /healthz` (200 or 503 with a JSON body). One request per connection, every
+/// connection served by one thread of its own; anything else is 404 (or 405 for another method). It never reads
+/// more than 8 KiB of a request.
 public final class MetricsEndpoint: Sendable {
     public struct Health: Sendable {
         public var healthy: Bool
@@ -193,7 +193,7 @@ public final class MetricsEndpoint: Sendable {
         } else if line[0] != "GET" {
             (status, type, body) = ("405 Method Not Allowed", "text/plain", Array("only GET\n".utf8))
         } else if line[1] == "/metrics" {
-            (status, type, body) = ("200 OK", "text/plain; version=0.0.4", registry.emitToBuffer())
+            (status, type, body) = ("200 OK", "text/plain; version=0.0.4", registry.emitToBuffer() + Array(ProcessMetrics.exposition().utf8))
         } else if line[1] == "/healthz" {
             let state = health()
             (status, type, body) = (state.healthy ? "200 OK" : "503 Service Unavailable", "application/json", Array((state.json + "\n").utf8))

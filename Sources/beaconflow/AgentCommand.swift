@@ -87,12 +87,14 @@ struct AgentCommand: AsyncParsableCommand {
     var gattRetry: Int?
     @Option(help: "Also read this characteristic (16-bit UUID in hex, such as 2A6E for Temperature) in every GATT poll, from whichever service holds it; numeric ones the ingest knows become sensor readings, the others device information in hex (repeatable).")
     var gattRead: [String] = []
-    @Option(help: "Where /metrics (Prometheus: spool bytes and batches, batches sealed, published, acknowledged, refused and dropped, adverts and sightings, scan restarts, interruptions and adapter losses) and /healthz (200 while connected to the broker and, with an hci source, scanning) listen: HOST:PORT, [IPv6]:PORT, or 'none' (the default).")
+    @Option(help: "Where /metrics (Prometheus: docs/metrics.md) and /healthz (200 while connected to the broker and, with an hci source, scanning) listen: HOST:PORT, [IPv6]:PORT, or 'none' (the default).")
     var metricsListen: String?
     @Option(help: "Log level (default info).") var logLevel: Logger.Level?
+    @Option(help: "Log lines as 'text' (the default), 'json' (one object per line) or 'logfmt', for Loki, Elasticsearch or Vector.")
+    var logFormat: LogFormat = .text
 
     func run() async throws {
-        bootstrapLogging(level: logLevel ?? .info)
+        bootstrapLogging(level: logLevel ?? .info, format: logFormat)
         let logger = Logger(label: "beaconflow.agent")
         let configuration: AgentConfiguration
         let advertSource: any AdvertSource
@@ -112,7 +114,7 @@ struct AgentCommand: AsyncParsableCommand {
         }
 
         // Before the agent makes its counters, so that they report here.
-        let registry = metrics.map { _ in MetricsListenAddress.bootstrapRegistry() }
+        let registry = metrics.map { _ in MetricsListenAddress.bootstrapRegistry(families: AgentMetrics.all) }
         let agent = Agent(configuration: configuration, source: advertSource, gattPoller: gattPoller, logger: logger)
         var endpoint: MetricsEndpoint?
         if let metrics, let registry {

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Logging
+import MetricFamilies
 import MetricsEndpoint
 import ServiceLifecycle
 
@@ -14,7 +15,7 @@ struct Beaconflow: AsyncParsableCommand {
               beaconflow decode --btsnoop examples/mixed-beacons.btsnoop
               beaconflow agent --site hq --agent hq-a1 --source btsnoop:examples/mixed-beacons.btsnoop --broker mqtt://127.0.0.1:1883
             """,
-        version: "0.1.0",
+        version: BuildInfo.version,
         subcommands: [
             AgentCommand.self, IngestCommand.self, DecodeCommand.self, MigrateCommand.self, SimulateCommand.self,
             AccuracyCommand.self, ReportCommand.self, DemoCommand.self, ConsoleCommand.self,
@@ -53,14 +54,6 @@ extension Beaconflow {
 }
 
 /// Logs to standard error at `level` (constant messages, data in metadata).
-func bootstrapLogging(level: Logger.Level) {
-    LoggingSystem.bootstrap { label in
-        var handler = StreamLogHandler.standardError(label: label)
-        handler.logLevel = level
-        return handler
-    }
-}
-
 /// Runs a command's service until it ends or SIGTERM/SIGINT asks it to stop gracefully, with its `/metrics`
 /// endpoint when there is one: listed first, the endpoint stops last and answers while the service shuts down.
 func runUntilSignalled(_ service: some Service, metrics: MetricsEndpoint?, logger: Logger) async throws {

@@ -31,6 +31,8 @@ struct ConsoleCommand: AsyncParsableCommand {
     @Option(help: "Open connections at most.") var maxConnections = 64
     @Option(help: "Live event streams (open pages) at most; pages beyond it poll every 5 s.") var maxStreams = 32
     @Option(help: "Log level.") var logLevel: Logger.Level = .info
+    @Option(help: "Log lines as 'text' (the default), 'json' (one object per line) or 'logfmt', for Loki, Elasticsearch or Vector.")
+    var logFormat: LogFormat = .text
 
     func validate() throws {
         guard (0.5...3600).contains(refresh) else { throw ValidationError("--refresh must be 0.5-3600 seconds") }
@@ -65,7 +67,7 @@ struct ConsoleCommand: AsyncParsableCommand {
         let token: String
         do { token = try self.token() } catch { throw ValidationError(error.message) }
         guard let address = try? MetricsListenAddress.parse(listen) else { throw ValidationError("--listen: '\(listen)'") }
-        bootstrapLogging(level: logLevel)
+        bootstrapLogging(level: logLevel, format: logFormat)
         let logger = Logger(label: "beaconflow.console")
         let console = WebConsoleService(
             conninfo: databaseOptions.database, host: address.host, port: address.port, token: token, refresh: .milliseconds(Int64(refresh * 1000)),

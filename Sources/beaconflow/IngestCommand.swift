@@ -68,9 +68,11 @@ struct IngestCommand: AsyncParsableCommand {
     @Flag(help: "Home Assistant MQTT discovery (implies --presence): a device per registry beacon and one per site.")
     var homeAssistant = false
     @Option(help: "The Home Assistant discovery prefix.") var homeAssistantPrefix = "homeassistant"
-    @Option(help: "Where /metrics (Prometheus) and /healthz listen: HOST:PORT, [IPv6]:PORT, or 'none'.")
+    @Option(help: "Where /metrics (Prometheus: docs/metrics.md) and /healthz listen: HOST:PORT, [IPv6]:PORT, or 'none'.")
     var metricsListen = "127.0.0.1:9464"
     @Option(help: "Log level.") var logLevel: Logger.Level = .info
+    @Option(help: "Log lines as 'text' (the default), 'json' (one object per line) or 'logfmt', for Loki, Elasticsearch or Vector.")
+    var logFormat: LogFormat = .text
 
     /// The checks that need no file. (The database's is its option group's.)
     func validate() throws {
@@ -122,10 +124,10 @@ struct IngestCommand: AsyncParsableCommand {
         case .success(let made): (configuration, metrics) = made
         case .failure(let error): throw ValidationError(error.message)
         }
-        bootstrapLogging(level: logLevel)
+        bootstrapLogging(level: logLevel, format: logFormat)
         let logger = Logger(label: "beaconflow.ingest")
         // Before the ingest makes its counters, so that they report here.
-        let registry = metrics.map { _ in MetricsListenAddress.bootstrapRegistry() }
+        let registry = metrics.map { _ in MetricsListenAddress.bootstrapRegistry(families: IngestMetrics.all) }
         let ingest = Ingest(configuration: configuration, logger: logger)
         var endpoint: MetricsEndpoint?
         if let metrics, let registry {

@@ -1,5 +1,6 @@
 import BeaconMessaging
 import Logging
+import MetricFamilies
 import Metrics
 import MetricsEndpoint
 import Prometheus
@@ -20,11 +21,11 @@ struct MetricsListenAddress {
         return MetricsListenAddress(host: host, port: port)
     }
 
-    /// Sends every swift-metrics metric made from now on to a new Prometheus registry: call it before making the
-    /// component whose counters `serve` should report.
-    static func bootstrapRegistry() -> PrometheusCollectorRegistry {
+    /// Sends every swift-metrics metric made from now on to a new Prometheus registry, described by `families`:
+    /// call it before making the component whose counters `serve` should report.
+    static func bootstrapRegistry(families: [MetricFamily]) -> PrometheusCollectorRegistry {
         let registry = PrometheusCollectorRegistry()
-        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
+        MetricsSystem.bootstrap(DescribedMetricsFactory(registry: registry, families: families))
         return registry
     }
 

@@ -1,11 +1,15 @@
+import BeaconAgent
 import BeaconIngest
 import Foundation
 import LocalServers
+import MetricFamilies
+import MetricsEndpoint
 import TestServers
 import Testing
 
 /// The contract documents of docs/ say what the code does: the command-line reference is the commands' own help,
-/// the decoded-JSON examples are what `decode` prints, the sites-file example loads.
+/// the decoded-JSON examples are what `decode` prints, the sites-file example loads, the metrics reference is the
+/// code's list of families and nothing names a metric that does not exist.
 struct ContractDocumentTests {
     static func read(_ path: String) throws -> String { try String(contentsOfFile: repositoryRoot + "/" + path, encoding: .utf8) }
 
@@ -21,6 +25,55 @@ struct ContractDocumentTests {
         let fresh = try String(contentsOfFile: work + "/cli.md", encoding: .utf8)
         #expect(fresh == (try Self.read("docs/cli.md")), "docs/cli.md is out of date: run scripts/generate-cli-doc")
         for subcommand in ExampleTests.subcommands { #expect(fresh.contains("\n## beaconflow \(subcommand)\n"), "\(subcommand)") }
+    }
+
+    static let metricSections: [(marker: String, families: [MetricFamily])] = [
+        ("agent", AgentMetrics.all), ("ingest", IngestMetrics.all), ("process", [BuildInfo.family] + ProcessMetrics.all),
+    ]
+
+    /// docs/metrics.md's tables are the families of `AgentMetrics`, `IngestMetrics`, the build and the process, as
+    /// the code describes them (with `METRICS_DOC=write` the test writes them instead).
+    @Test func theMetricsReferenceIsTheCodesListOfFamilies() throws {
+        let path = repositoryRoot + "/docs/metrics.md"
+        var text = try String(contentsOfFile: path, encoding: .utf8)
+        for (marker, families) in Self.metricSections {
+            let rows = families.sorted { $0.name < $1.name }.map { family in
+                let labels = family.labels.map { "`\($0)`" }.joined(separator: ", ")
+                return "| `\(family.name)` | \(family.kind.rawValue) | \(labels) | \(family.help) |"
+            }
+            let table = (["| Family | Type | Labels | Help |", "|---|---|---|---|"] + rows).joined(separator: "\n")
+            let begin = try #require(text.range(of: "<!-- families: \(marker) -->\n"), "docs/metrics.md has no \(marker) table")
+            let end = try #require(text.range(of: "<!-- end -->", range: begin.upperBound..<text.endIndex))
+            if ProcessInfo.processInfo.environment["METRICS_DOC"] == "write" {
+                text.replaceSubrange(begin.upperBound..<end.lowerBound, with: table + "\n")
+            } else {
+                #expect(String(text[begin.upperBound..<end.lowerBound]) == table + "\n", "docs/metrics.md's \(marker) table differs: METRICS_DOC=write")
+            }
+        }
+        if ProcessInfo.processInfo.environment["METRICS_DOC"] == "write" { try text.write(toFile: path, atomically: true, encoding: .utf8) }
+    }
+
+    /// Every metric the README, docs/, the alerting rules and the dashboards name is one the code makes (a
+    /// histogram's `_bucket`, `_sum` and `_count` included).
+    @Test func everyMetricNamedAnywhereExists() throws {
+        let series = Set(Self.metricSections.flatMap(\.families).flatMap(\.seriesNames))
+        // Role names (beaconflow_reader) and table names (beaconflow.sightings) are not metrics.
+        let pattern = try Regex(#"\b(beaconflow_(agent|ingest|build)|process)_[a-z0-9_]*[a-z0-9]"#)
+        var files = ["README.md", "deploy/prometheus-alerts.yml", "deploy/prometheus-alerts.test.yml"]
+        for directory in ["docs", "dashboards"] {
+            let found = FileManager.default.enumerator(atPath: repositoryRoot + "/" + directory)?.compactMap { $0 as? String } ?? []
+            files += found.filter { $0.hasSuffix(".md") || $0.hasSuffix(".json") || $0.hasSuffix(".yaml") }.map { directory + "/" + $0 }
+        }
+        var named = 0
+        for file in files {
+            for match in try Self.read(file).matches(of: pattern) {
+                let name = String(match.output[0].substring ?? "")
+                let reported = series.contains(name)
+                named += 1
+                #expect(reported, "\(file) names \(name), which no component reports")
+            }
+        }
+        #expect(named >= 30)
     }
 
     /// Each JSON example of docs/decoded-json.md is one of the lines the `sh` command before it prints.

@@ -175,11 +175,15 @@ struct DashboardTests {
     }
 
     /// Each rule's query as the reader, as Grafana's alerting runs it: rows of one site label and one number.
-    /// With everything well (beacons just heard with full batteries, agents online and sending) no rule returns a
-    /// row; with one beacon low, one stale, one agent offline and one silent, each returns that site with 1.
+    /// With everything well (beacons just heard with full batteries, agents online and sending, every site served)
+    /// no rule returns a row; with one beacon low, one stale, one agent offline and one silent, each of those
+    /// four rules returns that site with 1 and the site-wide rules stay quiet; with the site unserved and every
+    /// online agent silent, the site-wide rules return that site with 1.
     func checkAlertRules(_ connection: PostgresConnection, site: String) throws {
         let rules = try Self.alertRules()
-        #expect(Set(rules.map(\.uid)) == ["beaconflow-low-battery", "beaconflow-stale-beacons", "beaconflow-agents-offline", "beaconflow-agents-silent"])
+        let agentRules: Set = ["beaconflow-low-battery", "beaconflow-stale-beacons", "beaconflow-agents-offline", "beaconflow-agents-silent"]
+        let siteRules: Set = ["beaconflow-site-unserved", "beaconflow-site-not-committing"]
+        #expect(Set(rules.map(\.uid)) == agentRules.union(siteRules))
         func evaluate() throws -> [String: [[String?]]] {
             try connection.execute("SET ROLE beaconflow_reader")
             defer { try? connection.execute("RESET ROLE") }
@@ -202,6 +206,14 @@ struct DashboardTests {
             "UPDATE beaconflow.beacon_state SET last_seen = now(), status = 'ok', est_days_left = 365, battery_mv = 3000")
         try connection.execute(
             "UPDATE beaconflow.agent_state SET online = true, online_since = now(), last_batch_at = now(), last_error = NULL")
+        // Every site held by a live session (this one) until the transaction is rolled back.
+        try connection.execute("DELETE FROM beaconflow.site_claims")
+        try connection.execute(
+            """
+            INSERT INTO beaconflow.site_claims (site_id, instance, claimed_at, backend_pid, epoch, expires_at)
+            SELECT site_id, 'test', now(), pg_backend_pid(), 1, now() + interval '1 hour'
+            FROM (SELECT site_id FROM beaconflow.zones UNION SELECT site_id FROM beaconflow.agent_health) s
+            """)
         for (uid, rows) in try evaluate() { #expect(rows.isEmpty, "\(uid) fires with everything well: \(rows)") }
 
         let beacons = try connection.query("SELECT beacon_id FROM beaconflow.beacon_state WHERE site_id = $1 ORDER BY beacon_id LIMIT 2", [site]).compactMap { $0[0] }
@@ -213,6 +225,16 @@ struct DashboardTests {
         _ = try connection.query(
             "UPDATE beaconflow.agent_state SET online_since = now() - interval '1 hour', last_batch_at = now() - interval '1 hour' WHERE site_id = $1 AND agent_id = $2",
             [site, agents[1]])
-        for (uid, rows) in try evaluate() { #expect(rows == [[site, "1"]], "\(uid): \(rows)") }
+        for (uid, rows) in try evaluate() {
+            #expect(rows == (agentRules.contains(uid) ? [[site, "1"]] : []), "\(uid): \(rows)")
+        }
+
+        _ = try connection.query("DELETE FROM beaconflow.site_claims WHERE site_id = $1", [site])
+        _ = try connection.query("UPDATE beaconflow.agent_state SET online = false WHERE site_id = $1", [site])
+        _ = try connection.query(
+            "UPDATE beaconflow.agent_state SET online = true, last_batch_at = now() - interval '1 hour' WHERE site_id = $1 AND agent_id = $2",
+            [site, agents[1]])
+        let results = try evaluate()
+        for uid in siteRules { #expect(results[uid] == [[site, "1"]], "\(uid): \(results[uid] ?? [])") }
     }
 }

@@ -1,3 +1,4 @@
+import BeaconAgent
 import BeaconIngest
 import Foundation
 import LocalServers
@@ -88,16 +89,7 @@ struct DeployTests {
                 .contains { $0.trimmingCharacters(in: .whitespaces).hasPrefix("exp_alerts:\n") }
             #expect(firing, "no test in which \(alert) fires")
         }
-        // Metric names as the code declares them (swift-metrics labels).
-        var declared = Set<String>()
-        let sources = repositoryRoot + "/Sources"
-        let label = try NSRegularExpression(pattern: #"label: "(beaconflow_[a-z_]+)""#)
-        for file in FileManager.default.enumerator(atPath: sources)!.compactMap({ $0 as? String }) where file.hasSuffix(".swift") {
-            let text = try String(contentsOfFile: sources + "/" + file, encoding: .utf8)
-            for match in label.matches(in: text, range: NSRange(text.startIndex..., in: text)) {
-                declared.insert(String(text[Range(match.range(at: 1), in: text)!]))
-            }
-        }
+        let declared = Set((AgentMetrics.all + IngestMetrics.all).flatMap(\.seriesNames))
         let used = try NSRegularExpression(pattern: #"expr: .*"#).matches(in: rules, range: NSRange(rules.startIndex..., in: rules))
             .flatMap { match -> [String] in
                 let expression = String(rules[Range(match.range, in: rules)!])

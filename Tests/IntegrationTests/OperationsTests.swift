@@ -1,10 +1,12 @@
+import BeaconAgent
 import BeaconIngest
 import Foundation
 import LibPQ
 import LocalServers
-import Synchronization
+import MetricFamilies
 import MetricsEndpoint
 import Prometheus
+import Synchronization
 import TestServers
 import Testing
 
@@ -155,6 +157,24 @@ func httpGet(port: Int, path: String, headers: [String] = []) throws -> (status:
     .enabled(if: MosquittoServer.executable != nil && PostgresServer.binaries != nil, "mosquitto or PostgreSQL is not installed"),
     .enabled(if: beaconflowExecutable != nil, "the beaconflow executable is not built"), .timeLimit(.minutes(2)))
 struct IngestCommandTests {
+    /// A scrape as Prometheus wants it: `promtool check metrics` passes (every family has its HELP and TYPE, names
+    /// as the conventions ask), every family is one of `families`, the build or the process, and the process's
+    /// figures are there.
+    func expectWellFormed(_ exposition: String, families: [MetricFamily]) async throws {
+        let known = Set((families + ProcessMetrics.all + [BuildInfo.family]).map(\.name))
+        let described = exposition.split(separator: "\n").filter { $0.hasPrefix("# HELP ") }.map { String($0.split(separator: " ")[2]) }
+        #expect(Set(described).isSubset(of: known), "families not in the catalogue: \(Set(described).subtracting(known))")
+        for name in ["process_cpu_seconds_total", "process_resident_memory_bytes", "process_open_fds", "process_start_time_seconds"] {
+            #expect(exposition.contains("\n\(name) "), "\(name) missing")
+        }
+        guard let promtool = findExecutable("promtool") else { return }
+        let work = try makeTemporaryDirectory(prefix: "scrape")
+        defer { try? FileManager.default.removeItem(atPath: work) }
+        try exposition.write(toFile: work + "/metrics", atomically: true, encoding: .utf8)
+        let check = try await runProgram("/bin/sh", ["-c", #"exec "$0" check metrics < "$1""#, promtool, work + "/metrics"])
+        #expect(check.status == 0, "promtool check metrics: \(check.output)\(check.errors)")
+    }
+
     @Test func theCommandsRunTheWholePipelineServeMetricsAndStopOnSIGTERM() async throws {
         let executable = try #require(beaconflowExecutable)
         let broker = try MosquittoServer()
@@ -189,6 +209,10 @@ struct IngestCommandTests {
         let metrics = try httpGet(port: port, path: "/metrics").body
         #expect(metrics.contains(#"beaconflow_ingest_batches_total{outcome="committed"}"#))
         #expect(metrics.contains("beaconflow_ingest_sightings_total"))
+        #expect(metrics.contains("beaconflow_ingest_database_connected 1"))
+        #expect(metrics.contains("beaconflow_ingest_brokers_connected 1"))
+        #expect(metrics.contains(#"beaconflow_build_info{version="\#(BuildInfo.version)"} 1"#))
+        try await expectWellFormed(metrics, families: IngestMetrics.all)
 
         ingest.terminate(SIGTERM)
         let status = await ingest.exit()
@@ -233,6 +257,8 @@ struct IngestCommandTests {
         #expect((metric("beaconflow_agent_publishes_total", in: metrics) ?? 0) >= (metric("beaconflow_agent_batches_acknowledged_total", in: metrics) ?? 0))
         #expect((metric("beaconflow_agent_adverts_total", in: metrics) ?? 0) > 0)
         #expect(metric("beaconflow_agent_spool_bytes", in: metrics) != nil)
+        #expect(metric("beaconflow_agent_broker_connected", in: metrics) == 1)
+        try await expectWellFormed(metrics, families: AgentMetrics.all)
         let health = try httpGet(port: port, path: "/healthz")
         #expect(health.status == "HTTP/1.1 200 OK" && health.body.contains(#""broker_connected":true"#), "\(health)")
         // Without the broker: unhealthy, and the batches wait in the spool.
@@ -245,7 +271,9 @@ struct IngestCommandTests {
         }
         #expect(unhealthy.status == "HTTP/1.1 503 Service Unavailable" && unhealthy.body.contains(#""broker_connected":false"#), "\(unhealthy)")
         try await Task.sleep(for: .seconds(2))
-        #expect((metric("beaconflow_agent_spool_pending_batches", in: try httpGet(port: port, path: "/metrics").body) ?? 0) > 0)
+        let withoutBroker = try httpGet(port: port, path: "/metrics").body
+        #expect((metric("beaconflow_agent_spool_pending_batches", in: withoutBroker) ?? 0) > 0)
+        #expect(metric("beaconflow_agent_broker_connected", in: withoutBroker) == 0)
         agent.terminate(SIGTERM)
         ingest.terminate(SIGTERM)
         #expect(log().contains("Serving /metrics"))
@@ -312,6 +340,53 @@ struct IngestCommandTests {
     }
 
     /// A connection string libpq cannot parse is named without printing it: it may hold a password.
+    /// `--log-format json` and `logfmt`: every line of an ingest that cannot reach its database (two hosts, so
+    /// libpq's error has a line per host) is one record with the time, level, logger and a constant message, its
+    /// data in fields; the database's error is one field of one line.
+    @Test(arguments: ["json", "logfmt"])
+    func structuredLogsAreOneRecordPerLine(format: String) async throws {
+        let executable = try #require(beaconflowExecutable)
+        let broker = try MosquittoServer()
+        let work = try makeTemporaryDirectory(prefix: "log-format")
+        defer { try? FileManager.default.removeItem(atPath: work) }
+        try testSites.write(toFile: work + "/sites.yaml", atomically: true, encoding: .utf8)
+        let closed = try freeLoopbackPort()
+        let ingest = try ChildProcess(
+            executable,
+            [
+                "ingest", "--sites", work + "/sites.yaml", "--broker", broker.url, "--metrics-listen", "none",
+                "--database", "host=127.0.0.1,::1 port=\(closed) dbname=none user=none connect_timeout=2", "--log-format", format,
+            ], standardErrorPath: work + "/ingest.log")
+        let log = { (try? String(contentsOfFile: work + "/ingest.log", encoding: .utf8)) ?? "" }
+        let deadline = ContinuousClock.now + .seconds(20)
+        while ContinuousClock.now < deadline, !log().contains("Connected to the broker") || !log().contains("PostgreSQL") {
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        ingest.terminate(SIGTERM)
+        _ = await ingest.exit()
+        let lines = log().split(separator: "\n").map(String.init)
+        #expect(lines.count >= 3, "\(log())")
+        var records: [[String: String]] = []
+        for line in lines {
+            if format == "json" {
+                let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: String]
+                #expect(object != nil, "not one JSON object of strings: \(line)")
+                records.append(object ?? [:])
+            } else {
+                let pair = #/([a-z_]+)=("(?:[^"\\]|\\.)*"|[^ "=]+)(?: |$)/#
+                let pairs = line.matches(of: pair)
+                #expect(pairs.map { $0.output.0.count }.reduce(0, +) == line.count, "not logfmt: \(line)")
+                records.append(Dictionary(pairs.map { (String($0.output.1), String($0.output.2)) }, uniquingKeysWith: { $1 }))
+            }
+        }
+        for record in records {
+            #expect(["ts", "level", "logger", "msg"].allSatisfy { record[$0] != nil }, "\(record)")
+            #expect(record["ts"]?.hasSuffix("Z") == true && record["logger"] == "beaconflow.ingest", "\(record)")
+        }
+        let failure = records.first { ($0["error"] ?? "").contains("127.0.0.1") }
+        #expect(failure?["error"]?.contains("::1") == true, "both hosts' failures in one field: \(log())")
+    }
+
     @Test func aBadConnectionStringIsNamedWithoutItsPassword() async throws {
         let executable = try #require(beaconflowExecutable)
         let work = try makeTemporaryDirectory(prefix: "bad-conninfo")

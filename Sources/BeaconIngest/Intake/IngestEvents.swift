@@ -2,6 +2,7 @@ import BeaconMessaging
 import BeaconWire
 import LibPQ
 import Logging
+import MetricFamilies
 import Metrics
 import Synchronization
 
@@ -66,36 +67,35 @@ final class IngestInstruments: Sendable {
     private let reportedUndecodable = Mutex(Set<String>())
 
     private let batchCounters = Dictionary(
-        uniqueKeysWithValues: ["committed", "duplicate", "rejected", "deferred", "not_served", "retained_ignored"].map {
-            ($0, Counter(label: "beaconflow_ingest_batches_total", dimensions: [("outcome", $0)]))
-        })
+        uniqueKeysWithValues: IngestMetrics.batchOutcomes.map { ($0, Counter(IngestMetrics.batches, [("outcome", $0)])) })
     private let rejectionCounters = Dictionary(
         uniqueKeysWithValues: RejectionReason.allCases.map {
-            ($0, Counter(label: "beaconflow_ingest_rejected_batches_total", dimensions: [("reason", $0.rawValue)]))
+            ($0, Counter(IngestMetrics.rejectedBatches, [("reason", $0.rawValue)]))
         })
-    private let sightingsCounter = Counter(label: "beaconflow_ingest_sightings_total")
-    private let telemetryCounter = Counter(label: "beaconflow_ingest_telemetry_total")
-    private let sensorReadingsCounter = Counter(label: "beaconflow_ingest_sensor_readings_total")
-    private let lateReadingsCounter = Counter(label: "beaconflow_ingest_late_readings_total")
-    private let evictedBeaconsCounter = Counter(label: "beaconflow_ingest_beacons_evicted_total")
-    private let reconnectCounter = Counter(label: "beaconflow_ingest_database_reconnects_total")
+    private let sightingsCounter = Counter(IngestMetrics.sightings)
+    private let telemetryCounter = Counter(IngestMetrics.telemetry)
+    private let sensorReadingsCounter = Counter(IngestMetrics.sensorReadings)
+    private let lateReadingsCounter = Counter(IngestMetrics.lateReadings)
+    private let evictedBeaconsCounter = Counter(IngestMetrics.evictedBeacons)
+    private let reconnectCounter = Counter(IngestMetrics.databaseReconnects)
+    private let databaseConnectedGauge = Gauge(IngestMetrics.databaseConnected)
     /// Status messages not used: not on a known agent's status topic, or not a valid status.
-    private let statusesIgnoredCounter = Counter(label: "beaconflow_ingest_statuses_ignored_total")
+    private let statusesIgnoredCounter = Counter(IngestMetrics.statusesIgnored)
     /// Statements PostgreSQL refused for their data (not the connection): the batch or status is set aside.
-    private let statementErrorsCounter = Counter(label: "beaconflow_ingest_statement_errors_total")
-    private let commitTimer = Timer(label: "beaconflow_ingest_commit_seconds")
-    private let queueGauge = Gauge(label: "beaconflow_ingest_queue_depth")
-    private let lagGauge = Gauge(label: "beaconflow_ingest_lag_seconds")
-    private let brokersGauge = Gauge(label: "beaconflow_ingest_brokers_connected")
+    private let statementErrorsCounter = Counter(IngestMetrics.statementErrors)
+    private let commitTimer = Timer(IngestMetrics.commitSeconds)
+    private let queueGauge = Gauge(IngestMetrics.queueDepth)
+    private let lagGauge = Gauge(IngestMetrics.lag)
+    private let brokersGauge = Gauge(IngestMetrics.brokersConnected)
     /// Sites claimed, of those the ones another instance had served before, and sites handed over.
-    private let siteClaimsCounter = Counter(label: "beaconflow_ingest_site_claims_total")
-    private let takenOverCounter = Counter(label: "beaconflow_ingest_sites_taken_over_total")
-    private let handedOverCounter = Counter(label: "beaconflow_ingest_sites_handed_over_total")
-    private let sitesServedGauge = Gauge(label: "beaconflow_ingest_sites_served")
-    private let sitesUnservedGauge = Gauge(label: "beaconflow_ingest_sites_unserved")
-    private let sitesLostCounter = Counter(label: "beaconflow_ingest_sites_lost_total")
+    private let siteClaimsCounter = Counter(IngestMetrics.siteClaims)
+    private let takenOverCounter = Counter(IngestMetrics.sitesTakenOver)
+    private let handedOverCounter = Counter(IngestMetrics.sitesHandedOver)
+    private let sitesServedGauge = Gauge(IngestMetrics.sitesServed)
+    private let sitesUnservedGauge = Gauge(IngestMetrics.sitesUnserved)
+    private let sitesLostCounter = Counter(IngestMetrics.sitesLost)
     /// Zone checkpoints read back damaged or out of range: their sites resumed without them.
-    private let unusableCheckpointsCounter = Counter(label: "beaconflow_ingest_unusable_checkpoints_total")
+    private let unusableCheckpointsCounter = Counter(IngestMetrics.unusableCheckpoints)
 
     init(logger: Logger) { self.logger = logger }
 
@@ -139,12 +139,14 @@ final class IngestInstruments: Sendable {
             logger.error(message, metadata: ["error": "\(escapedForLog(error.description))"])
         case .databaseConnected:
             statisticsState.withLock { $0.databaseConnected = true }
+            databaseConnectedGauge.record(1)
             logger.info("Connected to PostgreSQL", metadata: ["schema_version": "\(Migrator.latestVersion)"])
         case .databaseLost(let error):
             statisticsState.withLock {
                 $0.databaseConnected = false
                 $0.databaseReconnects += 1
             }
+            databaseConnectedGauge.record(0)
             record(.sitesServed(0))
             reconnectCounter.increment()
             logger.warning("PostgreSQL connection lost; reconnecting", metadata: ["error": "\(error)"])
@@ -211,7 +213,7 @@ final class IngestInstruments: Sendable {
         lateReadingsCounter.increment(by: group.lateReadings)
         evictedBeaconsCounter.increment(by: group.evictedBeacons)
         for frame in group.undecodableFrames {
-            Counter(label: "beaconflow_ingest_undecodable_frames_total", dimensions: [("reason", frame.reason)]).increment()
+            Counter(IngestMetrics.undecodableFrames, [("reason", frame.reason)]).increment()
             let first = reportedUndecodable.withLock { reported in
                 reported.count < 10_000 && reported.insert(frame.beaconID + " " + frame.reason).inserted
             }

@@ -1,5 +1,6 @@
 import BeaconMessaging
 import Foundation
+import MetricFamilies
 import Metrics
 
 /// How the ingest publishes live presence (`--presence`, docs/presence.md).
@@ -29,9 +30,9 @@ final class PresencePublisher {
     private var conditionSent: [String: ContinuousClock.Instant] = [:]
     private var conditionHeld: [String: [UInt8]] = [:]
     private var discoveryDone = false
-    private let publishedCounter = Counter(label: "beaconflow_ingest_presence_messages_total")
-    private let replacedCounter = Counter(label: "beaconflow_ingest_presence_messages_replaced_total")
-    private let waitingGauge = Gauge(label: "beaconflow_ingest_presence_messages_waiting")
+    private let publishedCounter = Counter(IngestMetrics.presenceMessages)
+    private let replacedCounter = Counter(IngestMetrics.presenceReplaced)
+    private let waitingGauge = Gauge(IngestMetrics.presenceWaiting)
 
     init(sites: SitesConfiguration, configuration: PresenceConfiguration) {
         self.configuration = configuration
