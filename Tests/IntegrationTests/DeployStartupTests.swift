@@ -12,7 +12,7 @@ import Yams
 /// checked by the dashboard and alert tests.
 @Suite(.serialized) struct DeployStartupTests {
     /// The images' users: eclipse-mosquitto's mosquitto, postgres's postgres, and deploy/Dockerfile's USER.
-    static let imageUsers = ["mosquitto": 1883, "postgres": 999]
+    static let imageUsers = ["mosquitto": 1883, "postgres": 999, "grafana/grafana-oss": 472]
 
     struct Service {
         var image: String
@@ -72,8 +72,20 @@ import Yams
         // The operator's step.
         let prepared = try await runProgram(deploy + "/prepare-compose", ["broker.example.net", "hq/hq-a1"])
         #expect(prepared.status == 0, "\(prepared.output)\(prepared.errors)")
+        #expect(prepared.output.contains("Grafana's user admin has the password"), "\(prepared.output)")
+        // The operator's settings in .env survive a second run; the generated password is written again.
+        var environment = try String(contentsOfFile: deploy + "/.env", encoding: .utf8)
+        environment = environment.replacingOccurrences(of: "BEACONFLOW_ALERT_EMAIL=\n", with: "BEACONFLOW_ALERT_EMAIL=ops@example.net\n")
+        try environment.write(toFile: deploy + "/.env", atomically: true, encoding: .utf8)
         let again = try await runProgram(deploy + "/prepare-compose", ["broker.example.net", "hq/hq-a1", "hq/hq-a2"])
         #expect(again.status == 0, "a second run (adding an agent) fails: \(again.errors)")
+        #expect(!again.output.contains("Grafana's user admin has the password"), "the admin password is made once")
+        let settings = try String(contentsOfFile: deploy + "/.env", encoding: .utf8)
+        let databasePassword = try String(contentsOfFile: deploy + "/secrets/grafana-db-password", encoding: .utf8)
+        #expect(settings.contains("BEACONFLOW_ALERT_EMAIL=ops@example.net\n"), "\(settings)")
+        #expect(settings.components(separatedBy: "GRAFANA_DB_PASSWORD=").count == 2 && settings.contains("GRAFANA_DB_PASSWORD=\(databasePassword)\n"))
+        let adminPassword = try String(contentsOfFile: deploy + "/secrets/grafana-admin-password", encoding: .utf8)
+        #expect(adminPassword.count >= 24 && adminPassword != "admin")
 
         let dockerfile = try String(contentsOfFile: deploy + "/Dockerfile", encoding: .utf8)
         let beaconflowUID = try #require(dockerfile.split(separator: "\n").last { $0.hasPrefix("USER ") }

@@ -6,6 +6,7 @@ import Logging
 import Mosquitto
 import TestServers
 import Testing
+import Yams
 
 /// The files of deploy/, checked with the tools that read them.
 struct DeployTests {
@@ -99,6 +100,24 @@ struct DeployTests {
         for metric in Set(used) {
             #expect(declared.contains(metric), "\(metric) is not a metric beaconflow makes")
         }
+    }
+
+    /// Every variable docker-compose.yml reads is documented in .env.example (which prepare-compose copies to
+    /// .env), and .env.example names none it does not read; Grafana's admin password is a secret, not admin/admin.
+    @Test func theComposeVariablesAreDocumented() throws {
+        let compose = try String(contentsOfFile: Self.deploy + "/docker-compose.yml", encoding: .utf8)
+        let example = try String(contentsOfFile: Self.deploy + "/.env.example", encoding: .utf8)
+        let read = Set(compose.matches(of: #/\$\{([A-Z_][A-Z0-9_]*)/#).map { String($0.output.1) })
+        let documented = Set(example.split(separator: "\n").filter { !$0.hasPrefix("#") }.compactMap { $0.split(separator: "=").first.map(String.init) })
+        #expect(read.count >= 5)
+        #expect(read == documented, "read by the compose file: \(read.sorted()); in .env.example: \(documented.sorted())")
+        #expect(compose.contains("GF_SECURITY_ADMIN_PASSWORD__FILE: /run/secrets/grafana-admin-password"))
+        let notifications = try String(contentsOfFile: repositoryRoot + "/dashboards/provisioning/alerting/notifications.yaml", encoding: .utf8)
+        let provisioned = try #require(try Yams.load(yaml: notifications) as? [String: Any])
+        let contactPoints = (provisioned["contactPoints"] as? [[String: Any]] ?? []).compactMap { $0["name"] as? String }
+        let policies = provisioned["policies"] as? [[String: Any]] ?? []
+        #expect(contactPoints == ["beaconflow-operators"] && policies.first?["receiver"] as? String == "beaconflow-operators")
+        #expect(notifications.contains("${BEACONFLOW_ALERT_EMAIL}") && compose.contains("BEACONFLOW_ALERT_EMAIL: ${BEACONFLOW_ALERT_EMAIL"))
     }
 
     @Test func theExampleSitesFileLoads() throws {
