@@ -356,6 +356,19 @@ $$;
 ALTER FUNCTION beaconflow.renew_sites(instance text, sites text[], epochs bigint[], lease_seconds double precision) OWNER TO postgres;
 
 --
+-- Name: set_sites_digest(text, text); Type: FUNCTION; Schema: beaconflow; Owner: postgres
+--
+
+CREATE FUNCTION beaconflow.set_sites_digest(instance text, digest text) RETURNS void
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $_$
+    UPDATE beaconflow.ingest_instances SET sites_digest = $2 WHERE instance = $1 AND backend_pid = pg_backend_pid()
+$_$;
+
+ALTER FUNCTION beaconflow.set_sites_digest(instance text, digest text) OWNER TO postgres;
+
+--
 -- Name: sightings_between(timestamp with time zone, timestamp with time zone); Type: FUNCTION; Schema: beaconflow; Owner: postgres
 --
 
@@ -700,7 +713,8 @@ CREATE TABLE beaconflow.ingest_instances (
     instance text NOT NULL,
     backend_pid integer NOT NULL,
     joined_at timestamp with time zone NOT NULL,
-    expires_at timestamp with time zone NOT NULL
+    expires_at timestamp with time zone NOT NULL,
+    sites_digest text
 );
 
 ALTER TABLE beaconflow.ingest_instances OWNER TO postgres;
@@ -1435,6 +1449,13 @@ GRANT ALL ON FUNCTION beaconflow.release_site(instance text, site text, epoch bi
 
 REVOKE ALL ON FUNCTION beaconflow.renew_sites(instance text, sites text[], epochs bigint[], lease_seconds double precision) FROM PUBLIC;
 GRANT ALL ON FUNCTION beaconflow.renew_sites(instance text, sites text[], epochs bigint[], lease_seconds double precision) TO beaconflow_writer;
+
+--
+-- Name: FUNCTION set_sites_digest(instance text, digest text); Type: ACL; Schema: beaconflow; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION beaconflow.set_sites_digest(instance text, digest text) FROM PUBLIC;
+GRANT ALL ON FUNCTION beaconflow.set_sites_digest(instance text, digest text) TO beaconflow_writer;
 
 --
 -- Name: FUNCTION sightings_between(from_ts timestamp with time zone, until_ts timestamp with time zone); Type: ACL; Schema: beaconflow; Owner: postgres

@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 import Logging
 import MetricFamilies
 import MetricsEndpoint
@@ -32,12 +33,16 @@ extension Beaconflow {
         } catch {
             exit(withError: ValidationError(error.message))
         }
+        // Errors come with the usage of the subcommand they are about, not the root's.
+        let subcommand = configuration.subcommands.first { $0._commandName == expanded.arguments.first }
         var command: any ParsableCommand
         do {
             command = try parseAsRoot(expanded.arguments)
         } catch {
-            if let file = expanded.file, let explained = file.explain(message(for: error)) {
-                exit(withError: ValidationError(explained))
+            if let file = expanded.file, let subcommand,
+                let explained = file.explain(message(for: error), known: optionNames(of: subcommand))
+            {
+                exit(withError: ValidationError(explained), about: subcommand)
             }
             exit(withError: error)
         }
@@ -48,12 +53,32 @@ extension Beaconflow {
                 try command.run()
             }
         } catch {
-            exit(withError: error)
+            exit(withError: error, about: subcommand)
         }
+    }
+
+    /// As `exit(withError:)`, with the subcommand's usage (`beaconflow ingest [<options>] --sites <sites>`) under a
+    /// validation error instead of the root's.
+    static func exit(withError error: any Error, about subcommand: ParsableCommand.Type?) -> Never {
+        guard let subcommand, error is ValidationError else { exit(withError: error) }
+        let name = subcommand._commandName
+        FileHandle.standardError.write(
+            Data(
+                """
+                Error: \(message(for: error))
+                Usage: \(usageString(for: subcommand))
+                  See 'beaconflow \(name) --help' for more information.
+
+                """.utf8))
+        Foundation.exit(exitCode(for: error).rawValue)
+    }
+
+    /// The `--options` a subcommand's help lists.
+    static func optionNames(of subcommand: ParsableCommand.Type) -> [String] {
+        subcommand.helpMessage(columns: 10_000).matches(of: #/(?:^|[ ,])(--[a-z0-9][a-z0-9-]*)/#.anchorsMatchLineEndings()).map { String($0.output.1) }
     }
 }
 
-/// Logs to standard error at `level` (constant messages, data in metadata).
 /// Runs a command's service until it ends or SIGTERM/SIGINT asks it to stop gracefully, with its `/metrics`
 /// endpoint when there is one: listed first, the endpoint stops last and answers while the service shuts down.
 func runUntilSignalled(_ service: some Service, metrics: MetricsEndpoint?, logger: Logger) async throws {

@@ -34,15 +34,22 @@ struct ConfigFile {
         return ([subcommand] + file.settings.filter { !given.contains($0.option) }.flatMap(\.arguments) + rest, file)
     }
 
-    /// A parse error about one of the file's settings, said in the file's terms.
-    func explain(_ message: String) -> String? {
+    /// A parse error about one of the file's settings, said in the file's terms; an unknown setting is matched
+    /// against the subcommand's options (`known`, as `--kebab-case`) for the one it most likely meant.
+    func explain(_ message: String, known: [String]) -> String? {
         for (option, _) in settings where message.contains("'\(option)") {
-            let key = option.dropFirst(2).replacingOccurrences(of: "-", with: "_")
-            if message.hasPrefix("Unknown option") { return "\(path): unknown setting '\(key)'" }
+            let key = Self.key(option)
+            if message.hasPrefix("Unknown option") {
+                let suggestion = BoundedYAML.nearestKey(to: key, among: known.map(Self.key)).map { " (did you mean '\($0)'?)" } ?? ""
+                return "\(path): unknown setting '\(key)'\(suggestion)"
+            }
             return "\(path): setting '\(key)': \(message)"
         }
         return nil
     }
+
+    /// `--metrics-listen` as the file writes it: `metrics_listen`.
+    static func key(_ option: String) -> String { option.drop { $0 == "-" }.replacingOccurrences(of: "-", with: "_") }
 
     /// The file's settings in the order written, each as an option and its arguments.
     static func settings(path: String) throws(ConfigurationError) -> [(option: String, arguments: [String])] {

@@ -9,6 +9,7 @@ import Logging
 import MetricsEndpoint
 import Mosquitto
 import ServiceLifecycle
+import UnixSignals
 
 struct IngestCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -38,7 +39,7 @@ struct IngestCommand: AsyncParsableCommand {
 
     @Option(help: "A YAML file with any of these options, keys in snake_case (sites, broker, database, metrics_listen, ...); options given here override it.")
     var config: String?
-    @Option(help: "The sites file (sites, zones, agents, the beacon registry; keys in the README).") var sites: String
+    @Option(help: "The sites file (sites, zones, agents, the beacon registry; keys in docs/sites-file.md). SIGHUP (systemctl reload) reads it again and applies it without a restart; a file that does not load is refused and the running one kept.") var sites: String
     @OptionGroup(title: "Broker") var brokerOptions: BrokerOptions
     @Option(
         help: "MQTT client id. Given, the broker keeps its session for a day, holding batches while the ingest is down; each instance needs its own. Default: beaconflow-ingest-<host>-<process id>, unique, with no session kept (agents send again what was not acknowledged)."
@@ -99,6 +100,7 @@ struct IngestCommand: AsyncParsableCommand {
         case .failure(let error): throw ConfigurationError(error.message)
         }
         var configuration = IngestConfiguration(mqtt: mqtt, database: databaseOptions.database, sites: sitesConfiguration)
+        configuration.sitesPath = sites
         configuration.persistentSession = clientID != nil
         configuration.sharedSubscriptionGroup = sharedGroup
         configuration.queueCapacity = queueCapacity
@@ -156,7 +158,14 @@ struct IngestService: Service {
 
     func run() async throws {
         try await withGracefulShutdownHandler {
-            try await ingest.run()
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                // SIGHUP: the sites file is read again and applied between two transactions.
+                group.addTask {
+                    for await _ in await UnixSignalsSequence(trapping: .sighup) { ingest.requestReload() }
+                }
+                try await ingest.run()
+                group.cancelAll()
+            }
         } onGracefulShutdown: {
             ingest.requestStop()
         }

@@ -1,4 +1,5 @@
 @testable import BeaconIngest
+import Foundation
 import Testing
 
 @Suite struct SiteShareTests {
@@ -132,5 +133,36 @@ import Testing
         #expect(Ingest.commitGroups(sightings: [1, 1, 1, 1, 1], maximumBatches: 2, maximumSightings: 100) == [0..<2, 2..<4, 4..<5])
         // A batch above the bound goes alone.
         #expect(Ingest.commitGroups(sightings: [5, 500, 5], maximumBatches: 64, maximumSightings: 100) == [0..<1, 1..<2, 2..<3])
+    }
+}
+
+/// What a reload of the sites file changes, site by site.
+@Suite struct SitesChangeTests {
+    static func sites(_ text: String) throws -> SitesConfiguration {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("sites-\(UUID().uuidString).yaml").path
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        return try SitesConfiguration.load(path: path)
+    }
+
+    @Test func sitesAddedRemovedAndChangedAreToldApart() throws {
+        let before = try Self.sites("""
+            sites:
+              - {id: a, zones: [{id: z1}], agents: [{id: a1, zone: z1}]}
+              - {id: b, zones: [{id: z1}], agents: [{id: b1, zone: z1}]}
+              - {id: c, zones: [{id: z1}], agents: [{id: c1, zone: z1}]}
+            """)
+        let after = try Self.sites("""
+            sites:
+              - {id: a, zones: [{id: z1}], agents: [{id: a1, zone: z1}]}
+              - {id: b, zones: [{id: z1}, {id: z2}], agents: [{id: b1, zone: z1}]}
+              - {id: d, zones: [{id: z1}], agents: [{id: d1, zone: z1}]}
+            beacons:
+              - {id: "ibeacon:e2c56db5-dffb-48d2-b060-d0f5a71096e0:1:2", label: forklift}
+            """)
+        let change = SitesChange(from: before, to: after)
+        #expect(change.added == ["d"] && change.removed == ["c"] && change.changed == ["b"] && change.registryChanged)
+        #expect(change.handedOver == ["b", "c"] && change.restarted == ["b", "d"])
+        #expect(SitesChange(from: after, to: after).isEmpty)
     }
 }

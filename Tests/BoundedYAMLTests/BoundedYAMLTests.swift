@@ -51,4 +51,18 @@ import Testing
         // Brackets and indicators inside quotes and comments do not count.
         #expect(failure("text: \"" + String(repeating: "[- ", count: 1000) + "\" # " + String(repeating: "{", count: 1000)) == nil)
     }
+
+    /// A typo names the key it most likely meant; a word far from every key names none.
+    @Test func nearestKeySuggestsWhatATypoMeant() {
+        let keys = ["zones", "agents", "timezone", "path_loss_exponent", "metrics_listen", "broker"]
+        #expect(BoundedYAML.nearestKey(to: "zonse", among: keys) == "zones")
+        #expect(BoundedYAML.nearestKey(to: "agent", among: keys) == "agents")
+        #expect(BoundedYAML.nearestKey(to: "metrics_lisen", among: keys) == "metrics_listen")
+        #expect(BoundedYAML.nearestKey(to: "path_los_exponant", among: keys) == "path_loss_exponent")
+        #expect(BoundedYAML.nearestKey(to: "Broker", among: keys) == "broker")
+        #expect(BoundedYAML.nearestKey(to: "broker_url", among: keys) == "broker")
+        #expect(BoundedYAML.nearestKey(to: "metrics", among: keys) == "metrics_listen")
+        #expect(BoundedYAML.nearestKey(to: "colour", among: keys) == nil)
+        #expect(BoundedYAML.nearestKey(to: "x", among: [String]()) == nil)
+    }
 }

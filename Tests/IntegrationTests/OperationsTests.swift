@@ -289,6 +289,13 @@ struct IngestCommandTests {
         #expect(process.exitCode == 64)
         let log = (try? String(contentsOfFile: work + "/log", encoding: .utf8)) ?? ""
         #expect(log.contains("sites[0].id"), "\(log)")
+        #expect(log.contains("Usage: beaconflow ingest "), "the ingest's usage, not the root's: \(log)")
+        try "sites:\n  - id: hq\n    zonse: []\n".write(toFile: work + "/sites.yaml", atomically: true, encoding: .utf8)
+        let typo = try ChildProcess(executable, ["ingest", "--sites", work + "/sites.yaml"], standardErrorPath: work + "/typo")
+        _ = await typo.exit()
+        #expect(typo.exitCode == 64)
+        let typoLog = (try? String(contentsOfFile: work + "/typo", encoding: .utf8)) ?? ""
+        #expect(typoLog.contains("sites[0]: unknown key 'zonse' (did you mean 'zones'?)"), "\(typoLog)")
     }
 
     /// Values that used to trap (exit 132): a clear error instead.

@@ -24,6 +24,7 @@ public final class Ingest: Sendable {
     public let configuration: IngestConfiguration
     let logger: Logger
     let stopRequested = Mutex(false)
+    let reloadRequested = Mutex(false)
     /// Live presence, when configured: used on the writer thread only; `presenceEvents` is what the brokers' threads
     /// tell it.
     let presence: Mutex<PresencePublisher?>
@@ -52,6 +53,10 @@ public final class Ingest: Sendable {
 
     /// Asks `run()` to stop: intake stops, what is queued is committed and acknowledged, then it returns.
     public func requestStop() { stopRequested.withLock { $0 = true } }
+
+    /// Asks the writer to read the sites file again (SIGHUP) and apply it between two transactions; a file that
+    /// does not load is refused and the running sites kept. Applied once PostgreSQL is connected.
+    public func requestReload() { reloadRequested.withLock { $0 = true } }
 
     private var shouldStop: Bool { stopRequested.withLock { $0 } }
 
@@ -128,13 +133,15 @@ public final class Ingest: Sendable {
     // MARK: - The writer thread
 
     private func runWriter(queue: BlockingQueue<Item>, client: BrokerConnections) {
-        var intake = BatchIntake(sites: configuration.sites)
+        /// The sites file in force: the configuration's, then what each reload applied.
+        var sites = configuration.sites
+        var intake = BatchIntake(sites: sites)
         intake.futureToleranceMicros = configuration.intakeFutureToleranceMicros
         let backoff = WriterLink<BatchWriter, IngestPipeline>.Backoff(
             minimum: configuration.reconnectDelayMinimum, maximum: configuration.reconnectDelayMaximum)
         var link = WriterLink<BatchWriter, IngestPipeline>.start(newPipeline(), backoff: backoff)
         var coordinator = SiteCoordinator(configuration: configuration, client: client, instruments: instruments)
-        let statuses = StatusIntake(sites: configuration.sites, instruments: instruments)
+        var statuses = StatusIntake(sites: sites, instruments: instruments)
         var backlog: [Item] = []
         var stopping = false
         var schedule = WriterSchedule(
@@ -147,7 +154,7 @@ public final class Ingest: Sendable {
                 queue.close()
             }
             if let (state, firstConnection) = link.pendingConnection {
-                switch connect(pipeline: state, migrate: firstConnection) {
+                switch connect(pipeline: state, sites: sites, migrate: firstConnection) {
                 case .success(let connected):
                     link.didConnect(connected)
                     schedule.connected()
@@ -181,6 +188,23 @@ public final class Ingest: Sendable {
                     instruments.record(.statementError(error, failure))
                 }
                 return nil
+            }
+            if reloadRequested.withLock({ requested in defer { requested = false }; return requested }),
+                let (loaded, change) = loadSitesAgain(current: sites)
+            {
+                // In memory first (the pipeline goes with the link if the connection drops), then the database.
+                sites = loaded
+                intake.sites = loaded
+                statuses = StatusIntake(sites: loaded, instruments: instruments)
+                coordinator.sites = loaded
+                presence.withLock { $0?.reconfigure(sites: loaded) }
+                active.reconfigure(sites: loaded, restarting: change.restarted)
+                _ = step("The sites file could not be applied") { () throws(PostgresError) in
+                    try coordinator.handOver(active.servedSites.intersection(change.handedOver), active)
+                    try active.writeRegistry(loaded)
+                    try active.publish(sitesDigest: loaded.digest)
+                }
+                if link.writer == nil { continue }
             }
             let before = schedule.dueBeforeIntake(
                 now: .now, leaseRenewalInterval: active.leaseRenewalInterval, backlogEmpty: backlog.isEmpty, stopping: stopping)
@@ -253,14 +277,15 @@ public final class Ingest: Sendable {
     /// zone state lives in one process, so each site has one owner, the session holding its advisory lock. The
     /// locks go with the session, when the process or its connection does, and the other instances take the
     /// sites over.
-    private func connect(pipeline: IngestPipeline, migrate: Bool) -> Result<BatchWriter, PostgresError> {
+    private func connect(pipeline: IngestPipeline, sites: SitesConfiguration, migrate: Bool) -> Result<BatchWriter, PostgresError> {
         Result { () throws(PostgresError) in
             let connection = try PostgresConnection(configuration.database)
             if migrate { try Migrator.migrate(connection, logger: logger) }
             let writer = BatchWriter(connection: connection, pipeline: pipeline, servedSites: [])
-            try writer.joinInstances(instance: configuration.mqtt.clientID, leaseDuration: configuration.leaseDuration)
+            try writer.joinInstances(
+                instance: configuration.mqtt.clientID, leaseDuration: configuration.leaseDuration, sitesDigest: sites.digest)
             try writer.maintainPartitions(dropExpired: false)
-            try writer.writeRegistry(configuration.sites)
+            try writer.writeRegistry(sites)
             instruments.record(.databaseConnected)
             return writer
         }
@@ -277,9 +302,9 @@ public final class Ingest: Sendable {
             var newestReceived: Int64 = 0
             for item in items {
                 switch item {
-                case .status(_, let agentTopics, _, _, _) where isServedElsewhere(agentTopics, writer: writer):
+                case .status(_, let agentTopics, _, _, _) where isServedElsewhere(agentTopics, writer: writer, sites: intake.sites):
                     break
-                case .batch(_, let agentTopics, _, _) where isServedElsewhere(agentTopics, writer: writer):
+                case .batch(_, let agentTopics, _, _) where isServedElsewhere(agentTopics, writer: writer, sites: intake.sites):
                     // Claimed by another instance since it was queued: the agent sends it again, to the owner.
                     instruments.record(.batchesNotServed(1))
                 case .status(let topic, let agentTopics, let payload, let receivedAt, let retained):
@@ -339,9 +364,9 @@ public final class Ingest: Sendable {
 
     /// Whether the topic is of a site of the sites file that this instance does not serve (now): its owner
     /// records it. A topic of no known site is this instance's to refuse.
-    private func isServedElsewhere(_ agentTopics: AgentTopics?, writer: BatchWriter) -> Bool {
+    private func isServedElsewhere(_ agentTopics: AgentTopics?, writer: BatchWriter, sites: SitesConfiguration) -> Bool {
         guard let site = agentTopics?.site else { return false }
-        return !writer.servedSites.contains(site) && configuration.sites.sites.contains { $0.id == site }
+        return !writer.servedSites.contains(site) && sites.sites.contains { $0.id == site }
     }
 
     private struct AcceptedBatch {

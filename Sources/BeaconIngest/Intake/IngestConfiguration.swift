@@ -8,6 +8,8 @@ public struct IngestConfiguration: Sendable {
     /// libpq conninfo or `postgresql://` URI.
     public var database: String
     public var sites: SitesConfiguration
+    /// Where `sites` was read from: SIGHUP reads it again (`Ingest.requestReload`); nil, a reload is refused.
+    public var sitesPath: String?
     /// With a name, the batch subscriptions are shared (`$share/<name>/...`): the broker hands each batch to one
     /// of the group's subscribers. Instances share sites without it (only a site's owner subscribes to it).
     public var sharedSubscriptionGroup: String?

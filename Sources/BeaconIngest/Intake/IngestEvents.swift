@@ -32,6 +32,12 @@ enum IngestEvent {
     /// Taken over by another instance: their leases had lapsed.
     case sitesLost(Set<String>, serving: Int)
     case queueDepth(Int)
+    /// SIGHUP read the sites file: applied when `change` is not empty.
+    case sitesReloaded(path: String, SitesChange)
+    /// SIGHUP found a sites file that does not load: the running sites stay.
+    case sitesReloadRefused(path: String?, reason: String)
+    /// The live instances whose sites file differs from this one's (by digest), at each look at the instances.
+    case sitesFilesCompared(differing: Set<String>, digest: String)
     /// From the arrival of the newest batch of the last group to its commit.
     case lag(seconds: Double)
 
@@ -96,6 +102,11 @@ final class IngestInstruments: Sendable {
     private let sitesLostCounter = Counter(IngestMetrics.sitesLost)
     /// Zone checkpoints read back damaged or out of range: their sites resumed without them.
     private let unusableCheckpointsCounter = Counter(IngestMetrics.unusableCheckpoints)
+    private let sitesFileDiffersGauge = Gauge(IngestMetrics.sitesFileDiffers)
+    /// The instances last said to run with another sites file (said again when the set changes).
+    private let differingInstances = Mutex(Set<String>())
+    private let reloadCounters = Dictionary(
+        uniqueKeysWithValues: IngestMetrics.reloadOutcomes.map { ($0, Counter(IngestMetrics.sitesReloads, [("outcome", $0)])) })
 
     init(logger: Logger) { self.logger = logger }
 
@@ -194,6 +205,33 @@ final class IngestInstruments: Sendable {
             logger.warning(
                 "Sites taken over by another instance; their leases had lapsed",
                 metadata: ["sites": "\(sites.sorted().joined(separator: " "))", "serving": "\(serving)"])
+        case .sitesReloaded(let path, let change):
+            reloadCounters[change.isEmpty ? "unchanged" : "applied"]?.increment()
+            logger.notice(
+                change.isEmpty ? "Sites file read again; nothing changed" : "Sites file read again and applied",
+                metadata: [
+                    "path": "\(path)", "sites_added": "\(change.added.sorted().joined(separator: " "))",
+                    "sites_removed": "\(change.removed.sorted().joined(separator: " "))",
+                    "sites_changed": "\(change.changed.sorted().joined(separator: " "))",
+                    "registry_changed": "\(change.registryChanged)",
+                ])
+        case .sitesFilesCompared(let differing, let digest):
+            sitesFileDiffersGauge.record(differing.count)
+            let changed = differingInstances.withLock { known in
+                defer { known = differing }
+                return known != differing
+            }
+            if changed, !differing.isEmpty {
+                logger.warning(
+                    "Other ingest instances run with another sites file; each serves its sites by its own file until they match",
+                    metadata: ["instances": "\(differing.sorted().joined(separator: " "))", "sites_digest": "\(digest)"])
+            } else if changed {
+                logger.info("Every ingest instance runs with the same sites file", metadata: ["sites_digest": "\(digest)"])
+            }
+        case .sitesReloadRefused(let path, let reason):
+            reloadCounters["refused"]?.increment()
+            logger.error(
+                "Sites file refused; the running sites are kept", metadata: ["path": "\(path ?? "none")", "error": "\(reason)"])
         case .queueDepth(let depth):
             queueGauge.record(depth)
         case .lag(let seconds):

@@ -57,6 +57,13 @@ public enum IngestMetrics {
     static let undecodableFrames = MetricFamily(
         "beaconflow_ingest_undecodable_frames_total", .counter, labels: ["reason"],
         help: "Data frames whose readings could not be read, by reason (authentication_failed, no_bindkey, or the decode error).")
+    static let sitesReloads = MetricFamily(
+        "beaconflow_ingest_sites_reloads_total", .counter, labels: ["outcome"],
+        help: "Sites file reads on SIGHUP, by outcome: applied, unchanged, refused (the file did not load; the running sites stay).")
+    static let reloadOutcomes = ["applied", "unchanged", "refused"]
+    static let sitesFileDiffers = MetricFamily(
+        "beaconflow_ingest_sites_file_differs", .gauge,
+        help: "Other live ingest instances whose sites file differs from this one's (by digest); 0 when all match.")
     static let presenceMessages = MetricFamily(
         "beaconflow_ingest_presence_messages_total", .counter, help: "Presence messages published (--presence).")
     static let presenceReplaced = MetricFamily(
@@ -68,7 +75,8 @@ public enum IngestMetrics {
     public static let all: [MetricFamily] = [
         batches, rejectedBatches, sightings, telemetry, sensorReadings, lateReadings, evictedBeacons, databaseReconnects,
         databaseConnected, statusesIgnored, statementErrors, commitSeconds, queueDepth, lag, brokersConnected, siteClaims,
-        sitesTakenOver, sitesHandedOver, sitesServed, sitesUnserved, sitesLost, unusableCheckpoints, undecodableFrames,
+        sitesTakenOver, sitesHandedOver, sitesServed, sitesUnserved, sitesLost, unusableCheckpoints, undecodableFrames, sitesReloads,
+        sitesFileDiffers,
         presenceMessages, presenceReplaced, presenceWaiting,
     ]
 }

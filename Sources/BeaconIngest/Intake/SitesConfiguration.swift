@@ -3,8 +3,8 @@ import BoundedYAML
 import Foundation
 
 /// The sites file (a contract; its keys are in the README): sites with their zones and agents, and the optional beacon registry.
-public struct SitesConfiguration: Sendable {
-    public struct Site: Sendable {
+public struct SitesConfiguration: Sendable, Equatable {
+    public struct Site: Sendable, Equatable {
         public var id: String
         public var timezone: String
         public var pathLossExponent: Double
@@ -15,20 +15,20 @@ public struct SitesConfiguration: Sendable {
         public var agents: [Agent]
     }
 
-    public struct Zone: Sendable {
+    public struct Zone: Sendable, Equatable {
         public var id: String
         public var capacity: Int?
         /// Where the zone lies on the site's floor plan, in metres: x0, y0, x1, y1 (`rect`), for the console.
         public var rect: [Double]?
     }
 
-    public struct Agent: Sendable {
+    public struct Agent: Sendable, Equatable {
         public var id: String
         public var zone: String?
         public var rssiOffsetDb: Double
     }
 
-    public struct Beacon: Sendable {
+    public struct Beacon: Sendable, Equatable {
         public var id: String
         public var label: String?
         /// 16 bytes, for EID resolution and eTLM decryption.
@@ -39,6 +39,9 @@ public struct SitesConfiguration: Sendable {
 
     public var sites: [Site]
     public var beacons: [Beacon]
+    /// Of the file's bytes (FNV-1a, 64 bits, hex): instances sharing sites compare theirs to find one that runs
+    /// with another file.
+    public var digest = ""
 
     /// The agent named by a batch topic, when the file knows it.
     public func agent(site: String, agent: String) -> Agent? {
@@ -71,7 +74,17 @@ public struct SitesConfiguration: Sendable {
         guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
             throw SitesError("cannot read the sites file \(path)")
         }
-        return try parse(text, name: path)
+        var sites = try parse(text, name: path)
+        sites.digest = digest(of: text)
+        return sites
+    }
+
+    /// FNV-1a over the text's UTF-8 bytes, as 16 hex digits.
+    static func digest(of text: String) -> String {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in text.utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+        let hex = String(hash, radix: 16)
+        return String(repeating: "0", count: 16 - hex.count) + hex
     }
 
     /// Parses and checks the file; every error names the entry and what is wrong with it.
@@ -222,7 +235,8 @@ public struct SitesConfiguration: Sendable {
 
     private static func unknownKeys(_ mapping: [String: Any], _ known: Set<String>, _ place: String) throws(SitesError) {
         if let unknown = mapping.keys.sorted().first(where: { !known.contains($0) }) {
-            throw SitesError("\(place): unknown key '\(unknown)'")
+            let suggestion = BoundedYAML.nearestKey(to: unknown, among: known.sorted()).map { " (did you mean '\($0)'?)" } ?? ""
+            throw SitesError("\(place): unknown key '\(unknown)'\(suggestion)")
         }
     }
 }

@@ -130,14 +130,33 @@ public struct IngestPipeline: Sendable {
         self.eids = EIDResolver(keyring: EddystoneKeyring(identities: sites.identities))
         self.frameDecoder = FrameDecoder(bindkeys: sites.bindkeys)
         self.health = FleetHealth(configuration: health)
+        placements = Self.placements(of: sites)
+        for site in sites.sites { zoneTrackers[site.id] = SiteZoneTracker(site: site) }
+    }
+
+    private static func placements(of sites: SitesConfiguration) -> [AgentKey: Placement] {
+        var placements: [AgentKey: Placement] = [:]
         for site in sites.sites {
-            zoneTrackers[site.id] = SiteZoneTracker(site: site)
             for agent in site.agents {
                 placements[AgentKey(site: site.id, agent: agent.id)] = Placement(
                     zone: agent.zone, rssiOffsetDb: agent.rssiOffsetDb, pathLossExponent: site.pathLossExponent,
                     smoothing: site.rssiSmoothing)
             }
         }
+        return placements
+    }
+
+    /// The sites file read again, between transactions: agents' placements, identity keys and bindkeys from
+    /// `sites`; the zone trackers of the `reset` sites start anew (they are claimed again, and resume from the
+    /// database), and those of sites no longer in the file go. What the pipeline learnt of beacons stays.
+    public mutating func reconfigure(sites: SitesConfiguration, reset: Set<String>) {
+        self.sites = sites
+        placements = Self.placements(of: sites)
+        eids.keyring = EddystoneKeyring(identities: sites.identities)
+        frameDecoder = FrameDecoder(bindkeys: sites.bindkeys)
+        let ids = Set(sites.sites.map(\.id))
+        zoneTrackers = zoneTrackers.filter { ids.contains($0.key) && !reset.contains($0.key) }
+        for site in sites.sites where zoneTrackers[site.id] == nil { zoneTrackers[site.id] = SiteZoneTracker(site: site) }
     }
 
     /// The rows of one batch that the database did not have yet; `nowMicros` is the ingest's clock. `inOrder`:

@@ -1,5 +1,5 @@
 /// How a site smooths RSSI before zones are decided (sites file `rssi_smoothing`).
-public enum RSSISmoothing: String, Sendable {
+public enum RSSISmoothing: String, Sendable, Equatable {
     /// A Kalman filter per (beacon, agent): `ProximitySmoother` (the default).
     case kalman
     /// Each reading as heard (with the agent's offset): for comparison in the accuracy harness.

@@ -52,6 +52,13 @@ final class PresencePublisher {
         }
     }
 
+    /// The sites file read again: every served site's state, and the zones' configs, are published again from
+    /// the new sites as they are followed.
+    func reconfigure(sites: SitesConfiguration) {
+        board = PresenceBoard(sites: sites, allBeacons: configuration.allBeacons, discovery: board.discovery)
+        if discoveryDone { enqueue(board.zoneDiscovery) }
+    }
+
     /// After a broker reconnected: every site's state, and the configs, are published again as the sites are
     /// followed.
     func forgetAll() {

@@ -5,20 +5,26 @@ import LibPQ
 extension BatchWriter {
     /// Counts this session among the live instances sharing the sites, as `instance`, with leases of `leaseDuration`
     /// (`SiteLeases`). From then on every transaction holds the leases of the sites it writes for.
-    public func joinInstances(instance: String, leaseDuration: Duration) throws(PostgresError) {
+    public func joinInstances(instance: String, leaseDuration: Duration, sitesDigest: String = "") throws(PostgresError) {
         let leases = SiteLeases(connection: connection, instance: instance, duration: leaseDuration)
         try leases.join()
+        try leases.publish(sitesDigest: sitesDigest)
         self.leases = leases
     }
+
+    /// Records the digest of the sites file now in force (after a reload).
+    func publish(sitesDigest: String) throws(PostgresError) { try leases?.publish(sitesDigest: sitesDigest) }
 
     /// Leaves the live instances (a graceful stop, after handing the sites over).
     public func leaveInstances() throws(PostgresError) { try leases?.leave() }
 
     /// What this session sees of the other live instances: how many sites each holds, which of `sites` nobody
     /// holds, and which no live instance holds.
-    public func observeInstances(sites: [String]) throws(PostgresError) -> (others: [Int], free: Set<String>, unserved: Set<String>) {
-        guard let observation = try leases?.observe(sites: sites) else { return ([], [], []) }
-        return (observation.others, observation.free, observation.unserved)
+    public func observeInstances(
+        sites: [String]
+    ) throws(PostgresError) -> (others: [Int], free: Set<String>, unserved: Set<String>, sitesDigests: [String: String]) {
+        guard let observation = try leases?.observe(sites: sites) else { return ([], [], [], [:]) }
+        return (observation.others, observation.free, observation.unserved, observation.sitesDigests)
     }
 
     /// How often the leases are renewed (nil without them).

@@ -7,6 +7,8 @@ import Mosquitto
 /// the sites stay subscribed (intake pauses) until the next connection's claims.
 struct SiteCoordinator {
     let configuration: IngestConfiguration
+    /// The sites file in force (read again on SIGHUP).
+    var sites: SitesConfiguration
     let client: BrokerConnections
     let instruments: IngestInstruments
     /// The sites whose topics are subscribed.
@@ -15,6 +17,7 @@ struct SiteCoordinator {
 
     init(configuration: IngestConfiguration, client: BrokerConnections, instruments: IngestInstruments) {
         self.configuration = configuration
+        sites = configuration.sites
         self.client = client
         self.instruments = instruments
         unserved = UnservedSites(bound: configuration.unservedSiteBound)
@@ -29,8 +32,10 @@ struct SiteCoordinator {
     /// Claims and hands over sites as `SiteShare` says, then subscribes to the topics of the sites served (and
     /// only those).
     mutating func rebalance(_ writer: BatchWriter) throws(PostgresError) {
-        let sites = configuration.sites.sites.map(\.id)
-        let (others, free, notServed) = try writer.observeInstances(sites: sites)
+        let sites = self.sites.sites.map(\.id)
+        let (others, free, notServed, digests) = try writer.observeInstances(sites: sites)
+        instruments.record(
+            .sitesFilesCompared(differing: Set(digests.filter { !$0.value.isEmpty && $0.value != self.sites.digest }.keys), digest: self.sites.digest))
         let overdue = unserved.observe(unserved: notServed, now: .now)
         instruments.record(.sitesUnserved(count: overdue.count, newlyOverdue: overdue.newlyOverdue, bound: unserved.bound))
         let share = SiteShare.plan(

@@ -37,6 +37,11 @@ final class SiteLeases {
         try connection.query("SELECT beaconflow.join_instances($1, $2)", [instance, seconds])
     }
 
+    /// Records the digest of the sites file this instance runs with (`SitesConfiguration.digest`).
+    func publish(sitesDigest: String) throws(PostgresError) {
+        try connection.query("SELECT beaconflow.set_sites_digest($1, $2)", [instance, sitesDigest])
+    }
+
     /// Leaves the live instances at a graceful stop, so that the others count without it at once.
     func leave() throws(PostgresError) {
         try connection.query("SELECT beaconflow.leave_instances($1)", [instance])
@@ -50,6 +55,8 @@ final class SiteLeases {
         var free: Set<String> = []
         /// The sites no live instance holds: free, or held by a session that is not a live instance.
         var unserved: Set<String> = []
+        /// The sites-file digest of each other live instance (empty: not recorded).
+        var sitesDigests: [String: String] = [:]
     }
 
     /// Looks at the live instances and the leases of `sites`.
@@ -64,13 +71,21 @@ final class SiteLeases {
             SELECT 'instance', (SELECT count(*) FROM held WHERE held.instance = live.instance)::text FROM live
             WHERE live.instance <> $2
             UNION ALL
+            SELECT 'digest:' || i.instance, coalesce(i.sites_digest, '') FROM beaconflow.ingest_instances i
+            WHERE i.instance <> $2 AND beaconflow.lease_held(i.expires_at, i.backend_pid)
+            UNION ALL
             SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM held WHERE site_id = site) THEN 'free' ELSE 'unserved' END, site
             FROM unnest($1::text[]) AS site
             WHERE NOT EXISTS (SELECT 1 FROM held JOIN live USING (instance) WHERE site_id = site)
             """, [sites, instance])
         {
             let value = try row.decode(1, as: String.self)
-            switch try row.decode(0, as: String.self) {
+            let kind = try row.decode(0, as: String.self)
+            if kind.hasPrefix("digest:") {
+                observation.sitesDigests[String(kind.dropFirst("digest:".count))] = value
+                continue
+            }
+            switch kind {
             case "instance": observation.others.append(Int(value) ?? 0)
             case "free":
                 observation.free.insert(value)

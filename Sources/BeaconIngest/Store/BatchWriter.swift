@@ -261,6 +261,11 @@ public final class BatchWriter {
     /// Drops the zone state of sites no longer served.
     func resetZones(sites: Set<String>) { state.pipeline.resetZones(sites: sites) }
 
+    /// The sites file read again, between transactions (`IngestPipeline.reconfigure`).
+    func reconfigure(sites: SitesConfiguration, restarting: Set<String>) {
+        state.pipeline.reconfigure(sites: sites, reset: restarting)
+    }
+
     /// The UTC days (Unix days) of the batches' sightings and reads, by the ingest's clock.
     private func days(of batches: [DecodedBatch]) -> Set<Int64> {
         var days: Set<Int64> = []

@@ -27,6 +27,7 @@ enum Schema {
         PackageResources.v005_sql, PackageResources.v006_sql, PackageResources.v007_sql, PackageResources.v008_sql,
         PackageResources.v009_sql, PackageResources.v010_sql, PackageResources.v011_sql, PackageResources.v012_sql,
         PackageResources.v013_sql,
+        PackageResources.v014_sql,
     ].enumerated().map { Migration(version: $0.offset + 1, file: $0.element) }
 }
 
