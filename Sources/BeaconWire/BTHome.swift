@@ -72,21 +72,24 @@ public struct BTHomePacket: Hashable, Sendable {
         Object(name: name, size: size, signed: false, factor: 1, kind: kind, quantity: name, unit: "")
     }
 
-    /// The object table of bthome.io/format: id → name, size in bytes, signedness, factor, and the sensor-reading
-    /// quantity and unit it is stored as (one unit per quantity: pounds, millimetres and millilitres are converted,
-    /// and binary sensors whose names are also measurements get a suffix).
+    /// The object table of bthome.io/format: id → size in bytes, signedness, factor; the name under the key Home
+    /// Assistant's bthome-ble integration gives it (its device class: `pm25`, `carbon_dioxide`, `dew_point`,
+    /// `mass`, `distance`, binary `generic`); and the sensor-reading quantity and unit it is stored as (one unit per
+    /// quantity: pounds, millimetres and millilitres are converted, and binary sensors whose names are also
+    /// measurements get a suffix: `battery_low`, `power_on`, `gas_detected`, `moisture_detected`).
     static let objects: [UInt8: Object] = [
         0x00: other("packet_id", 1, .packetID),
         0x01: v("battery", 1, SensorUnit.percent), 0x02: v("temperature", 2, SensorUnit.celsius, 0.01, signed: true),
         0x03: v("humidity", 2, SensorUnit.percent, 0.01), 0x04: v("pressure", 3, SensorUnit.hectopascal, 0.01),
-        0x05: v("illuminance", 3, SensorUnit.lux, 0.01), 0x06: v("mass_kg", 2, SensorUnit.kilogram, 0.01, as: "mass"),
-        0x07: v("mass_lb", 2, SensorUnit.kilogram, 0.01, as: "mass", scale: 0.45359237),
-        0x08: v("dewpoint", 2, SensorUnit.celsius, 0.01, signed: true), 0x09: v("count", 1, SensorUnit.count),
+        0x05: v("illuminance", 3, SensorUnit.lux, 0.01), 0x06: v("mass", 2, SensorUnit.kilogram, 0.01),
+        0x07: v("mass", 2, SensorUnit.kilogram, 0.01, scale: 0.45359237),
+        0x08: v("dew_point", 2, SensorUnit.celsius, 0.01, signed: true), 0x09: v("count", 1, SensorUnit.count),
         0x0A: v("energy", 3, SensorUnit.kilowattHour, 0.001), 0x0B: v("power", 3, SensorUnit.watt, 0.01),
-        0x0C: v("voltage", 2, SensorUnit.volt, 0.001), 0x0D: v("pm2_5", 2, SensorUnit.microgramPerCubicMetre),
+        0x0C: v("voltage", 2, SensorUnit.volt, 0.001), 0x0D: v("pm25", 2, SensorUnit.microgramPerCubicMetre),
         0x0E: v("pm10", 2, SensorUnit.microgramPerCubicMetre),
-        0x0F: b("generic_boolean"), 0x10: b("power", as: "power_on"), 0x11: b("opening"),
-        0x12: v("co2", 2, SensorUnit.ppm), 0x13: v("tvoc", 2, SensorUnit.microgramPerCubicMetre),
+        0x0F: b("generic"), 0x10: b("power", as: "power_on"), 0x11: b("opening"),
+        0x12: v("carbon_dioxide", 2, SensorUnit.ppm),
+        0x13: v("volatile_organic_compounds", 2, SensorUnit.microgramPerCubicMetre),
         0x14: v("moisture", 2, SensorUnit.percent, 0.01),
         0x15: b("battery", as: "battery_low"), 0x16: b("battery_charging"), 0x17: b("carbon_monoxide"),
         0x18: b("cold"), 0x19: b("connectivity"), 0x1A: b("door"), 0x1B: b("garage_door"),
@@ -98,11 +101,11 @@ public struct BTHomePacket: Hashable, Sendable {
         0x3A: other("button", 1, .event), 0x3C: other("dimmer", 2, .event),
         0x3D: v("count", 2, SensorUnit.count), 0x3E: v("count", 4, SensorUnit.count),
         0x3F: v("rotation", 2, SensorUnit.degree, 0.1, signed: true),
-        0x40: v("distance_mm", 2, SensorUnit.metre, as: "distance", scale: 0.001),
-        0x41: v("distance_m", 2, SensorUnit.metre, 0.1, as: "distance"), 0x42: v("duration", 3, SensorUnit.second, 0.001),
+        0x40: v("distance", 2, SensorUnit.metre, scale: 0.001),
+        0x41: v("distance", 2, SensorUnit.metre, 0.1), 0x42: v("duration", 3, SensorUnit.second, 0.001),
         0x43: v("current", 2, SensorUnit.ampere, 0.001), 0x44: v("speed", 2, SensorUnit.metrePerSecond, 0.01),
         0x45: v("temperature", 2, SensorUnit.celsius, 0.1, signed: true), 0x46: v("uv_index", 1, SensorUnit.index, 0.1),
-        0x47: v("volume", 2, SensorUnit.litre, 0.1), 0x48: v("volume_ml", 2, SensorUnit.litre, as: "volume", scale: 0.001),
+        0x47: v("volume", 2, SensorUnit.litre, 0.1), 0x48: v("volume", 2, SensorUnit.litre, scale: 0.001),
         0x49: v("volume_flow_rate", 2, SensorUnit.cubicMetrePerHour, 0.001), 0x4A: v("voltage", 2, SensorUnit.volt, 0.1),
         0x4B: v("gas", 3, SensorUnit.cubicMetre, 0.001), 0x4C: v("gas", 4, SensorUnit.cubicMetre, 0.001),
         0x4D: v("energy", 4, SensorUnit.kilowattHour, 0.001), 0x4E: v("volume", 4, SensorUnit.litre, 0.001),
@@ -211,13 +214,13 @@ public struct BTHomePacket: Hashable, Sendable {
                 let eventType = try reader.u8("BTHome event")
                 if object.name == "button" {
                     let name = Self.buttonEvents[eventType] ?? "unknown_\(eventType)"
-                    events.append(.object([JSONField("type", .string("button")), JSONField("event", .string(name))]))
+                    events.append(.object([JSONField("event", .string("button")), JSONField("type", .string(name))]))
                 } else {
                     let steps = try reader.u8("BTHome dimmer steps")
                     let direction = eventType == 1 ? "rotate_left" : eventType == 2 ? "rotate_right" : "none"
                     events.append(
                         .object([
-                            JSONField("type", .string("dimmer")), JSONField("event", .string(direction)),
+                            JSONField("event", .string("dimmer")), JSONField("type", .string(direction)),
                             JSONField("steps", .number(steps)),
                         ]))
                 }
@@ -227,7 +230,12 @@ public struct BTHomePacket: Hashable, Sendable {
                 let integer = object.signed ? Int64(bitPattern: raw << shift) >> Int64(shift) : Int64(raw)
                 valueNames.append(object.name)
                 let value = object.factor == 1 ? Double(integer) : scaled(integer, object.factor)
-                valueList.append(object.factor == 1 ? .int(integer) : .double(value))
+                // Under one name each quantity has one unit: pounds, millimetres and millilitres are converted.
+                if object.toUnit != 1 {
+                    valueList.append(.double(scaled(integer, object.factor * object.toUnit)))
+                } else {
+                    valueList.append(object.factor == 1 ? .int(integer) : .double(value))
+                }
                 if object.kind == .value {
                     measured.append(SensorReading(quantity: object.quantity, value: value * object.toUnit, unit: object.unit))
                 }

@@ -86,10 +86,12 @@ extension BeaconFrame {
         case .thermometer(let reading):
             var fields = [
                 JSONField("type", .string(reading.layout.rawValue)), JSONField("mac", .string(reading.mac)),
-                JSONField("temperature_c", .double(roundedReading(reading.temperatureCelsius))),
+                // Keyed as the other decoders of these firmwares key them (BTHome's and Home Assistant's names):
+                // °C, %, %, volts.
+                JSONField("temperature", .double(roundedReading(reading.temperatureCelsius))),
                 JSONField("humidity", .double(roundedReading(reading.humidity))),
-                JSONField("battery_pct", .number(reading.batteryPercent)),
-                JSONField("battery_mv", .number(reading.batteryMillivolts)),
+                JSONField("battery", .number(reading.batteryPercent)),
+                JSONField("voltage", .double(Double(reading.batteryMillivolts) / 1000)),
                 JSONField("counter", .number(reading.counter)),
             ]
             if let flags = reading.flags { fields.append(JSONField("flags", .number(flags))) }

@@ -26,8 +26,8 @@ import Testing
         #expect(json["values"] == .object([JSONField("temperature_1", .double(25)), JSONField("temperature_2", .double(10))]))
         #expect(json["binary"] == .object([JSONField("motion", .bool(true))]))
         #expect(json["events"] == .array([
-            .object([JSONField("type", .string("button")), JSONField("event", .string("long_press"))]),
-            .object([JSONField("type", .string("dimmer")), JSONField("event", .string("rotate_right")), JSONField("steps", .int(3))]),
+            .object([JSONField("event", .string("button")), JSONField("type", .string("long_press"))]),
+            .object([JSONField("event", .string("dimmer")), JSONField("type", .string("rotate_right")), JSONField("steps", .int(3))]),
         ]))
     }
 

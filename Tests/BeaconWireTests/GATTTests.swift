@@ -110,14 +110,14 @@ import Testing
         let pvvx = try decodeFrames(serviceData16(0x181A, bytes("a5808fe64854" + "2e09" + "d711" + "540b" + "4b" + "07" + "00")))
         #expect(pvvx.first?.json == .object([
             JSONField("type", .string("pvvx")), JSONField("mac", .string("54:48:E6:8F:80:A5")),
-            JSONField("temperature_c", .double(23.5)), JSONField("humidity", .double(45.67)),
-            JSONField("battery_pct", .int(75)), JSONField("battery_mv", .int(2900)), JSONField("counter", .int(7)),
+            JSONField("temperature", .double(23.5)), JSONField("humidity", .double(45.67)),
+            JSONField("battery", .int(75)), JSONField("voltage", .double(2.9)), JSONField("counter", .int(7)),
             JSONField("flags", .int(0)),
         ]))
         // ATC1441: big-endian, 0.1 °C, whole percent.
         let atc = try decodeFrames(serviceData16(0x181A, bytes("a4c138010203" + "00eb" + "2d" + "4b" + "0b54" + "07")))
         #expect(atc.first?.json["type"] == .string("atc1441"))
-        #expect(atc.first?.json["temperature_c"] == .double(23.5))
+        #expect(atc.first?.json["temperature"] == .double(23.5))
         #expect(atc.first?.json["mac"] == .string("A4:C1:38:01:02:03"))
     }
 }

@@ -166,6 +166,23 @@ struct MigrationTests {
         #expect(try connection.query("SELECT count(*) FROM beaconflow.sightings_between('2026-01-01T10:00:00Z', '2026-01-01T10:00:30Z')") == [["2"]])
     }
 
+    /// Readings stored under the names used before Home Assistant's are renamed, and nothing else changes.
+    @Test func upgradingRenamesBTHomeQuantitiesToHomeAssistantsNames() async throws {
+        let server = try await PostgresServer.start()
+        let connection = try PostgresConnection(server.conninfo)
+        #expect(try Migrator.migrate(connection, through: 14, logger: logger) == Array(1...14))
+        #expect(try connection.query("SELECT beaconflow.ensure_partitions('2026-01-01', 1)") == [["3"]])
+        try connection.execute(
+            """
+            INSERT INTO beaconflow.sensor_readings_raw (ts, site_id, agent_id, beacon_id, quantity, value, unit, frame_hash)
+            SELECT '2026-01-01T10:00:00Z', 'hq', 'a1', 'mac:54:48:E6:8F:80:A5', q, 1, 'u', 0
+            FROM unnest(ARRAY['pm2_5', 'co2', 'tvoc', 'dewpoint', 'generic_boolean', 'temperature', 'battery_low']) AS q
+            """)
+        #expect(try Migrator.migrate(connection, logger: logger) == Array(15...Migrator.latestVersion))
+        let names = try connection.query("SELECT quantity FROM beaconflow.sensor_readings ORDER BY 1").compactMap { $0[0] }
+        #expect(names == ["battery_low", "carbon_dioxide", "dew_point", "generic", "pm25", "temperature", "volatile_organic_compounds"])
+    }
+
     @Test func partitionsAreMadeAheadAndDroppedPastRetention() async throws {
         let server = try await PostgresServer.start()
         let connection = try PostgresConnection(server.conninfo)

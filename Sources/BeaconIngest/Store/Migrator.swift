@@ -28,6 +28,7 @@ enum Schema {
         PackageResources.v009_sql, PackageResources.v010_sql, PackageResources.v011_sql, PackageResources.v012_sql,
         PackageResources.v013_sql,
         PackageResources.v014_sql,
+        PackageResources.v015_sql,
     ].enumerated().map { Migration(version: $0.offset + 1, file: $0.element) }
 }
 
