@@ -83,12 +83,25 @@ public struct Report: Sendable, Equatable, Codable {
     public var longestDwells: [Dwell] = []
     public var beacons: [BeaconAttention] = []
     public var agents: [AgentAttention] = []
+    /// Rows of each bounded list that `limit` left out.
+    public var leftOut = LeftOut()
 
-    enum CodingKeys: String, CodingKey {
-        case occupancy, longestDwells = "longest_dwells", beacons, agents
+    public struct LeftOut: Sendable, Equatable, Codable {
+        public var longestDwells = 0
+        public var beacons = 0
+        public var agents = 0
+
+        enum CodingKeys: String, CodingKey {
+            case longestDwells = "longest_dwells", beacons, agents
+        }
     }
 
-    /// Reads the report; `site` limits it to one site, `limit` bounds the dwell, beacon and agent lists. Throws a
+    enum CodingKeys: String, CodingKey {
+        case occupancy, longestDwells = "longest_dwells", beacons, agents, leftOut = "left_out"
+    }
+
+    /// Reads the report; `site` limits it to one site, `limit` bounds the dwell, beacon and agent lists (`leftOut`
+    /// says how many rows each list had beyond it). Throws a
     /// `ReportError` when the schema is missing or the site unknown, a `PostgresError` when a query fails.
     public static func load(_ connection: PostgresConnection, site: String? = nil, limit: Int = 10) throws -> Report {
         guard try connection.query("SELECT to_regclass('beaconflow.zone_occupancy') IS NOT NULL").first?.decode(0, as: Bool.self) == true
@@ -144,13 +157,14 @@ public struct Report: Sendable, Equatable, Codable {
             )
             SELECT v.site_id, v.zone_id, v.beacon_id, \(timestamp("v.enter_ts")),
                    coalesce(v.dwell_s, greatest(0, extract(epoch FROM n.at - v.enter_ts)::double precision)),
-                   v.exit_ts IS NULL, \(label("v.beacon_id"))
+                   v.exit_ts IS NULL, \(label("v.beacon_id")), count(*) OVER ()
             FROM beaconflow.visits v LEFT JOIN newest n USING (site_id)
             WHERE $1::text IS NULL OR v.site_id = $1
             ORDER BY 5 DESC NULLS LAST, v.beacon_id LIMIT $2
             """, filter
         ).map { row in
-            Dwell(
+            report.leftOut.longestDwells = try row.decode(7, as: Int.self)
+            return Dwell(
                 siteID: try row.decode(0), zoneID: try row.decode(1), beaconID: try row.decode(2),
                 label: try row.decode(6, as: String?.self), enteredAt: try row.decode(3), dwellSeconds: try row.decode(4),
                 open: try row.decode(5))
@@ -158,7 +172,8 @@ public struct Report: Sendable, Equatable, Codable {
         report.beacons = try connection.query(
             """
             SELECT site_id, beacon_id, status, \(timestamp("last_seen")), battery_mv, battery_trend_mv_per_day,
-                   est_days_left, reboots_7d, battery_pct, battery_trend_pct_per_day, \(label("h.beacon_id"))
+                   est_days_left, reboots_7d, battery_pct, battery_trend_pct_per_day, \(label("h.beacon_id")),
+                   count(*) OVER ()
             FROM beaconflow.beacon_health h
             WHERE status <> 'ok' AND ($1::text IS NULL OR site_id = $1)
             ORDER BY CASE status WHEN 'low_battery' THEN 0 WHEN 'rebooting' THEN 1 ELSE 2 END,
@@ -166,7 +181,8 @@ public struct Report: Sendable, Equatable, Codable {
             LIMIT $2
             """, filter
         ).map { row in
-            BeaconAttention(
+            report.leftOut.beacons = try row.decode(11, as: Int.self)
+            return BeaconAttention(
                 siteID: try row.decode(0), beaconID: try row.decode(1), label: try row.decode(10, as: String?.self),
                 status: try row.decode(2), lastSeen: try row.decode(3), batteryMillivolts: try row.decode(4, as: Int?.self),
                 trendMillivoltsPerDay: try row.decode(5, as: Double?.self), batteryPercent: try row.decode(8, as: Double?.self),
@@ -176,16 +192,20 @@ public struct Report: Sendable, Equatable, Codable {
         report.agents = try connection.query(
             """
             SELECT site_id, agent_id, CASE WHEN NOT online THEN 'offline' ELSE 'silent' END,
-                   \(timestamp("last_batch_at")), last_error
+                   \(timestamp("last_batch_at")), last_error, count(*) OVER ()
             FROM beaconflow.agent_health
             WHERE (NOT online OR last_error LIKE 'silent:%') AND ($1::text IS NULL OR site_id = $1)
             ORDER BY 1, 2 LIMIT $2
             """, filter
         ).map { row in
-            AgentAttention(
+            report.leftOut.agents = try row.decode(5, as: Int.self)
+            return AgentAttention(
                 siteID: try row.decode(0), agentID: try row.decode(1), state: try row.decode(2),
                 lastBatchAt: try row.decode(3, as: String?.self), lastError: try row.decode(4, as: String?.self))
         }
+        report.leftOut.longestDwells -= report.longestDwells.count
+        report.leftOut.beacons -= report.beacons.count
+        report.leftOut.agents -= report.agents.count
         return report
     }
 
@@ -228,7 +248,7 @@ extension Report {
                 longestDwells.map {
                     [$0.siteID, $0.zoneID, $0.beaconID, $0.label ?? "", $0.enteredAt, duration($0.dwellSeconds), $0.open ? "open" : "ended"]
                 },
-                rightAligned: [5]))
+                rightAligned: [5], leftOut: leftOut.longestDwells))
         sections.append(
             Self.table(
                 "Beacons needing attention",
@@ -242,11 +262,12 @@ extension Report {
                         } else { ("-", "-") }
                     return [beacon.siteID, beacon.beaconID, beacon.label ?? "", beacon.status, beacon.lastSeen, battery.level,
                             battery.trend, number(beacon.estimatedDaysLeft), String(beacon.reboots7Days)]
-                }, rightAligned: [5, 6, 7, 8]))
+                }, rightAligned: [5, 6, 7, 8], leftOut: leftOut.beacons))
         sections.append(
             Self.table(
                 "Agents offline or silent", ["site", "agent", "state", "last batch", "last error"],
-                agents.map { [$0.siteID, $0.agentID, $0.state, $0.lastBatchAt ?? "never", $0.lastError ?? ""] }))
+                agents.map { [$0.siteID, $0.agentID, $0.state, $0.lastBatchAt ?? "never", $0.lastError ?? ""] },
+                leftOut: leftOut.agents))
         return sections.joined(separator: "\n")
     }
 
@@ -258,7 +279,10 @@ extension Report {
         return minutes >= 60 ? "\(hours) h \(minutes % 60) min" : "\(minutes) min \(Int(seconds) % 60) s"
     }
 
-    static func table(_ title: String, _ header: [String], _ rows: [[String]], rightAligned: Set<Int> = []) -> String {
+    /// A titled table; `leftOut` rows beyond the limit are said under it.
+    static func table(
+        _ title: String, _ header: [String], _ rows: [[String]], rightAligned: Set<Int> = [], leftOut: Int = 0
+    ) -> String {
         guard !rows.isEmpty else { return "\(title): none\n" }
         let widths = header.indices.map { column in ([header] + rows).map { $0[column].count }.max() ?? 0 }
         func line(_ cells: [String]) -> String {
@@ -269,7 +293,8 @@ extension Report {
             return String(text.reversed().drop { $0 == " " }.reversed())
         }
         let rule = widths.map { String(repeating: "-", count: $0) }.joined(separator: "  ")
-        return ([title, line(header), rule] + rows.map(line)).joined(separator: "\n") + "\n"
+        let more = leftOut > 0 ? ["(\(leftOut) more not shown: raise --limit)"] : []
+        return ([title, line(header), rule] + rows.map(line) + more).joined(separator: "\n") + "\n"
     }
 }
 

@@ -19,7 +19,8 @@ struct AccuracyCommand: AsyncParsableCommand {
 
             Examples:
               beaconflow accuracy --scenario deploy/scenarios/boundaries.yaml
-              beaconflow accuracy --scenario deploy/scenarios/demo.yaml --method nearest,chosen --json
+              beaconflow accuracy --scenario deploy/scenarios/demo.yaml \\
+                --method nearest,chosen --json
               beaconflow accuracy --preset hard --seeds 3 --duration 120 --beacons 12
               beaconflow accuracy --scenario deploy/scenarios/demo.yaml --offline
             """

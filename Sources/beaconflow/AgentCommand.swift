@@ -35,10 +35,15 @@ struct AgentCommand: AsyncParsableCommand {
             (they stay in the spool).
 
             Examples:
-              beaconflow agent --site hq --agent hq-a1 --source btsnoop:examples/mixed-beacons.btsnoop --broker mqtt://127.0.0.1:1883
-              beaconflow agent --site hq --agent hq-a2 --source pcap:examples/mixed-beacons.pcapng --speed max \\
-                --broker mqtts://broker.example:8883 --ca-file /etc/beaconflow/ca.pem --password-file /etc/beaconflow/mqtt.pw
-              beaconflow agent --config /etc/beaconflow/agent.yaml --source pcap:examples/mixed-beacons.pcapng --speed max
+              beaconflow agent --site hq --agent hq-a1 \\
+                --source btsnoop:examples/mixed-beacons.btsnoop \\
+                --broker mqtt://127.0.0.1:1883
+              beaconflow agent --site hq --agent hq-a2 \\
+                --source pcap:examples/mixed-beacons.pcapng --speed max \\
+                --broker mqtts://broker.example:8883 --ca-file /etc/beaconflow/ca.pem \\
+                --password-file /etc/beaconflow/mqtt.pw
+              beaconflow agent --config /etc/beaconflow/agent.yaml \\
+                --source pcap:examples/mixed-beacons.pcapng --speed max
             """
     )
 

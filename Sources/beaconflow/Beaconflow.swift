@@ -12,9 +12,12 @@ struct Beaconflow: AsyncParsableCommand {
         abstract: "BLE beacon analytics: edge agents, ingest, and decoding tools.",
         discussion: """
             Examples:
-              beaconflow decode --hex 0201061aff4c000215e2c56db5dffb48d2b060d0f5a71096e000010002c5
+              beaconflow decode \\
+                --hex 0201061aff4c000215e2c56db5dffb48d2b060d0f5a71096e000010002c5
               beaconflow decode --btsnoop examples/mixed-beacons.btsnoop
-              beaconflow agent --site hq --agent hq-a1 --source btsnoop:examples/mixed-beacons.btsnoop --broker mqtt://127.0.0.1:1883
+              beaconflow agent --site hq --agent hq-a1 \\
+                --source btsnoop:examples/mixed-beacons.btsnoop \\
+                --broker mqtt://127.0.0.1:1883
             """,
         version: BuildInfo.version,
         subcommands: [

@@ -18,8 +18,11 @@ struct ConsoleCommand: AsyncParsableCommand {
             Exit status: 0 stopped by a signal; 64 bad arguments or token file; 69 the address cannot be listened on.
 
             Examples:
-              beaconflow console --database postgresql://grafana@127.0.0.1/beaconflow --listen 127.0.0.1:8080
-              beaconflow console --database "host=/run/postgresql dbname=beaconflow user=grafana" --listen 127.0.0.1:8080 --token-file /etc/beaconflow/console.token
+              beaconflow console --database postgresql://grafana@127.0.0.1/beaconflow \\
+                --listen 127.0.0.1:8080
+              beaconflow console \\
+                --database "host=/run/postgresql dbname=beaconflow user=grafana" \\
+                --listen 127.0.0.1:8080 --token-file /etc/beaconflow/console.token
             """
     )
 

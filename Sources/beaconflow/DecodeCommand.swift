@@ -11,14 +11,17 @@ struct DecodeCommand: ParsableCommand {
             {"error": {"code": ..., "offset": ..., "message": ...}} and exits with status 1.
 
             Examples:
-              beaconflow decode --hex 0201060303aafe1516aafe00e70102030405060708090a0000000000a10000
-              beaconflow decode --hex 3e1c02010301b8abc05d4cd91002010407160918470800fe04160f185bb3 --as hci-event
+              beaconflow decode \\
+                --hex 0201060303aafe1516aafe00e70102030405060708090a0000000000a10000
+              beaconflow decode --as hci-event \\
+                --hex 3e1c02010301b8abc05d4cd91002010407160918470800fe04160f185bb3
               beaconflow decode --hex 10f6036578616d706c6507 --as eddystone
-              beaconflow decode --hex 4c000215e2c56db5dffb48d2b060d0f5a71096e000010002c5 --as manufacturer
+              beaconflow decode --as manufacturer \\
+                --hex 4c000215e2c56db5dffb48d2b060d0f5a71096e000010002c5
               beaconflow decode --hex 6c01 --as characteristic:2A6E
               beaconflow decode --hex 6cf1 --as sfloat
               beaconflow decode --btsnoop examples/mixed-beacons.btsnoop
-              beaconflow decode --pcap examples/mixed-beacons.pcapng --identity-key eddystone:0102030405060708090a:0000000000b9=000102030405060708090a0b0c0d0e0f:10
+              beaconflow decode --pcap examples/mixed-beacons.pcapng
             """
     )
 

@@ -26,17 +26,20 @@ struct DemoCommand: AsyncParsableCommand {
             everything, prints the report (as `beaconflow report` does) and the psql command to explore the views.
 
             Ctrl-C stops everything at any point and leaves no process behind. --keep leaves mosquitto and \
-            PostgreSQL running afterwards (for psql and Grafana); the next `beaconflow demo` stops them and starts \
-            afresh. Needs mosquitto and PostgreSQL installed (scripts/install-deps).
+            PostgreSQL running afterwards (for psql, mosquitto_sub and Grafana; their addresses are printed); \
+            `beaconflow demo --stop` stops them, and the next `beaconflow demo` stops them and starts afresh. Needs \
+            mosquitto and PostgreSQL installed (scripts/install-deps).
 
             Examples:
               beaconflow demo
               beaconflow demo --duration 300 --keep
+              beaconflow demo --stop
             """
     )
 
     @Option(help: "Seconds of simulated traffic.") var duration = 60
     @Flag(help: "Leave mosquitto and PostgreSQL running afterwards.") var keep = false
+    @Flag(help: "Stop the servers an earlier --keep left running under --directory, and exit.") var stop = false
     @Option(help: "Where the servers, their data and the agents' spools go.") var directory = ".beaconflow"
     @Option(help: "Seed of the simulated deployment.") var seed: UInt64 = 7
     @Option(help: "Use this broker (mqtt://[user:password@]host[:port], or mqtts://... with the system's CAs) instead of starting one.")
@@ -49,6 +52,12 @@ struct DemoCommand: AsyncParsableCommand {
 
     func run() async throws {
         guard duration > 0 else { throw ValidationError("--duration must be at least 1 second") }
+        if stop {
+            let home = try makeSharedDirectory(directory)
+            let stopped = try await stopLeftovers(in: home)
+            say(stopped > 0 ? "Stopped the \(stopped) server(s) a demo left running under \(home)." : "No demo server runs under \(home).")
+            return
+        }
         let consoleAddress: MetricsListenAddress?
         do { consoleAddress = try MetricsListenAddress.parse(consoleListen) } catch {
             throw ValidationError("--console-listen must be HOST:PORT or 'none', not '\(consoleListen)'")
@@ -73,7 +82,7 @@ struct DemoCommand: AsyncParsableCommand {
         defer { signalSources.forEach { $0.cancel() } }
 
         let home = try makeSharedDirectory(directory)
-        try await stopLeftovers(in: home)
+        _ = try await stopLeftovers(in: home)
         var servers = DemoServers()
         defer {
             servers.stopUnlessKept()
@@ -87,6 +96,7 @@ struct DemoCommand: AsyncParsableCommand {
             let server = try MosquittoServer(directory: home + "/mosquitto", ownProcessGroup: true)
             servers.broker = server
             brokerAddress = BrokerAddress(host: "127.0.0.1", port: server.port)
+            say("Broker: mqtt://127.0.0.1:\(server.port) (mosquitto_sub -h 127.0.0.1 -p \(server.port) -t 'beaconflow/#' -v)")
         }
         let conninfo: String
         if let database {
@@ -151,9 +161,11 @@ struct DemoCommand: AsyncParsableCommand {
             say("(The agents the demo just stopped are offline now and left out above; `beaconflow report` lists them.)")
         }
         let startedDatabasePort = servers.database?.port
+        let brokerPort = servers.broker?.port
         if keep, servers.broker != nil || servers.database != nil {
             servers.keep(in: home)
-            say("The servers the demo started are still running (pids in \(home)/servers.pid); the next demo stops them.")
+            say("The servers the demo started are still running (pids in \(home)/servers.pid); `beaconflow demo --stop` stops them.")
+            if let port = brokerPort { say("  broker: mqtt://127.0.0.1:\(port)") }
         }
         if let port = startedDatabasePort {
             say(keep ? "Explore the views:" : "Explore the views next time with --keep, then:")
@@ -163,18 +175,22 @@ struct DemoCommand: AsyncParsableCommand {
         }
     }
 
-    /// Stops servers a previous `--keep` left running here, and removes what the last run left.
-    private func stopLeftovers(in home: String) async throws {
+    /// Stops servers a previous `--keep` left running here, and removes what the last run left; returns how many
+    /// servers it stopped.
+    private func stopLeftovers(in home: String) async throws -> Int {
         let pidFile = home + "/servers.pid"
+        var stopped = 0
         if let text = try? String(contentsOfFile: pidFile, encoding: .utf8) {
-            for pid in text.split(whereSeparator: \.isWhitespace).compactMap({ pid_t($0) }) where pid > 1 {
+            for pid in text.split(whereSeparator: \.isWhitespace).compactMap({ pid_t($0) }) where pid > 1 && kill(pid, 0) == 0 {
                 kill(pid, SIGINT)
                 for _ in 0..<200 where kill(pid, 0) == 0 { try await Task.sleep(for: .milliseconds(50)) }
+                stopped += 1
             }
         }
         for leftover in ["servers.pid", "mosquitto", "postgres", "spool"] {
             try? FileManager.default.removeItem(atPath: home + "/" + leftover)
         }
+        return stopped
     }
 }
 

@@ -24,16 +24,20 @@ struct IngestCommand: AsyncParsableCommand {
             the ingest reconnects with backoff and stops acknowledging; the agents keep their batches until it is back. \
             SIGTERM or Ctrl-C stops intake, commits and acknowledges what is queued, then exits.
 
-            Several instances may share one broker and one database, each with its own sites file (a partition of the \
-            sites): a site is served by one instance at a time (a PostgreSQL advisory lock), and an instance whose sites \
-            are taken stands by until they are free.
+            Several instances share one broker, one database and one sites file: they share its sites out among \
+            themselves (a site is served by one instance at a time, under a lease in PostgreSQL), take over the sites \
+            of an instance that stops or fails within seconds, and say when one runs with another copy of the file. \
+            SIGHUP (systemctl reload) reads the sites file again and applies it without a restart.
 
             Exit status: 0 stopped by a signal; 64 bad arguments or sites file; 69 MQTT client setup failed.
 
             Examples:
-              beaconflow ingest --sites deploy/config/sites.yaml --broker mqtt://127.0.0.1:1883 --database postgresql://127.0.0.1/beaconflow
-              beaconflow ingest --sites /etc/beaconflow/sites.yaml --broker mqtts://ingest@broker.example:8883 \\
-                --ca-file /etc/beaconflow/ca.pem --password-file /etc/beaconflow/mqtt.pw --database "host=db dbname=beaconflow user=ingest"
+              beaconflow ingest --sites deploy/config/sites.yaml \\
+                --broker mqtt://127.0.0.1:1883 --database postgresql://127.0.0.1/beaconflow
+              beaconflow ingest --sites /etc/beaconflow/sites.yaml \\
+                --broker mqtts://ingest@broker.example:8883 \\
+                --ca-file /etc/beaconflow/ca.pem --password-file /etc/beaconflow/mqtt.pw \\
+                --database "host=db dbname=beaconflow user=ingest"
             """
     )
 

@@ -13,7 +13,7 @@ struct MigrateCommand: ParsableCommand {
             also runs it at start. PG* environment variables work as in psql.
 
             Examples:
-              beaconflow migrate --database postgresql://beaconflow@127.0.0.1:5432/beaconflow
+              beaconflow migrate --database postgresql://beaconflow@127.0.0.1/beaconflow
               PGHOST=/run/postgresql PGDATABASE=beaconflow beaconflow migrate
             """
     )

@@ -15,13 +15,14 @@ struct ReportCommand: ParsableCommand {
 
             Examples:
               beaconflow report --database postgresql://grafana@127.0.0.1/beaconflow
-              beaconflow report --database "host=/run/postgresql dbname=beaconflow" --site hq --json
+              beaconflow report --database "host=/run/postgresql dbname=beaconflow" \\
+                --site hq --json
             """
     )
 
     @OptionGroup var databaseOptions: DatabaseOptions
     @Option(help: "Only this site.") var site: String?
-    @Option(help: "Rows at most in the dwell and beacon lists.") var limit = 10
+    @Option(help: "Rows at most in each of the dwell, beacon and agent lists; the report says how many each left out.") var limit = 10
     @Flag(help: "One JSON object instead of tables.") var json = false
 
     func run() throws {

@@ -135,6 +135,31 @@ struct ExampleTests {
         return examples
     }
 
+    /// In an 80-column terminal every example of every `--help` reads as written: no line is longer, so none is
+    /// broken inside a command (long commands continue on the next line after a `\`).
+    @Test(.enabled(if: beaconflowExecutable != nil, "the beaconflow executable is not built"))
+    func theHelpExamplesFitEightyColumns() async throws {
+        var checked = 0
+        for subcommand in [nil] + Self.subcommands.map(Optional.some) {
+            var environment = ProcessInfo.processInfo.environment
+            environment["COLUMNS"] = "80"
+            let help = try await runProgram(beaconflowExecutable!, (subcommand.map { [$0] } ?? []) + ["--help"], environment: environment)
+            let lines = help.output.split(separator: "\n", omittingEmptySubsequences: false)
+            guard let start = lines.firstIndex(of: "Examples:") else { continue }
+            let body = lines[(start + 1)...].prefix { !$0.isEmpty }
+            for (index, line) in body.enumerated() {
+                checked += 1
+                let continued = index > 0 && body[body.index(body.startIndex, offsetBy: index - 1)].hasSuffix("\\")
+                #expect(line.count <= 80, "beaconflow \(subcommand ?? "") --help: longer than 80 columns: \(line)")
+                let command = line.hasPrefix("  ") && !line.hasPrefix("   ") && line.contains("beaconflow ")
+                #expect(
+                    (command && !continued) || (continued && line.hasPrefix("    ")),
+                    "beaconflow \(subcommand ?? "") --help: an example broken inside a command: \(line)")
+            }
+        }
+        #expect(checked >= 15)
+    }
+
     /// The collection itself: it finds the examples where they are, and a command nobody runs would fail.
     @Test func theExamplesAreFound() async throws {
         let examples = try await Self.allExamples(executable: try #require(beaconflowExecutable))
@@ -231,13 +256,19 @@ struct ExampleTests {
         }
         for example in bySubcommand["demo"] ?? [] {
             let result = try await run(example)
+            if example.line.contains("--stop") {
+                #expect(result.status == 0 && (result.output.contains("Stopped the") || result.output.contains("No demo server runs")), "\(example)\n\(result.output)\(result.errors)")
+                continue
+            }
             #expect(result.status == 0 && result.output.contains("Occupancy per zone"), "\(example)\n\(result.output.suffix(2000))\(result.errors.suffix(2000))")
             if example.line.contains("--keep") {
-                // The servers it left are running; stop them as the next demo would.
+                // The servers it left are running, their addresses said; `demo --stop` stops them.
                 let pids = try String(contentsOfFile: world.directory + "/.beaconflow/servers.pid", encoding: .utf8)
                     .split(whereSeparator: \.isWhitespace).compactMap { pid_t($0) }
                 #expect(pids.count == 2 && pids.allSatisfy { kill($0, 0) == 0 }, "\(pids)")
-                for pid in pids { kill(pid, SIGINT) }
+                #expect(result.output.contains("  broker: mqtt://127.0.0.1:") && result.output.contains("beaconflow demo --stop"), "\(result.output)")
+                let stop = try await run(Example(origin: example.origin, line: "beaconflow demo --stop"))
+                #expect(stop.status == 0 && stop.output.contains("Stopped the 2 server(s)"), "\(stop.output)\(stop.errors)")
             }
         }
     }

@@ -91,7 +91,11 @@ struct SimulatedSiteTests {
         #expect(report.text.contains("Occupancy per zone") && report.text.contains("corridor"))
         #expect(report.json.contains("\"occupants_now\"") && report.json.contains("\"longest_dwells\""))
         #expect(Report.duration(280_000) == "3 d 5 h" && Report.duration(7_500) == "2 h 5 min" && Report.duration(250) == "4 min 10 s")
-        #expect(try Report.load(harness.connection, site: "hq", limit: 1).agents.count == 1)
+        // What the limit leaves out is said: the three agents, one shown.
+        let limited = try Report.load(harness.connection, site: "hq", limit: 1)
+        #expect(limited.agents.count == 1 && limited.leftOut.agents == 2 && report.leftOut.agents == 0)
+        #expect(limited.leftOut.longestDwells == report.leftOut.longestDwells + 2)
+        #expect(limited.text.contains("(2 more not shown: raise --limit)") && limited.json.contains("\"left_out\""))
         do {
             _ = try Report.load(harness.connection, site: "elsewhere")
             Issue.record("an unknown site gave a report")
