@@ -372,10 +372,10 @@ ALTER FUNCTION beaconflow.set_sites_digest(instance text, digest text) OWNER TO 
 -- Name: sightings_between(timestamp with time zone, timestamp with time zone); Type: FUNCTION; Schema: beaconflow; Owner: postgres
 --
 
-CREATE FUNCTION beaconflow.sightings_between(from_ts timestamp with time zone, until_ts timestamp with time zone) RETURNS TABLE(ts timestamp with time zone, site_id text, agent_id text, zone_id text, beacon_id text, rssi smallint, tx_power smallint, distance_m real, smoothed_distance_m real)
+CREATE FUNCTION beaconflow.sightings_between(from_ts timestamp with time zone, until_ts timestamp with time zone) RETURNS TABLE(ts timestamp with time zone, site_id text, agent_id text, agent_zone_id text, beacon_id text, rssi smallint, tx_power smallint, distance_m real, smoothed_distance_m real)
     LANGUAGE sql STABLE
     AS $$
-    SELECT r.ts, r.site_id, r.agent_id, r.zone_id, r.beacon_id, r.rssi, r.tx_power, r.distance_m,
+    SELECT r.ts, r.site_id, r.agent_id, r.agent_zone_id, r.beacon_id, r.rssi, r.tx_power, r.distance_m,
            r.smoothed_distance_m
     FROM beaconflow.sighting_readings r
     WHERE r.stored_ts > from_ts - interval '1 minute' AND r.stored_ts < until_ts AND r.ts >= from_ts AND r.ts < until_ts
@@ -624,11 +624,14 @@ CREATE VIEW beaconflow.beacons AS
  SELECT COALESCE(s.beacon_id, r.beacon_id) AS beacon_id,
     s.site_id,
     r.label,
-    COALESCE(s.kind,
         CASE
-            WHEN r.bthome_bindkey THEN 'bthome'::text
-            ELSE NULL::text
-        END) AS kind,
+            WHEN (r.identity_key AND (COALESCE(s.beacon_id, r.beacon_id) !~~ 'mac:%'::text) AND (COALESCE(s.beacon_id, r.beacon_id) !~~ 'anon:%'::text) AND (COALESCE(s.beacon_id, r.beacon_id) !~~ 'eid:%'::text)) THEN 'eddystone-eid'::text
+            ELSE COALESCE(s.kind,
+            CASE
+                WHEN r.bthome_bindkey THEN 'bthome'::text
+                ELSE NULL::text
+            END)
+        END AS kind,
     s.first_seen,
     s.last_seen,
         CASE
@@ -857,7 +860,7 @@ CREATE VIEW beaconflow.sighting_readings AS
     sightings_raw.ts,
     sightings_raw.site_id,
     sightings_raw.agent_id,
-    sightings_raw.zone_id,
+    sightings_raw.zone_id AS agent_zone_id,
     sightings_raw.beacon_id,
     sightings_raw.rssi,
     sightings_raw.tx_power,
@@ -869,7 +872,7 @@ UNION ALL
     (p.ts + (((r.reading >> 24))::double precision * '00:00:00.000001'::interval)) AS ts,
     s.site_id,
     s.agent_id,
-    s.zone_id,
+    s.zone_id AS agent_zone_id,
     b.beacon_id,
     ((((r.reading >> 16) & (255)::bigint) - 128))::smallint AS rssi,
     p.tx_power,
@@ -903,7 +906,7 @@ CREATE VIEW beaconflow.sightings AS
  SELECT sighting_readings.ts,
     sighting_readings.site_id,
     sighting_readings.agent_id,
-    sighting_readings.zone_id,
+    sighting_readings.agent_zone_id,
     sighting_readings.beacon_id,
     sighting_readings.rssi,
     sighting_readings.tx_power,
@@ -921,7 +924,7 @@ CREATE VIEW beaconflow.sightings_minute AS
  SELECT m.minute,
     s.site_id,
     s.agent_id,
-    s.zone_id,
+    s.zone_id AS agent_zone_id,
     b.beacon_id,
     m.sightings,
     m.rssi_min,
@@ -992,7 +995,9 @@ CREATE VIEW beaconflow.telemetry AS
     telemetry_raw.battery_mv,
     telemetry_raw.temperature_c,
     telemetry_raw.adv_count,
-    telemetry_raw.uptime_s
+    telemetry_raw.uptime_s,
+    telemetry_raw.site_id,
+    telemetry_raw.agent_id
    FROM beaconflow.telemetry_raw;
 
 ALTER TABLE beaconflow.telemetry OWNER TO postgres;

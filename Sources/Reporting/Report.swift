@@ -293,7 +293,7 @@ extension Report {
             return String(text.reversed().drop { $0 == " " }.reversed())
         }
         let rule = widths.map { String(repeating: "-", count: $0) }.joined(separator: "  ")
-        let more = leftOut > 0 ? ["(\(leftOut) more not shown: raise --limit)"] : []
+        let more = leftOut > 0 ? ["(\(leftOut) more not shown: beaconflow report --limit)"] : []
         return ([title, line(header), rule] + rows.map(line) + more).joined(separator: "\n") + "\n"
     }
 }

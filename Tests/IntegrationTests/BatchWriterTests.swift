@@ -171,7 +171,7 @@ struct BatchWriterTests {
         _ = try writer.commit(batches, nowMicros: 1_767_225_600_000_000)
         _ = try writer.commit([again], nowMicros: 1_767_225_600_000_000)
         let columns = """
-            (extract(epoch FROM ts) * 1000000)::bigint, site_id, agent_id, zone_id, beacon_id, rssi, tx_power, distance_m,
+            (extract(epoch FROM ts) * 1000000)::bigint, site_id, agent_id, agent_zone_id, beacon_id, rssi, tx_power, distance_m,
             smoothed_distance_m
             """
         func decoded(_ result: [PostgresRow]) throws -> [String] {

@@ -136,7 +136,7 @@ struct DashboardTests {
             }
         }
         let documented = try Self.documentedQueries()
-        #expect(documented.count == 12)
+        #expect(documented.count == 13)
         for sql in documented {
             do {
                 _ = try connection.query(sql)

@@ -36,7 +36,7 @@ struct IngestIntegrationTests {
         #expect(try await agent.run() == .finished)
         let expected = try expectedSightings(capture: capture, configuration: configuration.extractor)
         #expect(try harness.count("beaconflow.sightings") == expected.count)
-        #expect(try harness.count("beaconflow.sightings WHERE agent_id = 'hq-a1' AND zone_id = 'lobby'") == expected.count)
+        #expect(try harness.count("beaconflow.sightings WHERE agent_id = 'hq-a1' AND agent_zone_id = 'lobby'") == expected.count)
         let committed = try harness.query("SELECT committed_through FROM beaconflow.agent_state WHERE agent_id = 'hq-a1'")
         #expect(committed == [[String(harness.ingest.statistics.batchesCommitted)]])
         // One telemetry row per TLM transmission of the capture (their advertising counters differ).

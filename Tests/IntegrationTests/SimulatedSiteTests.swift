@@ -77,6 +77,13 @@ struct SimulatedSiteTests {
         #expect(zones.map { $0[0] } == ["corridor", "lab", "lobby"])
         for zone in zones { #expect(Int(zone[2] ?? "") ?? 99 <= scenario.beacons.count) }
         #expect(try harness.count("beaconflow.zone_occupancy_hourly") >= 3)
+        // The beacon resolved from its EIDs is of kind eddystone-eid, whatever its registry id looks like; its
+        // telemetry says where it was delivered.
+        #expect(
+            try harness.query("SELECT kind, identity_source FROM beaconflow.beacons WHERE beacon_id = 'eddystone:0102030405060708090a:0000000000b9'")
+                == [["eddystone-eid", "resolved_eid"]])
+        #expect(try harness.count("beaconflow.telemetry WHERE site_id IS NULL OR agent_id IS NULL") == 0)
+        #expect(try harness.count("beaconflow.telemetry WHERE site_id = 'hq'") > 0)
 
         // The report over the same views.
         let report = try Report.load(harness.connection, limit: 3)
@@ -95,7 +102,7 @@ struct SimulatedSiteTests {
         let limited = try Report.load(harness.connection, site: "hq", limit: 1)
         #expect(limited.agents.count == 1 && limited.leftOut.agents == 2 && report.leftOut.agents == 0)
         #expect(limited.leftOut.longestDwells == report.leftOut.longestDwells + 2)
-        #expect(limited.text.contains("(2 more not shown: raise --limit)") && limited.json.contains("\"left_out\""))
+        #expect(limited.text.contains("(2 more not shown: beaconflow report --limit)") && limited.json.contains("\"left_out\""))
         do {
             _ = try Report.load(harness.connection, site: "elsewhere")
             Issue.record("an unknown site gave a report")

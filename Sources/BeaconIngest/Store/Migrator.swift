@@ -29,6 +29,7 @@ enum Schema {
         PackageResources.v013_sql,
         PackageResources.v014_sql,
         PackageResources.v015_sql,
+        PackageResources.v016_sql,
     ].enumerated().map { Migration(version: $0.offset + 1, file: $0.element) }
 }
 
