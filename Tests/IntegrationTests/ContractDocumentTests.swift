@@ -76,6 +76,38 @@ struct ContractDocumentTests {
         #expect(named >= 30)
     }
 
+    /// Every `--option` the README and docs/ name is one the commands have (docs/cli.md is their help, checked
+    /// above), but for the few of other tools they mention; every key of the example config files is an option of
+    /// its command.
+    @Test func everyDocumentedOptionExists() throws {
+        let reference = try Self.read("docs/cli.md")
+        let existing = Set(reference.matches(of: #/--[a-z][a-z0-9-]*/#).map { String($0.output) })
+        // Named in the docs for other tools: swift test and build, systemctl, pg_dump.
+        let otherTools: Set = ["--filter", "--package-path", "--scratch-path", "--now", "--schema", "--schema-only"]
+        let documents = ["README.md"] + ((try? FileManager.default.contentsOfDirectory(atPath: repositoryRoot + "/docs")) ?? [])
+            .filter { $0.hasSuffix(".md") && $0 != "cli.md" }.map { "docs/" + $0 }
+        var named = 0
+        for document in documents {
+            for match in try Self.read(document).matches(of: #/--[a-z][a-z0-9-]*/#) {
+                let option = String(match.output)
+                named += 1
+                let exists = existing.contains(option) || otherTools.contains(option)
+                #expect(exists, "\(document) names \(option), which no command has")
+            }
+        }
+        #expect(named >= 100)
+        for (file, command) in [("deploy/config/agent.yaml", "agent"), ("deploy/config/ingest.yaml", "ingest")] {
+            let section = try #require(reference.components(separatedBy: "\n## beaconflow \(command)\n").dropFirst().first)
+                .components(separatedBy: "\n## beaconflow ").first ?? ""
+            let options = Set(section.matches(of: #/--[a-z][a-z0-9-]*/#).map { String($0.output) })
+            for line in try Self.read(file).split(separator: "\n") where !line.hasPrefix("#") && line.contains(":") {
+                let key = String(line.prefix { $0 != ":" })
+                let known = options.contains("--" + key.replacingOccurrences(of: "_", with: "-"))
+                #expect(known, "\(file): '\(key)' is no option of beaconflow \(command)")
+            }
+        }
+    }
+
     /// Each JSON example of docs/decoded-json.md is one of the lines the `sh` command before it prints.
     @Test(.enabled(if: beaconflowExecutable != nil, "the beaconflow executable is not built"))
     func theDecodedJSONExamplesAreWhatDecodePrints() async throws {
