@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import ArgumentParser
+import BeaconWire
 import Logging
 
 /// `--log-format`: how a command writes its log lines to standard error.
@@ -51,32 +52,16 @@ struct StructuredLogHandler: LogHandler {
     static func line(_ fields: [(String, String)], format: LogFormat) -> String {
         switch format {
         case .json:
-            return "{" + fields.map { "\(jsonString($0.0)):\(jsonString($0.1))" }.joined(separator: ",") + "}"
+            return JSONValue.object(fields.map { JSONField($0.0, .string($0.1)) }).text
         case .logfmt, .text:
             return fields.map { "\($0.0)=\(logfmtValue($0.1))" }.joined(separator: " ")
         }
     }
 
-    static func jsonString(_ text: String) -> String {
-        var result = "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": result += "\\\""
-            case "\\": result += "\\\\"
-            case "\n": result += "\\n"
-            case "\r": result += "\\r"
-            case "\t": result += "\\t"
-            case _ where scalar.value < 0x20: result += "\\u" + String(repeating: "0", count: 4 - String(scalar.value, radix: 16).count) + String(scalar.value, radix: 16)
-            default: result.unicodeScalars.append(scalar)
-            }
-        }
-        return result + "\""
-    }
-
-    /// Bare when it can be; else quoted with `"`, `\` and control characters escaped.
+    /// Bare when it can be; else quoted as a JSON string (`"`, `\` and control characters escaped).
     static func logfmtValue(_ text: String) -> String {
         let bare = !text.isEmpty && text.unicodeScalars.allSatisfy { $0.value > 0x20 && $0 != "\"" && $0 != "=" && $0 != "\\" && $0.value != 0x7F }
-        return bare ? text : jsonString(text)
+        return bare ? text : JSONValue.string(text).text
     }
 
     /// Now in UTC, RFC 3339 with milliseconds.
