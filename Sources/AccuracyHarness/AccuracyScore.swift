@@ -30,6 +30,9 @@ public struct AccuracyScore: Sendable, Equatable {
     public var occupancyAbsoluteError = 0
     /// Zone-minutes counted within ±1 of the truth.
     public var zoneMinutesWithinOne = 0
+    /// Beacons with visits of their own that are no beacon of the scenario: an address (`mac:`) whose identity
+    /// frames the pipeline did not tie to its beacon.
+    public var phantomBeacons = 0
 
     public static let settleSeconds = 5.0
     /// Stays cut short by the end of the run are matched only when at least this long.
@@ -85,6 +88,7 @@ public struct AccuracyScore: Sendable, Equatable {
         let start = Double(scenario.startUnixSeconds)
         let end = start + scenario.durationSeconds
         let visitsByBeacon = Dictionary(grouping: visits, by: \.beaconID)
+        phantomBeacons = Set(visits.map(\.beaconID)).subtracting(beaconIDs.values).count
         var staysByZone: [String: [Stay]] = [:]
         for beacon in scenario.beacons where beacon.site == site {
             guard let id = beaconIDs[beacon.name] else { continue }

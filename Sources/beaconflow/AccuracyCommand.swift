@@ -15,7 +15,7 @@ struct AccuracyCommand: AsyncParsableCommand {
 
             With --preset, compares the ingest's defaults (and chosen-loudest) with peers' methods on generated scenarios of that preset (easy, hard, harsh or all; 2×3 rooms, 40 beacons, an hour) for each seed, without servers: the same smoothing and zone tracker as the ingest, fed what the simulated agents hear. Peers' methods: nearest, kalman (room-assistant: Q 0.008, R 4, then nearest), kalman-bermuda (that with Bermuda's switching rule), trimmed-mean (ESPresense: 15 s, Tukey fences), one-euro (the 1€ filter). Prints the mean over seeds with the lowest and highest in brackets.
 
-            Columns: zone accuracy (beacon-seconds in the right zone, the first 5 s of each stay not counted); false changes (visits beyond the true stays, per beacon-hour); enter and exit error (median |recorded − true| time of the visit that matches each stay); occupancy within one (zone-minutes counted within ±1 of the truth, a beacon counting where it spent at least 30 s of the minute); occupancy error (mean |counted − true| per zone-minute); missed stays (true stays without any visit in their zone).
+            Columns: zone accuracy (beacon-seconds in the right zone, the first 5 s of each stay not counted); false changes (visits beyond the true stays, per beacon-hour); enter and exit error (median |recorded − true| time of the visit that matches each stay); occupancy within one (zone-minutes counted within ±1 of the truth, a beacon counting where it spent at least 30 s of the minute); occupancy error (mean |counted − true| per zone-minute); missed stays (true stays without any visit in their zone); phantom beacons (--scenario: beacons with visits of their own that are no beacon of the scenario, an address whose identity the pipeline did not tie to it).
 
             Examples:
               beaconflow accuracy --scenario deploy/scenarios/boundaries.yaml
@@ -169,8 +169,8 @@ struct AccuracyCommand: AsyncParsableCommand {
         }
         let database = try await PostgresServer.start()
         if !json {
-            print("| method | site | zone accuracy | false changes / beacon-h | enter error (median) | exit error (median) | occupancy error / zone-minute | missed stays |")
-            print("|---|---|---:|---:|---:|---:|---:|---:|")
+            print("| method | site | zone accuracy | false changes / beacon-h | enter error (median) | exit error (median) | occupancy error / zone-minute | missed stays | phantom beacons |")
+            print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
         }
         for method in methods {
             let scores = try await AccuracyRun(scenario: loaded, method: method).run(database: database, logger: logger)
@@ -184,9 +184,9 @@ struct AccuracyCommand: AsyncParsableCommand {
     static func row(_ score: AccuracyScore, method: ZoneMethod, site: String) -> String {
         func seconds(_ value: Double?) -> String { value.map { String(format: "%.1f s", $0) } ?? "–" }
         return String(
-            format: "| %@ | %@ | %.1f %% | %.2f | %@ | %@ | %.3f | %d of %d |", method.name, site, score.zoneAccuracy * 100,
+            format: "| %@ | %@ | %.1f %% | %.2f | %@ | %@ | %.3f | %d of %d | %d |", method.name, site, score.zoneAccuracy * 100,
             score.falseChangesPerBeaconHour, seconds(score.medianEnterErrorSeconds), seconds(score.medianExitErrorSeconds),
-            score.occupancyMeanAbsoluteError, score.missedStays, score.trueStays)
+            score.occupancyMeanAbsoluteError, score.missedStays, score.trueStays, score.phantomBeacons)
     }
 
     static func json(_ score: AccuracyScore, method: String, site: String) -> String {
@@ -198,7 +198,8 @@ struct AccuracyCommand: AsyncParsableCommand {
             "median_enter_error_s": \(number(score.medianEnterErrorSeconds)), \
             "median_exit_error_s": \(number(score.medianExitErrorSeconds)), \
             "occupancy_mean_absolute_error": \(number(score.occupancyMeanAbsoluteError)), \
-            "occupancy_within_one": \(number(score.occupancyWithinOne)), "zone_minutes": \(score.zoneMinutes)}
+            "occupancy_within_one": \(number(score.occupancyWithinOne)), "zone_minutes": \(score.zoneMinutes), \
+            "phantom_beacons": \(score.phantomBeacons)}
             """
     }
 }
