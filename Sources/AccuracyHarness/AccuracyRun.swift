@@ -91,8 +91,13 @@ public struct AccuracyRun: Sendable {
                 ).map { row in
                     AccuracyScore.ZoneMinute(zone: try row.decode(0), minuteStart: try row.decode(1), occupants: try row.decode(2))
                 }
-                scores[site.id] = AccuracyScore(
+                var score = AccuracyScore(
                     scenario: scenario, site: site.id, beaconIDs: simulator.beaconIDs, visits: visits, minutes: minutes)
+                // Every beacon the site stored (sightings, telemetry, visits), not only those with visits.
+                let stored = try connection.query("SELECT beacon_id FROM beaconflow.beacons WHERE site_id = $1", [site.id])
+                    .map { try $0.decode(0, as: String.self) }
+                score.phantomBeacons = Set(stored).subtracting(simulator.beaconIDs.values).count
+                scores[site.id] = score
             }
             return scores
         }

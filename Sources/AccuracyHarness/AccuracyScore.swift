@@ -30,8 +30,9 @@ public struct AccuracyScore: Sendable, Equatable {
     public var occupancyAbsoluteError = 0
     /// Zone-minutes counted within ±1 of the truth.
     public var zoneMinutesWithinOne = 0
-    /// Beacons with visits of their own that are no beacon of the scenario: an address (`mac:`) whose identity
-    /// frames the pipeline did not tie to its beacon.
+    /// Beacons stored of their own that are no beacon of the scenario: an address (`mac:`) whose identity frames
+    /// the pipeline did not tie to its beacon. From the visits here; a pipeline run counts every beacon the site
+    /// stored.
     public var phantomBeacons = 0
 
     public static let settleSeconds = 5.0

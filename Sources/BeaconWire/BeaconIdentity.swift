@@ -33,6 +33,13 @@ public struct BeaconIdentity: Hashable, Sendable, CustomStringConvertible {
     /// ingest both associate within it.
     public static let associationWindowMicros: Int64 = 60_000_000
 
+    /// How long a site takes a device address to stand for the identity any of its agents last heard from it, for
+    /// frames without one: 15 minutes, the interval the Bluetooth Core Specification recommends between changes of
+    /// a private address (TGAP(private_addr_int), Vol 3 Part C, Appendix A); public and static addresses do not
+    /// change at all. A beacon out of one agent's range for minutes keeps its identity when it comes back with a
+    /// URL or TLM frame first.
+    public static let addressLifetimeMicros: Int64 = 15 * 60_000_000
+
     public let kind: Kind
     /// Eddystone: namespace and instance (16); iBeacon: UUID, major and minor big-endian (20); AltBeacon: id1 then
     /// id2 and id3 big-endian; EID and pseudonym: 8; device address: 6, most significant first.

@@ -87,8 +87,9 @@ public struct IngestPipeline: Sendable {
     public var health: FleetHealth
     public var clocks = AgentClocks()
     public var proximity = ProximitySmoother()
-    /// How long a device address stays attached to the identity last seen from it.
-    public var associationWindowMicros = BeaconIdentity.associationWindowMicros
+    /// How long a device address stays attached to the identity the site last heard from it
+    /// (`BeaconIdentity.addressLifetimeMicros`).
+    public var addressLifetimeMicros = BeaconIdentity.addressLifetimeMicros
     /// Beacons (and device addresses) the per-beacon tables hold at most, whatever ids arrive: past it those not
     /// seen the longest are forgotten (`--max-beacons`): fleet health, telemetry and reading deduplication,
     /// address associations, EIDs, the zone trackers of all sites together (and so their checkpoints), the RSSI
@@ -408,8 +409,8 @@ public struct IngestPipeline: Sendable {
         }
         let address = AddressKey(site: site, address: sighting.beacon.address)
         if kind == .mac {
-            if let known = identities[address], timeMicros - known.timeMicros <= associationWindowMicros,
-                timeMicros >= known.timeMicros - associationWindowMicros
+            if let known = identities[address], timeMicros - known.timeMicros <= addressLifetimeMicros,
+                timeMicros >= known.timeMicros - addressLifetimeMicros
             {
                 beaconID = known.beaconID
             }

@@ -1,0 +1,66 @@
+@testable import BeaconIngest
+import BeaconWire
+import TestServers
+import Testing
+
+/// Frames without an identity (URL, TLM, sensor frames, delivered as `mac:` sightings) from an address whose
+/// identity the site knows are that beacon's; only an address no agent of the site tied to an identity within the
+/// address lifetime stays an address beacon.
+@Suite struct AddressAssociationTests {
+    static let start: Int64 = 1_767_225_600_000_000
+    static let address: UInt64 = 0xC0FF_EE00_0001
+    static let ibeacon = "ibeacon:e2c56db5-dffb-48d2-b060-d0f5a71096e0:1:2"
+    static let identified = BeaconKey(beaconID: ibeacon, address: address, addressIsRandom: true, powerAt1mDbm: -59)
+    static let bare = BeaconKey(beaconID: "mac:C0:FF:EE:00:00:01", address: address, addressIsRandom: true)
+    /// Eddystone-URL https://example.com/ and Eddystone-TLM (3000 mV, 24.5 °C, count 256, uptime 51.2 s).
+    static let url = DataFrameContent.eddystone([0x10, 0xEB, 0x03, 0x65, 0x78, 0x61, 0x6D, 0x70, 0x6C, 0x65, 0x00])
+    static let tlm = DataFrameContent.eddystone([0x20, 0x00, 0x0B, 0xB8, 0x18, 0x80, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x02, 0x00])
+
+    static func batch(_ agent: String, _ sequence: UInt64, _ sightings: [Sighting]) -> DecodedBatch {
+        DecodedBatch(
+            siteID: "hq", agentID: agent, bootID: 1, sequence: sequence, firstUnacknowledgedSequence: sequence,
+            agentClockMicros: sightings.first?.timeMicros ?? start, sightings: sightings)
+    }
+
+    /// Seconds after the start.
+    static func at(_ seconds: Int64) -> Int64 { start + seconds * 1_000_000 }
+
+    /// hq-a2 hears the beacon's iBeacon frames for 30 s, loses it for three minutes (hq-a1 never hears it), and
+    /// the first frames it hears on the beacon's return are its URL and its TLM: they are the iBeacon's, and so is
+    /// the telemetry.
+    @Test func aBeaconBackInRangeKeepsItsIdentityForItsFirstURLAndTLMFrames() throws {
+        var pipeline = IngestPipeline(sites: try SitesConfiguration.parse(testSites))
+        let before = (0..<30).map { Sighting(timeMicros: Self.at($0), beacon: Self.identified, rssi: -60) }
+        _ = pipeline.apply(Self.batch("hq-a2", 1, before), nowMicros: Self.at(31))
+        let back = [
+            Sighting(timeMicros: Self.at(210), beacon: Self.bare, rssi: -62, data: Self.url),
+            Sighting(timeMicros: Self.at(211), beacon: Self.bare, rssi: -61, data: Self.tlm),
+        ]
+        let output = pipeline.apply(Self.batch("hq-a2", 2, back), nowMicros: Self.at(212))
+        #expect(output.sightings.map(\.beaconID) == [Self.ibeacon, Self.ibeacon])
+        #expect(output.telemetry.map(\.row.beaconID) == [Self.ibeacon])
+    }
+
+    /// The identity one agent heard names the frames another hears from the address.
+    @Test func anotherAgentsIdentityNamesTheFrames() throws {
+        var pipeline = IngestPipeline(sites: try SitesConfiguration.parse(testSites))
+        _ = pipeline.apply(Self.batch("hq-a1", 1, [Sighting(timeMicros: Self.at(0), beacon: Self.identified, rssi: -60)]), nowMicros: Self.at(1))
+        let output = pipeline.apply(
+            Self.batch("hq-a2", 1, [Sighting(timeMicros: Self.at(120), beacon: Self.bare, rssi: -70, data: Self.url)]), nowMicros: Self.at(121))
+        #expect(output.sightings.map(\.beaconID) == [Self.ibeacon])
+    }
+
+    /// An address no agent tied to an identity, or tied longer ago than an address lives, stays an address beacon.
+    @Test func anAddressWithoutAKnownIdentityStaysAnAddressBeacon() throws {
+        var pipeline = IngestPipeline(sites: try SitesConfiguration.parse(testSites))
+        let unknown = pipeline.apply(
+            Self.batch("hq-a1", 1, [Sighting(timeMicros: Self.at(0), beacon: Self.bare, rssi: -70, data: Self.url)]), nowMicros: Self.at(1))
+        #expect(unknown.sightings.map(\.beaconID) == ["mac:C0:FF:EE:00:00:01"])
+        _ = pipeline.apply(Self.batch("hq-a1", 2, [Sighting(timeMicros: Self.at(10), beacon: Self.identified, rssi: -60)]), nowMicros: Self.at(11))
+        let lifetime = BeaconIdentity.addressLifetimeMicros / 1_000_000
+        let late = pipeline.apply(
+            Self.batch("hq-a1", 3, [Sighting(timeMicros: Self.at(10 + lifetime + 1), beacon: Self.bare, rssi: -70, data: Self.url)]),
+            nowMicros: Self.at(11 + lifetime + 1))
+        #expect(late.sightings.map(\.beaconID) == ["mac:C0:FF:EE:00:00:01"])
+    }
+}
