@@ -30,6 +30,8 @@ public struct AccuracyScore: Sendable, Equatable {
     public var occupancyAbsoluteError = 0
     /// Zone-minutes counted within ±1 of the truth.
     public var zoneMinutesWithinOne = 0
+    /// Zone-minutes counted exactly right.
+    public var zoneMinutesExact = 0
     /// Beacons stored of their own that are no beacon of the scenario: an address (`mac:`) whose identity frames
     /// the pipeline did not tie to its beacon. From the visits here; a pipeline run counts every beacon the site
     /// stored.
@@ -47,6 +49,7 @@ public struct AccuracyScore: Sendable, Equatable {
         zoneMinutes == 0 ? 0 : Double(occupancyAbsoluteError) / Double(zoneMinutes)
     }
     public var occupancyWithinOne: Double { zoneMinutes == 0 ? 0 : Double(zoneMinutesWithinOne) / Double(zoneMinutes) }
+    public var occupancyExact: Double { zoneMinutes == 0 ? 0 : Double(zoneMinutesExact) / Double(zoneMinutes) }
 
     /// One row of the `visits` view: times in Unix seconds, `exit` nil while open.
     public struct Visit: Sendable {
@@ -146,6 +149,7 @@ public struct AccuracyScore: Sendable, Equatable {
             zoneMinutes += 1
             occupancyAbsoluteError += abs(minute.occupants - beacons)
             if abs(minute.occupants - beacons) <= 1 { zoneMinutesWithinOne += 1 }
+            if minute.occupants == beacons { zoneMinutesExact += 1 }
         }
     }
 

@@ -15,7 +15,7 @@ struct AccuracyCommand: AsyncParsableCommand {
 
             With --preset, compares the ingest's defaults (and chosen-loudest) with peers' methods on generated scenarios of that preset (easy, hard, harsh or all; 2×3 rooms, 40 beacons, an hour) for each seed, without servers: the same smoothing and zone tracker as the ingest, fed what the simulated agents hear. Peers' methods: nearest, kalman (room-assistant: Q 0.008, R 4, then nearest), kalman-bermuda (that with Bermuda's switching rule), trimmed-mean (ESPresense: 15 s, Tukey fences), one-euro (the 1€ filter). Prints the mean over seeds with the lowest and highest in brackets.
 
-            Columns: zone accuracy (beacon-seconds in the right zone, the first 5 s of each stay not counted); false changes (visits beyond the true stays, per beacon-hour); enter and exit error (median |recorded − true| time of the visit that matches each stay); occupancy within one (zone-minutes counted within ±1 of the truth, a beacon counting where it spent at least 30 s of the minute); occupancy error (mean |counted − true| per zone-minute); missed stays (true stays without any visit in their zone); phantom beacons (--scenario: beacons stored of their own, with sightings, telemetry or visits, that are no beacon of the scenario: an address whose identity the pipeline did not tie to it).
+            Columns: zone accuracy (beacon-seconds in the right zone, the first 5 s of each stay not counted); false changes (visits beyond the true stays, per beacon-hour); enter and exit error (median |recorded − true| time of the visit that matches each stay); occupancy within one (zone-minutes counted within ±1 of the truth, a beacon counting where it spent at least 30 s of the minute); occupancy exact (zone-minutes counted exactly right); occupancy error (mean |counted − true| per zone-minute); missed stays (true stays without any visit in their zone); phantom beacons (--scenario: beacons stored of their own, with sightings, telemetry or visits, that are no beacon of the scenario: an address whose identity the pipeline did not tie to it).
 
             Examples:
               beaconflow accuracy --scenario deploy/scenarios/boundaries.yaml
@@ -83,8 +83,8 @@ struct AccuracyCommand: AsyncParsableCommand {
             }
         } ?? all
         if !json {
-            print("| preset | method | zone accuracy | false changes / beacon-h | enter error (median) | occupancy within ±1 | occupancy error / zone-minute | missed stays |")
-            print("|---|---|---:|---:|---:|---:|---:|---:|")
+            print("| preset | method | zone accuracy | false changes / beacon-h | enter error (median) | occupancy within ±1 | occupancy exact | occupancy error / zone-minute | missed stays |")
+            print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
         }
         var groups: [String] = []
         for entry in scenarios where !groups.contains(entry.group) { groups.append(entry.group) }
@@ -142,6 +142,7 @@ struct AccuracyCommand: AsyncParsableCommand {
             + "\(spread(scores.map(\.falseChangesPerBeaconHour), "%.2f")) | "
             + "\(spread(scores.compactMap(\.medianEnterErrorSeconds), "%.1f")) s | "
             + "\(spread(scores.map(\.occupancyWithinOne), "%.1f", scale: 100)) % | "
+            + "\(spread(scores.map(\.occupancyExact), "%.1f", scale: 100)) % | "
             + "\(spread(scores.map(\.occupancyMeanAbsoluteError), "%.3f")) | "
             + "\(scores.map(\.missedStays).reduce(0, +)) of \(scores.map(\.trueStays).reduce(0, +)) |"
     }
@@ -198,7 +199,8 @@ struct AccuracyCommand: AsyncParsableCommand {
             "median_enter_error_s": \(number(score.medianEnterErrorSeconds)), \
             "median_exit_error_s": \(number(score.medianExitErrorSeconds)), \
             "occupancy_mean_absolute_error": \(number(score.occupancyMeanAbsoluteError)), \
-            "occupancy_within_one": \(number(score.occupancyWithinOne)), "zone_minutes": \(score.zoneMinutes), \
+            "occupancy_within_one": \(number(score.occupancyWithinOne)), "occupancy_exact": \(number(score.occupancyExact)), \
+            "zone_minutes": \(score.zoneMinutes), \
             "phantom_beacons": \(score.phantomBeacons)}
             """
     }
