@@ -33,8 +33,8 @@ public struct AccuracyScore: Sendable, Equatable {
     /// Zone-minutes counted exactly right.
     public var zoneMinutesExact = 0
     /// Beacons stored of their own that are no beacon of the scenario: an address (`mac:`) whose identity frames
-    /// the pipeline did not tie to its beacon. From the visits here; a pipeline run counts every beacon the site
-    /// stored.
+    /// the pipeline did not tie to its beacon. Counted by a pipeline run (`AccuracyRun`) over every beacon the
+    /// site stored; 0 without servers, where every reading is a scenario beacon's.
     public var phantomBeacons = 0
 
     public static let settleSeconds = 5.0
@@ -92,7 +92,6 @@ public struct AccuracyScore: Sendable, Equatable {
         let start = Double(scenario.startUnixSeconds)
         let end = start + scenario.durationSeconds
         let visitsByBeacon = Dictionary(grouping: visits, by: \.beaconID)
-        phantomBeacons = Set(visits.map(\.beaconID)).subtracting(beaconIDs.values).count
         var staysByZone: [String: [Stay]] = [:]
         for beacon in scenario.beacons where beacon.site == site {
             guard let id = beaconIDs[beacon.name] else { continue }

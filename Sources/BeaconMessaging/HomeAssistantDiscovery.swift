@@ -33,13 +33,7 @@ public struct HomeAssistantDiscovery: Sendable {
 
     /// A beacon's object ids start with this: a digest of its id (beacon ids may hold characters object ids may not).
     public static func beaconKey(_ beaconID: String) -> String {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325  // FNV-1a, 64 bits
-        for byte in beaconID.utf8 {
-            hash ^= UInt64(byte)
-            hash = hash &* 0x0100_0000_01b3
-        }
-        let hex = String(hash, radix: 16)
-        return "b" + String(repeating: "0", count: 16 - hex.count) + hex
+        "b" + hexString(FNV1a.digest(beaconID.utf8), digits: 16)
     }
 
     /// The zone sensor of a beacon at a site, and its battery, battery voltage and temperature sensors there.

@@ -37,17 +37,14 @@ extension DecodedBatch {
 }
 
 private struct ContentDigest {
-    private(set) var value: UInt64 = 0xcbf2_9ce4_8422_2325
+    private var digest = FNV1a()
+    var value: UInt64 { digest.value }
 
-    mutating func add(byte: UInt8) { value = (value ^ UInt64(byte)) &* 0x100_0000_01b3 }
-
-    mutating func add(_ word: UInt64) {
-        for shift in stride(from: 0, to: 64, by: 8) { add(byte: UInt8(truncatingIfNeeded: word >> UInt64(shift))) }
-    }
+    mutating func add(_ word: UInt64) { digest.add(littleEndian: word) }
 
     mutating func add(_ bytes: [UInt8]) {
         add(UInt64(bytes.count))
-        for byte in bytes { add(byte: byte) }
+        digest.add(bytes)
     }
 
     mutating func add(_ beacon: BeaconKey) {

@@ -324,3 +324,15 @@ func seal(_ sightings: [Sighting], configuration: BatchBuilder.Configuration = .
         #expect(error?.message.contains("beacons[0].identity") == true)
     }
 }
+
+/// FNV-1a, 64 bits, against the reference vectors of its authors' test suite (isthe.com/chongo/tech/comp/fnv).
+@Suite struct FNV1aTests {
+    @Test func theReferenceVectors() {
+        #expect(FNV1a.digest([UInt8]()) == 0xcbf2_9ce4_8422_2325)
+        #expect(FNV1a.digest("a".utf8) == 0xaf63_dc4c_8601_ec8c)
+        #expect(FNV1a.digest("foobar".utf8) == 0x8594_4171_f739_67e8)
+        var words = FNV1a()
+        words.add(littleEndian: 0x6261, byteCount: 2)  // "ab"
+        #expect(words.value == FNV1a.digest("ab".utf8))
+    }
+}

@@ -81,10 +81,7 @@ public struct SitesConfiguration: Sendable, Equatable {
 
     /// FNV-1a over the text's UTF-8 bytes, as 16 hex digits.
     static func digest(of text: String) -> String {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in text.utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
-        let hex = String(hash, radix: 16)
-        return String(repeating: "0", count: 16 - hex.count) + hex
+        hexString(FNV1a.digest(text.utf8), digits: 16)
     }
 
     /// Parses and checks the file; every error names the entry and what is wrong with it.

@@ -45,15 +45,11 @@ enum FrameHash {
     }
 
     static func of(tag: UInt32, _ bytes: [UInt8], time: Int64 = 0) -> Int64 {
-        var hash: UInt64 = 0xCBF2_9CE4_8422_2325
-        func mix(_ byte: UInt8) {
-            hash ^= UInt64(byte)
-            hash = hash &* 0x100_0000_01B3
-        }
-        for shift in stride(from: 0, to: 32, by: 8) { mix(UInt8(truncatingIfNeeded: tag >> UInt32(shift))) }
-        for shift in stride(from: 0, to: 64, by: 8) { mix(UInt8(truncatingIfNeeded: time >> Int64(shift))) }
-        for byte in bytes { mix(byte) }
-        return Int64(bitPattern: hash)
+        var hash = FNV1a()
+        hash.add(littleEndian: UInt64(tag), byteCount: 4)
+        hash.add(littleEndian: UInt64(bitPattern: time))
+        hash.add(bytes)
+        return Int64(bitPattern: hash.value)
     }
 }
 

@@ -1,3 +1,5 @@
+import BeaconWire
+
 /// How the ingest instances on one database divide the sites among themselves. A pure function of what one
 /// instance sees; each instance applies it on its own, at start and then every `IngestConfiguration.rebalanceInterval`.
 ///
@@ -50,10 +52,6 @@ public struct SiteShare: Sendable, Equatable {
 
     /// FNV-1a over the instance's name, a separator and the site's: stable across runs and platforms.
     static func preference(instance: String, site: String) -> UInt64 {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in Array(instance.utf8) + [0] + Array(site.utf8) {
-            hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3
-        }
-        return hash
+        FNV1a.digest(Array(instance.utf8) + [0] + Array(site.utf8))
     }
 }
