@@ -8,8 +8,8 @@ import Foundation
 /// - False changes: visits beyond the beacon's true stays, summed per beacon, per beacon-hour on site.
 /// - Missed stays, enter and exit error: per true stay (the last one only when 10 s of it fall inside the run), the
 ///   visits in its zone that overlap it; |recorded − true| of the first one's enter and of the last one's exit (for
-///   stays that end within the run and visits that closed). Visits are dated in event time (a move is dated when the
-///   new zone became louder), so this is what reports show, whatever the delay of the decision itself (the site's
+///   stays that end within the run and visits that closed). Visits are dated in event time (a move is dated, in
+///   hindsight, where the readings turned), so this is what reports show, whatever the delay of the decision itself (the site's
 ///   dwell plus the watermark's lag).
 /// - Occupancy: mean |counted − true| over the zone-minutes of `zone_occupancy` inside the run, and the share of
 ///   them within ±1, where true is the number of beacons whose stays in the zone cover at least 30 s of the minute

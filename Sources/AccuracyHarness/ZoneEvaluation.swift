@@ -86,6 +86,13 @@ public struct ZoneEvaluation: Sendable {
     // MARK: The ingest's method
 
     private func scoreIngest(_ method: ZoneMethod) throws -> AccuracyScore {
+        let (visits, minutes) = try history(method)
+        let identity = Dictionary(uniqueKeysWithValues: scenario.beacons.map { ($0.name, $0.name) })
+        return AccuracyScore(scenario: scenario, site: site.id, beaconIDs: identity, visits: visits, minutes: minutes)
+    }
+
+    /// The visits and zone-minutes the ingest's zone tracker records with `method`'s settings.
+    public func history(_ method: ZoneMethod) throws -> (visits: [AccuracyScore.Visit], minutes: [AccuracyScore.ZoneMinute]) {
         let sites = try SitesConfiguration.forScenario(scenario, beaconIDs: simulator.beaconIDs, method: method)
         // The ingest's own per-reading step: the sites file's offsets, the site's smoothing, the zone tracker.
         var pipeline = IngestPipeline(sites: sites)
@@ -130,8 +137,7 @@ public struct ZoneEvaluation: Sendable {
             }
         }
         visits += open.values
-        let identity = Dictionary(uniqueKeysWithValues: names.map { ($0, $0) })
-        return AccuracyScore(scenario: scenario, site: site.id, beaconIDs: identity, visits: visits, minutes: minutes)
+        return (visits, minutes)
     }
 
     // MARK: Peers' methods

@@ -374,14 +374,15 @@ extension ZoneChange {
     }
 
     @Test func aMoveBecomesTwoVisitsAndTheMinutesCountIt() {
-        let (tracker, changes) = run(seconds: 240, moveAt: 90)
+        let (tracker, changes) = run(seconds: 270, moveAt: 95)
         let visits = changes.filter(\.isVisit)
         #expect(
             visits == [
                 .visitOpened(site: "hq", zone: "lobby", beaconID: "b", enterMicros: start),
-                // Dated when the lab's agent first heard it louder (its readings come 1 ms after the lobby's).
-                .visitClosed(site: "hq", beaconID: "b", enterMicros: start, exitMicros: start + 90 * second + 1000),
-                .visitOpened(site: "hq", zone: "lab", beaconID: "b", enterMicros: start + 90 * second + 1000),
+                // Dated at the last reading that still said lobby (the lab agent's, 1 ms after the lobby's), where
+                // the readings as heard turned: the decision came 10 s later.
+                .visitClosed(site: "hq", beaconID: "b", enterMicros: start, exitMicros: start + 94 * second + 1000),
+                .visitOpened(site: "hq", zone: "lab", beaconID: "b", enterMicros: start + 94 * second + 1000),
             ])
         #expect(tracker.zone(of: "b") == "lab")
         var minutes: [String: [Int]] = [:]
@@ -390,12 +391,76 @@ extension ZoneChange {
             minutes[zone, default: []].append(occupants)
             seconds[zone, default: []].append(occupantSeconds)
         }
-        // Minutes 0-2 are counted (minute 3 waits for the absence timeout). Minute 1 is 30.001 s in the lobby and
-        // 29.999 s in the lab (the move is dated at 90.001 s): the beacon counts in the lobby only.
+        // Minutes 0-2 are counted (minute 3 waits for the counting lag). Minute 1 is 34.001 s in the lobby and
+        // 25.999 s in the lab: the beacon counts in the lobby only.
         #expect(minutes["lobby"] == [1, 1, 0])
         #expect(minutes["lab"] == [0, 0, 1])
-        #expect(seconds["lobby"] == [60, 30.001, 0])
-        #expect(seconds["lab"] == [0, 29.999, 60])
+        #expect(seconds["lobby"] == [60, 34.001, 0])
+        #expect(seconds["lab"] == [0, 25.999, 60])
+    }
+
+    /// With the site's Kalman smoothing (the default) and readings that wobble by ±4 dB, a beacon crosses from the
+    /// lobby to the lab at 85 s. The smoothed levels turn seconds later and the decision waits for evidence; the
+    /// history is dated where the readings as heard turned, so minute 1 (25 s lobby, 35 s lab) counts it in the lab.
+    @Test func aSmoothedMoveIsDatedWhereTheReadingsTurnedNotWhereTheEvidenceBegan() throws {
+        let smoothed = try SitesConfiguration.parse(testSites).sites[0]
+        var tracker = SiteZoneTracker(site: smoothed)
+        var changes: [(decidedMicros: Int64, change: ZoneChange)] = []
+        for index in 0..<300 {
+            let time = start + Int64(index) * second
+            let inLobby = index < 85
+            let wobble = Double([3, -4, 1, 4, -2, -3, 0, 2, -1][index % 9])
+            tracker.add(beaconID: "b", agent: "hq-a1", timeMicros: time, rssi: (inLobby ? -60 : -75) + wobble)
+            tracker.add(beaconID: "b", agent: "hq-a2", timeMicros: time + 1000, rssi: (inLobby ? -75 : -60) - wobble)
+            tracker.agentProgressed("hq-a1", newestMicros: time, arrivalMicros: time)
+            tracker.agentProgressed("hq-a2", newestMicros: time + 1000, arrivalMicros: time)
+            changes += tracker.advance(nowMicros: time).map { (time, $0) }
+        }
+        let moves = changes.filter { if case .visitOpened(_, "lab", _, _) = $0.change { true } else { false } }
+        let move = try #require(moves.first)
+        guard case .visitOpened(_, _, _, let enter) = move.change else { return }
+        #expect(moves.count == 1)
+        #expect(abs(enter - (start + 85 * second)) <= 2 * second, "dated at \(Double(enter - start) / 1e6) s")
+        #expect(move.decidedMicros - enter >= 5 * second, "decided at \(Double(move.decidedMicros - start) / 1e6) s")
+        let minuteOne = changes.compactMap { entry -> (String, Int)? in
+            guard case .occupancy(_, let zone, start + 60 * second, let occupants, _) = entry.change else { return nil }
+            return (zone, occupants)
+        }
+        #expect(minuteOne.count == 2 && minuteOne.allSatisfy { $0.1 == ($0.0 == "lab" ? 1 : 0) }, "\(minuteOne)")
+    }
+
+    /// A move the evidence takes minutes to confirm (the lab only 3 dB louder, 1 dB beyond the margin) is dated at
+    /// most the history lag (60 s) before it was decided: the minutes counted by then stay as they were. (Zones
+    /// scored by their loudest agent, so that the levels are the readings.)
+    @Test func aMoveIsDatedAtMostTheHistoryLagBack() throws {
+        let loudest = try SitesConfiguration.parse(
+            testSites.replacingOccurrences(of: "- id: hq", with: "- id: hq\n    rssi_smoothing: none\n    zone_scoring: loudest")).sites[0]
+        var tracker = SiteZoneTracker(site: loudest)
+        var changes: [(decidedMicros: Int64, change: ZoneChange)] = []
+        for index in 0..<420 {
+            let time = start + Int64(index) * second
+            let inLobby = index < 60
+            tracker.add(beaconID: "b", agent: "hq-a1", timeMicros: time, rssi: inLobby ? -60 : -66)
+            tracker.add(beaconID: "b", agent: "hq-a2", timeMicros: time + 1000, rssi: inLobby ? -75 : -63)
+            tracker.agentProgressed("hq-a1", newestMicros: time, arrivalMicros: time)
+            tracker.agentProgressed("hq-a2", newestMicros: time + 1000, arrivalMicros: time)
+            changes += tracker.advance(nowMicros: time).map { (time, $0) }
+        }
+        let move = changes.first { if case .visitOpened(_, "lab", _, _) = $0.change { true } else { false } }
+        guard let move, case .visitOpened(_, _, _, let enter) = move.change else {
+            Issue.record("no move: \(changes.map(\.change))")
+            return
+        }
+        #expect(move.decidedMicros - start > 180 * second)
+        #expect(enter == move.decidedMicros - 60 * second)
+        // Every minute counted before the decision has the beacon in the lobby.
+        let countedBefore = changes.filter { entry in
+            if case .occupancy(_, "lobby", _, 1, _) = entry.change { entry.decidedMicros < move.decidedMicros } else { false }
+        }
+        let lobbyMinutesBefore = changes.filter { entry in
+            if case .occupancy(_, "lobby", _, _, _) = entry.change { entry.decidedMicros < move.decidedMicros } else { false }
+        }
+        #expect(!countedBefore.isEmpty && countedBefore.count == lobbyMinutesBefore.count)
     }
 
     @Test func aBeaconWalkingThroughThreeRoomsCountsOnceInTheMinute() throws {
@@ -563,7 +628,7 @@ extension ZoneChange {
         // Within the lateness nothing moves: the agents may still deliver.
         changes += tracker.advance(nowMicros: last + 300 * second)
         #expect(tracker.watermarkMicros == last && !closed(changes))
-        // Past it by more than the absence timeout and a minute: the visit closes and the minutes are counted.
+        // Past it by more than the counting lag (60 s) and a minute: the visit closes and the minutes are counted.
         changes += tracker.advance(nowMicros: last + 300 * second + 95 * second)
         #expect(tracker.watermarkMicros == last + 95 * second)
         #expect(closed(changes), "\(changes)")
@@ -575,10 +640,11 @@ extension ZoneChange {
         #expect(counted == [start, start + 60 * second])
         tracker.add(beaconID: "b", agent: "hq-a1", timeMicros: last + second, rssi: -60)
         #expect(tracker.lateReadings == 1)
-        // An hour later: the watermark stopped two minutes past the absence timeout; no empty minutes are made up.
+        // An hour later: the watermark stopped two minutes past the counting lag (the history lag, 60 s); no empty
+        // minutes are made up.
         let before = changes.count
         changes += tracker.advance(nowMicros: last + 3600 * second)
-        #expect(tracker.watermarkMicros == last + 150 * second)
+        #expect(tracker.watermarkMicros == last + 180 * second)
         #expect(changes.count - before <= 2 * 2)  // at most one more minute, for both zones
     }
 
@@ -615,7 +681,8 @@ extension ZoneChange {
             nowMicros: restart)
         #expect(tracker.zone(of: "b") == "lobby")
         #expect(!tracker.advance(nowMicros: restart + 300 * second).contains { $0.isVisit })
-        let changes = tracker.advance(nowMicros: restart + 300 * second + 45 * second)
+        // Past the lateness by the counting lag and the rest of the minute.
+        let changes = tracker.advance(nowMicros: restart + 300 * second + 75 * second)
         #expect(changes.contains(.visitClosed(site: "hq", beaconID: "b", enterMicros: start, exitMicros: lastSeen)))
         #expect(changes.contains(.occupancy(site: "hq", zone: "lobby", minuteMicros: start, occupants: 1, occupantSeconds: 50)))
     }

@@ -20,6 +20,7 @@ struct LiveSiteTests {
           - id: hq
             allowed_lateness_s: 5
             absence_timeout_s: 10
+            history_lag_s: 10
             first_batch_wait_s: 5
             zones: [{id: lobby}, {id: lab}, {id: corridor}]
             agents:
@@ -101,7 +102,8 @@ struct LiveSiteTests {
         for agent in agents { agent.terminate(SIGTERM) }
         for agent in agents { #expect(await agent.exit() == 0) }
         let stopped = ContinuousClock.now
-        // Within the lateness (5 s), the absence timeout (10 s) and the rest of the last minute: nobody is left.
+        // Within the lateness (5 s), the absence timeout and history lag (10 s) and the rest of the last minute: nobody
+        // is left.
         try await eventuallyTrue("the site empties", timeout: .seconds(150)) {
             rows("SELECT count(*) FROM beaconflow.visits WHERE exit_ts IS NULL") == [["0"]]
                 && rows("SELECT count(*) FROM beaconflow.beacon_locations WHERE present") == [["0"]]

@@ -70,7 +70,8 @@ struct SimulatedSiteTests {
         #expect(score.falseChangesPerBeaconHour <= 1, "\(score)")
         // One stay of under a minute is too short for the switching rule's evidence (BENCHMARKS.md).
         #expect(score.missedStays <= 1, "\(score)")
-        #expect(score.zoneMinutes >= 27, "nine minutes of three zones at least: \(score)")
+        // The minutes within the history lag (60 s) of the data's end are not counted yet.
+        #expect(score.zoneMinutes >= 24, "eight minutes of three zones at least: \(score)")
         #expect(score.occupancyMeanAbsoluteError < 0.5, "\(score)")
         // Every zone has its minutes counted, and the counts never exceed the beacons of the site.
         let zones = try harness.query("SELECT zone_id, count(*), max(occupants) FROM beaconflow.zone_occupancy GROUP BY 1 ORDER BY 1")

@@ -104,7 +104,7 @@ public struct SitesConfiguration: Sendable, Equatable {
                 entry,
                 [
                     "id", "timezone", "path_loss_exponent", "zones", "agents", "zone_switch_margin_db",
-                    "zone_switch_dwell_s", "zone_switch_evidence_db_s", "absence_timeout_s", "allowed_lateness_s",
+                    "zone_switch_dwell_s", "zone_switch_evidence_db_s", "absence_timeout_s", "history_lag_s", "allowed_lateness_s",
                     "first_batch_wait_s", "rssi_smoothing", "zone_scoring",
                 ], place)
             let id = try identifier(entry["id"], "\(place).id")
@@ -172,6 +172,7 @@ public struct SitesConfiguration: Sendable, Equatable {
             }
             for (key, path) in [
                 ("zone_switch_dwell_s", \ZoneRules.switchDwellMicros), ("absence_timeout_s", \ZoneRules.absenceTimeoutMicros),
+                ("history_lag_s", \ZoneRules.historyLagMicros),
                 ("allowed_lateness_s", \ZoneRules.allowedLatenessMicros), ("first_batch_wait_s", \ZoneRules.firstBatchWaitMicros),
             ] {
                 if let seconds = try number(entry[key], "\(place).\(key)") {

@@ -1,5 +1,6 @@
 extension SiteZoneTracker {
-    static let checkpointVersion: Int64 = 1
+    /// 2: readings as heard beside the smoothed ones, and the crossings (version 1, without them, still reads).
+    static let checkpointVersion: Int64 = 2
 
     /// The tracker's state as of its watermark, as bytes for `restore(checkpoint:)`: all of it but the readings
     /// still waiting, which the database holds as the site's sightings newer than the watermark.
@@ -32,6 +33,7 @@ extension SiteZoneTracker {
                 out.int(reading.number)
                 out.int(reading.time)
                 out.double(reading.rssi)
+                out.double(reading.heard)
             }
             out.int(beacon.evidence.count)
             for evidence in beacon.evidence {
@@ -40,6 +42,13 @@ extension SiteZoneTracker {
                 out.int(evidence.sinceMicros)
             }
             out.int(beacon.evidenceMicros)
+            out.int(beacon.crossings.entries.count)
+            for entry in beacon.crossings.entries {
+                out.int(entry.zone)
+                out.double(entry.sum)
+                out.double(entry.lowest)
+                out.int(entry.lowestMicros)
+            }
             out.optional(beacon.appearedMicros)
             out.int(beacon.filters.count)
             for agent in beacon.filters {
@@ -69,7 +78,8 @@ extension SiteZoneTracker {
     /// to be added again (the site's sightings newer than `watermarkMicros`). The tracker is unchanged on error.
     public mutating func restore(checkpoint: [UInt8]) throws(CheckpointError) {
         var input = CheckpointReader(checkpoint)
-        guard try input.int() == Self.checkpointVersion else { throw CheckpointError(code: .unknownVersion, offset: 0) }
+        let version = try input.int()
+        guard version == 1 || version == Self.checkpointVersion else { throw CheckpointError(code: .unknownVersion, offset: 0) }
         let zoneIDs = try input.strings()
         let agentIDs = try input.strings()
         guard zoneIDs == zones, agentIDs == agentNumbers.sorted(by: { $0.value < $1.value }).map(\.key) else {
@@ -99,17 +109,28 @@ extension SiteZoneTracker {
             }
             beacon.enterMicros = try input.time(also: [0])
             beacon.lastSeenMicros = try input.time(also: [0])
-            for _ in 0..<(try input.count(minimumBytes: 24)) {
-                beacon.readings.append(
-                    AgentReading(
-                        number: try input.index(below: agentIDs.count), time: try input.time(),
-                        rssi: try input.double(in: CheckpointReader.decibels)))
+            for _ in 0..<(try input.count(minimumBytes: version == 1 ? 24 : 32)) {
+                let number = try input.index(below: agentIDs.count)
+                let time = try input.time()
+                let rssi = try input.double(in: CheckpointReader.decibels)
+                let heard = version == 1 ? rssi : try input.double(in: CheckpointReader.decibels)
+                beacon.readings.append(AgentReading(number: number, time: time, rssi: rssi, heard: heard))
             }
             for _ in 0..<(try input.count(minimumBytes: 24)) {
                 beacon.evidence.append(
                     (try input.index(below: zones.count), try input.double(in: 0...1e12), try input.time()))
             }
             beacon.evidenceMicros = try input.time(also: [0])
+            if version >= 2 {
+                var entries: [ZoneCrossings.Entry] = []
+                for _ in 0..<(try input.count(minimumBytes: 32)) {
+                    entries.append(
+                        ZoneCrossings.Entry(
+                            zone: try input.index(below: zones.count), sum: try input.double(in: -1e15...1e15),
+                            lowest: try input.double(in: -1e15...0), lowestMicros: try input.time()))
+                }
+                beacon.crossings = ZoneCrossings(entries: entries)
+            }
             beacon.appearedMicros = try input.optionalTime()
             for _ in 0..<(try input.count(minimumBytes: 9)) {
                 var agent = AgentFilter(number: try input.index(below: agentIDs.count))

@@ -9,6 +9,10 @@ public struct ZoneRules: Sendable, Equatable {
     public var switchDwellMicros: Int64 = 10_000_000
     /// Not heard for this long: the beacon has left (`absence_timeout_s`); its visit ends when it was last heard.
     public var absenceTimeoutMicros: Int64 = 30_000_000
+    /// How long after a minute ends its counts wait (`history_lag_s`, at least the absence timeout): a move decided
+    /// within it is dated back into the minute, so the stored minutes and visits agree with the live decisions
+    /// once this has passed.
+    public var historyLagMicros: Int64 = 60_000_000
     /// A beacon that appears is placed once it has been heard for this long (by the agents around it), in the
     /// zone loudest by then; its visit starts at its first reading.
     public var entryDwellMicros: Int64 = 2_000_000

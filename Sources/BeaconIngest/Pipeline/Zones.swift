@@ -10,17 +10,18 @@
 /// `lateReadings`). More than `maximumPending` readings waiting releases the slowest agent, to bound memory. When
 /// every agent has been silent for `allowedLatenessMicros`, the watermark follows the ingest's clock from each
 /// agent's newest reading on, so a site that goes dark closes its visits and counts its minutes, up to two minutes
-/// past the absence timeout after its newest reading (beyond that its minutes are unknown, and not written).
+/// past the counting lag after its newest reading (beyond that its minutes are unknown, and not written).
 ///
 /// Each zone has a level for a beacon: by default its score under the site's learned patterns (`ZonePatterns`),
 /// which weighs the fresh readings of every agent; with `zone_scoring: loudest`, the loudest fresh reading of the
 /// zone's own agents. A beacon is placed in the zone of the highest level and moves by change detection (Page's
 /// CUSUM): each other zone gathers evidence, its excess over the current zone beyond `switchMarginDb` times how long it lasts,
 /// never below 0; the beacon moves when a zone's evidence reaches `switchEvidenceDbSeconds` after gathering for at
-/// least `switchDwellMicros`, and the move is dated when that evidence began. So a brief shadow (a person between
-/// beacon and receiver) gathers a little and decays, while a move gathers steadily, sooner the clearer it is. Minutes are
-/// counted when the watermark is an absence timeout past their end, since until then a reading can still show
-/// that the beacon stayed through a gap.
+/// least `switchDwellMicros`. So a brief shadow (a person between beacon and receiver) gathers a little and decays,
+/// while a move gathers steadily, sooner the clearer it is. The move is dated in hindsight, where the readings as
+/// heard say it happened (`ZoneCrossings`), at most `historyLagMicros` before the decision. Minutes are counted
+/// when the watermark is the counting lag (the greater of the absence timeout and the history lag) past their
+/// end: until then a reading can still show that the beacon stayed through a gap, or move its time to another zone.
 public struct SiteZoneTracker: Sendable {
     public let site: String
     public let rules: ZoneRules
@@ -63,7 +64,9 @@ public struct SiteZoneTracker: Sendable {
     struct AgentReading: Sendable {
         var number: Int
         var time: Int64
+        /// Smoothed (with the site's smoothing), and as heard.
         var rssi: Double
+        var heard: Double
     }
 
     /// Zones are numbered by their order in the sites file.
@@ -77,6 +80,8 @@ public struct SiteZoneTracker: Sendable {
         var evidence: [(zone: Int, dbSeconds: Double, sinceMicros: Int64)] = []
         /// When the evidence was last brought up to date.
         var evidenceMicros: Int64 = 0
+        /// When a move to each other zone most likely happened (history is dated there).
+        var crossings = ZoneCrossings()
         /// The first reading of a beacon not placed yet.
         var appearedMicros: Int64?
         /// Each agent's RSSI filter (the site's `rssi_smoothing`), which outlives the reading's lifetime.
@@ -196,9 +201,13 @@ public struct SiteZoneTracker: Sendable {
             changes.append(.visitClosed(site: site, beaconID: beaconID, enterMicros: beacon.enterMicros, exitMicros: beacon.lastSeenMicros))
             beacon.zone = nil
             beacon.evidence = []
+            beacon.crossings.removeAll()
             beacons[beaconID] = beacon
         }
     }
+
+    /// How long after its end a minute is counted.
+    private var countingLagMicros: Int64 { max(rules.absenceTimeoutMicros, rules.historyLagMicros) }
 
     private var firstBatchWaitMicros: Int64 { min(rules.firstBatchWaitMicros, rules.allowedLatenessMicros) }
 
@@ -232,10 +241,10 @@ public struct SiteZoneTracker: Sendable {
     }
 
     /// Where a site whose agents are all silent has got to: each agent's newest reading plus the ingest's time since
-    /// its lateness ran out, at most two minutes past the absence timeout after the site's newest reading.
+    /// its lateness ran out, at most two minutes past the counting lag after the site's newest reading.
     private func darkWatermark(newest: Int64, nowMicros: Int64) -> Int64 {
         let extrapolated = agents.values.map { $0.newestMicros &+ max(0, nowMicros - $0.lastArrivalMicros - rules.allowedLatenessMicros) }
-        return min(extrapolated.max() ?? newest, newest &+ rules.absenceTimeoutMicros &+ 2 * Self.minute)
+        return min(extrapolated.max() ?? newest, newest &+ countingLagMicros &+ 2 * Self.minute)
     }
 
     /// The order readings are applied in: by time, then agent, then beacon (then level, so that the order never
@@ -264,6 +273,7 @@ public struct SiteZoneTracker: Sendable {
             changes.append(.visitClosed(site: site, beaconID: reading.beaconID, enterMicros: beacon.enterMicros, exitMicros: beacon.lastSeenMicros))
             beacon.zone = nil
             beacon.evidence = []
+            beacon.crossings.removeAll()
         }
         if beacon.zone == nil, let appeared = beacon.appearedMicros, time - appeared > rules.absenceTimeoutMicros {
             beacon.appearedMicros = nil
@@ -273,27 +283,16 @@ public struct SiteZoneTracker: Sendable {
         if let index = beacon.readings.firstIndex(where: { $0.number == reading.agentNumber }) {
             beacon.readings[index].time = time
             beacon.readings[index].rssi = level
+            beacon.readings[index].heard = reading.rssi
         } else {
-            beacon.readings.append(AgentReading(number: reading.agentNumber, time: time, rssi: level))
+            beacon.readings.append(AgentReading(number: reading.agentNumber, time: time, rssi: level, heard: reading.rssi))
         }
         beacon.lastSeenMicros = max(beacon.lastSeenMicros, time)
 
-        // Each zone's level, by zone number: its score from the fresh readings of all agents, or its loudest fresh
-        // reading (-infinity: not a candidate).
         beacon.readings.removeAll { time - $0.time > rules.readingLifetimeMicros }
-        var levels = [Double](repeating: -.infinity, count: zones.count)
-        switch rules.scoring {
-        case .pattern where !beacon.readings.isEmpty:
-            let heard = beacon.readings.lazy.map { (agent: $0.number, level: $0.rssi) }
-            patterns.score(levels: heard, into: &levels)
-            if let zone = beacon.zone, time - beacon.enterMicros >= ZonePatterns.learnAfterMicros {
-                patterns.learn(zone: zone, agent: reading.agentNumber, levels: heard)
-            }
-        default:
-            for value in beacon.readings {
-                let zone = patterns.zoneOfAgent[value.number]
-                levels[zone] = max(levels[zone], value.rssi)
-            }
+        let levels = zoneLevels(of: beacon.readings, \.rssi)
+        if rules.scoring == .pattern, let zone = beacon.zone, time - beacon.enterMicros >= ZonePatterns.learnAfterMicros {
+            patterns.learn(zone: zone, agent: reading.agentNumber, levels: beacon.readings.lazy.map { (agent: $0.number, level: $0.rssi) })
         }
         // The highest level; between equal ones, the first zone id in alphabetical order.
         var best: Int?
@@ -322,20 +321,26 @@ public struct SiteZoneTracker: Sendable {
                 if gathered > 0 || excess > 0 { evidence.append((zone, max(gathered, 0), before?.sinceMicros ?? time)) }
             }
             beacon.evidence = evidence
+            beacon.crossings.add(
+                levels: zoneLevels(of: beacon.readings, \.heard), current: current, seconds: seconds, at: time, unheard: Self.unheardDbm)
             // The most evidence; between equal ones, the first zone id in alphabetical order.
             if let strongest = evidence.max(by: { ($0.dbSeconds, zones[$1.zone]) < ($1.dbSeconds, zones[$0.zone]) }),
                 strongest.dbSeconds >= rules.switchEvidenceDbSeconds, time - strongest.sinceMicros >= rules.switchDwellMicros
             {
-                let moment = max(strongest.sinceMicros, beacon.enterMicros + 1)
+                // Dated in hindsight, at most the history lag before now, so that no minute counted yet changes.
+                let crossing = beacon.crossings.moment(of: strongest.zone) ?? strongest.sinceMicros
+                let moment = max(crossing, time - rules.historyLagMicros, beacon.enterMicros + 1)
                 changes.append(.visitClosed(site: site, beaconID: reading.beaconID, enterMicros: beacon.enterMicros, exitMicros: moment))
                 movePresence(of: reading.beaconID, from: current, to: strongest.zone, between: moment, and: previousSeen)
                 beacon.zone = strongest.zone
                 beacon.enterMicros = moment
                 beacon.evidence = []
+                beacon.crossings.removeAll()
                 changes.append(.visitOpened(site: site, zone: zones[strongest.zone], beaconID: reading.beaconID, enterMicros: moment))
             }
         } else if let appeared = beacon.appearedMicros, time - appeared >= rules.entryDwellMicros {
             beacon.zone = best
+            beacon.crossings.removeAll()
             beacon.enterMicros = appeared
             beacon.evidenceMicros = time
             beacon.appearedMicros = nil
@@ -380,13 +385,13 @@ public struct SiteZoneTracker: Sendable {
     }
 
 
-    /// Counts every minute that ended an absence timeout before `time`, and closes the visits of beacons gone.
+    /// Counts every minute that ended the counting lag before `time`, and closes the visits of beacons gone.
     private mutating func countMinutes(through time: Int64, into changes: inout [ZoneChange]) {
         var minute = nextMinute ?? presence.keys.min() ?? Self.minuteStart(time)
         if nextMinute == nil { nextMinute = minute }
         // A long silence: skip to a day before rather than write a day of empty minutes.
         if time - minute > 86_400_000_000 { minute = Self.minuteStart(time - 86_400_000_000) }
-        while minute + Self.minute + rules.absenceTimeoutMicros <= time {
+        while minute + Self.minute + countingLagMicros <= time {
             count(minute, into: &changes)
             minute += Self.minute
             closeAbsent(before: minute, into: &changes)
@@ -515,7 +520,7 @@ public struct SiteZoneTracker: Sendable {
         if let minute = lastCountedMinuteMicros { nextMinute = minute + Self.minute }
         // Observed before: the minute in progress is not the site's first.
         firstReadingMicros = ([lastCountedMinuteMicros].compactMap { $0 } + openVisits.map(\.enterMicros)).min()
-        let counted = lastCountedMinuteMicros.map { $0 + Self.minute + rules.absenceTimeoutMicros }
+        let counted = lastCountedMinuteMicros.map { $0 + Self.minute + countingLagMicros }
         if let reached = ([counted].compactMap { $0 } + openVisits.map(\.lastSeenMicros)).max() {
             for agent in agentNumbers.keys { agents[agent] = AgentProgress(newestMicros: reached, lastArrivalMicros: nowMicros) }
             unheardAgents = []
