@@ -13,7 +13,7 @@ struct AccuracyCommand: AsyncParsableCommand {
         discussion: """
             With --scenario, plays that scenario for each method through simulated agents, a throwaway mosquitto, the ingest and a throwaway PostgreSQL (all on loopback, removed afterwards), then compares the visits and zone_occupancy views with the scenario's ground truth. Methods: nearest (raw RSSI, loudest agent wins at once), kalman (Kalman-smoothed RSSI, at once), hysteresis (raw RSSI with the default switching rule), chosen (the ingest's defaults), chosen-loudest (the defaults with each zone as loud as its loudest agent). Needs mosquitto and PostgreSQL installed (scripts/install-deps).
 
-            With --preset, compares the ingest's defaults (and chosen-loudest) with peers' methods on generated scenarios of that preset (easy, hard, harsh or all; 2×3 rooms, 40 beacons, an hour) for each seed, without servers: the same smoothing and zone tracker as the ingest, fed what the simulated agents hear. Peers' methods: nearest, kalman (room-assistant: Q 0.008, R 4, then nearest), kalman-bermuda (that with Bermuda's switching rule), trimmed-mean (ESPresense: 15 s, Tukey fences), one-euro (the 1€ filter). Prints the mean over seeds with the lowest and highest in brackets.
+            With --preset, compares the ingest's defaults (and chosen-loudest) with peers' methods on generated scenarios of that preset (easy, hard, harsh: one site of 2×3 rooms, 40 beacons; large: two sites of 3×3 rooms with harsh radio, 80 beacons; or all; an hour) for each seed and site, without servers: the same smoothing and zone tracker as the ingest, fed what the simulated agents hear. Peers' methods: nearest, kalman (room-assistant: Q 0.008, R 4, then nearest), kalman-bermuda (that with Bermuda's switching rule), trimmed-mean (ESPresense: 15 s, Tukey fences), one-euro (the 1€ filter). Prints the mean over seeds and sites with the lowest and highest in brackets.
 
             Columns: zone accuracy (beacon-seconds in the right zone, the first 5 s of each stay not counted); false changes (visits beyond the true stays, per beacon-hour); enter and exit error (median |recorded − true| time of the visit that matches each stay); occupancy within one (zone-minutes counted within ±1 of the truth, a beacon counting where it spent at least 30 s of the minute); occupancy exact (zone-minutes counted exactly right); occupancy error (mean |counted − true| per zone-minute); missed stays (true stays without any visit in their zone); phantom beacons (--scenario: beacons stored of their own, with sightings, telemetry or visits, that are no beacon of the scenario: an address whose identity the pipeline did not tie to it).
 
@@ -27,11 +27,11 @@ struct AccuracyCommand: AsyncParsableCommand {
     )
 
     @Option(help: "The scenario (YAML), played through the real pipeline.") var scenario: String?
-    @Option(help: "Generated scenarios instead: easy, hard, harsh or all, scored without servers.") var preset: String?
+    @Option(help: "Generated scenarios instead: easy, hard, harsh, large or all, scored without servers.") var preset: String?
     @Flag(help: "With --scenario: score the ingest's defaults and peers' methods without servers, as with --preset.")
     var offline = false
     @Option(help: "Seeds of the generated scenarios: a range (1-5) or a list (1,4,7).") var seeds = "1-5"
-    @Option(help: "Beacons of each generated scenario.") var beacons = 40
+    @Option(help: "Beacons of each generated scenario, over its sites (default: 40, large 80).") var beacons: Int?
     @Option(help: "Seconds of each generated scenario.") var duration = 3600
     @Option(help: "Comma-separated methods (with --scenario: nearest, kalman, hysteresis, chosen, chosen-loudest; with --preset or --offline: chosen, chosen-loudest, nearest, kalman, kalman-bermuda, trimmed-mean, one-euro). Default: all of them.")
     var method: String?
@@ -57,9 +57,9 @@ struct AccuracyCommand: AsyncParsableCommand {
     /// Generated scenarios, every method, no servers.
     func runGenerated(_ presetName: String) throws {
         let presets = presetName == "all" ? ScenarioFamily.presets : try ScenarioFamily.preset(named: presetName).map { [$0] }
-            ?? { throw ValidationError("unknown --preset '\(presetName)'; known: easy, hard, harsh, all") }()
+            ?? { throw ValidationError("unknown --preset '\(presetName)'; known: easy, hard, harsh, large, all") }()
         let seedList = try Self.seeds(seeds)
-        guard beacons > 0, beacons <= 1000, duration >= 60, duration <= 86_400 else {
+        guard (1...1000).contains(beacons ?? 1), duration >= 60, duration <= 86_400 else {
             throw ValidationError("--beacons must be 1-1000 and --duration 60-86400")
         }
         var scenarios: [(group: String, scenario: Scenario)] = []
@@ -91,11 +91,14 @@ struct AccuracyCommand: AsyncParsableCommand {
         for group in groups {
             var scores: [[AccuracyScore]] = Array(repeating: [], count: methods.count)
             for entry in scenarios where entry.group == group {
-                let evaluation = try ZoneEvaluation(scenario: entry.scenario)
-                for (index, method) in methods.enumerated() {
-                    let score = try evaluation.score(method)
-                    scores[index].append(score)
-                    if json { print(Self.json(score, method: method.name, site: "\(group) seed \(entry.scenario.seed)")) }
+                for site in entry.scenario.sites {
+                    let evaluation = try ZoneEvaluation(scenario: entry.scenario, site: site.id)
+                    let name = entry.scenario.sites.count == 1 ? "\(group) seed \(entry.scenario.seed)" : "\(group) seed \(entry.scenario.seed) \(site.id)"
+                    for (index, method) in methods.enumerated() {
+                        let score = try evaluation.score(method)
+                        scores[index].append(score)
+                        if json { print(Self.json(score, method: method.name, site: name)) }
+                    }
                 }
             }
             if !json {

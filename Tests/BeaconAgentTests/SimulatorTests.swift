@@ -292,3 +292,26 @@ func singleBeaconScenario(
                 + "\(Double(uncompressed) / Double(sightings)) in version 1")
     }
 }
+
+@Suite struct ScenarioFamilyTests {
+    /// The large preset: two sites of 3×3 rooms, a door in each of the 12 shared walls, a receiver at each room's
+    /// centre and three on internal walls, 40 beacons each whose paths go only through their own site's rooms,
+    /// each walk between rooms through a shared wall.
+    @Test func theLargePresetHasTwoSitesOfNineRooms() throws {
+        let scenario = try ScenarioFamily.scenario(ScenarioFamily.large, seed: 5, durationSeconds: 1800)
+        #expect(scenario.sites.map(\.id) == ["grid-1", "grid-2"])
+        #expect(scenario.beacons.count == 80)
+        for site in scenario.sites {
+            #expect(site.zones.count == 9 && site.doors.count == 12 && site.agents.count == 12)
+            #expect(site.shadowingDb == ScenarioFamily.large.shadowingDb)
+            let zones = Set(site.zones.map(\.id))
+            let beacons = scenario.beacons.filter { $0.site == site.id }
+            #expect(beacons.count == 40)
+            #expect(beacons.allSatisfy { $0.path.allSatisfy { $0.zone.map(zones.contains) ?? true } })
+        }
+        #expect(scenario.beacons.flatMap(\.path).contains { $0.zone == "room-c3" })
+        // The single-site presets keep their layout.
+        let hard = try ScenarioFamily.scenario(ScenarioFamily.hard, seed: 5, durationSeconds: 600)
+        #expect(hard.sites.map(\.id) == ["grid"] && hard.sites[0].zones.count == 6 && hard.sites[0].doors.count == 7)
+    }
+}
