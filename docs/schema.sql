@@ -492,7 +492,8 @@ CREATE TABLE beaconflow.beacon_state (
     address_random boolean,
     advertising_event smallint,
     url text,
-    CONSTRAINT beacon_state_status_check CHECK ((status = ANY (ARRAY['ok'::text, 'low_battery'::text, 'stale'::text, 'rebooting'::text])))
+    cloned_since timestamp with time zone,
+    CONSTRAINT beacon_state_status_check CHECK ((status = ANY (ARRAY['ok'::text, 'low_battery'::text, 'stale'::text, 'rebooting'::text, 'cloned'::text])))
 );
 
 ALTER TABLE beaconflow.beacon_state OWNER TO postgres;
@@ -517,7 +518,8 @@ CREATE VIEW beaconflow.beacon_health AS
             ELSE beacon_state.status
         END AS status,
     beacon_state.battery_pct,
-    beacon_state.battery_trend_pct_per_day
+    beacon_state.battery_trend_pct_per_day,
+    beacon_state.cloned_since
    FROM beaconflow.beacon_state;
 
 ALTER TABLE beaconflow.beacon_health OWNER TO postgres;

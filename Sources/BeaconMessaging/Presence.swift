@@ -101,7 +101,7 @@ public struct BeaconCondition: PresenceMessage, Equatable {
     public var batteryMillivolts: Int?
     public var batteryPercent: Double?
     public var temperatureCelsius: Double?
-    /// `ok`, `low_battery` or `rebooting` (`stale` is the view's, by the database's clock).
+    /// `ok`, `low_battery`, `rebooting` or `cloned` (`stale` is the view's, by the database's clock).
     public var status: String
 
     public init(batteryMillivolts: Int?, batteryPercent: Double?, temperatureCelsius: Double?, status: String) {

@@ -176,7 +176,7 @@ public struct Report: Sendable, Equatable, Codable {
                    count(*) OVER ()
             FROM beaconflow.beacon_health h
             WHERE status <> 'ok' AND ($1::text IS NULL OR site_id = $1)
-            ORDER BY CASE status WHEN 'low_battery' THEN 0 WHEN 'rebooting' THEN 1 ELSE 2 END,
+            ORDER BY CASE status WHEN 'cloned' THEN 0 WHEN 'low_battery' THEN 1 WHEN 'rebooting' THEN 2 ELSE 3 END,
                      est_days_left NULLS LAST, beacon_id
             LIMIT $2
             """, filter

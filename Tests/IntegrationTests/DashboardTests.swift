@@ -176,12 +176,15 @@ struct DashboardTests {
 
     /// Each rule's query as the reader, as Grafana's alerting runs it: rows of one site label and one number.
     /// With everything well (beacons just heard with full batteries, agents online and sending, every site served)
-    /// no rule returns a row; with one beacon low, one stale, one agent offline and one silent, each of those
-    /// four rules returns that site with 1 and the site-wide rules stay quiet; with the site unserved and every
+    /// no rule returns a row; with one beacon low, one stale, one cloned, one agent offline and one silent, each of
+    /// those five rules returns that site with 1 and the site-wide rules stay quiet; with the site unserved and every
     /// online agent silent, the site-wide rules return that site with 1.
     func checkAlertRules(_ connection: PostgresConnection, site: String) throws {
         let rules = try Self.alertRules()
-        let agentRules: Set = ["beaconflow-low-battery", "beaconflow-stale-beacons", "beaconflow-agents-offline", "beaconflow-agents-silent"]
+        let agentRules: Set = [
+            "beaconflow-low-battery", "beaconflow-stale-beacons", "beaconflow-cloned-beacons", "beaconflow-agents-offline",
+            "beaconflow-agents-silent",
+        ]
         let siteRules: Set = ["beaconflow-site-unserved", "beaconflow-site-not-committing"]
         #expect(Set(rules.map(\.uid)) == agentRules.union(siteRules))
         func evaluate() throws -> [String: [[String?]]] {
@@ -216,11 +219,12 @@ struct DashboardTests {
             """)
         for (uid, rows) in try evaluate() { #expect(rows.isEmpty, "\(uid) fires with everything well: \(rows)") }
 
-        let beacons = try connection.query("SELECT beacon_id FROM beaconflow.beacon_state WHERE site_id = $1 ORDER BY beacon_id LIMIT 2", [site]).compactMap { $0[0] }
+        let beacons = try connection.query("SELECT beacon_id FROM beaconflow.beacon_state WHERE site_id = $1 ORDER BY beacon_id LIMIT 3", [site]).compactMap { $0[0] }
         let agents = try connection.query("SELECT agent_id FROM beaconflow.agent_state WHERE site_id = $1 ORDER BY agent_id LIMIT 2", [site]).compactMap { $0[0] }
-        try #require(beacons.count == 2 && agents.count == 2)
+        try #require(beacons.count == 3 && agents.count == 2)
         _ = try connection.query("UPDATE beaconflow.beacon_state SET status = 'low_battery', est_days_left = 12 WHERE beacon_id = $1", [beacons[0]])
         _ = try connection.query("UPDATE beaconflow.beacon_state SET last_seen = now() - interval '1 day' WHERE beacon_id = $1", [beacons[1]])
+        _ = try connection.query("UPDATE beaconflow.beacon_state SET status = 'cloned', cloned_since = now() WHERE beacon_id = $1", [beacons[2]])
         _ = try connection.query("UPDATE beaconflow.agent_state SET online = false WHERE site_id = $1 AND agent_id = $2", [site, agents[0]])
         _ = try connection.query(
             "UPDATE beaconflow.agent_state SET online_since = now() - interval '1 hour', last_batch_at = now() - interval '1 hour' WHERE site_id = $1 AND agent_id = $2",

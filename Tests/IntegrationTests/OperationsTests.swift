@@ -465,7 +465,7 @@ struct DemoCommandTests {
         defer { try? FileManager.default.removeItem(atPath: work) }
         let demo = try ChildProcess(
             executable,
-            ["demo", "--duration", "6", "--directory", work + "/state", "--broker", broker.url, "--database", database.conninfo],
+            ["demo", "--duration", "10", "--directory", work + "/state", "--broker", broker.url, "--database", database.conninfo],
             standardOutputPath: work + "/out.txt", standardErrorPath: work + "/err.txt")
         _ = await demo.exit()
         let output = (try? String(contentsOfFile: work + "/out.txt", encoding: .utf8)) ?? ""

@@ -36,24 +36,7 @@ struct SimulatedSiteTests {
             beacons:
               - {id: "eddystone:0102030405060708090a:0000000000b9", identity_key: 000102030405060708090a0b0c0d0e0f}
             """
-        let harness = try await IngestHarness.start { $0.sites = try! SitesConfiguration.parse(sites) }
-        var runs: [Task<Agent.Outcome, Error>] = []
-        var spools: [String] = []
-        for agent in ["hq-a1", "hq-a2", "hq-a3"] {
-            let spool = try makeTemporaryDirectory(prefix: "spool")
-            spools.append(spool)
-            var configuration = try AgentConfiguration(
-                siteID: "hq", agentID: agent, broker: BrokerAddress(host: "127.0.0.1", port: harness.broker.port),
-                spoolDirectory: spool)
-            configuration.acknowledgementTimeout = .seconds(5)
-            configuration.drainTimeout = .seconds(60)
-            let source = SimulatorSource(simulator: simulator, site: "hq", agent: agent, speed: .maximum)
-            let instance = Agent(configuration: configuration, source: source, logger: Logger(label: agent))
-            runs.append(Task { try await instance.run() })
-        }
-        defer { for spool in spools { try? FileManager.default.removeItem(atPath: spool) } }
-        for run in runs { #expect(try await run.value == .finished) }
-        try await harness.stop()
+        let harness = try await playThroughThePipeline(simulator, site: "hq", agents: ["hq-a1", "hq-a2", "hq-a3"], sites: sites)
         return (harness, scenario, simulator)
     }
 
@@ -148,3 +131,28 @@ struct AccuracyHarnessTests {
         #expect(nearest.zoneAccuracy < chosen.zoneAccuracy, "\(nearest)")
     }
 }
+
+/// Plays a site of a simulation through simulated agents at full speed, a broker, an ingest and PostgreSQL (the
+/// harness's), until every agent has delivered everything; returns the stopped harness to query.
+func playThroughThePipeline(_ simulator: Simulator, site: String, agents: [String], sites: String) async throws -> IngestHarness {
+    let harness = try await IngestHarness.start { $0.sites = try! SitesConfiguration.parse(sites) }
+    var runs: [Task<Agent.Outcome, Error>] = []
+    var spools: [String] = []
+    for agent in agents {
+        let spool = try makeTemporaryDirectory(prefix: "spool")
+        spools.append(spool)
+        var configuration = try AgentConfiguration(
+            siteID: site, agentID: agent, broker: BrokerAddress(host: "127.0.0.1", port: harness.broker.port),
+            spoolDirectory: spool)
+        configuration.acknowledgementTimeout = .seconds(5)
+        configuration.drainTimeout = .seconds(60)
+        let source = SimulatorSource(simulator: simulator, site: site, agent: agent, speed: .maximum)
+        let instance = Agent(configuration: configuration, source: source, logger: Logger(label: agent))
+        runs.append(Task { try await instance.run() })
+    }
+    defer { for spool in spools { try? FileManager.default.removeItem(atPath: spool) } }
+    for run in runs { #expect(try await run.value == .finished) }
+    try await harness.stop()
+    return harness
+}
+

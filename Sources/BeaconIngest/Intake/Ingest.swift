@@ -398,7 +398,7 @@ public final class Ingest: Sendable {
         }
         var counts = IngestEvent.CommittedGroup(
             telemetry: result.telemetryRows, sensorReadings: result.sensorReadingRows, lateReadings: result.lateReadings,
-            evictedBeacons: result.evictedBeacons, undecodableFrames: result.undecodableFrames,
+            evictedBeacons: result.evictedBeacons, newlyCloned: result.newlyCloned, undecodableFrames: result.undecodableFrames,
             nanoseconds: Int64(DispatchTime.now().uptimeNanoseconds - started))
         for (outcome, accepted) in zip(result.outcomes, group) {
             switch outcome {

@@ -59,6 +59,7 @@ enum IngestEvent {
         var sensorReadings = 0
         var lateReadings = 0
         var evictedBeacons = 0
+        var newlyCloned: [ClonedBeacon] = []
         var undecodableFrames: [UndecodableFrame] = []
         var nanoseconds: Int64 = 0
     }
@@ -83,6 +84,7 @@ final class IngestInstruments: Sendable {
     private let sensorReadingsCounter = Counter(IngestMetrics.sensorReadings)
     private let lateReadingsCounter = Counter(IngestMetrics.lateReadings)
     private let evictedBeaconsCounter = Counter(IngestMetrics.evictedBeacons)
+    private let clonedBeaconsCounter = Counter(IngestMetrics.clonedBeacons)
     private let reconnectCounter = Counter(IngestMetrics.databaseReconnects)
     private let databaseConnectedGauge = Gauge(IngestMetrics.databaseConnected)
     /// Status messages not used: not on a known agent's status topic, or not a valid status.
@@ -250,6 +252,15 @@ final class IngestInstruments: Sendable {
         sensorReadingsCounter.increment(by: group.sensorReadings)
         lateReadingsCounter.increment(by: group.lateReadings)
         evictedBeaconsCounter.increment(by: group.evictedBeacons)
+        clonedBeaconsCounter.increment(by: group.newlyCloned.count)
+        for clone in group.newlyCloned {
+            logger.warning(
+                "A beacon identity is advertised from two addresses at once",
+                metadata: [
+                    "beacon": "\(clone.beaconID)", "site": "\(clone.siteID)",
+                    "since": "\(RFC3339.format(microseconds: clone.sinceMicros))",
+                ])
+        }
         for frame in group.undecodableFrames {
             Counter(IngestMetrics.undecodableFrames, [("reason", frame.reason)]).increment()
             let first = reportedUndecodable.withLock { reported in

@@ -21,6 +21,9 @@ public enum IngestMetrics {
     static let evictedBeacons = MetricFamily(
         "beaconflow_ingest_beacons_evicted_total", .counter,
         help: "Beacons whose in-memory state was let go to stay within --max-beacons.")
+    static let clonedBeacons = MetricFamily(
+        "beaconflow_ingest_cloned_beacons_total", .counter,
+        help: "Beacon identities found advertised from two addresses at once (a copy of the beacon).")
     static let databaseReconnects = MetricFamily(
         "beaconflow_ingest_database_reconnects_total", .counter, help: "Times the connection to PostgreSQL was lost.")
     static let databaseConnected = MetricFamily(
@@ -73,7 +76,7 @@ public enum IngestMetrics {
         "beaconflow_ingest_presence_messages_waiting", .gauge, help: "Presence messages waiting for the publish rate.")
 
     public static let all: [MetricFamily] = [
-        batches, rejectedBatches, sightings, telemetry, sensorReadings, lateReadings, evictedBeacons, databaseReconnects,
+        batches, rejectedBatches, sightings, telemetry, sensorReadings, lateReadings, evictedBeacons, clonedBeacons, databaseReconnects,
         databaseConnected, statusesIgnored, statementErrors, commitSeconds, queueDepth, lag, brokersConnected, siteClaims,
         sitesTakenOver, sitesHandedOver, sitesServed, sitesUnserved, sitesLost, unusableCheckpoints, undecodableFrames, sitesReloads,
         sitesFileDiffers,

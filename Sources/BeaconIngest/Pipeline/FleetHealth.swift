@@ -7,6 +7,8 @@ public struct BeaconHealth: Sendable, Equatable {
         case lowBattery = "low_battery"
         case stale
         case rebooting
+        /// Its identity advertised from two addresses at once (`CloneDetection`).
+        case cloned
     }
 
     public var beaconID: String
@@ -29,6 +31,15 @@ public struct BeaconHealth: Sendable, Equatable {
     public var heardAs: HeardAs?
     /// The URL of its latest Eddystone-URL frame.
     public var url: String?
+    /// Since when it has been `cloned` (event time), or nil.
+    public var clonedSinceMicros: Int64?
+}
+
+/// An identity found advertised from two addresses at once, and since when.
+public struct ClonedBeacon: Sendable, Equatable {
+    public var beaconID: String
+    public var siteID: String
+    public var sinceMicros: Int64
 }
 
 /// The device address and advertising event of a sighting, as the agent reported them.
@@ -92,41 +103,70 @@ public struct FleetHealth: Sendable {
         var buckets: [BatteryBucket] = []
         var percentBuckets: [BatteryBucket] = []
         var reboots: [Int64] = []
+        /// The addresses of a constant identity, or nil for other beacons.
+        var clones: CloneDetection?
     }
 
     public var configuration: Configuration
     private var beacons = JournaledDictionary<String, Beacon>()
     private var changed: Set<String> = []
     private var changedAtBegin: Set<String> = []
+    /// Identities flagged as cloned since the last `takeNewlyCloned()`.
+    private var newlyCloned: [ClonedBeacon] = []
+    private var newlyClonedAtBegin: [ClonedBeacon] = []
 
     public init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
     }
 
     /// A transmission of the beacon; `heardAs` when it was a sighting (its address and event are kept from the
-    /// latest).
-    public mutating func seen(beaconID: String, siteID: String, timeMicros: Int64, heardAs: HeardAs? = nil) {
-        if var beacon = beacons[beaconID] {
-            if timeMicros < beacon.firstSeenMicros {
-                beacon.firstSeenMicros = timeMicros
-                if beacon.heardAs == nil { beacon.heardAs = heardAs }
-            } else if timeMicros > beacon.lastSeenMicros {
-                beacon.lastSeenMicros = timeMicros
-                beacon.siteID = siteID
-                if let heardAs { beacon.heardAs = heardAs }
-            } else if let heardAs, beacon.heardAs == nil || timeMicros == beacon.lastSeenMicros, beacon.heardAs != heardAs {
-                // Of sightings at the same time (adverts the radio delivered together), the later one.
-                beacon.heardAs = heardAs
-            } else {
-                return
+    /// latest). True when the sighting came from a copy of the beacon's identity (`CloneDetection`).
+    @discardableResult
+    public mutating func seen(beaconID: String, siteID: String, timeMicros: Int64, heardAs: HeardAs? = nil) -> Bool {
+        let known = beacons[beaconID]
+        var beacon = known ?? Beacon(
+            siteID: siteID, lastSeenMicros: timeMicros, firstSeenMicros: timeMicros, kind: Self.identityKind(of: beaconID),
+            heardAs: heardAs, clones: Self.hasConstantIdentity(beaconID) ? CloneDetection() : nil)
+        var changes = known == nil
+        var copy = false
+        var addressesHeard = false
+        if let address = heardAs?.address, var clones = beacon.clones {
+            let wasCloned = clones.clonedSinceMicros
+            copy = clones.heard(address, at: timeMicros)
+            addressesHeard = clones != beacon.clones
+            beacon.clones = clones
+            if clones.clonedSinceMicros != wasCloned {
+                changes = true
+                if wasCloned == nil, let since = clones.clonedSinceMicros {
+                    newlyCloned.append(ClonedBeacon(beaconID: beaconID, siteID: siteID, sinceMicros: since))
+                }
             }
-            beacons[beaconID] = beacon
-        } else {
-            beacons[beaconID] = Beacon(
-                siteID: siteID, lastSeenMicros: timeMicros, firstSeenMicros: timeMicros, kind: Self.identityKind(of: beaconID),
-                heardAs: heardAs)
         }
-        changed.insert(beaconID)
+        if timeMicros < beacon.firstSeenMicros {
+            beacon.firstSeenMicros = timeMicros
+            if beacon.heardAs == nil { beacon.heardAs = heardAs }
+            changes = true
+        } else if timeMicros > beacon.lastSeenMicros {
+            beacon.lastSeenMicros = timeMicros
+            beacon.siteID = siteID
+            if let heardAs { beacon.heardAs = heardAs }
+            changes = true
+        } else if let heardAs, beacon.heardAs == nil || timeMicros == beacon.lastSeenMicros, beacon.heardAs != heardAs {
+            // Of sightings at the same time (adverts the radio delivered together), the later one.
+            beacon.heardAs = heardAs
+            changes = true
+        }
+        if changes || addressesHeard { beacons[beaconID] = beacon }
+        if changes { changed.insert(beaconID) }
+        return copy
+    }
+
+    /// Identities any device can copy and that stay the same: iBeacon, AltBeacon, Eddystone-UID.
+    static func hasConstantIdentity(_ beaconID: String) -> Bool {
+        switch BeaconIdentity.Kind(of: beaconID) {
+        case .eddystone, .iBeacon, .altBeacon: true
+        case .eid, .mac, .anon, nil: false
+        }
     }
 
     /// The URL an Eddystone-URL frame of the beacon carries.
@@ -221,6 +261,12 @@ public struct FleetHealth: Sendable {
         prune(row.beaconID)
     }
 
+    /// The identities found advertised from two addresses at once since the last call.
+    public mutating func takeNewlyCloned() -> [ClonedBeacon] {
+        defer { newlyCloned = [] }
+        return newlyCloned
+    }
+
     /// The beacons changed since the last call, as `beacon_health` rows.
     public mutating func takeChanged() -> [BeaconHealth] {
         defer { changed.removeAll() }  // not keeping capacity: a transaction's snapshot of it stays small
@@ -251,7 +297,9 @@ public struct FleetHealth: Sendable {
             low = percent <= configuration.lowBatteryPercent
         }
         let status: BeaconHealth.Status
-        if beacon.reboots.count >= configuration.rebootingAt {
+        if beacon.clones?.clonedSinceMicros != nil {
+            status = .cloned
+        } else if beacon.reboots.count >= configuration.rebootingAt {
             status = .rebooting
         } else if low || (left.map { $0 < configuration.lowBatteryDays } ?? false) {
             status = .lowBattery
@@ -264,7 +312,7 @@ public struct FleetHealth: Sendable {
             estimatedDaysLeft: left, temperatureCelsius: beacon.temperatureCelsius,
             rebootsIn7Days: beacon.reboots.count, status: status, batteryPercent: beacon.batteryPercent,
             batteryTrendPercentPerDay: percentTrend, kind: beacon.kind, firstSeenMicros: beacon.firstSeenMicros,
-            heardAs: beacon.heardAs, url: beacon.url)
+            heardAs: beacon.heardAs, url: beacon.url, clonedSinceMicros: beacon.clones?.clonedSinceMicros)
     }
 
     /// The median of the slopes between every pair of points; nil with fewer than two points a day apart.
@@ -294,16 +342,20 @@ public struct FleetHealth: Sendable {
     mutating func beginTransaction() {
         beacons.beginTransaction()
         changedAtBegin = changed
+        newlyClonedAtBegin = newlyCloned
     }
 
     mutating func commitTransaction() {
         beacons.commitTransaction()
         changedAtBegin = []
+        newlyClonedAtBegin = []
     }
 
     mutating func rollbackTransaction() {
         beacons.rollbackTransaction()
         changed = changedAtBegin
         changedAtBegin = []
+        newlyCloned = newlyClonedAtBegin
+        newlyClonedAtBegin = []
     }
 }

@@ -178,12 +178,14 @@ public struct IngestPipeline: Sendable {
             let beaconID = identity(of: sighting, site: batch.siteID, timeMicros: time)
             let (rssi, filtered) = smoothedReading(
                 beaconID: beaconID, agent: agentKey, placement: placement, rssi: Double(sighting.rssi), timeMicros: time)
-            zoneReadings.append(SiteZoneTracker.BeaconReading(beaconID: beaconID, timeMicros: time, rssi: rssi))
+            // A copy of the identity is stored as heard, but does not move the beacon's zone.
+            if !health.seen(beaconID: beaconID, siteID: batch.siteID, timeMicros: time, heardAs: HeardAs(sighting.beacon)) {
+                zoneReadings.append(SiteZoneTracker.BeaconReading(beaconID: beaconID, timeMicros: time, rssi: rssi))
+            }
             output.sightings.append(
                 SightingRow(
                     timeMicros: time, source: source, beaconID: beaconID, rssi: sighting.rssi,
                     powerAt1mDbm: sighting.beacon.powerAt1mDbm, smoothedRSSI: filtered))
-            health.seen(beaconID: beaconID, siteID: batch.siteID, timeMicros: time, heardAs: HeardAs(sighting.beacon))
             for content in sighting.frames {
                 dataFrame(content, of: sighting.beacon, beaconID: beaconID, batch: batch, timeMicros: time, into: &output)
             }

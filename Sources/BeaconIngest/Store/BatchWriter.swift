@@ -35,6 +35,8 @@ public final class BatchWriter {
         public var zoneChanges: [ZoneChange] = []
         /// The beacons whose fleet health the group changed, as committed.
         public var healthChanges: [BeaconHealth] = []
+        /// Identities the group found advertised from two addresses at once.
+        public var newlyCloned: [ClonedBeacon] = []
     }
 
     let connection: PostgresConnection
@@ -169,7 +171,7 @@ public final class BatchWriter {
             outcomes: outcomes, acknowledgements: acknowledgements, telemetryRows: stored.count,
             sensorReadingRows: storedReadings.count, undecodableFrames: output.undecodableFrames,
             lateReadings: output.lateReadings, evictedBeacons: output.evictedBeacons, zoneChanges: output.zoneChanges,
-            healthChanges: healthChanges)
+            healthChanges: healthChanges, newlyCloned: state.pipeline.health.takeNewlyCloned())
     }
 
     /// Zone decisions that only time moved (agents gone idle), in a transaction of their own; with `finish`, every

@@ -50,10 +50,10 @@ struct BeaconStateStore {
             """
             INSERT INTO beaconflow.beacon_state AS s (beacon_id, site_id, last_seen, battery_mv, battery_trend_mv_per_day,
                 est_days_left, temperature_c, reboots_7d, status, battery_pct, battery_trend_pct_per_day, kind, first_seen,
-                address, address_random, advertising_event, url)
+                address, address_random, advertising_event, url, cloned_since)
             SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::integer[], $5::real[], $6::real[],
                 $7::real[], $8::integer[], $9::text[], $10::real[], $11::real[], $12::text[], $13::timestamptz[],
-                $14::macaddr[], $15::boolean[], $16::smallint[], $17::text[])
+                $14::macaddr[], $15::boolean[], $16::smallint[], $17::text[], $18::timestamptz[])
             ON CONFLICT (beacon_id) DO UPDATE SET
                 site_id = excluded.site_id,
                 last_seen = greatest(s.last_seen, excluded.last_seen),
@@ -71,7 +71,8 @@ struct BeaconStateStore {
                 address = CASE WHEN \(Self.newerHearing) THEN excluded.address ELSE s.address END,
                 address_random = CASE WHEN \(Self.newerHearing) THEN excluded.address_random ELSE s.address_random END,
                 advertising_event = CASE WHEN \(Self.newerHearing) THEN excluded.advertising_event ELSE s.advertising_event END,
-                url = coalesce(excluded.url, s.url)
+                url = coalesce(excluded.url, s.url),
+                cloned_since = excluded.cloned_since
             """,
             [
                 rows.map(\.beaconID), rows.map(\.siteID), rows.map { PostgresTimestamp(unixMicros: $0.lastSeenMicros) },
@@ -81,7 +82,7 @@ struct BeaconStateStore {
                 rows.map { PostgresTimestamp(unixMicros: $0.firstSeenMicros) },
                 rows.map { $0.heardAs?.address.map { DeviceAddress(value: $0, kind: .public).description } },
                 rows.map { $0.heardAs?.addressIsRandom }, rows.map { $0.heardAs?.advertisingEvent.map { Int16($0) } },
-                rows.map(\.url),
+                rows.map(\.url), rows.map { $0.clonedSinceMicros.map(PostgresTimestamp.init(unixMicros:)) },
             ])
     }
 

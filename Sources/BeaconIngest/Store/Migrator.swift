@@ -30,6 +30,7 @@ enum Schema {
         PackageResources.v014_sql,
         PackageResources.v015_sql,
         PackageResources.v016_sql,
+        PackageResources.v017_sql,
     ].enumerated().map { Migration(version: $0.offset + 1, file: $0.element) }
 }
 
