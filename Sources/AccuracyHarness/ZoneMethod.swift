@@ -74,6 +74,10 @@ extension SitesConfiguration {
                 let rect = zone.rect.map { "\($0)" }.joined(separator: ", ")
                 lines.append("      - {id: \(zone.id), rect: [\(rect)]\(zone.capacity.map { ", capacity: \($0)" } ?? "")}")
             }
+            // The doors the operator knows.
+            if !site.doors.isEmpty {
+                lines.append("    doors: [\(site.doors.map { "[\($0.zones.joined(separator: ", "))]" }.joined(separator: ", "))]")
+            }
             lines.append("    agents:")
             for agent in site.agents {
                 // The simulated receiver hears `rssi_offset_db` more than the model; the sites file corrects it.

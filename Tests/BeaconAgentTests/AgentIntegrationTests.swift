@@ -154,8 +154,9 @@ struct AgentIntegrationTests {
                 "--include-unknown-devices", "--ack-timeout", "2", "--drain-timeout", "60",
             ]
         }
-        // The 213 s capture in 14 s: time enough to stop acknowledging mid-stream on a loaded machine.
-        let first = try ChildProcess(executable, arguments(speed: "15"), standardErrorPath: work + "/first.log")
+        // The 213 s capture in 43 s: time enough to stop acknowledging and kill it mid-stream on a loaded machine
+        // (it is killed a few seconds in; at 15 times, a loaded machine once let it finish first).
+        let first = try ChildProcess(executable, arguments(speed: "5"), standardErrorPath: work + "/first.log")
         try await ingest.wait(for: "the first acknowledged batches") { $0.batchCount >= 4 }
         // From now on nothing is acknowledged: what the agent publishes stays in its spool.
         ingest.setAcknowledging(false)

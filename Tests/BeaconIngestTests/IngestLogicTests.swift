@@ -72,6 +72,8 @@ import Testing
         ("{id: lobby}, {id: lab", "{id: lobby}, {id: lobby", "zone 'lobby' appears twice"),
         ("rssi_offset_db: 0}", "rssi_ofset_db: 0}", "unknown key 'rssi_ofset_db'"),
         ("path_loss_exponent: 2.5", "path_loss_exponent: 2.5\n    zone_scoring: nearest", "zone_scoring must be 'pattern' or 'loudest', not 'nearest'"),
+        ("path_loss_exponent: 2.5", "path_loss_exponent: 2.5\n    doors: [[lobby, attic]]", "doors[0]: site 'hq' has no zone 'attic'"),
+        ("path_loss_exponent: 2.5", "path_loss_exponent: 2.5\n    doors: [[lobby]]", "doors[0] must be two zones of the site"),
     ])
     func mistakesAreNamed(replace: String, with replacement: String, message: String) {
         let text = valid.replacingOccurrences(of: replace, with: replacement)
@@ -461,6 +463,42 @@ extension ZoneChange {
             if case .occupancy(_, "lobby", _, _, _) = entry.change { entry.decidedMicros < move.decidedMicros } else { false }
         }
         #expect(!countedBefore.isEmpty && countedBefore.count == lobbyMinutesBefore.count)
+    }
+
+    /// Three rooms in a row, doors between neighbours only: a beacon whose readings jump from room a to room c
+    /// (through b's walls) needs three times the evidence to move there than to move to b.
+    @Test func aMoveBetweenZonesWithoutADoorNeedsMoreEvidence() throws {
+        func decision(doors: String, to room: String) throws -> Int64? {
+            let rooms = try SitesConfiguration.parse(
+                """
+                sites:
+                  - id: hq
+                    rssi_smoothing: none
+                    zone_scoring: loudest
+                    zones: [{id: a}, {id: b}, {id: c}]
+                    agents: [{id: a1, zone: a}, {id: b1, zone: b}, {id: c1, zone: c}]
+                \(doors)
+                """).sites[0]
+            var tracker = SiteZoneTracker(site: rooms)
+            for index in 0..<200 {
+                let time = start + Int64(index) * second
+                for agent in ["a1", "b1", "c1"] {
+                    let loudest = index < 30 ? "a1" : room + "1"
+                    tracker.add(beaconID: "b", agent: agent, timeMicros: time, rssi: agent == loudest ? -60 : -72)
+                    tracker.agentProgressed(agent, newestMicros: time, arrivalMicros: time)
+                }
+                if tracker.advance(nowMicros: time).contains(where: { if case .visitOpened(_, room, _, _) = $0 { true } else { false } }) {
+                    return Int64(index)
+                }
+            }
+            return nil
+        }
+        let doors = "    doors: [[a, b], [b, c]]"
+        // 10 dB beyond the margin: 200 dB·s in 20 s, 600 in 60.
+        #expect(try decision(doors: doors, to: "b") == 50)
+        #expect(try decision(doors: doors, to: "c") == 90)
+        #expect(try decision(doors: "", to: "c") == 50)
+        #expect(try decision(doors: doors + "\n    zone_switch_doorless_factor: 1", to: "c") == 50)
     }
 
     @Test func aBeaconWalkingThroughThreeRoomsCountsOnceInTheMinute() throws {

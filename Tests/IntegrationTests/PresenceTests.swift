@@ -114,7 +114,7 @@ struct PresenceTests {
         // A restart: a new reader is given the same state, and the availability of the running instance.
         try await harness.stop()
         let restarted = harness.anotherIngest(clientID: "test-ingest-restarted")
-        try await harness.eventually("the restarted instance says it is online") {
+        try await harness.eventually("the restarted instance says it is online", timeout: .seconds(60)) {
             Self.state(events.all)[PresenceTopics.availability] == PresenceTopics.online && events.all.contains { event in
                 if case .message(PresenceTopics.availability, PresenceTopics.offline, _) = event { true } else { false }
             }

@@ -13,6 +13,8 @@ public struct SitesConfiguration: Sendable, Equatable {
         public var zoneRules: ZoneRules
         public var zones: [Zone]
         public var agents: [Agent]
+        /// Pairs of zones a beacon can walk between directly (`doors`); empty: every pair.
+        public var doors: [[String]] = []
     }
 
     public struct Zone: Sendable, Equatable {
@@ -105,7 +107,7 @@ public struct SitesConfiguration: Sendable, Equatable {
                 [
                     "id", "timezone", "path_loss_exponent", "zones", "agents", "zone_switch_margin_db",
                     "zone_switch_dwell_s", "zone_switch_evidence_db_s", "absence_timeout_s", "history_lag_s", "allowed_lateness_s",
-                    "first_batch_wait_s", "rssi_smoothing", "zone_scoring",
+                    "first_batch_wait_s", "rssi_smoothing", "zone_scoring", "doors", "zone_switch_doorless_factor",
                 ], place)
             let id = try identifier(entry["id"], "\(place).id")
             guard !sites.contains(where: { $0.id == id }) else { throw SitesError("\(place): site '\(id)' appears twice") }
@@ -134,6 +136,17 @@ public struct SitesConfiguration: Sendable, Equatable {
                 zones.append(Zone(id: zoneID, capacity: zone["capacity"] as? Int, rect: rect))
             }
             guard !zones.isEmpty else { throw SitesError("\(place): site '\(id)' has no zones") }
+            var doors: [[String]] = []
+            for (doorIndex, door) in (entry["doors"] as? [Any] ?? []).enumerated() {
+                guard let pair = door as? [String], pair.count == 2, pair[0] != pair[1] else {
+                    throw SitesError("\(place).doors[\(doorIndex)] must be two zones of the site, as [zone, zone]")
+                }
+                for zone in pair where !zones.contains(where: { $0.id == zone }) {
+                    throw SitesError("\(place).doors[\(doorIndex)]: site '\(id)' has no zone '\(zone)'")
+                }
+                doors.append(pair)
+            }
+            if entry["doors"] != nil, !(entry["doors"] is [Any]) { throw SitesError("\(place).doors must be a list of zone pairs") }
             var agents: [Agent] = []
             for (agentIndex, agent) in (entry["agents"] as? [[String: Any]] ?? []).enumerated() {
                 let agentPlace = "\(place).agents[\(agentIndex)]"
@@ -166,6 +179,10 @@ public struct SitesConfiguration: Sendable, Equatable {
                 guard (0...30).contains(margin) else { throw SitesError("\(place).zone_switch_margin_db must be 0-30") }
                 rules.switchMarginDb = margin
             }
+            if let factor = try number(entry["zone_switch_doorless_factor"], "\(place).zone_switch_doorless_factor") {
+                guard (1...100).contains(factor) else { throw SitesError("\(place).zone_switch_doorless_factor must be 1-100") }
+                rules.doorlessEvidenceFactor = factor
+            }
             if let evidence = try number(entry["zone_switch_evidence_db_s"], "\(place).zone_switch_evidence_db_s") {
                 guard (0...10_000).contains(evidence) else { throw SitesError("\(place).zone_switch_evidence_db_s must be 0-10000") }
                 rules.switchEvidenceDbSeconds = evidence
@@ -183,7 +200,7 @@ public struct SitesConfiguration: Sendable, Equatable {
             sites.append(
                 Site(
                     id: id, timezone: timezone, pathLossExponent: exponent, rssiSmoothing: smoothing, zoneRules: rules,
-                    zones: zones, agents: agents))
+                    zones: zones, agents: agents, doors: doors))
         }
         var beacons: [Beacon] = []
         for (index, entry) in (document["beacons"] as? [[String: Any]] ?? []).enumerated() {

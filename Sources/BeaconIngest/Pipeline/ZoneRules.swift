@@ -5,6 +5,10 @@ public struct ZoneRules: Sendable, Equatable {
     public var switchMarginDb: Double = 2
     /// ...and the beacon moves once the evidence reaches this (`zone_switch_evidence_db_s`)...
     public var switchEvidenceDbSeconds: Double = 200
+    /// A move between zones that share no door (where the site lists its `doors`) needs this many times the
+    /// evidence (`zone_switch_doorless_factor`): a beacon cannot pass through a wall, so such a change is more
+    /// likely the radio's.
+    public var doorlessEvidenceFactor: Double = 3
     /// ...and has been gathering for at least this long of event time (`zone_switch_dwell_s`).
     public var switchDwellMicros: Int64 = 10_000_000
     /// Not heard for this long: the beacon has left (`absence_timeout_s`); its visit ends when it was last heard.

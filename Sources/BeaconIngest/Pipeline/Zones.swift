@@ -32,6 +32,8 @@ public struct SiteZoneTracker: Sendable {
     /// of their ids (readings at the same time are applied in that order).
     let agentNumbers: [String: Int]
     var patterns: ZonePatterns
+    /// Whether two zones (by number) share a door; nil where the site lists none (every pair does).
+    let doors: [[Bool]]?
     /// The Kalman filter's settings, or nil where the site does not smooth.
     private let smoothing: ProximitySmoother.Configuration?
 
@@ -130,6 +132,10 @@ public struct SiteZoneTracker: Sendable {
         let placed = site.agents.compactMap { agent in agent.zone.map { (id: agent.id, zone: $0) } }.sorted { $0.id < $1.id }
         agentNumbers = Dictionary(uniqueKeysWithValues: placed.enumerated().map { ($1.id, $0) })
         unheardAgents = Set(agentNumbers.keys)
+        let zoneIDs = zones
+        doors = site.doors.isEmpty ? nil : zoneIDs.map { from in
+            zoneIDs.map { to in from == to || site.doors.contains { Set($0) == Set([from, to]) } }
+        }
         patterns = ZonePatterns(zoneCount: zones.count, zoneOfAgent: placed.map { [zones] agent in zones.firstIndex(of: agent.zone) ?? 0 })
     }
 
@@ -323,9 +329,12 @@ public struct SiteZoneTracker: Sendable {
             beacon.evidence = evidence
             beacon.crossings.add(
                 levels: zoneLevels(of: beacon.readings, \.heard), current: current, seconds: seconds, at: time, unheard: Self.unheardDbm)
-            // The most evidence; between equal ones, the first zone id in alphabetical order.
-            if let strongest = evidence.max(by: { ($0.dbSeconds, zones[$1.zone]) < ($1.dbSeconds, zones[$0.zone]) }),
-                strongest.dbSeconds >= rules.switchEvidenceDbSeconds, time - strongest.sinceMicros >= rules.switchDwellMicros
+            // The most evidence for its threshold; between equal ones, the first zone id in alphabetical order.
+            func share(_ entry: (zone: Int, dbSeconds: Double, sinceMicros: Int64)) -> Double {
+                entry.dbSeconds / evidenceNeeded(from: current, to: entry.zone)
+            }
+            if let strongest = evidence.max(by: { (share($0), zones[$1.zone]) < (share($1), zones[$0.zone]) }),
+                share(strongest) >= 1, time - strongest.sinceMicros >= rules.switchDwellMicros
             {
                 // Dated in hindsight, at most the history lag before now, so that no minute counted yet changes.
                 let crossing = beacon.crossings.moment(of: strongest.zone) ?? strongest.sinceMicros
@@ -356,6 +365,12 @@ public struct SiteZoneTracker: Sendable {
             addPresence(of: reading.beaconID, in: zone, from: from, to: time)
         }
         beacons[reading.beaconID] = beacon
+    }
+
+    /// The evidence a move needs: more between zones that share no door.
+    private func evidenceNeeded(from: Int, to: Int) -> Double {
+        guard let doors, !doors[from][to] else { return rules.switchEvidenceDbSeconds }
+        return rules.switchEvidenceDbSeconds * rules.doorlessEvidenceFactor
     }
 
     /// A move is dated back to when the challenger became louder: the presence counted in the old zone since
