@@ -92,7 +92,7 @@ public struct ZoneEvaluation: Sendable {
     }
 
     /// The visits and zone-minutes the ingest's zone tracker records with `method`'s settings.
-    public func history(_ method: ZoneMethod) throws -> (visits: [AccuracyScore.Visit], minutes: [AccuracyScore.ZoneMinute]) {
+    private func history(_ method: ZoneMethod) throws -> (visits: [AccuracyScore.Visit], minutes: [AccuracyScore.ZoneMinute]) {
         let sites = try SitesConfiguration.forScenario(scenario, beaconIDs: simulator.beaconIDs, method: method)
         // The ingest's own per-reading step: the sites file's offsets, the site's smoothing, the zone tracker.
         var pipeline = IngestPipeline(sites: sites)

@@ -74,6 +74,7 @@ import Testing
         ("path_loss_exponent: 2.5", "path_loss_exponent: 2.5\n    zone_scoring: nearest", "zone_scoring must be 'pattern' or 'loudest', not 'nearest'"),
         ("path_loss_exponent: 2.5", "path_loss_exponent: 2.5\n    doors: [[lobby, attic]]", "doors[0]: site 'hq' has no zone 'attic'"),
         ("path_loss_exponent: 2.5", "path_loss_exponent: 2.5\n    doors: [[lobby]]", "doors[0] must be two zones of the site"),
+        ("path_loss_exponent: 2.5", "path_loss_exponent: 2.5\n    doors: lobby", "doors must be a list of zone pairs"),
     ])
     func mistakesAreNamed(replace: String, with replacement: String, message: String) {
         let text = valid.replacingOccurrences(of: replace, with: replacement)

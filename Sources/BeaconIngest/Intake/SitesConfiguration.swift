@@ -136,8 +136,11 @@ public struct SitesConfiguration: Sendable, Equatable {
                 zones.append(Zone(id: zoneID, capacity: zone["capacity"] as? Int, rect: rect))
             }
             guard !zones.isEmpty else { throw SitesError("\(place): site '\(id)' has no zones") }
+            guard let doorList = entry["doors"].map({ $0 as? [Any] }) ?? [] else {
+                throw SitesError("\(place).doors must be a list of zone pairs")
+            }
             var doors: [[String]] = []
-            for (doorIndex, door) in (entry["doors"] as? [Any] ?? []).enumerated() {
+            for (doorIndex, door) in doorList.enumerated() {
                 guard let pair = door as? [String], pair.count == 2, pair[0] != pair[1] else {
                     throw SitesError("\(place).doors[\(doorIndex)] must be two zones of the site, as [zone, zone]")
                 }
@@ -146,7 +149,6 @@ public struct SitesConfiguration: Sendable, Equatable {
                 }
                 doors.append(pair)
             }
-            if entry["doors"] != nil, !(entry["doors"] is [Any]) { throw SitesError("\(place).doors must be a list of zone pairs") }
             var agents: [Agent] = []
             for (agentIndex, agent) in (entry["agents"] as? [[String: Any]] ?? []).enumerated() {
                 let agentPlace = "\(place).agents[\(agentIndex)]"

@@ -40,7 +40,7 @@ struct CloneDetection: Sendable, Equatable {
                 spans.remove(at: stalest)
             }
         }
-        let newest = spans.map(\.lastMicros).max() ?? time
+        let newest = spans.lazy.map(\.lastMicros).max() ?? time
         spans.removeAll { newest - $0.lastMicros > BeaconIdentity.addressLifetimeMicros }
         guard let original = spans.min(by: { ($0.firstMicros, $0.address) < ($1.firstMicros, $1.address) }) else { return false }
         clonedSinceMicros = spans.lazy.filter { $0.address != original.address }

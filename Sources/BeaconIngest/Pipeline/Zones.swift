@@ -314,7 +314,8 @@ public struct SiteZoneTracker: Sendable {
         }
         if let current = beacon.zone {
             // Page's CUSUM per challenger: evidence grows with the challenger's excess over the current zone beyond
-            // the margin, for as long as it lasts, and never falls below 0; a move is dated where it began.
+            // the margin, for as long as it lasts, and never falls below 0; a move is dated where the readings as
+            // heard turned (`crossings`).
             let seconds = Double(min(max(time - beacon.evidenceMicros, 0), 1_000_000)) / 1_000_000
             beacon.evidenceMicros = time
             let held = levels[current] > -.infinity ? levels[current] : Self.unheardDbm
@@ -327,8 +328,9 @@ public struct SiteZoneTracker: Sendable {
                 if gathered > 0 || excess > 0 { evidence.append((zone, max(gathered, 0), before?.sinceMicros ?? time)) }
             }
             beacon.evidence = evidence
-            beacon.crossings.add(
-                levels: zoneLevels(of: beacon.readings, \.heard), current: current, seconds: seconds, at: time, unheard: Self.unheardDbm)
+            // Without smoothing the levels are already those of the readings as heard.
+            let heardLevels = smoothing == nil ? levels : zoneLevels(of: beacon.readings, \.heard)
+            beacon.crossings.add(levels: heardLevels, current: current, seconds: seconds, at: time, unheard: Self.unheardDbm)
             // The most evidence for its threshold; between equal ones, the first zone id in alphabetical order.
             func share(_ entry: (zone: Int, dbSeconds: Double, sinceMicros: Int64)) -> Double {
                 entry.dbSeconds / evidenceNeeded(from: current, to: entry.zone)
