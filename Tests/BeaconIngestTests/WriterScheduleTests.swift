@@ -17,6 +17,15 @@ import Testing
         #expect(!schedule.dueBeforeIntake(now: start, leaseRenewalInterval: nil, backlogEmpty: true, stopping: false).rebalance)
     }
 
+    /// A connection lost while stopping (a stalled transaction ended by the server, say): the new one claims the
+    /// sites again, or what is queued and the last minutes would have no site to be committed for.
+    @Test func aConnectionMadeWhileStoppingClaimsSitesToo() {
+        var schedule = schedule()
+        schedule.connected()
+        #expect(schedule.dueBeforeIntake(now: start, leaseRenewalInterval: nil, backlogEmpty: true, stopping: true).rebalance)
+        #expect(!schedule.dueBeforeIntake(now: start + .seconds(2), leaseRenewalInterval: nil, backlogEmpty: true, stopping: true).rebalance)
+    }
+
     @Test func sitesAreSharedOutOnlyWhenIdleAndNotWhileStopping() {
         var schedule = schedule()
         let later = start + .seconds(2)

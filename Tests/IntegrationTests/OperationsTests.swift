@@ -429,11 +429,12 @@ struct DemoCommandTests {
         let work = try makeTemporaryDirectory(prefix: "demo")
         defer { try? FileManager.default.removeItem(atPath: work) }
         let demo = try ChildProcess(
-            executable, ["demo", "--duration", "20", "--directory", work + "/state"],
+            executable, ["demo", "--duration", "20", "--directory", work + "/state", "--log-level", "info"],
             standardOutputPath: work + "/out.txt", standardErrorPath: work + "/err.txt")
         let status = await demo.exit()
         let output = (try? String(contentsOfFile: work + "/out.txt", encoding: .utf8)) ?? ""
-        #expect(demo.exitCode == 0, "status \(status); \(output.suffix(2000)) \((try? String(contentsOfFile: work + "/err.txt", encoding: .utf8))?.suffix(2000) ?? "")")
+        let log = (try? String(contentsOfFile: work + "/err.txt", encoding: .utf8))?.suffix(3000) ?? ""
+        #expect(demo.exitCode == 0, "status \(status); \(output.suffix(2000)) \(log)")
         let occupancy = output.components(separatedBy: "Occupancy per zone").last?.components(separatedBy: "Longest dwells").first ?? ""
         let rows = occupancy.split(separator: "\n").map { $0.split(separator: " ").map(String.init) }
         for (site, zones) in [
@@ -442,7 +443,7 @@ struct DemoCommandTests {
         ] {
             for zone in zones {
                 let row = rows.first { $0.count >= 3 && $0[0] == site && $0[1] == zone }
-                #expect(row != nil, "\(site)/\(zone) missing from the report:\n\(occupancy)")
+                #expect(row != nil, "\(site)/\(zone) missing from the report:\n\(occupancy)\n\(log)")
                 #expect(Int(row?[2] ?? "") ?? 0 > 0, "nobody in \(site)/\(zone) now:\n\(occupancy)")
             }
         }

@@ -225,6 +225,12 @@ public final class Ingest: Sendable {
                 instruments.record(.queueDepth(backlog.count))
                 if backlog.isEmpty, stopping {
                     if configuration.finishZonesAtStop {
+                        // A site lost on the way (a lease that lapsed while the machine stalled) is claimed again
+                        // if free, so that its last minutes are counted.
+                        _ = step("Sites could not be shared out") { () throws(PostgresError) in
+                            try coordinator.rebalance(active)
+                        }
+                        if link.writer == nil { continue }
                         if case .failure(let error) = Result(catching: { () throws(PostgresError) in try active.advanceZones(finish: true) }) {
                             logger.error("Could not count the last minutes", metadata: ["error": "\(error)"])
                         }

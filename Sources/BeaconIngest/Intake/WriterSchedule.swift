@@ -26,7 +26,8 @@ struct WriterSchedule {
     struct BeforeIntake: Equatable {
         /// Whatever the backlog: a lease not renewed is taken over.
         var renewLeases = false
-        /// Look at the other instances, claim and hand over sites: at each connection, then when idle.
+        /// Look at the other instances, claim and hand over sites: at each connection (also while stopping: what is
+        /// queued still needs its sites to be committed), then when idle and not stopping.
         var rebalance = false
     }
 
@@ -46,7 +47,7 @@ struct WriterSchedule {
             lastRenewal = now
             due.renewLeases = true
         }
-        if !stopping, claimPending || (backlogEmpty && now - lastRebalance >= rebalanceInterval) {
+        if claimPending || (!stopping && backlogEmpty && now - lastRebalance >= rebalanceInterval) {
             lastRebalance = now
             claimPending = false
             due.rebalance = true
