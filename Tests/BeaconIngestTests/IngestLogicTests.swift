@@ -75,6 +75,7 @@ import Testing
         ("path_loss_exponent: 2.5", "path_loss_exponent: 2.5\n    doors: [[lobby, attic]]", "doors[0]: site 'hq' has no zone 'attic'"),
         ("path_loss_exponent: 2.5", "path_loss_exponent: 2.5\n    doors: [[lobby]]", "doors[0] must be two zones of the site"),
         ("path_loss_exponent: 2.5", "path_loss_exponent: 2.5\n    doors: lobby", "doors must be a list of zone pairs"),
+        ("path_loss_exponent: 2.5", "path_loss_exponent: 2.5\n    zone_switch_settled_s: -1", "zone_switch_settled_s must be 0-86400 seconds"),
     ])
     func mistakesAreNamed(replace: String, with replacement: String, message: String) {
         let text = valid.replacingOccurrences(of: replace, with: replacement)
@@ -478,6 +479,7 @@ extension ZoneChange {
                     zone_scoring: loudest
                     zones: [{id: a}, {id: b}, {id: c}]
                     agents: [{id: a1, zone: a}, {id: b1, zone: b}, {id: c1, zone: c}]
+                    zone_switch_settled_s: 0
                 \(doors)
                 """).sites[0]
             var tracker = SiteZoneTracker(site: rooms)

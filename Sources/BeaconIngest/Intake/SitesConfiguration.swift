@@ -108,6 +108,7 @@ public struct SitesConfiguration: Sendable, Equatable {
                     "id", "timezone", "path_loss_exponent", "zones", "agents", "zone_switch_margin_db",
                     "zone_switch_dwell_s", "zone_switch_evidence_db_s", "absence_timeout_s", "history_lag_s", "allowed_lateness_s",
                     "first_batch_wait_s", "rssi_smoothing", "zone_scoring", "doors", "zone_switch_doorless_factor",
+                    "zone_switch_settled_s",
                 ], place)
             let id = try identifier(entry["id"], "\(place).id")
             guard !sites.contains(where: { $0.id == id }) else { throw SitesError("\(place): site '\(id)' appears twice") }
@@ -191,7 +192,7 @@ public struct SitesConfiguration: Sendable, Equatable {
             }
             for (key, path) in [
                 ("zone_switch_dwell_s", \ZoneRules.switchDwellMicros), ("absence_timeout_s", \ZoneRules.absenceTimeoutMicros),
-                ("history_lag_s", \ZoneRules.historyLagMicros),
+                ("history_lag_s", \ZoneRules.historyLagMicros), ("zone_switch_settled_s", \ZoneRules.settledMicros),
                 ("allowed_lateness_s", \ZoneRules.allowedLatenessMicros), ("first_batch_wait_s", \ZoneRules.firstBatchWaitMicros),
             ] {
                 if let seconds = try number(entry[key], "\(place).\(key)") {

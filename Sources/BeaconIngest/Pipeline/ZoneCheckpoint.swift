@@ -1,6 +1,7 @@
 extension SiteZoneTracker {
-    /// 2: readings as heard beside the smoothed ones, and the crossings (version 1, without them, still reads).
-    static let checkpointVersion: Int64 = 2
+    /// 2: readings as heard beside the smoothed ones, and the crossings; 3: how settled each beacon is. Versions 1
+    /// and 2, without them, still read.
+    static let checkpointVersion: Int64 = 3
 
     /// The tracker's state as of its watermark, as bytes for `restore(checkpoint:)`: all of it but the readings
     /// still waiting, which the database holds as the site's sightings newer than the watermark.
@@ -42,6 +43,7 @@ extension SiteZoneTracker {
                 out.int(evidence.sinceMicros)
             }
             out.int(beacon.evidenceMicros)
+            out.int(beacon.settledMicros)
             out.int(beacon.crossings.entries.count)
             for entry in beacon.crossings.entries {
                 out.int(entry.zone)
@@ -79,7 +81,7 @@ extension SiteZoneTracker {
     public mutating func restore(checkpoint: [UInt8]) throws(CheckpointError) {
         var input = CheckpointReader(checkpoint)
         let version = try input.int()
-        guard version == 1 || version == Self.checkpointVersion else { throw CheckpointError(code: .unknownVersion, offset: 0) }
+        guard (1...Self.checkpointVersion).contains(version) else { throw CheckpointError(code: .unknownVersion, offset: 0) }
         let zoneIDs = try input.strings()
         let agentIDs = try input.strings()
         guard zoneIDs == zones, agentIDs == agentNumbers.sorted(by: { $0.value < $1.value }).map(\.key) else {
@@ -121,6 +123,7 @@ extension SiteZoneTracker {
                     (try input.index(below: zones.count), try input.double(in: 0...1e12), try input.time()))
             }
             beacon.evidenceMicros = try input.time(also: [0])
+            if version >= 3 { beacon.settledMicros = try input.int(in: 0...86_400_000_000) }
             if version >= 2 {
                 var entries: [ZoneCrossings.Entry] = []
                 for _ in 0..<(try input.count(minimumBytes: 32)) {

@@ -9,6 +9,10 @@ public struct ZoneRules: Sendable, Equatable {
     /// evidence (`zone_switch_doorless_factor`): a beacon cannot pass through a wall, so such a change is more
     /// likely the radio's.
     public var doorlessEvidenceFactor: Double = 3
+    /// A beacon that has been in its zone, that zone leading, for this long (`zone_switch_settled_s`; 0: never)
+    /// needs twice the evidence to move, and proportionally less before: a beacon that has sat still is less
+    /// likely to move than one that just arrived, and a stretch of shadowing looks like a move.
+    public var settledMicros: Int64 = 1_200_000_000
     /// ...and has been gathering for at least this long of event time (`zone_switch_dwell_s`).
     public var switchDwellMicros: Int64 = 10_000_000
     /// Not heard for this long: the beacon has left (`absence_timeout_s`); its visit ends when it was last heard.

@@ -18,7 +18,8 @@
 /// CUSUM): each other zone gathers evidence, its excess over the current zone beyond `switchMarginDb` times how long it lasts,
 /// never below 0; the beacon moves when a zone's evidence reaches `switchEvidenceDbSeconds` after gathering for at
 /// least `switchDwellMicros`. So a brief shadow (a person between beacon and receiver) gathers a little and decays,
-/// while a move gathers steadily, sooner the clearer it is. The move is dated in hindsight, where the readings as
+/// while a move gathers steadily, sooner the clearer it is. A beacon settled in its zone (`settledMicros`) needs up
+/// to twice the evidence. The move is dated in hindsight, where the readings as
 /// heard say it happened (`ZoneCrossings`), at most `historyLagMicros` before the decision. Minutes are counted
 /// when the watermark is the counting lag (the greater of the absence timeout and the history lag) past their
 /// end: until then a reading can still show that the beacon stayed through a gap, or move its time to another zone.
@@ -82,6 +83,9 @@ public struct SiteZoneTracker: Sendable {
         var evidence: [(zone: Int, dbSeconds: Double, sinceMicros: Int64)] = []
         /// When the evidence was last brought up to date.
         var evidenceMicros: Int64 = 0
+        /// Event time in the current zone while it led (the highest level), up to the rules' `settledMicros`: how
+        /// settled the beacon is.
+        var settledMicros: Int64 = 0
         /// When a move to each other zone most likely happened (history is dated there).
         var crossings = ZoneCrossings()
         /// The first reading of a beacon not placed yet.
@@ -213,7 +217,7 @@ public struct SiteZoneTracker: Sendable {
     }
 
     /// How long after its end a minute is counted.
-    private var countingLagMicros: Int64 { max(rules.absenceTimeoutMicros, rules.historyLagMicros) }
+    var countingLagMicros: Int64 { max(rules.absenceTimeoutMicros, rules.historyLagMicros) }
 
     private var firstBatchWaitMicros: Int64 { min(rules.firstBatchWaitMicros, rules.allowedLatenessMicros) }
 
@@ -255,14 +259,14 @@ public struct SiteZoneTracker: Sendable {
 
     /// The order readings are applied in: by time, then agent, then beacon (then level, so that the order never
     /// depends on the order of arrival).
-    private static func inOrder(_ a: Reading, _ b: Reading) -> Bool {
+    static func inOrder(_ a: Reading, _ b: Reading) -> Bool {
         if a.timeMicros != b.timeMicros { return a.timeMicros < b.timeMicros }
         if a.agentNumber != b.agentNumber { return a.agentNumber < b.agentNumber }
         if a.beaconID != b.beaconID { return a.beaconID < b.beaconID }
         return a.rssi < b.rssi
     }
 
-    private mutating func apply(_ reading: Reading, into changes: inout [ZoneChange]) {
+    mutating func apply(_ reading: Reading, into changes: inout [ZoneChange]) {
         var beacon = beacons[reading.beaconID] ?? Beacon()
         let time = reading.timeMicros
         var level = reading.rssi
@@ -316,8 +320,10 @@ public struct SiteZoneTracker: Sendable {
             // Page's CUSUM per challenger: evidence grows with the challenger's excess over the current zone beyond
             // the margin, for as long as it lasts, and never falls below 0; a move is dated where the readings as
             // heard turned (`crossings`).
-            let seconds = Double(min(max(time - beacon.evidenceMicros, 0), 1_000_000)) / 1_000_000
+            let elapsed = min(max(time - beacon.evidenceMicros, 0), 1_000_000)
+            let seconds = Double(elapsed) / 1_000_000
             beacon.evidenceMicros = time
+            if best == current { beacon.settledMicros = min(beacon.settledMicros + elapsed, rules.settledMicros) }
             let held = levels[current] > -.infinity ? levels[current] : Self.unheardDbm
             var evidence: [(zone: Int, dbSeconds: Double, sinceMicros: Int64)] = []
             for zone in levels.indices where zone != current && levels[zone] > -.infinity {
@@ -332,8 +338,9 @@ public struct SiteZoneTracker: Sendable {
             let heardLevels = smoothing == nil ? levels : zoneLevels(of: beacon.readings, \.heard)
             beacon.crossings.add(levels: heardLevels, current: current, seconds: seconds, at: time, unheard: Self.unheardDbm)
             // The most evidence for its threshold; between equal ones, the first zone id in alphabetical order.
+            let settled = rules.settledMicros > 0 ? Double(min(beacon.settledMicros, rules.settledMicros)) / Double(rules.settledMicros) : 0
             func share(_ entry: (zone: Int, dbSeconds: Double, sinceMicros: Int64)) -> Double {
-                entry.dbSeconds / evidenceNeeded(from: current, to: entry.zone)
+                entry.dbSeconds / (evidenceNeeded(from: current, to: entry.zone) * (1 + settled))
             }
             if let strongest = evidence.max(by: { (share($0), zones[$1.zone]) < (share($1), zones[$0.zone]) }),
                 share(strongest) >= 1, time - strongest.sinceMicros >= rules.switchDwellMicros
@@ -346,6 +353,7 @@ public struct SiteZoneTracker: Sendable {
                 beacon.zone = strongest.zone
                 beacon.enterMicros = moment
                 beacon.evidence = []
+                beacon.settledMicros = 0
                 beacon.crossings.removeAll()
                 changes.append(.visitOpened(site: site, zone: zones[strongest.zone], beaconID: reading.beaconID, enterMicros: moment))
             }
@@ -373,79 +381,6 @@ public struct SiteZoneTracker: Sendable {
     private func evidenceNeeded(from: Int, to: Int) -> Double {
         guard let doors, !doors[from][to] else { return rules.switchEvidenceDbSeconds }
         return rules.switchEvidenceDbSeconds * rules.doorlessEvidenceFactor
-    }
-
-    /// A move is dated back to when the challenger became louder: the presence counted in the old zone since
-    /// then belongs to the new one.
-    private mutating func movePresence(of beaconID: String, from old: Int, to new: Int, between from: Int64, and to: Int64) {
-        var minute = Self.minuteStart(from)
-        while minute < to {
-            let overlap = min(to, minute + Self.minute) - max(from, minute)
-            if let counted = presence[minute]?[old][beaconID], overlap > 0 {
-                let moved = min(counted, overlap)
-                presence[minute]?[old][beaconID] = counted - moved
-                presence[minute, default: emptyMinute][new][beaconID, default: 0] += moved
-            }
-            minute += Self.minute
-        }
-    }
-
-    private mutating func addPresence(of beaconID: String, in zone: Int, from: Int64, to: Int64) {
-        var minute = Self.minuteStart(from)
-        while minute < to {
-            let overlap = min(to, minute + Self.minute) - max(from, minute)
-            if minute >= (nextMinute ?? .min), overlap > 0 {
-                presence[minute, default: emptyMinute][zone][beaconID, default: 0] += overlap
-            }
-            minute += Self.minute
-        }
-    }
-
-
-    /// Counts every minute that ended the counting lag before `time`, and closes the visits of beacons gone.
-    private mutating func countMinutes(through time: Int64, into changes: inout [ZoneChange]) {
-        var minute = nextMinute ?? presence.keys.min() ?? Self.minuteStart(time)
-        if nextMinute == nil { nextMinute = minute }
-        // A long silence: skip to a day before rather than write a day of empty minutes.
-        if time - minute > 86_400_000_000 { minute = Self.minuteStart(time - 86_400_000_000) }
-        while minute + Self.minute + countingLagMicros <= time {
-            count(minute, into: &changes)
-            minute += Self.minute
-            closeAbsent(before: minute, into: &changes)
-        }
-        nextMinute = minute
-    }
-
-    /// Every zone's count of the minute that starts at `minute` (zeros included): a beacon counts in the zone where
-    /// it spent the most of the minute when that is at least half of it — of the part observed, in the site's
-    /// first minute (from its first reading) and at the end of the data (through `end`).
-    private mutating func count(_ minute: Int64, through end: Int64 = .max, into changes: inout [ZoneChange]) {
-        let observedMicros = max(1, min(end, minute + Self.minute) - max(minute, firstReadingMicros ?? minute))
-        checkpointDue = true
-        let present = presence.removeValue(forKey: minute) ?? emptyMinute
-        var best: [String: (zone: Int, micros: Int64)] = [:]
-        for zone in zones.indices {
-            for (beacon, micros) in present[zone] where micros > best[beacon]?.micros ?? 0 {
-                best[beacon] = (zone, micros)
-            }
-        }
-        var occupants = [Int](repeating: 0, count: zones.count)
-        for (zone, micros) in best.values where 2 * micros >= observedMicros { occupants[zone] += 1 }
-        for zone in zones.indices {
-            let seconds = Double(present[zone].values.reduce(0, +)) / 1_000_000
-            changes.append(
-                .occupancy(site: site, zone: zones[zone], minuteMicros: minute, occupants: occupants[zone], occupantSeconds: seconds))
-        }
-    }
-
-    private mutating func closeAbsent(before time: Int64, into changes: inout [ZoneChange]) {
-        let gone = beacons.filter { time - $0.value.lastSeenMicros > rules.absenceTimeoutMicros }
-        for (beaconID, beacon) in gone {
-            if beacon.zone != nil {
-                changes.append(.visitClosed(site: site, beaconID: beaconID, enterMicros: beacon.enterMicros, exitMicros: beacon.lastSeenMicros))
-            }
-            beacons[beaconID] = nil
-        }
     }
 
     /// Keeps at most `maximum` beacons, forgetting those heard least recently beyond it (a flood of identities):
@@ -481,78 +416,6 @@ public struct SiteZoneTracker: Sendable {
     /// The beacons placed in a zone now, as far as the watermark has gone, with when they entered it.
     public var placements: [(beaconID: String, zone: String, enterMicros: Int64)] {
         beacons.compactMap { entry in entry.value.zone.map { (entry.key, zones[$0], entry.value.enterMicros) } }
-    }
-
-    /// For the end of the data (a replay, the demo): applies every reading still waiting and counts the minutes
-    /// through the newest one, the last one as far as it went. Visits stay open (the beacons were still there),
-    /// unless `closingVisits`: then each ends at its beacon's last reading (the site itself stopped).
-    public mutating func finish(closingVisits: Bool = false) -> [ZoneChange] {
-        guard let newest = agents.values.map(\.newestMicros).max() else { return [] }
-        var changes: [ZoneChange] = []
-        watermarkMicros = max(watermarkMicros, newest)
-        pending.sort(by: Self.inOrder)
-        for reading in pending {
-            countMinutes(through: reading.timeMicros, into: &changes)
-            apply(reading, into: &changes)
-        }
-        pending.removeAll()
-        var minute = nextMinute ?? presence.keys.min() ?? Self.minuteStart(newest)
-        while minute <= Self.minuteStart(newest) {
-            count(minute, through: newest, into: &changes)
-            minute += Self.minute
-        }
-        nextMinute = minute
-        if closingVisits {
-            for (beaconID, beacon) in beacons.sorted(by: { $0.key < $1.key }) where beacon.zone != nil {
-                changes.append(.visitClosed(site: site, beaconID: beaconID, enterMicros: beacon.enterMicros, exitMicros: beacon.lastSeenMicros))
-                beacons[beaconID] = nil
-            }
-        }
-        return changes
-    }
-
-    /// A beacon whose visit a previous run left open.
-    public struct OpenVisit: Sendable, Equatable {
-        public var beaconID: String
-        public var zone: String
-        public var enterMicros: Int64
-        public var lastSeenMicros: Int64
-
-        public init(beaconID: String, zone: String, enterMicros: Int64, lastSeenMicros: Int64) {
-            self.beaconID = beaconID
-            self.zone = zone
-            self.enterMicros = enterMicros
-            self.lastSeenMicros = lastSeenMicros
-        }
-    }
-
-    /// Picks up where a previous run left off: the beacons of its open visits are in their zones as last seen
-    /// (a reading goes on with the same visit; a beacon not heard again has its visit closed when it was last
-    /// seen), present there from the visit's start to when last seen in the minutes not counted yet, and
-    /// counting goes on after the last minute it counted, so no minute is counted again from part of its readings.
-    ///
-    /// The site's agents count as heard at `nowMicros` (the ingest's clock), up to the newest time the previous run
-    /// reached: a site none of whose agents comes back goes dark from there, and its visits close.
-    public mutating func resume(openVisits: [OpenVisit], lastCountedMinuteMicros: Int64?, nowMicros: Int64) {
-        if let minute = lastCountedMinuteMicros { nextMinute = minute + Self.minute }
-        // Observed before: the minute in progress is not the site's first.
-        firstReadingMicros = ([lastCountedMinuteMicros].compactMap { $0 } + openVisits.map(\.enterMicros)).min()
-        let counted = lastCountedMinuteMicros.map { $0 + Self.minute + countingLagMicros }
-        if let reached = ([counted].compactMap { $0 } + openVisits.map(\.lastSeenMicros)).max() {
-            for agent in agentNumbers.keys { agents[agent] = AgentProgress(newestMicros: reached, lastArrivalMicros: nowMicros) }
-            unheardAgents = []
-            firstArrivalMicros = nowMicros
-        }
-        for visit in openVisits {
-            guard let zone = zones.firstIndex(of: visit.zone) else { continue }
-            var beacon = Beacon()
-            beacon.zone = zone
-            beacon.enterMicros = visit.enterMicros
-            beacon.lastSeenMicros = max(visit.lastSeenMicros, visit.enterMicros)
-            beacons[visit.beaconID] = beacon
-            // Its presence in the minutes not counted yet, which the previous run held in memory.
-            addPresence(of: visit.beaconID, in: zone, from: visit.enterMicros, to: beacon.lastSeenMicros)
-        }
     }
 
     mutating func beginTransaction() {
