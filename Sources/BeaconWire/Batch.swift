@@ -50,9 +50,9 @@ public struct BeaconKey: Hashable, Sendable {
 /// A frame whose content matters beyond identity (TLM, URL, sensor data), as the bytes that were sent.
 public enum DataFrameContent: Hashable, Sendable {
     /// Service data after the 0xFEAA UUID.
-    case eddystone([UInt8])
-    case serviceData(uuid16: UInt16, [UInt8])
-    case manufacturerData(companyID: UInt16, [UInt8])
+    case eddystone(FrameBytes)
+    case serviceData(uuid16: UInt16, FrameBytes)
+    case manufacturerData(companyID: UInt16, FrameBytes)
 
     /// Which stream of frames this is for its beacon: a TLM never replaces a URL.
     var stream: UInt32 {
@@ -72,13 +72,13 @@ public struct Sighting: Hashable, Sendable {
     public var rssi: Int8
     /// The advertisement's data frames, in the order they appeared (one advert may carry several: a thermometer's
     /// temperature and battery service data).
-    public var frames: [DataFrameContent]
+    public var frames: DataFrames
 
     public init(timeMicros: Int64, beacon: BeaconKey, rssi: Int8, data: DataFrameContent? = nil) {
         self.init(timeMicros: timeMicros, beacon: beacon, rssi: rssi, frames: data.map { [$0] } ?? [])
     }
 
-    public init(timeMicros: Int64, beacon: BeaconKey, rssi: Int8, frames: [DataFrameContent]) {
+    public init(timeMicros: Int64, beacon: BeaconKey, rssi: Int8, frames: DataFrames) {
         self.timeMicros = timeMicros
         self.beacon = beacon
         self.rssi = rssi

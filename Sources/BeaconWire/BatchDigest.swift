@@ -42,7 +42,7 @@ private struct ContentDigest {
 
     mutating func add(_ word: UInt64) { digest.add(littleEndian: word) }
 
-    mutating func add(_ bytes: [UInt8]) {
+    mutating func add(_ bytes: some Collection<UInt8>) {
         add(UInt64(bytes.count))
         digest.add(bytes)
     }

@@ -322,18 +322,18 @@ public enum BatchReader {
                 throw BatchError(.inconsistentColumns, "data_frames[\(index)] names sighting \(sighting) of \(count)")
             }
             switch frame.content {
-            case .eddystone(let data)?: sightings[sighting].frames.append(.eddystone(Array(data)))
+            case .eddystone(let data)?: sightings[sighting].frames.append(.eddystone(FrameBytes(data)))
             case .serviceData(let service)?:
                 guard let uuid = UInt16(exactly: service.uuid16) else {
                     throw BatchError(.invalidField, "data_frames[\(index)] uuid16 \(service.uuid16) is not 16-bit")
                 }
-                sightings[sighting].frames.append(.serviceData(uuid16: uuid, Array(service.data)))
+                sightings[sighting].frames.append(.serviceData(uuid16: uuid, FrameBytes(service.data)))
             case .manufacturerData(let manufacturer)?:
                 guard let company = UInt16(exactly: manufacturer.companyID) else {
                     throw BatchError(
                         .invalidField, "data_frames[\(index)] company_id \(manufacturer.companyID) is not 16-bit")
                 }
-                sightings[sighting].frames.append(.manufacturerData(companyID: company, Array(manufacturer.data)))
+                sightings[sighting].frames.append(.manufacturerData(companyID: company, FrameBytes(manufacturer.data)))
             case nil:
                 throw BatchError(.invalidField, "data_frames[\(index)] has no content")
             }

@@ -84,15 +84,15 @@ public struct FrameDecoder: Sendable {
         case .eddystone(let bytes):
             return try serviceFrame(
                 uuid: Eddystone.serviceUUID,
-                ServiceData(uuid: .uuid16(Eddystone.serviceUUID), data: bytes, offset: base),
+                ServiceData(uuid: .uuid16(Eddystone.serviceUUID), data: Array(bytes), offset: base),
                 address: address, unixSeconds: unixSeconds)
         case .serviceData(let uuid, let bytes):
             return try serviceFrame(
-                uuid: uuid, ServiceData(uuid: .uuid16(uuid), data: bytes, offset: base), address: address,
+                uuid: uuid, ServiceData(uuid: .uuid16(uuid), data: Array(bytes), offset: base), address: address,
                 unixSeconds: unixSeconds)
         case .manufacturerData(let company, let bytes):
             guard FrameClassifier.carriesData(companyID: company) else { return nil }
-            return .ruuvi(try RuuviMeasurement.decode(bytes[...], base: base))
+            return .ruuvi(try RuuviMeasurement.decode(Array(bytes)[...], base: base))
         }
     }
 

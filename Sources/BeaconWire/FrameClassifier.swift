@@ -53,12 +53,12 @@ public enum ClassifiedStructure: Hashable, Sendable {
 public struct ClassifiedAdvertisement: Hashable, Sendable {
     /// The identity frame; the last one when an advertisement holds several.
     public var identity: IdentityFrame?
-    public var data: [DataFrameContent] = []
+    public var data = DataFrames()
     /// The first identity frame that did not decode (a truncated iBeacon, an Eddystone UID of the wrong length).
     /// The advertisement's other frames still count.
     public var malformed: DecodeError?
 
-    public init(identity: IdentityFrame? = nil, data: [DataFrameContent] = [], malformed: DecodeError? = nil) {
+    public init(identity: IdentityFrame? = nil, data: DataFrames = [], malformed: DecodeError? = nil) {
         self.identity = identity
         self.data = data
         self.malformed = malformed
@@ -159,9 +159,9 @@ public enum FrameClassifier {
                 return IdentityFrame(try Eddystone.decode(Array(body)[...], base: base)).map(ClassifiedStructure.identity) ?? .ignore
             }
             // URL, TLM, eTLM, and frame types the ingest will name in its error.
-            return .data(.eddystone(Array(body)))
+            return .data(.eddystone(FrameBytes(body)))
         }
-        return carriesData(serviceUUID: uuid) ? .data(.serviceData(uuid16: uuid, Array(body))) : .ignore
+        return carriesData(serviceUUID: uuid) ? .data(.serviceData(uuid16: uuid, FrameBytes(body))) : .ignore
     }
 
     /// Classifies manufacturer data (`body` follows the company id, at offset `base` of the payload). Throws for
@@ -170,7 +170,7 @@ public enum FrameClassifier {
         manufacturerData company: UInt16, _ body: UnsafeRawBufferPointer, base: Int = 0
     ) throws(DecodeError) -> ClassifiedStructure {
         guard body.count >= 2 else {
-            return carriesData(companyID: company) ? .data(.manufacturerData(companyID: company, Array(body))) : .ignore
+            return carriesData(companyID: company) ? .data(.manufacturerData(companyID: company, FrameBytes(body))) : .ignore
         }
         if let frame = readIdentity(manufacturerData: company, body) { return .identity(frame) }
         if company == IBeacon.companyID, let beacon = try IBeacon.decode(Array(body)[...], base: base) {
@@ -181,7 +181,7 @@ public enum FrameClassifier {
         {
             return .identity(.altBeacon(beacon))
         }
-        return carriesData(companyID: company) ? .data(.manufacturerData(companyID: company, Array(body))) : .ignore
+        return carriesData(companyID: company) ? .data(.manufacturerData(companyID: company, FrameBytes(body))) : .ignore
     }
 
     /// A well-formed Eddystone UID or EID frame, read straight from the bytes; nil for anything else.

@@ -37,7 +37,7 @@ struct AgentIntegrationTests {
         #expect(ingest.sequences == Array(1...UInt64(ingest.batchCount)))
         // The URL frame travels once per beacon; TLM frames (their counters move) every time.
         let urls = ingest.sightings.compactMap { sighting -> [UInt8]? in
-            if case .eddystone(let bytes)? = sighting.data, bytes.first == 0x10 { return bytes }
+            if case .eddystone(let bytes)? = sighting.data, bytes.first == 0x10 { return Array(bytes) }
             return nil
         }
         #expect(urls.count == 1)

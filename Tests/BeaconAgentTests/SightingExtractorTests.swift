@@ -57,11 +57,11 @@ func bytesFromHex(_ hex: String) -> [UInt8] {
         // Before any UID: the TLM belongs to the address.
         let early = try extractor.sighting(of: report(tlm), timeMicros: 0).get()
         #expect(early.beacon.beaconID == "mac:C0:FF:EE:00:00:01")
-        #expect(early.data == .eddystone(bytesFromHex("2000 0bb8 1680 00000064 00001388")))
+        #expect(early.data == .eddystone(FrameBytes(bytesFromHex("2000 0bb8 1680 00000064 00001388"))))
         _ = try extractor.sighting(of: report(uid), timeMicros: 1_000_000).get()
         let joined = try extractor.sighting(of: report(url), timeMicros: 2_000_000).get()
         #expect(joined.beacon.beaconID == "eddystone:0102030405060708090a:0000000000a1")
-        #expect(joined.data == .eddystone(bytesFromHex("10eb 03 6578616d706c65 07")))
+        #expect(joined.data == .eddystone(FrameBytes(bytesFromHex("10eb 03 6578616d706c65 07"))))
         let late = try extractor.sighting(of: report(tlm), timeMicros: 11_000_001).get()
         #expect(late.beacon.beaconID == "mac:C0:FF:EE:00:00:01")
     }

@@ -825,7 +825,7 @@ extension ZoneChange {
                     addressIsRandom: true, powerAt1mDbm: -59)
                 let tlm = EddystoneTLM(batteryMillivolts: 3000, temperatureRaw: 0, advertisingCount: 1, uptimeTenths: 10)
                 _ = builder.add(
-                    Sighting(timeMicros: start + Int64(number) * 1_000, beacon: key, rssi: -60, data: .eddystone([0x20, 0x00] + tlm.fieldBytes)),
+                    Sighting(timeMicros: start + Int64(number) * 1_000, beacon: key, rssi: -60, data: .eddystone(FrameBytes([0x20, 0x00] + tlm.fieldBytes))),
                     nowNanoseconds: 0)
             }
             let sealed = builder.seal(sequence: UInt64(batchIndex + 1), firstUnacknowledgedSequence: 1, agentClockMicros: start)

@@ -57,7 +57,7 @@ import Testing
         let sealed = BTHomePacket.encrypt(
             objects: try [UInt8](hex: "02ca0903bf13"), bindkey: try [UInt8](hex: Self.bthomeKey), address: Self.bthomeAddress,
             counter: 0x3322_1100)
-        let sighting = Sighting(timeMicros: t, beacon: bthome, rssi: -60, data: .serviceData(uuid16: 0xFCD2, sealed))
+        let sighting = Sighting(timeMicros: t, beacon: bthome, rssi: -60, data: .serviceData(uuid16: 0xFCD2, FrameBytes(sealed)))
 
         var keyed = IngestPipeline(sites: try Self.sites())
         #expect(quantities(keyed.apply(batch("a1", 1, [sighting]), nowMicros: t).sensorReadings) == [

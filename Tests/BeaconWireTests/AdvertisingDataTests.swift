@@ -192,9 +192,9 @@ import Testing
         #expect(classified.identity?.frame.beaconID == "eddystone:e157bd5df90aad1dc2fb:000000000001")
         // In the order of the advertisement.
         #expect(classified.data == [
-            .eddystone(bytes("20000bb81780000012340000abcd")),
-            .manufacturerData(companyID: 0x0499, Array(repeating: 0, count: 24)),
-            .serviceData(uuid16: 0xFCD2, bytes("4002c409")),
+            .eddystone(FrameBytes(bytes("20000bb81780000012340000abcd"))),
+            .manufacturerData(companyID: 0x0499, FrameBytes(Array(repeating: 0, count: 24))),
+            .serviceData(uuid16: 0xFCD2, FrameBytes(bytes("4002c409"))),
         ])
         #expect(classified.malformed == nil)
         // A truncated iBeacon is reported, and the advertisement's other frames still count.

@@ -24,7 +24,7 @@ func busySite(beacons: Int, seconds: Int, seed: UInt64 = 7) -> [Sighting] {
             let rssi = Int8(-95 + Int(next() % 51))
             var data: DataFrameContent?
             if frame % 10 == 9 {
-                data = .eddystone([0x20, 0x00, 0x0B, 0xB8, 0x16, 0x80] + bigEndian(UInt32(frame)) + bigEndian(UInt32(frame * 10)))
+                data = .eddystone(FrameBytes([0x20, 0x00, 0x0B, 0xB8, 0x16, 0x80] + bigEndian(UInt32(frame)) + bigEndian(UInt32(frame * 10))))
             }
             sightings.append(Sighting(timeMicros: time, beacon: key, rssi: rssi, data: data))
         }
@@ -80,7 +80,7 @@ func seal(_ sightings: [Sighting], configuration: BatchBuilder.Configuration = .
 
     @Test func unchangedDataFramesAreSentOncePerRefreshInterval() throws {
         let key = BeaconKey(beaconID: "eddystone:0102030405060708090a:0000000000a1", address: 1, addressIsRandom: false)
-        let url = DataFrameContent.eddystone([0x10, 0xEE, 0x03] + Array("example".utf8) + [0x07])
+        let url = DataFrameContent.eddystone(FrameBytes([0x10, 0xEE, 0x03] + Array("example".utf8) + [0x07]))
         let tlm = { (count: UInt8) in DataFrameContent.eddystone([0x20, 0, 0x0B, 0xB8, 0x16, 0x80, 0, 0, 0, count, 0, 0, 0, 1]) }
         var builder = BatchBuilder(siteID: "hq", agentID: "a", bootID: 1)
         builder.configuration.dataRefreshMicroseconds = 10_000_000

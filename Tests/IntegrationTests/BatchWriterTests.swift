@@ -32,7 +32,7 @@ func telemetryBatch(agent: String, sequence: UInt64, transmissions: [(timeMicros
             batteryMillivolts: 3000, temperatureRaw: 22 * 256, advertisingCount: transmission.counter,
             uptimeTenths: transmission.counter)
         let sighting = Sighting(
-            timeMicros: transmission.timeMicros, beacon: key, rssi: -60, data: .eddystone([0x20, 0x00] + tlm.fieldBytes))
+            timeMicros: transmission.timeMicros, beacon: key, rssi: -60, data: .eddystone(FrameBytes([0x20, 0x00] + tlm.fieldBytes)))
         _ = builder.add(sighting, nowNanoseconds: 0)
     }
     let sealed = builder.seal(sequence: sequence, firstUnacknowledgedSequence: sequence, agentClockMicros: 0)
@@ -67,7 +67,7 @@ struct BatchWriterTests {
         frames.sightings = frames.sightings.map { sighting in
             var copy = sighting
             let tlm = EddystoneTLM(batteryMillivolts: 3000, temperatureRaw: 22 * 256, advertisingCount: 90, uptimeTenths: 7)
-            copy.data = .eddystone([0x20, 0x00] + tlm.fieldBytes)
+            copy.data = .eddystone(FrameBytes([0x20, 0x00] + tlm.fieldBytes))
             return copy
         }
         #expect(try writer.commit([frames]).telemetryRows == 1)
@@ -230,7 +230,7 @@ struct BatchWriterTests {
             return try BatchReader.decode(try #require(sealed).wireBytes())
         }
         // "https://example.com/" in Eddystone-URL's encoding.
-        let url = DataFrameContent.eddystone([0x10, 0xEB, 0x03] + Array("example".utf8) + [0x00])
+        let url = DataFrameContent.eddystone(FrameBytes([0x10, 0xEB, 0x03] + Array("example".utf8) + [0x00]))
         _ = try writer.commit(
             [try batch(1, [
                 Sighting(timeMicros: start, beacon: uid, rssi: -60),

@@ -42,7 +42,7 @@ struct IngestIntegrationTests {
         // One telemetry row per TLM transmission of the capture (their advertising counters differ).
         let tlmCounters = Set(
             expected.compactMap { sighting -> UInt32? in
-                guard case .eddystone(let bytes)? = sighting.data, case .eddystoneTLM(let tlm)? = try? Eddystone.decode(bytes[...])
+                guard case .eddystone(let bytes)? = sighting.data, case .eddystoneTLM(let tlm)? = try? Eddystone.decode(Array(bytes)[...])
                 else { return nil }
                 return tlm.advertisingCount
             })

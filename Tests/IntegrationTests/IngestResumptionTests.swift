@@ -141,9 +141,9 @@ extension IngestIntegrationTests {
                 if index % 3 == 0 {
                     let advertisingCount = UInt32(index * 40)
                     let uptimeTenths = UInt32(index * 100)
-                    data = .eddystone(
-                        [0x20, 0x00, 0x0B, 0xB8, 0x16, 0x00] + withUnsafeBytes(of: advertisingCount.bigEndian, Array.init)
-                            + withUnsafeBytes(of: uptimeTenths.bigEndian, Array.init))
+                    let fields: [UInt8] = [0x20, 0x00, 0x0B, 0xB8, 0x16, 0x00]
+                    let counters = withUnsafeBytes(of: advertisingCount.bigEndian, Array.init) + withUnsafeBytes(of: uptimeTenths.bigEndian, Array.init)
+                    data = .eddystone(FrameBytes(fields + counters))
                 }
                 _ = builder.add(Sighting(timeMicros: t0 + Int64(index) * 10_000_000, beacon: beacon, rssi: rssi, data: data), nowNanoseconds: 0)
             }

@@ -98,7 +98,7 @@ struct RadioTests {
     /// A sighting as the batches carry it, without its time and RSSI.
     struct HeardAdvert: Hashable, CustomStringConvertible {
         var beacon: BeaconKey
-        var frames: [DataFrameContent]
+        var frames: DataFrames
 
         var description: String {
             "\(beacon.beaconID) \(DeviceAddress(value: beacon.address, kind: beacon.addressIsRandom ? .random : .public)) "
@@ -107,7 +107,7 @@ struct RadioTests {
     }
 
     static func heard(
-        _ beaconID: String, random: String? = nil, event: UInt16, power: Int8? = nil, _ frames: [DataFrameContent] = []
+        _ beaconID: String, random: String? = nil, event: UInt16, power: Int8? = nil, _ frames: DataFrames = []
     ) -> HeardAdvert {
         let address = random.map { UInt64($0, radix: 16)! } ?? advertiserAddress
         return HeardAdvert(
@@ -125,13 +125,13 @@ struct RadioTests {
         heard("eddystone:0102030405060708090a:0000000000e1", event: 0x00, power: -61),
         heard(
             "mac:C0:FF:EE:00:00:42", random: "c0ffee000042", event: 0x00,
-            [.eddystone(try! [UInt8](hex: "20000bb818800000010000000200"))]),
+            [.eddystone(FrameBytes(try! [UInt8](hex: "20000bb818800000010000000200")))]),
         heard(
             "mac:C0:FF:EE:00:00:43", random: "c0ffee000043", event: 0x12,
-            [.eddystone(try! [UInt8](hex: "10eb036578616d706c6500"))]),
+            [.eddystone(FrameBytes(try! [UInt8](hex: "10eb036578616d706c6500")))]),
         heard(
             "mac:C0:FF:EE:00:00:43", random: "c0ffee000043", event: 0x1A,
-            [.serviceData(uuid16: 0xFCD2, try! [UInt8](hex: "40015d02cb08"))]),
+            [.serviceData(uuid16: 0xFCD2, FrameBytes(try! [UInt8](hex: "40015d02cb08")))]),
     ]
     /// On a legacy controller, the adverts sent in extended PDUs elsewhere come as ADV_NONCONN_IND.
     static func expectedSightings(_ setup: Setup) -> [HeardAdvert] {

@@ -23,7 +23,7 @@ struct SensorReadingStorageTests {
             SensorFixtures.batch(
                 "a1", 1,
                 [Sighting(timeMicros: t, beacon: SensorFixtures.ruuvi, rssi: -60, data: SensorFixtures.ruuviFrame(sequence: 205)),
-                 Sighting(timeMicros: t + 10, beacon: SensorFixtures.bthome, rssi: -60, data: .serviceData(uuid16: 0xFCD2, sealed))],
+                 Sighting(timeMicros: t + 10, beacon: SensorFixtures.bthome, rssi: -60, data: .serviceData(uuid16: 0xFCD2, FrameBytes(sealed)))],
                 reads: [
                     CharacteristicRead(beacon: SensorFixtures.bthome, timeMicros: t + 20, characteristic: 0x2A19, value: [87]),
                     CharacteristicRead(beacon: SensorFixtures.bthome, timeMicros: t + 20, characteristic: 0x2A29, value: Array("Acme".utf8)),
@@ -36,7 +36,7 @@ struct SensorReadingStorageTests {
             SensorFixtures.batch(
                 "a2", 1,
                 [Sighting(timeMicros: t + 40_000, beacon: SensorFixtures.ruuvi, rssi: -70, data: SensorFixtures.ruuviFrame(sequence: 205)),
-                 Sighting(timeMicros: t + 40_010, beacon: SensorFixtures.bthome, rssi: -70, data: .serviceData(uuid16: 0xFCD2, sealed))])
+                 Sighting(timeMicros: t + 40_010, beacon: SensorFixtures.bthome, rssi: -70, data: .serviceData(uuid16: 0xFCD2, FrameBytes(sealed)))])
         ], nowMicros: t)
         #expect(second.sensorReadingRows == 0)
         #expect(

@@ -66,7 +66,7 @@ public enum SensorFixtures {
         var bytes = try! [UInt8](hex: "0512FC5394C37C0004FFFC040CAC364200CDCBB8334C884F")
         bytes[16] = UInt8(sequence >> 8)
         bytes[17] = UInt8(sequence & 0xFF)
-        return .manufacturerData(companyID: RuuviMeasurement.companyID, bytes)
+        return .manufacturerData(companyID: RuuviMeasurement.companyID, FrameBytes(bytes))
     }
 
     public static func batch(_ agent: String, _ sequence: UInt64, _ sightings: [Sighting], reads: [CharacteristicRead] = []) -> DecodedBatch {

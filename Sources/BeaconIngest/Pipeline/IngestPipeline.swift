@@ -477,9 +477,9 @@ public struct IngestPipeline: Sendable {
     }
 
     /// An Eddystone-URL frame: the beacon's URL in `beacons`; a frame that does not decode is counted like any other.
-    private mutating func beaconURL(_ bytes: [UInt8], beaconID: String, into output: inout PipelineOutput) {
+    private mutating func beaconURL(_ bytes: FrameBytes, beaconID: String, into output: inout PipelineOutput) {
         do {
-            guard case .eddystoneURL(let frame) = try Eddystone.decode(bytes[...]) else { return }
+            guard case .eddystoneURL(let frame) = try Eddystone.decode(Array(bytes)[...]) else { return }
             health.kind(beaconID: beaconID, BeaconFrame.eddystoneURL(frame).typeName)
             health.url(beaconID: beaconID, frame.url)
         } catch {
@@ -521,10 +521,10 @@ public struct IngestPipeline: Sendable {
     }
 
     private mutating func telemetryRow(
-        _ bytes: [UInt8], beaconID: String, batch: DecodedBatch, timeMicros: Int64
+        _ bytes: FrameBytes, beaconID: String, batch: DecodedBatch, timeMicros: Int64
     ) -> (row: TelemetryRow, tlm: EddystoneTLM)? {
         let tlm: EddystoneTLM
-        switch try? Eddystone.decode(bytes[...]) {
+        switch try? Eddystone.decode(Array(bytes)[...]) {
         case .eddystoneTLM(let plain)?:
             tlm = plain
         case .eddystoneETLM(let encrypted)?:

@@ -44,7 +44,7 @@ enum FrameHash {
         }
     }
 
-    static func of(tag: UInt32, _ bytes: [UInt8], time: Int64 = 0) -> Int64 {
+    static func of(tag: UInt32, _ bytes: some Sequence<UInt8>, time: Int64 = 0) -> Int64 {
         var hash = FNV1a()
         hash.add(littleEndian: UInt64(tag), byteCount: 4)
         hash.add(littleEndian: UInt64(bitPattern: time))
