@@ -17,7 +17,7 @@ public enum ZoneScoring: String, Sendable, Equatable, CaseIterable {
 /// beacons into its zone once the site has seen beacons on either side. Relative levels make the pattern the same
 /// for beacons of any transmit power.
 ///
-/// Before anything is learned, each zone expects its own agents 3 dB below the loudest and the others 12 dB below,
+/// Before anything is learned, each zone expects its own agents 3 dB below the loudest and the others 16 dB below,
 /// give or take 6 dB (worth 30 readings). It learns only from a beacon that has been in its zone for a minute and
 /// whose loudest agent is one of the zone's own, so a zone's pattern cannot drift over to its neighbour's beacons;
 /// the newest 3,000 readings of each zone and agent count, so the patterns follow a site that changes. A spread
@@ -61,7 +61,7 @@ struct ZonePatterns: Sendable {
     }
 
     static let priorOwnDb = -3.0
-    static let priorOtherDb = -12.0
+    static let priorOtherDb = -16.0
     static let priorDeviationDb = 6.0
     static let priorWeight = 30.0
     static let memory = 3000.0
