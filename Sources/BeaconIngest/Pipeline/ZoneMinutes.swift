@@ -27,7 +27,6 @@ extension SiteZoneTracker {
         }
     }
 
-
     /// Counts every minute that ended the counting lag before `time`, and closes the visits of beacons gone.
     mutating func countMinutes(through time: Int64, into changes: inout [ZoneChange]) {
         var minute = nextMinute ?? presence.keys.min() ?? Self.minuteStart(time)
