@@ -1,13 +1,22 @@
 // swift-tools-version:6.0
 import PackageDescription
 
+// The executables' link: lld with packed relative relocations (glibc 2.36, Debian 12) and only the symbols the
+// dynamic linker needs exported. The relocation table and the export table were 3.5 MB of pages every process
+// reads at start; this makes the agent's resident size 5 MiB smaller (BENCHMARKS.md, "The agent's own executable").
+let compactLinking: [LinkerSetting] = [
+    .unsafeFlags(["-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs", "-Xlinker", "--no-export-dynamic"])
+]
+
 let package = Package(
     name: "beaconflow",
     platforms: [.macOS(.v15)],
     products: [
         .executable(name: "beaconflow", targets: ["beaconflow"]),
+        .executable(name: "beaconflow-agent", targets: ["beaconflow-agent"]),
         .library(name: "BeaconWire", targets: ["BeaconWire"]),
         .library(name: "BeaconAgent", targets: ["BeaconAgent"]),
+        .library(name: "BeaconSimulation", targets: ["BeaconSimulation"]),
         .library(name: "BeaconIngest", targets: ["BeaconIngest"]),
         .library(name: "BeaconMessaging", targets: ["BeaconMessaging"]),
         .library(name: "LibPQ", targets: ["LibPQ"]),
@@ -119,6 +128,32 @@ let package = Package(
             ]
         ),
 
+        // Simulated sites: scenarios (rooms, agents, beacons and their walks), the radio between them, and the
+        // agents' `sim:` source.
+        .target(
+            name: "BeaconSimulation",
+            dependencies: ["BeaconAgent", "BeaconMessaging", "BeaconWire", "BoundedYAML", .product(name: "Yams", package: "Yams")]
+        ),
+
+        // What every command line of the project shares (the `--config` file, broker options, log format, the
+        // metrics listener, running under swift-service-lifecycle) and the agent's command, with no database in it.
+        .target(
+            name: "CommandLineSupport",
+            dependencies: [
+                "BeaconAgent", "BeaconMessaging", "BeaconWire", "BoundedYAML", "MetricFamilies", "MetricsEndpoint", "Mosquitto",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Yams", package: "Yams"),
+            ]
+        ),
+
+        // The edge agent alone, for gateways: `beaconflow agent` without the ingest, libpq, the simulator or the
+        // accuracy harness.
+        .executableTarget(name: "beaconflow-agent", dependencies: ["CommandLineSupport"], linkerSettings: compactLinking),
+
         // The ingest's services: intake, dedup, proximity, occupancy, fleet health, the PostgreSQL writer.
         .target(
             name: "BeaconIngest",
@@ -148,7 +183,7 @@ let package = Package(
         .target(
             name: "AccuracyHarness",
             dependencies: [
-                "BeaconAgent", "BeaconIngest", "BeaconMessaging", "LibPQ", "LocalServers", "Mosquitto", "WorkQueue",
+                "BeaconAgent", "BeaconIngest", "BeaconMessaging", "BeaconSimulation", "LibPQ", "LocalServers", "Mosquitto", "WorkQueue",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -160,6 +195,8 @@ let package = Package(
                 "Reporting",
                 "BeaconWire",
                 "BeaconAgent",
+                "BeaconSimulation",
+                "CommandLineSupport",
                 "BeaconIngest",
                 "BeaconMessaging",
                 "BoundedYAML",
@@ -177,7 +214,8 @@ let package = Package(
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
-            ]
+            ],
+            linkerSettings: compactLinking
         ),
 
         .testTarget(
@@ -185,16 +223,16 @@ let package = Package(
             dependencies: ["BeaconWire", "Deflate", "LocalServers", "TestServers"],
             resources: [.copy("Fixtures")]
         ),
-        .testTarget(name: "BeaconAgentTests", dependencies: ["BeaconAgent", "BeaconMessaging", "BeaconWire", "BlueZHCI", "LocalServers", "Mosquitto", "TestServers"]),
+        .testTarget(name: "BeaconAgentTests", dependencies: ["BeaconAgent", "BeaconSimulation", "BeaconMessaging", "BeaconWire", "BlueZHCI", "LocalServers", "Mosquitto", "TestServers"]),
         .testTarget(name: "MosquittoTests", dependencies: ["LocalServers", "Mosquitto", "TestServers"]),
         .testTarget(name: "BoundedYAMLTests", dependencies: ["BoundedYAML"]),
         // The ingest's pure logic: no servers.
-        .testTarget(name: "BeaconIngestTests", dependencies: ["AccuracyHarness", "BeaconIngest", "BeaconMessaging", "BeaconWire", "TestServers"]),
+        .testTarget(name: "BeaconIngestTests", dependencies: ["AccuracyHarness", "BeaconSimulation", "BeaconIngest", "BeaconMessaging", "BeaconWire", "TestServers"]),
         // The parts together against real servers started by the tests (mosquitto, PostgreSQL, the beaconflow
         // executable, a browser, Home Assistant, a VM with the kernel's Bluetooth stack).
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["AccuracyHarness", "BeaconIngest", "BeaconAgent", "BeaconMessaging", "BeaconWire", "LibPQ", "LocalServers", "MetricFamilies", "MetricsEndpoint", "Mosquitto", "Reporting", "TestServers", "WorkQueue"]),
+            dependencies: ["AccuracyHarness", "BeaconIngest", "BeaconAgent", "BeaconSimulation", "BeaconMessaging", "BeaconWire", "LibPQ", "LocalServers", "MetricFamilies", "MetricsEndpoint", "Mosquitto", "Reporting", "TestServers", "WorkQueue"]),
         // Starts the real servers (mosquitto, PostgreSQL) on loopback for tests.
         .target(name: "TestServers", dependencies: ["BeaconAgent", "BeaconIngest", "BeaconWire", "LibPQ", "LocalServers", "WorkQueue", .product(name: "Logging", package: "swift-log")], path: "Tests/TestServers"),
     ],

@@ -1,6 +1,7 @@
 import BeaconAgent
 import BeaconIngest
 import BeaconMessaging
+import BeaconSimulation
 import Foundation
 import LibPQ
 import LocalServers

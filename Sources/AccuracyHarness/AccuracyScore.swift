@@ -1,4 +1,5 @@
 import BeaconAgent
+import BeaconSimulation
 import Foundation
 
 /// How well the `visits` and `zone_occupancy` views of a run match the scenario's ground truth. Pure.

@@ -1,5 +1,6 @@
 import BeaconAgent
 import BeaconIngest
+import BeaconSimulation
 import Foundation
 
 /// Zone methods compared without servers: a scenario's receptions (what each agent heard) go through a method in

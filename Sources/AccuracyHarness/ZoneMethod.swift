@@ -1,5 +1,6 @@
 import BeaconAgent
 import BeaconIngest
+import BeaconSimulation
 import Foundation
 
 /// One way of deciding zones, as the sites-file settings that select it.

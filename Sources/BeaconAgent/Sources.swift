@@ -158,7 +158,7 @@ public struct CaptureReplaySource: ResumableSource {
 }
 
 /// Sleeps in short steps until `deadline`, so that a stop request is seen within 50 ms.
-func sleepUntil(_ deadline: ContinuousClock.Instant, shouldStop: () -> Bool) {
+public func sleepUntil(_ deadline: ContinuousClock.Instant, shouldStop: () -> Bool) {
     while !shouldStop() {
         let left = deadline - ContinuousClock.now
         if left <= .zero { return }

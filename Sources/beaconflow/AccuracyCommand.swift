@@ -2,6 +2,8 @@ import AccuracyHarness
 import ArgumentParser
 import BeaconAgent
 import BeaconMessaging
+import BeaconSimulation
+import CommandLineSupport
 import Foundation
 import LocalServers
 import Logging

@@ -1,9 +1,8 @@
 import ArgumentParser
+import CommandLineSupport
 import Foundation
 import Logging
 import MetricFamilies
-import MetricsEndpoint
-import ServiceLifecycle
 
 @main
 struct Beaconflow: AsyncParsableCommand {
@@ -43,7 +42,7 @@ extension Beaconflow {
             command = try parseAsRoot(expanded.arguments)
         } catch {
             if let file = expanded.file, let subcommand,
-                let explained = file.explain(message(for: error), known: optionNames(of: subcommand))
+                let explained = file.explain(message(for: error), known: ConfigFile.optionNames(of: subcommand))
             {
                 exit(withError: ValidationError(explained), about: subcommand)
             }
@@ -75,23 +74,4 @@ extension Beaconflow {
                 """.utf8))
         Foundation.exit(exitCode(for: error).rawValue)
     }
-
-    /// The `--options` a subcommand's help lists.
-    static func optionNames(of subcommand: ParsableCommand.Type) -> [String] {
-        subcommand.helpMessage(columns: 10_000).matches(of: #/(?:^|[ ,])(--[a-z0-9][a-z0-9-]*)/#.anchorsMatchLineEndings()).map { String($0.output.1) }
-    }
-}
-
-/// Runs a command's service until it ends or SIGTERM/SIGINT asks it to stop gracefully, with its `/metrics`
-/// endpoint when there is one: listed first, the endpoint stops last and answers while the service shuts down.
-func runUntilSignalled(_ service: some Service, metrics: MetricsEndpoint?, logger: Logger) async throws {
-    var services: [ServiceGroupConfiguration.ServiceConfiguration] = []
-    if let metrics {
-        services.append(.init(service: MetricsService(endpoint: metrics), successTerminationBehavior: .gracefullyShutdownGroup))
-    }
-    services.append(.init(service: service, successTerminationBehavior: .gracefullyShutdownGroup))
-    let group = ServiceGroup(
-        configuration: ServiceGroupConfiguration(
-            services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
-    try await group.run()
 }

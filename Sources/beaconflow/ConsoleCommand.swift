@@ -1,5 +1,6 @@
 import ArgumentParser
 import BeaconMessaging
+import CommandLineSupport
 import Foundation
 import Logging
 import ServiceLifecycle

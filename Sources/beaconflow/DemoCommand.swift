@@ -3,6 +3,8 @@ import ArgumentParser
 import BeaconAgent
 import BeaconIngest
 import BeaconMessaging
+import BeaconSimulation
+import CommandLineSupport
 import Dispatch
 import Foundation
 import LibPQ

@@ -1,4 +1,5 @@
 import BeaconAgent
+import BeaconSimulation
 import Foundation
 
 /// The demo's deployment: three sites of four 12 × 10 m zones in a 2 × 2 grid with three agents in each zone,

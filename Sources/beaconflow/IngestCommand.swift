@@ -3,6 +3,7 @@ import BeaconAgent
 import BeaconIngest
 import BeaconMessaging
 import BeaconWire
+import CommandLineSupport
 import Foundation
 import LibPQ
 import Logging

@@ -1,5 +1,6 @@
 import ArgumentParser
 import BeaconAgent
+import BeaconSimulation
 import BeaconWire
 import Foundation
 

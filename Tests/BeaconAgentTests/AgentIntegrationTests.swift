@@ -1,5 +1,6 @@
 import BeaconAgent
 import BeaconMessaging
+import BeaconSimulation
 import BeaconWire
 import Foundation
 import LocalServers

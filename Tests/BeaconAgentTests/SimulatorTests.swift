@@ -2,6 +2,7 @@ import BeaconWire
 import Foundation
 import Testing
 @testable import BeaconAgent
+@testable import BeaconSimulation
 
 let demoScenarioPath = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
     .appendingPathComponent("../../deploy/scenarios/demo.yaml").standardized.path

@@ -1,6 +1,7 @@
 import AccuracyHarness
 import BeaconAgent
 import BeaconIngest
+import BeaconSimulation
 import Testing
 
 /// The scoring of the accuracy harness, on hand-made visits against a two-beacon truth.

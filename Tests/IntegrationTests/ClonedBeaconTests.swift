@@ -1,5 +1,6 @@
 import BeaconAgent
 import BeaconIngest
+import BeaconSimulation
 import Foundation
 import LocalServers
 import TestServers

@@ -25,6 +25,7 @@ struct ContractDocumentTests {
         let fresh = try String(contentsOfFile: work + "/cli.md", encoding: .utf8)
         #expect(fresh == (try Self.read("docs/cli.md")), "docs/cli.md is out of date: run scripts/generate-cli-doc")
         for subcommand in ExampleTests.subcommands { #expect(fresh.contains("\n## beaconflow \(subcommand)\n"), "\(subcommand)") }
+        #expect(fresh.contains("\n## beaconflow-agent\n"))
     }
 
     static let metricSections: [(marker: String, families: [MetricFamily])] = [

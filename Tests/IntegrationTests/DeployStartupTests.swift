@@ -333,10 +333,13 @@ import Yams
             var arguments = unit.execStart.map { word in
                 environment.reduce(word) { $0.replacingOccurrences(of: "${\($1.key)}", with: $1.value) }
             }
-            #expect(arguments.first == "/usr/local/bin/beaconflow" && !arguments.contains { $0.contains("${") || $0.contains("%") })
-            arguments[0] = "/app/beaconflow"
+            // The agent's unit runs the agent's own executable, the others beaconflow.
+            let program = name == "agent" ? "beaconflow-agent" : "beaconflow"
+            #expect(arguments.first == "/usr/local/bin/" + program && !arguments.contains { $0.contains("${") || $0.contains("%") })
+            arguments[0] = "/app/" + program
+            let built = try #require(name == "agent" ? beaconflowAgentExecutable : beaconflowExecutable)
             var mounts = system + [
-                .init(beaconflowExecutable!, at: "/app/beaconflow"), .init(etc, at: "/etc/beaconflow"),
+                .init(built, at: "/app/" + program), .init(etc, at: "/etc/beaconflow"),
                 .init(credentials, at: credentialsDirectory),
             ]
             if let state = unit.stateDirectory {

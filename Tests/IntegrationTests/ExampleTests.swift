@@ -10,7 +10,11 @@ struct Example: Hashable, CustomStringConvertible {
     var line: String
     var description: String { "\(origin): \(line)" }
 
-    /// The command's words after `beaconflow`, and the environment assignments before it.
+    /// The agent's own executable: its examples are `beaconflow agent`'s, run by it.
+    static let agentProgram = "beaconflow-agent"
+
+    /// The command's words after `beaconflow` (`agent` and the words after `beaconflow-agent`), and the environment
+    /// assignments before it.
     var command: (environment: [String: String], arguments: [String]) {
         var environment: [String: String] = [:]
         var words = Self.shellWords(line)[...]
@@ -18,7 +22,12 @@ struct Example: Hashable, CustomStringConvertible {
             environment[String(first[..<equals])] = String(first[first.index(after: equals)...])
             words = words.dropFirst()
         }
-        return (environment, Array(words.dropFirst()))
+        return (environment, (words.first == Self.agentProgram ? ["agent"] : []) + Array(words.dropFirst()))
+    }
+
+    /// Whether it runs `beaconflow-agent` rather than `beaconflow`.
+    var runsAgentProgram: Bool {
+        Self.shellWords(line).first { !($0.contains("=") && $0.prefix { $0 != "=" }.allSatisfy { $0.isUppercase || $0 == "_" }) } == Self.agentProgram
     }
 
     var subcommand: String { command.arguments.first ?? "" }
@@ -95,7 +104,8 @@ struct Example: Hashable, CustomStringConvertible {
         let lines = help.output.split(separator: "\n", omittingEmptySubsequences: false)
         guard let start = lines.firstIndex(of: "Examples:") else { return [] }
         let body = lines[(start + 1)...].prefix { !$0.isEmpty }
-        return commandLines(Array(body)).map { Example(origin: "beaconflow \(subcommand.map { $0 + " " } ?? "")--help", line: $0) }
+        let name = URL(fileURLWithPath: executable).lastPathComponent
+        return commandLines(Array(body)).map { Example(origin: "\(name) \(subcommand.map { $0 + " " } ?? "")--help", line: $0) }
     }
 
     /// Files in Markdown ```yaml blocks whose first line names where they live (`# /etc/beaconflow/agent.yaml`).
@@ -132,18 +142,21 @@ struct ExampleTests {
         var examples: [Example] = []
         for document in documents { examples += try Example.inMarkdown(document) }
         for subcommand in [nil] + subcommands { examples += try await Example.inHelp(of: subcommand, executable: executable) }
+        examples += try await Example.inHelp(of: nil, executable: try #require(beaconflowAgentExecutable))
         return examples
     }
+
 
     /// In an 80-column terminal every example of every `--help` reads as written: no line is longer, so none is
     /// broken inside a command (long commands continue on the next line after a `\`).
     @Test(.enabled(if: beaconflowExecutable != nil, "the beaconflow executable is not built"))
     func theHelpExamplesFitEightyColumns() async throws {
         var checked = 0
-        for subcommand in [nil] + Self.subcommands.map(Optional.some) {
+        let commands = ([nil] + Self.subcommands.map(Optional.some)).map { (beaconflowExecutable!, $0) } + [(try #require(beaconflowAgentExecutable), nil)]
+        for (executable, subcommand) in commands {
             var environment = ProcessInfo.processInfo.environment
             environment["COLUMNS"] = "80"
-            let help = try await runProgram(beaconflowExecutable!, (subcommand.map { [$0] } ?? []) + ["--help"], environment: environment)
+            let help = try await runProgram(executable, (subcommand.map { [$0] } ?? []) + ["--help"], environment: environment)
             let lines = help.output.split(separator: "\n", omittingEmptySubsequences: false)
             guard let start = lines.firstIndex(of: "Examples:") else { continue }
             let body = lines[(start + 1)...].prefix { !$0.isEmpty }
@@ -151,13 +164,13 @@ struct ExampleTests {
                 checked += 1
                 let continued = index > 0 && body[body.index(body.startIndex, offsetBy: index - 1)].hasSuffix("\\")
                 #expect(line.count <= 80, "beaconflow \(subcommand ?? "") --help: longer than 80 columns: \(line)")
-                let command = line.hasPrefix("  ") && !line.hasPrefix("   ") && line.contains("beaconflow ")
+                let command = line.hasPrefix("  ") && !line.hasPrefix("   ") && (line.contains("beaconflow ") || line.contains("beaconflow-agent "))
                 #expect(
                     (command && !continued) || (continued && line.hasPrefix("    ")),
                     "beaconflow \(subcommand ?? "") --help: an example broken inside a command: \(line)")
             }
         }
-        #expect(checked >= 15)
+        #expect(checked >= 22)
     }
 
     /// The collection itself: it finds the examples where they are, and a command nobody runs would fail.
@@ -172,6 +185,10 @@ struct ExampleTests {
         #expect(Example(origin: "", line: "PGHOST=/run PGDATABASE=b beaconflow migrate").command.environment == ["PGHOST": "/run", "PGDATABASE": "b"])
         #expect(try Example.filesInMarkdown("README.md").keys.contains("/etc/beaconflow/agent.yaml"))
         #expect(examples.filter { $0.origin == "beaconflow --help" }.count == 3)
+        let agentExamples = examples.filter { $0.origin == "beaconflow-agent --help" }
+        #expect(agentExamples.count == 3 && agentExamples.allSatisfy { $0.runsAgentProgram && $0.subcommand == "agent" }, "\(agentExamples)")
+        #expect(Example(origin: "", line: "beaconflow-agent --site hq").command.arguments == ["agent", "--site", "hq"])
+        #expect(!Example(origin: "", line: "beaconflow agent --site hq").runsAgentProgram)
     }
 
     @Test func everyExampleRuns() async throws {
@@ -183,8 +200,12 @@ struct ExampleTests {
         let world = try await ExampleWorld.start()
         defer { world.clean() }
 
+        let agentExecutable = try #require(beaconflowAgentExecutable)
         func run(_ example: Example, timeout: Duration = .seconds(300)) async throws -> (status: Int32?, output: String, errors: String) {
             let (environment, arguments) = world.command(example)
+            if example.runsAgentProgram {
+                return try await world.run(agentExecutable, Array(arguments.dropFirst()), environment: environment, timeout: timeout)
+            }
             return try await world.run(executable, arguments, environment: environment, timeout: timeout)
         }
 

@@ -2,6 +2,7 @@ import AccuracyHarness
 import BeaconAgent
 import BeaconIngest
 import BeaconMessaging
+import BeaconSimulation
 import BeaconWire
 import Foundation
 import LibPQ

@@ -1,6 +1,7 @@
 import AccuracyHarness
 import BeaconAgent
 import BeaconIngest
+import BeaconSimulation
 import Foundation
 import TestServers
 import Testing

@@ -39,6 +39,12 @@ public let beaconflowExecutable: String? = {
     return candidates.first { FileManager.default.isExecutableFile(atPath: $0) }
 }()
 
+/// The `beaconflow-agent` executable beside `beaconflow`.
+public let beaconflowAgentExecutable: String? = beaconflowExecutable.flatMap {
+    let path = URL(fileURLWithPath: $0).deletingLastPathComponent().appendingPathComponent("beaconflow-agent").path
+    return FileManager.default.isExecutableFile(atPath: path) ? path : nil
+}
+
 /// Starts a program, in `currentDirectory` when given (through `env --chdir`: posix_spawn has no portable chdir).
 public func startProgram(
     _ executable: String, _ arguments: [String], environment: [String: String]? = nil, currentDirectory: String? = nil,

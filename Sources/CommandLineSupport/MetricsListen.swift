@@ -7,12 +7,12 @@ import Prometheus
 import ServiceLifecycle
 
 /// Where a command serves `/metrics` and `/healthz` (`--metrics-listen`): HOST:PORT, [IPv6]:PORT, or `none`.
-struct MetricsListenAddress {
-    var host: String
-    var port: Int
+public struct MetricsListenAddress: Sendable {
+    public var host: String
+    public var port: Int
 
     /// nil for `none`.
-    static func parse(_ text: String) throws(ConfigurationError) -> MetricsListenAddress? {
+    public static func parse(_ text: String) throws(ConfigurationError) -> MetricsListenAddress? {
         guard text != "none" else { return nil }
         guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]), (0...65535).contains(port)
         else { throw ConfigurationError("--metrics-listen must be HOST:PORT, [IPv6]:PORT or none, not '\(text)'") }
@@ -23,14 +23,14 @@ struct MetricsListenAddress {
 
     /// Sends every swift-metrics metric made from now on to a new Prometheus registry, described by `families`:
     /// call it before making the component whose counters `serve` should report.
-    static func bootstrapRegistry(families: [MetricFamily]) -> PrometheusCollectorRegistry {
+    public static func bootstrapRegistry(families: [MetricFamily]) -> PrometheusCollectorRegistry {
         let registry = PrometheusCollectorRegistry()
         MetricsSystem.bootstrap(DescribedMetricsFactory(registry: registry, families: families))
         return registry
     }
 
     /// Binds the endpoint and starts serving; `MetricsService` stops it with its service group.
-    func serve(
+    public func serve(
         _ registry: PrometheusCollectorRegistry, logger: Logger, health: @escaping @Sendable () -> MetricsEndpoint.Health
     ) throws(MetricsEndpoint.Failure) -> MetricsEndpoint {
         let endpoint = try MetricsEndpoint(host: host, port: port, registry: registry, health: health)

@@ -1,3 +1,4 @@
+import ArgumentParser
 import BeaconMessaging
 import BoundedYAML
 import Foundation
@@ -7,18 +8,24 @@ import Yams
 /// keys, kebab-case options), `key: true` the flag `--key`, `key: false` nothing, and a list the option once per
 /// item. The command then parses the file's arguments and its own with the same option definitions, the file's
 /// first; an option given on the command line replaces the file's (lists included).
-struct ConfigFile {
-    var path: String
+public struct ConfigFile: Sendable {
+    public var path: String
     var settings: [(option: String, arguments: [String])]
 
-    /// The subcommands that take `--config`.
+    /// The subcommands of `beaconflow` that take `--config`.
     static let subcommands: Set<String> = ["agent", "ingest"]
 
-    /// A command line (subcommand first) with its `--config` file's settings put in front of the subcommand's own
-    /// options, and the file, when there is one.
-    static func expanding(_ arguments: [String]) throws(ConfigurationError) -> (arguments: [String], file: ConfigFile?) {
+    /// A `beaconflow` command line (subcommand first) with its `--config` file's settings put in front of the
+    /// subcommand's own options, and the file, when there is one.
+    public static func expanding(_ arguments: [String]) throws(ConfigurationError) -> (arguments: [String], file: ConfigFile?) {
         guard let subcommand = arguments.first, subcommands.contains(subcommand) else { return (arguments, nil) }
-        var rest = Array(arguments.dropFirst())
+        let expanded = try expanding(options: Array(arguments.dropFirst()))
+        return ([subcommand] + expanded.arguments, expanded.file)
+    }
+
+    /// A command's options with its `--config` file's settings put in front of them, and the file, when there is one.
+    public static func expanding(options arguments: [String]) throws(ConfigurationError) -> (arguments: [String], file: ConfigFile?) {
+        var rest = arguments
         var path: String?
         if let index = rest.firstIndex(of: "--config") {
             guard index + 1 < rest.count else { throw ConfigurationError("--config needs a file") }
@@ -31,12 +38,12 @@ struct ConfigFile {
         guard let path else { return (arguments, nil) }
         let file = ConfigFile(path: path, settings: try settings(path: path))
         let given = Set(rest.filter { $0.hasPrefix("--") }.map { String($0.split(separator: "=", maxSplits: 1)[0]) })
-        return ([subcommand] + file.settings.filter { !given.contains($0.option) }.flatMap(\.arguments) + rest, file)
+        return (file.settings.filter { !given.contains($0.option) }.flatMap(\.arguments) + rest, file)
     }
 
     /// A parse error about one of the file's settings, said in the file's terms; an unknown setting is matched
     /// against the subcommand's options (`known`, as `--kebab-case`) for the one it most likely meant.
-    func explain(_ message: String, known: [String]) -> String? {
+    public func explain(_ message: String, known: [String]) -> String? {
         for (option, _) in settings where message.contains("'\(option)") {
             let key = Self.key(option)
             if message.hasPrefix("Unknown option") {
@@ -46,6 +53,11 @@ struct ConfigFile {
             return "\(path): setting '\(key)': \(message)"
         }
         return nil
+    }
+
+    /// The `--options` a command's help lists.
+    public static func optionNames(of command: ParsableCommand.Type) -> [String] {
+        command.helpMessage(columns: 10_000).matches(of: #/(?:^|[ ,])(--[a-z0-9][a-z0-9-]*)/#.anchorsMatchLineEndings()).map { String($0.output.1) }
     }
 
     /// `--metrics-listen` as the file writes it: `metrics_listen`.

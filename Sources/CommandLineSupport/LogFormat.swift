@@ -6,7 +6,7 @@ import BeaconWire
 import Logging
 
 /// `--log-format`: how a command writes its log lines to standard error.
-enum LogFormat: String, CaseIterable, ExpressibleByArgument {
+public enum LogFormat: String, CaseIterable, ExpressibleByArgument, Sendable {
     /// swift-log's own lines: time, level, logger, message, then the fields as `key=value`.
     case text
     /// One JSON object per line: `ts`, `level`, `logger`, `msg`, then each field (strings).
@@ -80,7 +80,7 @@ struct StructuredLogHandler: LogHandler {
 }
 
 /// Every logger of the process writes at `level` in `format` to standard error.
-func bootstrapLogging(level: Logger.Level, format: LogFormat = .text) {
+public func bootstrapLogging(level: Logger.Level, format: LogFormat = .text) {
     LoggingSystem.bootstrap { label in
         switch format {
         case .text:

@@ -1,12 +1,13 @@
 import ArgumentParser
 import BeaconAgent
 import BeaconMessaging
-import LibPQ
 import Logging
 import Mosquitto
 
 /// The broker and TLS options of the agent and the ingest.
-struct BrokerOptions: ParsableArguments {
+public struct BrokerOptions: ParsableArguments {
+    public init() {}
+
     @Option(help: "Broker URL: mqtt://[user@]host[:port] or mqtts://... (TLS); default mqtt://127.0.0.1:1883. Repeat it for independent brokers of one deployment (same scheme and user): an agent uses one at a time and moves to the next when it fails, an ingest subscribes to all of them. A broker cluster behind one address is one URL.")
     var broker: [String] = []
     @Option(help: "CA certificate file (PEM) for mqtts://; default: the system's CAs.") var caFile: String?
@@ -18,7 +19,7 @@ struct BrokerOptions: ParsableArguments {
     /// The broker's address with the password read from its file, logging in as `defaultUser` when the URL names
     /// no user and there is a password; and the TLS settings, nil for mqtt://.
     /// The first broker's, as `address`, and the others in `failover`.
-    func resolve(defaultUser: String? = nil) throws(ConfigurationError) -> (
+    public func resolve(defaultUser: String? = nil) throws(ConfigurationError) -> (
         address: BrokerAddress, failover: [BrokerAddress], tls: MQTTClient.TLS?
     ) {
         var addresses: [BrokerAddress] = []
@@ -33,16 +34,6 @@ struct BrokerOptions: ParsableArguments {
         try BrokerAddress.checkDeployment(addresses)
         let tls = try addresses[0].tls(caFile: caFile, certificateFile: certFile, keyFile: keyFile)
         return (addresses[0], Array(addresses.dropFirst()), tls)
-    }
-}
-
-/// The PostgreSQL connection of the ingest, `migrate` and `report`.
-struct DatabaseOptions: ParsableArguments {
-    @Option(help: "libpq connection URI or conninfo (default: from the PG* environment variables). Several hosts with target_session_attrs=read-write follow a primary that fails over to a standby: host=db1,db2 dbname=beaconflow target_session_attrs=read-write.")
-    var database = ""
-
-    func validate() throws {
-        if let problem = PostgresConnection.syntaxError(in: database) { throw ValidationError("--database: \(problem)") }
     }
 }
 

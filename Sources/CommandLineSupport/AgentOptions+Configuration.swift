@@ -8,9 +8,9 @@ import Mosquitto
 
 /// What the agent's options make: its configuration, its source and its GATT poller. Defaults are applied
 /// here; an option left out (on the command line and in the `--config` file) is nil.
-extension AgentCommand {
+extension AgentOptions {
     /// The checks that need no file: ranges of the numeric options.
-    func validate() throws {
+    public func validate() throws {
         func check(_ value: Int?, _ range: ClosedRange<Int>, _ name: String) throws {
             if let value, !range.contains(value) {
                 throw ValidationError("\(name) must be \(range.lowerBound)-\(range.upperBound), not \(value)")
@@ -97,11 +97,10 @@ extension AgentCommand {
         return poller
     }
 
-    func makeSource(logger: Logger) throws(ConfigurationError) -> any AdvertSource {
+    func makeSource(logger: Logger, extra: ExtraSourceKind?) throws(ConfigurationError) -> any AdvertSource {
         guard let source else { throw ConfigurationError("--source is required (or source: in --config)") }
-        guard let colon = source.firstIndex(of: ":") else {
-            throw ConfigurationError("source must be hci:hciN, btsnoop:PATH, pcap:PATH or sim:SCENARIO, not '\(source)'")
-        }
+        let kinds = "hci:hciN, btsnoop:PATH, pcap:PATH" + (extra.map { " or \($0.kind):\($0.argument)" } ?? "")
+        guard let colon = source.firstIndex(of: ":") else { throw ConfigurationError("source must be \(kinds), not '\(source)'") }
         let kind = source[..<colon]
         let argument = String(source[source.index(after: colon)...])
         let replaySpeed = speed ?? .factor(1)
@@ -121,13 +120,32 @@ extension AgentCommand {
             hci.watchdogTimeout = .seconds(watchdog)
             hci.recordPath = record
             return hci
-        case "sim":
-            guard !argument.isEmpty else { throw ConfigurationError("source sim: needs a scenario file") }
-            let simulator = try Simulator(try Scenario.load(path: argument))
+        case _ where extra.map { kind == $0.kind } == true:
+            guard let extra, !argument.isEmpty else { throw ConfigurationError("source \(kind): needs an argument") }
             guard let site, let agent else { throw ConfigurationError("--site and --agent are required") }
-            return SimulatorSource(simulator: simulator, site: site, agent: agent, speed: replaySpeed)
+            return try extra.make(argument, site, agent, replaySpeed)
         default:
-            throw ConfigurationError("source kind '\(kind)' is not hci, btsnoop, pcap or sim")
+            throw ConfigurationError("source kind '\(kind)' is not one of \(kinds)")
         }
+    }
+}
+
+/// A kind of source beyond hci, btsnoop and pcap, made by the command that knows it (the simulator's `sim:` in
+/// `beaconflow agent`).
+public struct ExtraSourceKind: Sendable {
+    /// What comes before the colon: `sim`.
+    public var kind: String
+    /// What comes after it, as the help writes it: `SCENARIO`.
+    public var argument: String
+    /// The source for an argument, site, agent and replay speed.
+    public var make: @Sendable (_ argument: String, _ site: String, _ agent: String, _ speed: ReplaySpeed) throws(ConfigurationError) -> any AdvertSource
+
+    public init(
+        kind: String, argument: String,
+        make: @escaping @Sendable (_ argument: String, _ site: String, _ agent: String, _ speed: ReplaySpeed) throws(ConfigurationError) -> any AdvertSource
+    ) {
+        self.kind = kind
+        self.argument = argument
+        self.make = make
     }
 }

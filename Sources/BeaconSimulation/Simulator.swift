@@ -1,3 +1,4 @@
+import BeaconAgent
 import BeaconMessaging
 import BeaconWire
 import Foundation
