@@ -105,6 +105,8 @@ public struct IngestPipeline: Sendable {
     static let pruneEverySightings = 100_000
     /// Identities by device address per site, for frames that arrived as `mac:` sightings.
     private var identities = JournaledDictionary<AddressKey, AddressIdentity>()
+    /// Each beacon id once, shared by the per-beacon tables (not rolled back: a cache).
+    private var beaconIDs = BeaconIDInterner()
     /// The pipeline as it was at `beginTransaction()`, without its per-beacon tables (journaled instead).
     private var undo: [IngestPipeline] = []
 
@@ -363,6 +365,7 @@ public struct IngestPipeline: Sendable {
         health = FleetHealth(configuration: health.configuration)
         identities = JournaledDictionary()
         zoneTrackers = [:]
+        beaconIDs = BeaconIDInterner()
     }
 
     private mutating func takeJournaledParts(from other: IngestPipeline) {
@@ -372,6 +375,7 @@ public struct IngestPipeline: Sendable {
         health = other.health
         identities = other.identities
         zoneTrackers = other.zoneTrackers
+        beaconIDs = other.beaconIDs
     }
 
     /// Moves a site's zone decisions as far as its watermark allows.
@@ -417,9 +421,11 @@ public struct IngestPipeline: Sendable {
                 beaconID = known.beaconID
             }
         } else if sighting.beacon.address != 0, kind != .anon {
+            beaconID = beaconIDs.intern(beaconID, holdingAtMost: 2 * maximumBeacons)
             identities[address] = AddressIdentity(beaconID: beaconID, timeMicros: max(timeMicros, identities[address]?.timeMicros ?? .min))
+            return beaconID
         }
-        return beaconID
+        return beaconIDs.intern(beaconID, holdingAtMost: 2 * maximumBeacons)
     }
 
     /// A sighting's data frame: TLM telemetry, and the readings of every format that has them, once per
