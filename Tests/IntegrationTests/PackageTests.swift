@@ -62,10 +62,13 @@ struct PackageTests {
                 database: \(databaseURL)
                 metrics_listen: 127.0.0.1:9464
                 """,
+            // The agent's unit runs beaconflow-agent, which has no simulator: a capture replayed at a twentieth of
+            // its pace keeps it sending for three minutes.
             "agent.yaml": """
                 site: hq
                 agent: hq-a1
-                source: sim:/usr/share/beaconflow/scenarios/demo.yaml
+                source: btsnoop:/etc/beaconflow/capture.btsnoop
+                speed: 0.05
                 broker: \(brokerURL)
                 metrics_listen: 127.0.0.1:9465
                 ack_timeout: 2
@@ -75,6 +78,7 @@ struct PackageTests {
             "ingest.pgpass": "*:*:*:*:unused\n", "owner.pgpass": "*:*:*:*:unused\n",
         ]
         for (name, text) in files { try text.write(toFile: work + "/etc/" + name, atomically: true, encoding: .utf8) }
+        try FileManager.default.copyItem(atPath: exampleFile("mixed-beacons.btsnoop"), toPath: work + "/etc/capture.btsnoop")
         try Self.guestScript.write(toFile: work + "/guest.sh", atomically: true, encoding: .utf8)
 
         let run = try await runProgram(repositoryRoot + "/scripts/radio-vm", ["boot", packageRoot, work, "guest.sh", "300"])
