@@ -95,6 +95,65 @@ $$;
 ALTER FUNCTION beaconflow.claim_site(site text, instance text, lease_seconds double precision) OWNER TO postgres;
 
 --
+-- Name: compact_sighting_packs(text, timestamp with time zone, timestamp with time zone); Type: FUNCTION; Schema: beaconflow; Owner: postgres
+--
+
+CREATE FUNCTION beaconflow.compact_sighting_packs(site text, from_ts timestamp with time zone, until_ts timestamp with time zone) RETURNS integer
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+DECLARE
+    written integer;
+BEGIN
+    IF site IS NULL OR from_ts IS NULL OR until_ts IS NULL OR until_ts < from_ts
+       OR until_ts - from_ts > interval '2 days' THEN
+        RAISE EXCEPTION 'compact_sighting_packs: needs a site and a window of at most two days, not % [%, %)',
+            site, from_ts, until_ts USING ERRCODE = '22023';
+    END IF;
+    PERFORM pg_advisory_xact_lock(1650877296, hashtext(site));  -- 'bfcp'
+    WITH minutes AS (
+        SELECT source_key, beacon_key, tx_power, date_bin('1 minute', ts, timestamptz '1970-01-01 00:00:00+00') AS minute
+        FROM beaconflow.sighting_packs
+        WHERE ts >= from_ts AND ts < until_ts
+          AND source_key IN (SELECT source_key FROM beaconflow.sighting_sources WHERE site_id = site)
+        GROUP BY 1, 2, 3, 4
+        HAVING count(*) > 1
+    ), removed AS (
+        DELETE FROM beaconflow.sighting_packs p
+        USING minutes m
+        WHERE p.ts >= from_ts AND p.ts < until_ts
+          AND p.source_key = m.source_key AND p.beacon_key = m.beacon_key
+          AND p.tx_power IS NOT DISTINCT FROM m.tx_power
+          AND date_bin('1 minute', p.ts, timestamptz '1970-01-01 00:00:00+00') = m.minute
+        RETURNING p.ts, p.source_key, p.beacon_key, p.tx_power, p.readings,
+                  date_bin('1 minute', p.ts, timestamptz '1970-01-01 00:00:00+00') AS minute
+    ), firsts AS (
+        SELECT source_key, beacon_key, tx_power, minute, min(ts) AS first_ts
+        FROM removed
+        GROUP BY 1, 2, 3, 4
+    ), readings AS (
+        -- Each reading's offset (bits 24 and up) made relative to the merged pack's time.
+        SELECT f.first_ts, f.source_key, f.beacon_key, f.tx_power,
+               r.reading + ((extract(epoch FROM d.ts - f.first_ts) * 1000000)::bigint << 24) AS reading
+        FROM removed d
+        JOIN firsts f ON f.source_key = d.source_key AND f.beacon_key = d.beacon_key
+             AND f.tx_power IS NOT DISTINCT FROM d.tx_power AND f.minute = d.minute
+        CROSS JOIN LATERAL unnest(d.readings) AS r(reading)
+    ), inserted AS (
+        INSERT INTO beaconflow.sighting_packs (ts, source_key, beacon_key, tx_power, readings)
+        SELECT first_ts, source_key, beacon_key, tx_power, array_agg(reading ORDER BY reading)
+        FROM readings
+        GROUP BY first_ts, source_key, beacon_key, tx_power
+        RETURNING 1
+    )
+    SELECT count(*) INTO written FROM inserted;
+    RETURN written;
+END
+$$;
+
+ALTER FUNCTION beaconflow.compact_sighting_packs(site text, from_ts timestamp with time zone, until_ts timestamp with time zone) OWNER TO postgres;
+
+--
 -- Name: drop_partitions_before(date); Type: FUNCTION; Schema: beaconflow; Owner: postgres
 --
 
@@ -1380,6 +1439,13 @@ GRANT ALL ON FUNCTION beaconflow.check_lease_seconds(seconds double precision) T
 
 REVOKE ALL ON FUNCTION beaconflow.claim_site(site text, instance text, lease_seconds double precision) FROM PUBLIC;
 GRANT ALL ON FUNCTION beaconflow.claim_site(site text, instance text, lease_seconds double precision) TO beaconflow_writer;
+
+--
+-- Name: FUNCTION compact_sighting_packs(site text, from_ts timestamp with time zone, until_ts timestamp with time zone); Type: ACL; Schema: beaconflow; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION beaconflow.compact_sighting_packs(site text, from_ts timestamp with time zone, until_ts timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION beaconflow.compact_sighting_packs(site text, from_ts timestamp with time zone, until_ts timestamp with time zone) TO beaconflow_writer;
 
 --
 -- Name: FUNCTION drop_partitions_before(cutoff date); Type: ACL; Schema: beaconflow; Owner: postgres

@@ -5,7 +5,9 @@ import Testing
     let start = ContinuousClock.now
 
     func schedule() -> WriterSchedule {
-        WriterSchedule(rebalanceInterval: .seconds(1), partitionMaintenanceInterval: .seconds(3600), now: start)
+        WriterSchedule(
+            rebalanceInterval: .seconds(1), partitionMaintenanceInterval: .seconds(3600), compactionInterval: .seconds(300),
+            now: start)
     }
 
     @Test func aNewConnectionClaimsSitesFirstWhateverTheBacklog() {
@@ -45,11 +47,13 @@ import Testing
         #expect(!schedule.dueBeforeIntake(now: start + .seconds(60), leaseRenewalInterval: nil, backlogEmpty: true, stopping: false).renewLeases)
     }
 
-    @Test func zonesMoveEverySecondAndPartitionsAreKeptHourly() {
+    @Test func zonesMoveEverySecondPacksAreCompactedEveryFiveMinutesAndPartitionsAreKeptHourly() {
         var schedule = schedule()
         #expect(schedule.dueAfterIntake(now: start + .milliseconds(900)) == .init())
         #expect(schedule.dueAfterIntake(now: start + .seconds(1)) == .init(advanceZones: true))
         #expect(schedule.dueAfterIntake(now: start + .milliseconds(1500)) == .init())
-        #expect(schedule.dueAfterIntake(now: start + .seconds(3600)) == .init(maintainPartitions: true, advanceZones: true))
+        #expect(schedule.dueAfterIntake(now: start + .seconds(300)) == .init(compactPacks: true, advanceZones: true))
+        #expect(schedule.dueAfterIntake(now: start + .seconds(301)) == .init(advanceZones: true))
+        #expect(schedule.dueAfterIntake(now: start + .seconds(3600)) == .init(maintainPartitions: true, compactPacks: true, advanceZones: true))
     }
 }

@@ -146,7 +146,8 @@ public final class Ingest: Sendable {
         var stopping = false
         var schedule = WriterSchedule(
             rebalanceInterval: configuration.rebalanceInterval,
-            partitionMaintenanceInterval: configuration.partitionMaintenanceInterval, now: .now)
+            partitionMaintenanceInterval: configuration.partitionMaintenanceInterval,
+            compactionInterval: configuration.compactionInterval, now: .now)
         while true {
             if !stopping, shouldStop {
                 // Stop intake; what is queued is still committed and acknowledged.
@@ -249,6 +250,12 @@ public final class Ingest: Sendable {
                     try active.maintainPartitions(dropExpired: true)
                 }) {
                     logger.info("Partitions maintained", metadata: ["made": "\(counts.made)", "dropped": "\(counts.dropped)"])
+                }
+                if link.writer == nil { continue }
+            }
+            if after.compactPacks {
+                if let written = step("Compaction failed", { () throws(PostgresError) in try active.compactPacks() }), written > 0 {
+                    logger.info("Closed minutes compacted", metadata: ["packs_written": "\(written)"])
                 }
                 if link.writer == nil { continue }
             }

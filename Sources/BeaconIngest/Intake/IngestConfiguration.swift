@@ -43,6 +43,9 @@ public struct IngestConfiguration: Sendable {
     /// are first dropped one interval after start, so that a short run (a replay of old captures, a test) keeps
     /// what it wrote.
     public var partitionMaintenanceInterval: Duration = .seconds(3600)
+    /// How often the writer compacts the closed minutes of the sites it serves (`compaction_lag_minutes` in
+    /// `beaconflow.settings` says which minutes are closed).
+    public var compactionInterval: Duration = .seconds(300)
     /// At a graceful stop, count the minutes begun, apply the readings still waiting for a silent agent and end
     /// the open visits at their beacons' last readings, as when the site ends with the run (the demo). Off for a
     /// service: a restart goes on counting.

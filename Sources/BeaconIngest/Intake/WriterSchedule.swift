@@ -4,19 +4,27 @@
 struct WriterSchedule {
     var rebalanceInterval: Duration
     var partitionMaintenanceInterval: Duration
+    /// Closed minutes of the served sites are compacted this often.
+    var compactionInterval: Duration
     /// Zone decisions that only time moves (agents gone idle) are made this often.
     var zoneTickInterval: Duration = .seconds(1)
 
     private var lastRenewal: ContinuousClock.Instant
     private var lastRebalance: ContinuousClock.Instant
     private var lastPartitionMaintenance: ContinuousClock.Instant
+    private var lastCompaction: ContinuousClock.Instant
     private var lastZoneTick: ContinuousClock.Instant
     /// Set at each connection: the sites are claimed before anything queued is processed.
     private var claimPending = false
 
-    init(rebalanceInterval: Duration, partitionMaintenanceInterval: Duration, now: ContinuousClock.Instant) {
+    init(
+        rebalanceInterval: Duration, partitionMaintenanceInterval: Duration, compactionInterval: Duration,
+        now: ContinuousClock.Instant
+    ) {
         self.rebalanceInterval = rebalanceInterval
         self.partitionMaintenanceInterval = partitionMaintenanceInterval
+        self.compactionInterval = compactionInterval
+        lastCompaction = now
         lastRenewal = now
         lastRebalance = now
         lastPartitionMaintenance = now
@@ -33,6 +41,7 @@ struct WriterSchedule {
 
     struct AfterIntake: Equatable {
         var maintainPartitions = false
+        var compactPacks = false
         var advanceZones = false
     }
 
@@ -60,6 +69,10 @@ struct WriterSchedule {
         if now - lastPartitionMaintenance >= partitionMaintenanceInterval {
             lastPartitionMaintenance = now
             due.maintainPartitions = true
+        }
+        if now - lastCompaction >= compactionInterval {
+            lastCompaction = now
+            due.compactPacks = true
         }
         if now - lastZoneTick >= zoneTickInterval {
             lastZoneTick = now

@@ -49,6 +49,7 @@ public final class BatchWriter {
     let zoneStore: ZoneStore
     private let registry: RegistryStore
     private var partitions: PartitionMaintenance
+    private let compaction: PackCompaction
     /// Agents whose progress was read from the database.
     var loadedAgents: Set<AgentKey> = []
     /// The leases of the sites served, once this writer has joined the instances sharing them.
@@ -74,6 +75,7 @@ public final class BatchWriter {
         zoneStore = ZoneStore(connection: connection)
         registry = RegistryStore(connection: connection)
         partitions = PartitionMaintenance(connection: connection)
+        compaction = PackCompaction(connection: connection)
         self.servedSites = servedSites ?? Set(pipeline.sites.sites.map(\.id))
     }
 
@@ -251,6 +253,13 @@ public final class BatchWriter {
     @discardableResult
     public func maintainPartitions(dropExpired: Bool) throws(PostgresError) -> (made: Int, dropped: Int) {
         try partitions.maintain(dropExpired: dropExpired)
+    }
+
+    /// Rewrites the closed minutes of the sites served as one pack per source, beacon and minute
+    /// (`PackCompaction`); returns the packs written.
+    @discardableResult
+    public func compactPacks() throws(PostgresError) -> Int {
+        try compaction.compact(sites: servedSites)
     }
 
     /// Restores an agent's progress from the database: its committed-through and the batches committed above it.

@@ -31,6 +31,7 @@ enum Schema {
         PackageResources.v015_sql,
         PackageResources.v016_sql,
         PackageResources.v017_sql,
+        PackageResources.v018_sql,
     ].enumerated().map { Migration(version: $0.offset + 1, file: $0.element) }
 }
 

@@ -1,0 +1,120 @@
+import BeaconIngest
+import BeaconWire
+import Foundation
+import LibPQ
+import LocalServers
+import Logging
+import TestServers
+import Testing
+import WorkQueue
+
+/// Closed minutes compacted to one pack per agent, beacon and minute, against a real PostgreSQL: the views show
+/// the same sightings before and after, doing it again changes nothing, a late batch is merged in later, and a
+/// compaction that dies before it commits leaves everything as it was.
+@Suite(.enabled(if: PostgresServer.binaries != nil, "PostgreSQL is not installed"), .timeLimit(.minutes(3)))
+struct PackCompactionTests {
+    static let beacons = (1...3).map { "ibeacon:e2c56db5-dffb-48d2-b060-d0f5a71096e0:7:\($0)" }
+
+    /// One agent's batch of one second: each beacon heard three times, at times and levels that differ.
+    static func secondBatch(agent: String, sequence: UInt64, startMicros: Int64) throws -> DecodedBatch {
+        var builder = BatchBuilder(siteID: "hq", agentID: agent, bootID: 1)
+        for (index, beaconID) in beacons.enumerated() {
+            let key = BeaconKey(beaconID: beaconID, address: 0xC000_0000_0010 + UInt64(index), addressIsRandom: true, powerAt1mDbm: -59)
+            for reading in 0..<3 {
+                let time = startMicros + Int64(reading) * 330_000 + Int64(index) * 7_000
+                _ = builder.add(Sighting(timeMicros: time, beacon: key, rssi: Int8(-50 - (Int(sequence) + reading + index) % 30)), nowNanoseconds: 0)
+            }
+        }
+        let sealed = builder.seal(sequence: sequence, firstUnacknowledgedSequence: sequence, agentClockMicros: 0)
+        return try BatchReader.decode(try #require(sealed).wireBytes())
+    }
+
+    static let sightingsQuery = """
+        SELECT ts, site_id, agent_id, agent_zone_id, beacon_id, rssi, tx_power, distance_m, smoothed_distance_m
+        FROM beaconflow.sightings ORDER BY ts, agent_id, beacon_id, rssi, smoothed_distance_m
+        """
+
+    @Test func theViewsShowTheSameSightingsFromFewerPacks() async throws {
+        let server = try await SharedDatabase.create()
+        let connection = try PostgresConnection(server.conninfo)
+        try Migrator.migrate(connection, logger: Logger(label: "test"))
+        var writer = BatchWriter(connection: connection, pipeline: IngestPipeline(sites: try SitesConfiguration.parse(testSites)))
+        // Two and a half minutes of one-second batches from two agents, half an hour ago.
+        let minute: Int64 = 60_000_000
+        let start = (wallClockMicros() - 30 * minute) / minute * minute + 20_000_000
+        var sequences: [String: UInt64] = ["hq-a1": 0, "hq-a2": 0]
+        func send(_ agent: String, at time: Int64) throws {
+            sequences[agent]! += 1
+            _ = try writer.commit(try Self.secondBatch(agent: agent, sequence: sequences[agent]!, startMicros: time))
+        }
+        for second in 0..<150 {
+            for agent in ["hq-a1", "hq-a2"] { try send(agent, at: start + Int64(second) * 1_000_000) }
+        }
+        func packs() throws -> Int { Int(try connection.query("SELECT count(*) FROM beaconflow.sighting_packs")[0][0] ?? "") ?? -1 }
+        let before = try connection.query(Self.sightingsQuery)
+        let window = "sightings_between(to_timestamp(\(Double(start) / 1e6 + 30)), to_timestamp(\(Double(start) / 1e6 + 100)))"
+        let windowBefore = try connection.query("SELECT * FROM beaconflow.\(window) ORDER BY 1, 3, 5, 6, 9")
+        #expect(before.count == 150 * 2 * 3 * 3 && windowBefore.count == 70 * 2 * 3 * 3)
+        #expect(try packs() == 150 * 2 * 3)
+
+        // The ingest's own call, with the lag at nothing: every minute before the current one is closed.
+        try connection.execute("UPDATE beaconflow.settings SET value = '0' WHERE key = 'compaction_lag_minutes'")
+        let written = try writer.compactPacks()
+        // The batches cover three UTC minutes (20 s, 60 s and 70 s of them): one pack per agent, beacon and minute.
+        #expect(written == 3 * 2 * 3)
+        #expect(try packs() == 3 * 2 * 3)
+        #expect(try connection.query(Self.sightingsQuery) == before)
+        #expect(try connection.query("SELECT * FROM beaconflow.\(window) ORDER BY 1, 3, 5, 6, 9") == windowBefore)
+        // Each pack within one minute, its readings in time order, its time its first reading's.
+        let misplaced = try connection.query(
+            """
+            SELECT count(*) FROM beaconflow.sighting_packs p
+            WHERE date_trunc('minute', p.ts AT TIME ZONE 'UTC') <> date_trunc('minute', (p.ts + (p.readings[array_length(p.readings, 1)] >> 24) * interval '1 microsecond') AT TIME ZONE 'UTC')
+               OR p.readings[1] >> 24 <> 0
+               OR p.readings <> ARRAY(SELECT r FROM unnest(p.readings) r ORDER BY r)
+            """)
+        #expect(misplaced == [["0"]])
+        // Again: nothing to do.
+        #expect(try writer.compactPacks() == 0)
+        #expect(try packs() == 18)
+
+        // A late batch for a compacted minute is stored beside its pack and merged in by the next compaction.
+        try send("hq-a1", at: start + 45_000_000)
+        #expect(try packs() == 21)
+        let withLate = try connection.query(Self.sightingsQuery)
+        #expect(withLate.count == before.count + 9)
+
+        // A compaction that dies before it commits (the ingest killed, its session ended) changes nothing.
+        let doomed = try PostgresConnection(server.conninfo)
+        let pid = try doomed.query("SELECT pg_backend_pid()")[0][0] ?? ""
+        try doomed.execute("BEGIN")
+        #expect(try doomed.query("SELECT beaconflow.compact_sighting_packs('hq', now() - interval '2 hours', now())") == [["3"]])
+        #expect(try connection.query("SELECT pg_terminate_backend(\(pid))") == [["t"]])
+        #expect(try packs() == 21)
+        #expect(try connection.query(Self.sightingsQuery) == withLate)
+
+        #expect(try writer.compactPacks() == 3)
+        #expect(try packs() == 18)
+        #expect(try connection.query(Self.sightingsQuery) == withLate)
+
+        // Two instances compacting the site at once (a lease handed over mid-run): one waits for the other and
+        // finds nothing left; nothing is lost or doubled.
+        try send("hq-a2", at: start + 95_000_000)
+        let withSecondLate = try connection.query(Self.sightingsQuery)
+        let conninfo = server.conninfo
+        async let first = onThread { () throws -> String in
+            try PostgresConnection(conninfo).query("SELECT beaconflow.compact_sighting_packs('hq', now() - interval '2 hours', now())")[0][0] ?? ""
+        }
+        async let second = onThread { () throws -> String in
+            try PostgresConnection(conninfo).query("SELECT beaconflow.compact_sighting_packs('hq', now() - interval '2 hours', now())")[0][0] ?? ""
+        }
+        #expect(Set([try await first, try await second]) == ["3", "0"])
+        #expect(try packs() == 18)
+        #expect(try connection.query(Self.sightingsQuery) == withSecondLate)
+
+        // Bad windows are refused, named.
+        #expect(throws: PostgresError.self) {
+            try connection.query("SELECT beaconflow.compact_sighting_packs('hq', now(), now() - interval '1 minute')")
+        }
+    }
+}
