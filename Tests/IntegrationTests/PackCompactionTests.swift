@@ -102,12 +102,11 @@ struct PackCompactionTests {
         try send("hq-a2", at: start + 95_000_000)
         let withSecondLate = try connection.query(Self.sightingsQuery)
         let conninfo = server.conninfo
-        async let first = onThread { () throws -> String in
+        @Sendable func compactOnItsOwnConnection() throws -> String {
             try PostgresConnection(conninfo).query("SELECT beaconflow.compact_sighting_packs('hq', now() - interval '2 hours', now())")[0][0] ?? ""
         }
-        async let second = onThread { () throws -> String in
-            try PostgresConnection(conninfo).query("SELECT beaconflow.compact_sighting_packs('hq', now() - interval '2 hours', now())")[0][0] ?? ""
-        }
+        async let first = onThread(compactOnItsOwnConnection)
+        async let second = onThread(compactOnItsOwnConnection)
         #expect(Set([try await first, try await second]) == ["3", "0"])
         #expect(try packs() == 18)
         #expect(try connection.query(Self.sightingsQuery) == withSecondLate)
