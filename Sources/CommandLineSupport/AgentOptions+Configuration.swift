@@ -99,7 +99,8 @@ extension AgentOptions {
 
     func makeSource(logger: Logger, extra: ExtraSourceKind?) throws(ConfigurationError) -> any AdvertSource {
         guard let source else { throw ConfigurationError("--source is required (or source: in --config)") }
-        let kinds = "hci:hciN, btsnoop:PATH, pcap:PATH" + (extra.map { " or \($0.kind):\($0.argument)" } ?? "")
+        let known = ["hci:hciN", "btsnoop:PATH", "pcap:PATH"] + (extra.map { ["\($0.kind):\($0.argument)"] } ?? [])
+        let kinds = known.dropLast().joined(separator: ", ") + " or " + known[known.count - 1]
         guard let colon = source.firstIndex(of: ":") else { throw ConfigurationError("source must be \(kinds), not '\(source)'") }
         let kind = source[..<colon]
         let argument = String(source[source.index(after: colon)...])
@@ -121,7 +122,7 @@ extension AgentOptions {
             hci.recordPath = record
             return hci
         case _ where extra.map { kind == $0.kind } == true:
-            guard let extra, !argument.isEmpty else { throw ConfigurationError("source \(kind): needs an argument") }
+            guard let extra, !argument.isEmpty else { throw ConfigurationError("source \(kind): needs its \(extra?.argument ?? "")") }
             guard let site, let agent else { throw ConfigurationError("--site and --agent are required") }
             return try extra.make(argument, site, agent, replaySpeed)
         default:
