@@ -39,9 +39,9 @@ struct PackCompactionTests {
         let connection = try PostgresConnection(server.conninfo)
         try Migrator.migrate(connection, logger: Logger(label: "test"))
         var writer = BatchWriter(connection: connection, pipeline: IngestPipeline(sites: try SitesConfiguration.parse(testSites)))
-        // Two and a half minutes of one-second batches from two agents, half an hour ago.
+        // Two and a half minutes of one-second batches from two agents, ten minutes ago.
         let minute: Int64 = 60_000_000
-        let start = (wallClockMicros() - 30 * minute) / minute * minute + 20_000_000
+        let start = (wallClockMicros() - 10 * minute) / minute * minute + 20_000_000
         var sequences: [String: UInt64] = ["hq-a1": 0, "hq-a2": 0]
         func send(_ agent: String, at time: Int64) throws {
             sequences[agent]! += 1

@@ -2,11 +2,13 @@ import LibPQ
 
 /// Closed minutes of the served sites rewritten as one pack per source, beacon, frame power and minute
 /// (`beaconflow.compact_sighting_packs`): the minutes older than `compaction_lag_minutes` (a setting of the
-/// database), looking `window` back from there.
+/// database), looking `windowMinutes` back from there.
 struct PackCompaction {
     let connection: PostgresConnection
-    /// How far back from the lag each run looks: a late batch older than that stays as written.
-    static let windowMinutes = 120
+    /// How far back from the lag each run looks: three runs cover each minute. A run reads every pack of its window
+    /// (on a busy site a few hundred thousand rows, a second or two of the writer's time), so the window stays
+    /// short; a batch that arrives later than that stays as written.
+    static let windowMinutes = 15
 
     /// Compacts each site's closed minutes; returns the packs written.
     func compact(sites: Set<String>) throws(PostgresError) -> Int {

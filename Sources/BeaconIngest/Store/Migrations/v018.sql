@@ -9,7 +9,7 @@
 -- same sightings. It is one statement, done whole or not at all; done again it changes nothing. The ingest
 -- instance serving a site calls it for the minutes past its compaction lag; an advisory lock per site keeps two
 -- instances from compacting one site at once. Returns the number of packs written. `compaction_lag_minutes` (15)
--- says how old a minute is before the ingest compacts it; the ingest looks two hours back from there.
+-- says how old a minute is before the ingest compacts it.
 
 INSERT INTO beaconflow.settings (key, value) VALUES ('compaction_lag_minutes', '15');
 
