@@ -123,7 +123,7 @@ BEGIN
         USING minutes m
         WHERE p.ts >= from_ts AND p.ts < until_ts
           AND p.source_key = m.source_key AND p.beacon_key = m.beacon_key
-          AND p.tx_power IS NOT DISTINCT FROM m.tx_power
+          AND coalesce(p.tx_power, 32767) = coalesce(m.tx_power, 32767)  -- an equality, so that it can hash
           AND date_bin('1 minute', p.ts, timestamptz '1970-01-01 00:00:00+00') = m.minute
         RETURNING p.ts, p.source_key, p.beacon_key, p.tx_power, p.readings,
                   date_bin('1 minute', p.ts, timestamptz '1970-01-01 00:00:00+00') AS minute
@@ -137,7 +137,7 @@ BEGIN
                r.reading + ((extract(epoch FROM d.ts - f.first_ts) * 1000000)::bigint << 24) AS reading
         FROM removed d
         JOIN firsts f ON f.source_key = d.source_key AND f.beacon_key = d.beacon_key
-             AND f.tx_power IS NOT DISTINCT FROM d.tx_power AND f.minute = d.minute
+             AND coalesce(f.tx_power, 32767) = coalesce(d.tx_power, 32767) AND f.minute = d.minute
         CROSS JOIN LATERAL unnest(d.readings) AS r(reading)
     ), inserted AS (
         INSERT INTO beaconflow.sighting_packs (ts, source_key, beacon_key, tx_power, readings)
