@@ -105,6 +105,11 @@ extension AgentOptions {
         let kind = source[..<colon]
         let argument = String(source[source.index(after: colon)...])
         let replaySpeed = speed ?? .factor(1)
+        if let extra, kind == extra.kind {
+            guard !argument.isEmpty else { throw ConfigurationError("source \(kind): needs its \(extra.argument)") }
+            guard let site, let agent else { throw ConfigurationError("--site and --agent are required") }
+            return try extra.make(argument, site, agent, replaySpeed)
+        }
         switch kind {
         case "btsnoop", "pcap":
             guard !argument.isEmpty else { throw ConfigurationError("source \(kind): needs a file path") }
@@ -121,10 +126,6 @@ extension AgentOptions {
             hci.watchdogTimeout = .seconds(watchdog)
             hci.recordPath = record
             return hci
-        case _ where extra.map { kind == $0.kind } == true:
-            guard let extra, !argument.isEmpty else { throw ConfigurationError("source \(kind): needs its \(extra?.argument ?? "")") }
-            guard let site, let agent else { throw ConfigurationError("--site and --agent are required") }
-            return try extra.make(argument, site, agent, replaySpeed)
         default:
             throw ConfigurationError("source kind '\(kind)' is not one of \(kinds)")
         }
@@ -138,13 +139,11 @@ public struct ExtraSourceKind: Sendable {
     public var kind: String
     /// What comes after it, as the help writes it: `SCENARIO`.
     public var argument: String
-    /// The source for an argument, site, agent and replay speed.
-    public var make: @Sendable (_ argument: String, _ site: String, _ agent: String, _ speed: ReplaySpeed) throws(ConfigurationError) -> any AdvertSource
+    /// Makes the source for an argument, site, agent and replay speed.
+    public typealias Make = @Sendable (_ argument: String, _ site: String, _ agent: String, _ speed: ReplaySpeed) throws(ConfigurationError) -> any AdvertSource
+    public var make: Make
 
-    public init(
-        kind: String, argument: String,
-        make: @escaping @Sendable (_ argument: String, _ site: String, _ agent: String, _ speed: ReplaySpeed) throws(ConfigurationError) -> any AdvertSource
-    ) {
+    public init(kind: String, argument: String, make: @escaping Make) {
         self.kind = kind
         self.argument = argument
         self.make = make

@@ -13,22 +13,26 @@ struct Example: Hashable, CustomStringConvertible {
     /// The agent's own executable: its examples are `beaconflow agent`'s, run by it.
     static let agentProgram = "beaconflow-agent"
 
-    /// The command's words after `beaconflow` (`agent` and the words after `beaconflow-agent`), and the environment
-    /// assignments before it.
-    var command: (environment: [String: String], arguments: [String]) {
+    /// The environment assignments before the program, and the program's words (its name first).
+    private var words: (environment: [String: String], program: ArraySlice<String>) {
         var environment: [String: String] = [:]
         var words = Self.shellWords(line)[...]
         while let first = words.first, let equals = first.firstIndex(of: "="), first[..<equals].allSatisfy({ $0.isUppercase || $0 == "_" }) {
             environment[String(first[..<equals])] = String(first[first.index(after: equals)...])
             words = words.dropFirst()
         }
-        return (environment, (words.first == Self.agentProgram ? ["agent"] : []) + Array(words.dropFirst()))
+        return (environment, words)
+    }
+
+    /// The command's words after `beaconflow` (`agent` and the words after `beaconflow-agent`), and the environment
+    /// assignments before it.
+    var command: (environment: [String: String], arguments: [String]) {
+        let (environment, program) = words
+        return (environment, (program.first == Self.agentProgram ? ["agent"] : []) + Array(program.dropFirst()))
     }
 
     /// Whether it runs `beaconflow-agent` rather than `beaconflow`.
-    var runsAgentProgram: Bool {
-        Self.shellWords(line).first { !($0.contains("=") && $0.prefix { $0 != "=" }.allSatisfy { $0.isUppercase || $0 == "_" }) } == Self.agentProgram
-    }
+    var runsAgentProgram: Bool { words.program.first == Self.agentProgram }
 
     var subcommand: String { command.arguments.first ?? "" }
 
