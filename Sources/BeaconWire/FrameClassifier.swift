@@ -58,7 +58,7 @@ public struct ClassifiedAdvertisement: Hashable, Sendable {
     /// The advertisement's other frames still count.
     public var malformed: DecodeError?
 
-    public init(identity: IdentityFrame? = nil, data: DataFrames = [], malformed: DecodeError? = nil) {
+    public init(identity: IdentityFrame? = nil, data: DataFrames = DataFrames(), malformed: DecodeError? = nil) {
         self.identity = identity
         self.data = data
         self.malformed = malformed
