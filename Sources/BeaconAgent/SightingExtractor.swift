@@ -33,6 +33,8 @@ public struct SightingExtractor: Sendable {
     public var configuration: Configuration
     private var identities: [UInt64: KnownIdentity] = [:]
     private var lastPrune: Int64?
+    /// Each report's classification, kept from one report to the next (`FrameClassifier.classify(_:into:)`).
+    private var classified = ClassifiedAdvertisement()
 
     public init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
@@ -64,9 +66,8 @@ public struct SightingExtractor: Sendable {
         if let rssi = report.rssi, !BatchReader.rssiRange.contains(rssi) {
             return .failure(SkipReason(skip: .malformed, error: nil))
         }
-        let classified: ClassifiedAdvertisement
         do {
-            classified = try FrameClassifier.classify(report.data[...])
+            try FrameClassifier.classify(report.data[...], into: &classified)
         } catch {
             return .failure(SkipReason(skip: .malformed, error: error))
         }

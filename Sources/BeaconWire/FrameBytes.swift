@@ -113,6 +113,13 @@ extension DataFrames: RangeReplaceableCollection {
         stored += 1
     }
 
+    public mutating func removeAll(keepingCapacity: Bool = false) {
+        stored = 0
+        first = nil
+        second = nil
+        rest.removeAll(keepingCapacity: keepingCapacity)
+    }
+
     public mutating func replaceSubrange<Frames: Collection>(_ subrange: Range<Int>, with frames: Frames)
     where Frames.Element == DataFrameContent {
         var all = Array(self)

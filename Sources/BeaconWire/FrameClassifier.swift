@@ -64,6 +64,12 @@ public struct ClassifiedAdvertisement: Hashable, Sendable {
         self.malformed = malformed
     }
 
+    mutating func removeAll() {
+        identity = nil
+        if !data.isEmpty { data.removeAll() }
+        malformed = nil
+    }
+
     mutating func add(_ structure: ClassifiedStructure) {
         switch structure {
         case .identity(let frame): identity = frame
@@ -93,6 +99,20 @@ public enum FrameClassifier {
     /// The same over bytes the caller owns (an HCI read buffer, a corpus).
     public static func classify(_ payload: UnsafeRawBufferPointer) throws(DecodeError) -> ClassifiedAdvertisement {
         var result = ClassifiedAdvertisement()
+        try classify(payload, into: &result)
+        return result
+    }
+
+    /// Classifies into `result`, which it empties first: a caller that classifies advert after advert keeps one
+    /// result instead of building, copying and destroying one for each (about 200 bytes). On a throw, `result`
+    /// holds what came before the malformed structure.
+    public static func classify(_ payload: ArraySlice<UInt8>, into result: inout ClassifiedAdvertisement) throws(DecodeError) {
+        try payload.withDecodeErrors { (raw) throws(DecodeError) in try classify(raw, into: &result) }
+    }
+
+    /// The same over bytes the caller owns.
+    public static func classify(_ payload: UnsafeRawBufferPointer, into result: inout ClassifiedAdvertisement) throws(DecodeError) {
+        result.removeAll()
         var index = 0
         while index < payload.count {
             let length = Int(payload[index])
@@ -144,7 +164,6 @@ public enum FrameClassifier {
             }
             index += 1 + length
         }
-        return result
     }
 
     /// Classifies 16-bit service data (`body` follows the UUID, at offset `base` of the payload). Throws for an

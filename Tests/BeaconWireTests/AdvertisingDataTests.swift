@@ -202,6 +202,13 @@ import Testing
         #expect(broken.identity == nil && broken.data.count == 1)
         #expect(broken.malformed?.code == .invalidLength)
         #expect(broken.malformed?.offset == 4)
+        // One result classified into advert after advert holds only the last one's.
+        var reused = ClassifiedAdvertisement()
+        for payload in [uid + tlm + ruuvi + bthome + appleOther, ad(0xFF, bytes("4c000215e2c5")) + tlm, uid, ruuvi] {
+            try FrameClassifier.classify(payload[...], into: &reused)
+            #expect(reused == (try FrameClassifier.classify(payload[...])))
+        }
+        #expect(reused.identity == nil && reused.data.count == 1 && reused.malformed == nil)
     }
 }
 

@@ -9,19 +9,20 @@ import CReferenceDecoder
 let advertCount = 1_000_000
 
 /// Walks the corpus the way the C reference does (one contiguous buffer, each payload a slice of it), and each
-/// payload the way the agent does: its classification, identity frames decoded and data frames carried as bytes.
+/// payload the way the agent does: its classification into one result kept from advert to advert, identity frames
+/// decoded and data frames carried as bytes.
 /// With `decodingDataFrames`, each Eddystone data frame is then decoded as the ingest does it (and with
 /// `expandingURLs` a URL's text read).
 @inline(never)
 func decodeAll(_ corpus: Corpus, decodingDataFrames: Bool = false, expandingURLs: Bool = false) -> Int {
     var checksum = 0
+    var advert = ClassifiedAdvertisement()
     corpus.bytes.withUnsafeBytes { bytes in
         for index in 0..<corpus.count {
             let start = corpus.offsets[index]
             let payload = UnsafeRawBufferPointer(rebasing: bytes[start..<(start + Int(corpus.lengths[index]))])
-            let advert: ClassifiedAdvertisement
             do {
-                advert = try FrameClassifier.classify(payload)
+                try FrameClassifier.classify(payload, into: &advert)
             } catch {
                 checksum &+= 1
                 continue
