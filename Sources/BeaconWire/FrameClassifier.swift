@@ -93,11 +93,6 @@ public enum FrameClassifier {
     /// Classifies every AD structure of an advertising payload. Throws when the AD structures themselves are
     /// malformed (a length past the end, service or manufacturer data too short for its UUID or company id).
     public static func classify(_ payload: ArraySlice<UInt8>) throws(DecodeError) -> ClassifiedAdvertisement {
-        try payload.withDecodeErrors(classify)
-    }
-
-    /// The same over bytes the caller owns (an HCI read buffer, a corpus).
-    public static func classify(_ payload: UnsafeRawBufferPointer) throws(DecodeError) -> ClassifiedAdvertisement {
         var result = ClassifiedAdvertisement()
         try classify(payload, into: &result)
         return result
@@ -110,7 +105,7 @@ public enum FrameClassifier {
         try payload.withDecodeErrors { (raw) throws(DecodeError) in try classify(raw, into: &result) }
     }
 
-    /// The same over bytes the caller owns.
+    /// The same over bytes the caller owns (an HCI read buffer, a corpus).
     public static func classify(_ payload: UnsafeRawBufferPointer, into result: inout ClassifiedAdvertisement) throws(DecodeError) {
         result.removeAll()
         var index = 0
