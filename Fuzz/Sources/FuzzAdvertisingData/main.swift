@@ -8,14 +8,24 @@ exit(LLVMFuzzerRunDriver(&argumentCount, &argumentValues) { data, size in
     fuzzAdvertisingData(data ?? UnsafePointer(bitPattern: 1)!, size)
 })
 
+enum Reused {
+    nonisolated(unsafe) static var classification = ClassifiedAdvertisement()
+}
+
 /// AD payloads through the generic parser, the frame classifier, and frame decoding with keys configured (so the
 /// EID, eTLM and BTHome decryption paths run too).
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzAdvertisingData(_ start: UnsafePointer<UInt8>, _ count: Int) -> CInt {
     let bytes = Array(UnsafeBufferPointer(start: start, count: count))
     let classified = Result { () throws(DecodeError) in try FrameClassifier.classify(bytes[...]) }
-    let raw = bytes.withUnsafeBytes { raw in Result { () throws(DecodeError) in try FrameClassifier.classify(raw) } }
-    if raw != classified { fatalError("FrameClassifier's buffer and slice entry points disagree") }
+    // Into one result kept from input to input, as the agent classifies: nothing of the input before may remain.
+    let raw = bytes.withUnsafeBytes { raw in
+        Result { () throws(DecodeError) in
+            try FrameClassifier.classify(raw, into: &Reused.classification)
+            return Reused.classification
+        }
+    }
+    if raw != classified { fatalError("FrameClassifier's buffer entry point into a kept result and its slice one disagree") }
     let address = DeviceAddress(value: 0x5448_E68F_80A5, kind: .public)
     let key: [UInt8] = Array(repeating: 0x42, count: 16)
     var decoder = FrameDecoder(
