@@ -152,7 +152,7 @@ struct RadioTests {
             set -u
             btvirt \(leOnly ? "-L " : "")-l2 > btvirt.log 2>&1 &
             btvirt=$!
-            for attempt in $(seq 1 40); do [ -e /sys/class/bluetooth/hci1 ] && break; sleep 0.25; done
+            for attempt in $(seq 1 120); do [ -e /sys/class/bluetooth/hci1 ] && break; sleep 0.25; done
             for index in 0 1; do
                 btmgmt --index $index power off && btmgmt --index $index le on && btmgmt --index $index power on
             done > btmgmt.log 2>&1
@@ -162,7 +162,7 @@ struct RadioTests {
             script += """
                 mkdir -p /run/dbus && dbus-daemon --system --fork --nopidfile
                 /usr/libexec/bluetooth/bluetoothd -n > bluetoothd.log 2>&1 &
-                for attempt in $(seq 1 40); do [ "$(bluetoothctl list 2>/dev/null | grep -c Controller)" -ge 2 ] && break; sleep 0.25; done
+                for attempt in $(seq 1 120); do [ "$(bluetoothctl list 2>/dev/null | grep -c Controller)" -ge 2 ] && break; sleep 0.25; done
                 bluetoothctl list > bluetoothctl.log 2>&1
 
                 """
@@ -278,7 +278,7 @@ struct RadioTests {
                 sleep 1
                 \(healthz) > healthz-lost.log 2>&1
                 btvirt -l2 > btvirt-again.log 2>&1 &
-                for attempt in $(seq 1 40); do [ -e /sys/class/bluetooth/hci1 ] && break; sleep 0.25; done
+                for attempt in $(seq 1 120); do [ -e /sys/class/bluetooth/hci1 ] && break; sleep 0.25; done
                 for index in 0 1; do
                     btmgmt --index $index power off && btmgmt --index $index le on && btmgmt --index $index power on
                 done >> btmgmt.log 2>&1

@@ -15,7 +15,7 @@ public enum ZoneScoring: String, Sendable, Equatable, CaseIterable {
 /// The zone a beacon is in is the one whose pattern explains its levels best, all agents together: an agent on a
 /// wall that hears the next room's beacons loudly, or a receiver a few dB hotter than the others, stops pulling
 /// beacons into its zone once the site has seen beacons on either side. Relative levels make the pattern the same
-/// for beacons of any transmit power.
+/// for beacons of any transmit power; a score fits each zone's pattern to the readings (see `score`).
 ///
 /// Before anything is learned, each zone expects its own agents 3 dB below the loudest and the others 16 dB below,
 /// give or take 6 dB (worth 30 readings). It learns only from a beacon that has been in its zone for a minute and
@@ -69,6 +69,9 @@ struct ZonePatterns: Sendable {
     /// Scores are twice the log-likelihood, so that they compare like levels in dB under the switching rule.
     static let scoreScale = 2.0
     static let learnAfterMicros: Int64 = 60_000_000
+    /// How far the level a zone's pattern is fitted at may stray from the loudest reading (a prior, in dB).
+    static let referenceDeviationDb = 4.0
+    static let referenceWeight = 1 / (referenceDeviationDb * referenceDeviationDb)
 
     /// [zone][agent]
     private var statistics: [[Statistics]]
@@ -82,13 +85,28 @@ struct ZonePatterns: Sendable {
     }
 
     /// Each zone's score for a beacon whose agents (by index) hear it at these levels (dB), written to `scores`.
+    ///
+    /// The patterns are relative levels, so each zone's is placed where it fits the readings best: at the mean of
+    /// each agent's level less the zone's expectation for it, weighted by the expectation's precision and held
+    /// near the loudest reading by a prior of `referenceDeviationDb`. Measured from the loudest reading alone,
+    /// that reading's own shadowing would shift every comparison; fitted, it weighs as one agent among several.
     func score<Levels: Collection>(levels: Levels, into scores: inout [Double]) where Levels.Element == (agent: Int, level: Double) {
         let loudest = levels.lazy.map(\.level).max() ?? 0
         for zone in statistics.indices {
-            var total = 0.0
+            var weights = Self.referenceWeight
+            var weighted = loudest * Self.referenceWeight
             for (agent, level) in levels {
                 let entry = statistics[zone][agent]
-                let delta = level - loudest - entry.mean
+                let precision = 2 * entry.inverseTwiceVariance
+                weights += precision
+                weighted += precision * (level - entry.mean)
+            }
+            let reference = weighted / weights
+            let shift = reference - loudest
+            var total = -shift * shift * Self.referenceWeight / 2
+            for (agent, level) in levels {
+                let entry = statistics[zone][agent]
+                let delta = level - reference - entry.mean
                 total -= delta * delta * entry.inverseTwiceVariance + entry.halfLogVariance
             }
             scores[zone] = total * Self.scoreScale
