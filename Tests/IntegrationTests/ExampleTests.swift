@@ -228,7 +228,15 @@ struct ExampleTests {
             let secure = ingest.line.contains("mqtts://")
             try world.writePassword(user: "ingest")
             let server = try world.start(executable, world.command(ingest))
-            try await eventuallyTrue("\(ingest) connects to PostgreSQL") { server.errors.contains("Connected to PostgreSQL") }
+            do {
+                try await eventuallyTrue("\(ingest) connects to PostgreSQL", timeout: .seconds(60)) {
+                    server.errors.contains("Connected to PostgreSQL") || !server.process.isRunning
+                }
+            } catch {
+                Issue.record("\(error)\n\(server.errors.suffix(4000))")
+                throw error
+            }
+            try #require(server.process.isRunning, "\(ingest) exited: \(server.errors.suffix(4000))")
             for agent in agents where world.usesTLS(agent) == secure {
                 try world.writePassword(user: "hq/" + world.agentID(agent))
                 let result = try await run(agent)

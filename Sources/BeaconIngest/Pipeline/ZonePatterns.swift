@@ -93,22 +93,23 @@ struct ZonePatterns: Sendable {
     func score<Levels: Collection>(levels: Levels, into scores: inout [Double]) where Levels.Element == (agent: Int, level: Double) {
         let loudest = levels.lazy.map(\.level).max() ?? 0
         for zone in statistics.indices {
+            // One pass: with x = level − expectation and w its precision, Σ w (x − r)² = Σ w x² − r Σ w x at the
+            // fitted r = Σ w x / Σ w. The prior counts as one more term: the loudest reading, at `referenceWeight`.
             var weights = Self.referenceWeight
             var weighted = loudest * Self.referenceWeight
+            var weightedSquares = loudest * loudest * Self.referenceWeight
+            var halfLogVariances = 0.0
             for (agent, level) in levels {
                 let entry = statistics[zone][agent]
                 let precision = 2 * entry.inverseTwiceVariance
+                let deviation = level - entry.mean
                 weights += precision
-                weighted += precision * (level - entry.mean)
+                weighted += precision * deviation
+                weightedSquares += precision * deviation * deviation
+                halfLogVariances += entry.halfLogVariance
             }
             let reference = weighted / weights
-            let shift = reference - loudest
-            var total = -shift * shift * Self.referenceWeight / 2
-            for (agent, level) in levels {
-                let entry = statistics[zone][agent]
-                let delta = level - reference - entry.mean
-                total -= delta * delta * entry.inverseTwiceVariance + entry.halfLogVariance
-            }
+            let total = -(weightedSquares - reference * weighted) / 2 - halfLogVariances
             scores[zone] = total * Self.scoreScale
         }
     }
