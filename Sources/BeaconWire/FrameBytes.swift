@@ -72,10 +72,13 @@ extension FrameBytes: CustomStringConvertible {
 /// beacon's TLM, without allocating.
 public struct DataFrames: Sendable {
     private var stored = 0
-    private var first: DataFrameContent?
-    private var second: DataFrameContent?
+    /// The first two frames, meaningful up to `stored` (not optionals: asking one whether it is nil costs a copy).
+    private var first = DataFrames.unused
+    private var second = DataFrames.unused
     /// The third and later frames.
     private var rest: [DataFrameContent] = []
+
+    private static let unused = DataFrameContent.eddystone(FrameBytes())
 
     public init() {}
 }
@@ -86,9 +89,10 @@ extension DataFrames: RandomAccessCollection, MutableCollection {
 
     public subscript(position: Int) -> DataFrameContent {
         get {
-            switch position {
-            case 0: first!
-            case 1: second!
+            precondition(position >= 0 && position < endIndex, "DataFrames index out of range")
+            return switch position {
+            case 0: first
+            case 1: second
             default: rest[position - 2]
             }
         }
@@ -114,10 +118,10 @@ extension DataFrames: RangeReplaceableCollection {
     }
 
     public mutating func removeAll(keepingCapacity: Bool = false) {
+        if stored > 0 { first = Self.unused }
+        if stored > 1 { second = Self.unused }
+        if stored > 2 || (!keepingCapacity && rest.capacity > 0) { rest.removeAll(keepingCapacity: keepingCapacity) }
         stored = 0
-        first = nil
-        second = nil
-        rest.removeAll(keepingCapacity: keepingCapacity)
     }
 
     public mutating func replaceSubrange<Frames: Collection>(_ subrange: Range<Int>, with frames: Frames)

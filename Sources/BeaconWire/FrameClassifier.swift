@@ -130,6 +130,8 @@ public enum FrameClassifier {
                 let body = UnsafeRawBufferPointer(rebasing: data[2...])
                 if let frame = readIdentity(serviceData: uuid, body) {
                     result.identity = frame
+                } else if let content = dataFrame(serviceData: uuid, body) {
+                    result.data.append(content)
                 } else {
                     do {
                         result.add(try classify(serviceData: uuid, body, base: index + 4))
@@ -196,6 +198,18 @@ public enum FrameClassifier {
             return .identity(.altBeacon(beacon))
         }
         return carriesData(companyID: company) ? .data(.manufacturerData(companyID: company, FrameBytes(body))) : .ignore
+    }
+
+    /// Service data that is a data frame as it stands (an Eddystone URL, TLM or eTLM, a listed service's data):
+    /// built in place, without going through `classify(serviceData:)`; nil for anything else.
+    @inline(__always)
+    private static func dataFrame(serviceData uuid: UInt16, _ body: UnsafeRawBufferPointer) -> DataFrameContent? {
+        if uuid == Eddystone.serviceUUID {
+            guard let frameType = body.first, frameType != Eddystone.uidFrameType, frameType != Eddystone.eidFrameType
+            else { return nil }
+            return .eddystone(FrameBytes(body))
+        }
+        return carriesData(serviceUUID: uuid) ? .serviceData(uuid16: uuid, FrameBytes(body)) : nil
     }
 
     /// A well-formed Eddystone UID or EID frame, read straight from the bytes; nil for anything else.
