@@ -294,6 +294,60 @@ func singleBeaconScenario(
     }
 }
 
+/// Bytes per sighting on a small simulated site: the hard preset's 40 iBeacons (every 250 ms) in one site of 2×3
+/// rooms with 9 receivers, each agent batching what it hears (defaults: 1 s or 1000 sightings). Each batch holds
+/// about 90 sightings of about 30 beacons, so its dictionary weighs more than on a busy site.
+@Suite struct SmallSiteBatchSizeTests {
+    @Test func aSightingCostsUnderNineBytesOnASmallSimulatedSite() throws {
+        let scenario = try ScenarioFamily.scenario(ScenarioFamily.hard, seed: 31, durationSeconds: 120)
+        let site = try #require(scenario.sites.first)
+        var sightings = 0
+        var batchCount = 0
+        // As published, then with what the two largest parts cost taken out: the dictionary's device addresses, and
+        // the time deltas' resolution below a millisecond.
+        var published = 0
+        var withoutAddresses = 0
+        var withMillisecondDeltas = 0
+        for agent in site.agents {
+            var extractor = SightingExtractor()
+            var builder = BatchBuilder(siteID: site.id, agentID: agent.id, bootID: 1)
+            var sequence: UInt64 = 0
+            func seal() throws {
+                sequence += 1
+                guard let batch = builder.seal(sequence: sequence, firstUnacknowledgedSequence: sequence, agentClockMicros: 0)
+                else { return }
+                sightings += batch.sightingBeacon.count
+                batchCount += 1
+                published += try batch.wireBytes().count
+                var addressless = batch
+                for index in addressless.beacons.indices { addressless.beacons[index].address = 0 }
+                withoutAddresses += try addressless.wireBytes().count
+                var coarser = batch
+                coarser.sightingTimeDeltaUs = coarser.sightingTimeDeltaUs.map { ($0 + 500) / 1000 }
+                withMillisecondDeltas += try coarser.wireBytes().count
+            }
+            try Simulator(scenario).run(site: site.id, agent: agent.id) { reports in
+                for timed in reports {
+                    let clock = UInt64(timed.timeMicros - scenario.startUnixSeconds * 1_000_000) * 1000
+                    if builder.isDue(nowNanoseconds: clock) { try seal() }
+                    guard case .success(let sighting) = extractor.sighting(of: timed.report, timeMicros: timed.timeMicros)
+                    else { continue }
+                    if builder.add(sighting, nowNanoseconds: clock) { try seal() }
+                }
+            }
+            try seal()
+        }
+        #expect(site.agents.count == 9 && sightings > 20_000, "\(site.agents.count) agents, \(sightings) sightings")
+        func perSighting(_ bytes: Int) -> Double { Double(bytes) / Double(sightings) }
+        print(
+            "small simulated site: \(sightings) sightings in \(batchCount) batches: \(perSighting(published)) bytes per "
+                + "sighting as published; device addresses \(perSighting(published - withoutAddresses)), time deltas "
+                + "below a millisecond \(perSighting(published - withMillisecondDeltas))")
+        // 8.6 when measured (BENCHMARKS.md); the target of 6 is not met.
+        #expect(perSighting(published) <= 9, "\(perSighting(published)) bytes per sighting in all")
+    }
+}
+
 @Suite struct ScenarioFamilyTests {
     /// The large preset: two sites of 3×3 rooms, a door in each of the 12 shared walls, a receiver at each room's
     /// centre and three on internal walls, 40 beacons each whose paths go only through their own site's rooms,
