@@ -105,8 +105,26 @@ public struct BatchBuilder: Sendable {
         public var dataRefreshMicroseconds: Int64 = 60_000_000
         /// The wire format the sealed batches declare (`BatchReader.formatVersions`); `wireBytes()` follows it.
         public var formatVersion = BatchReader.formatVersion
+        /// In version 3, the unit of the sightings' time deltas, µs (`BatchReader.timeUnits`): each sighting's time
+        /// is rounded to the nearest multiple of it in Unix time. Earlier versions carry microseconds.
+        public var timeUnitMicros: UInt32 = 1000
 
         public init() {}
+
+        /// The time a sighting captured at `micros` (Unix µs) carries in a batch of this configuration: the same
+        /// whatever batch it lands in.
+        public func sentTime(_ micros: Int64) -> Int64 {
+            let unit = sentUnitMicros
+            guard unit > 1 else { return micros }
+            let shifted = micros + unit / 2
+            return (shifted >= 0 ? shifted / unit : (shifted - unit + 1) / unit) * unit
+        }
+
+        /// The unit the sealed batches' time deltas are in: `timeUnitMicros` within `BatchReader.timeUnits` in
+        /// version 3, a microsecond before.
+        var sentUnitMicros: Int64 {
+            formatVersion >= 3 ? Int64(min(max(timeUnitMicros, BatchReader.timeUnits.lowerBound), BatchReader.timeUnits.upperBound)) : 1
+        }
     }
 
     private struct DataKey: Hashable {
@@ -146,13 +164,14 @@ public struct BatchBuilder: Sendable {
     }
 
     /// Whether `sighting` can join the open batch: a batch spans at most `BatchReader.maximumSpanMicros` of
-    /// capture time (a clock jump, or a capture with a gap of days, starts a new batch).
+    /// capture time, less a time unit for the rounding (a clock jump, or a capture with a gap of days, starts a new
+    /// batch).
     public func fits(_ sighting: Sighting) -> Bool {
         guard !sightings.isEmpty else { return true }
         let low = min(earliest, sighting.timeMicros)
         let high = max(latest, sighting.timeMicros)
         let (span, overflow) = high.subtractingReportingOverflow(low)
-        return !overflow && UInt64(span) <= BatchReader.maximumSpanMicros
+        return !overflow && UInt64(span) <= BatchReader.maximumSpanMicros - UInt64(configuration.sentUnitMicros)
     }
 
     /// Adds a sighting; returns true when the batch is now full and should be sealed. Seal first when
@@ -217,7 +236,7 @@ public struct BatchBuilder: Sendable {
         batch.sequence = sequence
         batch.firstUnacknowledgedSequence = firstUnacknowledgedSequence
         batch.agentClockUs = agentClockMicros
-        batch.baseTimeUs = order.first.map { sightings[$0].timeMicros } ?? reads[0].timeMicros
+        batch.baseTimeUs = order.first.map { configuration.sentTime(sightings[$0].timeMicros) } ?? reads[0].timeMicros
         batch.sightingBeacon.reserveCapacity(order.count)
         batch.sightingTimeDeltaUs.reserveCapacity(order.count)
         batch.sightingRssi.reserveCapacity(order.count)
@@ -240,15 +259,19 @@ public struct BatchBuilder: Sendable {
             batch.beacons.append(beacon)
             return index
         }
+        let unit = configuration.sentUnitMicros
+        if configuration.formatVersion >= 3 { batch.sightingTimeUnitUs = UInt32(unit) }
         var previousTime = batch.baseTimeUs
         for (position, index) in order.enumerated() {
             let sighting = sightings[index]
             let beaconIndex = dictionaryIndex(of: sighting.beacon)
             batch.sightingBeacon.append(beaconIndex)
-            // Sorted, so the difference is not negative (and `fits` kept it within a day).
-            batch.sightingTimeDeltaUs.append(UInt64(bitPattern: sighting.timeMicros &- previousTime))
+            // Sorted, and rounding keeps the order, so the difference is not negative (and `fits` kept it within a
+            // day); both times are multiples of the unit.
+            let time = configuration.sentTime(sighting.timeMicros)
+            batch.sightingTimeDeltaUs.append(UInt64(bitPattern: (time &- previousTime) / unit))
             batch.sightingRssi.append(UInt32(Int32(sighting.rssi) + BatchReader.rssiBias))
-            previousTime = sighting.timeMicros
+            previousTime = time
             for content in sighting.frames {
                 var frame = Beaconflow_V1_DataFrame()
                 frame.sighting = UInt32(position)
@@ -290,10 +313,10 @@ public struct BatchBuilder: Sendable {
 }
 
 extension WireBatch {
-    /// The batch as published: serialized as it is in version 1; in version 2 with its body (fields 9-14)
+    /// The batch as published: serialized as it is in version 1; in versions 2 and 3 with its body (fields 9-14)
     /// serialized on its own and compressed into `deflated_body` (unless it is there already).
     public func wireBytes() throws -> [UInt8] {
-        guard formatVersion == 2, deflatedBody.isEmpty else { return try serializedBytes() }
+        guard formatVersion >= 2, deflatedBody.isEmpty else { return try serializedBytes() }
         var body = WireBatch()
         body.beacons = beacons
         body.sightingBeacon = sightingBeacon

@@ -101,10 +101,13 @@ public struct CharacteristicRead: Hashable, Sendable {
 
 /// Parses and validates batches: everything a batch claims is checked before any of it is used.
 public enum BatchReader {
-    /// The format versions read: 1 carries the body directly, 2 compressed (proto/beaconflow/v1/batch.proto).
-    public static let formatVersions: ClosedRange<UInt32> = 1...2
+    /// The format versions read: 1 carries the body directly, 2 compressed, 3 compressed with its time deltas in
+    /// the unit it names (proto/beaconflow/v1/batch.proto).
+    public static let formatVersions: ClosedRange<UInt32> = 1...3
     /// What agents send unless told otherwise.
-    public static let formatVersion: UInt32 = 2
+    public static let formatVersion: UInt32 = 3
+    /// The unit of time deltas a version 3 batch may name, µs: from a microsecond to a second.
+    public static let timeUnits: ClosedRange<UInt32> = 1...1_000_000
     /// Sighting RSSI is sent as RSSI + 128 (proto/beaconflow/v1/batch.proto).
     static let rssiBias: Int32 = 128
     /// The largest batch accepted, and the most a version 2 body may inflate to; the agent's default batches are far
@@ -177,21 +180,31 @@ public enum BatchReader {
         }
     }
 
-    /// A version 2 batch with its body inflated into fields 9-14; a version 1 batch as it is.
+    /// A version 2 or 3 batch with its body inflated into fields 9-14; a version 1 batch as it is.
     private static func inflated(_ wire: WireBatch) throws(BatchError) -> WireBatch {
         let hasBodyFields = !wire.beacons.isEmpty || !wire.sightingBeacon.isEmpty || !wire.sightingTimeDeltaUs.isEmpty
             || !wire.sightingRssi.isEmpty || !wire.dataFrames.isEmpty || !wire.characteristicReads.isEmpty
-        guard wire.formatVersion == 2 else {
+        if wire.formatVersion == 3 {
+            guard timeUnits.contains(wire.sightingTimeUnitUs) else {
+                throw BatchError(
+                    .invalidField,
+                    "sighting_time_unit_us \(wire.sightingTimeUnitUs) is not between 1 and 1,000,000 in a version 3 batch")
+            }
+        } else if wire.sightingTimeUnitUs != 0 {
+            throw BatchError(.invalidField, "sighting_time_unit_us is set in a version \(wire.formatVersion) batch")
+        }
+        guard wire.formatVersion >= 2 else {
             guard wire.deflatedBody.isEmpty else {
                 throw BatchError(.invalidField, "deflated_body is set in a version 1 batch")
             }
             return wire
         }
         guard !hasBodyFields else {
-            throw BatchError(.invalidField, "fields 9-14 are set in a version 2 batch, whose body is in deflated_body")
+            throw BatchError(
+                .invalidField, "fields 9-14 are set in a version \(wire.formatVersion) batch, whose body is in deflated_body")
         }
         guard !wire.deflatedBody.isEmpty else {
-            throw BatchError(.invalidField, "deflated_body is empty in a version 2 batch")
+            throw BatchError(.invalidField, "deflated_body is empty in a version \(wire.formatVersion) batch")
         }
         let bodyBytes: [UInt8]
         do {
@@ -206,9 +219,10 @@ public enum BatchReader {
             throw BatchError(.malformed, "deflated_body does not inflate to a protobuf Batch body: \(error)")
         }
         guard body.formatVersion == 0, body.siteID.isEmpty, body.agentID.isEmpty, body.bootID == 0, body.sequence == 0,
-            body.firstUnacknowledgedSequence == 0, body.agentClockUs == 0, body.baseTimeUs == 0, body.deflatedBody.isEmpty
+            body.firstUnacknowledgedSequence == 0, body.agentClockUs == 0, body.baseTimeUs == 0, body.deflatedBody.isEmpty,
+            body.sightingTimeUnitUs == 0
         else {
-            throw BatchError(.invalidField, "deflated_body holds header fields (1-8) or another deflated_body")
+            throw BatchError(.invalidField, "deflated_body holds header fields (1-8, 16) or another deflated_body")
         }
         var whole = wire
         whole.deflatedBody = Data()
@@ -295,15 +309,17 @@ public enum BatchReader {
         sightings.reserveCapacity(count)
         var time = wire.baseTimeUs
         var span: UInt64 = 0
+        let unit = UInt64(wire.formatVersion == 3 ? wire.sightingTimeUnitUs : 1)
         for index in 0..<count {
             let beaconIndex = Int(wire.sightingBeacon[index])
             guard beaconIndex < beacons.count else {
                 throw BatchError(
                     .inconsistentColumns, "sighting \(index) names beacon \(beaconIndex) of \(beacons.count)")
             }
-            let delta = wire.sightingTimeDeltaUs[index]
+            // At most a day each (then the product cannot overflow), and a day in all.
+            let (delta, deltaOverflow) = wire.sightingTimeDeltaUs[index].multipliedReportingOverflow(by: unit)
             span = span &+ delta
-            guard delta <= maximumSpanMicros, span <= maximumSpanMicros else {
+            guard !deltaOverflow, delta <= maximumSpanMicros, span <= maximumSpanMicros else {
                 throw BatchError(.invalidField, "sighting \(index) time runs more than a day past base_time_us")
             }
             let (next, overflow) = time.addingReportingOverflow(Int64(delta))

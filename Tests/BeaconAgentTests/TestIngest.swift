@@ -128,14 +128,15 @@ final class TestIngest: Sendable {
     }
 }
 
-/// A sighting without its data frame: batches leave out data frames that did not change.
+/// A sighting without its data frame (batches leave out data frames that did not change), at the time a batch of
+/// the default format carries it (to the millisecond).
 struct SightingKey: Hashable {
     var timeMicros: Int64
     var beaconID: String
     var rssi: Int8
 
     init(_ sighting: Sighting) {
-        timeMicros = sighting.timeMicros
+        timeMicros = BatchBuilder.Configuration().sentTime(sighting.timeMicros)
         beaconID = sighting.beacon.beaconID
         rssi = sighting.rssi
     }

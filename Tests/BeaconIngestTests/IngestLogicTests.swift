@@ -111,7 +111,7 @@ import Testing
         #expect(reason("beaconflow/v2/hq/hq-a1/batch", good) == "wrong_topic")
         #expect(reason("beaconflow/v1/hq/hq-a2/batch", good) == "topic_mismatch")
         #expect(reason("beaconflow/v1/hq/hq-a1/batch", Array(good.dropLast(3))) == "undecodable")
-        #expect(reason("beaconflow/v1/hq/hq-a1/batch", try batchPayload(sequence: 1, formatVersion: 3)) == "unsupported_version")
+        #expect(reason("beaconflow/v1/hq/hq-a1/batch", try batchPayload(sequence: 1, formatVersion: 4)) == "unsupported_version")
         #expect(reason("beaconflow/v1/hq/hq-a9/batch", try batchPayload(agent: "hq-a9", sequence: 1)) == "unknown_agent")
         // Five minutes ahead is tolerated (clock drift), an hour is not; 1970 means a clock never set.
         #expect(reason("beaconflow/v1/hq/hq-a1/batch", try batchPayload(sequence: 1, count: 1, start: now + 240_000_000)) == nil)

@@ -58,8 +58,52 @@ func seal(_ sightings: [Sighting], configuration: BatchBuilder.Configuration = .
         #expect(decoded.siteID == "hq" && decoded.agentID == "hq-a1" && decoded.bootID == 0xB007)
         #expect(decoded.sequence == 9 && decoded.firstUnacknowledgedSequence == 3 && decoded.agentClockMicros == 1234)
         #expect(decoded.sightings.count == sightings.count)
-        #expect(Set(decoded.sightings) == Set(sightings))
-        #expect(decoded.sightings.map(\.timeMicros) == sightings.map(\.timeMicros).sorted())
+        // Version 3 sends times to the millisecond: each is the nearest one.
+        func rounded(_ sighting: Sighting) -> Sighting {
+            var sighting = sighting
+            sighting.timeMicros = (sighting.timeMicros + 500) / 1000 * 1000
+            return sighting
+        }
+        #expect(Set(decoded.sightings) == Set(sightings.map(rounded)))
+        #expect(decoded.sightings.map(\.timeMicros) == sightings.map { rounded($0).timeMicros }.sorted())
+        #expect(zip(decoded.sightings.map(\.timeMicros), sightings.map(\.timeMicros).sorted()).allSatisfy { abs($0 - $1) <= 500 })
+        // Version 2 keeps every microsecond.
+        var version2Builder = BatchBuilder(siteID: "hq", agentID: "hq-a1", bootID: 0xB007)
+        version2Builder.configuration.maximumSightings = sightings.count
+        version2Builder.configuration.formatVersion = 2
+        for sighting in sightings { _ = version2Builder.add(sighting, nowNanoseconds: 5) }
+        let sealedInVersion2 = version2Builder.seal(sequence: 10, firstUnacknowledgedSequence: 3, agentClockMicros: 1234)
+        let version2 = try #require(sealedInVersion2)
+        #expect(version2.sightingTimeUnitUs == 0)
+        let exact = try BatchReader.decode(try version2.wireBytes())
+        #expect(Set(exact.sightings) == Set(sightings))
+        #expect(exact.sightings.map(\.timeMicros) == sightings.map(\.timeMicros).sorted())
+    }
+
+    /// Version 3's time unit is any from a microsecond to a second; each sighting's time is rounded to the nearest
+    /// multiple of it in Unix time, so the rounding never adds up over a batch.
+    @Test func timesAreSentInTheUnitTheBatchNames() throws {
+        let start: Int64 = 1_767_225_600_000_000
+        let sightings = (0..<2000).map { index in
+            Sighting(
+                timeMicros: start + 123 + Int64(index) * 1_499, beacon: BeaconKey(beaconID: "mac:00:00:00:00:00:01", address: 1, addressIsRandom: false),
+                rssi: -70)
+        }
+        for unit: UInt32 in [1, 1000, 1_000_000] {
+            var configuration = BatchBuilder.Configuration()
+            configuration.timeUnitMicros = unit
+            configuration.maximumSightings = sightings.count
+            var builder = BatchBuilder(siteID: "hq", agentID: "hq-a1", bootID: 1, configuration: configuration)
+            for sighting in sightings { _ = builder.add(sighting, nowNanoseconds: 0) }
+            let sealed = builder.seal(sequence: 1, firstUnacknowledgedSequence: 1, agentClockMicros: 0)
+            let batch = try #require(sealed)
+            #expect(batch.formatVersion == 3 && batch.sightingTimeUnitUs == unit)
+            let times = try BatchReader.decode(try batch.wireBytes()).sightings.map(\.timeMicros)
+            let half = Int64(unit) / 2
+            #expect(zip(times, sightings).allSatisfy { $0 - $1.timeMicros <= half && $1.timeMicros - $0 < half + 1 }, "unit \(unit)")
+            #expect(times.allSatisfy { $0 % Int64(unit) == 0 }, "unit \(unit)")
+            #expect(times == sightings.map { configuration.sentTime($0.timeMicros) }, "unit \(unit)")
+        }
     }
 
     @Test func repeatedSightingsCostAtMostSixBytes() throws {
@@ -133,6 +177,7 @@ func seal(_ sightings: [Sighting], configuration: BatchBuilder.Configuration = .
             Sighting(timeMicros: 1_700_000_000_000_200, beacon: uid, rssi: -62),
         ]
         var builder = BatchBuilder(siteID: "hq", agentID: "hq-a1", bootID: 1)
+        builder.configuration.timeUnitMicros = 1
         for sighting in sightings { _ = builder.add(sighting, nowNanoseconds: 0) }
         let sealed = builder.seal(sequence: 1, firstUnacknowledgedSequence: 1, agentClockMicros: 0)
         let wire = try #require(sealed)
@@ -164,8 +209,10 @@ func seal(_ sightings: [Sighting], configuration: BatchBuilder.Configuration = .
             } catch let error as BatchError { return error.code }
         }
         let cases: [(BatchError.Code, (inout WireBatch) -> Void)] = [
-            (.unsupportedVersion, { $0.formatVersion = 3 }),
+            (.unsupportedVersion, { $0.formatVersion = 4 }),
             (.invalidField, { $0.formatVersion = 2 }),  // its body must be in deflated_body
+            (.invalidField, { $0.sightingTimeUnitUs = 1000 }),  // version 3 only
+            (.invalidField, { $0.formatVersion = 3; $0.sightingTimeUnitUs = 1000 }),  // its body must be in deflated_body
             (.invalidField, { $0.deflatedBody = Data([0x03, 0x00]) }),  // version 1 has no deflated_body
             (.invalidField, { $0.siteID = "" }),
             (.invalidField, { $0.sequence = 0 }),

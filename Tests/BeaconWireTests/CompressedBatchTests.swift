@@ -60,6 +60,64 @@ import Testing
         #expect(try outside.wireBytes() == version2)
     }
 
+    /// Version 3 is version 2 with the time deltas in the unit the header names (a millisecond by default): the same
+    /// sightings, each time within half a unit, in fewer bytes. A unit out of range, or deltas that it makes longer
+    /// than a day, are refused with the field named and the header kept.
+    @Test func versionThreeSendsTimesInTheUnitItNames() throws {
+        let version2 = try sealed(version: 2).wireBytes()
+        let version3 = try sealed(version: 3).wireBytes()
+        let two = try BatchReader.decode(version2)
+        let three = try BatchReader.decode(version3)
+        #expect(three.header == two.header && three.characteristicReads == two.characteristicReads)
+        #expect(three.sightings.count == two.sightings.count)
+        #expect(zip(three.sightings, two.sightings).allSatisfy { abs($0.timeMicros - $1.timeMicros) <= 500 && $0.beacon == $1.beacon && $0.frames == $1.frames })
+        #expect(version3.count < version2.count, "\(version3.count) vs \(version2.count)")
+        let outside = try WireBatch(serializedBytes: version3)
+        #expect(outside.sightingTimeUnitUs == 1000 && !outside.deflatedBody.isEmpty)
+
+        func failure(_ change: (inout WireBatch) throws -> Void) throws -> BatchError? {
+            var batch = outside
+            try change(&batch)
+            do {
+                _ = try BatchReader.decode(try batch.serializedBytes())
+                return nil
+            } catch let error as BatchError { return error }
+        }
+        for unit: UInt32 in [0, 1_000_001] {
+            let refused = try failure { $0.sightingTimeUnitUs = unit }
+            let error = try #require(refused)
+            #expect(error.code == .invalidField && error.message.contains("sighting_time_unit_us \(unit)"), "\(error)")
+            #expect(error.header?.sequence == 12)
+        }
+        let bodyRefused = try failure { batch in
+            var body = WireBatch()
+            body.sightingTimeUnitUs = 1
+            batch.deflatedBody = Data(try Deflate.compress(body.serializedBytes()))
+        }
+        let inBody = try #require(bodyRefused)
+        #expect(inBody.code == .invalidField && inBody.message.contains("holds header fields"), "\(inBody)")
+        // One sighting, `delta` units after base_time_us.
+        func oneSighting(delta: UInt64, unit: UInt32) throws -> BatchError? {
+            try failure { batch in
+                batch.sightingTimeUnitUs = unit
+                var body = WireBatch()
+                var beacon = Beaconflow_V1_Beacon()
+                beacon.beaconID = "mac:00:00:00:00:00:01"
+                body.beacons = [beacon]
+                body.sightingBeacon = [0]
+                body.sightingTimeDeltaUs = [delta]
+                body.sightingRssi = [60]
+                batch.deflatedBody = Data(try Deflate.compress(body.serializedBytes()))
+            }
+        }
+        #expect(try oneSighting(delta: 86_400_000, unit: 1000) == nil)
+        // A day and a millisecond; a product past 64 bits.
+        let tooLong = try #require(try oneSighting(delta: 86_400_001, unit: 1000))
+        #expect(tooLong.code == .invalidField && tooLong.message.contains("more than a day"), "\(tooLong)")
+        let overflowing = try #require(try oneSighting(delta: UInt64.max / 2, unit: 1_000_000))
+        #expect(overflowing.code == .invalidField && overflowing.message.contains("more than a day"), "\(overflowing)")
+    }
+
     /// A bad compressed body is refused with its reason, and with the header, so that the ingest can acknowledge
     /// the batch as refused.
     @Test func badCompressedBodiesAreRefusedWithTheirReason() throws {

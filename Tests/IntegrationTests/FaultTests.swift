@@ -122,13 +122,14 @@ struct FaultTests {
         }
         let ingestLog = (try? String(contentsOfFile: work + "/ingest.log", encoding: .utf8)) ?? ""
 
-        // Key by key: agent, capture time to the µs, RSSI.
+        // Key by key: agent, capture time as the agents' batches carry it (to the millisecond), RSSI.
         struct Key: Hashable { var agent: String; var micros: Int64; var rssi: Int }
+        let sent = BatchBuilder.Configuration()
         var expected: [Key: Int] = [:]
         var transmissions = Set<[UInt8]>()
         for capture in captures {
             for sighting in try expectedSightings(capture: capture.path, configuration: .init()) {
-                expected[Key(agent: capture.agent, micros: sighting.timeMicros, rssi: Int(sighting.rssi)), default: 0] += 1
+                expected[Key(agent: capture.agent, micros: sent.sentTime(sighting.timeMicros), rssi: Int(sighting.rssi)), default: 0] += 1
                 // An unencrypted TLM: its advertising count and uptime identify the transmission.
                 if case .eddystone(let bytes) = sighting.data, bytes.count >= 14, bytes[0] == 0x20, bytes[1] == 0 {
                     transmissions.insert(Array(bytes[6..<14]))

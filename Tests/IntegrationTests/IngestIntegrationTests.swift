@@ -76,7 +76,7 @@ struct IngestIntegrationTests {
         // An agent that sends format version 1 (the body uncompressed, as earlier agents do) is read the same.
         let version1 = try batchPayload(sequence: 2, count: 30, start: 1_767_225_600_000_000 + 600_000_000, formatVersion: 1)
         #expect(try WireBatch(serializedBytes: version1).formatVersion == 1)
-        #expect(try WireBatch(serializedBytes: payload).formatVersion == 2)
+        #expect(try WireBatch(serializedBytes: payload).formatVersion == 3)
         try client.publish(topic: "beaconflow/v1/hq/hq-a1/batch", payload: version1)
         try await harness.eventually("the version 1 batch is committed") { harness.ingest.statistics.batchesCommitted == 2 }
         #expect(try harness.count("beaconflow.sightings") == 130)
@@ -262,8 +262,8 @@ struct IngestIntegrationTests {
         defer { try? FileManager.default.removeItem(atPath: spool) }
         var configuration = try agentConfiguration(harness.broker, spool: spool)
         configuration.extractor.includeUnknownDevices = true  // the capture's devices are not beacons
-        configuration.spool.maximumBytes = 8 << 10
-        configuration.spool.segmentBytes = 2 << 10
+        configuration.spool.maximumBytes = 4 << 10
+        configuration.spool.segmentBytes = 1 << 10
         let agent = Agent(
             configuration: configuration, source: CaptureReplaySource(path: captureFixture("wban-python-btsnoop_hci.log"), speed: .maximum),
             logger: logger)

@@ -23,6 +23,7 @@ public func batchPayload(
 ) throws -> [UInt8] {
     var builder = BatchBuilder(siteID: site, agentID: agent, bootID: 42)
     builder.configuration.maximumSightings = 10_000
+    if let formatVersion { builder.configuration.formatVersion = formatVersion }
     let key = BeaconKey(beaconID: beaconID, address: 0xC000_0000_0001, addressIsRandom: true, powerAt1mDbm: -59)
     for index in 0..<count {
         _ = builder.add(
@@ -31,7 +32,6 @@ public func batchPayload(
     }
     let sealed = builder.seal(sequence: sequence, firstUnacknowledgedSequence: sequence, agentClockMicros: start)
     guard var wire = sealed else { throw LocalServerError("the batch builder sealed no batch") }
-    if let formatVersion { wire.formatVersion = formatVersion }
     edit(&wire)
     return try wire.wireBytes()
 }

@@ -120,7 +120,7 @@ let benchmarks: @Sendable () -> Void = {
 
     // The batch format: what version 2's compression costs the agent (encoding) and the ingest (decoding), per
     // batch of 1,000 sightings; 1,000 batches per iteration.
-    for version: UInt32 in [1, 2] {
+    for version: UInt32 in [1, 2, 3] {
         let batch = busyBatch(formatVersion: version)
         let bytes = try! batch.wireBytes()
         Benchmark("Encode 1,000 busy 1 s batches, format version \(version) (\(bytes.count) bytes each)") { benchmark in

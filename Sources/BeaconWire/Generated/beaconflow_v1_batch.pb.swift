@@ -10,14 +10,14 @@
 
 /// The batch an edge agent publishes on beaconflow/v1/<site>/<agent>/batch (QoS 1).
 ///
-/// Wire format versions 1 and 2 (docs/wire-format.md). Regenerate the Swift code with scripts/generate-protobuf.
+/// Wire format versions 1, 2 and 3 (docs/wire-format.md). Regenerate the Swift code with scripts/generate-protobuf.
 ///
 /// A batch is the agent's sightings over a short window (by default 1 s or 1000 sightings), in columnar form:
 /// a dictionary of the beacons heard, then one column per sighting field. Column i of every sighting column
 /// describes the same sighting, so the columns have equal lengths.
 ///
-/// Fields 1-8 are the header. The body (fields 9-14) is carried directly in version 1 and compressed in
-/// `deflated_body` in version 2; every batch is readable on its own in either version.
+/// Fields 1-8 and 16 are the header. The body (fields 9-14) is carried directly in version 1 and compressed in
+/// `deflated_body` in versions 2 and 3; every batch is readable on its own in any version.
 
 #if canImport(FoundationEssentials)
 import FoundationEssentials
@@ -41,8 +41,8 @@ public nonisolated struct Beaconflow_V1_Batch: Sendable {
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
-  /// 1: the body is in fields 9-14. 2: the body is in `deflated_body`, and fields 9-14 are empty.
-  /// A reader refuses versions it does not know.
+  /// 1: the body is in fields 9-14. 2: the body is in `deflated_body`, and fields 9-14 are empty. 3: as 2, with
+  /// the time deltas in the unit `sighting_time_unit_us` names. A reader refuses versions it does not know.
   public var formatVersion: UInt32 = 0
 
   public var siteID: String = String()
@@ -73,7 +73,8 @@ public nonisolated struct Beaconflow_V1_Batch: Sendable {
   /// Index into `beacons`.
   public var sightingBeacon: [UInt32] = []
 
-  /// Microseconds since the previous sighting (the first: since base_time_us). Never negative: sightings are sorted.
+  /// Time since the previous sighting (the first: since base_time_us), in microseconds, or in version 3 in units of
+  /// `sighting_time_unit_us`. Never negative: sightings are sorted.
   public var sightingTimeDeltaUs: [UInt64] = []
 
   /// RSSI + 128, so that every RSSI below 0 dBm takes one byte (RSSI is -127..+20 dBm).
@@ -90,6 +91,12 @@ public nonisolated struct Beaconflow_V1_Batch: Sendable {
   /// (RFC 1951: no zlib or gzip header). It inflates to at most 1 MiB. The header stays outside, so that a batch is
   /// named (and its first_unacknowledged_sequence updated) without inflating it.
   public var deflatedBody: Data = Data()
+
+  /// Version 3 only: the unit of `sighting_time_delta_us`, 1 to 1,000,000 microseconds (agents send 1,000: a
+  /// controller's reports reach the host with more than a millisecond of jitter). Sighting i is heard at
+  /// base_time_us plus the sum of the deltas up to i times the unit; agents round each capture time to the nearest
+  /// multiple of the unit, base_time_us included.
+  public var sightingTimeUnitUs: UInt32 = 0
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -259,7 +266,7 @@ fileprivate nonisolated let _protobuf_package = "beaconflow.v1"
 
 nonisolated extension Beaconflow_V1_Batch: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Batch"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}format_version\0\u{3}site_id\0\u{3}agent_id\0\u{3}boot_id\0\u{1}sequence\0\u{3}first_unacknowledged_sequence\0\u{3}agent_clock_us\0\u{3}base_time_us\0\u{1}beacons\0\u{3}sighting_beacon\0\u{3}sighting_time_delta_us\0\u{3}sighting_rssi\0\u{3}data_frames\0\u{3}characteristic_reads\0\u{3}deflated_body\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}format_version\0\u{3}site_id\0\u{3}agent_id\0\u{3}boot_id\0\u{1}sequence\0\u{3}first_unacknowledged_sequence\0\u{3}agent_clock_us\0\u{3}base_time_us\0\u{1}beacons\0\u{3}sighting_beacon\0\u{3}sighting_time_delta_us\0\u{3}sighting_rssi\0\u{3}data_frames\0\u{3}characteristic_reads\0\u{3}deflated_body\0\u{3}sighting_time_unit_us\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -282,6 +289,7 @@ nonisolated extension Beaconflow_V1_Batch: SwiftProtobuf.Message, SwiftProtobuf.
       case 13: try { try decoder.decodeRepeatedMessageField(value: &self.dataFrames) }()
       case 14: try { try decoder.decodeRepeatedMessageField(value: &self.characteristicReads) }()
       case 15: try { try decoder.decodeSingularBytesField(value: &self.deflatedBody) }()
+      case 16: try { try decoder.decodeSingularUInt32Field(value: &self.sightingTimeUnitUs) }()
       default: break
       }
     }
@@ -333,6 +341,9 @@ nonisolated extension Beaconflow_V1_Batch: SwiftProtobuf.Message, SwiftProtobuf.
     if !self.deflatedBody.isEmpty {
       try visitor.visitSingularBytesField(value: self.deflatedBody, fieldNumber: 15)
     }
+    if self.sightingTimeUnitUs != 0 {
+      try visitor.visitSingularUInt32Field(value: self.sightingTimeUnitUs, fieldNumber: 16)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -352,6 +363,7 @@ nonisolated extension Beaconflow_V1_Batch: SwiftProtobuf.Message, SwiftProtobuf.
     if lhs.dataFrames != rhs.dataFrames {return false}
     if lhs.characteristicReads != rhs.characteristicReads {return false}
     if lhs.deflatedBody != rhs.deflatedBody {return false}
+    if lhs.sightingTimeUnitUs != rhs.sightingTimeUnitUs {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
