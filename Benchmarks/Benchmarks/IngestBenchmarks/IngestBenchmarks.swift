@@ -260,8 +260,11 @@ let benchmarks: @Sendable () -> Void = {
         },
         setup: {
             environment = try await Environment()
-            // The schema and today's partitions, as the ingest made them.
+            // The schema and today's partitions, as the ingest made them, and the partition of an hour ago (the
+            // rows' day, yesterday's in the first hour of a day, which the ingest makes when its batches need it).
             try await environment.waitForCommitted(0)
+            try PostgresConnection(environment.database.conninfo).execute(
+                "SELECT beaconflow.ensure_partitions((now() - interval '1 hour')::date, 2)")
         },
         teardown: { try await environment.stop() })
 
