@@ -82,7 +82,7 @@ extension RadioTests {
         defer { run.remove() }
         let file = run.file
         let agent = file("agent.log")
-        let context = "guest:\n\(file("guest.log"))\nperipheral:\n\(file("peripheral.log"))\nreads:\n\(file("reads.log"))\nagent:\n\(agent.suffix(5000))"
+        let context = "guest:\n\(file("guest.log"))\ncontrollers:\n\(file("btmgmt.log"))\(file("bluetoothctl.log"))\nperipheral:\n\(file("peripheral.log"))\nreads:\n\(file("reads.log"))\nagent:\n\(agent.suffix(5000))"
         #expect(run.status == 0, "VM: \(run.errors)\n\(context)")
 
         // Refused, unanswered: each a failure, retried after 2, 4, 8 s...; then read. (An unanswered read

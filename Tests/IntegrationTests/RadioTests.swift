@@ -164,6 +164,15 @@ struct RadioTests {
                 /usr/libexec/bluetooth/bluetoothd -n > bluetoothd.log 2>&1 &
                 for attempt in $(seq 1 120); do [ "$(bluetoothctl list 2>/dev/null | grep -c Controller)" -ge 2 ] && break; sleep 0.25; done
                 bluetoothctl list > bluetoothctl.log 2>&1
+                # A controller that the daemon's start left (or a loaded host's btmgmt call) unpowered is powered
+                # again, until btmgmt reports it powered.
+                for index in 0 1; do
+                    for attempt in $(seq 1 40); do
+                        btmgmt --index $index info 2>/dev/null | grep 'current settings:' | grep -q powered && break
+                        btmgmt --index $index le on; btmgmt --index $index power on; sleep 0.25
+                    done
+                    btmgmt --index $index info 2>/dev/null | grep 'current settings:'
+                done >> btmgmt.log 2>&1
 
                 """
         }
