@@ -169,15 +169,10 @@ public enum FrameClassifier {
         serviceData uuid: UInt16, _ body: UnsafeRawBufferPointer, base: Int = 0
     ) throws(DecodeError) -> ClassifiedStructure {
         if let frame = readIdentity(serviceData: uuid, body) { return .identity(frame) }
-        if uuid == Eddystone.serviceUUID {
-            guard let frameType = body.first else { return .ignore }
-            if frameType == Eddystone.uidFrameType || frameType == Eddystone.eidFrameType {
-                return IdentityFrame(try Eddystone.decode(Array(body)[...], base: base)).map(ClassifiedStructure.identity) ?? .ignore
-            }
-            // URL, TLM, eTLM, and frame types the ingest will name in its error.
-            return .data(.eddystone(FrameBytes(body)))
-        }
-        return carriesData(serviceUUID: uuid) ? .data(.serviceData(uuid16: uuid, FrameBytes(body))) : .ignore
+        if let content = dataFrame(serviceData: uuid, body) { return .data(content) }
+        // What is left of Eddystone is a UID or EID frame that did not read straight from the bytes.
+        guard uuid == Eddystone.serviceUUID, !body.isEmpty else { return .ignore }
+        return IdentityFrame(try Eddystone.decode(Array(body)[...], base: base)).map(ClassifiedStructure.identity) ?? .ignore
     }
 
     /// Classifies manufacturer data (`body` follows the company id, at offset `base` of the payload). Throws for
@@ -200,8 +195,8 @@ public enum FrameClassifier {
         return carriesData(companyID: company) ? .data(.manufacturerData(companyID: company, FrameBytes(body))) : .ignore
     }
 
-    /// Service data that is a data frame as it stands (an Eddystone URL, TLM or eTLM, a listed service's data):
-    /// built in place, without going through `classify(serviceData:)`; nil for anything else.
+    /// Service data that is a data frame as it stands (an Eddystone URL, TLM or eTLM, or a frame type the ingest
+    /// will name in its error; a listed service's data); nil for anything else.
     @inline(__always)
     private static func dataFrame(serviceData uuid: UInt16, _ body: UnsafeRawBufferPointer) -> DataFrameContent? {
         if uuid == Eddystone.serviceUUID {

@@ -33,6 +33,23 @@ import Testing
 }
 
 @Suite struct CompressedBatchTests {
+    /// Why the reader refuses `batch` once `change` has edited it; nil when it reads it.
+    func failure(of batch: WireBatch, _ change: (inout WireBatch) throws -> Void) throws -> BatchError? {
+        var batch = batch
+        try change(&batch)
+        do {
+            _ = try BatchReader.decode(try batch.serializedBytes())
+            return nil
+        } catch let error as BatchError { return error }
+    }
+
+    /// A compressed body holding only what `edit` sets.
+    func deflatedBody(_ edit: (inout WireBatch) -> Void) throws -> Data {
+        var body = WireBatch()
+        edit(&body)
+        return Data(try Deflate.compress(body.serializedBytes()))
+    }
+
     func sealed(version: UInt32) throws -> WireBatch {
         var builder = BatchBuilder(siteID: "hq", agentID: "hq-a1", bootID: 7)
         builder.configuration.formatVersion = version
@@ -75,39 +92,28 @@ import Testing
         let outside = try WireBatch(serializedBytes: version3)
         #expect(outside.sightingTimeUnitUs == 1000 && !outside.deflatedBody.isEmpty)
 
-        func failure(_ change: (inout WireBatch) throws -> Void) throws -> BatchError? {
-            var batch = outside
-            try change(&batch)
-            do {
-                _ = try BatchReader.decode(try batch.serializedBytes())
-                return nil
-            } catch let error as BatchError { return error }
-        }
+        func failure(_ change: (inout WireBatch) throws -> Void) throws -> BatchError? { try self.failure(of: outside, change) }
         for unit: UInt32 in [0, 1_000_001] {
             let refused = try failure { $0.sightingTimeUnitUs = unit }
             let error = try #require(refused)
             #expect(error.code == .invalidField && error.message.contains("sighting_time_unit_us \(unit)"), "\(error)")
             #expect(error.header?.sequence == 12)
         }
-        let bodyRefused = try failure { batch in
-            var body = WireBatch()
-            body.sightingTimeUnitUs = 1
-            batch.deflatedBody = Data(try Deflate.compress(body.serializedBytes()))
-        }
+        let bodyRefused = try failure { $0.deflatedBody = try deflatedBody { $0.sightingTimeUnitUs = 1 } }
         let inBody = try #require(bodyRefused)
         #expect(inBody.code == .invalidField && inBody.message.contains("holds header fields"), "\(inBody)")
         // One sighting, `delta` units after base_time_us.
         func oneSighting(delta: UInt64, unit: UInt32) throws -> BatchError? {
             try failure { batch in
                 batch.sightingTimeUnitUs = unit
-                var body = WireBatch()
-                var beacon = Beaconflow_V1_Beacon()
-                beacon.beaconID = "mac:00:00:00:00:00:01"
-                body.beacons = [beacon]
-                body.sightingBeacon = [0]
-                body.sightingTimeDeltaUs = [delta]
-                body.sightingRssi = [60]
-                batch.deflatedBody = Data(try Deflate.compress(body.serializedBytes()))
+                batch.deflatedBody = try deflatedBody { body in
+                    var beacon = Beaconflow_V1_Beacon()
+                    beacon.beaconID = "mac:00:00:00:00:00:01"
+                    body.beacons = [beacon]
+                    body.sightingBeacon = [0]
+                    body.sightingTimeDeltaUs = [delta]
+                    body.sightingRssi = [60]
+                }
             }
         }
         #expect(try oneSighting(delta: 86_400_000, unit: 1000) == nil)
@@ -122,19 +128,8 @@ import Testing
     /// the batch as refused.
     @Test func badCompressedBodiesAreRefusedWithTheirReason() throws {
         let valid = try WireBatch(serializedBytes: try sealed(version: 2).wireBytes())
-        func failure(_ change: (inout WireBatch) throws -> Void) throws -> BatchError? {
-            var batch = valid
-            try change(&batch)
-            do {
-                _ = try BatchReader.decode(try batch.serializedBytes())
-                return nil
-            } catch let error as BatchError { return error }
-        }
-        func body(_ edit: (inout WireBatch) -> Void) throws -> Data {
-            var body = WireBatch()
-            edit(&body)
-            return Data(try Deflate.compress(body.serializedBytes()))
-        }
+        func failure(_ change: (inout WireBatch) throws -> Void) throws -> BatchError? { try self.failure(of: valid, change) }
+        func body(_ edit: (inout WireBatch) -> Void) throws -> Data { try deflatedBody(edit) }
         let cases: [(BatchError.Code, String, (inout WireBatch) throws -> Void)] = [
             (.malformed, "deflated_body: corrupt", { $0.deflatedBody = Data([0xFF, 0xFF]) }),
             (.malformed, "deflated_body: truncated", { $0.deflatedBody = $0.deflatedBody.dropLast(4) }),
