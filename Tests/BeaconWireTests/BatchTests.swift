@@ -280,7 +280,7 @@ func seal(_ sightings: [Sighting], configuration: BatchBuilder.Configuration = .
         let directory = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
             .appendingPathComponent("../../Fuzz/Corpus/FuzzBatch").standardized
         for (name, beacons) in [("small", 2), ("busy", 20)] {
-            for version: UInt32 in [1, 2] {
+            for version: UInt32 in [1, 2, 3] {
                 var configuration = BatchBuilder.Configuration()
                 configuration.formatVersion = version
                 let bytes = try seal(busySite(beacons: beacons, seconds: 1), configuration: configuration)

@@ -9,7 +9,7 @@ exit(LLVMFuzzerRunDriver(&argumentCount, &argumentValues) { data, size in
 })
 
 /// Batch messages as the ingest receives them: anything must give a batch or a BatchError. A batch that passes
-/// validation must survive a re-encode and decode unchanged.
+/// validation must survive a re-encode in microseconds (the finest unit, so no time is rounded) and a decode unchanged.
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzBatch(_ start: UnsafePointer<UInt8>, _ count: Int) -> CInt {
     let bytes = Array(UnsafeBufferPointer(start: start, count: count))
@@ -17,6 +17,7 @@ public func fuzzBatch(_ start: UnsafePointer<UInt8>, _ count: Int) -> CInt {
     var builder = BatchBuilder(siteID: batch.siteID, agentID: batch.agentID, bootID: batch.bootID)
     builder.configuration.maximumSightings = max(1, batch.sightings.count)
     builder.configuration.dataRefreshMicroseconds = 0
+    builder.configuration.timeUnitMicros = 1
     for sighting in batch.sightings { _ = builder.add(sighting, nowNanoseconds: 0) }
     guard
         let wire = builder.seal(
