@@ -18,11 +18,14 @@ public struct BeaconKey: Hashable, Sendable {
     public var powerAt1mDbm: Int8?
     /// How the advertisement was sent (`AdvertisingReport.advertisingEvent`); nil when not reported.
     public var advertisingEvent: UInt16?
+    /// Read from a batch that left the address out as known from the agent's earlier batches (`address` is 0 until
+    /// a reader that knows it fills it in: `AgentAddresses` in the ingest).
+    public var addressAsBefore: Bool
 
     /// `identity`: nil parses `beaconID`.
     public init(
         beaconID: String, identity: BeaconIdentity? = nil, address: UInt64, addressIsRandom: Bool, powerAt1mDbm: Int8? = nil,
-        advertisingEvent: UInt16? = nil
+        advertisingEvent: UInt16? = nil, addressAsBefore: Bool = false
     ) {
         self.beaconID = beaconID
         self.identity = identity ?? BeaconIdentity(beaconID)
@@ -30,12 +33,14 @@ public struct BeaconKey: Hashable, Sendable {
         self.addressIsRandom = addressIsRandom
         self.powerAt1mDbm = powerAt1mDbm
         self.advertisingEvent = advertisingEvent
+        self.addressAsBefore = addressAsBefore
     }
 
     // `identity` is `beaconID` typed: equality and hashing need only the text.
     public static func == (left: BeaconKey, right: BeaconKey) -> Bool {
         left.beaconID == right.beaconID && left.address == right.address && left.addressIsRandom == right.addressIsRandom
             && left.powerAt1mDbm == right.powerAt1mDbm && left.advertisingEvent == right.advertisingEvent
+            && left.addressAsBefore == right.addressAsBefore
     }
 
     public func hash(into hasher: inout Hasher) {
@@ -44,6 +49,7 @@ public struct BeaconKey: Hashable, Sendable {
         hasher.combine(addressIsRandom)
         hasher.combine(powerAt1mDbm)
         hasher.combine(advertisingEvent)
+        hasher.combine(addressAsBefore)
     }
 }
 
@@ -97,7 +103,8 @@ public struct Sighting: Hashable, Sendable {
 /// A batch is due when it holds `maximumSightings` or when its first sighting was added `maximumAgeNanoseconds`
 /// ago. Data frames whose content equals what this builder last emitted for the same beacon and stream are left
 /// out (the sighting stays), unless `dataRefreshMicroseconds` of capture time have passed since, so that a newly
-/// started ingest learns every beacon's URL and sensor values within that interval.
+/// started ingest learns every beacon's URL and sensor values within that interval. In version 3 a beacon's device
+/// address is left out while it is known from this builder's earlier batches (`Configuration.omitsKnownAddresses`).
 public struct BatchBuilder: Sendable {
     public struct Configuration: Sendable {
         public var maximumSightings = 1000
@@ -108,6 +115,10 @@ public struct BatchBuilder: Sendable {
         /// In version 3, the unit of the sightings' time deltas, µs (`BatchReader.timeUnits`): each sighting's time
         /// is rounded to the nearest multiple of it in Unix time. Earlier versions carry microseconds.
         public var timeUnitMicros: UInt32 = 1000
+        /// In version 3, leave out a beacon's address when it is known (`Beacon.address_as_before`): a `mac:` id's
+        /// address is the id, and another identity's is what this builder sent for it within the last
+        /// `BatchReader.addressAsBeforeMicros`, while no other address was heard for it over twice that.
+        public var omitsKnownAddresses = true
 
         public init() {}
 
@@ -143,6 +154,19 @@ public struct BatchBuilder: Sendable {
     private var earliest: Int64 = 0
     private var latest: Int64 = 0
     private var lastEmitted: [DataKey: (content: DataFrameContent, timeMicros: Int64)] = [:]
+    /// Per beacon id, the address last sent for it (batch base times, µs).
+    private var sentAddresses: [String: SentAddress] = [:]
+    private var addressesPrunedMicros: Int64 = .min
+
+    private struct SentAddress {
+        var address: UInt64
+        /// When the address was last sent; `.min` when it must be sent again.
+        var sentMicros: Int64
+        /// When the id was last heard from the address.
+        var heardMicros: Int64
+        /// When the id was last heard from another address, or `.min`.
+        var otherMicros: Int64
+    }
 
     public init(siteID: String, agentID: String, bootID: UInt64, configuration: Configuration = Configuration()) {
         self.siteID = siteID
@@ -242,21 +266,12 @@ public struct BatchBuilder: Sendable {
         batch.sightingRssi.reserveCapacity(order.count)
 
         var dictionary: [BeaconKey: UInt32] = [:]
+        var keys: [BeaconKey] = []
         func dictionaryIndex(of key: BeaconKey) -> UInt32 {
             if let known = dictionary[key] { return known }
-            let index = UInt32(batch.beacons.count)
+            let index = UInt32(keys.count)
             dictionary[key] = index
-            var beacon = Beaconflow_V1_Beacon()
-            if let identity = key.identity {
-                beacon.identity = Data(identity.binary)
-            } else {
-                beacon.beaconID = key.beaconID
-            }
-            beacon.address = key.address
-            beacon.addressIsRandom = key.addressIsRandom
-            if let power = key.powerAt1mDbm { beacon.powerAt1MDbm = Int32(power) }
-            if let event = key.advertisingEvent { beacon.advertisingEvent = UInt32(event) }
-            batch.beacons.append(beacon)
+            keys.append(key)
             return index
         }
         let unit = configuration.sentUnitMicros
@@ -299,7 +314,86 @@ public struct BatchBuilder: Sendable {
             wire.value = Data(read.value)
             batch.characteristicReads.append(wire)
         }
+        let known = knownAddresses(of: keys, batchMicros: batch.baseTimeUs)
+        batch.beacons.reserveCapacity(keys.count)
+        for key in keys {
+            var beacon = Beaconflow_V1_Beacon()
+            if let identity = key.identity {
+                beacon.identity = Data(identity.binary)
+            } else {
+                beacon.beaconID = key.beaconID
+            }
+            if key.addressAsBefore || known.contains(key.beaconID) {
+                beacon.addressAsBefore = true
+            } else {
+                beacon.address = key.address
+            }
+            beacon.addressIsRandom = key.addressIsRandom
+            if let power = key.powerAt1mDbm { beacon.powerAt1MDbm = Int32(power) }
+            if let event = key.advertisingEvent { beacon.advertisingEvent = UInt32(event) }
+            batch.beacons.append(beacon)
+        }
         return batch
+    }
+
+    /// The beacon ids among `keys` whose address the batch leaves out (`Configuration.omitsKnownAddresses`), and
+    /// what is remembered of the addresses sent updated with the batch's.
+    private mutating func knownAddresses(of keys: [BeaconKey], batchMicros: Int64) -> Set<String> {
+        guard configuration.omitsKnownAddresses, configuration.formatVersion >= 3 else { return [] }
+        var known: Set<String> = []
+        // Per id, its address in this batch, or nil when it was heard from several.
+        var heard: [String: UInt64?] = [:]
+        for key in keys where key.address != 0 && !key.addressAsBefore {
+            switch key.identity?.kind {
+            case .mac?:
+                if key.identity?.bytes.reduce(0, { $0 << 8 | UInt64($1) }) == key.address { known.insert(key.beaconID) }
+            case .anon?, nil: break
+            default:
+                if let previous = heard[key.beaconID] {
+                    if previous != key.address { heard[key.beaconID] = .some(nil) }
+                } else {
+                    heard[key.beaconID] = key.address
+                }
+            }
+        }
+        let window = BatchReader.addressAsBeforeMicros
+        for (beaconID, address) in heard {
+            guard let address else {
+                let previous = sentAddresses[beaconID]
+                sentAddresses[beaconID] = SentAddress(
+                    address: previous?.address ?? 0, sentMicros: .min, heardMicros: batchMicros, otherMicros: batchMicros)
+                continue
+            }
+            guard var sent = sentAddresses[beaconID] else {
+                sentAddresses[beaconID] = SentAddress(
+                    address: address, sentMicros: batchMicros, heardMicros: batchMicros, otherMicros: .min)
+                continue
+            }
+            if sent.address != address {
+                sent = SentAddress(
+                    address: address, sentMicros: .min, heardMicros: batchMicros, otherMicros: max(sent.heardMicros, sent.otherMicros))
+            }
+            let (sinceSent, sentOverflow) = batchMicros.subtractingReportingOverflow(sent.sentMicros)
+            let (sinceOther, otherOverflow) = batchMicros.subtractingReportingOverflow(sent.otherMicros)
+            if !sentOverflow, (0..<window).contains(sinceSent), otherOverflow || sinceOther >= 2 * window {
+                known.insert(beaconID)
+            } else {
+                sent.sentMicros = batchMicros
+            }
+            sent.heardMicros = max(sent.heardMicros, batchMicros)
+            sentAddresses[beaconID] = sent
+        }
+        // Ids unheard for twice the window are forgotten, at most once per window: memory stays bounded by the
+        // beacons heard recently.
+        if addressesPrunedMicros == .min {
+            addressesPrunedMicros = batchMicros
+        } else if batchMicros.subtractingReportingOverflow(addressesPrunedMicros).partialValue >= window
+            || batchMicros < addressesPrunedMicros
+        {
+            addressesPrunedMicros = batchMicros
+            sentAddresses = sentAddresses.filter { batchMicros.subtractingReportingOverflow($0.value.heardMicros).partialValue < 2 * window }
+        }
+        return known
     }
 
     /// Keeps the change-detection memory bounded: beacons gone for two refresh intervals are forgotten.

@@ -106,6 +106,9 @@ public enum BatchReader {
     public static let formatVersions: ClosedRange<UInt32> = 1...3
     /// What agents send unless told otherwise.
     public static let formatVersion: UInt32 = 3
+    /// How recently an agent must have sent an address to leave it out of a version 3 batch (`address_as_before`),
+    /// µs of batch base time; it leaves it out only when no other address was heard for that id over twice this.
+    public static let addressAsBeforeMicros: Int64 = 60_000_000
     /// The unit of time deltas a version 3 batch may name, µs: from a microsecond to a second.
     public static let timeUnits: ClosedRange<UInt32> = 1...1_000_000
     /// Sighting RSSI is sent as RSSI + 128 (proto/beaconflow/v1/batch.proto).
@@ -284,6 +287,20 @@ public enum BatchReader {
             guard beacon.address >> 48 == 0 else {
                 throw BatchError(.invalidField, "beacons[\(index)].address is wider than 48 bits")
             }
+            var address = beacon.address
+            var addressAsBefore = false
+            if beacon.addressAsBefore {
+                guard wire.formatVersion >= 3, address == 0 else {
+                    throw BatchError(
+                        .invalidField, "beacons[\(index)].address_as_before is set in a version \(wire.formatVersion) batch or beside an address")
+                }
+                // A device's id is its address; other identities' addresses come from the agent's earlier batches.
+                if identity?.kind == .mac, let bytes = identity?.bytes {
+                    address = bytes.reduce(0) { $0 << 8 | UInt64($1) }
+                } else {
+                    addressAsBefore = true
+                }
+            }
             var power: Int8?
             if beacon.hasPowerAt1MDbm {
                 guard let value = Int8(exactly: beacon.powerAt1MDbm) else {
@@ -302,8 +319,8 @@ public enum BatchReader {
             }
             beacons.append(
                 BeaconKey(
-                    beaconID: beaconID, identity: identity, address: beacon.address, addressIsRandom: beacon.addressIsRandom,
-                    powerAt1mDbm: power, advertisingEvent: event))
+                    beaconID: beaconID, identity: identity, address: address, addressIsRandom: beacon.addressIsRandom,
+                    powerAt1mDbm: power, advertisingEvent: event, addressAsBefore: addressAsBefore))
         }
         var sightings: [Sighting] = []
         sightings.reserveCapacity(count)

@@ -69,7 +69,7 @@ public struct AgentOptions: ParsableArguments {
     @Option(help: "Replay speed: max, or a factor of real time (default 1, the capture's own pace).") var speed: ReplaySpeed?
     @Option(help: "A batch is sent when it holds this many sightings (default 1000)...") var batchMaxSightings: Int?
     @Option(help: "...or when its first sighting is this old, in milliseconds (default 1000).") var batchMaxAgeMs: Int?
-    @Option(help: "The batch format sent: 3 (the default) compresses each batch's body and sends capture times to the millisecond; 2 compresses it with times to the microsecond, for an ingest that reads up to version 2; 1 sends it as it is, for an ingest that reads only version 1.")
+    @Option(help: "The batch format sent: 3 (the default) compresses each batch's body, sends capture times to the millisecond and a beacon's address only when the ingest may not know it; 2 compresses it with times to the microsecond and every address, for an ingest that reads up to version 2; 1 sends it as it is, for an ingest that reads only version 1.")
     var wireFormat: Int?
     @Option(help: "Batches published and awaiting acknowledgement at most (default 16).") var maxInFlight: Int?
     @Option(help: "Seconds to wait for an acknowledgement before resending from the oldest batch (default 30).")

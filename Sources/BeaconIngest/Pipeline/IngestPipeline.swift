@@ -93,9 +93,11 @@ public struct IngestPipeline: Sendable {
     /// Beacons (and device addresses) the per-beacon tables hold at most, whatever ids arrive: past it those not
     /// seen the longest are forgotten (`--max-beacons`): fleet health, telemetry and reading deduplication,
     /// address associations, EIDs, the zone trackers of all sites together (and so their checkpoints), the RSSI
-    /// filters (`filtersPerBeacon` per beacon) and the writer's cache of dictionary keys.
+    /// filters and the addresses agents sent (`filtersPerBeacon` per beacon of each) and the writer's cache of
+    /// dictionary keys.
     public var maximumBeacons = 200_000
-    /// RSSI filters kept per beacon of `maximumBeacons` (one per agent that hears it: a few, usually).
+    /// RSSI filters (and agents' addresses) kept per beacon of `maximumBeacons` (one per agent that hears it: a
+    /// few, usually).
     static let filtersPerBeacon = 4
 
     private var placements: [AgentKey: Placement] = [:]
@@ -105,6 +107,8 @@ public struct IngestPipeline: Sendable {
     static let pruneEverySightings = 100_000
     /// Identities by device address per site, for frames that arrived as `mac:` sightings.
     private var identities = JournaledDictionary<AddressKey, AddressIdentity>()
+    /// The addresses each agent sent, for the batches that leave them out.
+    private var addresses = AgentAddresses()
     /// Each beacon id once, shared by the per-beacon tables (not rolled back: a cache).
     private var beaconIDs = BeaconIDInterner()
     /// The pipeline as it was at `beginTransaction()`, without its per-beacon tables (journaled instead).
@@ -165,6 +169,8 @@ public struct IngestPipeline: Sendable {
     /// The rows of one batch that the database did not have yet; `nowMicros` is the ingest's clock. `inOrder`:
     /// every earlier batch of the agent is committed (see `heldProgress`).
     public mutating func apply(_ batch: DecodedBatch, nowMicros: Int64, inOrder: Bool = true) -> PipelineOutput {
+        var batch = batch
+        addresses.resolve(&batch)
         let agentKey = AgentKey(site: batch.siteID, agent: batch.agentID)
         let placement = placements[agentKey] ?? Placement()
         let offset = clocks.offset(agentKey)
@@ -180,8 +186,10 @@ public struct IngestPipeline: Sendable {
             let beaconID = identity(of: sighting, site: batch.siteID, timeMicros: time)
             let (rssi, filtered) = smoothedReading(
                 beaconID: beaconID, agent: agentKey, placement: placement, rssi: Double(sighting.rssi), timeMicros: time)
-            // A copy of the identity is stored as heard, but does not move the beacon's zone.
-            if !health.seen(beaconID: beaconID, siteID: batch.siteID, timeMicros: time, heardAs: HeardAs(sighting.beacon)) {
+            // A copy of the identity is stored as heard, but does not move the beacon's zone. A sighting whose
+            // address is unknown (left out, and not yet learnt) leaves the address last heard as it was.
+            let heardAs = sighting.beacon.addressAsBefore ? nil : HeardAs(sighting.beacon)
+            if !health.seen(beaconID: beaconID, siteID: batch.siteID, timeMicros: time, heardAs: heardAs) {
                 zoneReadings.append(SiteZoneTracker.BeaconReading(beaconID: beaconID, timeMicros: time, rssi: rssi))
             }
             output.sightings.append(
@@ -214,6 +222,7 @@ public struct IngestPipeline: Sendable {
         telemetry.evict(keeping: maximumBeacons)
         sensorReadings.evict(keeping: maximumBeacons)
         identities.evictOldest(keeping: maximumBeacons) { $0.timeMicros }
+        addresses.evict(keeping: maximumBeacons * Self.filtersPerBeacon)
         proximity.evict(keeping: maximumBeacons * Self.filtersPerBeacon)
         eids.maximumRemembered = maximumBeacons
         output.zoneChanges = advanceZones(site: batch.siteID, nowMicros: nowMicros)
@@ -354,6 +363,7 @@ public struct IngestPipeline: Sendable {
         sensorReadings.apply(step)
         health.apply(step)
         identities.apply(step)
+        addresses.apply(step)
         for site in zoneTrackers.keys { zoneTrackers[site]?.apply(step) }
     }
 
@@ -364,6 +374,7 @@ public struct IngestPipeline: Sendable {
         sensorReadings = SensorDeduplicator()
         health = FleetHealth(configuration: health.configuration)
         identities = JournaledDictionary()
+        addresses = AgentAddresses()
         zoneTrackers = [:]
         beaconIDs = BeaconIDInterner()
     }
@@ -374,6 +385,7 @@ public struct IngestPipeline: Sendable {
         sensorReadings = other.sensorReadings
         health = other.health
         identities = other.identities
+        addresses = other.addresses
         zoneTrackers = other.zoneTrackers
         beaconIDs = other.beaconIDs
     }

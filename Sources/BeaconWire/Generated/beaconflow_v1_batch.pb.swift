@@ -150,6 +150,14 @@ public nonisolated struct Beaconflow_V1_Beacon: Sendable {
   /// Clears the value of `advertisingEvent`. Subsequent reads from it will return its default value.
   public mutating func clearAdvertisingEvent() {self._advertisingEvent = nil}
 
+  /// Version 3 only: `address` is left out (0; `address_is_random` is still sent) because it is known. For a `mac`
+  /// identity the address is the identity's. For any other, it is the address this agent sent for the same
+  /// identity in an earlier batch (a lower `sequence`) whose `base_time_us` is less than 60 s before this one's:
+  /// agents leave an address out only when they sent it within the last 60 s and have heard that identity from no
+  /// other address for 120 s, so every such earlier entry names the same address. A reader that has not seen such
+  /// a batch (it started since, or the batches came out of order) does not know the address.
+  public var addressAsBefore: Bool = false
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -371,7 +379,7 @@ nonisolated extension Beaconflow_V1_Batch: SwiftProtobuf.Message, SwiftProtobuf.
 
 nonisolated extension Beaconflow_V1_Beacon: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Beacon"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}beacon_id\0\u{1}address\0\u{3}address_is_random\0\u{3}power_at_1m_dbm\0\u{1}identity\0\u{3}advertising_event\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}beacon_id\0\u{1}address\0\u{3}address_is_random\0\u{3}power_at_1m_dbm\0\u{1}identity\0\u{3}advertising_event\0\u{3}address_as_before\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -385,6 +393,7 @@ nonisolated extension Beaconflow_V1_Beacon: SwiftProtobuf.Message, SwiftProtobuf
       case 4: try { try decoder.decodeSingularSInt32Field(value: &self._powerAt1MDbm) }()
       case 5: try { try decoder.decodeSingularBytesField(value: &self.identity) }()
       case 6: try { try decoder.decodeSingularUInt32Field(value: &self._advertisingEvent) }()
+      case 7: try { try decoder.decodeSingularBoolField(value: &self.addressAsBefore) }()
       default: break
       }
     }
@@ -413,6 +422,9 @@ nonisolated extension Beaconflow_V1_Beacon: SwiftProtobuf.Message, SwiftProtobuf
     try { if let v = self._advertisingEvent {
       try visitor.visitSingularUInt32Field(value: v, fieldNumber: 6)
     } }()
+    if self.addressAsBefore != false {
+      try visitor.visitSingularBoolField(value: self.addressAsBefore, fieldNumber: 7)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -423,6 +435,7 @@ nonisolated extension Beaconflow_V1_Beacon: SwiftProtobuf.Message, SwiftProtobuf
     if lhs._powerAt1MDbm != rhs._powerAt1MDbm {return false}
     if lhs.identity != rhs.identity {return false}
     if lhs._advertisingEvent != rhs._advertisingEvent {return false}
+    if lhs.addressAsBefore != rhs.addressAsBefore {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

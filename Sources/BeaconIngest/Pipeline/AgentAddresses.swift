@@ -1,0 +1,72 @@
+import BeaconWire
+
+/// The device addresses agents leave out of their batches (`Beacon.address_as_before`, docs/wire-format.md), filled
+/// in from what each agent sent before. Pure; its table is journaled with the pipeline's transactions.
+///
+/// An agent leaves an identity's address out only when it sent that address in an earlier batch less than
+/// `BatchReader.addressAsBeforeMicros` before and heard the identity from no other address for twice that, so any
+/// earlier batch of the window names the same address. An address this table does not have (the ingest started
+/// since, or took the site over, or the batches came out of order) stays unknown: 0, with the flag kept, for at
+/// most a minute, when the agent sends it again.
+struct AgentAddresses: Sendable {
+    private struct Key: Hashable {
+        var agent: AgentKey
+        var beaconID: String
+    }
+
+    private struct Sent {
+        var address: UInt64
+        var sequence: UInt64
+        /// The batch's first time, µs.
+        var batchMicros: Int64
+    }
+
+    private var sent = JournaledDictionary<Key, Sent>()
+
+    var count: Int { sent.count }
+
+    /// Fills in the left-out addresses of `batch` that an earlier batch of its agent sent, then remembers the
+    /// addresses it sends.
+    mutating func resolve(_ batch: inout DecodedBatch) {
+        guard let batchMicros = batch.sightings.first?.timeMicros ?? batch.characteristicReads.first?.timeMicros else { return }
+        let agent = AgentKey(site: batch.siteID, agent: batch.agentID)
+        var resolved: [String: UInt64?] = [:]
+        var explicit: [String: UInt64] = [:]
+        func known(_ beaconID: String) -> UInt64? {
+            if let address = resolved[beaconID] { return address }
+            var address: UInt64?
+            if let earlier = sent[Key(agent: agent, beaconID: beaconID)], earlier.sequence < batch.sequence {
+                let (age, overflow) = batchMicros.subtractingReportingOverflow(earlier.batchMicros)
+                if !overflow, (0..<BatchReader.addressAsBeforeMicros).contains(age) { address = earlier.address }
+            }
+            resolved[beaconID] = .some(address)
+            return address
+        }
+        func fill(_ key: inout BeaconKey) {
+            if key.addressAsBefore {
+                if let address = known(key.beaconID) {
+                    key.address = address
+                    key.addressAsBefore = false
+                }
+            } else if key.address != 0 {
+                explicit[key.beaconID] = key.address
+            }
+        }
+        for index in batch.sightings.indices { fill(&batch.sightings[index].beacon) }
+        for index in batch.characteristicReads.indices { fill(&batch.characteristicReads[index].beacon) }
+        for (beaconID, address) in explicit {
+            let key = Key(agent: agent, beaconID: beaconID)
+            if let earlier = sent[key], earlier.sequence > batch.sequence { continue }
+            sent[key] = Sent(address: address, sequence: batch.sequence, batchMicros: batchMicros)
+        }
+    }
+
+    /// Keeps at most `maximum` entries, forgetting those of the oldest batches.
+    mutating func evict(keeping maximum: Int) {
+        sent.evictOldest(keeping: maximum) { $0.batchMicros }
+    }
+
+    mutating func apply(_ step: TransactionStep) {
+        sent.apply(step)
+    }
+}
