@@ -51,6 +51,9 @@ final class Environment: @unchecked Sendable {
     let acknowledgements = AcknowledgementLog()
     private let listener: Task<Void, Never>
     var nextSequence = [UInt64](repeating: 1, count: agentCount)
+    /// Each agent's batch builder, kept from batch to batch as an agent keeps it (it leaves out the addresses it
+    /// sent within the last minute).
+    var builders: [BatchBuilder] = []
     let sites: Int
 
     init(ingestAsProcess: Bool = false, sites: Int = 1, instances: Int = 1) async throws {
@@ -128,8 +131,15 @@ final class Environment: @unchecked Sendable {
     /// One sealed batch of `agent`: `sightingsPerBatch` sightings of `beacons` (round robin) from `start`, `step`
     /// apart.
     func batch(agent: Int, beacons: Range<Int>, start: Int64, step: Int64) throws -> [UInt8] {
-        var builder = BatchBuilder(siteID: site(of: agent, sites: sites), agentID: "agent-\(agent)", bootID: 7)
-        builder.configuration.maximumSightings = sightingsPerBatch * 2
+        if builders.isEmpty {
+            builders = (0..<agentCount).map { agent in
+                var builder = BatchBuilder(siteID: site(of: agent, sites: sites), agentID: "agent-\(agent)", bootID: 7)
+                builder.configuration.maximumSightings = sightingsPerBatch * 2
+                return builder
+            }
+        }
+        var builder = builders[agent]
+        defer { builders[agent] = builder }
         for index in 0..<sightingsPerBatch {
             let beacon = beacons.lowerBound + index % beacons.count
             let key = BeaconKey(

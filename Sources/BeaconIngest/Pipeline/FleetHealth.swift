@@ -123,40 +123,44 @@ public struct FleetHealth: Sendable {
     /// latest). True when the sighting came from a copy of the beacon's identity (`CloneDetection`).
     @discardableResult
     public mutating func seen(beaconID: String, siteID: String, timeMicros: Int64, heardAs: HeardAs? = nil) -> Bool {
-        let known = beacons[beaconID]
-        var beacon = known ?? Beacon(
-            siteID: siteID, lastSeenMicros: timeMicros, firstSeenMicros: timeMicros, kind: Self.identityKind(of: beaconID),
-            heardAs: heardAs, clones: Self.hasConstantIdentity(beaconID) ? CloneDetection() : nil)
-        var changes = known == nil
+        var changes = false
         var copy = false
-        var addressesHeard = false
-        if let address = heardAs?.address, var clones = beacon.clones {
-            let wasCloned = clones.clonedSinceMicros
-            copy = clones.heard(address, at: timeMicros)
-            addressesHeard = clones != beacon.clones
-            beacon.clones = clones
-            if clones.clonedSinceMicros != wasCloned {
+        var cloned: ClonedBeacon?
+        // In place: the entry's arrays (the clone detector's addresses) are not copied at every sighting.
+        beacons.update(beaconID) { entry in
+            if entry == nil {
+                entry = Beacon(
+                    siteID: siteID, lastSeenMicros: timeMicros, firstSeenMicros: timeMicros, kind: Self.identityKind(of: beaconID),
+                    heardAs: heardAs, clones: Self.hasConstantIdentity(beaconID) ? CloneDetection() : nil)
                 changes = true
-                if wasCloned == nil, let since = clones.clonedSinceMicros {
-                    newlyCloned.append(ClonedBeacon(beaconID: beaconID, siteID: siteID, sinceMicros: since))
+            }
+            guard var beacon = entry.take() else { return }
+            defer { entry = beacon }
+            if let address = heardAs?.address, beacon.clones != nil {
+                let wasCloned = beacon.clones?.clonedSinceMicros
+                copy = beacon.clones?.heard(address, at: timeMicros) ?? false
+                let since = beacon.clones?.clonedSinceMicros
+                if since != wasCloned {
+                    changes = true
+                    if wasCloned == nil, let since { cloned = ClonedBeacon(beaconID: beaconID, siteID: siteID, sinceMicros: since) }
                 }
             }
+            if timeMicros < beacon.firstSeenMicros {
+                beacon.firstSeenMicros = timeMicros
+                if beacon.heardAs == nil { beacon.heardAs = heardAs }
+                changes = true
+            } else if timeMicros > beacon.lastSeenMicros {
+                beacon.lastSeenMicros = timeMicros
+                beacon.siteID = siteID
+                if let heardAs { beacon.heardAs = heardAs }
+                changes = true
+            } else if let heardAs, beacon.heardAs == nil || timeMicros == beacon.lastSeenMicros, beacon.heardAs != heardAs {
+                // Of sightings at the same time (adverts the radio delivered together), the later one.
+                beacon.heardAs = heardAs
+                changes = true
+            }
         }
-        if timeMicros < beacon.firstSeenMicros {
-            beacon.firstSeenMicros = timeMicros
-            if beacon.heardAs == nil { beacon.heardAs = heardAs }
-            changes = true
-        } else if timeMicros > beacon.lastSeenMicros {
-            beacon.lastSeenMicros = timeMicros
-            beacon.siteID = siteID
-            if let heardAs { beacon.heardAs = heardAs }
-            changes = true
-        } else if let heardAs, beacon.heardAs == nil || timeMicros == beacon.lastSeenMicros, beacon.heardAs != heardAs {
-            // Of sightings at the same time (adverts the radio delivered together), the later one.
-            beacon.heardAs = heardAs
-            changes = true
-        }
-        if changes || addressesHeard { beacons[beaconID] = beacon }
+        if let cloned { newlyCloned.append(cloned) }
         if changes { changed.insert(beaconID) }
         return copy
     }

@@ -181,11 +181,12 @@ public struct IngestPipeline: Sendable {
         output.sightings.reserveCapacity(batch.sightings.count)
         var zoneReadings: [SiteZoneTracker.BeaconReading] = []
         zoneReadings.reserveCapacity(batch.sightings.count)
+        let agentNumber = proximity.number(of: agentKey)
         for sighting in batch.sightings {
             let time = sighting.timeMicros - offset
             let beaconID = identity(of: sighting, site: batch.siteID, timeMicros: time)
             let (rssi, filtered) = smoothedReading(
-                beaconID: beaconID, agent: agentKey, placement: placement, rssi: Double(sighting.rssi), timeMicros: time)
+                beaconID: beaconID, agent: agentNumber, placement: placement, rssi: Double(sighting.rssi), timeMicros: time)
             // A copy of the identity is stored as heard, but does not move the beacon's zone. A sighting whose
             // address is unknown (left out, and not yet learnt) leaves the address last heard as it was.
             let heardAs = sighting.beacon.addressAsBefore ? nil : HeardAs(sighting.beacon)
@@ -245,7 +246,7 @@ public struct IngestPipeline: Sendable {
 
     /// The agent's RSSI offset and its site's smoothing.
     private mutating func smoothedReading(
-        beaconID: String, agent: AgentKey, placement: Placement, rssi heard: Double, timeMicros: Int64
+        beaconID: String, agent: UInt32, placement: Placement, rssi heard: Double, timeMicros: Int64
     ) -> (rssi: Double, smoothed: Double) {
         let rssi = heard + placement.rssiOffsetDb
         let smoothed = switch placement.smoothing {
@@ -434,7 +435,9 @@ public struct IngestPipeline: Sendable {
             }
         } else if sighting.beacon.address != 0, kind != .anon {
             beaconID = beaconIDs.intern(beaconID, holdingAtMost: 2 * maximumBeacons)
-            identities[address] = AddressIdentity(beaconID: beaconID, timeMicros: max(timeMicros, identities[address]?.timeMicros ?? .min))
+            identities.update(address) { known in
+                known = AddressIdentity(beaconID: beaconID, timeMicros: max(timeMicros, known?.timeMicros ?? .min))
+            }
             return beaconID
         }
         return beaconIDs.intern(beaconID, holdingAtMost: 2 * maximumBeacons)

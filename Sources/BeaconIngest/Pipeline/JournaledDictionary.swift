@@ -15,6 +15,12 @@ struct JournaledDictionary<Key: Hashable & Sendable, Value: Sendable>: Sendable,
         }
     }
 
+    /// Changes the value of `key` (nil: absent) in place: one lookup of the table, instead of a read and a write.
+    mutating func update<Result>(_ key: Key, _ body: (inout Value?) throws -> Result) rethrows -> Result {
+        remember(key)
+        return try body(&storage[key])
+    }
+
     var count: Int { storage.count }
     var keys: Dictionary<Key, Value>.Keys { storage.keys }
     func makeIterator() -> Dictionary<Key, Value>.Iterator { storage.makeIterator() }

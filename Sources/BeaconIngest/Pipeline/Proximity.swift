@@ -41,17 +41,23 @@ public struct ProximitySmoother: Sendable {
     /// Feeds one reading and returns the smoothed RSSI. Readings older than the filter's last are smoothed with
     /// its state but do not move it.
     public mutating func filter(beaconID: String, agent: AgentKey, rssi: Double, timeMicros: Int64) -> Double {
-        let number = agentNumbers[agent] ?? {
-            let next = UInt32(agentSites.count)
-            agentNumbers[agent] = next
-            agentSites.append(agent.site)
-            return next
-        }()
-        let key = Key(beaconID: beaconID, agent: number)
-        var state = filters[key]
-        let smoothed = RSSIFilter.update(&state, rssi: rssi, timeMicros: timeMicros, configuration: configuration)
-        filters[key] = state
-        return smoothed
+        filter(beaconID: beaconID, agent: number(of: agent), rssi: rssi, timeMicros: timeMicros)
+    }
+
+    /// The same, for an agent numbered by `number(of:)` (once per batch, rather than per reading).
+    mutating func filter(beaconID: String, agent number: UInt32, rssi: Double, timeMicros: Int64) -> Double {
+        filters.update(Key(beaconID: beaconID, agent: number)) { state in
+            RSSIFilter.update(&state, rssi: rssi, timeMicros: timeMicros, configuration: configuration)
+        }
+    }
+
+    /// The agent's number in the filters' keys.
+    mutating func number(of agent: AgentKey) -> UInt32 {
+        if let number = agentNumbers[agent] { return number }
+        let next = UInt32(agentSites.count)
+        agentNumbers[agent] = next
+        agentSites.append(agent.site)
+        return next
     }
 
     /// Forgets a site's pairs not heard for `resetAfterMicros` before `timeMicros` (they would start afresh
