@@ -22,7 +22,8 @@ import Testing
     /// The address the batch's sighting ends with, nil when still unknown.
     static func resolved(_ addresses: inout AgentAddresses, _ batch: DecodedBatch) -> UInt64? {
         var batch = batch
-        addresses.resolve(&batch)
+        var beaconIDs = BeaconIDInterner()
+        addresses.resolve(&batch, beaconIDs: &beaconIDs, holdingAtMost: 100)
         let key = batch.sightings[0].beacon
         #expect(key.addressAsBefore == (key.address == 0))
         return key.addressAsBefore ? nil : key.address
@@ -41,6 +42,14 @@ import Testing
         #expect(Self.resolved(&addresses, Self.batch("hq-a1", 8, atSecond: 31, address: nil)) == Self.b)
         var fresh = AgentAddresses()
         #expect(Self.resolved(&fresh, Self.batch("hq-a1", 9, atSecond: 32, address: nil)) == nil)
+        // Entries no batch can use are forgotten, per site.
+        #expect(addresses.count == 1)
+        addresses.prune(site: "elsewhere", before: Self.start + 600_000_000)
+        #expect(addresses.count == 1)
+        addresses.prune(site: "hq", before: Self.start + 150_000_000)
+        #expect(addresses.count == 1)
+        addresses.prune(site: "hq", before: Self.start + 151_000_000)
+        #expect(addresses.count == 0)
     }
 
     /// A rolled-back transaction forgets the addresses its batches sent.

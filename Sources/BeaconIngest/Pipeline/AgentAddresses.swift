@@ -10,8 +10,8 @@ import BeaconWire
 /// most a minute, when the agent sends it again.
 struct AgentAddresses: Sendable {
     private struct Key: Hashable {
-        var agent: AgentKey
         var beaconID: String
+        var agent: UInt32
     }
 
     private struct Sent {
@@ -22,20 +22,26 @@ struct AgentAddresses: Sendable {
     }
 
     private var sent = JournaledDictionary<Key, Sent>()
+    private var agentNumbers: [AgentKey: UInt32] = [:]
 
     var count: Int { sent.count }
 
     /// Fills in the left-out addresses of `batch` that an earlier batch of its agent sent, then remembers the
-    /// addresses it sends.
-    mutating func resolve(_ batch: inout DecodedBatch) {
+    /// addresses it sends (under the pipeline's copy of each beacon id, from `beaconIDs`).
+    mutating func resolve(_ batch: inout DecodedBatch, beaconIDs: inout BeaconIDInterner, holdingAtMost limit: Int) {
         guard let batchMicros = batch.sightings.first?.timeMicros ?? batch.characteristicReads.first?.timeMicros else { return }
-        let agent = AgentKey(site: batch.siteID, agent: batch.agentID)
+        let agentKey = AgentKey(site: batch.siteID, agent: batch.agentID)
+        let agent = agentNumbers[agentKey] ?? {
+            let next = UInt32(agentNumbers.count)
+            agentNumbers[agentKey] = next
+            return next
+        }()
         var resolved: [String: UInt64?] = [:]
         var explicit: [String: UInt64] = [:]
         func known(_ beaconID: String) -> UInt64? {
             if let address = resolved[beaconID] { return address }
             var address: UInt64?
-            if let earlier = sent[Key(agent: agent, beaconID: beaconID)], earlier.sequence < batch.sequence {
+            if let earlier = sent[Key(beaconID: beaconID, agent: agent)], earlier.sequence < batch.sequence {
                 let (age, overflow) = batchMicros.subtractingReportingOverflow(earlier.batchMicros)
                 if !overflow, (0..<BatchReader.addressAsBeforeMicros).contains(age) { address = earlier.address }
             }
@@ -55,9 +61,24 @@ struct AgentAddresses: Sendable {
         for index in batch.sightings.indices { fill(&batch.sightings[index].beacon) }
         for index in batch.characteristicReads.indices { fill(&batch.characteristicReads[index].beacon) }
         for (beaconID, address) in explicit {
-            let key = Key(agent: agent, beaconID: beaconID)
-            if let earlier = sent[key], earlier.sequence > batch.sequence { continue }
-            sent[key] = Sent(address: address, sequence: batch.sequence, batchMicros: batchMicros)
+            let entry = Sent(address: address, sequence: batch.sequence, batchMicros: batchMicros)
+            let key = Key(beaconID: beaconID, agent: agent)
+            if let earlier = sent[key] {
+                // A known key keeps the id it was stored with.
+                if earlier.sequence <= batch.sequence { sent[key] = entry }
+            } else {
+                sent[Key(beaconID: beaconIDs.intern(beaconID, holdingAtMost: limit), agent: agent)] = entry
+            }
+        }
+    }
+
+    /// Forgets a site's entries no batch can use any more: sent more than twice `BatchReader.addressAsBeforeMicros`
+    /// before `timeMicros`, a reading's time corrected for its agent's clock (per site: sites may be at different
+    /// event times).
+    mutating func prune(site: String, before timeMicros: Int64) {
+        let agents = Set(agentNumbers.filter { $0.key.site == site }.values)
+        sent.removeAll { key, entry in
+            agents.contains(key.agent) && timeMicros - entry.batchMicros > 2 * BatchReader.addressAsBeforeMicros
         }
     }
 

@@ -170,7 +170,7 @@ public struct IngestPipeline: Sendable {
     /// every earlier batch of the agent is committed (see `heldProgress`).
     public mutating func apply(_ batch: DecodedBatch, nowMicros: Int64, inOrder: Bool = true) -> PipelineOutput {
         var batch = batch
-        addresses.resolve(&batch)
+        addresses.resolve(&batch, beaconIDs: &beaconIDs, holdingAtMost: 2 * maximumBeacons)
         let agentKey = AgentKey(site: batch.siteID, agent: batch.agentID)
         let placement = placements[agentKey] ?? Placement()
         let offset = clocks.offset(agentKey)
@@ -216,6 +216,7 @@ public struct IngestPipeline: Sendable {
             if sightingsSincePrune >= Self.pruneEverySightings {
                 sightingsSincePrune = 0
                 proximity.prune(site: batch.siteID, before: newest)
+                addresses.prune(site: batch.siteID, before: newest)
             }
         }
         output.lateReadings = (zoneTrackers[batch.siteID]?.lateReadings ?? 0) - lateBefore
