@@ -154,19 +154,8 @@ public struct BatchBuilder: Sendable {
     private var earliest: Int64 = 0
     private var latest: Int64 = 0
     private var lastEmitted: [DataKey: (content: DataFrameContent, timeMicros: Int64)] = [:]
-    /// Per beacon id, the address last sent for it (batch base times, µs).
-    private var sentAddresses: [String: SentAddress] = [:]
-    private var addressesPrunedMicros: Int64 = .min
-
-    private struct SentAddress {
-        var address: UInt64
-        /// When the address was last sent; `.min` when it must be sent again.
-        var sentMicros: Int64
-        /// When the id was last heard from the address.
-        var heardMicros: Int64
-        /// When the id was last heard from another address, or `.min`.
-        var otherMicros: Int64
-    }
+    /// The addresses sent in earlier batches, for those that may be left out.
+    private var addresses = SentAddresses()
 
     public init(siteID: String, agentID: String, bootID: UInt64, configuration: Configuration = Configuration()) {
         self.siteID = siteID
@@ -314,7 +303,8 @@ public struct BatchBuilder: Sendable {
             wire.value = Data(read.value)
             batch.characteristicReads.append(wire)
         }
-        let known = knownAddresses(of: keys, batchMicros: batch.baseTimeUs)
+        let known: Set<String> = configuration.omitsKnownAddresses && configuration.formatVersion >= 3
+            ? addresses.known(keys, batchMicros: batch.baseTimeUs) : []
         batch.beacons.reserveCapacity(keys.count)
         for key in keys {
             var beacon = Beaconflow_V1_Beacon()
@@ -336,65 +326,6 @@ public struct BatchBuilder: Sendable {
         return batch
     }
 
-    /// The beacon ids among `keys` whose address the batch leaves out (`Configuration.omitsKnownAddresses`), and
-    /// what is remembered of the addresses sent updated with the batch's.
-    private mutating func knownAddresses(of keys: [BeaconKey], batchMicros: Int64) -> Set<String> {
-        guard configuration.omitsKnownAddresses, configuration.formatVersion >= 3 else { return [] }
-        var known: Set<String> = []
-        // Per id, its address in this batch, or nil when it was heard from several.
-        var heard: [String: UInt64?] = [:]
-        for key in keys where key.address != 0 && !key.addressAsBefore {
-            switch key.identity?.kind {
-            case .mac?:
-                if key.identity?.bytes.reduce(0, { $0 << 8 | UInt64($1) }) == key.address { known.insert(key.beaconID) }
-            case .anon?, nil: break
-            default:
-                if let previous = heard[key.beaconID] {
-                    if previous != key.address { heard[key.beaconID] = .some(nil) }
-                } else {
-                    heard[key.beaconID] = key.address
-                }
-            }
-        }
-        let window = BatchReader.addressAsBeforeMicros
-        for (beaconID, address) in heard {
-            guard let address else {
-                let previous = sentAddresses[beaconID]
-                sentAddresses[beaconID] = SentAddress(
-                    address: previous?.address ?? 0, sentMicros: .min, heardMicros: batchMicros, otherMicros: batchMicros)
-                continue
-            }
-            guard var sent = sentAddresses[beaconID] else {
-                sentAddresses[beaconID] = SentAddress(
-                    address: address, sentMicros: batchMicros, heardMicros: batchMicros, otherMicros: .min)
-                continue
-            }
-            if sent.address != address {
-                sent = SentAddress(
-                    address: address, sentMicros: .min, heardMicros: batchMicros, otherMicros: max(sent.heardMicros, sent.otherMicros))
-            }
-            let (sinceSent, sentOverflow) = batchMicros.subtractingReportingOverflow(sent.sentMicros)
-            let (sinceOther, otherOverflow) = batchMicros.subtractingReportingOverflow(sent.otherMicros)
-            if !sentOverflow, (0..<window).contains(sinceSent), otherOverflow || sinceOther >= 2 * window {
-                known.insert(beaconID)
-            } else {
-                sent.sentMicros = batchMicros
-            }
-            sent.heardMicros = max(sent.heardMicros, batchMicros)
-            sentAddresses[beaconID] = sent
-        }
-        // Ids unheard for twice the window are forgotten, at most once per window: memory stays bounded by the
-        // beacons heard recently.
-        if addressesPrunedMicros == .min {
-            addressesPrunedMicros = batchMicros
-        } else if batchMicros.subtractingReportingOverflow(addressesPrunedMicros).partialValue >= window
-            || batchMicros < addressesPrunedMicros
-        {
-            addressesPrunedMicros = batchMicros
-            sentAddresses = sentAddresses.filter { batchMicros.subtractingReportingOverflow($0.value.heardMicros).partialValue < 2 * window }
-        }
-        return known
-    }
 
     /// Keeps the change-detection memory bounded: beacons gone for two refresh intervals are forgotten.
     private mutating func forgetOldDataFrames() {
