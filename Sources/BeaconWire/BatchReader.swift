@@ -61,11 +61,15 @@ public struct DecodedBatch: Sendable {
     public var agentClockMicros: Int64
     public var sightings: [Sighting]
     public var characteristicReads: [CharacteristicRead]
+    /// The entries of the batch's beacon dictionary: the distinct beacons it holds, at most.
+    public var beaconEntries: Int
 
+    /// `beaconEntries`: nil counts one per sighting and read (an upper bound).
     public init(
         siteID: String, agentID: String, bootID: UInt64, sequence: UInt64, firstUnacknowledgedSequence: UInt64,
-        agentClockMicros: Int64, sightings: [Sighting], characteristicReads: [CharacteristicRead] = []
+        agentClockMicros: Int64, sightings: [Sighting], characteristicReads: [CharacteristicRead] = [], beaconEntries: Int? = nil
     ) {
+        self.beaconEntries = beaconEntries ?? (sightings.count + characteristicReads.count)
         self.siteID = siteID
         self.agentID = agentID
         self.bootID = bootID
@@ -387,6 +391,6 @@ public enum BatchReader {
         return DecodedBatch(
             siteID: wire.siteID, agentID: wire.agentID, bootID: wire.bootID, sequence: wire.sequence,
             firstUnacknowledgedSequence: wire.firstUnacknowledgedSequence, agentClockMicros: wire.agentClockUs,
-            sightings: sightings, characteristicReads: reads)
+            sightings: sightings, characteristicReads: reads, beaconEntries: beacons.count)
     }
 }

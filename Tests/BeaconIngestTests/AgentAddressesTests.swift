@@ -81,6 +81,7 @@ import Testing
             let wire = try #require(sealed)
             leftOut += wire.beacons.filter(\.addressAsBefore).count
             let batch = try BatchReader.decode(try wire.wireBytes())
+            #expect(batch.beaconEntries == (second >= 150 ? 2 : 1))
             _ = pipeline.apply(batch, nowMicros: time + 1_000_000)
             #expect(pipeline.health.health(of: Self.ibeacon)?.heardAs?.address != nil, "second \(second)")
             if second >= 30 { _ = joining.apply(batch, nowMicros: time + 1_000_000) }

@@ -126,13 +126,16 @@ import Testing
 }
 
 @Suite struct CommitGroupTests {
-    @Test func groupsHoldAtMostTheBatchesAndSightingsAllowed() {
-        #expect(Ingest.commitGroups(sightings: [], maximumBatches: 64, maximumSightings: 100) == [])
-        #expect(Ingest.commitGroups(sightings: [10, 20, 30, 40], maximumBatches: 64, maximumSightings: 100) == [0..<4])
-        #expect(Ingest.commitGroups(sightings: [10, 20, 30, 41], maximumBatches: 64, maximumSightings: 100) == [0..<3, 3..<4])
-        #expect(Ingest.commitGroups(sightings: [1, 1, 1, 1, 1], maximumBatches: 2, maximumSightings: 100) == [0..<2, 2..<4, 4..<5])
+    @Test func groupsHoldAtMostTheBatchesSightingsAndBeaconsAllowed() {
+        #expect(Ingest.commitGroups(sightings: [], beacons: [], maximumBatches: 64, maximumSightings: 100, maximumBeacons: 1_000) == [])
+        #expect(Ingest.commitGroups(sightings: [10, 20, 30, 40], beacons: [10, 20, 30, 40], maximumBatches: 64, maximumSightings: 100, maximumBeacons: 1_000) == [0..<4])
+        #expect(Ingest.commitGroups(sightings: [10, 20, 30, 41], beacons: [10, 20, 30, 41], maximumBatches: 64, maximumSightings: 100, maximumBeacons: 1_000) == [0..<3, 3..<4])
+        #expect(Ingest.commitGroups(sightings: [1, 1, 1, 1, 1], beacons: [1, 1, 1, 1, 1], maximumBatches: 2, maximumSightings: 100, maximumBeacons: 1_000) == [0..<2, 2..<4, 4..<5])
         // A batch above the bound goes alone.
-        #expect(Ingest.commitGroups(sightings: [5, 500, 5], maximumBatches: 64, maximumSightings: 100) == [0..<1, 1..<2, 2..<3])
+        #expect(Ingest.commitGroups(sightings: [5, 500, 5], beacons: [5, 500, 5], maximumBatches: 64, maximumSightings: 100, maximumBeacons: 1_000) == [0..<1, 1..<2, 2..<3])
+        // Batches of many distinct beacons go in smaller groups than their sightings allow.
+        #expect(Ingest.commitGroups(sightings: [40, 40, 40, 40], beacons: [4, 40, 4, 4], maximumBatches: 64, maximumSightings: 1_000, maximumBeacons: 44) == [0..<2, 2..<4])
+        #expect(Ingest.commitGroups(sightings: [40, 40], beacons: [50, 1], maximumBatches: 64, maximumSightings: 1_000, maximumBeacons: 44) == [0..<1, 1..<2])
     }
 }
 

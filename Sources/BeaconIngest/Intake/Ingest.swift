@@ -345,8 +345,9 @@ public final class Ingest: Sendable {
                 }
             }
             for range in Self.commitGroups(
-                sightings: accepted.map(\.batch.sightings.count), maximumBatches: configuration.maximumGroup,
-                maximumSightings: configuration.maximumGroupSightings)
+                sightings: accepted.map(\.batch.sightings.count), beacons: accepted.map(\.batch.beaconEntries),
+                maximumBatches: configuration.maximumGroup, maximumSightings: configuration.maximumGroupSightings,
+                maximumBeacons: configuration.maximumGroupBeacons)
             {
                 try commit(Array(accepted[range]), writer: writer, client: client)
                 coordinator.sitesLost(writer.takeSitesLost(), writer)
@@ -357,16 +358,22 @@ public final class Ingest: Sendable {
         }
     }
 
-    /// Consecutive groups of batches, one transaction each: at most `maximumBatches` batches and
-    /// `maximumSightings` sightings (a batch with more goes alone).
-    static func commitGroups(sightings: [Int], maximumBatches: Int, maximumSightings: Int) -> [Range<Int>] {
+    /// Consecutive groups of batches, one transaction each: at most `maximumBatches` batches, `maximumSightings`
+    /// sightings and `maximumBeacons` beacon entries (a batch with more goes alone).
+    static func commitGroups(
+        sightings: [Int], beacons: [Int], maximumBatches: Int, maximumSightings: Int, maximumBeacons: Int
+    ) -> [Range<Int>] {
         var groups: [Range<Int>] = []
         var start = 0
         while start < sightings.count {
             var end = start + 1
             var total = sightings[start]
-            while end < min(start + maximumBatches, sightings.count), total + sightings[end] <= maximumSightings {
+            var entries = beacons[start]
+            while end < min(start + maximumBatches, sightings.count), total + sightings[end] <= maximumSightings,
+                entries + beacons[end] <= maximumBeacons
+            {
                 total += sightings[end]
+                entries += beacons[end]
                 end += 1
             }
             groups.append(start..<end)

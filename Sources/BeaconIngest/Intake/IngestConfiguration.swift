@@ -33,6 +33,11 @@ public struct IngestConfiguration: Sendable {
     /// Sightings committed in one transaction at most (a batch with more goes alone): a transaction's work between
     /// its statements stays far below the writer session's idle-in-transaction timeout (`leaseDuration`).
     public var maximumGroupSightings = 100_000
+    /// Beacons committed in one transaction at most (the batches' dictionary entries summed; a batch with more
+    /// goes alone): a transaction's undo journal keeps the state each beacon had before it (about 1.3 kB each), so
+    /// a backlog of a large fleet goes in several transactions instead of one journal of tens of thousands of
+    /// beacons.
+    public var maximumGroupBeacons = 10_000
     public var reconnectDelayMinimum: Duration = .milliseconds(200)
     public var reconnectDelayMaximum: Duration = .seconds(10)
     public var health = FleetHealth.Configuration()
