@@ -326,7 +326,6 @@ public struct BatchBuilder: Sendable {
         return batch
     }
 
-
     /// Keeps the change-detection memory bounded: beacons gone for two refresh intervals are forgotten.
     private mutating func forgetOldDataFrames() {
         guard let newest = lastEmitted.values.map(\.timeMicros).max() else { return }

@@ -299,8 +299,8 @@ public enum BatchReader {
                         .invalidField, "beacons[\(index)].address_as_before is set in a version \(wire.formatVersion) batch or beside an address")
                 }
                 // A device's id is its address; other identities' addresses come from the agent's earlier batches.
-                if identity?.kind == .mac, let bytes = identity?.bytes {
-                    address = bytes.reduce(0) { $0 << 8 | UInt64($1) }
+                if let device = identity?.deviceAddress {
+                    address = device
                 } else {
                     addressAsBefore = true
                 }

@@ -64,6 +64,15 @@ public struct BeaconIdentity: Hashable, Sendable, CustomStringConvertible {
         BeaconIdentity(kind: .mac, unchecked: bigEndianBytes(address.value, count: 6))
     }
 
+    /// The 48-bit address a `mac:` id names (big-endian in the low 48 bits); nil for other kinds.
+    public var deviceAddress: UInt64? {
+        kind == .mac ? bytes.reduce(0) { $0 << 8 | UInt64($1) } : nil
+    }
+
+    /// Whether a batch may leave this identity's address out as known from the agent's earlier batches (an
+    /// address beside an identity that does not name it: not a device's own id, nor a pseudonym).
+    public var addressMayBeLeftOut: Bool { kind != .mac && kind != .anon }
+
     /// A pseudonym: the first 8 bytes of a digest of what the device sends.
     public static func pseudonym(_ digest: some Sequence<UInt8>) -> BeaconIdentity {
         BeaconIdentity(kind: .anon, unchecked: Array(digest.prefix(8)))

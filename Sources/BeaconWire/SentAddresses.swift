@@ -25,11 +25,10 @@ struct SentAddresses: Sendable {
         // Per id, its address in this batch, or nil when it was heard from several.
         var heard: [String: UInt64?] = [:]
         for key in keys where key.address != 0 && !key.addressAsBefore {
-            switch key.identity?.kind {
-            case .mac?:
-                if key.identity?.bytes.reduce(0, { $0 << 8 | UInt64($1) }) == key.address { known.insert(key.beaconID) }
-            case .anon?, nil: break
-            default:
+            guard let identity = key.identity else { continue }
+            if let device = identity.deviceAddress {
+                if device == key.address { known.insert(key.beaconID) }
+            } else if identity.addressMayBeLeftOut {
                 if let previous = heard[key.beaconID] {
                     if previous != key.address { heard[key.beaconID] = .some(nil) }
                 } else {

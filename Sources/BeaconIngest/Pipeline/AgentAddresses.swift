@@ -54,7 +54,7 @@ struct AgentAddresses: Sendable {
                     key.address = address
                     key.addressAsBefore = false
                 }
-            } else if key.address != 0 {
+            } else if key.address != 0, key.identity?.addressMayBeLeftOut == true {
                 explicit[key.beaconID] = key.address
             }
         }
