@@ -433,8 +433,8 @@ extension ZoneChange {
         #expect(minuteOne.count == 2 && minuteOne.allSatisfy { $0.1 == ($0.0 == "lab" ? 1 : 0) }, "\(minuteOne)")
     }
 
-    /// A move the evidence takes minutes to confirm (the lab only 3 dB louder, 1 dB beyond the margin) is dated at
-    /// most the history lag (60 s) before it was decided: the minutes counted by then stay as they were. (Zones
+    /// A move the evidence takes minutes to confirm (the lab only 1 dB louder, beyond the small margin of a beacon
+    /// a minute in the lobby) is dated at most the history lag (60 s) before it was decided: the minutes counted by then stay as they were. (Zones
     /// scored by their loudest agent, so that the levels are the readings.)
     @Test func aMoveIsDatedAtMostTheHistoryLagBack() throws {
         let loudest = try SitesConfiguration.parse(
@@ -445,7 +445,7 @@ extension ZoneChange {
             let time = start + Int64(index) * second
             let inLobby = index < 60
             tracker.add(beaconID: "b", agent: "hq-a1", timeMicros: time, rssi: inLobby ? -60 : -66)
-            tracker.add(beaconID: "b", agent: "hq-a2", timeMicros: time + 1000, rssi: inLobby ? -75 : -63)
+            tracker.add(beaconID: "b", agent: "hq-a2", timeMicros: time + 1000, rssi: inLobby ? -75 : -65)
             tracker.agentProgressed("hq-a1", newestMicros: time, arrivalMicros: time)
             tracker.agentProgressed("hq-a2", newestMicros: time + 1000, arrivalMicros: time)
             changes += tracker.advance(nowMicros: time).map { (time, $0) }

@@ -1,7 +1,8 @@
 /// How a site decides which zone a beacon is in (sites file keys in parentheses).
 public struct ZoneRules: Sendable, Equatable {
     /// A challenger zone gathers evidence while it is louder than the current one by more than this
-    /// (`zone_switch_margin_db`): the excess, in dB, times how long it lasts...
+    /// (`zone_switch_margin_db`) for a settled beacon, proportionally less before (none for a beacon just placed):
+    /// the excess, in dB, times how long it lasts...
     public var switchMarginDb: Double = 2
     /// ...and the beacon moves once the evidence reaches this (`zone_switch_evidence_db_s`)...
     public var switchEvidenceDbSeconds: Double = 200
@@ -10,8 +11,9 @@ public struct ZoneRules: Sendable, Equatable {
     /// likely the radio's.
     public var doorlessEvidenceFactor: Double = 3
     /// A beacon that has been in its zone, that zone leading, for this long (`zone_switch_settled_s`; 0: never)
-    /// needs twice the evidence to move, and proportionally less before: a beacon that has sat still is less
-    /// likely to move than one that just arrived, and a stretch of shadowing looks like a move.
+    /// needs twice the evidence to move, and proportionally less before, and gathers only beyond the full margin: a
+    /// beacon that has sat still is less likely to move than one that just arrived, and a stretch of shadowing
+    /// looks like a move.
     public var settledMicros: Int64 = 1_200_000_000
     /// ...and has been gathering for at least this long of event time (`zone_switch_dwell_s`).
     public var switchDwellMicros: Int64 = 10_000_000

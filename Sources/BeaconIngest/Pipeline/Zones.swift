@@ -15,11 +15,11 @@
 /// Each zone has a level for a beacon: by default its score under the site's learned patterns (`ZonePatterns`),
 /// which weighs the fresh readings of every agent; with `zone_scoring: loudest`, the loudest fresh reading of the
 /// zone's own agents. A beacon is placed in the zone of the highest level and moves by change detection (Page's
-/// CUSUM): each other zone gathers evidence, its excess over the current zone beyond `switchMarginDb` times how long it lasts,
+/// CUSUM): each other zone gathers evidence, its excess over the current zone beyond a margin times how long it lasts,
 /// never below 0; the beacon moves when a zone's evidence reaches `switchEvidenceDbSeconds` after gathering for at
 /// least `switchDwellMicros`. So a brief shadow (a person between beacon and receiver) gathers a little and decays,
-/// while a move gathers steadily, sooner the clearer it is. A beacon settled in its zone (`settledMicros`) needs up
-/// to twice the evidence. The move is dated in hindsight, where the readings as
+/// while a move gathers steadily, sooner the clearer it is. How settled a beacon is in its zone (`settledMicros`)
+/// sets the margin (from 0 for a beacon just placed to `switchMarginDb`) and the evidence (up to twice). The move is dated in hindsight, where the readings as
 /// heard say it happened (`ZoneCrossings`), at most `historyLagMicros` before the decision. Minutes are counted
 /// when the watermark is the counting lag (the greater of the absence timeout and the history lag) past their
 /// end: until then a reading can still show that the beacon stayed through a gap, or move its time to another zone.
@@ -325,10 +325,14 @@ public struct SiteZoneTracker: Sendable {
             beacon.evidenceMicros = time
             if best == current { beacon.settledMicros = min(beacon.settledMicros + elapsed, rules.settledMicros) }
             let held = levels[current] > -.infinity ? levels[current] : Self.unheardDbm
+            // How settled the beacon is, 0 to 1: the margin and the evidence a move needs grow with it (without
+            // the rule, the full margin and the evidence as set).
+            let settled = rules.settledMicros > 0 ? Double(min(beacon.settledMicros, rules.settledMicros)) / Double(rules.settledMicros) : 0
+            let margin = rules.settledMicros > 0 ? rules.switchMarginDb * settled : rules.switchMarginDb
             var evidence: [(zone: Int, dbSeconds: Double, sinceMicros: Int64)] = []
             for zone in levels.indices where zone != current && levels[zone] > -.infinity {
                 let before = beacon.evidence.first { $0.zone == zone }
-                let excess = levels[zone] - held - rules.switchMarginDb
+                let excess = levels[zone] - held - margin
                 let gathered = (before?.dbSeconds ?? 0) + excess * seconds
                 // Evidence begins at the first reading in excess, even before any time has passed.
                 if gathered > 0 || excess > 0 { evidence.append((zone, max(gathered, 0), before?.sinceMicros ?? time)) }
@@ -338,7 +342,6 @@ public struct SiteZoneTracker: Sendable {
             let heardLevels = smoothing == nil ? levels : zoneLevels(of: beacon.readings, \.heard)
             beacon.crossings.add(levels: heardLevels, current: current, seconds: seconds, at: time, unheard: Self.unheardDbm)
             // The most evidence for its threshold; between equal ones, the first zone id in alphabetical order.
-            let settled = rules.settledMicros > 0 ? Double(min(beacon.settledMicros, rules.settledMicros)) / Double(rules.settledMicros) : 0
             func share(_ entry: (zone: Int, dbSeconds: Double, sinceMicros: Int64)) -> Double {
                 entry.dbSeconds / (evidenceNeeded(from: current, to: entry.zone) * (1 + settled))
             }
