@@ -4,12 +4,17 @@
 public struct FrameBytes: Sendable {
     public static let inlineCapacity = 32
 
-    private var words: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
-    private var length: Int32 = 0
+    fileprivate var words: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+    fileprivate var length: Int32 = 0
     /// The bytes when they do not fit inline; nil otherwise.
     private var spilled: [UInt8]?
 
     public init() {}
+
+    fileprivate init(words: (UInt64, UInt64, UInt64, UInt64), length: Int32) {
+        self.words = words
+        self.length = length
+    }
 
     /// A copy of bytes the caller owns (an HCI read buffer).
     public init(_ buffer: UnsafeRawBufferPointer) {
@@ -68,19 +73,63 @@ extension FrameBytes: CustomStringConvertible {
     public var description: String { "\(Array(self))" }
 }
 
-/// The data frames of one advertisement, the first two inline: a thermometer's temperature and battery, or a
-/// beacon's TLM, without allocating.
+/// The data frames of one advertisement, the first two inline and copied bit for bit: a thermometer's temperature
+/// and battery, or a beacon's TLM, without allocating or counting references.
 public struct DataFrames: Sendable {
     private var stored = 0
-    /// The first two frames, meaningful up to `stored` (not optionals: asking one whether it is nil costs a copy).
-    private var first = DataFrames.unused
-    private var second = DataFrames.unused
-    /// The third and later frames.
+    /// The first two frames while every frame so far fits inline, meaningful up to `stored`.
+    private var first = InlineFrame()
+    private var second = InlineFrame()
+    /// The frames past the second; every frame, once one does not fit inline (`spilledAll`).
     private var rest: [DataFrameContent] = []
-
-    private static let unused = DataFrameContent.eddystone(FrameBytes())
+    private var spilledAll = false
 
     public init() {}
+
+    /// A data frame of at most `FrameBytes.inlineCapacity` bytes, without references.
+    fileprivate struct InlineFrame {
+        enum Kind: UInt8 { case eddystone, serviceData, manufacturerData }
+        var kind = Kind.eddystone
+        var number: UInt16 = 0
+        var bytes = FrameBytes.Inline()
+
+        init() {}
+
+        init?(_ content: DataFrameContent) {
+            switch content {
+            case .eddystone(let frame):
+                guard let inline = frame.inline else { return nil }
+                bytes = inline
+            case .serviceData(let uuid, let frame):
+                guard let inline = frame.inline else { return nil }
+                (kind, number, bytes) = (.serviceData, uuid, inline)
+            case .manufacturerData(let company, let frame):
+                guard let inline = frame.inline else { return nil }
+                (kind, number, bytes) = (.manufacturerData, company, inline)
+            }
+        }
+
+        var content: DataFrameContent {
+            let frame = FrameBytes(bytes)
+            return switch kind {
+            case .eddystone: .eddystone(frame)
+            case .serviceData: .serviceData(uuid16: number, frame)
+            case .manufacturerData: .manufacturerData(companyID: number, frame)
+            }
+        }
+    }
+}
+
+extension FrameBytes {
+    /// Bytes that fit inline, as plain values.
+    struct Inline {
+        var words: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+        var length: Int32 = 0
+    }
+
+    var inline: Inline? { length <= Self.inlineCapacity ? Inline(words: words, length: length) : nil }
+
+    init(_ inline: Inline) { self.init(words: inline.words, length: inline.length) }
 }
 
 extension DataFrames: RandomAccessCollection, MutableCollection {
@@ -90,37 +139,62 @@ extension DataFrames: RandomAccessCollection, MutableCollection {
     public subscript(position: Int) -> DataFrameContent {
         get {
             precondition(position >= 0 && position < endIndex, "DataFrames index out of range")
+            if spilledAll { return rest[position] }
             return switch position {
-            case 0: first
-            case 1: second
+            case 0: first.content
+            case 1: second.content
             default: rest[position - 2]
             }
         }
         set {
             precondition(position >= 0 && position < endIndex, "DataFrames index out of range")
-            switch position {
-            case 0: first = newValue
-            case 1: second = newValue
-            default: rest[position - 2] = newValue
-            }
+            var frames = Array(self)
+            frames[position] = newValue
+            self = DataFrames()
+            for frame in frames { append(frame) }
         }
     }
 }
 
 extension DataFrames: RangeReplaceableCollection {
     public mutating func append(_ frame: DataFrameContent) {
-        switch stored {
-        case 0: first = frame
-        case 1: second = frame
-        default: rest.append(frame)
+        defer { stored += 1 }
+        if spilledAll || stored >= 2 {
+            rest.append(frame)
+            return
         }
+        guard let inline = InlineFrame(frame) else {
+            // Too long to keep inline: every frame goes to the array, in order.
+            let earlier = Array(self)
+            rest.removeAll(keepingCapacity: true)
+            rest.append(contentsOf: earlier)
+            rest.append(frame)
+            spilledAll = true
+            return
+        }
+        if stored == 0 { first = inline } else { second = inline }
+    }
+
+    /// Appends service data as a data frame (Eddystone's UUID: an Eddystone frame), inline without building it
+    /// first where it fits.
+    mutating func append(serviceData uuid: UInt16, _ body: UnsafeRawBufferPointer) {
+        guard !spilledAll, stored < 2, body.count <= FrameBytes.inlineCapacity else {
+            append(uuid == Eddystone.serviceUUID ? .eddystone(FrameBytes(body)) : .serviceData(uuid16: uuid, FrameBytes(body)))
+            return
+        }
+        var frame = InlineFrame()
+        if uuid != Eddystone.serviceUUID { (frame.kind, frame.number) = (.serviceData, uuid) }
+        if let source = body.baseAddress, body.count > 0 {
+            withUnsafeMutableBytes(of: &frame.bytes.words) { $0.baseAddress!.copyMemory(from: source, byteCount: body.count) }
+        }
+        frame.bytes.length = Int32(body.count)
+        if stored == 0 { first = frame } else { second = frame }
         stored += 1
     }
 
     public mutating func removeAll(keepingCapacity: Bool = false) {
-        if stored > 0 { first = Self.unused }
-        if stored > 1 { second = Self.unused }
-        if stored > 2 || (!keepingCapacity && rest.capacity > 0) { rest.removeAll(keepingCapacity: keepingCapacity) }
+        if !rest.isEmpty || (!keepingCapacity && rest.capacity > 0) { rest.removeAll(keepingCapacity: keepingCapacity) }
+        spilledAll = false
         stored = 0
     }
 

@@ -130,8 +130,8 @@ public enum FrameClassifier {
                 let body = UnsafeRawBufferPointer(rebasing: data[2...])
                 if let frame = readIdentity(serviceData: uuid, body) {
                     result.identity = frame
-                } else if let content = dataFrame(serviceData: uuid, body) {
-                    result.data.append(content)
+                } else if isDataFrame(serviceData: uuid, body) {
+                    result.data.append(serviceData: uuid, body)
                 } else {
                     do {
                         result.add(try classify(serviceData: uuid, body, base: index + 4))
@@ -195,16 +195,22 @@ public enum FrameClassifier {
         return carriesData(companyID: company) ? .data(.manufacturerData(companyID: company, FrameBytes(body))) : .ignore
     }
 
-    /// Service data that is a data frame as it stands (an Eddystone URL, TLM or eTLM, or a frame type the ingest
-    /// will name in its error; a listed service's data); nil for anything else.
+    /// Whether service data is a data frame as it stands (an Eddystone URL, TLM or eTLM, or a frame type the ingest
+    /// will name in its error; a listed service's data).
+    @inline(__always)
+    private static func isDataFrame(serviceData uuid: UInt16, _ body: UnsafeRawBufferPointer) -> Bool {
+        if uuid == Eddystone.serviceUUID {
+            guard let frameType = body.first else { return false }
+            return frameType != Eddystone.uidFrameType && frameType != Eddystone.eidFrameType
+        }
+        return carriesData(serviceUUID: uuid)
+    }
+
+    /// Service data that is a data frame as it stands (see `isDataFrame`); nil for anything else.
     @inline(__always)
     private static func dataFrame(serviceData uuid: UInt16, _ body: UnsafeRawBufferPointer) -> DataFrameContent? {
-        if uuid == Eddystone.serviceUUID {
-            guard let frameType = body.first, frameType != Eddystone.uidFrameType, frameType != Eddystone.eidFrameType
-            else { return nil }
-            return .eddystone(FrameBytes(body))
-        }
-        return carriesData(serviceUUID: uuid) ? .serviceData(uuid16: uuid, FrameBytes(body)) : nil
+        guard isDataFrame(serviceData: uuid, body) else { return nil }
+        return uuid == Eddystone.serviceUUID ? .eddystone(FrameBytes(body)) : .serviceData(uuid16: uuid, FrameBytes(body))
     }
 
     /// A well-formed Eddystone UID or EID frame, read straight from the bytes; nil for anything else.
