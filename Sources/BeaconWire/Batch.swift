@@ -60,6 +60,11 @@ public enum DataFrameContent: Hashable, Sendable {
     case serviceData(uuid16: UInt16, FrameBytes)
     case manufacturerData(companyID: UInt16, FrameBytes)
 
+    /// Service data as a data frame: Eddystone's (0xFEAA) is an Eddystone frame.
+    static func serviceData(_ uuid: UInt16, _ bytes: FrameBytes) -> DataFrameContent {
+        uuid == Eddystone.serviceUUID ? .eddystone(bytes) : .serviceData(uuid16: uuid, bytes)
+    }
+
     /// Which stream of frames this is for its beacon: a TLM never replaces a URL.
     var stream: UInt32 {
         switch self {

@@ -11,21 +11,14 @@ public struct FrameBytes: Sendable {
 
     public init() {}
 
-    fileprivate init(words: (UInt64, UInt64, UInt64, UInt64), length: Int32) {
-        self.words = words
-        self.length = length
-    }
-
     /// A copy of bytes the caller owns (an HCI read buffer).
     public init(_ buffer: UnsafeRawBufferPointer) {
-        if buffer.count <= Self.inlineCapacity {
-            if let source = buffer.baseAddress, buffer.count > 0 {
-                withUnsafeMutableBytes(of: &words) { $0.baseAddress!.copyMemory(from: source, byteCount: buffer.count) }
-            }
+        if let inline = Inline(buffer) {
+            (words, length) = (inline.words, inline.length)
         } else {
             spilled = Array(buffer)
+            length = Int32(buffer.count)
         }
-        length = Int32(buffer.count)
     }
 
     public init<Bytes: Sequence>(_ bytes: Bytes) where Bytes.Element == UInt8 {
@@ -125,11 +118,30 @@ extension FrameBytes {
     struct Inline {
         var words: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
         var length: Int32 = 0
+
+        init() {}
+
+        init(words: (UInt64, UInt64, UInt64, UInt64), length: Int32) {
+            self.words = words
+            self.length = length
+        }
+
+        /// A copy of `buffer`; nil when it does not fit inline.
+        init?(_ buffer: UnsafeRawBufferPointer) {
+            guard buffer.count <= FrameBytes.inlineCapacity else { return nil }
+            if let source = buffer.baseAddress, buffer.count > 0 {
+                withUnsafeMutableBytes(of: &words) { $0.baseAddress!.copyMemory(from: source, byteCount: buffer.count) }
+            }
+            length = Int32(buffer.count)
+        }
     }
 
     var inline: Inline? { length <= Self.inlineCapacity ? Inline(words: words, length: length) : nil }
 
-    init(_ inline: Inline) { self.init(words: inline.words, length: inline.length) }
+    init(_ inline: Inline) {
+        words = inline.words
+        length = inline.length
+    }
 }
 
 extension DataFrames: RandomAccessCollection, MutableCollection {
@@ -164,11 +176,8 @@ extension DataFrames: RangeReplaceableCollection {
             return
         }
         guard let inline = InlineFrame(frame) else {
-            // Too long to keep inline: every frame goes to the array, in order.
-            let earlier = Array(self)
-            rest.removeAll(keepingCapacity: true)
-            rest.append(contentsOf: earlier)
-            rest.append(frame)
+            // Too long to keep inline: every frame goes to the array, in order (it holds none yet).
+            rest = Array(self) + [frame]
             spilledAll = true
             return
         }
@@ -178,16 +187,13 @@ extension DataFrames: RangeReplaceableCollection {
     /// Appends service data as a data frame (Eddystone's UUID: an Eddystone frame), inline without building it
     /// first where it fits.
     mutating func append(serviceData uuid: UInt16, _ body: UnsafeRawBufferPointer) {
-        guard !spilledAll, stored < 2, body.count <= FrameBytes.inlineCapacity else {
-            append(uuid == Eddystone.serviceUUID ? .eddystone(FrameBytes(body)) : .serviceData(uuid16: uuid, FrameBytes(body)))
+        guard !spilledAll, stored < 2, let bytes = FrameBytes.Inline(body) else {
+            append(.serviceData(uuid, FrameBytes(body)))
             return
         }
         var frame = InlineFrame()
+        frame.bytes = bytes
         if uuid != Eddystone.serviceUUID { (frame.kind, frame.number) = (.serviceData, uuid) }
-        if let source = body.baseAddress, body.count > 0 {
-            withUnsafeMutableBytes(of: &frame.bytes.words) { $0.baseAddress!.copyMemory(from: source, byteCount: body.count) }
-        }
-        frame.bytes.length = Int32(body.count)
         if stored == 0 { first = frame } else { second = frame }
         stored += 1
     }

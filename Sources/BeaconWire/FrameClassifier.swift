@@ -209,8 +209,7 @@ public enum FrameClassifier {
     /// Service data that is a data frame as it stands (see `isDataFrame`); nil for anything else.
     @inline(__always)
     private static func dataFrame(serviceData uuid: UInt16, _ body: UnsafeRawBufferPointer) -> DataFrameContent? {
-        guard isDataFrame(serviceData: uuid, body) else { return nil }
-        return uuid == Eddystone.serviceUUID ? .eddystone(FrameBytes(body)) : .serviceData(uuid16: uuid, FrameBytes(body))
+        isDataFrame(serviceData: uuid, body) ? .serviceData(uuid, FrameBytes(body)) : nil
     }
 
     /// A well-formed Eddystone UID or EID frame, read straight from the bytes; nil for anything else.
