@@ -96,6 +96,67 @@ public struct FleetHealth: Sendable {
         var firstSeenMicros: Int64
         var kind: String?
         var heardAs: HeardAs?
+        /// The addresses of a constant identity, or nil for other beacons.
+        var clones: CloneDetection?
+        /// What the beacon reported of itself, or nil while it reported nothing.
+        private var reports: Boxed<Reports>?
+
+        init(siteID: String, lastSeenMicros: Int64, firstSeenMicros: Int64, kind: String?, heardAs: HeardAs?, clones: CloneDetection?) {
+            self.siteID = siteID
+            self.lastSeenMicros = lastSeenMicros
+            self.firstSeenMicros = firstSeenMicros
+            self.kind = kind
+            self.heardAs = heardAs
+            self.clones = clones
+        }
+
+        var url: String? {
+            get { reports?.value.url }
+            set { update(\.url, to: newValue, unless: newValue == nil) }
+        }
+        var batteryMillivolts: Int32? {
+            get { reports?.value.batteryMillivolts }
+            set { update(\.batteryMillivolts, to: newValue, unless: newValue == nil) }
+        }
+        var batteryPercent: Double? {
+            get { reports?.value.batteryPercent }
+            set { update(\.batteryPercent, to: newValue, unless: newValue == nil) }
+        }
+        var temperatureCelsius: Double? {
+            get { reports?.value.temperatureCelsius }
+            set { update(\.temperatureCelsius, to: newValue, unless: newValue == nil) }
+        }
+        var buckets: [BatteryBucket] {
+            get { reports?.value.buckets ?? [] }
+            set { update(\.buckets, to: newValue, unless: newValue.isEmpty) }
+        }
+        var percentBuckets: [BatteryBucket] {
+            get { reports?.value.percentBuckets ?? [] }
+            set { update(\.percentBuckets, to: newValue, unless: newValue.isEmpty) }
+        }
+        var reboots: [Int64] {
+            get { reports?.value.reboots ?? [] }
+            set { update(\.reboots, to: newValue, unless: newValue.isEmpty) }
+        }
+
+        /// Sets one report, without making room for reports where the beacon has none and the value is the default.
+        private mutating func update<Value>(_ report: WritableKeyPath<Reports, Value>, to value: Value, unless isDefault: Bool) {
+            guard var box = reports else {
+                guard !isDefault else { return }
+                var fresh = Reports()
+                fresh[keyPath: report] = value
+                reports = Boxed(fresh)
+                return
+            }
+            reports = nil  // the only reference while it changes
+            box.value[keyPath: report] = value
+            reports = box
+        }
+    }
+
+    /// What only beacons with telemetry or sensors report. Most beacons of a large fleet report none of it, so it is
+    /// held apart, one reference wide in each beacon's entry.
+    private struct Reports: Sendable {
         var url: String?
         var batteryMillivolts: Int32?
         var batteryPercent: Double?
@@ -103,8 +164,6 @@ public struct FleetHealth: Sendable {
         var buckets: [BatteryBucket] = []
         var percentBuckets: [BatteryBucket] = []
         var reboots: [Int64] = []
-        /// The addresses of a constant identity, or nil for other beacons.
-        var clones: CloneDetection?
     }
 
     public var configuration: Configuration
