@@ -31,7 +31,16 @@ public enum BluetoothUUID: Hashable, Sendable, CustomStringConvertible {
 
 /// `xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`, lowercase.
 func dashedUUID(high: UInt64, low: UInt64) -> String {
-    hexString(high >> 32, digits: 8) + "-" + hexString((high >> 16) & 0xFFFF, digits: 4) + "-"
-        + hexString(high & 0xFFFF, digits: 4) + "-" + hexString(low >> 48, digits: 4) + "-"
-        + hexString(low & 0xFFFF_FFFF_FFFF, digits: 12)
+    String(unsafeUninitializedCapacity: 36) { text in
+        writeHex(high >> 32, digits: 8, into: text, at: 0)
+        writeHex(high >> 16, digits: 4, into: text, at: 9)
+        writeHex(high, digits: 4, into: text, at: 14)
+        writeHex(low >> 48, digits: 4, into: text, at: 19)
+        writeHex(low, digits: 12, into: text, at: 24)
+        text[8] = UInt8(ascii: "-")
+        text[13] = UInt8(ascii: "-")
+        text[18] = UInt8(ascii: "-")
+        text[23] = UInt8(ascii: "-")
+        return 36
+    }
 }

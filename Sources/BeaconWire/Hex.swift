@@ -1,28 +1,36 @@
 extension Sequence where Element == UInt8 {
     /// Lowercase hexadecimal, two digits a byte, no separators.
     public var hexString: String {
-        var out = ""
-        out.reserveCapacity(underestimatedCount * 2)
-        for byte in self {
-            out.unicodeScalars.append(hexDigits[Int(byte >> 4)])
-            out.unicodeScalars.append(hexDigits[Int(byte & 0x0F)])
-        }
-        return out
+        withContiguousStorageIfAvailable { bytes in
+            String(unsafeUninitializedCapacity: bytes.count * 2) { text in
+                for (index, byte) in bytes.enumerated() {
+                    text[2 * index] = hexDigit(byte >> 4)
+                    text[2 * index + 1] = hexDigit(byte & 0x0F)
+                }
+                return bytes.count * 2
+            }
+        } ?? Array(self).hexString
     }
 }
 
-private let hexDigits: [Unicode.Scalar] = Array("0123456789abcdef".unicodeScalars)
+/// The ASCII code of a hexadecimal digit (0-15), lowercase.
+@inline(__always)
+func hexDigit(_ nibble: UInt8) -> UInt8 { nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") + nibble - 10 }
 
 /// Lowercase hexadecimal of the low `digits` nibbles of `value`, zero-padded.
 public func hexString(_ value: UInt64, digits: Int) -> String {
-    var out = ""
-    out.reserveCapacity(digits)
-    var shift = (digits - 1) * 4
-    while shift >= 0 {
-        out.unicodeScalars.append(hexDigits[Int((value >> UInt64(shift)) & 0xF)])
-        shift -= 4
+    String(unsafeUninitializedCapacity: digits) { text in
+        writeHex(value, digits: digits, into: text, at: 0)
+        return digits
     }
-    return out
+}
+
+/// Writes the low `digits` nibbles of `value` as lowercase hexadecimal at `offset`.
+@inline(__always)
+func writeHex(_ value: UInt64, digits: Int, into text: UnsafeMutableBufferPointer<UInt8>, at offset: Int) {
+    for index in 0..<digits {
+        text[offset + index] = hexDigit(UInt8(truncatingIfNeeded: value >> UInt64(4 * (digits - 1 - index))) & 0x0F)
+    }
 }
 
 /// The low `count` bytes of `value`, most significant first.

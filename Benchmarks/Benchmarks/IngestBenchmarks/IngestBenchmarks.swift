@@ -199,6 +199,65 @@ final class Environment: @unchecked Sendable {
 
 nonisolated(unsafe) var environment: Environment!
 
+/// The pipeline of `Ingest pipeline, 100k sightings` and its batches, built before any is measured: one set of
+/// 100 per iteration, each set following the one before in event time.
+final class PipelineRun: @unchecked Sendable {
+    static let iterations = 22
+    let intake: BatchIntake
+    var pipeline: IngestPipeline
+    private var payloads: [[(agent: Int, payload: [UInt8])]] = []
+    private var next = 0
+
+    init() throws {
+        let sites = try SitesConfiguration.parse(sitesText)
+        intake = BatchIntake(sites: sites)
+        pipeline = IngestPipeline(sites: sites)
+        var builders = (0..<agentCount).map { agent in
+            var builder = BatchBuilder(siteID: siteID, agentID: "agent-\(agent)", bootID: 7)
+            builder.configuration.maximumSightings = sightingsPerBatch * 2
+            return builder
+        }
+        let start = wallClockMicros() - 3_600_000_000
+        for iteration in 0..<Self.iterations {
+            var batches: [(agent: Int, payload: [UInt8])] = []
+            for round in 0..<(batchesPerIteration / agentCount) {
+                let sequence = UInt64(iteration * batchesPerIteration / agentCount + round + 1)
+                let roundStart = start + Int64(sequence) * 1_000_000
+                for agent in 0..<agentCount {
+                    for index in 0..<sightingsPerBatch {
+                        let beacon = agent * beaconsPerAgent + index % beaconsPerAgent
+                        let key = BeaconKey(
+                            beaconID: "ibeacon:e2c56db5-dffb-48d2-b060-d0f5a71096e0:\(beacon / 65536):\(beacon % 65536)",
+                            address: 0xC000_0000_0000 | UInt64(beacon), addressIsRandom: true, powerAt1mDbm: -59)
+                        _ = builders[agent].add(
+                            Sighting(timeMicros: roundStart + Int64(index) * 1000, beacon: key, rssi: Int8(-50 - (index * 7) % 40)),
+                            nowNanoseconds: 0)
+                    }
+                    let sealed = builders[agent].seal(sequence: sequence, firstUnacknowledgedSequence: sequence, agentClockMicros: roundStart)
+                    batches.append((agent, try sealed!.wireBytes()))
+                }
+            }
+            payloads.append(batches)
+        }
+    }
+
+    /// The next iteration's batches.
+    func nextBatches() -> [(agent: Int, payload: [UInt8])] {
+        precondition(next < payloads.count, "more iterations than batches built")
+        defer { next += 1 }
+        return payloads[next]
+    }
+
+    /// One batch through the intake's checks and the pipeline, as the ingest takes it from the broker.
+    func apply(_ payload: [UInt8], agent: Int) -> PipelineOutput {
+        let now = wallClockMicros()
+        guard case .success(let batch) = intake.check(topic: "beaconflow/v1/\(siteID)/agent-\(agent)/batch", payload: payload, nowMicros: now)
+        else { fatalError("the intake refused a batch") }
+        return pipeline.apply(batch, nowMicros: now)
+    }
+}
+nonisolated(unsafe) var pipelineRun: PipelineRun!
+
 let batchesPerIteration = 100
 let beaconsPerAgent = 100
 
@@ -325,6 +384,25 @@ let benchmarks: @Sendable () -> Void = {
         },
         setup: { environment = try await Environment() },
         teardown: { try await environment.stop() })
+
+    // The ingest's own work per sighting, without broker or database: the same 100 batches as end to end
+    // (10 agents, 100 beacons each, 1,000 sightings a batch) checked and decoded by the intake and applied by the
+    // pipeline (identities, addresses, deduplication, smoothing, zones, fleet health). Each iteration's batches
+    // follow the last one's in event time, as a live site's do.
+    Benchmark(
+        "Ingest pipeline, 100k sightings",
+        configuration: .init(
+            metrics: [.wallClock, .cpuTotal, .mallocCountTotal], timeUnits: .milliseconds, warmupIterations: 2,
+            maxDuration: .seconds(60), maxIterations: PipelineRun.iterations - 2),
+        closure: { benchmark in
+            let run = pipelineRun!
+            let batches = run.nextBatches()
+            benchmark.startMeasurement()
+            for (agent, payload) in batches { blackHole(run.apply(payload, agent: agent)) }
+            benchmark.stopMeasurement()
+        },
+        setup: { pipelineRun = try PipelineRun() },
+        teardown: { pipelineRun = nil })
 
     // Memory with 100,000 beacons tracked, in a `beaconflow ingest` process of its own (the release binary of the
     // main package: `swift build -c release` first): each beacon heard by two agents, twice, 10 s apart (400

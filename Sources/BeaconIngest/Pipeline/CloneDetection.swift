@@ -31,6 +31,13 @@ struct CloneDetection: Sendable, Equatable {
 
     /// Records a sighting of the identity from `address` at `time`; true when that address is a copy's.
     mutating func heard(_ address: UInt64, at time: Int64) -> Bool {
+        // The usual case, one address heard again: nothing to compare it with.
+        if spans.count == 1, spans[0].address == address {
+            spans[0].firstMicros = min(spans[0].firstMicros, time)
+            spans[0].lastMicros = max(spans[0].lastMicros, time)
+            clonedSinceMicros = nil
+            return false
+        }
         if let index = spans.firstIndex(where: { $0.address == address }) {
             spans[index].firstMicros = min(spans[index].firstMicros, time)
             spans[index].lastMicros = max(spans[index].lastMicros, time)

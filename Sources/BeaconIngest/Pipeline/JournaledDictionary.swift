@@ -21,6 +21,22 @@ struct JournaledDictionary<Key: Hashable & Sendable, Value: Sendable>: Sendable,
         return try body(&storage[key])
     }
 
+    /// Swaps the value of `key` with `value` (a placeholder going in), and returns where to put it back
+    /// (`checkIn`) once changed; nil, and `value` unchanged, where the key is absent. Meanwhile the value holds the
+    /// only reference to its storage, so changing its arrays copies nothing, and no key is hashed again. Nothing
+    /// else may change the table in between.
+    mutating func checkOut(_ key: Key, swapping value: inout Value) -> Dictionary<Key, Value>.Index? {
+        remember(key)
+        guard let slot = storage.index(forKey: key) else { return nil }
+        swap(&value, &storage.values[slot])
+        return slot
+    }
+
+    /// Puts back a value `checkOut` moved out.
+    mutating func checkIn(_ value: Value, at slot: Dictionary<Key, Value>.Index) {
+        storage.values[slot] = value
+    }
+
     var count: Int { storage.count }
     var keys: Dictionary<Key, Value>.Keys { storage.keys }
     func makeIterator() -> Dictionary<Key, Value>.Iterator { storage.makeIterator() }

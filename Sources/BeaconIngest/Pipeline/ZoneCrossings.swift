@@ -41,19 +41,23 @@ struct ZoneCrossings: Sendable, Equatable {
 }
 
 extension SiteZoneTracker {
-    /// Each zone's level for a beacon, by zone number, from its agents' fresh readings (`level`: smoothed or as
-    /// heard): its score under the learned patterns, or its loudest reading (-infinity: not a candidate).
-    func zoneLevels(of readings: [AgentReading], _ level: KeyPath<AgentReading, Double>) -> [Double] {
-        var levels = [Double](repeating: -.infinity, count: zones.count)
+    /// Each zone's level for a beacon, by zone number, from its agents' fresh readings (smoothed, or as `heard`):
+    /// its score under the learned patterns, or its loudest reading (-infinity: not a candidate). Written to
+    /// `levels`, whose storage is reused from reading to reading.
+    func zoneLevels(of readings: [AgentReading], heard: Bool, into levels: inout [Double]) {
+        if levels.count == zones.count {
+            for zone in levels.indices { levels[zone] = -.infinity }
+        } else {
+            levels = [Double](repeating: -.infinity, count: zones.count)
+        }
         switch rules.scoring {
         case .pattern where !readings.isEmpty:
-            patterns.score(levels: readings.lazy.map { (agent: $0.number, level: $0[keyPath: level]) }, into: &levels)
+            patterns.score(levels: readings.lazy.map { (agent: $0.number, level: heard ? $0.heard : $0.rssi) }, into: &levels)
         default:
             for reading in readings {
                 let zone = patterns.zoneOfAgent[reading.number]
-                levels[zone] = max(levels[zone], reading[keyPath: level])
+                levels[zone] = max(levels[zone], heard ? reading.heard : reading.rssi)
             }
         }
-        return levels
     }
 }

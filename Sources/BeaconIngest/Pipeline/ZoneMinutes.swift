@@ -21,7 +21,9 @@ extension SiteZoneTracker {
         while minute < to {
             let overlap = min(to, minute + Self.minute) - max(from, minute)
             if minute >= (nextMinute ?? .min), overlap > 0 {
-                presence[minute, default: emptyMinute][zone][beaconID, default: 0] += overlap
+                // In place: the minute's tables are changed where they are, not copied out and back.
+                if presence[minute] == nil { presence[minute] = emptyMinute }
+                presence[minute]![zone][beaconID, default: 0] += overlap
             }
             minute += Self.minute
         }

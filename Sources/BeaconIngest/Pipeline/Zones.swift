@@ -100,6 +100,9 @@ public struct SiteZoneTracker: Sendable {
     }
 
     var pending: [Reading] = []
+    /// Storage for a reading's zone levels, smoothed and as heard (see `apply`).
+    private var scratchLevels: [Double] = []
+    private var scratchHeardLevels: [Double] = []
     var agents: [String: AgentProgress] = [:]
     /// Agents of the sites file not heard yet, and when the tracker got its first batch.
     var unheardAgents: Set<String>
@@ -267,7 +270,12 @@ public struct SiteZoneTracker: Sendable {
     }
 
     mutating func apply(_ reading: Reading, into changes: inout [ZoneChange]) {
-        var beacon = beacons[reading.beaconID] ?? Beacon()
+        // Moved out of the table while it changes, so that its arrays are not copied at every reading.
+        var beacon = Beacon()
+        let slot = beacons.checkOut(reading.beaconID, swapping: &beacon)
+        func store(_ beacon: Beacon) {
+            if let slot { beacons.checkIn(beacon, at: slot) } else { beacons[reading.beaconID] = beacon }
+        }
         let time = reading.timeMicros
         var level = reading.rssi
         if let smoothing {
@@ -300,7 +308,16 @@ public struct SiteZoneTracker: Sendable {
         beacon.lastSeenMicros = max(beacon.lastSeenMicros, time)
 
         beacon.readings.removeAll { time - $0.time > rules.readingLifetimeMicros }
-        let levels = zoneLevels(of: beacon.readings, \.rssi)
+        // The levels' storage is the tracker's, reused from reading to reading.
+        var levels: [Double] = []
+        var heardLevels: [Double] = []
+        swap(&levels, &scratchLevels)
+        swap(&heardLevels, &scratchHeardLevels)
+        defer {
+            swap(&levels, &scratchLevels)
+            swap(&heardLevels, &scratchHeardLevels)
+        }
+        zoneLevels(of: beacon.readings, heard: false, into: &levels)
         if rules.scoring == .pattern, let zone = beacon.zone, time - beacon.enterMicros >= ZonePatterns.learnAfterMicros {
             patterns.learn(zone: zone, agent: reading.agentNumber, levels: beacon.readings.lazy.map { (agent: $0.number, level: $0.rssi) })
         }
@@ -313,7 +330,7 @@ public struct SiteZoneTracker: Sendable {
             best = zone
         }
         guard let best else {
-            beacons[reading.beaconID] = beacon
+            store(beacon)
             return
         }
         if let current = beacon.zone {
@@ -339,8 +356,9 @@ public struct SiteZoneTracker: Sendable {
             }
             beacon.evidence = evidence
             // Without smoothing the levels are already those of the readings as heard.
-            let heardLevels = smoothing == nil ? levels : zoneLevels(of: beacon.readings, \.heard)
-            beacon.crossings.add(levels: heardLevels, current: current, seconds: seconds, at: time, unheard: Self.unheardDbm)
+            if smoothing != nil { zoneLevels(of: beacon.readings, heard: true, into: &heardLevels) }
+            beacon.crossings.add(
+                levels: smoothing == nil ? levels : heardLevels, current: current, seconds: seconds, at: time, unheard: Self.unheardDbm)
             // The most evidence for its threshold; between equal ones, the first zone id in alphabetical order.
             func share(_ entry: (zone: Int, dbSeconds: Double, sinceMicros: Int64)) -> Double {
                 entry.dbSeconds / (evidenceNeeded(from: current, to: entry.zone) * (1 + settled))
@@ -377,7 +395,7 @@ public struct SiteZoneTracker: Sendable {
             let from = wasPlaced ? (stayed ? max(previousSeen, beacon.enterMicros) : time) : beacon.enterMicros
             addPresence(of: reading.beaconID, in: zone, from: from, to: time)
         }
-        beacons[reading.beaconID] = beacon
+        store(beacon)
     }
 
     /// The evidence a move needs: more between zones that share no door.
