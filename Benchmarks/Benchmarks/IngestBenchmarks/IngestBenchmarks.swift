@@ -131,28 +131,10 @@ final class Environment: @unchecked Sendable {
     /// One sealed batch of `agent`: `sightingsPerBatch` sightings of `beacons` (round robin) from `start`, `step`
     /// apart.
     func batch(agent: Int, beacons: Range<Int>, start: Int64, step: Int64) throws -> [UInt8] {
-        if builders.isEmpty {
-            builders = (0..<agentCount).map { agent in
-                var builder = BatchBuilder(siteID: site(of: agent, sites: sites), agentID: "agent-\(agent)", bootID: 7)
-                builder.configuration.maximumSightings = sightingsPerBatch * 2
-                return builder
-            }
-        }
-        var builder = builders[agent]
-        defer { builders[agent] = builder }
-        for index in 0..<sightingsPerBatch {
-            let beacon = beacons.lowerBound + index % beacons.count
-            let key = BeaconKey(
-                beaconID: "ibeacon:e2c56db5-dffb-48d2-b060-d0f5a71096e0:\(beacon / 65536):\(beacon % 65536)",
-                address: 0xC000_0000_0000 | UInt64(beacon), addressIsRandom: true, powerAt1mDbm: -59)
-            _ = builder.add(
-                Sighting(timeMicros: start + Int64(index) * step, beacon: key, rssi: Int8(-50 - (index * 7) % 40)),
-                nowNanoseconds: 0)
-        }
+        if builders.isEmpty { builders = (0..<agentCount).map { makeBuilder(site: site(of: $0, sites: sites), agent: $0) } }
         let sequence = nextSequence[agent]
         nextSequence[agent] += 1
-        let sealed = builder.seal(sequence: sequence, firstUnacknowledgedSequence: sequence, agentClockMicros: start)
-        return try sealed!.wireBytes()
+        return try sealedBatch(&builders[agent], beacons: beacons, start: start, step: step, sequence: sequence)
     }
 
     func publish(agent: Int, _ payload: [UInt8]) throws {
@@ -199,6 +181,30 @@ final class Environment: @unchecked Sendable {
 
 nonisolated(unsafe) var environment: Environment!
 
+/// Agent `agent`'s batch builder, with room for a batch of `sightingsPerBatch`.
+func makeBuilder(site: String, agent: Int) -> BatchBuilder {
+    var builder = BatchBuilder(siteID: site, agentID: "agent-\(agent)", bootID: 7)
+    builder.configuration.maximumSightings = sightingsPerBatch * 2
+    return builder
+}
+
+/// Benchmark beacon number `beacon`: an iBeacon with a random address of its own.
+func benchmarkBeacon(_ beacon: Int) -> BeaconKey {
+    BeaconKey(
+        beaconID: "ibeacon:e2c56db5-dffb-48d2-b060-d0f5a71096e0:\(beacon / 65536):\(beacon % 65536)",
+        address: 0xC000_0000_0000 | UInt64(beacon), addressIsRandom: true, powerAt1mDbm: -59)
+}
+
+/// `sightingsPerBatch` sightings of `beacons` (round robin) from `start`, `step` apart, sealed as batch `sequence`.
+func sealedBatch(_ builder: inout BatchBuilder, beacons: Range<Int>, start: Int64, step: Int64, sequence: UInt64) throws -> [UInt8] {
+    for index in 0..<sightingsPerBatch {
+        let key = benchmarkBeacon(beacons.lowerBound + index % beacons.count)
+        _ = builder.add(
+            Sighting(timeMicros: start + Int64(index) * step, beacon: key, rssi: Int8(-50 - (index * 7) % 40)), nowNanoseconds: 0)
+    }
+    return try builder.seal(sequence: sequence, firstUnacknowledgedSequence: sequence, agentClockMicros: start)!.wireBytes()
+}
+
 /// The pipeline of `Ingest pipeline, 100k sightings` and its batches, built before any is measured: one set of
 /// 100 per iteration, each set following the one before in event time.
 final class PipelineRun: @unchecked Sendable {
@@ -212,29 +218,16 @@ final class PipelineRun: @unchecked Sendable {
         let sites = try SitesConfiguration.parse(sitesText)
         intake = BatchIntake(sites: sites)
         pipeline = IngestPipeline(sites: sites)
-        var builders = (0..<agentCount).map { agent in
-            var builder = BatchBuilder(siteID: siteID, agentID: "agent-\(agent)", bootID: 7)
-            builder.configuration.maximumSightings = sightingsPerBatch * 2
-            return builder
-        }
+        var builders = (0..<agentCount).map { makeBuilder(site: siteID, agent: $0) }
         let start = wallClockMicros() - 3_600_000_000
         for iteration in 0..<Self.iterations {
             var batches: [(agent: Int, payload: [UInt8])] = []
             for round in 0..<(batchesPerIteration / agentCount) {
                 let sequence = UInt64(iteration * batchesPerIteration / agentCount + round + 1)
-                let roundStart = start + Int64(sequence) * 1_000_000
                 for agent in 0..<agentCount {
-                    for index in 0..<sightingsPerBatch {
-                        let beacon = agent * beaconsPerAgent + index % beaconsPerAgent
-                        let key = BeaconKey(
-                            beaconID: "ibeacon:e2c56db5-dffb-48d2-b060-d0f5a71096e0:\(beacon / 65536):\(beacon % 65536)",
-                            address: 0xC000_0000_0000 | UInt64(beacon), addressIsRandom: true, powerAt1mDbm: -59)
-                        _ = builders[agent].add(
-                            Sighting(timeMicros: roundStart + Int64(index) * 1000, beacon: key, rssi: Int8(-50 - (index * 7) % 40)),
-                            nowNanoseconds: 0)
-                    }
-                    let sealed = builders[agent].seal(sequence: sequence, firstUnacknowledgedSequence: sequence, agentClockMicros: roundStart)
-                    batches.append((agent, try sealed!.wireBytes()))
+                    let beacons = (agent * beaconsPerAgent)..<((agent + 1) * beaconsPerAgent)
+                    batches.append(
+                        (agent, try sealedBatch(&builders[agent], beacons: beacons, start: start + Int64(sequence) * 1_000_000, step: 1000, sequence: sequence)))
                 }
             }
             payloads.append(batches)
@@ -449,13 +442,9 @@ let benchmarks: @Sendable () -> Void = {
             for round in 0..<2 {
                 for block in 0..<100 {
                     for agent in [block % agentCount, (block + 1) % agentCount] {
-                        var builder = BatchBuilder(siteID: siteID, agentID: "agent-\(agent)", bootID: 7)
-                        builder.configuration.maximumSightings = sightingsPerBatch * 2
+                        var builder = makeBuilder(site: siteID, agent: agent)
                         for index in 0..<sightingsPerBatch {
-                            let beacon = block * 1000 + index
-                            let key = BeaconKey(
-                                beaconID: "ibeacon:e2c56db5-dffb-48d2-b060-d0f5a71096e0:\(beacon / 65536):\(beacon % 65536)",
-                                address: 0xC000_0000_0000 | UInt64(beacon), addressIsRandom: true, powerAt1mDbm: -59)
+                            let key = benchmarkBeacon(block * 1000 + index)
                             let time = start + Int64(round) * 10_000_000 + Int64(block) * 10_000 + Int64(index)
                             _ = builder.add(Sighting(timeMicros: time, beacon: key, rssi: -60), nowNanoseconds: 0)
                         }

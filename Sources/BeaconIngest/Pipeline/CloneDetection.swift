@@ -31,13 +31,6 @@ struct CloneDetection: Sendable, Equatable {
 
     /// Records a sighting of the identity from `address` at `time`; true when that address is a copy's.
     mutating func heard(_ address: UInt64, at time: Int64) -> Bool {
-        // The usual case, one address heard again: nothing to compare it with.
-        if spans.count == 1, spans[0].address == address {
-            spans[0].firstMicros = min(spans[0].firstMicros, time)
-            spans[0].lastMicros = max(spans[0].lastMicros, time)
-            clonedSinceMicros = nil
-            return false
-        }
         if let index = spans.firstIndex(where: { $0.address == address }) {
             spans[index].firstMicros = min(spans[index].firstMicros, time)
             spans[index].lastMicros = max(spans[index].lastMicros, time)
@@ -46,6 +39,11 @@ struct CloneDetection: Sendable, Equatable {
             if spans.count > Self.maximumSpans, let stalest = spans.indices.min(by: { spans[$0].lastMicros < spans[$1].lastMicros }) {
                 spans.remove(at: stalest)
             }
+        }
+        // The usual case, one address: nothing to compare it with.
+        if spans.count == 1 {
+            clonedSinceMicros = nil
+            return false
         }
         let newest = spans.lazy.map(\.lastMicros).max() ?? time
         spans.removeAll { newest - $0.lastMicros > BeaconIdentity.addressLifetimeMicros }

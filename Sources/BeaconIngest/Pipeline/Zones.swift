@@ -20,9 +20,10 @@
 /// least `switchDwellMicros`. So a brief shadow (a person between beacon and receiver) gathers a little and decays,
 /// while a move gathers steadily, sooner the clearer it is. How settled a beacon is in its zone (`settledMicros`)
 /// sets the margin (from 0 for a beacon just placed to `switchMarginDb`) and the evidence (up to twice). The move
-/// is dated in hindsight, where the readings as heard say it happened (`ZoneCrossings`), at most `historyLagMicros` before the decision. Minutes are counted
-/// when the watermark is the counting lag (the greater of the absence timeout and the history lag) past their
-/// end: until then a reading can still show that the beacon stayed through a gap, or move its time to another zone.
+/// is dated in hindsight, where the readings as heard say it happened (`ZoneCrossings`), at most `historyLagMicros`
+/// before the decision. Minutes are counted when the watermark is the counting lag (the greater of the absence
+/// timeout and the history lag) past their end: until then a reading can still show that the beacon stayed
+/// through a gap, or move its time to another zone.
 public struct SiteZoneTracker: Sendable {
     public let site: String
     public let rules: ZoneRules
