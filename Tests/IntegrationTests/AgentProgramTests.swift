@@ -28,7 +28,7 @@ struct AgentProgramTests {
         try testSites.write(toFile: work + "/sites.yaml", atomically: true, encoding: .utf8)
         let ingest = try ChildProcess(
             try #require(beaconflowExecutable),
-            ["ingest", "--sites", work + "/sites.yaml", "--broker", broker.url, "--database", database.conninfo],
+            ["ingest", "--sites", work + "/sites.yaml", "--broker", broker.url, "--database", database.conninfo, "--metrics-listen", "none"],
             standardErrorPath: work + "/ingest.log")
         defer { ingest.terminate(SIGKILL) }
 
