@@ -533,6 +533,37 @@ extension ZoneChange {
         #expect(first["a"]?.seconds == 15 && first["b"]?.seconds == 30 && first["c"]?.seconds == 15, "\(first)")
     }
 
+    /// Data that ends half a second into a minute (a replay, the demo stopping): the beacons heard every two
+    /// seconds until then were there through its end, and the last minute counts them.
+    @Test func theEndOfTheDataCountsTheBeaconsStillThereInItsLastMinute() throws {
+        let site = try SitesConfiguration.parse(
+            """
+            sites:
+              - id: hq
+                rssi_smoothing: none
+                zones: [{id: a}]
+                agents: [{id: a1, zone: a}]
+            """).sites[0]
+        var tracker = SiteZoneTracker(site: site)
+        for index in 0..<60 {
+            let time = start + Int64(index) * second
+            if index.isMultiple(of: 2) { tracker.add(beaconID: "even", agent: "a1", timeMicros: time, rssi: -60) }
+            tracker.add(beaconID: index == 59 ? "last" : "other", agent: "a1", timeMicros: time, rssi: -60)
+            tracker.agentProgressed("a1", newestMicros: time, arrivalMicros: time)
+        }
+        let end = start + 60 * second + second / 2
+        tracker.add(beaconID: "other", agent: "a1", timeMicros: end, rssi: -60)
+        tracker.agentProgressed("a1", newestMicros: end, arrivalMicros: end)
+        let counts = tracker.finish(closingVisits: true).compactMap { change -> (minute: Int64, occupants: Int)? in
+            guard case .occupancy(_, "a", let minute, let occupants, _) = change else { return nil }
+            return (minute, occupants)
+        }
+        // Minute 0: "even" and "other" (placed after the entry dwell, present for most of it); "last" was heard
+        // once. Minute 1 (half a second): "even", last heard at 58 s, and "other" are still there.
+        #expect(counts.map(\.minute) == [start, start + 60 * second])
+        #expect(counts.map(\.occupants) == [2, 2], "\(counts)")
+    }
+
     /// A lobby agent on the wall to the lab hears a lab beacon next to that wall louder than the lab's own agent
     /// does. Scored by the loudest agent, the beacon goes to the lobby; scored by what the site learned of the
     /// lobby's and the lab's beacons over a few minutes (all agents together), it is in the lab.

@@ -88,6 +88,11 @@ extension SiteZoneTracker {
             apply(reading, into: &changes)
         }
         pending.removeAll()
+        // A beacon in a zone and not yet absent was there when the data ended, as between two of its readings: in
+        // a last minute only seconds long, its last reading may well be before the minute began.
+        for (beaconID, beacon) in beacons where newest - beacon.lastSeenMicros <= rules.absenceTimeoutMicros {
+            if let zone = beacon.zone { addPresence(of: beaconID, in: zone, from: beacon.lastSeenMicros, to: newest) }
+        }
         var minute = nextMinute ?? presence.keys.min() ?? Self.minuteStart(newest)
         while minute <= Self.minuteStart(newest) {
             count(minute, through: newest, into: &changes)
