@@ -57,6 +57,8 @@ let package = Package(
             pkgConfig: "zlib",
             providers: [.apt(["zlib1g-dev"])]
         ),
+        // glibc's allocator settings (part of libc: nothing to link).
+        .systemLibrary(name: "CMalloc"),
 
         // The one Swift wrapper of zlib: raw DEFLATE in memory, with a bound on what inflating may produce.
         .target(name: "Deflate", dependencies: ["CZlib"]),
@@ -200,6 +202,7 @@ let package = Package(
                 "BeaconIngest",
                 "BeaconMessaging",
                 "BoundedYAML",
+                "CMalloc",
                 "LibPQ",
                 "LocalServers",
                 "MetricFamilies",

@@ -88,17 +88,33 @@ public struct BeaconIdentity: Hashable, Sendable, CustomStringConvertible {
         func number(_ offset: Int) -> UInt16 { UInt16(bytes[offset]) << 8 | UInt16(bytes[offset + 1]) }
         switch kind {
         case .eddystone:
-            return kind.prefix + bytes[..<10].hexString + ":" + bytes[10...].hexString
+            return Self.joined(kind.prefix, bytes[..<10].hexString, ":", bytes[10...].hexString)
         case .iBeacon:
             let high = bytes[..<8].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
             let low = bytes[8..<16].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
-            return kind.prefix + dashedUUID(high: high, low: low) + ":\(number(16)):\(number(18))"
+            return Self.joined(kind.prefix, dashedUUID(high: high, low: low), ":\(number(16)):\(number(18))")
         case .altBeacon:
-            return kind.prefix + bytes[..<(bytes.count - 4)].hexString + ":\(number(bytes.count - 4)):\(number(bytes.count - 2))"
+            return Self.joined(
+                kind.prefix, bytes[..<(bytes.count - 4)].hexString, ":\(number(bytes.count - 4)):\(number(bytes.count - 2))")
         case .eid, .anon:
-            return kind.prefix + bytes.hexString
+            return Self.joined(kind.prefix, bytes.hexString)
         case .mac:
-            return kind.prefix + DeviceAddress.format(bytes)
+            return Self.joined(kind.prefix, DeviceAddress.format(bytes))
+        }
+    }
+
+    /// The pieces in one string of exactly their length: a string grown by `+` keeps the spare capacity of its
+    /// growth, and the ingest holds a beacon id for each of up to 100,000 beacons.
+    private static func joined(_ pieces: String...) -> String {
+        String(unsafeUninitializedCapacity: pieces.reduce(0) { $0 + $1.utf8.count }) { buffer in
+            var offset = 0
+            for piece in pieces {
+                for byte in piece.utf8 {
+                    buffer[offset] = byte
+                    offset += 1
+                }
+            }
+            return offset
         }
     }
 

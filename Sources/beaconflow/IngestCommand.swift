@@ -125,6 +125,7 @@ struct IngestCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        MallocArenas.limit(to: MallocArenas.ingest)
         let configuration: IngestConfiguration
         let metrics: MetricsListenAddress?
         switch Result(catching: { () throws(ConfigurationError) in (try self.configuration(), try MetricsListenAddress.parse(metricsListen)) }) {

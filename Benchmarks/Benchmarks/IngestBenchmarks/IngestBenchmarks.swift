@@ -75,7 +75,11 @@ final class Environment: @unchecked Sendable {
                 [
                     "ingest", "--sites", sitesFile, "--broker", "mqtt://127.0.0.1:\(broker.port)", "--database",
                     database.conninfo, "--metrics-listen", "none", "--log-level", "warning",
-                ], standardErrorPath: database.directory + "/ingest.log")
+                ],
+                // As a user runs it: without the benchmark's own malloc interposer, which the benchmark's
+                // environment preloads.
+                environment: ProcessInfo.processInfo.environment.filter { $0.key != "LD_PRELOAD" },
+                standardErrorPath: database.directory + "/ingest.log")
             ingests = []
             tasks = []
         } else {

@@ -73,7 +73,9 @@ struct SightingStore {
                     SELECT beacon_key, beacon_id FROM beaconflow.beacon_keys WHERE beacon_id = ANY($1)
                     """, [missingBeacons])
                 {
-                    keys.learned(beacon: try row.decode(1), key: try row.decode(0))
+                    // Kept under the pipeline's copy of the id, not a copy of its own per beacon.
+                    let beaconID = try row.decode(1, as: String.self)
+                    keys.learned(beacon: seenBeacons.firstIndex(of: beaconID).map { seenBeacons[$0] } ?? beaconID, key: try row.decode(0))
                 }
             }
         }
