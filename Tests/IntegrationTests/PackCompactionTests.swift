@@ -38,7 +38,7 @@ struct PackCompactionTests {
         let server = try await SharedDatabase.create()
         let connection = try PostgresConnection(server.conninfo)
         try Migrator.migrate(connection, logger: Logger(label: "test"))
-        var writer = BatchWriter(connection: connection, pipeline: IngestPipeline(sites: try SitesConfiguration.parse(testSites)))
+        let writer = BatchWriter(connection: connection, pipeline: IngestPipeline(sites: try SitesConfiguration.parse(testSites)))
         // Two and a half minutes of one-second batches from two agents, ten minutes ago.
         let minute: Int64 = 60_000_000
         let start = (wallClockMicros() - 10 * minute) / minute * minute + 20_000_000
