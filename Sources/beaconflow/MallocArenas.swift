@@ -11,7 +11,8 @@ enum MallocArenas {
 
     /// Limits the arenas to `count`, unless the environment chose (`MALLOC_ARENA_MAX`, or `GLIBC_TUNABLES` naming
     /// `glibc.malloc.arena_max`). Called first thing, before the threads that allocate start.
-    static func limit(to count: Int32, environment: [String: String] = ProcessInfo.processInfo.environment) {
+    static func limit(to count: Int32) {
+        let environment = ProcessInfo.processInfo.environment
         guard environment["MALLOC_ARENA_MAX"] == nil, environment["GLIBC_TUNABLES"]?.contains("glibc.malloc.arena_max") != true else {
             return
         }

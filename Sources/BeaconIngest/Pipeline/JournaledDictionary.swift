@@ -55,7 +55,6 @@ struct JournaledDictionary<Key: Hashable & Sendable, Value: Sendable>: Sendable,
     }
 
     var count: Int { slots.count }
-    var keys: Dictionary<Key, Int32>.Keys { slots.keys }
 
     func makeIterator() -> Iterator { Iterator(slots: slots.makeIterator(), values: values) }
 
