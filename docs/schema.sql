@@ -832,6 +832,24 @@ PARTITION BY RANGE (ts);
 ALTER TABLE beaconflow.sensor_readings_raw OWNER TO postgres;
 
 --
+-- Name: telemetry_raw; Type: TABLE; Schema: beaconflow; Owner: postgres
+--
+
+CREATE TABLE beaconflow.telemetry_raw (
+    ts timestamp with time zone NOT NULL,
+    beacon_id text NOT NULL,
+    battery_mv integer,
+    temperature_c real,
+    adv_count bigint,
+    uptime_s double precision,
+    site_id text,
+    agent_id text
+)
+PARTITION BY RANGE (ts);
+
+ALTER TABLE beaconflow.telemetry_raw OWNER TO postgres;
+
+--
 -- Name: sensor_readings; Type: VIEW; Schema: beaconflow; Owner: postgres
 --
 
@@ -843,7 +861,18 @@ CREATE VIEW beaconflow.sensor_readings AS
     sensor_readings_raw.quantity,
     sensor_readings_raw.value,
     sensor_readings_raw.unit
-   FROM beaconflow.sensor_readings_raw;
+   FROM beaconflow.sensor_readings_raw
+UNION ALL
+ SELECT t.ts,
+    t.site_id,
+    t.agent_id,
+    t.beacon_id,
+    q.quantity,
+    q.value,
+    q.unit
+   FROM (beaconflow.telemetry_raw t
+     CROSS JOIN LATERAL ( VALUES ('battery_voltage'::text,(t.battery_mv)::double precision,'millivolt'::text), ('temperature'::text,(t.temperature_c)::double precision,'celsius'::text), ('advertising_count'::text,(t.adv_count)::double precision,'count'::text), ('uptime'::text,t.uptime_s,'second'::text)) q(quantity, value, unit))
+  WHERE ((t.site_id IS NOT NULL) AND (t.agent_id IS NOT NULL) AND (q.value IS NOT NULL));
 
 ALTER TABLE beaconflow.sensor_readings OWNER TO postgres;
 
@@ -1027,24 +1056,6 @@ CREATE VIEW beaconflow.site_owners AS
           WHERE (a.pid = c.backend_pid))));
 
 ALTER TABLE beaconflow.site_owners OWNER TO postgres;
-
---
--- Name: telemetry_raw; Type: TABLE; Schema: beaconflow; Owner: postgres
---
-
-CREATE TABLE beaconflow.telemetry_raw (
-    ts timestamp with time zone NOT NULL,
-    beacon_id text NOT NULL,
-    battery_mv integer,
-    temperature_c real,
-    adv_count bigint,
-    uptime_s double precision,
-    site_id text,
-    agent_id text
-)
-PARTITION BY RANGE (ts);
-
-ALTER TABLE beaconflow.telemetry_raw OWNER TO postgres;
 
 --
 -- Name: telemetry; Type: VIEW; Schema: beaconflow; Owner: postgres
@@ -1658,6 +1669,12 @@ GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE beaconflow.schema_migrations TO beaco
 GRANT SELECT,INSERT ON TABLE beaconflow.sensor_readings_raw TO beaconflow_writer;
 
 --
+-- Name: TABLE telemetry_raw; Type: ACL; Schema: beaconflow; Owner: postgres
+--
+
+GRANT SELECT,INSERT ON TABLE beaconflow.telemetry_raw TO beaconflow_writer;
+
+--
 -- Name: TABLE sensor_readings; Type: ACL; Schema: beaconflow; Owner: postgres
 --
 
@@ -1721,12 +1738,6 @@ GRANT SELECT ON TABLE beaconflow.site_claims TO beaconflow_writer;
 
 GRANT SELECT,INSERT ON TABLE beaconflow.site_owners TO beaconflow_writer;
 GRANT SELECT ON TABLE beaconflow.site_owners TO beaconflow_reader;
-
---
--- Name: TABLE telemetry_raw; Type: ACL; Schema: beaconflow; Owner: postgres
---
-
-GRANT SELECT,INSERT ON TABLE beaconflow.telemetry_raw TO beaconflow_writer;
 
 --
 -- Name: TABLE telemetry; Type: ACL; Schema: beaconflow; Owner: postgres

@@ -183,6 +183,43 @@ struct MigrationTests {
         #expect(names == ["battery_low", "carbon_dioxide", "dew_point", "generic", "pm25", "temperature", "volatile_organic_compounds"])
     }
 
+    /// TLM readings stored before as sensor rows are shown from their telemetry rows, once; a reading of the same
+    /// quantities from another format, and TLM rows without a telemetry row of the same transmission, stay.
+    @Test func upgradingShowsTLMReadingsFromTelemetryOnce() async throws {
+        let server = try await PostgresServer.start()
+        let connection = try PostgresConnection(server.conninfo)
+        #expect(try Migrator.migrate(connection, through: 18, logger: logger) == Array(1...18))
+        #expect(try connection.query("SELECT beaconflow.ensure_partitions('2026-01-01', 1)") == [["3"]])
+        try connection.execute(
+            """
+            INSERT INTO beaconflow.telemetry_raw (ts, beacon_id, battery_mv, temperature_c, adv_count, uptime_s, site_id, agent_id)
+            VALUES ('2026-01-01T10:00:00Z', 'uid:t', 3000, 21.5, 256, 51.2, 'hq', 'a1'),
+                   ('2026-01-01T10:00:10Z', 'uid:t', 3000, NULL, 257, 52.2, 'hq', 'a1');
+            INSERT INTO beaconflow.sensor_readings_raw (ts, site_id, agent_id, beacon_id, quantity, value, unit, frame_hash)
+            VALUES ('2026-01-01T10:00:00Z', 'hq', 'a1', 'uid:t', 'battery_voltage', 3000, 'millivolt', 1),
+                   ('2026-01-01T10:00:00Z', 'hq', 'a1', 'uid:t', 'temperature', 21.5, 'celsius', 1),
+                   ('2026-01-01T10:00:00Z', 'hq', 'a1', 'uid:t', 'advertising_count', 256, 'count', 1),
+                   ('2026-01-01T10:00:00Z', 'hq', 'a1', 'uid:t', 'uptime', 51.2, 'second', 1),
+                   ('2026-01-01T10:00:10Z', 'hq', 'a1', 'uid:t', 'battery_voltage', 3000, 'millivolt', 2),
+                   ('2026-01-01T10:00:10Z', 'hq', 'a1', 'uid:t', 'advertising_count', 257, 'count', 2),
+                   ('2026-01-01T10:00:10Z', 'hq', 'a1', 'uid:t', 'uptime', 52.2, 'second', 2),
+                   ('2026-01-01T10:06:00Z', 'hq', 'a2', 'uid:t', 'battery_voltage', 3000, 'millivolt', 2),
+                   ('2026-01-01T10:06:00Z', 'hq', 'a2', 'uid:t', 'advertising_count', 257, 'count', 2),
+                   ('2026-01-01T10:06:00Z', 'hq', 'a2', 'uid:t', 'uptime', 52.2, 'second', 2),
+                   ('2026-01-01T10:00:00Z', 'hq', 'a1', 'mac:r', 'temperature', 21.5, 'celsius', 3),
+                   ('2026-01-01T10:00:00Z', 'hq', 'a1', 'mac:r', 'battery_voltage', 2977, 'millivolt', 3)
+            """)
+        let query = "SELECT to_char(ts AT TIME ZONE 'UTC', 'MI:SS'), agent_id, beacon_id, quantity, value, unit FROM beaconflow.sensor_readings ORDER BY 1, 2, 3, 4"
+        let before = try connection.query(query)
+        #expect(before.count == 12)
+        #expect(try Migrator.migrate(connection, logger: logger) == Array(19...Migrator.latestVersion))
+        #expect(try connection.query(query) == before)
+        // What is left in the table: the other format's readings and the late repeat without a telemetry row.
+        #expect(
+            try connection.query("SELECT beacon_id, agent_id, count(*) FROM beaconflow.sensor_readings_raw GROUP BY 1, 2 ORDER BY 1, 2")
+                == [["mac:r", "a1", "2"], ["uid:t", "a2", "3"]])
+    }
+
     @Test func partitionsAreMadeAheadAndDroppedPastRetention() async throws {
         let server = try await PostgresServer.start()
         let connection = try PostgresConnection(server.conninfo)

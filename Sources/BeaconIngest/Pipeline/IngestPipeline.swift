@@ -280,9 +280,9 @@ public struct IngestPipeline: Sendable {
         for telemetry in stored { health.telemetry(telemetry.row, rebooted: telemetry.rebooted) }
     }
 
-    /// And from the battery and temperature readings of other formats (TLM's come through `telemetryStored`).
+    /// And from the battery and temperature readings of other formats (TLM's are telemetry, `telemetryStored`).
     public mutating func sensorReadingsStored(_ stored: [SensorReadingRow]) {
-        for row in stored where row.frameType != "eddystone-tlm" {
+        for row in stored {
             health.reading(row.reading, beaconID: row.beaconID, siteID: row.siteID, timeMicros: row.timeMicros)
         }
     }
@@ -444,7 +444,7 @@ public struct IngestPipeline: Sendable {
         return beaconIDs.intern(beaconID, holdingAtMost: 2 * maximumBeacons)
     }
 
-    /// A sighting's data frame: TLM telemetry, and the readings of every format that has them, once per
+    /// A sighting's data frame: TLM telemetry, and the readings of every other format that has them, once per
     /// transmission.
     private mutating func dataFrame(
         _ content: DataFrameContent, of beacon: BeaconKey, beaconID: String, batch: DecodedBatch, timeMicros: Int64,
@@ -460,9 +460,11 @@ public struct IngestPipeline: Sendable {
             guard bytes.first == Eddystone.tlmFrameType,
                 let row = telemetryRow(bytes, beaconID: beaconID, batch: batch, timeMicros: timeMicros)
             else { return }
+            // Its readings are the telemetry row's (the `sensor_readings` view shows them from `telemetry_raw`).
             let (new, rebooted) = telemetry.observe(beaconID: beaconID, tlm: row.tlm, timeMicros: timeMicros)
             if new { output.telemetry.append(NewTelemetry(row: row.row, rebooted: rebooted)) }
-            frame = .eddystoneTLM(row.tlm)
+            health.kind(beaconID: beaconID, BeaconFrame.eddystoneTLM(row.tlm).typeName)
+            return
         } else {
             let address = beacon.address == 0
                 ? nil : DeviceAddress(value: beacon.address, kind: beacon.addressIsRandom ? .random : .public)

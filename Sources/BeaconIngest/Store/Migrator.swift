@@ -32,6 +32,7 @@ enum Schema {
         PackageResources.v016_sql,
         PackageResources.v017_sql,
         PackageResources.v018_sql,
+        PackageResources.v019_sql,
     ].enumerated().map { Migration(version: $0.offset + 1, file: $0.element) }
 }
 
