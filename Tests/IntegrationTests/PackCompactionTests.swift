@@ -65,13 +65,17 @@ struct PackCompactionTests {
         #expect(try packs() == 3 * 2 * 3)
         #expect(try connection.query(Self.sightingsQuery) == before)
         #expect(try connection.query("SELECT * FROM beaconflow.\(window) ORDER BY 1, 3, 5, 6, 9") == windowBefore)
-        // Each pack within one minute, its readings in time order, its time its first reading's.
+        // Each pack in columns (the agents send milliseconds), within one minute, its readings in time order, its
+        // time its first reading's.
         let misplaced = try connection.query(
             """
             SELECT count(*) FROM beaconflow.sighting_packs p
-            WHERE date_trunc('minute', p.ts AT TIME ZONE 'UTC') <> date_trunc('minute', (p.ts + (p.readings[array_length(p.readings, 1)] >> 24) * interval '1 microsecond') AT TIME ZONE 'UTC')
-               OR p.readings[1] >> 24 <> 0
-               OR p.readings <> ARRAY(SELECT r FROM unnest(p.readings) r ORDER BY r)
+            WHERE p.readings IS NOT NULL
+               OR cardinality(p.reading_ms) <> cardinality(p.reading_rssi)
+               OR cardinality(p.reading_ms) <> cardinality(p.reading_smoothed)
+               OR date_trunc('minute', p.ts AT TIME ZONE 'UTC') <> date_trunc('minute', (p.ts + (p.reading_ms[cardinality(p.reading_ms)] + 32768) * interval '1 millisecond') AT TIME ZONE 'UTC')
+               OR p.reading_ms[1] <> -32768
+               OR p.reading_ms <> ARRAY(SELECT m FROM unnest(p.reading_ms) m ORDER BY m)
             """)
         #expect(misplaced == [["0"]])
         // Again: nothing to do.
@@ -115,5 +119,53 @@ struct PackCompactionTests {
         #expect(throws: PostgresError.self) {
             try connection.query("SELECT beaconflow.compact_sighting_packs('hq', now(), now() - interval '1 minute')")
         }
+    }
+
+    /// An agent that sends microseconds: its minutes are merged in the `bigint[]` form, while another's in
+    /// milliseconds go to columns; a minute compacted before in that form whose readings fall on whole
+    /// milliseconds is rewritten in columns. The views show the same sightings throughout.
+    @Test func minutesInMicrosecondsKeepTheirFormAndOldCompactedMinutesMoveToColumns() async throws {
+        let server = try await SharedDatabase.create()
+        let connection = try PostgresConnection(server.conninfo)
+        try Migrator.migrate(connection, logger: Logger(label: "test"))
+        let writer = BatchWriter(connection: connection, pipeline: IngestPipeline(sites: try SitesConfiguration.parse(testSites)))
+        let minute: Int64 = 60_000_000
+        let start = (wallClockMicros() - 10 * minute) / minute * minute + 5_000_000
+        var configuration = BatchBuilder.Configuration()
+        configuration.timeUnitMicros = 1
+        for second in 0..<20 {
+            var builder = BatchBuilder(siteID: "hq", agentID: "hq-a1", bootID: 1, configuration: configuration)
+            let key = BeaconKey(beaconID: Self.beacons[0], address: 0xC000_0000_0010, addressIsRandom: true, powerAt1mDbm: -59)
+            _ = builder.add(Sighting(timeMicros: start + Int64(second) * 1_000_017, beacon: key, rssi: Int8(-60 - second % 7)), nowNanoseconds: 0)
+            let sealed = builder.seal(sequence: UInt64(second + 1), firstUnacknowledgedSequence: 1, agentClockMicros: 0)
+            _ = try writer.commit(try BatchReader.decode(try #require(sealed).wireBytes()))
+        }
+        // The other agent in milliseconds, in the same minute.
+        _ = try writer.commit(try Self.secondBatch(agent: "hq-a2", sequence: 1, startMicros: start + 1_000_000))
+        let before = try connection.query(Self.sightingsQuery)
+        #expect(before.count == 20 + 9)
+        try connection.execute("UPDATE beaconflow.settings SET value = '0' WHERE key = 'compaction_lag_minutes'")
+        #expect(try writer.compactPacks() == 4)
+        let forms = "SELECT readings IS NULL, count(*) FROM beaconflow.sighting_packs GROUP BY 1 ORDER BY 1"
+        // The microsecond minute merged as before; the millisecond packs (one per beacon, alone in their minute)
+        // rewritten in columns.
+        #expect(try writer.compactPacks() == 0)
+        #expect(try connection.query(forms) == [["f", "1"], ["t", "3"]])
+        #expect(try connection.query(Self.sightingsQuery) == before)
+
+        // A pack merged in the old form from whole milliseconds (as compacted before the columns) moves to them.
+        try connection.execute(
+            """
+            INSERT INTO beaconflow.sighting_packs (ts, source_key, beacon_key, tx_power, readings)
+            SELECT ts - interval '1 minute', source_key, beacon_key, tx_power,
+                   ARRAY(SELECT ((m + 32768)::bigint * 1000 << 24) | ((r::integer + 128)::bigint << 16) | (s + 32768)::bigint
+                         FROM unnest(reading_ms, reading_rssi, reading_smoothed) WITH ORDINALITY AS x(m, r, s, n) ORDER BY n)
+            FROM beaconflow.sighting_packs WHERE readings IS NULL
+            """)
+        let withOld = try connection.query(Self.sightingsQuery)
+        #expect(withOld.count == before.count + 9)
+        #expect(try writer.compactPacks() == 3)
+        #expect(try connection.query(forms) == [["f", "1"], ["t", "6"]])
+        #expect(try connection.query(Self.sightingsQuery) == withOld)
     }
 }

@@ -14,7 +14,7 @@ public enum IngestMetrics {
     static let telemetry = MetricFamily(
         "beaconflow_ingest_telemetry_total", .counter, help: "Telemetry rows committed (one per transmission).")
     static let sensorReadings = MetricFamily(
-        "beaconflow_ingest_sensor_readings_total", .counter, help: "Sensor readings committed (one per transmission).")
+        "beaconflow_ingest_sensor_readings_total", .counter, help: "Sensor readings committed (one per transmission; TLM readings are counted as telemetry).")
     static let lateReadings = MetricFamily(
         "beaconflow_ingest_late_readings_total", .counter,
         help: "Sightings stored but too late for the zone decisions (before a minute already counted).")

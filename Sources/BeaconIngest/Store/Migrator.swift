@@ -33,6 +33,7 @@ enum Schema {
         PackageResources.v017_sql,
         PackageResources.v018_sql,
         PackageResources.v019_sql,
+        PackageResources.v020_sql,
     ].enumerated().map { Migration(version: $0.offset + 1, file: $0.element) }
 }
 
