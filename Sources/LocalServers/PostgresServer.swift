@@ -20,6 +20,20 @@ public final class PostgresServer: @unchecked Sendable {
 
     static let runsAsRoot = getuid() == 0
 
+    /// The first directory on the way to `path` (itself excluded) that a user other than its owner and group may
+    /// not search, with its permission bits; nil when the postgres user can get through every one.
+    static func closedAncestor(of path: String) -> (path: String, mode: Int)? {
+        var ancestor = "/"
+        for component in URL(fileURLWithPath: path).standardized.pathComponents.dropFirst().dropLast() {
+            ancestor = (ancestor as NSString).appendingPathComponent(component)
+            guard let attributes = try? FileManager.default.attributesOfItem(atPath: ancestor),
+                let mode = attributes[.posixPermissions] as? Int
+            else { continue }
+            if mode & 0o001 == 0, attributes[.ownerAccountName] as? String != "postgres" { return (ancestor, mode) }
+        }
+        return nil
+    }
+
     /// A directory holding an initdb'ed `data` directory, made at the first new cluster of the process and removed
     /// at its exit.
     private static let initializedTemplate = Mutex<String?>(nil)
@@ -42,6 +56,12 @@ public final class PostgresServer: @unchecked Sendable {
         directory = try given.map { try makeSharedDirectory($0) } ?? makeTemporaryDirectory(prefix: "postgres")
         port = try freeLoopbackPort()
         if Self.runsAsRoot {
+            if let closed = Self.closedAncestor(of: directory) {
+                throw LocalServerError(
+                    "PostgreSQL runs as the postgres user, which cannot reach \(directory): \(closed.path) has mode "
+                        + String(closed.mode, radix: 8)
+                        + " (let others search it, chmod o+x \(closed.path), or choose a directory elsewhere)")
+            }
             try runToEnd("/bin/chown", ["-R", "postgres:postgres", directory])
         }
         if let primaryPort {

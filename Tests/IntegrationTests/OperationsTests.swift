@@ -457,6 +457,26 @@ struct DemoCommandTests {
         #expect(processes(under: work).isEmpty, "left behind: \(processes(under: work))")
     }
 
+    /// As root, in a directory the postgres user cannot reach (a private parent, as `mktemp -d` makes), the demo
+    /// stops at once and names the directory to open, leaving no process behind.
+    @Test(.enabled(if: getuid() == 0, "PostgreSQL changes user only under root"))
+    func aDirectoryThePostgresUserCannotReachIsNamed() async throws {
+        let executable = try #require(beaconflowExecutable)
+        let work = try makeTemporaryDirectory(prefix: "demo")
+        defer { try? FileManager.default.removeItem(atPath: work) }
+        let closed = work + "/private"
+        try FileManager.default.createDirectory(atPath: closed, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+        let demo = try ChildProcess(
+            executable, ["demo", "--duration", "5", "--directory", closed + "/state"],
+            standardOutputPath: work + "/out.txt", standardErrorPath: work + "/err.txt")
+        _ = await demo.exit()
+        let output = ((try? String(contentsOfFile: work + "/out.txt", encoding: .utf8)) ?? "")
+            + ((try? String(contentsOfFile: work + "/err.txt", encoding: .utf8)) ?? "")
+        #expect(demo.exitCode != 0)
+        #expect(output.contains("cannot reach \(closed)/state/postgres: \(closed) has mode 700"), "\(output.suffix(2000))")
+        #expect(processes(under: work).isEmpty, "left behind: \(processes(under: work))")
+    }
+
     /// With --broker and --database the demo starts no server and leaves the given ones running.
     @Test func theDemoUsesTheGivenServers() async throws {
         let executable = try #require(beaconflowExecutable)
