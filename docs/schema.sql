@@ -334,7 +334,7 @@ BEGIN
                     'CREATE TABLE beaconflow.%I PARTITION OF beaconflow.%I FOR VALUES FROM (%L) TO (%L)',
                     name, parent, day::timestamp AT TIME ZONE 'UTC', (day + 1)::timestamp AT TIME ZONE 'UTC');
                 IF parent = 'telemetry_raw' THEN
-                    EXECUTE format('CREATE UNIQUE INDEX %I ON beaconflow.%I (beacon_id, adv_count, uptime_s)',
+                    EXECUTE format('CREATE UNIQUE INDEX %I ON beaconflow.%I (beacon_key, adv_count, uptime_s)',
                                    name || '_transmission', name);
                 END IF;
                 made := made + 1;
@@ -873,13 +873,13 @@ ALTER TABLE beaconflow.sensor_readings_raw OWNER TO postgres;
 
 CREATE TABLE beaconflow.telemetry_raw (
     ts timestamp with time zone NOT NULL,
-    beacon_id text NOT NULL,
     battery_mv integer,
     temperature_c real,
     adv_count bigint,
     uptime_s double precision,
     site_id text,
-    agent_id text
+    agent_id text,
+    beacon_key integer NOT NULL
 )
 PARTITION BY RANGE (ts);
 
@@ -902,11 +902,12 @@ UNION ALL
  SELECT t.ts,
     t.site_id,
     t.agent_id,
-    t.beacon_id,
+    b.beacon_id,
     q.quantity,
     q.value,
     q.unit
-   FROM (beaconflow.telemetry_raw t
+   FROM ((beaconflow.telemetry_raw t
+     JOIN beaconflow.beacon_keys b ON ((b.beacon_key = t.beacon_key)))
      CROSS JOIN LATERAL ( VALUES ('battery_voltage'::text,(t.battery_mv)::double precision,'millivolt'::text), ('temperature'::text,(t.temperature_c)::double precision,'celsius'::text), ('advertising_count'::text,(t.adv_count)::double precision,'count'::text), ('uptime'::text,t.uptime_s,'second'::text)) q(quantity, value, unit))
   WHERE ((t.site_id IS NOT NULL) AND (t.agent_id IS NOT NULL) AND (q.value IS NOT NULL));
 
@@ -1101,15 +1102,16 @@ ALTER TABLE beaconflow.site_owners OWNER TO postgres;
 --
 
 CREATE VIEW beaconflow.telemetry AS
- SELECT telemetry_raw.ts,
-    telemetry_raw.beacon_id,
-    telemetry_raw.battery_mv,
-    telemetry_raw.temperature_c,
-    telemetry_raw.adv_count,
-    telemetry_raw.uptime_s,
-    telemetry_raw.site_id,
-    telemetry_raw.agent_id
-   FROM beaconflow.telemetry_raw;
+ SELECT t.ts,
+    b.beacon_id,
+    t.battery_mv,
+    t.temperature_c,
+    t.adv_count,
+    t.uptime_s,
+    t.site_id,
+    t.agent_id
+   FROM (beaconflow.telemetry_raw t
+     JOIN beaconflow.beacon_keys b ON ((b.beacon_key = t.beacon_key)));
 
 ALTER TABLE beaconflow.telemetry OWNER TO postgres;
 
@@ -1445,10 +1447,10 @@ CREATE INDEX sightings_raw_beacon_id_ts_idx ON ONLY beaconflow.sightings_raw USI
 CREATE INDEX sightings_raw_site_id_ts_idx ON ONLY beaconflow.sightings_raw USING btree (site_id, ts);
 
 --
--- Name: telemetry_raw_beacon_id_ts_idx; Type: INDEX; Schema: beaconflow; Owner: postgres
+-- Name: telemetry_raw_beacon_key_ts_idx; Type: INDEX; Schema: beaconflow; Owner: postgres
 --
 
-CREATE INDEX telemetry_raw_beacon_id_ts_idx ON ONLY beaconflow.telemetry_raw USING btree (beacon_id, ts);
+CREATE INDEX telemetry_raw_beacon_key_ts_idx ON ONLY beaconflow.telemetry_raw USING btree (beacon_key, ts);
 
 --
 -- Name: visits_raw_site_id_zone_id_enter_ts_idx; Type: INDEX; Schema: beaconflow; Owner: postgres

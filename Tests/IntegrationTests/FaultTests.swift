@@ -435,7 +435,7 @@ struct FaultTests {
             "SELECT site_id, beacon_id, zone_id, (extract(epoch FROM enter_ts) * 1000000)::bigint, (extract(epoch FROM exit_ts) * 1000000)::bigint FROM beaconflow.visits ORDER BY 1, 2, 4",
             "SELECT site_id, zone_id, bucket, occupants, occupant_seconds FROM beaconflow.zone_occupancy ORDER BY 1, 3, 2",
             "SELECT agent_id, count(*), sum(rssi) FROM beaconflow.sightings GROUP BY 1 ORDER BY 1",
-            "SELECT site_id, count(*), count(DISTINCT (beacon_id, adv_count, uptime_s)) FROM beaconflow.telemetry_raw GROUP BY 1 ORDER BY 1",
+            "SELECT site_id, count(*), count(DISTINCT (beacon_id, adv_count, uptime_s)) FROM beaconflow.telemetry GROUP BY 1 ORDER BY 1",
         ]
         func contents(_ run: Run) async throws -> [[[String?]]] {
             var all: [[[String?]]] = []

@@ -105,14 +105,18 @@ struct MigrationTests {
             """)
         #expect(try Migrator.migrate(connection, logger: logger) == Array(4...Migrator.latestVersion))
         #expect(try connection.query(
-            "SELECT beacon_id, adv_count, agent_id FROM beaconflow.telemetry_raw ORDER BY 1, 2") == [["b1", "7", "a1"], ["b1", "8", "a1"], ["b2", "7", "a1"]])
+            "SELECT beacon_id, adv_count, agent_id FROM beaconflow.telemetry ORDER BY 1, 2") == [["b1", "7", "a1"], ["b1", "8", "a1"], ["b2", "7", "a1"]])
         #expect(try connection.query("SELECT count(*) FROM beaconflow.sightings") == [["1"]])
         // Sensor readings have a partition for the day that had data, so late readings of it have a place.
         #expect(try connection.query("SELECT to_regclass('beaconflow.sensor_readings_raw_20260101') IS NOT NULL") == [["t"]])
         // The database now refuses a fourth reception, in this partition and in one made after the upgrade.
         #expect(try connection.query("SELECT beaconflow.ensure_partitions('2026-01-02', 1)") == [["3"]])
         for day in ["2026-01-01", "2026-01-02"] {
-            let insert = "INSERT INTO beaconflow.telemetry_raw (ts, beacon_id, adv_count, uptime_s) VALUES ('\(day)T10:00:00Z', 'b9', 7, 0.7)"
+            let insert = """
+                INSERT INTO beaconflow.beacon_keys (beacon_id) VALUES ('b9') ON CONFLICT DO NOTHING;
+                INSERT INTO beaconflow.telemetry_raw (ts, beacon_key, adv_count, uptime_s)
+                SELECT '\(day)T10:00:00Z', beacon_key, 7, 0.7 FROM beaconflow.beacon_keys WHERE beacon_id = 'b9'
+                """
             try connection.execute(insert)
             do {
                 try connection.execute(insert)
@@ -184,7 +188,8 @@ struct MigrationTests {
     }
 
     /// TLM readings stored before as sensor rows are shown from their telemetry rows, once; a reading of the same
-    /// quantities from another format, and TLM rows without a telemetry row of the same transmission, stay.
+    /// quantities from another format, and TLM rows without a telemetry row of the same transmission, stay. The
+    /// telemetry keyed by beacon shows the same rows.
     @Test func upgradingShowsTLMReadingsFromTelemetryOnce() async throws {
         let server = try await PostgresServer.start()
         let connection = try PostgresConnection(server.conninfo)
@@ -210,10 +215,13 @@ struct MigrationTests {
                    ('2026-01-01T10:00:00Z', 'hq', 'a1', 'mac:r', 'battery_voltage', 2977, 'millivolt', 3)
             """)
         let query = "SELECT to_char(ts AT TIME ZONE 'UTC', 'MI:SS'), agent_id, beacon_id, quantity, value, unit FROM beaconflow.sensor_readings ORDER BY 1, 2, 3, 4"
+        let telemetry = "SELECT * FROM beaconflow.telemetry ORDER BY ts"
         let before = try connection.query(query)
-        #expect(before.count == 12)
+        let telemetryBefore = try connection.query(telemetry)
+        #expect(before.count == 12 && telemetryBefore.count == 2)
         #expect(try Migrator.migrate(connection, logger: logger) == Array(19...Migrator.latestVersion))
         #expect(try connection.query(query) == before)
+        #expect(try connection.query(telemetry) == telemetryBefore)
         // What is left in the table: the other format's readings and the late repeat without a telemetry row.
         #expect(
             try connection.query("SELECT beacon_id, agent_id, count(*) FROM beaconflow.sensor_readings_raw GROUP BY 1, 2 ORDER BY 1, 2")

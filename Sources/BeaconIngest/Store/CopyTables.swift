@@ -3,7 +3,8 @@ import LibPQ
 // The tables the writer copies rows into, each with its columns and how a row fills them.
 
 extension TelemetryRow {
-    /// A temporary table like `telemetry_raw`, where a group's rows wait to be checked against stored transmissions.
+    /// The temporary table of `TransmissionStore.telemetry`, where a group's rows wait to be checked against stored
+    /// transmissions.
     static let copyTable = CopyTable<TelemetryRow>(
         "pg_temp.telemetry_incoming",
         [

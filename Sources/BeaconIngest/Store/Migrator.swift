@@ -34,6 +34,7 @@ enum Schema {
         PackageResources.v018_sql,
         PackageResources.v019_sql,
         PackageResources.v020_sql,
+        PackageResources.v021_sql,
     ].enumerated().map { Migration(version: $0.offset + 1, file: $0.element) }
 }
 

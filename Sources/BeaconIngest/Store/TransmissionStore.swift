@@ -49,22 +49,37 @@ extension TransmissionStore {
 
     /// TLM transmissions: a transmission (beacon, counter, uptime) is unique within its day's partition (migration
     /// 4); near a midnight, where two receptions may fall on either side, only those beacons are locked and the
-    /// neighbouring day is looked at here. Lock class 'bflt'.
+    /// neighbouring day is looked at here. Rows are stored under the beacon's key (migration 21), added to the
+    /// dictionary when missing. Lock class 'bflt'.
     static let telemetry = Kind<NewTelemetry, TransmissionKey>(
         lockClass: 1_650_879_604,
-        incomingTable: "CREATE TEMP TABLE IF NOT EXISTS telemetry_incoming (LIKE beaconflow.telemetry_raw) ON COMMIT DELETE ROWS",
-        copy: { (connection, offers) throws(PostgresError) in try connection.copy(offers.map(\.row), into: TelemetryRow.copyTable) },
+        incomingTable: """
+            CREATE TEMP TABLE IF NOT EXISTS telemetry_incoming (
+                ts timestamptz, beacon_id text, battery_mv integer, temperature_c real, adv_count bigint,
+                uptime_s double precision, site_id text, agent_id text) ON COMMIT DELETE ROWS
+            """,
+        copy: { (connection, offers) throws(PostgresError) in
+            try connection.copy(offers.map(\.row), into: TelemetryRow.copyTable)
+            try connection.execute(
+                """
+                INSERT INTO beaconflow.beacon_keys (beacon_id) SELECT DISTINCT beacon_id FROM pg_temp.telemetry_incoming
+                ON CONFLICT (beacon_id) DO NOTHING
+                """)
+        },
         lockedBeacons: "SELECT DISTINCT n.beacon_id FROM pg_temp.telemetry_incoming n WHERE \(nearMidnight) ORDER BY 1",
         insert: """
-            INSERT INTO beaconflow.telemetry_raw (ts, beacon_id, battery_mv, temperature_c, adv_count, uptime_s, site_id, agent_id)
-            SELECT n.ts, n.beacon_id, n.battery_mv, n.temperature_c, n.adv_count, n.uptime_s, n.site_id, n.agent_id
-            FROM pg_temp.telemetry_incoming n
-            WHERE NOT (\(nearMidnight) AND EXISTS (
-                SELECT FROM beaconflow.telemetry_raw t
-                WHERE t.beacon_id = n.beacon_id AND t.adv_count = n.adv_count AND t.uptime_s = n.uptime_s
-                  AND t.ts BETWEEN n.ts - \(transmissionSpread) AND n.ts + \(transmissionSpread)))
-            ON CONFLICT DO NOTHING
-            RETURNING beacon_id, adv_count, uptime_s
+            WITH stored AS (
+                INSERT INTO beaconflow.telemetry_raw (ts, beacon_key, battery_mv, temperature_c, adv_count, uptime_s, site_id, agent_id)
+                SELECT n.ts, b.beacon_key, n.battery_mv, n.temperature_c, n.adv_count, n.uptime_s, n.site_id, n.agent_id
+                FROM pg_temp.telemetry_incoming n JOIN beaconflow.beacon_keys b ON b.beacon_id = n.beacon_id
+                WHERE NOT (\(nearMidnight) AND EXISTS (
+                    SELECT FROM beaconflow.telemetry_raw t
+                    WHERE t.beacon_key = b.beacon_key AND t.adv_count = n.adv_count AND t.uptime_s = n.uptime_s
+                      AND t.ts BETWEEN n.ts - \(transmissionSpread) AND n.ts + \(transmissionSpread)))
+                ON CONFLICT DO NOTHING
+                RETURNING beacon_key, adv_count, uptime_s
+            )
+            SELECT b.beacon_id, s.adv_count, s.uptime_s FROM stored s JOIN beaconflow.beacon_keys b USING (beacon_key)
             """,
         key: { $0.transmission },
         storedKey: { (row) throws(PostgresError) in
