@@ -32,20 +32,8 @@ CREATE OR REPLACE VIEW beaconflow.sensor_readings AS
                                ('uptime', t.uptime_s, 'second')) AS q(quantity, value, unit)
     WHERE t.site_id IS NOT NULL AND t.agent_id IS NOT NULL AND q.value IS NOT NULL;
 
--- The indexes again on the key (dropping the column drops those on the id).
-DO $$
-DECLARE
-    partition record;
-BEGIN
-    FOR partition IN
-        SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
-        WHERE i.inhparent = 'beaconflow.telemetry_raw'::regclass
-    LOOP
-        EXECUTE format('CREATE UNIQUE INDEX %I ON beaconflow.%I (beacon_key, adv_count, uptime_s)',
-                       partition.relname || '_transmission_key', partition.relname);
-    END LOOP;
-END
-$$;
+-- The indexes again on the key (dropping the column drops those on the id; the migration's transaction holds
+-- the table meanwhile).
 ALTER TABLE beaconflow.telemetry_raw DROP COLUMN beacon_id;
 DO $$
 DECLARE
@@ -55,8 +43,8 @@ BEGIN
         SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
         WHERE i.inhparent = 'beaconflow.telemetry_raw'::regclass
     LOOP
-        EXECUTE format('ALTER INDEX beaconflow.%I RENAME TO %I',
-                       partition.relname || '_transmission_key', partition.relname || '_transmission');
+        EXECUTE format('CREATE UNIQUE INDEX %I ON beaconflow.%I (beacon_key, adv_count, uptime_s)',
+                       partition.relname || '_transmission', partition.relname);
     END LOOP;
 END
 $$;
