@@ -52,7 +52,9 @@ CREATE OR REPLACE VIEW beaconflow.sighting_readings AS
 
 CREATE OR REPLACE FUNCTION beaconflow.compact_sighting_packs(site text, from_ts timestamptz, until_ts timestamptz)
 RETURNS integer
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog
+-- Hundreds of thousands of packs on either side of its joins, whatever the planner estimates: hash them.
+SET enable_mergejoin = off SET enable_nestloop = off AS $$
 DECLARE
     written integer;
 BEGIN
@@ -83,18 +85,13 @@ BEGIN
           AND date_bin('1 minute', p.ts, timestamptz '1970-01-01 00:00:00+00') = m.minute
         RETURNING p.ts, p.source_key, p.beacon_key, p.tx_power, p.readings, p.reading_ms, p.reading_rssi,
                   p.reading_smoothed, date_bin('1 minute', p.ts, timestamptz '1970-01-01 00:00:00+00') AS minute
-    ), firsts AS (
-        SELECT source_key, beacon_key, tx_power, minute, min(ts) AS first_ts
-        FROM removed
-        GROUP BY 1, 2, 3, 4
     ), readings AS (
-        -- Each reading's offset made relative to the merged pack's time.
-        SELECT f.first_ts, f.source_key, f.beacon_key, f.tx_power,
-               (extract(epoch FROM d.ts - f.first_ts) * 1000000)::bigint + r.offset_us AS offset_us,
+        -- Each reading's offset made relative to the merged pack's time, its minute's first.
+        SELECT d.first_ts, d.source_key, d.beacon_key, d.tx_power,
+               (extract(epoch FROM d.ts - d.first_ts) * 1000000)::bigint + r.offset_us AS offset_us,
                r.rssi, r.smoothed_centi_db
-        FROM removed d
-        JOIN firsts f ON f.source_key = d.source_key AND f.beacon_key = d.beacon_key
-             AND coalesce(f.tx_power, 32767) = coalesce(d.tx_power, 32767) AND f.minute = d.minute
+        FROM (SELECT removed.*, min(ts) OVER (PARTITION BY source_key, beacon_key, tx_power, minute) AS first_ts
+              FROM removed) d
         CROSS JOIN LATERAL beaconflow.pack_readings(d.readings, d.reading_ms, d.reading_rssi, d.reading_smoothed) r
     ), packs AS (
         -- Both forms, in the old form's order; the insert keeps the one that fits.
