@@ -352,10 +352,10 @@ CREATE FUNCTION beaconflow.pack_readings(readings bigint[], reading_ms smallint[
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     AS $$
     SELECT x.reading >> 24, (((x.reading >> 16) & 255) - 128)::smallint, ((x.reading & 65535) - 32768)::integer
-    FROM unnest(readings) AS x(reading)
+    FROM (SELECT unnest(readings) AS reading) x
     UNION ALL
     SELECT (x.ms + 32768)::bigint * 1000, x.rssi::integer::smallint, x.smoothed::integer
-    FROM unnest(reading_ms, reading_rssi, reading_smoothed) AS x(ms, rssi, smoothed)
+    FROM (SELECT unnest(reading_ms) AS ms, unnest(reading_rssi) AS rssi, unnest(reading_smoothed) AS smoothed) x
 $$;
 
 ALTER FUNCTION beaconflow.pack_readings(readings bigint[], reading_ms smallint[], reading_rssi "char"[], reading_smoothed smallint[]) OWNER TO postgres;
