@@ -12,6 +12,8 @@ struct TransmissionStore {
         var lockClass: Int
         /// Creates the temporary table the offers are copied into (emptied at each commit).
         var incomingTable: String
+        /// Copies the offers into the temporary table, and adds what `insert` reads besides them (in statements of
+        /// their own, so that the insert's snapshot sees what they waited for).
         var copy: @Sendable (PostgresConnection, [Offer]) throws(PostgresError) -> Void
         /// The beacons to lock: `SELECT DISTINCT beacon_id ... ORDER BY 1` over the temporary table.
         var lockedBeacons: String
