@@ -47,6 +47,9 @@ BEGIN
         SELECT 1 FROM beaconflow.batches b
         WHERE b.site_id = NEW.site_id AND b.agent_id = NEW.agent_id AND b.sequence >= NEW.committed_through
         UNION ALL
+        SELECT 1 FROM beaconflow.batch_ranges g
+        WHERE g.site_id = NEW.site_id AND g.agent_id = NEW.agent_id AND g.last_sequence >= NEW.committed_through
+        UNION ALL
         SELECT 1 FROM beaconflow.rejected_batches r
         WHERE r.site_id = NEW.site_id AND r.agent_id = NEW.agent_id AND r.sequence >= NEW.committed_through)
     THEN
@@ -241,6 +244,61 @@ END
 $$;
 
 ALTER FUNCTION beaconflow.ensure_partitions(first_day date, days integer) OWNER TO postgres;
+
+--
+-- Name: fold_batches(text, timestamp with time zone); Type: FUNCTION; Schema: beaconflow; Owner: postgres
+--
+
+CREATE FUNCTION beaconflow.fold_batches(site text, until_ts timestamp with time zone) RETURNS integer
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+DECLARE
+    folded integer;
+BEGIN
+    IF site IS NULL OR until_ts IS NULL THEN
+        RAISE EXCEPTION 'fold_batches: needs a site and a time, not % and %', site, until_ts USING ERRCODE = '22023';
+    END IF;
+    -- The instance writing the site holds its claim FOR SHARE for the whole of its transaction: a batch is
+    -- checked against the ranges and inserted either before this fold or after it, never between.
+    PERFORM 1 FROM beaconflow.site_claims c WHERE c.site_id = site FOR UPDATE;
+    PERFORM pg_advisory_xact_lock(1650877298, hashtext(site));  -- 'bfcr'
+    WITH gone AS (
+        DELETE FROM beaconflow.batches b
+        USING beaconflow.agent_state a
+        WHERE b.site_id = site AND a.site_id = b.site_id AND a.agent_id = b.agent_id
+          AND b.sequence <= a.committed_through AND b.committed_at < until_ts
+        RETURNING b.agent_id, b.boot_id, b.sequence, b.sightings, b.committed_at
+    ), runs AS (
+        SELECT agent_id, boot_id, min(sequence) AS first_sequence, max(sequence) AS last_sequence,
+               sum(sightings) AS sightings, min(committed_at) AS first_committed_at,
+               max(committed_at) AS last_committed_at, count(*) AS batches
+        FROM (SELECT *, sequence - row_number() OVER (PARTITION BY agent_id, boot_id ORDER BY sequence) AS run
+              FROM gone) g
+        GROUP BY agent_id, boot_id, run
+    ), extended AS (
+        -- A run right after a range of the same boot id lengthens it.
+        UPDATE beaconflow.batch_ranges r
+        SET last_sequence = u.last_sequence, sightings = r.sightings + u.sightings,
+            last_committed_at = greatest(r.last_committed_at, u.last_committed_at)
+        FROM runs u
+        WHERE r.site_id = site AND r.agent_id = u.agent_id AND r.boot_id = u.boot_id
+          AND r.last_sequence = u.first_sequence - 1
+        RETURNING u.agent_id, u.first_sequence
+    ), inserted AS (
+        INSERT INTO beaconflow.batch_ranges (site_id, agent_id, boot_id, first_sequence, last_sequence, sightings,
+                                             first_committed_at, last_committed_at)
+        SELECT site, u.agent_id, u.boot_id, u.first_sequence, u.last_sequence, u.sightings, u.first_committed_at,
+               u.last_committed_at
+        FROM runs u
+        WHERE NOT EXISTS (SELECT 1 FROM extended e WHERE e.agent_id = u.agent_id AND e.first_sequence = u.first_sequence)
+    )
+    SELECT coalesce(sum(batches), 0) INTO folded FROM runs;
+    RETURN folded;
+END
+$$;
+
+ALTER FUNCTION beaconflow.fold_batches(site text, until_ts timestamp with time zone) OWNER TO postgres;
 
 --
 -- Name: hold_sites(text, text[], bigint[]); Type: FUNCTION; Schema: beaconflow; Owner: postgres
@@ -544,6 +602,24 @@ CREATE VIEW beaconflow.agent_health AS
           WHERE (settings.key = 'silent_after_minutes'::text)) s);
 
 ALTER TABLE beaconflow.agent_health OWNER TO postgres;
+
+--
+-- Name: batch_ranges; Type: TABLE; Schema: beaconflow; Owner: postgres
+--
+
+CREATE TABLE beaconflow.batch_ranges (
+    site_id text NOT NULL,
+    agent_id text NOT NULL,
+    boot_id bigint NOT NULL,
+    first_sequence bigint NOT NULL,
+    last_sequence bigint NOT NULL,
+    sightings bigint NOT NULL,
+    first_committed_at timestamp with time zone NOT NULL,
+    last_committed_at timestamp with time zone NOT NULL,
+    CONSTRAINT batch_ranges_check CHECK ((first_sequence <= last_sequence))
+);
+
+ALTER TABLE beaconflow.batch_ranges OWNER TO postgres;
 
 --
 -- Name: batches; Type: TABLE; Schema: beaconflow; Owner: postgres
@@ -1245,6 +1321,13 @@ ALTER TABLE ONLY beaconflow.agent_zone_state
     ADD CONSTRAINT agent_zone_state_pkey PRIMARY KEY (site_id, agent_id);
 
 --
+-- Name: batch_ranges batch_ranges_pkey; Type: CONSTRAINT; Schema: beaconflow; Owner: postgres
+--
+
+ALTER TABLE ONLY beaconflow.batch_ranges
+    ADD CONSTRAINT batch_ranges_pkey PRIMARY KEY (site_id, agent_id, last_sequence);
+
+--
 -- Name: batches batches_pkey; Type: CONSTRAINT; Schema: beaconflow; Owner: postgres
 --
 
@@ -1511,6 +1594,13 @@ REVOKE ALL ON FUNCTION beaconflow.ensure_partitions(first_day date, days integer
 GRANT ALL ON FUNCTION beaconflow.ensure_partitions(first_day date, days integer) TO beaconflow_writer;
 
 --
+-- Name: FUNCTION fold_batches(site text, until_ts timestamp with time zone); Type: ACL; Schema: beaconflow; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION beaconflow.fold_batches(site text, until_ts timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION beaconflow.fold_batches(site text, until_ts timestamp with time zone) TO beaconflow_writer;
+
+--
 -- Name: FUNCTION hold_sites(instance text, sites text[], epochs bigint[]); Type: ACL; Schema: beaconflow; Owner: postgres
 --
 
@@ -1619,6 +1709,12 @@ GRANT SELECT ON TABLE beaconflow.settings TO beaconflow_writer;
 
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE beaconflow.agent_health TO beaconflow_writer;
 GRANT SELECT ON TABLE beaconflow.agent_health TO beaconflow_reader;
+
+--
+-- Name: TABLE batch_ranges; Type: ACL; Schema: beaconflow; Owner: postgres
+--
+
+GRANT SELECT,INSERT ON TABLE beaconflow.batch_ranges TO beaconflow_writer;
 
 --
 -- Name: TABLE batches; Type: ACL; Schema: beaconflow; Owner: postgres

@@ -150,6 +150,47 @@ struct BatchWriterTests {
         #expect(first == [["2025-12-31T23:59:10.000000", "eddystone:0102030405060708090a:0000000000a1", "-40", "-59", "0.174"]])
     }
 
+    /// Acknowledged batches folded into ranges of consecutive sequences still count once when sent again; a
+    /// sequence the agent gave up on is no part of a range (it is still taken when it comes), and a batch with
+    /// another boot id is still told from a redelivery.
+    @Test func aBatchSentAgainAfterItsFoldStillCountsOnce() async throws {
+        let server = try await SharedDatabase.create()
+        let connection = try PostgresConnection(server.conninfo)
+        try Migrator.migrate(connection, logger: Logger(label: "test"))
+        let writer = BatchWriter(connection: connection, pipeline: IngestPipeline(sites: try SitesConfiguration.parse(testSites)))
+        // Each batch says it is the agent's oldest unacknowledged one: 4 never comes, progress passes it.
+        for sequence: UInt64 in [1, 2, 3, 5, 6] {
+            #expect(try writer.commit(try decodedBatch(sequence: sequence)) != .duplicate)
+        }
+        let boot = String(Int64(bitPattern: 0xFEED_0000_0000_0001))
+        let ranges = "SELECT boot_id, first_sequence, last_sequence, sightings FROM beaconflow.batch_ranges ORDER BY 2"
+        // Within the lag (15 minutes): nothing folded.
+        #expect(try writer.foldBatches() == 0)
+        try connection.execute("UPDATE beaconflow.settings SET value = '0' WHERE key = 'compaction_lag_minutes'")
+        #expect(try writer.foldBatches() == 5)
+        #expect(try connection.query("SELECT count(*) FROM beaconflow.batches") == [["0"]])
+        #expect(try connection.query(ranges) == [[boot, "1", "3", "300"], [boot, "5", "6", "200"]])
+        #expect(try writer.foldBatches() == 0)
+
+        #expect(try writer.commit(try decodedBatch(sequence: 2)) == .duplicate)
+        #expect(try writer.commit(try decodedBatch(sequence: 6)) == .duplicate)
+        var rebooted = try decodedBatch(sequence: 5)
+        rebooted.bootID = 9
+        #expect(
+            try writer.commit(rebooted)
+                == .sequenceReused("sequence 5 is committed with boot id \(boot) (folded with the batches around it); this batch has boot id 9"))
+        let late = try decodedBatch(sequence: 4, beaconID: "eddystone:0102030405060708090a:0000000000a2")
+        #expect(try writer.commit(late) == .committed(rows: 100))
+        // The late batch lengthens the range before it.
+        #expect(try writer.foldBatches() == 1)
+        #expect(try connection.query(ranges) == [[boot, "1", "4", "400"], [boot, "5", "6", "200"]])
+        #expect(try connection.query("SELECT count(*) FROM beaconflow.sightings WHERE beacon_id LIKE '%a2'") == [["100"]])
+        // Progress may not rise past what is committed, folded or not.
+        #expect(throws: PostgresError.self) {
+            try connection.execute("UPDATE beaconflow.agent_state SET committed_through = 7")
+        }
+    }
+
     /// What the pipeline derived is what the views show: every column of every sighting (the smoothed distance
     /// from the RSSI kept to 0.01 dB), the per-minute rollups, and the same rows through `sightings_between`.
     @Test func theViewsShowExactlyWhatThePipelineDerived() async throws {

@@ -258,6 +258,12 @@ public final class Ingest: Sendable {
                     logger.info("Closed minutes compacted", metadata: ["packs_written": "\(written)"])
                 }
                 if link.writer == nil { continue }
+                if let folded = step("Folding acknowledged batches failed", { () throws(PostgresError) in try active.foldBatches() }),
+                    folded > 0
+                {
+                    logger.info("Acknowledged batches folded", metadata: ["batches": "\(folded)"])
+                }
+                if link.writer == nil { continue }
             }
             if after.advanceZones {
                 // Agents gone idle stop holding their site's decisions back even when no batch arrives.

@@ -7,12 +7,17 @@ import LibPQ
 struct BatchLedger {
     let connection: PostgresConnection
 
-    /// Inserts the `batches` rows; returns the indices of the batches that were not there yet.
+    /// Inserts the `batches` rows; returns the indices of the batches that were not there yet, neither as a row
+    /// nor folded into a range.
     func insert(_ batches: [DecodedBatch]) throws(PostgresError) -> Set<Int> {
         let inserted = try connection.query(
             """
             INSERT INTO beaconflow.batches (site_id, agent_id, sequence, boot_id, agent_clock, sightings, content_digest)
             SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::timestamptz[], $6::integer[], $7::bigint[])
+                AS v(site, agent, seq, boot, clock, n, digest)
+            WHERE NOT EXISTS (
+                SELECT 1 FROM beaconflow.batch_ranges r
+                WHERE r.site_id = v.site AND r.agent_id = v.agent AND r.last_sequence >= v.seq AND r.first_sequence <= v.seq)
             ON CONFLICT DO NOTHING RETURNING site_id, agent_id, sequence
             """,
             [
@@ -41,7 +46,8 @@ struct BatchLedger {
     }
 
     /// The batches not inserted whose (site, agent, sequence) is committed with another boot id, seal time, number
-    /// of sightings or content: not a redelivery (that says the same) but an agent that reused a sequence.
+    /// of sightings or content: not a redelivery (that says the same) but an agent that reused a sequence. A
+    /// sequence folded into a range is compared by its boot id only (the range keeps no more of each batch).
     /// Returns how each differs, by index.
     func reusedSequences(_ batches: [DecodedBatch], fresh: Set<Int>) throws(PostgresError) -> [Int: String] {
         let repeated = batches.indices.filter { !fresh.contains($0) }
@@ -50,14 +56,21 @@ struct BatchLedger {
         var reused: [Int: String] = [:]
         for row in try connection.query(
             """
+            WITH v AS (
+                SELECT * FROM unnest($1::integer[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::timestamptz[],
+                                     $7::integer[], $8::bigint[])
+                    AS v(i, site, agent, seq, boot, clock, n, digest)
+            )
             SELECT v.i, b.boot_id, b.sightings, v.boot, v.n, b.agent_clock = v.clock,
-                   b.content_digest IS NULL OR b.content_digest = v.digest
-            FROM unnest($1::integer[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::timestamptz[], $7::integer[],
-                        $8::bigint[])
-                AS v(i, site, agent, seq, boot, clock, n, digest)
-            JOIN beaconflow.batches b ON b.site_id = v.site AND b.agent_id = v.agent AND b.sequence = v.seq
+                   b.content_digest IS NULL OR b.content_digest = v.digest, false
+            FROM v JOIN beaconflow.batches b ON b.site_id = v.site AND b.agent_id = v.agent AND b.sequence = v.seq
             WHERE b.boot_id <> v.boot OR b.sightings <> v.n OR b.agent_clock IS DISTINCT FROM v.clock
                OR b.content_digest <> v.digest
+            UNION ALL
+            SELECT v.i, r.boot_id, NULL, v.boot, v.n, NULL, true, true
+            FROM v JOIN beaconflow.batch_ranges r ON r.site_id = v.site AND r.agent_id = v.agent
+                AND r.last_sequence >= v.seq AND r.first_sequence <= v.seq
+            WHERE r.boot_id <> v.boot
             """,
             [
                 repeated.map { Int32($0) }, candidates.map(\.siteID), candidates.map(\.agentID),
@@ -68,6 +81,12 @@ struct BatchLedger {
         {
             let index = try row.decode(0, as: Int.self)
             guard batches.indices.contains(index) else { continue }
+            if try row.decode(7, as: Bool.self) {
+                reused[index] =
+                    "sequence \(batches[index].sequence) is committed with boot id \(row[1] ?? "?") (folded with the batches"
+                    + " around it); this batch has boot id \(row[3] ?? "?")"
+                continue
+            }
             let sameTime = try row.decode(5, as: Bool?.self) ?? false
             let sameContent = try row.decode(6, as: Bool.self)
             reused[index] =
@@ -76,6 +95,21 @@ struct BatchLedger {
                 + "; this batch has boot id \(row[3] ?? "?") and \(row[4] ?? "?")"
         }
         return reused
+    }
+
+    /// Folds the served sites' acknowledged batches committed before `compaction_lag_minutes` into ranges
+    /// (`beaconflow.fold_batches`); returns the batches folded.
+    func fold(sites: Set<String>) throws(PostgresError) -> Int {
+        var folded = 0
+        for site in sites.sorted() {
+            let rows = try connection.query(
+                """
+                SELECT beaconflow.fold_batches($1, now() - value::integer * interval '1 minute')
+                FROM beaconflow.settings WHERE key = 'compaction_lag_minutes'
+                """, [site])
+            if let row = rows.first { folded += try row.decode(0) as Int }
+        }
+        return folded
     }
 
     /// Each agent's committed-through sequence and last batch time, kept only ever growing.

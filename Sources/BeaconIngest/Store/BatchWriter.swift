@@ -262,6 +262,13 @@ public final class BatchWriter {
         try compaction.compact(sites: servedSites)
     }
 
+    /// Folds the served sites' acknowledged batches older than the compaction lag into ranges of consecutive
+    /// sequences (`BatchLedger.fold`); returns the batches folded.
+    @discardableResult
+    public func foldBatches() throws(PostgresError) -> Int {
+        try ledger.fold(sites: servedSites)
+    }
+
     /// Restores an agent's progress from the database: its committed-through and the batches committed above it.
     func loadProgress(_ key: AgentKey) throws(PostgresError) {
         let stored = try ledger.storedProgress(key, atLeast: state.tracker.committedThrough(key))

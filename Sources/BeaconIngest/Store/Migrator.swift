@@ -35,6 +35,7 @@ enum Schema {
         PackageResources.v019_sql,
         PackageResources.v020_sql,
         PackageResources.v021_sql,
+        PackageResources.v022_sql,
     ].enumerated().map { Migration(version: $0.offset + 1, file: $0.element) }
 }
 
