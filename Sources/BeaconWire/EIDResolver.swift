@@ -14,6 +14,15 @@ public struct EIDResolver: Sendable {
     private var byBeacon: [String: EIDResolution] = [:]
     private var unresolvable: Set<UInt64> = []
     private var lastByAddress: [UInt64: (resolution: EIDResolution, unixSeconds: Int64)] = [:]
+    /// The EIDs computed for each identity key, rotation exponent and period start: a new EID is then matched
+    /// against every identity's candidates without computing them again.
+    private var candidateEIDs: [CandidatePeriod: UInt64] = [:]
+
+    private struct CandidatePeriod: Hashable {
+        var identityKey: [UInt8]
+        var rotationExponent: UInt8
+        var periodStart: UInt32
+    }
 
     public init(keyring: EddystoneKeyring = EddystoneKeyring()) { self.keyring = keyring }
 
@@ -29,7 +38,19 @@ public struct EIDResolver: Sendable {
             if let known = byEID[eid] { return known }
             if unresolvable.contains(eid) { return nil }
         }
-        guard let resolution = keyring.resolve(eid: eid, unixSeconds: unixSeconds) else {
+        // Moved out while the keyring reads it: updated in place, not copied.
+        var computed = candidateEIDs
+        candidateEIDs = [:]
+        let bound = maximumRemembered
+        let found = keyring.resolve(eid: eid, unixSeconds: unixSeconds) { identity, exponent, start in
+            let period = CandidatePeriod(identityKey: identity.identityKey, rotationExponent: exponent, periodStart: start)
+            if let known = computed[period] { return known }
+            let value = EddystoneKeyring.eid(identityKey: identity.identityKey, rotationExponent: exponent, beaconTime: start)
+            Self.store(value, at: period, in: &computed, bound: bound)
+            return value
+        }
+        candidateEIDs = computed
+        guard let resolution = found else {
             if remembering { Self.insert(eid, into: &unresolvable, bound: maximumRemembered) }
             return nil
         }

@@ -117,13 +117,24 @@ public struct EddystoneKeyring: Sendable {
 
     /// Finds the registered beacon that broadcasts `eid` around `unixSeconds`.
     public func resolve(eid: UInt64, unixSeconds: Int64) -> EIDResolution? {
+        resolve(eid: eid, unixSeconds: unixSeconds) { identity, exponent, quantum in
+            Self.eid(identityKey: identity.identityKey, rotationExponent: exponent, beaconTime: quantum)
+        }
+    }
+
+    /// As `resolve(eid:unixSeconds:)`, with each candidate's EID from `eidOf(identity, rotation exponent, start of
+    /// the rotation period)`: a memo of them makes each candidate cost its two AES blocks once, not once per EID.
+    public func resolve(
+        eid: UInt64, unixSeconds: Int64, eidOf: (EddystoneIdentity, UInt8, UInt32) -> UInt64
+    ) -> EIDResolution? {
         for identity in identities {
             for exponent in candidateExponents(identity) {
-                for time in candidateTimes(expected: unixSeconds + identity.clockOffsetSeconds, rotationExponent: exponent)
-                where Self.eid(identityKey: identity.identityKey, rotationExponent: exponent, beaconTime: time) == eid {
-                    return EIDResolution(
-                        identity: identity, rotationExponent: exponent,
-                        beaconTime: Self.quantumStart(time, rotationExponent: exponent))
+                for time in candidateTimes(expected: unixSeconds + identity.clockOffsetSeconds, rotationExponent: exponent) {
+                    // The temporary key takes the time's upper 16 bits, which a period's start keeps (K <= 15).
+                    let quantum = Self.quantumStart(time, rotationExponent: exponent)
+                    if eidOf(identity, exponent, quantum) == eid {
+                        return EIDResolution(identity: identity, rotationExponent: exponent, beaconTime: quantum)
+                    }
                 }
             }
         }

@@ -169,3 +169,30 @@ import Testing
         #expect(SitesChange(from: after, to: after).isEmpty)
     }
 }
+
+/// The sightings one transaction takes follow what the last ones cost.
+@Suite struct CommitPaceTests {
+    @Test func theBoundFollowsTheCostOfASightingWithinItsLimits() {
+        var pace = CommitPace(maximum: 100_000, target: .seconds(1))
+        #expect(pace.sightingsLimit == 4_096)
+        // Fast: at most doubles per commit, up to the maximum.
+        pace.committed(sightings: 4_096, took: .milliseconds(10))
+        #expect(pace.sightingsLimit == 8_192)
+        for _ in 0..<10 { pace.committed(sightings: pace.sightingsLimit, took: .milliseconds(10)) }
+        #expect(pace.sightingsLimit == 100_000)
+        // Slow (a starved machine, a debug build): what fits in the target, at once.
+        pace.committed(sightings: 100_000, took: .seconds(20))
+        #expect(pace.sightingsLimit == 5_000)
+        // A small group that took long lowers it too; nothing committed changes nothing.
+        pace.committed(sightings: 150, took: .seconds(3))
+        #expect(pace.sightingsLimit == 50)
+        pace.committed(sightings: 0, took: .seconds(30))
+        #expect(pace.sightingsLimit == 50)
+        // A lost transaction halves it, never below one sighting (a batch above the bound goes alone).
+        for _ in 0..<10 { pace.transactionLost() }
+        #expect(pace.sightingsLimit == 1)
+        pace.committed(sightings: 150, took: .milliseconds(1))
+        #expect(pace.sightingsLimit == 2)
+        #expect(CommitPace(maximum: 1_000, target: .seconds(1)).sightingsLimit == 1_000)
+    }
+}

@@ -135,6 +135,43 @@ import Testing
 
     /// The ingest's way (remembering each EID, pairing eTLM frames by the beacon they name) and the decoder's (each
     /// frame at its own time, pairing by address within the window) are one resolver's.
+    /// The resolver computes each candidate period's EID once and reuses it for the next EIDs; what it answers is
+    /// what the keyring computes afresh: for each beacon, in the window and past it, after the keyring changes
+    /// and past the bound.
+    @Test func theResolverAnswersAsTheKeyringWithItsCandidatesComputedOnce() {
+        var random = SystemRandomNumberGenerator()
+        var identities: [EddystoneIdentity] = []
+        for index in 0..<8 {
+            let key: [UInt8] = (0..<16).map { _ in UInt8.random(in: 0...255, using: &random) }
+            let exponent: UInt8? = index == 0 ? nil : UInt8(8 + index % 4)
+            identities.append(
+                EddystoneIdentity(
+                    beaconID: "tag-\(index)", identityKey: key, rotationExponent: exponent, clockOffsetSeconds: Int64(index) * 1_000))
+        }
+        let keyring = EddystoneKeyring(identities: identities, clockSkewSeconds: 600)
+        var resolver = EIDResolver(keyring: keyring)
+        resolver.maximumRemembered = 1_000
+        let unix: Int64 = 1_700_000_000
+        var resolved = 0
+        for identity in identities {
+            for heardAfter: Int64 in [0, 450, 5_000] {
+                let exponent = identity.rotationExponent ?? 9
+                let beaconTime = UInt32(unix + identity.clockOffsetSeconds)
+                let eid = EddystoneKeyring.eid(identityKey: identity.identityKey, rotationExponent: exponent, beaconTime: beaconTime)
+                let expected = keyring.resolve(eid: eid, unixSeconds: unix + heardAfter)
+                #expect(resolver.resolve(eid: eid, unixSeconds: unix + heardAfter) == expected)
+                #expect(resolver.resolve(eid: eid ^ 0xFF, unixSeconds: unix + heardAfter) == nil)
+                if expected != nil { resolved += 1 }
+            }
+        }
+        #expect(resolved >= identities.count * 2, "the test's EIDs resolve inside the window")
+        // A keyring without the first identity no longer resolves its EIDs, whatever was computed before.
+        resolver.keyring = EddystoneKeyring(identities: Array(identities.dropFirst()), clockSkewSeconds: 600)
+        let first = identities[0]
+        let firstEID = EddystoneKeyring.eid(identityKey: first.identityKey, rotationExponent: 9, beaconTime: UInt32(unix))
+        #expect(resolver.resolve(eid: firstEID, unixSeconds: unix) == nil)
+    }
+
     @Test func theResolverRemembersPairsAndStaysBounded() throws {
         let (key, unix, eid, tlm, etlm) = pairedFrames()
         let keyring = EddystoneKeyring(identities: [EddystoneIdentity(beaconID: "tag-1", identityKey: key)])

@@ -164,17 +164,24 @@ struct IngestIntegrationTests {
         defer { client.stop() }
         try client.subscribe(topic: "beaconflow/v1/hq/hq-a9/status")
         var configuration = try agentConfiguration(harness.broker, spool: spool, agent: "hq-a9")
-        configuration.drainTimeout = .seconds(3)
+        configuration.drainTimeout = .seconds(90)
         let log = RecordingLog()
         let agent = Agent(
             configuration: configuration, source: CaptureReplaySource(path: exampleFile("mixed-beacons.btsnoop"), speed: .maximum),
             logger: log.logger(label: "agent"))
-        guard case .undelivered(let pending) = try await agent.run() else {
-            Issue.record("the batches were acknowledged")
+        let run = Task { try await agent.run() }
+        let isRefusal = { (entry: RecordingLog.Entry) in entry.message == "The ingest refused a batch" }
+        let deadline = ContinuousClock.now + .seconds(60)
+        while ContinuousClock.now < deadline, !log.all.contains(where: isRefusal) {
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        agent.requestStop()
+        guard case .stopped(let pending) = try await run.value else {
+            Issue.record("the agent did not stop as asked")
             return
         }
         #expect(pending > 0)
-        let refusals = log.all.filter { $0.message == "The ingest refused a batch" }
+        let refusals = log.all.filter(isRefusal)
         #expect(refusals.first?.metadata["reason"] == "unknown_agent", "\(log.all)")
         #expect(refusals.first?.metadata["error"] == "the sites file has no agent 'hq-a9' in site 'hq'")
         let status = try await events.first { event in

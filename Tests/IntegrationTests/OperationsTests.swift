@@ -342,7 +342,9 @@ struct IngestCommandTests {
             let log = (try? String(contentsOfFile: "\(work)/\(name).log", encoding: .utf8)) ?? ""
             #expect(process.exitCode == 64, "\(name): \(log)")
             #expect(log.contains(reason), "\(name): \(log)")
-            #expect(ContinuousClock.now - started < .seconds(10))
+            // Well under a second alone; the bound leaves room for a loaded machine, where a billionfold
+            // expansion would still take hours.
+            #expect(ContinuousClock.now - started < .seconds(60))
         }
     }
 

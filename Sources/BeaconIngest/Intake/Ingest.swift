@@ -142,6 +142,7 @@ public final class Ingest: Sendable {
         var link = WriterLink<BatchWriter, IngestPipeline>.start(newPipeline(), backoff: backoff)
         var coordinator = SiteCoordinator(configuration: configuration, client: client, instruments: instruments)
         var statuses = StatusIntake(sites: sites, instruments: instruments)
+        var pace = CommitPace(maximum: configuration.maximumGroupSightings, target: configuration.leaseDuration / 8)
         var backlog: [Item] = []
         var stopping = false
         var schedule = WriterSchedule(
@@ -275,7 +276,9 @@ public final class Ingest: Sendable {
             }
             if backlog.isEmpty { continue }
             let group = Array(backlog.prefix(configuration.maximumGroup))
-            switch process(group, writer: active, intake: intake, statuses: statuses, client: client, coordinator: &coordinator) {
+            switch process(
+                group, writer: active, intake: intake, statuses: statuses, client: client, coordinator: &coordinator, pace: &pace)
+            {
             case .success:
                 backlog.removeFirst(group.count)
             case .failure(let error):
@@ -314,7 +317,7 @@ public final class Ingest: Sendable {
     /// retried whole on the next connection: what committed is recognised as duplicate).
     private func process(
         _ items: [Item], writer: BatchWriter, intake: BatchIntake, statuses: StatusIntake, client: BrokerConnections,
-        coordinator: inout SiteCoordinator
+        coordinator: inout SiteCoordinator, pace: inout CommitPace
     ) -> Result<Void, PostgresError> {
         Result { () throws(PostgresError) in
             var accepted: [AcceptedBatch] = []
@@ -352,10 +355,17 @@ public final class Ingest: Sendable {
             }
             for range in Self.commitGroups(
                 sightings: accepted.map(\.batch.sightings.count), beacons: accepted.map(\.batch.beaconEntries),
-                maximumBatches: configuration.maximumGroup, maximumSightings: configuration.maximumGroupSightings,
+                maximumBatches: configuration.maximumGroup, maximumSightings: pace.sightingsLimit,
                 maximumBeacons: configuration.maximumGroupBeacons)
             {
-                try commit(Array(accepted[range]), writer: writer, client: client)
+                let started = ContinuousClock.now
+                do throws(PostgresError) {
+                    try commit(Array(accepted[range]), writer: writer, client: client)
+                } catch {
+                    pace.transactionLost()
+                    throw error
+                }
+                pace.committed(sightings: accepted[range].reduce(0) { $0 + $1.batch.sightings.count }, took: .now - started)
                 coordinator.sitesLost(writer.takeSitesLost(), writer)
             }
             if newestReceived > 0 {

@@ -30,8 +30,10 @@ public struct IngestConfiguration: Sendable {
     public var queueCapacity = 512
     /// Batches committed in one transaction at most, when the queue is deep.
     public var maximumGroup = 64
-    /// Sightings committed in one transaction at most (a batch with more goes alone): a transaction's work between
-    /// its statements stays far below the writer session's idle-in-transaction timeout (`leaseDuration`).
+    /// Sightings committed in one transaction at most (a batch with more goes alone). Below it, the writer keeps
+    /// each transaction near an eighth of `leaseDuration` from the measured cost of a sighting (`CommitPace`), so
+    /// that its work between statements stays far below the session's idle-in-transaction timeout (the lease) on
+    /// a slow or busy machine too.
     public var maximumGroupSightings = 100_000
     /// Beacons committed in one transaction at most (the batches' dictionary entries summed; a batch with more
     /// goes alone): a transaction's undo journal keeps the state each beacon had before it (about 1.3 kB each), so
