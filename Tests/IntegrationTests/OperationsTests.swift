@@ -79,7 +79,8 @@ func httpGet(port: Int, path: String, headers: [String] = []) throws -> (status:
         _ = send(slow, &byte, 1, 0)
         let healthz = try httpGet(port: endpoint.port, path: "/healthz")
         #expect(healthz.status == "HTTP/1.1 200 OK")
-        #expect(ContinuousClock.now - started < .seconds(1))
+        // Not held up by the slow client, which the server waits on for 2 s (room left for a loaded machine).
+        #expect(ContinuousClock.now - started < .milliseconds(1_900))
         // Still trickling, the slow client is closed once its time is up.
         var closedAfter: Duration?
         for _ in 0..<100 {
