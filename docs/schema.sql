@@ -136,7 +136,8 @@ BEGIN
           AND coalesce(p.tx_power, 32767) = coalesce(m.tx_power, 32767)  -- an equality, so that it can hash
           AND date_bin('1 minute', p.ts, timestamptz '1970-01-01 00:00:00+00') = m.minute
         RETURNING p.ts, p.source_key, p.beacon_key, p.tx_power, p.readings, p.reading_ms, p.reading_rssi,
-                  p.reading_smoothed, date_bin('1 minute', p.ts, timestamptz '1970-01-01 00:00:00+00') AS minute
+                  p.reading_smoothed, p.reading_smoothed_half,
+                  date_bin('1 minute', p.ts, timestamptz '1970-01-01 00:00:00+00') AS minute
     ), readings AS (
         -- Each reading's offset made relative to the merged pack's time, its minute's first.
         SELECT d.first_ts, d.source_key, d.beacon_key, d.tx_power,
@@ -144,25 +145,31 @@ BEGIN
                r.rssi, r.smoothed_centi_db
         FROM (SELECT removed.*, min(ts) OVER (PARTITION BY source_key, beacon_key, tx_power, minute) AS first_ts
               FROM removed) d
-        CROSS JOIN LATERAL beaconflow.pack_readings(d.readings, d.reading_ms, d.reading_rssi, d.reading_smoothed) r
+        CROSS JOIN LATERAL beaconflow.pack_readings(d.readings, d.reading_ms, d.reading_rssi, d.reading_smoothed,
+                                                    d.reading_smoothed_half) r
     ), packs AS (
-        -- Both forms, in the old form's order; the insert keeps the one that fits.
+        -- Every form, in the old form's order; the insert keeps the ones that fit.
         SELECT first_ts, source_key, beacon_key, tx_power,
                bool_and(offset_us % 1000 = 0 AND offset_us < 65536000) AS whole_ms,
+               bool_and(smoothed_centi_db % 50 = 0 AND smoothed_centi_db BETWEEN -12750 AND 0) AS half_db,
                array_agg((offset_us << 24) | ((rssi + 128)::bigint << 16) | (smoothed_centi_db + 32768)::bigint
                          ORDER BY offset_us, rssi, smoothed_centi_db) AS readings,
                array_agg((least(offset_us / 1000, 65535) - 32768)::smallint
                          ORDER BY offset_us, rssi, smoothed_centi_db) AS reading_ms,
                array_agg(rssi::integer::"char" ORDER BY offset_us, rssi, smoothed_centi_db) AS reading_rssi,
-               array_agg(smoothed_centi_db::smallint ORDER BY offset_us, rssi, smoothed_centi_db) AS reading_smoothed
+               array_agg(smoothed_centi_db::smallint ORDER BY offset_us, rssi, smoothed_centi_db) AS reading_smoothed,
+               array_agg(CASE WHEN smoothed_centi_db % 50 = 0 AND smoothed_centi_db BETWEEN -12750 AND 0
+                              THEN (smoothed_centi_db / 50 + 127)::"char" END
+                         ORDER BY offset_us, rssi, smoothed_centi_db) AS reading_smoothed_half
         FROM readings
         GROUP BY first_ts, source_key, beacon_key, tx_power
     ), inserted AS (
         INSERT INTO beaconflow.sighting_packs (ts, source_key, beacon_key, tx_power, readings, reading_ms, reading_rssi,
-                                               reading_smoothed)
+                                               reading_smoothed, reading_smoothed_half)
         SELECT first_ts, source_key, beacon_key, tx_power,
                CASE WHEN NOT whole_ms THEN readings END, CASE WHEN whole_ms THEN reading_ms END,
-               CASE WHEN whole_ms THEN reading_rssi END, CASE WHEN whole_ms THEN reading_smoothed END
+               CASE WHEN whole_ms THEN reading_rssi END, CASE WHEN whole_ms AND NOT half_db THEN reading_smoothed END,
+               CASE WHEN whole_ms AND half_db THEN reading_smoothed_half END
         FROM packs
         RETURNING 1
     )
@@ -403,20 +410,22 @@ $$;
 ALTER FUNCTION beaconflow.make_partitions(first_day date, days integer) OWNER TO postgres;
 
 --
--- Name: pack_readings(bigint[], smallint[], "char"[], smallint[]); Type: FUNCTION; Schema: beaconflow; Owner: postgres
+-- Name: pack_readings(bigint[], smallint[], "char"[], smallint[], "char"[]); Type: FUNCTION; Schema: beaconflow; Owner: postgres
 --
 
-CREATE FUNCTION beaconflow.pack_readings(readings bigint[], reading_ms smallint[], reading_rssi "char"[], reading_smoothed smallint[]) RETURNS TABLE(offset_us bigint, rssi smallint, smoothed_centi_db integer)
+CREATE FUNCTION beaconflow.pack_readings(readings bigint[], reading_ms smallint[], reading_rssi "char"[], reading_smoothed smallint[], reading_smoothed_half "char"[]) RETURNS TABLE(offset_us bigint, rssi smallint, smoothed_centi_db integer)
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     AS $$
     SELECT x.reading >> 24, (((x.reading >> 16) & 255) - 128)::smallint, ((x.reading & 65535) - 32768)::integer
     FROM (SELECT unnest(readings) AS reading) x
     UNION ALL
-    SELECT (x.ms + 32768)::bigint * 1000, x.rssi::integer::smallint, x.smoothed::integer
-    FROM (SELECT unnest(reading_ms) AS ms, unnest(reading_rssi) AS rssi, unnest(reading_smoothed) AS smoothed) x
+    SELECT (x.ms + 32768)::bigint * 1000, x.rssi::integer::smallint,
+           coalesce(x.smoothed::integer, (x.half::integer - 127) * 50)
+    FROM (SELECT unnest(reading_ms) AS ms, unnest(reading_rssi) AS rssi, unnest(reading_smoothed) AS smoothed,
+                 unnest(reading_smoothed_half) AS half) x
 $$;
 
-ALTER FUNCTION beaconflow.pack_readings(readings bigint[], reading_ms smallint[], reading_rssi "char"[], reading_smoothed smallint[]) OWNER TO postgres;
+ALTER FUNCTION beaconflow.pack_readings(readings bigint[], reading_ms smallint[], reading_rssi "char"[], reading_smoothed smallint[], reading_smoothed_half "char"[]) OWNER TO postgres;
 
 --
 -- Name: prune_rejections(); Type: FUNCTION; Schema: beaconflow; Owner: postgres
@@ -1014,7 +1023,8 @@ CREATE TABLE beaconflow.sighting_packs (
     readings bigint[],
     reading_ms smallint[],
     reading_rssi "char"[],
-    reading_smoothed smallint[]
+    reading_smoothed smallint[],
+    reading_smoothed_half "char"[]
 )
 PARTITION BY RANGE (ts);
 
@@ -1084,7 +1094,7 @@ UNION ALL
    FROM (((beaconflow.sighting_packs p
      JOIN beaconflow.sighting_sources s ON ((s.source_key = p.source_key)))
      JOIN beaconflow.beacon_keys b ON ((b.beacon_key = p.beacon_key)))
-     CROSS JOIN LATERAL beaconflow.pack_readings(p.readings, p.reading_ms, p.reading_rssi, p.reading_smoothed) r(offset_us, rssi, smoothed_centi_db));
+     CROSS JOIN LATERAL beaconflow.pack_readings(p.readings, p.reading_ms, p.reading_rssi, p.reading_smoothed, p.reading_smoothed_half) r(offset_us, rssi, smoothed_centi_db));
 
 ALTER TABLE beaconflow.sighting_readings OWNER TO postgres;
 
@@ -1635,12 +1645,12 @@ GRANT ALL ON FUNCTION beaconflow.leave_instances(instance text) TO beaconflow_wr
 REVOKE ALL ON FUNCTION beaconflow.make_partitions(first_day date, days integer) FROM PUBLIC;
 
 --
--- Name: FUNCTION pack_readings(readings bigint[], reading_ms smallint[], reading_rssi "char"[], reading_smoothed smallint[]); Type: ACL; Schema: beaconflow; Owner: postgres
+-- Name: FUNCTION pack_readings(readings bigint[], reading_ms smallint[], reading_rssi "char"[], reading_smoothed smallint[], reading_smoothed_half "char"[]); Type: ACL; Schema: beaconflow; Owner: postgres
 --
 
-REVOKE ALL ON FUNCTION beaconflow.pack_readings(readings bigint[], reading_ms smallint[], reading_rssi "char"[], reading_smoothed smallint[]) FROM PUBLIC;
-GRANT ALL ON FUNCTION beaconflow.pack_readings(readings bigint[], reading_ms smallint[], reading_rssi "char"[], reading_smoothed smallint[]) TO beaconflow_reader;
-GRANT ALL ON FUNCTION beaconflow.pack_readings(readings bigint[], reading_ms smallint[], reading_rssi "char"[], reading_smoothed smallint[]) TO beaconflow_writer;
+REVOKE ALL ON FUNCTION beaconflow.pack_readings(readings bigint[], reading_ms smallint[], reading_rssi "char"[], reading_smoothed smallint[], reading_smoothed_half "char"[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION beaconflow.pack_readings(readings bigint[], reading_ms smallint[], reading_rssi "char"[], reading_smoothed smallint[], reading_smoothed_half "char"[]) TO beaconflow_reader;
+GRANT ALL ON FUNCTION beaconflow.pack_readings(readings bigint[], reading_ms smallint[], reading_rssi "char"[], reading_smoothed smallint[], reading_smoothed_half "char"[]) TO beaconflow_writer;
 
 --
 -- Name: FUNCTION prune_rejections(); Type: ACL; Schema: beaconflow; Owner: postgres

@@ -18,8 +18,10 @@ import Testing
             #expect(decoded.offsetMicros == offset && decoded.rssi == rssi)
             #expect(decoded.smoothedCentiDecibels == SightingPack.Reading.centiDecibels(smoothed))
         }
-        #expect(SightingPack.Reading.centiDecibels(-61.234) == -6123)
-        #expect(SightingPack.Reading.centiDecibels(1000) == 32767 && SightingPack.Reading.centiDecibels(-1000) == -32768)
+        // To the nearest half dB.
+        #expect(SightingPack.Reading.centiDecibels(-61.234) == -6100 && SightingPack.Reading.centiDecibels(-61.26) == -6150)
+        #expect(SightingPack.Reading.centiDecibels(-0.2) == 0 && SightingPack.Reading.centiDecibels(-127.4) == -12750)
+        #expect(SightingPack.Reading.centiDecibels(1000) == 32750 && SightingPack.Reading.centiDecibels(-1000) == -32750)
         #expect(SightingPack.Reading.centiDecibels(.nan) == 0)
     }
 
@@ -41,12 +43,12 @@ import Testing
             let minutes = Set(pack.rows.map { $0.timeMicros.floorDivided(by: 60_000_000) })
             #expect(minutes.count == 1)
         }
-        // Every row comes back once, the smoothed RSSI to 0.01 dB.
+        // Every row comes back once, the smoothed RSSI to 0.5 dB.
         let back = packs.flatMap(\.rows)
         #expect(back.count == rows.count)
         for original in rows {
             var stored = original
-            stored.smoothedRSSI = -61.23
+            stored.smoothedRSSI = -61
             #expect(back.contains(stored), "\(original)")
         }
     }

@@ -200,7 +200,7 @@ struct BatchWriterTests {
     }
 
     /// What the pipeline derived is what the views show: every column of every sighting (the smoothed distance
-    /// from the RSSI kept to 0.01 dB), the per-minute rollups, and the same rows through `sightings_between`.
+    /// from the RSSI kept to 0.5 dB), the per-minute rollups, and the same rows through `sightings_between`.
     @Test func theViewsShowExactlyWhatThePipelineDerived() async throws {
         let server = try await SharedDatabase.create()
         let connection = try PostgresConnection(server.conninfo)

@@ -65,14 +65,14 @@ struct PackCompactionTests {
         #expect(try packs() == 3 * 2 * 3)
         #expect(try connection.query(Self.sightingsQuery) == before)
         #expect(try connection.query("SELECT * FROM beaconflow.\(window) ORDER BY 1, 3, 5, 6, 9") == windowBefore)
-        // Each pack in columns (the agents send milliseconds), within one minute, its readings in time order, its
-        // time its first reading's.
+        // Each pack in columns (the agents send milliseconds; the smoothed RSSI in half dB, one byte), within one
+        // minute, its readings in time order, its time its first reading's.
         let misplaced = try connection.query(
             """
             SELECT count(*) FROM beaconflow.sighting_packs p
-            WHERE p.readings IS NOT NULL
+            WHERE p.readings IS NOT NULL OR p.reading_smoothed IS NOT NULL
                OR cardinality(p.reading_ms) <> cardinality(p.reading_rssi)
-               OR cardinality(p.reading_ms) <> cardinality(p.reading_smoothed)
+               OR cardinality(p.reading_ms) <> cardinality(p.reading_smoothed_half)
                OR date_trunc('minute', p.ts AT TIME ZONE 'UTC') <> date_trunc('minute', (p.ts + (p.reading_ms[cardinality(p.reading_ms)] + 32768) * interval '1 millisecond') AT TIME ZONE 'UTC')
                OR p.reading_ms[1] <> -32768
                OR p.reading_ms <> ARRAY(SELECT m FROM unnest(p.reading_ms) m ORDER BY m)
@@ -158,8 +158,9 @@ struct PackCompactionTests {
             """
             INSERT INTO beaconflow.sighting_packs (ts, source_key, beacon_key, tx_power, readings)
             SELECT ts - interval '1 minute', source_key, beacon_key, tx_power,
-                   ARRAY(SELECT ((m + 32768)::bigint * 1000 << 24) | ((r::integer + 128)::bigint << 16) | (s + 32768)::bigint
-                         FROM unnest(reading_ms, reading_rssi, reading_smoothed) WITH ORDINALITY AS x(m, r, s, n) ORDER BY n)
+                   ARRAY(SELECT ((m + 32768)::bigint * 1000 << 24) | ((r::integer + 128)::bigint << 16)
+                                | ((h::integer - 127) * 50 + 32768)::bigint
+                         FROM unnest(reading_ms, reading_rssi, reading_smoothed_half) WITH ORDINALITY AS x(m, r, h, n) ORDER BY n)
             FROM beaconflow.sighting_packs WHERE readings IS NULL
             """)
         let withOld = try connection.query(Self.sightingsQuery)
@@ -167,5 +168,32 @@ struct PackCompactionTests {
         #expect(try writer.compactPacks() == 3)
         #expect(try connection.query(forms) == [["f", "1"], ["t", "6"]])
         #expect(try connection.query(Self.sightingsQuery) == withOld)
+
+        // A minute stored before the half-dB smoothing (hundredths) and compacted in columns, with a late pack
+        // beside it: merged, it keeps the two-byte smoothed values, and the views show the same sightings.
+        try connection.execute(
+            """
+            INSERT INTO beaconflow.sighting_packs (ts, source_key, beacon_key, tx_power, reading_ms, reading_rssi, reading_smoothed)
+            SELECT ts - interval '2 minutes', source_key, beacon_key, tx_power, reading_ms, reading_rssi,
+                   ARRAY(SELECT ((h::integer - 127) * 50 + 7)::smallint FROM unnest(reading_smoothed_half) WITH ORDINALITY AS x(h, n) ORDER BY n)
+            FROM beaconflow.sighting_packs
+            WHERE reading_smoothed_half IS NOT NULL
+              AND ts >= (SELECT max(date_trunc('minute', ts)) FROM beaconflow.sighting_packs WHERE readings IS NULL)
+            """)
+        try connection.execute(
+            """
+            INSERT INTO beaconflow.sighting_packs (ts, source_key, beacon_key, tx_power, readings)
+            SELECT ts + interval '1 second', source_key, beacon_key, tx_power, ARRAY[((r::integer + 128)::bigint << 16) | 32768 - 6101]
+            FROM beaconflow.sighting_packs, unnest(reading_rssi[1:1]) AS r WHERE reading_smoothed IS NOT NULL
+            """)
+        let withHundredths = try connection.query(Self.sightingsQuery)
+        #expect(withHundredths.count == withOld.count + 9 + 3)
+        #expect(try writer.compactPacks() == 3)
+        let smoothedForms = """
+            SELECT reading_smoothed IS NOT NULL, reading_smoothed_half IS NOT NULL, count(*)
+            FROM beaconflow.sighting_packs WHERE readings IS NULL GROUP BY 1, 2 ORDER BY 1, 2
+            """
+        #expect(try connection.query(smoothedForms) == [["f", "t", "6"], ["t", "f", "3"]])
+        #expect(try connection.query(Self.sightingsQuery) == withHundredths)
     }
 }

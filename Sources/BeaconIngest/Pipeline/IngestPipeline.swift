@@ -9,7 +9,7 @@ public struct SightingRow: Sendable, Equatable {
     public var beaconID: String
     public var rssi: Int8
     public var powerAt1mDbm: Int8?
-    /// The RSSI after the agent's offset and the site's smoothing (stored to 0.01 dB).
+    /// The RSSI after the agent's offset and the site's smoothing (stored to 0.5 dB).
     public var smoothedRSSI: Double
 
     public init(

@@ -32,8 +32,7 @@ public struct SightingPack: Sendable, Equatable {
     public var readings: [Int64]
 
     /// One sighting as the `bigint` the view decodes: the microseconds after the pack's start from bit 24 up, the
-    /// RSSI + 128 in bits 16-23, the smoothed RSSI in hundredths of a dB + 32768 in bits 0-15 (clamped to
-    /// ±327.67 dB).
+    /// RSSI + 128 in bits 16-23, the smoothed RSSI in hundredths of a dB + 32768 in bits 0-15 (`centiDecibels`).
     public enum Reading {
         public static func encode(offsetMicros: Int64, rssi: Int8, smoothedRSSI: Double) -> Int64 {
             offsetMicros << 24 | Int64(Int(rssi) + 128) << 16 | Int64(Int(centiDecibels(smoothedRSSI)) + 32768)
@@ -44,11 +43,12 @@ public struct SightingPack: Sendable, Equatable {
              Int16(truncatingIfNeeded: (reading & 65535) - 32768))
         }
 
-        /// The smoothed RSSI as stored.
+        /// The smoothed RSSI as stored, in hundredths of a dB: to the nearest half dB (finer than the whole-dB RSSI
+        /// it smooths; a compacted pack keeps it in one byte), clamped to ±327.5 dB.
         public static func centiDecibels(_ decibels: Double) -> Int16 {
-            let scaled = (decibels * 100).rounded()
-            guard scaled.isFinite else { return 0 }
-            return Int16(max(-32768, min(32767, scaled)))
+            let halves = (decibels * 2).rounded()
+            guard halves.isFinite else { return 0 }
+            return Int16(max(-655, min(655, halves))) * 50
         }
     }
 
@@ -107,7 +107,7 @@ public struct SightingPack: Sendable, Equatable {
         }
     }
 
-    /// The rows back, as the view shows them (the smoothed RSSI to 0.01 dB).
+    /// The rows back, as the view shows them (the smoothed RSSI to 0.5 dB).
     public var rows: [SightingRow] {
         readings.map { reading in
             let (offset, rssi, smoothed) = Reading.decode(reading)

@@ -36,6 +36,7 @@ enum Schema {
         PackageResources.v020_sql,
         PackageResources.v021_sql,
         PackageResources.v022_sql,
+        PackageResources.v023_sql,
     ].enumerated().map { Migration(version: $0.offset + 1, file: $0.element) }
 }
 
