@@ -156,7 +156,7 @@ func httpGet(port: Int, path: String, headers: [String] = []) throws -> (status:
 
 @Suite(
     .enabled(if: MosquittoServer.executable != nil && PostgresServer.binaries != nil, "mosquitto or PostgreSQL is not installed"),
-    .enabled(if: beaconflowExecutable != nil, "the beaconflow executable is not built"), .timeLimit(.minutes(2)))
+    .enabled(if: beaconflowExecutable != nil, "the beaconflow executable is not built"), .timeLimit(.minutes(3)))
 struct IngestCommandTests {
     /// A scrape as Prometheus wants it: `promtool check metrics` passes (every family has its HELP and TYPE, names
     /// as the conventions ask), every family is one of `families`, the build or the process, and the process's
@@ -247,7 +247,8 @@ struct IngestCommandTests {
             text.split(separator: "\n").first { $0.hasPrefix(name + " ") }.flatMap { Double($0.split(separator: " ")[1]) }
         }
         var metrics = ""
-        let deadline = ContinuousClock.now + .seconds(30)
+        // Three batches take a few seconds alone; a loaded machine can starve the simulated source for much longer.
+        let deadline = ContinuousClock.now + .seconds(80)
         while ContinuousClock.now < deadline {
             metrics = (try? httpGet(port: port, path: "/metrics").body) ?? ""
             if (metric("beaconflow_agent_batches_acknowledged_total", in: metrics) ?? 0) >= 3 { break }
