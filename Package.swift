@@ -8,6 +8,19 @@ let compactLinking: [LinkerSetting] = [
     .unsafeFlags(["-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs", "-Xlinker", "--no-export-dynamic"])
 ]
 
+/// The release link of `beaconflow-agent` puts the functions listed in its order file, the ones the agent runs, next to
+/// each other: the kernel maps code in runs of pages around each page touched, so code that runs scattered among code
+/// that never does keeps several times its size resident (BENCHMARKS.md, "The agent's code in run order").
+let hotFunctionsFirst: [LinkerSetting] = [
+    .unsafeFlags(
+        [
+            "-Xlinker", "--symbol-ordering-file=\(Context.packageDirectory)/Sources/beaconflow-agent/hot-functions.order",
+            "-Xlinker", "--no-warn-symbol-ordering",
+        ],
+        .when(configuration: .release)
+    )
+]
+
 let package = Package(
     name: "beaconflow",
     platforms: [.macOS(.v15)],
@@ -154,7 +167,13 @@ let package = Package(
 
         // The edge agent alone, for gateways: `beaconflow agent` without the ingest, libpq, the simulator or the
         // accuracy harness.
-        .executableTarget(name: "beaconflow-agent", dependencies: ["CommandLineSupport"], linkerSettings: compactLinking),
+        // Its release link places the functions the agent runs together (scripts/agent-symbol-order writes the list).
+        .executableTarget(
+            name: "beaconflow-agent",
+            dependencies: ["CommandLineSupport"],
+            exclude: ["hot-functions.order"],
+            linkerSettings: compactLinking + hotFunctionsFirst
+        ),
 
         // The ingest's services: intake, dedup, proximity, occupancy, fleet health, the PostgreSQL writer.
         .target(

@@ -1,5 +1,6 @@
 import ArgumentParser
 import CommandLineSupport
+import Dispatch
 import Foundation
 import MetricFamilies
 
@@ -21,8 +22,11 @@ struct BeaconflowAgent: AsyncParsableCommand {
 }
 
 extension BeaconflowAgent {
-    /// Parses the command line (with its `--config` file laid under it) and runs it.
-    static func main() async {
+    /// Parses the command line (with its `--config` file laid under it) and runs it on the cooperative pool while the
+    /// main thread waits. An `async` main would park the main thread in `dispatch_main`, whose `pthread_exit` unwinds
+    /// that thread's stack through the executable's unwind tables: half a megabyte of pages read once and kept
+    /// resident (BENCHMARKS.md, "The agent's code in run order").
+    static func main() {
         let expanded: (arguments: [String], file: ConfigFile?)
         do {
             expanded = try ConfigFile.expanding(options: Array(CommandLine.arguments.dropFirst()))
@@ -38,10 +42,20 @@ extension BeaconflowAgent {
             }
             exit(withError: error)
         }
-        do {
-            try await command.run()
-        } catch {
-            exit(withError: error)
+        let finished = DispatchSemaphore(value: 0)
+        nonisolated(unsafe) let running = command
+        nonisolated(unsafe) var failure: (any Error)?
+        Task.detached {
+            do {
+                try await running.run()
+            } catch {
+                failure = error
+            }
+            finished.signal()
+        }
+        finished.wait()
+        if let failure {
+            exit(withError: failure)
         }
     }
 }
