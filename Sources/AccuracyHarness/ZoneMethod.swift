@@ -46,9 +46,16 @@ public struct ZoneMethod: Sendable, Equatable {
         smoothing: .kalman, switchMarginDb: defaults.switchMarginDb, switchEvidenceDbSeconds: defaults.switchEvidenceDbSeconds,
         switchDwellSeconds: Double(defaults.switchDwellMicros) / 1_000_000, siteKeys: [("zone_scoring", ZoneScoring.loudest.rawValue)])
 
+    /// The defaults, but the history (visits, minutes) decided by the likeliest path over 120 s.
+    public static let pathHistory = ZoneMethod(
+        name: "chosen-path", summary: "the defaults with the history decided by the likeliest path over 120 s",
+        smoothing: .kalman, switchMarginDb: defaults.switchMarginDb, switchEvidenceDbSeconds: defaults.switchEvidenceDbSeconds,
+        switchDwellSeconds: Double(defaults.switchDwellMicros) / 1_000_000,
+        siteKeys: [("zone_history", ZoneHistory.path.rawValue), ("history_lag_s", "120")])
+
     private static let defaults = ZoneRules()
 
-    public static let all = [nearest, kalman, hysteresis, chosen, loudestZone]
+    public static let all = [nearest, kalman, hysteresis, chosen, loudestZone, pathHistory]
 
     public static func named(_ name: String) -> ZoneMethod? { all.first { $0.name == name } }
 }

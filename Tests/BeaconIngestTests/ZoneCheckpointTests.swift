@@ -31,19 +31,24 @@ struct ZoneTables: Equatable {
 }
 
 @Suite struct ZoneCheckpointTests {
-    /// Two zones, an agent in each and a third that never sends.
-    let site = try! SitesConfiguration.parse(
-        """
-        sites:
-          - id: hq
-            allowed_lateness_s: 20
-            zones: [{id: lobby}, {id: lab}]
-            agents:
-              - {id: hq-a1, zone: lobby}
-              - {id: hq-a2, zone: lab}
-              - {id: hq-a3, zone: lab}
-        """
-    ).sites[0]
+    /// Two zones, an agent in each and a third that never sends; `history` as in the sites file.
+    var site = Self.site(history: "crossings")
+
+    static func site(history: String) -> SitesConfiguration.Site {
+        try! SitesConfiguration.parse(
+            """
+            sites:
+              - id: hq
+                allowed_lateness_s: 20
+                zone_history: \(history)
+                zones: [{id: lobby}, {id: lab}]
+                agents:
+                  - {id: hq-a1, zone: lobby}
+                  - {id: hq-a2, zone: lab}
+                  - {id: hq-a3, zone: lab}
+            """
+        ).sites[0]
+    }
     let start: Int64 = 1_767_225_600_000_000
     let second: Int64 = 1_000_000
 
@@ -131,6 +136,24 @@ struct ZoneTables: Equatable {
         #expect(restored.tables == undisturbed.tables)
         // Without the readings stored after the checkpoint the minutes in progress come out otherwise.
         #expect(try play(crashes: [150], replay: false).tables != undisturbed.tables)
+    }
+
+    /// The same with the history decided by the likeliest path: the paths not decided yet are in the checkpoint.
+    @Test func aTrackerWithPathHistoryRestoredFromItsCheckpointEndsLikeOneNeverLost() throws {
+        var withPath = self
+        withPath.site = Self.site(history: "path")
+        let undisturbed = try withPath.play(crashes: [])
+        let restored = try withPath.play(crashes: [150, 331])
+        #expect(undisturbed.tables.visits.count >= 12, "\(undisturbed.tables.visits.count) visits")
+        #expect(restored.tables == undisturbed.tables)
+        #expect(undisturbed.tables != (try play(crashes: [])).tables)
+    }
+
+    /// The same with the likeliest path in the checkpoint (its scores, back-pointers and the history's visit).
+    @Test func noValueInAnyFieldOfACheckpointWithPathsMakesTheTrackerTrap() throws {
+        var withPath = self
+        withPath.site = Self.site(history: "path")
+        try withPath.noValueInAnyFieldOfACheckpointMakesTheTrackerTrap()
     }
 
     @Test func aDamagedCheckpointOrOneOfOtherZonesIsRefusedAndChangesNothing() throws {

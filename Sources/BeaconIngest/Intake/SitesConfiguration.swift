@@ -108,7 +108,7 @@ public struct SitesConfiguration: Sendable, Equatable {
                     "id", "timezone", "path_loss_exponent", "zones", "agents", "zone_switch_margin_db",
                     "zone_switch_dwell_s", "zone_switch_evidence_db_s", "absence_timeout_s", "history_lag_s", "allowed_lateness_s",
                     "first_batch_wait_s", "rssi_smoothing", "zone_scoring", "doors", "zone_switch_doorless_factor",
-                    "zone_switch_settled_s",
+                    "zone_switch_settled_s", "zone_history", "zone_path_change_db_s",
                 ], place)
             let id = try identifier(entry["id"], "\(place).id")
             guard !sites.contains(where: { $0.id == id }) else { throw SitesError("\(place): site '\(id)' appears twice") }
@@ -178,6 +178,15 @@ public struct SitesConfiguration: Sendable, Equatable {
                 throw SitesError("\(place).zone_scoring must be 'pattern' or 'loudest', not '\(scoringName)'")
             }
             rules.scoring = scoring
+            let historyName = entry["zone_history"] as? String ?? rules.history.rawValue
+            guard let history = ZoneHistory(rawValue: historyName) else {
+                throw SitesError("\(place).zone_history must be 'path' or 'crossings', not '\(historyName)'")
+            }
+            rules.history = history
+            if let cost = try number(entry["zone_path_change_db_s"], "\(place).zone_path_change_db_s") {
+                guard (0...100_000).contains(cost) else { throw SitesError("\(place).zone_path_change_db_s must be 0-100000") }
+                rules.pathChangeDbSeconds = cost
+            }
             if let margin = try number(entry["zone_switch_margin_db"], "\(place).zone_switch_margin_db") {
                 guard (0...30).contains(margin) else { throw SitesError("\(place).zone_switch_margin_db must be 0-30") }
                 rules.switchMarginDb = margin

@@ -1,7 +1,7 @@
 extension SiteZoneTracker {
-    /// 2: readings as heard beside the smoothed ones, and the crossings; 3: how settled each beacon is. Versions 1
-    /// and 2, without them, still read.
-    static let checkpointVersion: Int64 = 3
+    /// 2: readings as heard beside the smoothed ones, and the crossings; 3: how settled each beacon is; 4: the
+    /// history's open visit and likeliest path (`zone_history: path`). Earlier versions, without them, still read.
+    static let checkpointVersion: Int64 = 4
 
     /// The tracker's state as of its watermark, as bytes for `restore(checkpoint:)`: all of it but the readings
     /// still waiting, which the database holds as the site's sightings newer than the watermark.
@@ -61,6 +61,10 @@ extension SiteZoneTracker {
                     out.double(filter.variance)
                 }
             }
+            out.optional(beacon.historyZone.map(Int64.init))
+            out.int(beacon.historyEnterMicros)
+            out.optional(beacon.path.map { _ in beacon.pathStartMicros })
+            beacon.path?.encode(into: &out)
         }
         out.int(presence.count)
         for (minute, perZone) in presence.sorted(by: { $0.key < $1.key }) {
@@ -143,6 +147,17 @@ extension SiteZoneTracker {
                         timeMicros: time)
                 }
                 beacon.filters.append(agent)
+            }
+            if version >= 4 {
+                beacon.historyZone = try input.optional().map { zone throws(CheckpointError) in
+                    guard zone >= 0, zone < zones.count else { throw CheckpointError(code: .damaged, offset: input.offset) }
+                    return Int(zone)
+                }
+                beacon.historyEnterMicros = try input.time(also: [0])
+                if let start = try input.optionalTime() {
+                    beacon.pathStartMicros = start
+                    beacon.path = try ZonePath.decode(from: &input, zoneCount: zones.count)
+                }
             }
             restored.beacons[beaconID] = beacon
         }

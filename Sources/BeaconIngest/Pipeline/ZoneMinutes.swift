@@ -36,6 +36,7 @@ extension SiteZoneTracker {
         // A long silence: skip to a day before rather than write a day of empty minutes.
         if time - minute > 86_400_000_000 { minute = Self.minuteStart(time - 86_400_000_000) }
         while minute + Self.minute + countingLagMicros <= time {
+            decidePaths(through: minute + Self.minute - 1, into: &changes)
             count(minute, into: &changes)
             minute += Self.minute
             closeAbsent(before: minute, into: &changes)
@@ -67,8 +68,9 @@ extension SiteZoneTracker {
 
     mutating func closeAbsent(before time: Int64, into changes: inout [ZoneChange]) {
         let gone = beacons.filter { time - $0.value.lastSeenMicros > rules.absenceTimeoutMicros }
-        for (beaconID, beacon) in gone {
-            if beacon.zone != nil {
+        for (beaconID, var beacon) in gone {
+            if !storesLiveHistory { endPath(of: beaconID, &beacon, into: &changes) }
+            if storesLiveHistory, beacon.zone != nil {
                 changes.append(.visitClosed(site: site, beaconID: beaconID, enterMicros: beacon.enterMicros, exitMicros: beacon.lastSeenMicros))
             }
             beacons[beaconID] = nil
@@ -88,10 +90,13 @@ extension SiteZoneTracker {
             apply(reading, into: &changes)
         }
         pending.removeAll()
+        decidePaths(through: newest, into: &changes)
         // A beacon in a zone and not yet absent was there when the data ended, as between two of its readings: in
         // a last minute only seconds long, its last reading may well be before the minute began.
         for (beaconID, beacon) in beacons where newest - beacon.lastSeenMicros <= rules.absenceTimeoutMicros {
-            if let zone = beacon.zone { addPresence(of: beaconID, in: zone, from: beacon.lastSeenMicros, to: newest) }
+            if let zone = storesLiveHistory ? beacon.zone : beacon.historyZone {
+                addPresence(of: beaconID, in: zone, from: beacon.lastSeenMicros, to: newest)
+            }
         }
         var minute = nextMinute ?? presence.keys.min() ?? Self.minuteStart(newest)
         while minute <= Self.minuteStart(newest) {
@@ -100,8 +105,12 @@ extension SiteZoneTracker {
         }
         nextMinute = minute
         if closingVisits {
-            for (beaconID, beacon) in beacons.sorted(by: { $0.key < $1.key }) where beacon.zone != nil {
-                changes.append(.visitClosed(site: site, beaconID: beaconID, enterMicros: beacon.enterMicros, exitMicros: beacon.lastSeenMicros))
+            let placed = beacons.filter { $0.value.zone != nil || $0.value.path != nil || $0.value.historyZone != nil }
+            for (beaconID, var beacon) in placed.sorted(by: { $0.key < $1.key }) {
+                if !storesLiveHistory { endPath(of: beaconID, &beacon, into: &changes) }
+                if storesLiveHistory, beacon.zone != nil {
+                    changes.append(.visitClosed(site: site, beaconID: beaconID, enterMicros: beacon.enterMicros, exitMicros: beacon.lastSeenMicros))
+                }
                 beacons[beaconID] = nil
             }
         }
@@ -146,6 +155,10 @@ extension SiteZoneTracker {
             beacon.zone = zone
             beacon.enterMicros = visit.enterMicros
             beacon.lastSeenMicros = max(visit.lastSeenMicros, visit.enterMicros)
+            if !storesLiveHistory {
+                beacon.historyZone = zone
+                beacon.historyEnterMicros = visit.enterMicros
+            }
             beacons[visit.beaconID] = beacon
             // Its presence in the minutes not counted yet, which the previous run held in memory.
             addPresence(of: visit.beaconID, in: zone, from: visit.enterMicros, to: beacon.lastSeenMicros)

@@ -31,6 +31,11 @@ public struct ZoneRules: Sendable, Equatable {
     /// How the zones are compared (`zone_scoring`): by learned patterns of all agents' levels, or by each zone's
     /// loudest agent.
     public var scoring: ZoneScoring = .pattern
+    /// How the stored history (visits, minutes) is decided (`zone_history`): by the live decisions dated where the
+    /// readings turned, or by the likeliest path over the history lag.
+    public var history: ZoneHistory = .crossings
+    /// What a change of zone costs the likeliest path (`zone_path_change_db_s`), in the zones' levels times seconds.
+    public var pathChangeDbSeconds: Double = 270
     /// How long a silent agent holds its site's decisions back, in the ingest's own time (`allowed_lateness_s`):
     /// its batches arriving within it are applied in event order, before any minute they fall in is counted.
     /// Past it the agent is let go, and what it brings back from behind the watermark is stored as sightings but
@@ -41,6 +46,14 @@ public struct ZoneRules: Sendable, Equatable {
     public var firstBatchWaitMicros: Int64 = 30_000_000
 
     public init() {}
+}
+
+/// How a site decides the history it stores (sites file key `zone_history`).
+public enum ZoneHistory: String, Sendable, Equatable, CaseIterable {
+    /// The live decisions, each move dated where the readings as heard turned (`ZoneCrossings`).
+    case crossings
+    /// The likeliest path of zones over the history lag (`ZonePath`), decided that lag behind the readings.
+    case path
 }
 
 /// Whether a site's zone decisions wait for one of its agents (`agent_health.zone_state`).

@@ -23,7 +23,8 @@
 /// is dated in hindsight, where the readings as heard say it happened (`ZoneCrossings`), at most `historyLagMicros`
 /// before the decision. Minutes are counted when the watermark is the counting lag (the greater of the absence
 /// timeout and the history lag) past their end: until then a reading can still show that the beacon stayed
-/// through a gap, or move its time to another zone.
+/// through a gap, or move its time to another zone. With `zone_history: path` the stored history follows each
+/// beacon's likeliest path instead (`ZonePathHistory`), and the live decisions only the live zone.
 public struct SiteZoneTracker: Sendable {
     public let site: String
     public let rules: ZoneRules
@@ -93,6 +94,12 @@ public struct SiteZoneTracker: Sendable {
         var appearedMicros: Int64?
         /// Each agent's RSSI filter (the site's `rssi_smoothing`), which outlives the reading's lifetime.
         var filters: [AgentFilter] = []
+        /// With `zone_history: path`: the likeliest path not decided yet, from the reading `pathStartMicros`...
+        var path: ZonePath?
+        var pathStartMicros: Int64 = 0
+        /// ...and the zone of the stored history's open visit, and when it began.
+        var historyZone: Int?
+        var historyEnterMicros: Int64 = 0
     }
 
     struct AgentFilter: Sendable {
@@ -210,9 +217,15 @@ public struct SiteZoneTracker: Sendable {
     /// reading would (its state stays, so that reading goes on the same way): a beacon that leaves leaves when
     /// the watermark passes, not when the next minute is counted.
     private mutating func closeVisitsOfSilentBeacons(at time: Int64, into changes: inout [ZoneChange]) {
-        let silent = beacons.filter { $0.value.zone != nil && time - $0.value.lastSeenMicros > rules.absenceTimeoutMicros }
+        let silent = beacons.filter {
+            ($0.value.zone != nil || $0.value.path != nil || $0.value.historyZone != nil)
+                && time - $0.value.lastSeenMicros > rules.absenceTimeoutMicros
+        }
         for (beaconID, var beacon) in silent.sorted(by: { $0.key < $1.key }) {
-            changes.append(.visitClosed(site: site, beaconID: beaconID, enterMicros: beacon.enterMicros, exitMicros: beacon.lastSeenMicros))
+            if !storesLiveHistory { endPath(of: beaconID, &beacon, into: &changes) }
+            if storesLiveHistory, beacon.zone != nil {
+                changes.append(.visitClosed(site: site, beaconID: beaconID, enterMicros: beacon.enterMicros, exitMicros: beacon.lastSeenMicros))
+            }
             beacon.zone = nil
             beacon.evidence = []
             beacon.crossings.removeAll()
@@ -287,9 +300,16 @@ public struct SiteZoneTracker: Sendable {
             level = RSSIFilter.update(&beacon.filters[index].filter, rssi: reading.rssi, timeMicros: time, configuration: smoothing)
         }
         if firstReadingMicros == nil { firstReadingMicros = time }
+        if !storesLiveHistory, beacon.path != nil || beacon.historyZone != nil,
+            time - beacon.lastSeenMicros > rules.absenceTimeoutMicros
+        {
+            endPath(of: reading.beaconID, &beacon, into: &changes)
+        }
         if beacon.zone != nil, time - beacon.lastSeenMicros > rules.absenceTimeoutMicros {
             // Gone for longer than the absence timeout: that visit ended when it was last heard.
-            changes.append(.visitClosed(site: site, beaconID: reading.beaconID, enterMicros: beacon.enterMicros, exitMicros: beacon.lastSeenMicros))
+            if storesLiveHistory {
+                changes.append(.visitClosed(site: site, beaconID: reading.beaconID, enterMicros: beacon.enterMicros, exitMicros: beacon.lastSeenMicros))
+            }
             beacon.zone = nil
             beacon.evidence = []
             beacon.crossings.removeAll()
@@ -319,6 +339,7 @@ public struct SiteZoneTracker: Sendable {
             swap(&heardLevels, &scratchHeardLevels)
         }
         zoneLevels(of: beacon.readings, heard: false, into: &levels)
+        if rules.history == .path { extendPath(of: reading.beaconID, &beacon, at: time, into: &changes) }
         if rules.scoring == .pattern, let zone = beacon.zone, time - beacon.enterMicros >= ZonePatterns.learnAfterMicros {
             patterns.learn(zone: zone, agent: reading.agentNumber, levels: beacon.readings.lazy.map { (agent: $0.number, level: $0.rssi) })
         }
@@ -370,14 +391,16 @@ public struct SiteZoneTracker: Sendable {
                 // Dated in hindsight, at most the history lag before now, so that no minute counted yet changes.
                 let crossing = beacon.crossings.moment(of: strongest.zone) ?? strongest.sinceMicros
                 let moment = max(crossing, time - rules.historyLagMicros, beacon.enterMicros + 1)
-                changes.append(.visitClosed(site: site, beaconID: reading.beaconID, enterMicros: beacon.enterMicros, exitMicros: moment))
-                movePresence(of: reading.beaconID, from: current, to: strongest.zone, between: moment, and: previousSeen)
+                if storesLiveHistory {
+                    changes.append(.visitClosed(site: site, beaconID: reading.beaconID, enterMicros: beacon.enterMicros, exitMicros: moment))
+                    movePresence(of: reading.beaconID, from: current, to: strongest.zone, between: moment, and: previousSeen)
+                    changes.append(.visitOpened(site: site, zone: zones[strongest.zone], beaconID: reading.beaconID, enterMicros: moment))
+                }
                 beacon.zone = strongest.zone
                 beacon.enterMicros = moment
                 beacon.evidence = []
                 beacon.settledMicros = 0
                 beacon.crossings.removeAll()
-                changes.append(.visitOpened(site: site, zone: zones[strongest.zone], beaconID: reading.beaconID, enterMicros: moment))
             }
         } else if let appeared = beacon.appearedMicros, time - appeared >= rules.entryDwellMicros {
             beacon.zone = best
@@ -385,11 +408,13 @@ public struct SiteZoneTracker: Sendable {
             beacon.enterMicros = appeared
             beacon.evidenceMicros = time
             beacon.appearedMicros = nil
-            changes.append(.visitOpened(site: site, zone: zones[best], beaconID: reading.beaconID, enterMicros: appeared))
+            if storesLiveHistory {
+                changes.append(.visitOpened(site: site, zone: zones[best], beaconID: reading.beaconID, enterMicros: appeared))
+            }
         } else if beacon.appearedMicros == nil {
             beacon.appearedMicros = time
         }
-        if let zone = beacon.zone {
+        if storesLiveHistory, let zone = beacon.zone {
             // Present from the previous reading (if the beacon stayed) through this one; a beacon just placed, from
             // its first reading.
             let stayed = wasPlaced && previousSeen > 0 && time - previousSeen <= rules.absenceTimeoutMicros
@@ -416,8 +441,11 @@ public struct SiteZoneTracker: Sendable {
         var changes: [ZoneChange] = []
         var forgotten: Set<String> = []
         for (_, beaconID) in oldest {
-            if let beacon = beacons[beaconID], beacon.zone != nil {
-                changes.append(.visitClosed(site: site, beaconID: beaconID, enterMicros: beacon.enterMicros, exitMicros: beacon.lastSeenMicros))
+            if var beacon = beacons[beaconID] {
+                if !storesLiveHistory { endPath(of: beaconID, &beacon, into: &changes) }
+                if storesLiveHistory, beacon.zone != nil {
+                    changes.append(.visitClosed(site: site, beaconID: beaconID, enterMicros: beacon.enterMicros, exitMicros: beacon.lastSeenMicros))
+                }
             }
             beacons[beaconID] = nil
             forgotten.insert(beaconID)

@@ -1,0 +1,78 @@
+/// The stored history of a site with `zone_history: path`: visits and minutes follow each beacon's likeliest path
+/// (`ZonePath`), decided the history lag behind its readings, while the live zone follows the switching rule.
+extension SiteZoneTracker {
+    /// Whether the live decisions are stored as history (`zone_history: crossings`).
+    var storesLiveHistory: Bool { rules.history == .crossings }
+
+    var pathLagSeconds: Int { max(1, Int(rules.historyLagMicros / 1_000_000)) }
+
+    /// Adds the zones' levels as heard at a reading at `time` to the beacon's path (for its second, the last
+    /// reading's count), and stores what the path decides.
+    mutating func extendPath(of beaconID: String, _ beacon: inout Beacon, at time: Int64, into changes: inout [ZoneChange]) {
+        let second = time.floorDivided(by: 1_000_000)
+        if let path = beacon.path, second < path.newestSecond { return }
+        var heard: [Double] = []
+        zoneLevels(of: beacon.readings, heard: true, into: &heard)
+        guard var path = beacon.path else {
+            beacon.path = ZonePath(second: second, levels: heard, lagSeconds: pathLagSeconds)
+            beacon.pathStartMicros = time
+            return
+        }
+        var decided: [(second: Int64, zone: Int)] = []
+        let doors = doors
+        let cost = rules.pathChangeDbSeconds
+        let doorless = cost * rules.doorlessEvidenceFactor
+        path.add(
+            second: second, levels: heard, changeCost: { from, to in doors?[from][to] == false ? doorless : cost }, decided: &decided)
+        beacon.path = path
+        record(decided, of: beaconID, &beacon, into: &changes)
+    }
+
+    /// Decides the beacon's path through `time` (a minute about to be counted).
+    mutating func decidePath(of beaconID: String, _ beacon: inout Beacon, through time: Int64, into changes: inout [ZoneChange]) {
+        guard var path = beacon.path else { return }
+        var decided: [(second: Int64, zone: Int)] = []
+        path.decide(through: time.floorDivided(by: 1_000_000), into: &decided)
+        beacon.path = path
+        record(decided, of: beaconID, &beacon, into: &changes)
+    }
+
+    /// The beacon left (or the data ended): its path is decided to its last reading, where its visit ends.
+    mutating func endPath(of beaconID: String, _ beacon: inout Beacon, into changes: inout [ZoneChange]) {
+        decidePath(of: beaconID, &beacon, through: beacon.lastSeenMicros, into: &changes)
+        if beacon.historyZone != nil {
+            let exit = max(beacon.lastSeenMicros, beacon.historyEnterMicros)
+            changes.append(.visitClosed(site: site, beaconID: beaconID, enterMicros: beacon.historyEnterMicros, exitMicros: exit))
+        }
+        beacon.historyZone = nil
+        beacon.path = nil
+    }
+
+    /// Stores decided seconds: a second of presence each, and a visit for each run of seconds in one zone.
+    private mutating func record(
+        _ decided: [(second: Int64, zone: Int)], of beaconID: String, _ beacon: inout Beacon, into changes: inout [ZoneChange]
+    ) {
+        for (second, zone) in decided {
+            let start = max(second * 1_000_000, beacon.pathStartMicros)
+            if beacon.historyZone != zone {
+                if beacon.historyZone != nil {
+                    changes.append(.visitClosed(site: site, beaconID: beaconID, enterMicros: beacon.historyEnterMicros, exitMicros: start))
+                }
+                beacon.historyZone = zone
+                beacon.historyEnterMicros = start
+                changes.append(.visitOpened(site: site, zone: zones[zone], beaconID: beaconID, enterMicros: start))
+            }
+            addPresence(of: beaconID, in: zone, from: start, to: second * 1_000_000 + 1_000_000)
+        }
+    }
+
+    /// Decides every beacon's path through `time`.
+    mutating func decidePaths(through time: Int64, into changes: inout [ZoneChange]) {
+        guard rules.history == .path else { return }
+        for beaconID in beacons.filter({ $0.value.path != nil }).map(\.key).sorted() {
+            guard var beacon = beacons[beaconID] else { continue }
+            decidePath(of: beaconID, &beacon, through: time, into: &changes)
+            beacons[beaconID] = beacon
+        }
+    }
+}

@@ -1,0 +1,90 @@
+@testable import BeaconIngest
+import Testing
+
+/// The likeliest path of zones, decided the history lag behind the readings (`zone_history: path`).
+@Suite struct ZonePathTests {
+    /// Plays per-second levels of two zones (zone 1's lead over zone 0) through a path with a 60 s lag and a
+    /// change cost of 270 dB·s; returns the zone decided for each second, with every second decided at the end.
+    func decide(_ leads: [Double], lag: Int = 60) -> [Int] {
+        var path = ZonePath(second: 0, levels: [0, leads[0]], lagSeconds: lag)
+        var decided: [(second: Int64, zone: Int)] = []
+        for (second, lead) in leads.enumerated().dropFirst() {
+            path.add(second: Int64(second), levels: [0, lead], changeCost: { _, _ in 270 }, decided: &decided)
+            #expect(path.decidedThrough == max(-1, Int64(second - lag)), "second \(second)")
+        }
+        path.decide(through: Int64(leads.count - 1), into: &decided)
+        #expect(decided.map(\.second) == Array(0..<Int64(leads.count)))
+        return decided.map(\.zone)
+    }
+
+    @Test func aMoveIsPlacedAtTheSecondTheLevelsTurned() {
+        let zones = decide(Array(repeating: -5, count: 100) + Array(repeating: 5, count: 100))
+        #expect(zones == Array(repeating: 0, count: 100) + Array(repeating: 1, count: 100))
+    }
+
+    /// A detour costs two changes (540 dB·s): 20 s of the other zone 10 dB louder do not pay for it, 60 s do.
+    @Test func aDetourIsTakenOnlyWhenTheReadingsPayForBothChanges() {
+        let shadow = Array(repeating: -5.0, count: 90) + Array(repeating: 10, count: 20) + Array(repeating: -5, count: 90)
+        #expect(decide(shadow) == Array(repeating: 0, count: 200))
+        let detour = Array(repeating: -5.0, count: 70) + Array(repeating: 10, count: 60) + Array(repeating: -5, count: 70)
+        #expect(decide(detour) == Array(repeating: 0, count: 70) + Array(repeating: 1, count: 60) + Array(repeating: 0, count: 70))
+    }
+
+    /// A zone that is no candidate (-infinity) is never on the path; silent seconds carry no evidence.
+    @Test func silentSecondsAndZonesThatAreNoCandidateDecideNothing() {
+        var path = ZonePath(second: 10, levels: [-60, -.infinity], lagSeconds: 30)
+        var decided: [(second: Int64, zone: Int)] = []
+        path.add(second: 25, levels: [-65, -60], changeCost: { _, _ in 270 }, decided: &decided)
+        path.add(second: 26, levels: [-70, -60], changeCost: { _, _ in 270 }, decided: &decided)
+        #expect(decided.isEmpty)
+        path.decide(through: 26, into: &decided)
+        #expect(decided.count == 17 && decided.allSatisfy { $0.zone == 0 })
+    }
+
+    /// Two rooms heard as in `ZoneSettlingTests`: the beacon in a for 100 s, then b 12 dB louder for 100 s, then
+    /// gone. The stored visits change rooms at the second the levels turned, where the live decision came seconds
+    /// later; the minutes count the beacon where it was.
+    @Test func aSiteWithPathHistoryStoresTheMoveWhereTheReadingsTurned() throws {
+        let site = try SitesConfiguration.parse(
+            """
+            sites:
+              - id: hq
+                rssi_smoothing: none
+                zone_scoring: loudest
+                zone_history: path
+                history_lag_s: 60
+                zones: [{id: a}, {id: b}]
+                agents: [{id: a1, zone: a}, {id: b1, zone: b}]
+            """
+        ).sites[0]
+        #expect(site.zoneRules.history == .path)
+        let start: Int64 = 1_767_225_600_000_000
+        var tracker = SiteZoneTracker(site: site)
+        var tables = ZoneTables()
+        var liveMove: Int?
+        for index in 0..<200 {
+            let time = start + Int64(index) * 1_000_000
+            tracker.add(beaconID: "x", agent: "a1", timeMicros: time, rssi: -60)
+            tracker.add(beaconID: "x", agent: "b1", timeMicros: time, rssi: index < 100 ? -72 : -48)
+            for agent in ["a1", "b1"] { tracker.agentProgressed(agent, newestMicros: time, arrivalMicros: time) }
+            tables.write(tracker.advance(nowMicros: time))
+            if liveMove == nil, tracker.zone(of: "x") == "b" { liveMove = index }
+        }
+        #expect((liveMove ?? 0) > 100)
+        tables.write(tracker.finish(closingVisits: true))
+        let visits = tables.visits.sorted { $0.key.enterMicros < $1.key.enterMicros }
+        #expect(visits.map(\.value.zone) == ["a", "b"])
+        #expect(visits.map(\.key.enterMicros) == [start, start + 100_000_000])
+        #expect(visits.map(\.value.exitMicros) == [start + 100_000_000, start + 199_000_000])
+        let minute: Int64 = 60_000_000
+        #expect(tables.minutes[.init(zone: "a", minuteMicros: start + minute)]?.occupants == 1)
+        #expect(tables.minutes[.init(zone: "b", minuteMicros: start + 2 * minute)]?.occupants == 1)
+        #expect(tables.minutes[.init(zone: "b", minuteMicros: start + minute)]?.occupants == 0)
+    }
+
+    @Test func anUnknownHistoryIsNamed() {
+        #expect(throws: SitesError.self) {
+            try SitesConfiguration.parse("sites: [{id: hq, zone_history: hindsight, zones: [{id: a}], agents: [{id: a1, zone: a}]}]")
+        }
+    }
+}
