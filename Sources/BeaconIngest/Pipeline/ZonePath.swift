@@ -29,9 +29,6 @@ struct ZonePath: Sendable, Equatable {
         pointers = [UInt8](repeating: 0, count: self.lagSeconds * levels.count)
         newestSecond = second
         decidedThrough = second - 1
-        // The first second's own pointers (ring slot of `second`) point to themselves: nothing before it.
-        let slot = Int(second.floorModulo(Int64(self.lagSeconds))) * levels.count
-        for zone in levels.indices { pointers[slot + zone] = UInt8(zone) }
     }
 
     init(scores: [Double], base: [Double], pointers: [UInt8], lagSeconds: Int, newestSecond: Int64, decidedThrough: Int64) {

@@ -6,14 +6,14 @@ extension SiteZoneTracker {
 
     var pathLagSeconds: Int { max(1, Int(rules.historyLagMicros / 1_000_000)) }
 
-    /// Adds the zones' levels as heard at a reading at `time` to the beacon's path (for its second, the last
-    /// reading's count), and stores what the path decides.
+    /// Adds the zones' levels as heard at a reading at `time` to the beacon's path (a later reading of the same
+    /// second replaces them), and stores what the path decides.
     mutating func extendPath(of beaconID: String, _ beacon: inout Beacon, at time: Int64, into changes: inout [ZoneChange]) {
         let second = time.floorDivided(by: 1_000_000)
         if let path = beacon.path, second < path.newestSecond { return }
         var heard: [Double] = []
         zoneLevels(of: beacon.readings, heard: true, into: &heard)
-        guard var path = beacon.path else {
+        guard beacon.path != nil else {
             beacon.path = ZonePath(second: second, levels: heard, lagSeconds: pathLagSeconds)
             beacon.pathStartMicros = time
             return
@@ -22,18 +22,17 @@ extension SiteZoneTracker {
         let doors = doors
         let cost = rules.pathChangeDbSeconds
         let doorless = cost * rules.doorlessEvidenceFactor
-        path.add(
+        // In place (not copied out and back), so that the back-pointers are not copied at every reading.
+        beacon.path!.add(
             second: second, levels: heard, changeCost: { from, to in doors?[from][to] == false ? doorless : cost }, decided: &decided)
-        beacon.path = path
         record(decided, of: beaconID, &beacon, into: &changes)
     }
 
     /// Decides the beacon's path through `time` (a minute about to be counted).
     mutating func decidePath(of beaconID: String, _ beacon: inout Beacon, through time: Int64, into changes: inout [ZoneChange]) {
-        guard var path = beacon.path else { return }
+        guard beacon.path != nil else { return }
         var decided: [(second: Int64, zone: Int)] = []
-        path.decide(through: time.floorDivided(by: 1_000_000), into: &decided)
-        beacon.path = path
+        beacon.path!.decide(through: time.floorDivided(by: 1_000_000), into: &decided)
         record(decided, of: beaconID, &beacon, into: &changes)
     }
 
