@@ -82,6 +82,61 @@ import Testing
         #expect(tables.minutes[.init(zone: "b", minuteMicros: start + minute)]?.occupants == 0)
     }
 
+    /// While the zones' order holds, every second has the same back-pointers: a beacon that stays where it is
+    /// keeps one run of them, whatever the lag, and a move adds a few runs that go once it is decided.
+    @Test func theBackPointersOfASteadyBeaconTakeOneRun() {
+        var path = ZonePath(second: 0, levels: [0, -20, -30], lagSeconds: 120)
+        var decided: [(second: Int64, zone: Int)] = []
+        let cost: (Int, Int) -> Double = { _, _ in 270 }
+        for second in 1...300 { path.add(second: Int64(second), levels: [0, -20, -30], changeCost: cost, decided: &decided) }
+        #expect(path.runs.count <= 2 * (2 + 3))
+        for second in 301...330 { path.add(second: Int64(second), levels: [-20, 0, -30], changeCost: cost, decided: &decided) }
+        #expect(path.runs.count > 2 * (2 + 3))
+        for second in 331...600 { path.add(second: Int64(second), levels: [-20, 0, -30], changeCost: cost, decided: &decided) }
+        #expect(path.runs.count <= 2 * (2 + 3))
+        #expect(decided.count == 481 && decided.filter { $0.zone == 1 }.map(\.second).min() == 301)
+    }
+
+    /// Checkpoint version 4 stored the back-pointers as a ring, a byte per zone for each second of the lag: such a
+    /// path reads as the same path, and decides the same seconds.
+    @Test func aPathWrittenAsARingOfPointersReadsAsTheSamePath() throws {
+        let cost: (Int, Int) -> Double = { _, _ in 270 }
+        let levels: (Int64) -> [Double] = { second in second < 40 ? [0, -8] : (second < 55 ? [-12, 0] : [-6, 0]) }
+        var path = ZonePath(second: 0, levels: levels(0), lagSeconds: 30)
+        var decided: [(second: Int64, zone: Int)] = []
+        var ring = [UInt8](repeating: 0, count: 30 * 2)
+        var previous = path.scores
+        for second in Int64(1)...70 {
+            // The ring as version 4 kept it: each second's pointers at its slot.
+            for zone in 0..<2 {
+                let stay = previous[zone], move = previous[1 - zone] - 270
+                ring[Int(second % 30) * 2 + zone] = UInt8(move > stay ? 1 - zone : zone)
+            }
+            path.add(second: second, levels: levels(second), changeCost: cost, decided: &decided)
+            previous = path.scores
+        }
+        var writer = CheckpointWriter()
+        writer.int(path.lagSeconds)
+        writer.int(path.newestSecond)
+        writer.int(path.decidedThrough)
+        for score in path.scores + path.base { writer.double(score) }
+        for start in stride(from: 0, to: ring.count, by: 8) {
+            var word: UInt64 = 0
+            for (index, pointer) in ring[start..<(start + 8 <= ring.count ? start + 8 : ring.count)].enumerated() {
+                word |= UInt64(pointer) << (8 * UInt64(index))
+            }
+            writer.int(Int64(bitPattern: word))
+        }
+        var reader = CheckpointReader(writer.bytes)
+        var restored = try ZonePath.decode(from: &reader, zoneCount: 2, ringOfPointers: true)
+        #expect(restored == path)
+        var fromRestored: [(second: Int64, zone: Int)] = []
+        restored.decide(through: 70, into: &fromRestored)
+        path.decide(through: 70, into: &decided)
+        #expect(fromRestored.map(\.zone) == decided.suffix(fromRestored.count).map(\.zone))
+        #expect(fromRestored.map(\.zone).contains(1))
+    }
+
     @Test func anUnknownHistoryIsNamed() {
         #expect(throws: SitesError.self) {
             try SitesConfiguration.parse("sites: [{id: hq, zone_history: hindsight, zones: [{id: a}], agents: [{id: a1, zone: a}]}]")

@@ -18,12 +18,12 @@ let siteID = "bench"
 /// The site of an agent when there are `sites` sites.
 func site(of agent: Int, sites: Int) -> String { sites == 1 ? siteID : "\(siteID)-\(agent % sites)" }
 
-func makeSitesText(sites: Int) -> String {
+func makeSitesText(sites: Int, siteKeys: String = "") -> String {
     "sites:\n" + (0..<sites).map { index in
         let id = site(of: index, sites: sites)
         let agents = (0..<agentCount).filter { site(of: $0, sites: sites) == id }
         return """
-              - id: \(id)
+              - id: \(id)\(siteKeys)
                 zones: [\((0..<5).map { "{id: zone-\($0)}" }.joined(separator: ", "))]
                 agents:
             \(agents.map { "      - {id: agent-\($0), zone: zone-\($0 % 5)}" }.joined(separator: "\n"))
@@ -431,41 +431,47 @@ let benchmarks: @Sendable () -> Void = {
         teardown: { try await environment.stop() })
 
     // The same 400 batches applied straight to the ingest's pure pipeline (no broker, no database, no queue): the
-    // state the ingest keeps for 100,000 beacons, apart from the buffers of messages in flight. Run it alone.
-    Benchmark(
-        "Pipeline state for 100k beacons",
-        configuration: .init(
-            metrics: [.custom("VmHWM (MB)", polarity: .prefersSmaller, useScalingFactor: false)],
-            warmupIterations: 0, maxDuration: .seconds(300), maxIterations: 1),
-        closure: { benchmark in
-            let sites = try SitesConfiguration.parse(sitesText)
-            let intake = BatchIntake(sites: sites)
-            var pipeline = IngestPipeline(sites: sites)
-            var sequences = [UInt64](repeating: 1, count: agentCount)
-            let start = wallClockMicros() - 3_600_000_000
-            for round in 0..<2 {
-                for block in 0..<100 {
-                    for agent in [block % agentCount, (block + 1) % agentCount] {
-                        var builder = makeBuilder(site: siteID, agent: agent)
-                        for index in 0..<sightingsPerBatch {
-                            let key = benchmarkBeacon(block * 1000 + index)
-                            let time = start + Int64(round) * 10_000_000 + Int64(block) * 10_000 + Int64(index)
-                            _ = builder.add(Sighting(timeMicros: time, beacon: key, rssi: -60), nowNanoseconds: 0)
+    // state the ingest keeps for 100,000 beacons, apart from the buffers of messages in flight; and the same with
+    // the history decided by each beacon's likeliest path (its scores and back-pointers besides). Run each alone.
+    for (name, siteKeys) in [
+        ("Pipeline state for 100k beacons", ""),
+        ("Pipeline state for 100k beacons, history by path", "\n    zone_history: path\n    history_lag_s: 120"),
+    ] {
+        Benchmark(
+            name,
+            configuration: .init(
+                metrics: [.custom("VmHWM (MB)", polarity: .prefersSmaller, useScalingFactor: false)],
+                warmupIterations: 0, maxDuration: .seconds(300), maxIterations: 1),
+            closure: { benchmark in
+                let sites = try SitesConfiguration.parse(makeSitesText(sites: 1, siteKeys: siteKeys))
+                let intake = BatchIntake(sites: sites)
+                var pipeline = IngestPipeline(sites: sites)
+                var sequences = [UInt64](repeating: 1, count: agentCount)
+                let start = wallClockMicros() - 3_600_000_000
+                for round in 0..<2 {
+                    for block in 0..<100 {
+                        for agent in [block % agentCount, (block + 1) % agentCount] {
+                            var builder = makeBuilder(site: siteID, agent: agent)
+                            for index in 0..<sightingsPerBatch {
+                                let key = benchmarkBeacon(block * 1000 + index)
+                                let time = start + Int64(round) * 10_000_000 + Int64(block) * 10_000 + Int64(index)
+                                _ = builder.add(Sighting(timeMicros: time, beacon: key, rssi: -60), nowNanoseconds: 0)
+                            }
+                            let payload: [UInt8] = try builder.seal(
+                                sequence: sequences[agent], firstUnacknowledgedSequence: 1, agentClockMicros: start)!.wireBytes()
+                            sequences[agent] += 1
+                            let now = wallClockMicros()
+                            guard case .success(let batch) = intake.check(
+                                topic: "beaconflow/v1/\(siteID)/agent-\(agent)/batch", payload: payload, nowMicros: now)
+                            else { fatalError("the intake refused a batch") }
+                            _ = pipeline.apply(batch, nowMicros: now)
                         }
-                        let payload: [UInt8] = try builder.seal(
-                            sequence: sequences[agent], firstUnacknowledgedSequence: 1, agentClockMicros: start)!.wireBytes()
-                        sequences[agent] += 1
-                        let now = wallClockMicros()
-                        guard case .success(let batch) = intake.check(
-                            topic: "beaconflow/v1/\(siteID)/agent-\(agent)/batch", payload: payload, nowMicros: now)
-                        else { fatalError("the intake refused a batch") }
-                        _ = pipeline.apply(batch, nowMicros: now)
                     }
                 }
-            }
-            blackHole(pipeline)
-            benchmark.measurement(.custom("VmHWM (MB)", polarity: .prefersSmaller, useScalingFactor: false), peakResidentMegabytes())
-        })
+                blackHole(pipeline)
+                benchmark.measurement(.custom("VmHWM (MB)", polarity: .prefersSmaller, useScalingFactor: false), peakResidentMegabytes())
+            })
+    }
 }
 
 /// A process's peak resident set so far, from /proc.

@@ -1,7 +1,8 @@
 extension SiteZoneTracker {
     /// 2: readings as heard beside the smoothed ones, and the crossings; 3: how settled each beacon is; 4: the
-    /// history's open visit and likeliest path (`zone_history: path`). Earlier versions, without them, still read.
-    static let checkpointVersion: Int64 = 4
+    /// history's open visit and likeliest path (`zone_history: path`); 5: the path's back-pointers run-length
+    /// coded. Earlier versions, without them, still read.
+    static let checkpointVersion: Int64 = 5
 
     /// The tracker's state as of its watermark, as bytes for `restore(checkpoint:)`: all of it but the readings
     /// still waiting, which the database holds as the site's sightings newer than the watermark.
@@ -156,7 +157,7 @@ extension SiteZoneTracker {
                 beacon.historyEnterMicros = try input.time(also: [0])
                 if let start = try input.optionalTime() {
                     beacon.pathStartMicros = start
-                    beacon.path = try ZonePath.decode(from: &input, zoneCount: zones.count)
+                    beacon.path = try ZonePath.decode(from: &input, zoneCount: zones.count, ringOfPointers: version == 4)
                 }
             }
             restored.beacons[beaconID] = beacon
