@@ -78,7 +78,7 @@ struct ZonePath: Sendable, Equatable {
     mutating func add(second: Int64, levels: [Double], changeCost: (Int, Int) -> Double, decided: inout [(second: Int64, zone: Int)]) {
         let evidence = Self.relative(levels)
         if second == newestSecond {
-            scores = Self.normalized(zip(base, evidence).map { $0 + $1 })
+            setScores(evidence: evidence)
             return
         }
         guard second > newestSecond else { return }
@@ -116,32 +116,38 @@ struct ZonePath: Sendable, Equatable {
             }
             appendSecond(pointers: pointers)
         }
+        setScores(evidence: evidence)
+        newestSecond = second
+    }
+
+    /// The scores: `base` plus the newest second's `evidence` (nil: none), the best at 0.
+    private mutating func setScores(evidence: [Double]?) {
         var top = -Double.infinity
-        for zone in 0..<zoneCount {
+        for zone in scores.indices {
             scores[zone] = base[zone] + (evidence?[zone] ?? 0)
             top = max(top, scores[zone])
         }
-        for zone in 0..<zoneCount { scores[zone] -= top }
-        newestSecond = second
+        for zone in scores.indices { scores[zone] -= top }
     }
 
     /// Decides every second through `through` (at most `newestSecond`) by tracing back from the best zone now.
     mutating func decide(through: Int64, into decided: inout [(second: Int64, zone: Int)]) {
         let last = min(through, newestSecond)
         guard last > decidedThrough else { return }
-        var trace = [Int](repeating: 0, count: Int(newestSecond - decidedThrough))
+        // Traced back from the newest second; only the zones of the `count` oldest are kept.
+        let count = Int(last - decidedThrough)
+        var trace = [Int](repeating: 0, count: count)
         var zone = bestZone
-        var index = trace.count - 1
+        var index = Int(newestSecond - decidedThrough) - 1
         var start = runs.count
         while index >= 0, start >= runBytes {
             start -= runBytes
             for _ in 0..<runLength(at: start) where index >= 0 {
-                trace[index] = zone
+                if index < count { trace[index] = zone }
                 zone = Int(runs[start + 2 + zone])
                 index -= 1
             }
         }
-        let count = Int(last - decidedThrough)
         for index in 0..<count { decided.append((decidedThrough + 1 + Int64(index), trace[index])) }
         dropOldest(count)
         decidedThrough = last
@@ -230,12 +236,6 @@ struct ZonePath: Sendable, Equatable {
 
     /// The zone the likeliest path is in now (between equal scores, the first).
     var bestZone: Int { scores.indices.max { (scores[$0], -$0) < (scores[$1], -$1) } ?? 0 }
-
-    /// Scores with the best at 0.
-    private static func normalized(_ scores: [Double]) -> [Double] {
-        let top = scores.max() ?? 0
-        return scores.map { $0 - top }
-    }
 
     /// Levels relative to the best, a zone that is no candidate far below.
     private static func relative(_ levels: [Double]) -> [Double] {
