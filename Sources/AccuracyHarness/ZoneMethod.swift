@@ -53,9 +53,16 @@ public struct ZoneMethod: Sendable, Equatable {
         switchDwellSeconds: Double(defaults.switchDwellMicros) / 1_000_000,
         siteKeys: [("zone_history", ZoneHistory.path.rawValue), ("history_lag_s", "120")])
 
+    /// The defaults, but the history of the live decisions the likeliest path over 120 s confirms.
+    public static let confirmedHistory = ZoneMethod(
+        name: "chosen-confirmed", summary: "the defaults with the history of the live decisions the likeliest path over 120 s confirms",
+        smoothing: .kalman, switchMarginDb: defaults.switchMarginDb, switchEvidenceDbSeconds: defaults.switchEvidenceDbSeconds,
+        switchDwellSeconds: Double(defaults.switchDwellMicros) / 1_000_000,
+        siteKeys: [("zone_history", ZoneHistory.confirmed.rawValue), ("history_lag_s", "120")])
+
     private static let defaults = ZoneRules()
 
-    public static let all = [nearest, kalman, hysteresis, chosen, loudestZone, pathHistory]
+    public static let all = [nearest, kalman, hysteresis, chosen, loudestZone, pathHistory, confirmedHistory]
 
     public static func named(_ name: String) -> ZoneMethod? { all.first { $0.name == name } }
 }

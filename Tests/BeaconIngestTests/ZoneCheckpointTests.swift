@@ -138,10 +138,12 @@ struct ZoneTables: Equatable {
         #expect(try play(crashes: [150], replay: false).tables != undisturbed.tables)
     }
 
-    /// The same with the history decided by the likeliest path: the paths not decided yet are in the checkpoint.
-    @Test func aTrackerWithPathHistoryRestoredFromItsCheckpointEndsLikeOneNeverLost() throws {
+    /// The same with the history decided by the likeliest path: the paths not decided yet are in the checkpoint
+    /// (with `confirmed`, the live stays they are checked against too).
+    @Test(arguments: ["path", "confirmed"])
+    func aTrackerWithPathHistoryRestoredFromItsCheckpointEndsLikeOneNeverLost(history: String) throws {
         var withPath = self
-        withPath.site = Self.site(history: "path")
+        withPath.site = Self.site(history: history)
         let undisturbed = try withPath.play(crashes: [])
         let restored = try withPath.play(crashes: [150, 331])
         #expect(undisturbed.tables.visits.count >= 12, "\(undisturbed.tables.visits.count) visits")
@@ -149,10 +151,12 @@ struct ZoneTables: Equatable {
         #expect(undisturbed.tables != (try play(crashes: [])).tables)
     }
 
-    /// The same with the likeliest path in the checkpoint (its scores, back-pointers and the history's visit).
-    @Test func noValueInAnyFieldOfACheckpointWithPathsMakesTheTrackerTrap() throws {
+    /// The same with the likeliest path in the checkpoint (its scores, back-pointers and the history's visit; with
+    /// `confirmed`, the live stays).
+    @Test(arguments: ["path", "confirmed"])
+    func noValueInAnyFieldOfACheckpointWithPathsMakesTheTrackerTrap(history: String) throws {
         var withPath = self
-        withPath.site = Self.site(history: "path")
+        withPath.site = Self.site(history: history)
         try withPath.noValueInAnyFieldOfACheckpointMakesTheTrackerTrap()
     }
 

@@ -180,7 +180,7 @@ public struct SitesConfiguration: Sendable, Equatable {
             rules.scoring = scoring
             let historyName = entry["zone_history"] as? String ?? rules.history.rawValue
             guard let history = ZoneHistory(rawValue: historyName) else {
-                throw SitesError("\(place).zone_history must be 'path' or 'crossings', not '\(historyName)'")
+                throw SitesError("\(place).zone_history must be 'crossings', 'path' or 'confirmed', not '\(historyName)'")
             }
             rules.history = history
             if let cost = try number(entry["zone_path_change_db_s"], "\(place).zone_path_change_db_s") {

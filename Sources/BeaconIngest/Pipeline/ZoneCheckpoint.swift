@@ -1,8 +1,8 @@
 extension SiteZoneTracker {
     /// 2: readings as heard beside the smoothed ones, and the crossings; 3: how settled each beacon is; 4: the
     /// history's open visit and likeliest path (`zone_history: path`); 5: the path's back-pointers run-length
-    /// coded. Earlier versions, without them, still read.
-    static let checkpointVersion: Int64 = 5
+    /// coded; 6: the live stays (`zone_history: confirmed`). Earlier versions, without them, still read.
+    static let checkpointVersion: Int64 = 6
 
     /// The tracker's state as of its watermark, as bytes for `restore(checkpoint:)`: all of it but the readings
     /// still waiting, which the database holds as the site's sightings newer than the watermark.
@@ -66,6 +66,13 @@ extension SiteZoneTracker {
             out.int(beacon.historyEnterMicros)
             out.optional(beacon.path.map { _ in beacon.pathStartMicros })
             beacon.path?.encode(into: &out)
+            out.int(beacon.stays.count)
+            for stay in beacon.stays {
+                out.int(stay.zone)
+                out.optional(stay.previousZone.map(Int64.init))
+                out.int(stay.startMicros)
+                out.int(stay.kept ? 1 : 0)
+            }
         }
         out.int(presence.count)
         for (minute, perZone) in presence.sorted(by: { $0.key < $1.key }) {
@@ -158,6 +165,16 @@ extension SiteZoneTracker {
                 if let start = try input.optionalTime() {
                     beacon.pathStartMicros = start
                     beacon.path = try ZonePath.decode(from: &input, zoneCount: zones.count, ringOfPointers: version == 4)
+                }
+            }
+            if version >= 6 {
+                for _ in 0..<(try input.count(minimumBytes: 25)) {
+                    let zone = try input.index(below: zones.count)
+                    let previous = try input.optional().map { zone throws(CheckpointError) in
+                        guard zone >= 0, zone < zones.count else { throw CheckpointError(code: .damaged, offset: input.offset) }
+                        return Int(zone)
+                    }
+                    beacon.stays.append(LiveStay(zone: zone, previousZone: previous, startMicros: try input.time(), kept: try input.int(in: 0...1) == 1))
                 }
             }
             restored.beacons[beaconID] = beacon

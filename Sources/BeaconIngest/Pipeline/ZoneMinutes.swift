@@ -158,6 +158,7 @@ extension SiteZoneTracker {
             if !storesLiveHistory {
                 beacon.historyZone = zone
                 beacon.historyEnterMicros = visit.enterMicros
+                if rules.history == .confirmed { beacon.stays = [LiveStay(zone: zone, previousZone: nil, startMicros: visit.enterMicros, kept: true)] }
             }
             beacons[visit.beaconID] = beacon
             // Its presence in the minutes not counted yet, which the previous run held in memory.

@@ -136,9 +136,21 @@ struct ZonePath: Sendable, Equatable {
         guard last > decidedThrough else { return }
         // Traced back from the newest second; only the zones of the `count` oldest are kept.
         let count = Int(last - decidedThrough)
+        let trace = trace(oldest: count)
+        for index in 0..<count { decided.append((decidedThrough + 1 + Int64(index), trace[index])) }
+        dropOldest(count)
+        decidedThrough = last
+    }
+
+    /// The zones of the likeliest path ending in the best zone now, through the undecided seconds oldest first
+    /// (`decidedThrough + 1` on): what would be decided if the readings ended here. Only the `oldest` first are
+    /// returned where given.
+    func trace(oldest: Int? = nil) -> [Int] {
+        let undecided = Int(newestSecond - decidedThrough)
+        let count = min(oldest ?? undecided, undecided)
         var trace = [Int](repeating: 0, count: count)
         var zone = bestZone
-        var index = Int(newestSecond - decidedThrough) - 1
+        var index = undecided - 1
         var start = runs.count
         while index >= 0, start >= runBytes {
             start -= runBytes
@@ -148,9 +160,7 @@ struct ZonePath: Sendable, Equatable {
                 index -= 1
             }
         }
-        for index in 0..<count { decided.append((decidedThrough + 1 + Int64(index), trace[index])) }
-        dropOldest(count)
-        decidedThrough = last
+        return trace
     }
 
     /// Forgets the pointers of the oldest `seconds` undecided seconds.

@@ -1,5 +1,6 @@
-/// The stored history of a site with `zone_history: path`: visits and minutes follow each beacon's likeliest path
-/// (`ZonePath`), decided the history lag behind its readings, while the live zone follows the switching rule.
+/// The stored history of a site with `zone_history: path` or `confirmed`: visits and minutes follow each beacon's
+/// likeliest path (`ZonePath`), decided the history lag behind its readings (with `confirmed`, where the path
+/// confirms the live zone's stay, that zone: `ZoneConfirmation`), while the live zone follows the switching rule.
 extension SiteZoneTracker {
     /// Whether the live decisions are stored as history (`zone_history: crossings`).
     var storesLiveHistory: Bool { rules.history == .crossings }
@@ -25,6 +26,7 @@ extension SiteZoneTracker {
         // In place (not copied out and back), so that the back-pointers are not copied at every reading.
         beacon.path!.add(
             second: second, levels: heard, changeCost: { from, to in doors?[from][to] == false ? doorless : cost }, decided: &decided)
+        if rules.history == .confirmed { confirm(&decided, of: &beacon) }
         record(decided, of: beaconID, &beacon, into: &changes)
     }
 
@@ -33,6 +35,7 @@ extension SiteZoneTracker {
         guard beacon.path != nil else { return }
         var decided: [(second: Int64, zone: Int)] = []
         beacon.path!.decide(through: time.floorDivided(by: 1_000_000), into: &decided)
+        if rules.history == .confirmed { confirm(&decided, of: &beacon) }
         record(decided, of: beaconID, &beacon, into: &changes)
     }
 
@@ -45,6 +48,7 @@ extension SiteZoneTracker {
         }
         beacon.historyZone = nil
         beacon.path = nil
+        beacon.stays = []
     }
 
     /// Stores decided seconds: a second of presence each, and a visit for each run of seconds in one zone.
@@ -67,7 +71,7 @@ extension SiteZoneTracker {
 
     /// Decides every beacon's path through `time`.
     mutating func decidePaths(through time: Int64, into changes: inout [ZoneChange]) {
-        guard rules.history == .path else { return }
+        guard !storesLiveHistory else { return }
         for beaconID in beacons.filter({ $0.value.path != nil }).map(\.key).sorted() {
             guard var beacon = beacons[beaconID] else { continue }
             decidePath(of: beaconID, &beacon, through: time, into: &changes)

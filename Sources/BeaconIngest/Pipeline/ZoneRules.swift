@@ -54,6 +54,9 @@ public enum ZoneHistory: String, Sendable, Equatable, CaseIterable {
     case crossings
     /// The likeliest path of zones over the history lag (`ZonePath`), decided that lag behind the readings.
     case path
+    /// The live decisions as with `crossings`, each stay checked against the likeliest path: a stay in a zone the
+    /// path does not pass through while it lasts takes the path's zones (`ZoneConfirmation`).
+    case confirmed
 }
 
 /// Whether a site's zone decisions wait for one of its agents (`agent_health.zone_state`).

@@ -94,12 +94,14 @@ public struct SiteZoneTracker: Sendable {
         var appearedMicros: Int64?
         /// Each agent's RSSI filter (the site's `rssi_smoothing`), which outlives the reading's lifetime.
         var filters: [AgentFilter] = []
-        /// With `zone_history: path`: the likeliest path not decided yet, from the reading `pathStartMicros`...
+        /// With `zone_history: path` or `confirmed`: the likeliest path not decided yet, from the reading `pathStartMicros`...
         var path: ZonePath?
         var pathStartMicros: Int64 = 0
         /// ...and the zone of the stored history's open visit, and when it began.
         var historyZone: Int?
         var historyEnterMicros: Int64 = 0
+        /// With `zone_history: confirmed`: the live zone's stays since the path's oldest undecided second.
+        var stays: [LiveStay] = []
     }
 
     struct AgentFilter: Sendable {
@@ -352,6 +354,7 @@ public struct SiteZoneTracker: Sendable {
             best = zone
         }
         guard let best else {
+            if rules.history == .confirmed { extendPath(of: reading.beaconID, &beacon, at: time, into: &changes) }
             store(beacon)
             return
         }
@@ -398,6 +401,7 @@ public struct SiteZoneTracker: Sendable {
                 }
                 beacon.zone = strongest.zone
                 beacon.enterMicros = moment
+                if rules.history == .confirmed { beacon.stays.append(LiveStay(zone: strongest.zone, previousZone: current, startMicros: moment, kept: false)) }
                 beacon.evidence = []
                 beacon.settledMicros = 0
                 beacon.crossings.removeAll()
@@ -408,6 +412,7 @@ public struct SiteZoneTracker: Sendable {
             beacon.enterMicros = appeared
             beacon.evidenceMicros = time
             beacon.appearedMicros = nil
+            if rules.history == .confirmed { beacon.stays.append(LiveStay(zone: best, previousZone: nil, startMicros: appeared, kept: false)) }
             if storesLiveHistory {
                 changes.append(.visitOpened(site: site, zone: zones[best], beaconID: reading.beaconID, enterMicros: appeared))
             }
@@ -421,6 +426,8 @@ public struct SiteZoneTracker: Sendable {
             let from = wasPlaced ? (stayed ? max(previousSeen, beacon.enterMicros) : time) : beacon.enterMicros
             addPresence(of: reading.beaconID, in: zone, from: from, to: time)
         }
+        // After the live decision, so that a move it dates into the second the path decides now is seen there.
+        if rules.history == .confirmed { extendPath(of: reading.beaconID, &beacon, at: time, into: &changes) }
         store(beacon)
     }
 

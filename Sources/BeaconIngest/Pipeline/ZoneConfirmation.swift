@@ -1,0 +1,59 @@
+/// The stored history of a site with `zone_history: confirmed`: the live decisions, dated where the readings
+/// turned, with the stays the likeliest path (`ZonePath`) rules out replaced by the path's zones.
+///
+/// The live rule's costliest mistake is a bounce: a stretch of shadowing gathers enough evidence to move the
+/// beacon from its zone into a neighbour and, once it passes, back. When the first second of such a stay is
+/// decided, the history lag behind the readings, the bounce is over; if the path does not pass through the
+/// stay's zone over what is left of the stay (in the seconds decided then or its trace of those still undecided),
+/// those seconds are stored in the path's zones. Every other stay is kept as the live rule dated it: a beacon's
+/// first, one still going on, and a pass through a zone on the way from one to another (a corridor crossed in
+/// seconds, which the path's change cost tends to skip).
+extension SiteZoneTracker {
+    /// A stay in a zone as the live decisions dated it.
+    struct LiveStay: Sendable, Equatable {
+        var zone: Int
+        /// The zone of the stay before, where the live rule moved the beacon here (nil: placed on arrival).
+        var previousZone: Int?
+        var startMicros: Int64
+        /// Whether its seconds are stored in its zone (once known, it holds for the rest of the stay).
+        var kept: Bool
+
+        /// Whether a second begins in the stay or after it (a second belongs to the stay begun before its middle).
+        func covers(_ second: Int64) -> Bool { startMicros <= second * 1_000_000 + 500_000 }
+    }
+
+    /// Replaces the zones of the path's `decided` seconds by the live stays' where those are kept, and forgets
+    /// the stays wholly decided.
+    func confirm(_ decided: inout [(second: Int64, zone: Int)], of beacon: inout Beacon) {
+        guard !decided.isEmpty, !beacon.stays.isEmpty else { return }
+        let pathDecided = decided
+        var view: [(second: Int64, zone: Int)]?
+        var stay = 0
+        for index in decided.indices {
+            let second = decided[index].second
+            while stay + 1 < beacon.stays.count, beacon.stays[stay + 1].covers(second) { stay += 1 }
+            guard beacon.stays[stay].covers(second) else { continue }
+            if !beacon.stays[stay].kept {
+                let next = stay + 1 < beacon.stays.count ? beacon.stays[stay + 1] : nil
+                let zone = beacon.stays[stay].zone
+                if let next, next.zone == beacon.stays[stay].previousZone {
+                    // The path's view: the seconds decided now, then its trace of those still undecided.
+                    if view == nil { view = pathDecided + (beacon.path?.traceBySecond() ?? []) }
+                    beacon.stays[stay].kept = view!.contains { $0.second >= second && $0.zone == zone && !next.covers($0.second) }
+                } else {
+                    beacon.stays[stay].kept = true
+                }
+            }
+            if beacon.stays[stay].kept { decided[index].zone = beacon.stays[stay].zone }
+        }
+        guard let oldestUndecided = beacon.path.map({ $0.decidedThrough + 1 }) else { return }
+        while beacon.stays.count > 1, beacon.stays[1].covers(oldestUndecided) { beacon.stays.removeFirst() }
+    }
+}
+
+extension ZonePath {
+    /// `trace()` with each zone's second.
+    func traceBySecond() -> [(second: Int64, zone: Int)] {
+        trace().enumerated().map { (decidedThrough + 1 + Int64($0.offset), $0.element) }
+    }
+}

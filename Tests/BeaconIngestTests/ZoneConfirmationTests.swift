@@ -1,0 +1,84 @@
+@testable import BeaconIngest
+import Testing
+
+/// The live decisions stored as history where the likeliest path confirms them (`zone_history: confirmed`).
+@Suite struct ZoneConfirmationTests {
+    let start: Int64 = 1_767_225_600_000_000
+
+    /// Three rooms side by side, heard as in `ZonePathTests`, with `history` and a 120 s lag.
+    func site(history: String) throws -> SitesConfiguration.Site {
+        try SitesConfiguration.parse(
+            """
+            sites:
+              - id: hq
+                rssi_smoothing: none
+                zone_scoring: loudest
+                zone_history: \(history)
+                history_lag_s: 120
+                zones: [{id: a}, {id: b}, {id: c}]
+                agents: [{id: a1, zone: a}, {id: b1, zone: b}, {id: c1, zone: c}]
+            """
+        ).sites[0]
+    }
+
+    /// Plays 300 s of one beacon, each second the zone `loudest(second)` heard at -50 dBm and the others at
+    /// -62, and returns the stored visits' zones and starts (seconds from the first reading), and how many
+    /// minutes counted it in b.
+    func play(history: String, loudest: (Int) -> String) throws -> (visits: [String], starts: [Int64], minutesInB: Int) {
+        try play(history: history) { second, zone in loudest(second) == zone ? -50 : -62 }
+    }
+
+    /// The same with each zone's level at each second given.
+    func play(history: String, level: (Int, String) -> Double) throws -> (visits: [String], starts: [Int64], minutesInB: Int) {
+        var tracker = SiteZoneTracker(site: try site(history: history))
+        var tables = ZoneTables()
+        for index in 0..<300 {
+            let time = start + Int64(index) * 1_000_000
+            for zone in ["a", "b", "c"] {
+                tracker.add(beaconID: "x", agent: "\(zone)1", timeMicros: time, rssi: level(index, zone))
+                tracker.agentProgressed("\(zone)1", newestMicros: time, arrivalMicros: time)
+            }
+            tables.write(tracker.advance(nowMicros: time))
+        }
+        tables.write(tracker.finish(closingVisits: true))
+        let visits = tables.visits.sorted { $0.key.enterMicros < $1.key.enterMicros }
+        let inB = tables.minutes.filter { $0.key.zone == "b" && $0.value.occupants > 0 }.count
+        return (visits.map(\.value.zone), visits.map { ($0.key.enterMicros - start) / 1_000_000 }, inB)
+    }
+
+    /// 20 s of b 12 dB louder (240 dB·s) move the live zone there and back; the path does not pay two changes
+    /// (540 dB·s) for it. The confirmed history keeps the beacon in a throughout, as the path does.
+    @Test func aBounceThePathRulesOutIsStoredInThePathsZone() throws {
+        let shadow: (Int) -> String = { (60..<80).contains($0) ? "b" : "a" }
+        let crossings = try play(history: "crossings", loudest: shadow)
+        #expect(crossings.visits == ["a", "b", "a"])
+        let confirmed = try play(history: "confirmed", loudest: shadow)
+        #expect(confirmed.visits == ["a"])
+        #expect(confirmed.minutesInB == 0)
+        #expect(try play(history: "path", loudest: shadow).visits == ["a"])
+    }
+
+    /// The same 20 s of b, but on the way from a to c: the path skips b (one change and 240 dB·s of b's lead cost
+    /// less than two changes); the confirmed history keeps the pass through b as the live rule dated it.
+    @Test func aPassThroughAZoneOnTheWayToAnotherIsKept() throws {
+        let pass: (Int) -> String = { $0 < 60 ? "a" : ($0 < 80 ? "b" : "c") }
+        #expect(try play(history: "path", loudest: pass).visits == ["a", "c"])
+        let crossings = try play(history: "crossings", loudest: pass)
+        let confirmed = try play(history: "confirmed", loudest: pass)
+        #expect(confirmed.visits == ["a", "b", "c"])
+        #expect(confirmed.starts == crossings.starts)
+        #expect(abs(confirmed.starts[1] - 60) <= 2 && abs(confirmed.starts[2] - 80) <= 2, "\(confirmed.starts)")
+    }
+
+    /// A beacon's first stay is kept whatever the path says: heard in b at first, then alike by a and b (a half
+    /// a decibel louder, too little for the live rule to move it within the 300 s), the path has it in a from
+    /// the start, the live rule and the confirmed history in b.
+    @Test func aFirstStayIsKept() throws {
+        let alike: (Int, String) -> Double = { second, zone in
+            second < 3 ? (zone == "b" ? -50 : -62) : ["a": -55, "b": -55.5, "c": -62][zone]!
+        }
+        #expect(try play(history: "path", level: alike).visits == ["a"])
+        #expect(try play(history: "crossings", level: alike).visits == ["b"])
+        #expect(try play(history: "confirmed", level: alike).visits == ["b"])
+    }
+}
