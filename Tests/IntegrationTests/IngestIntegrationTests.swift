@@ -139,12 +139,17 @@ struct IngestIntegrationTests {
         }
         #expect(try harness.count("beaconflow.sightings") == 100)
         // Each agent is told why, once per reason (two bad timestamps, one notice); the wrong topic names no agent.
-        let notices = events.all.compactMap { event -> String? in
-            guard case .message(let topic, let payload, _) = event, let notice = RejectionNotice(payload: payload) else {
-                return nil
+        // A notice is published after its batch is handled, so the last may still be on its way.
+        func notices() -> [String] {
+            events.all.compactMap { event -> String? in
+                guard case .message(let topic, let payload, _) = event, let notice = RejectionNotice(payload: payload) else {
+                    return nil
+                }
+                return "\(topic.split(separator: "/")[3]) \(notice.reason) \(notice.sequence.map(String.init) ?? "-") \(notice.acknowledged)"
             }
-            return "\(topic.split(separator: "/")[3]) \(notice.reason) \(notice.sequence.map(String.init) ?? "-") \(notice.acknowledged)"
         }
+        try? await harness.eventually("every notice arrives") { notices().count >= 7 }
+        let notices = notices()
         #expect(
             notices.sorted() == [
                 "hq-a1 bad_timestamp 6 true", "hq-a1 database_refused 8 true", "hq-a1 too_large - false",
