@@ -113,6 +113,14 @@ struct CheckpointReader {
         return value
     }
 
+    /// An optional `index(below:)`.
+    mutating func optionalIndex(below limit: Int) throws(Damaged) -> Int? {
+        let at = offset
+        guard let value = try optional() else { return nil }
+        guard value >= 0, value < limit else { throw Damaged(code: .damaged, offset: at) }
+        return Int(value)
+    }
+
     mutating func optionalMinute() throws(Damaged) -> Int64? {
         let at = offset
         guard let value = try optionalTime() else { return nil }

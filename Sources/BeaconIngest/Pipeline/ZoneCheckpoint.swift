@@ -117,10 +117,7 @@ extension SiteZoneTracker {
         for _ in 0..<(try input.count(minimumBytes: 40)) {
             let beaconID = try input.string()
             var beacon = Beacon()
-            beacon.zone = try input.optional().map { zone throws(CheckpointError) in
-                guard zone >= 0, zone < zones.count else { throw CheckpointError(code: .damaged, offset: input.offset) }
-                return Int(zone)
-            }
+            beacon.zone = try input.optionalIndex(below: zones.count)
             beacon.enterMicros = try input.time(also: [0])
             beacon.lastSeenMicros = try input.time(also: [0])
             for _ in 0..<(try input.count(minimumBytes: version == 1 ? 24 : 32)) {
@@ -157,10 +154,7 @@ extension SiteZoneTracker {
                 beacon.filters.append(agent)
             }
             if version >= 4 {
-                beacon.historyZone = try input.optional().map { zone throws(CheckpointError) in
-                    guard zone >= 0, zone < zones.count else { throw CheckpointError(code: .damaged, offset: input.offset) }
-                    return Int(zone)
-                }
+                beacon.historyZone = try input.optionalIndex(below: zones.count)
                 beacon.historyEnterMicros = try input.time(also: [0])
                 if let start = try input.optionalTime() {
                     beacon.pathStartMicros = start
@@ -169,12 +163,10 @@ extension SiteZoneTracker {
             }
             if version >= 6 {
                 for _ in 0..<(try input.count(minimumBytes: 25)) {
-                    let zone = try input.index(below: zones.count)
-                    let previous = try input.optional().map { zone throws(CheckpointError) in
-                        guard zone >= 0, zone < zones.count else { throw CheckpointError(code: .damaged, offset: input.offset) }
-                        return Int(zone)
-                    }
-                    beacon.stays.append(LiveStay(zone: zone, previousZone: previous, startMicros: try input.time(), kept: try input.int(in: 0...1) == 1))
+                    beacon.stays.append(
+                        LiveStay(
+                            zone: try input.index(below: zones.count), previousZone: try input.optionalIndex(below: zones.count),
+                            startMicros: try input.time(), kept: try input.int(in: 0...1) == 1))
                 }
             }
             restored.beacons[beaconID] = beacon

@@ -26,7 +26,8 @@ extension SiteZoneTracker {
     /// the stays wholly decided.
     func confirm(_ decided: inout [(second: Int64, zone: Int)], of beacon: inout Beacon) {
         guard !decided.isEmpty, !beacon.stays.isEmpty else { return }
-        let pathDecided = decided
+        // The path's view, made once a bounce needs it: the seconds decided now, then its trace of those still
+        // undecided. Only seconds from the one being checked on are looked at, and those are the path's still.
         var view: [(second: Int64, zone: Int)]?
         var stay = 0
         for index in decided.indices {
@@ -37,8 +38,7 @@ extension SiteZoneTracker {
                 let next = stay + 1 < beacon.stays.count ? beacon.stays[stay + 1] : nil
                 let zone = beacon.stays[stay].zone
                 if let next, next.zone == beacon.stays[stay].previousZone {
-                    // The path's view: the seconds decided now, then its trace of those still undecided.
-                    if view == nil { view = pathDecided + (beacon.path?.traceBySecond() ?? []) }
+                    if view == nil { view = decided + (beacon.path?.traceBySecond() ?? []) }
                     beacon.stays[stay].kept = view!.contains { $0.second >= second && $0.zone == zone && !next.covers($0.second) }
                 } else {
                     beacon.stays[stay].kept = true
