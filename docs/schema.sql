@@ -726,6 +726,20 @@ ALTER TABLE beaconflow.beacon_keys ALTER COLUMN beacon_key ADD GENERATED ALWAYS 
 );
 
 --
+-- Name: beacon_live_zone; Type: TABLE; Schema: beaconflow; Owner: postgres
+--
+
+CREATE TABLE beaconflow.beacon_live_zone (
+    site_id text NOT NULL,
+    beacon_id text NOT NULL,
+    zone_id text NOT NULL,
+    enter_ts timestamp with time zone NOT NULL,
+    exit_ts timestamp with time zone
+);
+
+ALTER TABLE beaconflow.beacon_live_zone OWNER TO postgres;
+
+--
 -- Name: beacon_registry; Type: TABLE; Schema: beaconflow; Owner: postgres
 --
 
@@ -785,13 +799,24 @@ CREATE VIEW beaconflow.beacon_locations AS
    FROM (((beaconflow.beacon_state s
      FULL JOIN beaconflow.beacon_registry r ON ((r.beacon_id = s.beacon_id)))
      LEFT JOIN beaconflow.site_registry c ON ((c.site_id = s.site_id)))
-     LEFT JOIN LATERAL ( SELECT v_1.zone_id,
-            v_1.enter_ts,
-            v_1.exit_ts
-           FROM beaconflow.visits_raw v_1
-          WHERE ((v_1.site_id = s.site_id) AND (v_1.beacon_id = s.beacon_id))
-          ORDER BY v_1.enter_ts DESC
-         LIMIT 1) v ON (true));
+     LEFT JOIN LATERAL ( SELECT l.zone_id,
+            l.enter_ts,
+            l.exit_ts
+           FROM beaconflow.beacon_live_zone l
+          WHERE ((l.site_id = s.site_id) AND (l.beacon_id = s.beacon_id))
+        UNION ALL
+         SELECT w.zone_id,
+            w.enter_ts,
+            w.exit_ts
+           FROM ( SELECT v_1.zone_id,
+                    v_1.enter_ts,
+                    v_1.exit_ts
+                   FROM beaconflow.visits_raw v_1
+                  WHERE ((v_1.site_id = s.site_id) AND (v_1.beacon_id = s.beacon_id) AND (NOT (EXISTS ( SELECT
+                           FROM beaconflow.beacon_live_zone l
+                          WHERE ((l.site_id = s.site_id) AND (l.beacon_id = s.beacon_id))))))
+                  ORDER BY v_1.enter_ts DESC
+                 LIMIT 1) w) v ON (true));
 
 ALTER TABLE beaconflow.beacon_locations OWNER TO postgres;
 
@@ -1359,6 +1384,13 @@ ALTER TABLE ONLY beaconflow.beacon_keys
     ADD CONSTRAINT beacon_keys_pkey PRIMARY KEY (beacon_key);
 
 --
+-- Name: beacon_live_zone beacon_live_zone_pkey; Type: CONSTRAINT; Schema: beaconflow; Owner: postgres
+--
+
+ALTER TABLE ONLY beaconflow.beacon_live_zone
+    ADD CONSTRAINT beacon_live_zone_pkey PRIMARY KEY (site_id, beacon_id);
+
+--
 -- Name: beacon_registry beacon_registry_pkey; Type: CONSTRAINT; Schema: beaconflow; Owner: postgres
 --
 
@@ -1750,6 +1782,12 @@ GRANT SELECT ON TABLE beaconflow.beacon_health TO beaconflow_reader;
 --
 
 GRANT SELECT,INSERT ON TABLE beaconflow.beacon_keys TO beaconflow_writer;
+
+--
+-- Name: TABLE beacon_live_zone; Type: ACL; Schema: beaconflow; Owner: postgres
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE beaconflow.beacon_live_zone TO beaconflow_writer;
 
 --
 -- Name: TABLE beacon_registry; Type: ACL; Schema: beaconflow; Owner: postgres

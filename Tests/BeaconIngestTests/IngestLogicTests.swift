@@ -350,7 +350,7 @@ extension ZoneChange {
     var isVisit: Bool {
         switch self {
         case .visitOpened, .visitClosed: true
-        case .occupancy, .agentState: false
+        case .placement, .occupancy, .agentState: false
         }
     }
 }

@@ -81,4 +81,43 @@ import Testing
         #expect(try play(history: "crossings", level: alike).visits == ["b"])
         #expect(try play(history: "confirmed", level: alike).visits == ["b"])
     }
+
+    /// Whatever the history, the live zone is told at once (a placement) when the live rule moves the beacon; with
+    /// a hindsight history the visit follows the lag later, dated where the move happened. The beacon moves from a
+    /// to c at second 60 and falls silent at second 200.
+    @Test(arguments: ["crossings", "confirmed", "path"])
+    func theLivePlacementIsToldAtOnceAndTheVisitAfterTheLag(history: String) throws {
+        var tracker = SiteZoneTracker(site: try site(history: history))
+        var placedInC: Int?
+        var visitInC: Int?
+        var leftAt: Int?
+        for index in 0..<300 {
+            let time = start + Int64(index) * 1_000_000
+            for zone in ["a", "b", "c"] {
+                if index < 200 { tracker.add(beaconID: "x", agent: "\(zone)1", timeMicros: time, rssi: zone == (index < 60 ? "a" : "c") ? -50 : -62) }
+                tracker.agentProgressed("\(zone)1", newestMicros: time, arrivalMicros: time)
+            }
+            for change in tracker.advance(nowMicros: time) {
+                switch change {
+                case .placement(_, "x", "c", let since):
+                    placedInC = index
+                    #expect(abs(since - start - 60_000_000) <= 2_000_000)
+                case .placement(_, "x", nil, let since):
+                    leftAt = index
+                    #expect(since == start + 199_000_000)
+                case .visitOpened(_, "c", "x", _): visitInC = index
+                default: break
+                }
+            }
+        }
+        let placed = try #require(placedInC)
+        #expect(placed < 80, "the live rule moves within seconds")
+        let visit = try #require(visitInC)
+        if history == "crossings" {
+            #expect(visit == placed)
+        } else {
+            #expect(visit >= 60 + 100, "the history is decided the lag behind")
+        }
+        #expect(try #require(leftAt) <= 200 + 31 + 1, "the absence is told when the timeout runs out")
+    }
 }

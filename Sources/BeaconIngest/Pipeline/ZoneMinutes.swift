@@ -70,9 +70,7 @@ extension SiteZoneTracker {
         let gone = beacons.filter { time - $0.value.lastSeenMicros > rules.absenceTimeoutMicros }
         for (beaconID, var beacon) in gone {
             if !storesLiveHistory { endPath(of: beaconID, &beacon, into: &changes) }
-            if storesLiveHistory, beacon.zone != nil {
-                changes.append(.visitClosed(site: site, beaconID: beaconID, enterMicros: beacon.enterMicros, exitMicros: beacon.lastSeenMicros))
-            }
+            leave(beaconID, beacon, into: &changes)
             beacons[beaconID] = nil
         }
     }
@@ -108,9 +106,7 @@ extension SiteZoneTracker {
             let placed = beacons.filter { $0.value.zone != nil || $0.value.path != nil || $0.value.historyZone != nil }
             for (beaconID, var beacon) in placed.sorted(by: { $0.key < $1.key }) {
                 if !storesLiveHistory { endPath(of: beaconID, &beacon, into: &changes) }
-                if storesLiveHistory, beacon.zone != nil {
-                    changes.append(.visitClosed(site: site, beaconID: beaconID, enterMicros: beacon.enterMicros, exitMicros: beacon.lastSeenMicros))
-                }
+                leave(beaconID, beacon, into: &changes)
                 beacons[beaconID] = nil
             }
         }

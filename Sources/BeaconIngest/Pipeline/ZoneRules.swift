@@ -78,6 +78,10 @@ public enum AgentZoneState: String, Sendable, Equatable {
 
 /// What zone tracking adds to the database.
 public enum ZoneChange: Sendable, Equatable {
+    /// The beacon's live zone changed: it is in `zone` since `sinceMicros`, or (nil) away since it was last heard
+    /// then. Decided at once, while visits and minutes follow the stored history (`zone_history`), which may be
+    /// decided up to the history lag later.
+    case placement(site: String, beaconID: String, zone: String?, sinceMicros: Int64)
     case visitOpened(site: String, zone: String, beaconID: String, enterMicros: Int64)
     case visitClosed(site: String, beaconID: String, enterMicros: Int64, exitMicros: Int64)
     /// The minute that starts at `minuteMicros`: the beacons that spent most of it in the zone (at least half of
@@ -88,8 +92,8 @@ public enum ZoneChange: Sendable, Equatable {
 
     public var site: String {
         switch self {
-        case .visitOpened(let site, _, _, _), .visitClosed(let site, _, _, _), .occupancy(let site, _, _, _, _),
-            .agentState(let site, _, _, _):
+        case .placement(let site, _, _, _), .visitOpened(let site, _, _, _), .visitClosed(let site, _, _, _),
+            .occupancy(let site, _, _, _, _), .agentState(let site, _, _, _):
             site
         }
     }

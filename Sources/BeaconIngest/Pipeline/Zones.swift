@@ -225,9 +225,7 @@ public struct SiteZoneTracker: Sendable {
         }
         for (beaconID, var beacon) in silent.sorted(by: { $0.key < $1.key }) {
             if !storesLiveHistory { endPath(of: beaconID, &beacon, into: &changes) }
-            if storesLiveHistory, beacon.zone != nil {
-                changes.append(.visitClosed(site: site, beaconID: beaconID, enterMicros: beacon.enterMicros, exitMicros: beacon.lastSeenMicros))
-            }
+            leave(beaconID, beacon, into: &changes)
             beacon.zone = nil
             beacon.evidence = []
             beacon.crossings.removeAll()
@@ -309,9 +307,7 @@ public struct SiteZoneTracker: Sendable {
         }
         if beacon.zone != nil, time - beacon.lastSeenMicros > rules.absenceTimeoutMicros {
             // Gone for longer than the absence timeout: that visit ended when it was last heard.
-            if storesLiveHistory {
-                changes.append(.visitClosed(site: site, beaconID: reading.beaconID, enterMicros: beacon.enterMicros, exitMicros: beacon.lastSeenMicros))
-            }
+            leave(reading.beaconID, beacon, into: &changes)
             beacon.zone = nil
             beacon.evidence = []
             beacon.crossings.removeAll()
@@ -399,6 +395,7 @@ public struct SiteZoneTracker: Sendable {
                     movePresence(of: reading.beaconID, from: current, to: strongest.zone, between: moment, and: previousSeen)
                     changes.append(.visitOpened(site: site, zone: zones[strongest.zone], beaconID: reading.beaconID, enterMicros: moment))
                 }
+                changes.append(.placement(site: site, beaconID: reading.beaconID, zone: zones[strongest.zone], sinceMicros: moment))
                 beacon.zone = strongest.zone
                 beacon.enterMicros = moment
                 if rules.history == .confirmed { beacon.stays.append(LiveStay(zone: strongest.zone, previousZone: current, startMicros: moment, kept: false)) }
@@ -413,6 +410,7 @@ public struct SiteZoneTracker: Sendable {
             beacon.evidenceMicros = time
             beacon.appearedMicros = nil
             if rules.history == .confirmed { beacon.stays.append(LiveStay(zone: best, previousZone: nil, startMicros: appeared, kept: false)) }
+            changes.append(.placement(site: site, beaconID: reading.beaconID, zone: zones[best], sinceMicros: appeared))
             if storesLiveHistory {
                 changes.append(.visitOpened(site: site, zone: zones[best], beaconID: reading.beaconID, enterMicros: appeared))
             }
@@ -429,6 +427,16 @@ public struct SiteZoneTracker: Sendable {
         // After the live decision, so that a move it dates into the second the path decides now is seen there.
         if rules.history == .confirmed { extendPath(of: reading.beaconID, &beacon, at: time, into: &changes) }
         store(beacon)
+    }
+
+    /// A placed beacon left (absent, forgotten, or the site stopped): its live zone, and with `crossings` its visit,
+    /// ends when it was last heard.
+    func leave(_ beaconID: String, _ beacon: Beacon, into changes: inout [ZoneChange]) {
+        guard beacon.zone != nil else { return }
+        if storesLiveHistory {
+            changes.append(.visitClosed(site: site, beaconID: beaconID, enterMicros: beacon.enterMicros, exitMicros: beacon.lastSeenMicros))
+        }
+        changes.append(.placement(site: site, beaconID: beaconID, zone: nil, sinceMicros: beacon.lastSeenMicros))
     }
 
     /// The evidence a move needs: more between zones that share no door.
@@ -450,9 +458,7 @@ public struct SiteZoneTracker: Sendable {
         for (_, beaconID) in oldest {
             if var beacon = beacons[beaconID] {
                 if !storesLiveHistory { endPath(of: beaconID, &beacon, into: &changes) }
-                if storesLiveHistory, beacon.zone != nil {
-                    changes.append(.visitClosed(site: site, beaconID: beaconID, enterMicros: beacon.enterMicros, exitMicros: beacon.lastSeenMicros))
-                }
+                leave(beaconID, beacon, into: &changes)
             }
             beacons[beaconID] = nil
             forgotten.insert(beaconID)

@@ -67,29 +67,30 @@ struct PresenceBoard: Sendable {
         discoveryPublished = []
     }
 
-    /// The messages of committed zone changes, for the sites served.
+    /// The messages of committed zone changes, for the sites served: they follow the live placements, not the
+    /// visits (which follow the stored history, up to the history lag later).
     mutating func apply(_ changes: [ZoneChange]) -> [Message] {
         var messages: [Message] = []
         var touched: [String: Set<String>] = [:]
         for change in changes {
             switch change {
-            case .visitOpened(let site, let zone, let beaconID, let enter):
+            case .placement(let site, let beaconID, let zone?, let since):
                 guard placed[site] != nil else { continue }
                 if let old = placed[site]?[beaconID] {
                     touched[site, default: []].insert(old.zone)
                     counts[site]?[old.zone, default: 0] -= 1
                 }
-                placed[site]?[beaconID] = (zone, enter)
+                placed[site]?[beaconID] = (zone, since)
                 counts[site]?[zone, default: 0] += 1
                 touched[site, default: []].insert(zone)
-                messages += beaconMessages(site: site, beaconID: beaconID, zone: zone, present: true, since: enter)
-            case .visitClosed(let site, let beaconID, let enter, let exit):
-                guard let current = placed[site]?[beaconID], current.since == enter else { continue }
+                messages += beaconMessages(site: site, beaconID: beaconID, zone: zone, present: true, since: since)
+            case .placement(let site, let beaconID, nil, let since):
+                guard let current = placed[site]?[beaconID] else { continue }
                 placed[site]?[beaconID] = nil
                 counts[site]?[current.zone, default: 0] -= 1
                 touched[site, default: []].insert(current.zone)
-                messages += beaconMessages(site: site, beaconID: beaconID, zone: current.zone, present: false, since: exit)
-            case .occupancy, .agentState:
+                messages += beaconMessages(site: site, beaconID: beaconID, zone: current.zone, present: false, since: since)
+            case .visitOpened, .visitClosed, .occupancy, .agentState:
                 continue
             }
         }

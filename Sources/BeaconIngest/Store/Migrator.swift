@@ -37,6 +37,7 @@ enum Schema {
         PackageResources.v021_sql,
         PackageResources.v022_sql,
         PackageResources.v023_sql,
+        PackageResources.v024_sql,
     ].enumerated().map { Migration(version: $0.offset + 1, file: $0.element) }
 }
 

@@ -1,13 +1,15 @@
 import LibPQ
 
-/// The zone tables: visits, minute and hourly occupancy, each agent's state in its site's zone tracking, and each
-/// site's checkpoint; and what a restart reads back of them.
+/// The zone tables: each beacon's live zone, visits, minute and hourly occupancy, each agent's state in its site's
+/// zone tracking, and each site's checkpoint; and what a restart reads back of them.
 struct ZoneStore {
     let connection: PostgresConnection
 
-    /// Visits opened, then visits closed (a close may end a visit opened in the same list), then minute counts.
+    /// Live zones, visits opened, then visits closed (a close may end a visit opened in the same list), then minute
+    /// counts.
     func write(_ changes: [ZoneChange]) throws(PostgresError) {
         guard !changes.isEmpty else { return }
+        try writeLiveZones(changes)
         var opened: [(site: String, zone: String, beacon: String, enter: Int64)] = []
         var closed: [(site: String, beacon: String, enter: Int64, exit: Int64)] = []
         var occupancy: [(site: String, zone: String, minute: Int64, occupants: Int, seconds: Double)] = []
@@ -19,6 +21,7 @@ struct ZoneStore {
             case .occupancy(let site, let zone, let minute, let occupants, let seconds):
                 occupancy.append((site, zone, minute, occupants, seconds))
             case .agentState(let site, let agent, let state, let since): agentStates.append((site, agent, state, since))
+            case .placement: continue
             }
         }
         if !agentStates.isEmpty {
@@ -83,6 +86,48 @@ struct ZoneStore {
             try connection.query(
                 "SELECT beaconflow.refresh_zone_hours($1, $2, $3)",
                 [hours.map(\.site), hours.map(\.zone), hours.map { PostgresTimestamp(unixMicros: $0.time) }])
+        }
+    }
+
+    /// Each beacon's live zone as the list leaves it: where it was placed last (and when it left, if it left after),
+    /// or, for a beacon only leaving, when it left the zone it was in.
+    private func writeLiveZones(_ changes: [ZoneChange]) throws(PostgresError) {
+        var final: [String: (site: String, beacon: String, zone: String?, enter: Int64, exit: Int64?)] = [:]
+        var order: [String] = []
+        for case .placement(let site, let beacon, let zone, let since) in changes {
+            let key = site + "/" + beacon
+            if final[key] == nil { order.append(key) }
+            if let zone {
+                final[key] = (site, beacon, zone, since, nil)
+            } else {
+                final[key] = (site, beacon, final[key]?.zone, final[key]?.enter ?? since, since)
+            }
+        }
+        guard !order.isEmpty else { return }
+        let rows = order.compactMap { final[$0] }
+        let placed = rows.compactMap { row in row.zone.map { (row.site, row.beacon, zone: $0, row.enter, row.exit) } }
+        let left = rows.filter { $0.zone == nil }
+        if !placed.isEmpty {
+            try connection.query(
+                """
+                INSERT INTO beaconflow.beacon_live_zone (site_id, beacon_id, zone_id, enter_ts, exit_ts)
+                SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::timestamptz[])
+                ON CONFLICT (site_id, beacon_id) DO UPDATE
+                SET zone_id = excluded.zone_id, enter_ts = excluded.enter_ts, exit_ts = excluded.exit_ts
+                """,
+                [
+                    placed.map(\.0), placed.map(\.1), placed.map(\.zone), placed.map { PostgresTimestamp(unixMicros: $0.3) },
+                    placed.map { $0.4.map(PostgresTimestamp.init(unixMicros:)) },
+                ])
+        }
+        if !left.isEmpty {
+            try connection.query(
+                """
+                UPDATE beaconflow.beacon_live_zone z SET exit_ts = l.exit_ts
+                FROM unnest($1::text[], $2::text[], $3::timestamptz[]) AS l(site_id, beacon_id, exit_ts)
+                WHERE z.site_id = l.site_id AND z.beacon_id = l.beacon_id
+                """,
+                [left.map(\.site), left.map(\.beacon), left.map { PostgresTimestamp(unixMicros: $0.exit ?? $0.enter) }])
         }
     }
 
