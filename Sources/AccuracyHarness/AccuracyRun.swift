@@ -38,8 +38,10 @@ public struct AccuracyRun: Sendable {
         let address = BrokerAddress(host: "127.0.0.1", port: broker.port)
         var mqtt = address.clientConfiguration(clientID: "accuracy-ingest", tls: nil)
         mqtt.reconnectDelayMinimum = .milliseconds(50)
-        let ingest = Ingest(
-            configuration: IngestConfiguration(mqtt: mqtt, database: conninfo, sites: sites), logger: logger)
+        var configuration = IngestConfiguration(mqtt: mqtt, database: conninfo, sites: sites)
+        // The scenario ends with the run: its last minutes are counted at stop, whatever the method's history lag.
+        configuration.finishZonesAtStop = true
+        let ingest = Ingest(configuration: configuration, logger: logger)
         let ingestTask = Task { try await ingest.run() }
         defer { ingest.requestStop() }
         let connected = ContinuousClock.now + .seconds(30)

@@ -24,19 +24,19 @@ public struct ZoneMethod: Sendable, Equatable {
     /// The zone of the loudest reading as heard, changed at once.
     public static let nearest = ZoneMethod(
         name: "nearest", summary: "raw RSSI, loudest agent wins at once", smoothing: .none, switchMarginDb: 0,
-        switchEvidenceDbSeconds: 0, switchDwellSeconds: 0)
+        switchEvidenceDbSeconds: 0, switchDwellSeconds: 0, siteKeys: liveHistory)
     /// Kalman-smoothed RSSI per (beacon, agent), loudest wins at once.
     public static let kalman = ZoneMethod(
         name: "kalman", summary: "Kalman-smoothed RSSI, loudest agent wins at once", smoothing: .kalman,
-        switchMarginDb: 0, switchEvidenceDbSeconds: 0, switchDwellSeconds: 0)
+        switchMarginDb: 0, switchEvidenceDbSeconds: 0, switchDwellSeconds: 0, siteKeys: liveHistory)
     /// Raw RSSI with the default switching rule.
     public static let hysteresis = ZoneMethod(
         name: "hysteresis", summary: "raw RSSI, the default switching rule", smoothing: .none,
         switchMarginDb: defaults.switchMarginDb, switchEvidenceDbSeconds: defaults.switchEvidenceDbSeconds,
-        switchDwellSeconds: Double(defaults.switchDwellMicros) / 1_000_000)
+        switchDwellSeconds: Double(defaults.switchDwellMicros) / 1_000_000, siteKeys: liveHistory)
     /// The ingest's defaults: Kalman-smoothed RSSI and the switching rule of `ZoneRules`.
     public static let chosen = ZoneMethod(
-        name: "chosen", summary: "the ingest's defaults: Kalman-smoothed RSSI, zones scored by learned patterns, change detection",
+        name: "chosen", summary: "the ingest's defaults: Kalman-smoothed RSSI, zones scored by learned patterns, change detection, the history confirmed by the likeliest path over 120 s",
         smoothing: .kalman, switchMarginDb: defaults.switchMarginDb, switchEvidenceDbSeconds: defaults.switchEvidenceDbSeconds,
         switchDwellSeconds: Double(defaults.switchDwellMicros) / 1_000_000)
 
@@ -51,18 +51,21 @@ public struct ZoneMethod: Sendable, Equatable {
         name: "chosen-path", summary: "the defaults with the history decided by the likeliest path over 120 s",
         smoothing: .kalman, switchMarginDb: defaults.switchMarginDb, switchEvidenceDbSeconds: defaults.switchEvidenceDbSeconds,
         switchDwellSeconds: Double(defaults.switchDwellMicros) / 1_000_000,
-        siteKeys: [("zone_history", ZoneHistory.path.rawValue), ("history_lag_s", "120")])
+        siteKeys: [("zone_history", ZoneHistory.path.rawValue)])
 
-    /// The defaults, but the history of the live decisions the likeliest path over 120 s confirms.
-    public static let confirmedHistory = ZoneMethod(
-        name: "chosen-confirmed", summary: "the defaults with the history of the live decisions the likeliest path over 120 s confirms",
+    /// The defaults, but the history of the live decisions as they are, each move dated where the readings turned,
+    /// counted 60 s after each minute.
+    public static let crossingsHistory = ZoneMethod(
+        name: "chosen-crossings", summary: "the defaults with the history of the live decisions as they are, over 60 s",
         smoothing: .kalman, switchMarginDb: defaults.switchMarginDb, switchEvidenceDbSeconds: defaults.switchEvidenceDbSeconds,
-        switchDwellSeconds: Double(defaults.switchDwellMicros) / 1_000_000,
-        siteKeys: [("zone_history", ZoneHistory.confirmed.rawValue), ("history_lag_s", "120")])
+        switchDwellSeconds: Double(defaults.switchDwellMicros) / 1_000_000, siteKeys: liveHistory)
+
+    /// The history of the live decisions as they are (peers have no hindsight).
+    private static let liveHistory: [(key: String, value: String)] = [("zone_history", ZoneHistory.crossings.rawValue), ("history_lag_s", "60")]
 
     private static let defaults = ZoneRules()
 
-    public static let all = [nearest, kalman, hysteresis, chosen, loudestZone, pathHistory, confirmedHistory]
+    public static let all = [nearest, kalman, hysteresis, chosen, loudestZone, pathHistory, crossingsHistory]
 
     public static func named(_ name: String) -> ZoneMethod? { all.first { $0.name == name } }
 }

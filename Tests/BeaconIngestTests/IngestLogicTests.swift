@@ -490,7 +490,7 @@ extension ZoneChange {
                     tracker.add(beaconID: "b", agent: agent, timeMicros: time, rssi: agent == loudest ? -60 : -72)
                     tracker.agentProgressed(agent, newestMicros: time, arrivalMicros: time)
                 }
-                if tracker.advance(nowMicros: time).contains(where: { if case .visitOpened(_, room, _, _) = $0 { true } else { false } }) {
+                if tracker.advance(nowMicros: time).contains(where: { if case .placement(_, _, .some(room), _) = $0 { true } else { false } }) {
                     return Int64(index)
                 }
             }
@@ -515,8 +515,9 @@ extension ZoneChange {
             """).sites[0]
         var tracker = SiteZoneTracker(site: rooms)
         var changes: [ZoneChange] = []
-        // In room a for 15 s, b for 30 s, then c; heard every second, loudest by the room's own agent.
-        for index in 0..<150 {
+        // In room a for 15 s, b for 30 s, then c; heard every second, loudest by the room's own agent, until the
+        // first minute is counted (the history lag after it).
+        for index in 0..<200 {
             let time = start + Int64(index) * second
             let room = index < 15 ? "a1" : index < 45 ? "b1" : "c1"
             for agent in ["a1", "b1", "c1"] {

@@ -31,7 +31,7 @@ struct ZoneTables: Equatable {
 }
 
 @Suite struct ZoneCheckpointTests {
-    /// Two zones, an agent in each and a third that never sends; `history` as in the sites file.
+    /// Two zones, an agent in each and a third that never sends; `history` as in the sites file, over 60 s.
     var site = Self.site(history: "crossings")
 
     static func site(history: String) -> SitesConfiguration.Site {
@@ -41,6 +41,7 @@ struct ZoneTables: Equatable {
               - id: hq
                 allowed_lateness_s: 20
                 zone_history: \(history)
+                history_lag_s: 60
                 zones: [{id: lobby}, {id: lab}]
                 agents:
                   - {id: hq-a1, zone: lobby}
@@ -187,6 +188,13 @@ struct ZoneTables: Equatable {
             try elsewhere.restore(checkpoint: state)
             Issue.record("a checkpoint of other zones was restored")
         } catch { #expect(error.code == .otherLayout) }
+        // Another zone_history keeps its open visits elsewhere: the site resumes from its open visits instead.
+        var otherHistory = SiteZoneTracker(site: Self.site(history: "confirmed"))
+        do {
+            try otherHistory.restore(checkpoint: state)
+            Issue.record("a checkpoint of another zone history was restored")
+        } catch { #expect(error.code == .otherHistory) }
+        #expect(otherHistory.trackedBeacons == 0 && otherHistory.watermarkMicros == .min)
         try fresh.restore(checkpoint: state)
         #expect(fresh.trackedBeacons == tracker.trackedBeacons && fresh.watermarkMicros == tracker.watermarkMicros)
         #expect(fresh.takeCheckpoint() == state)

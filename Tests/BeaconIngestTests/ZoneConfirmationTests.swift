@@ -120,4 +120,29 @@ import Testing
         }
         #expect(try #require(leftAt) <= 200 + 31 + 1, "the absence is told when the timeout runs out")
     }
+
+    /// A beacon heard for a second, less than the entry dwell, has no live zone, and so no visit and no minute
+    /// or second of presence with the confirmed history (the path alone would give it one).
+    @Test func aBeaconTheLiveRuleNeverPlacedHasNoHistory() throws {
+        func visitsOfABeaconHeardOnce(history: String) throws -> (visits: Int, secondsInB: Double) {
+            var tracker = SiteZoneTracker(site: try site(history: history))
+            var tables = ZoneTables()
+            for index in 0..<200 {
+                let time = start + Int64(index) * 1_000_000
+                for zone in ["a", "b", "c"] {
+                    tracker.add(beaconID: "stays", agent: "\(zone)1", timeMicros: time, rssi: zone == "a" ? -50 : -62)
+                    if index == 30 { tracker.add(beaconID: "once", agent: "\(zone)1", timeMicros: time + 1, rssi: zone == "b" ? -50 : -62) }
+                    tracker.agentProgressed("\(zone)1", newestMicros: time, arrivalMicros: time)
+                }
+                tables.write(tracker.advance(nowMicros: time))
+            }
+            tables.write(tracker.finish(closingVisits: true))
+            #expect(tables.visits.values.filter { $0.zone == "a" }.count == 1)
+            return (tables.visits.keys.filter { $0.beaconID == "once" }.count, tables.minutes.filter { $0.key.zone == "b" }.map(\.value.seconds).reduce(0, +))
+        }
+        #expect(try visitsOfABeaconHeardOnce(history: "confirmed") == (0, 0))
+        #expect(try visitsOfABeaconHeardOnce(history: "crossings") == (0, 0))
+        let path = try visitsOfABeaconHeardOnce(history: "path")
+        #expect(path.visits == 1 && path.secondsInB > 0, "\(path)")
+    }
 }

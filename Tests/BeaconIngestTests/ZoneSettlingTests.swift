@@ -28,7 +28,7 @@ import Testing
             tracker.add(beaconID: "x", agent: "a1", timeMicros: time, rssi: -60)
             tracker.add(beaconID: "x", agent: "b1", timeMicros: time, rssi: b)
             for agent in ["a1", "b1"] { tracker.agentProgressed(agent, newestMicros: time, arrivalMicros: time) }
-            if tracker.advance(nowMicros: time).contains(where: { if case .visitOpened(_, "b", _, _) = $0 { true } else { false } }) {
+            if tracker.advance(nowMicros: time).contains(where: { if case .placement(_, _, "b", _) = $0 { true } else { false } }) {
                 return index - stay
             }
         }

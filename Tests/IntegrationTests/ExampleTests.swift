@@ -284,7 +284,7 @@ struct ExampleTests {
             let rows = result.output.split(separator: "\n").filter { $0.hasPrefix("| ") && !$0.hasPrefix("| preset") && !$0.hasPrefix("| method") }
             if example.line.contains("--preset") {
                 let methods = rows.map { $0.split(separator: "|")[1].trimmingCharacters(in: .whitespaces) }
-                #expect(methods == ["chosen", "chosen-loudest", "chosen-path", "chosen-confirmed", "nearest", "kalman", "kalman-bermuda", "trimmed-mean", "one-euro"], "\(result.output)")
+                #expect(methods == ["chosen", "chosen-loudest", "chosen-path", "chosen-crossings", "nearest", "kalman", "kalman-bermuda", "trimmed-mean", "one-euro"], "\(result.output)")
             }
         }
         for example in bySubcommand["demo"] ?? [] {

@@ -178,11 +178,13 @@ struct FaultTests {
           - {name: badge-3, site: hq, type: ibeacon, uuid: e2c56db5dffb48d2b060d0f5a71096e0, major: 1, minor: 3, interval_ms: 300, path: [{at_s: 30, zone: lobby}, {at_s: 130, zone: lab}]}
         """
 
-    /// The sites file names a third agent that never sends.
+    /// The sites file names a third agent that never sends. The default history over 60 s, so that minutes are
+    /// counted (and checkpoints taken) early in the replay.
     static let sitesWithASilentAgent = """
         sites:
           - id: hq
             allowed_lateness_s: 8
+            history_lag_s: 60
             zones: [{id: lobby}, {id: lab}]
             agents: [{id: hq-a1, zone: lobby}, {id: hq-a2, zone: lab}, {id: hq-a3, zone: lab}]
         """
@@ -234,8 +236,8 @@ struct FaultTests {
             }
         }
 
-        // 240 s at four times real speed: 60 s. The first minute is counted about 23 s in (its end plus the
-        // absence timeout), and again every 15 s.
+        // 240 s at four times real speed: 60 s. The first minute is counted about 30 s in (its end plus the
+        // history lag), and again every 15 s.
         try await Task.sleep(for: .seconds(12))
         restarted.ingest.terminate()
         #expect(await restarted.ingest.exit() == 0)
@@ -331,6 +333,7 @@ struct FaultTests {
             """
               - id: \(site)
                 allowed_lateness_s: 8
+                history_lag_s: 60
                 zones: [{id: lobby}, {id: lab}]
                 agents: [{id: \(site)-a1, zone: lobby}, {id: \(site)-a2, zone: lab}]
 

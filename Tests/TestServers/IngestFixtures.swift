@@ -9,6 +9,8 @@ import LocalServers
 public let testSites = """
     sites:
       - id: hq
+        zone_history: crossings
+        history_lag_s: 60
         zones: [{id: lobby}, {id: lab}]
         agents:
           - {id: hq-a1, zone: lobby}
@@ -77,8 +79,8 @@ public enum SensorFixtures {
 }
 
 /// The checkpoint with its next minute to count set to Int64.min, and where that field starts; nil when the
-/// checkpoint has no next minute. The layout: version, zones, agents, watermark, then the next minute as a
-/// flag and 8 bytes.
+/// checkpoint has no next minute. The layout: version, zones, agents, zone history, watermark, then the next
+/// minute as a flag and 8 bytes.
 public func checkpointWithNextMinuteAtInt64Min(_ state: [UInt8]) -> (state: [UInt8], offset: Int)? {
     var reader = 8
     for _ in 0..<2 {
@@ -86,6 +88,7 @@ public func checkpointWithNextMinuteAtInt64Min(_ state: [UInt8]) -> (state: [UIn
         reader += 8
         for _ in 0..<count { reader += 8 + (Int(state[reader]) | Int(state[reader + 1]) << 8) }
     }
+    reader += 8 + (Int(state[reader]) | Int(state[reader + 1]) << 8)
     reader += 8
     guard state[reader] == 1 else { return nil }
     var damaged = state

@@ -209,6 +209,9 @@ func sealedBatch(_ builder: inout BatchBuilder, beacons: Range<Int>, start: Int6
     return try builder.seal(sequence: sequence, firstUnacknowledgedSequence: sequence, agentClockMicros: start)!.wireBytes()
 }
 
+/// The sites-file keys of a site whose history is the live decisions alone.
+let crossingsHistoryKeys = "\n    zone_history: crossings\n    history_lag_s: 60"
+
 /// The pipeline of `Ingest pipeline, 100k sightings` and its batches, built before any is measured: one set of
 /// 100 per iteration, each set following the one before in event time.
 final class PipelineRun: @unchecked Sendable {
@@ -218,8 +221,9 @@ final class PipelineRun: @unchecked Sendable {
     private var payloads: [[(agent: Int, payload: [UInt8])]] = []
     private var next = 0
 
-    init() throws {
-        let sites = try SitesConfiguration.parse(sitesText)
+    /// `siteKeys`: further sites-file keys of the site.
+    init(siteKeys: String = "") throws {
+        let sites = try SitesConfiguration.parse(makeSitesText(sites: 1, siteKeys: siteKeys))
         intake = BatchIntake(sites: sites)
         pipeline = IngestPipeline(sites: sites)
         var builders = (0..<agentCount).map { makeBuilder(site: siteID, agent: $0) }
@@ -385,21 +389,27 @@ let benchmarks: @Sendable () -> Void = {
     // The ingest's own work per sighting, without broker or database: the same 100 batches as end to end
     // (10 agents, 100 beacons each, 1,000 sightings a batch) checked and decoded by the intake and applied by the
     // pipeline (identities, addresses, deduplication, smoothing, zones, fleet health). Each iteration's batches
-    // follow the last one's in event time, as a live site's do.
-    Benchmark(
-        "Ingest pipeline, 100k sightings",
-        configuration: .init(
-            metrics: [.wallClock, .cpuTotal, .mallocCountTotal], timeUnits: .milliseconds, warmupIterations: 2,
-            maxDuration: .seconds(60), maxIterations: PipelineRun.iterations - 2),
-        closure: { benchmark in
-            let run = pipelineRun!
-            let batches = run.nextBatches()
-            benchmark.startMeasurement()
-            for (agent, payload) in batches { blackHole(run.apply(payload, agent: agent)) }
-            benchmark.stopMeasurement()
-        },
-        setup: { pipelineRun = try PipelineRun() },
-        teardown: { pipelineRun = nil })
+    // follow the last one's in event time, as a live site's do. With the default history (`confirmed`: each beacon's
+    // likeliest path beside the live rule) and with the live decisions alone (`crossings`).
+    for (name, siteKeys) in [
+        ("Ingest pipeline, 100k sightings", ""),
+        ("Ingest pipeline, 100k sightings, history by crossings", crossingsHistoryKeys),
+    ] {
+        Benchmark(
+            name,
+            configuration: .init(
+                metrics: [.wallClock, .cpuTotal, .mallocCountTotal], timeUnits: .milliseconds, warmupIterations: 2,
+                maxDuration: .seconds(60), maxIterations: PipelineRun.iterations - 2),
+            closure: { benchmark in
+                let run = pipelineRun!
+                let batches = run.nextBatches()
+                benchmark.startMeasurement()
+                for (agent, payload) in batches { blackHole(run.apply(payload, agent: agent)) }
+                benchmark.stopMeasurement()
+            },
+            setup: { pipelineRun = try PipelineRun(siteKeys: siteKeys) },
+            teardown: { pipelineRun = nil })
+    }
 
     // Memory with 100,000 beacons tracked, in a `beaconflow ingest` process of its own (the release binary of the
     // main package: `swift build -c release` first): each beacon heard by two agents, twice, 10 s apart (400
@@ -432,10 +442,12 @@ let benchmarks: @Sendable () -> Void = {
 
     // The same 400 batches applied straight to the ingest's pure pipeline (no broker, no database, no queue): the
     // state the ingest keeps for 100,000 beacons, apart from the buffers of messages in flight; and the same with
-    // the history decided by each beacon's likeliest path (its scores and back-pointers besides). Run each alone.
+    // the default history (`confirmed`: each beacon's likeliest path and live stays besides), the path alone and
+    // the live decisions alone (`crossings`). Run each alone.
     for (name, siteKeys) in [
         ("Pipeline state for 100k beacons", ""),
-        ("Pipeline state for 100k beacons, history by path", "\n    zone_history: path\n    history_lag_s: 120"),
+        ("Pipeline state for 100k beacons, history by path", "\n    zone_history: path"),
+        ("Pipeline state for 100k beacons, history by crossings", crossingsHistoryKeys),
     ] {
         Benchmark(
             name,

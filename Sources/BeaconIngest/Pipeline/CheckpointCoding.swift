@@ -37,6 +37,9 @@ public struct CheckpointError: Error, CustomStringConvertible, Sendable {
         case unknownVersion
         /// The site's zones or agents changed since (the sites file was edited).
         case otherLayout
+        /// Taken under another `zone_history` (the sites file was edited, or the default changed): its beacons'
+        /// state is not the one this history keeps.
+        case otherHistory
     }
 
     public var code: Code
@@ -48,6 +51,7 @@ public struct CheckpointError: Error, CustomStringConvertible, Sendable {
         case .damaged: "zone checkpoint damaged at byte \(offset)"
         case .unknownVersion: "zone checkpoint of an unknown version"
         case .otherLayout: "zone checkpoint of other zones or agents than the sites file's"
+        case .otherHistory: "zone checkpoint taken under another zone_history than the sites file's"
         }
     }
 }

@@ -1,8 +1,9 @@
 extension SiteZoneTracker {
     /// 2: readings as heard beside the smoothed ones, and the crossings; 3: how settled each beacon is; 4: the
     /// history's open visit and likeliest path (`zone_history: path`); 5: the path's back-pointers run-length
-    /// coded; 6: the live stays (`zone_history: confirmed`). Earlier versions, without them, still read.
-    static let checkpointVersion: Int64 = 6
+    /// coded; 6: the live stays (`zone_history: confirmed`); 7: the `zone_history` it was taken under. Earlier
+    /// versions, without them, still read (taken under `crossings`, unless a beacon has a path).
+    static let checkpointVersion: Int64 = 7
 
     /// The tracker's state as of its watermark, as bytes for `restore(checkpoint:)`: all of it but the readings
     /// still waiting, which the database holds as the site's sightings newer than the watermark.
@@ -12,6 +13,7 @@ extension SiteZoneTracker {
         out.int(Self.checkpointVersion)
         out.strings(zones)
         out.strings(agentNumbers.sorted { $0.value < $1.value }.map(\.key))
+        out.string(rules.history.rawValue)
         out.int(watermarkMicros)
         out.optional(nextMinute)
         out.optional(firstReadingMicros)
@@ -99,6 +101,11 @@ extension SiteZoneTracker {
         guard zoneIDs == zones, agentIDs == agentNumbers.sorted(by: { $0.value < $1.value }).map(\.key) else {
             throw CheckpointError(code: .otherLayout, offset: input.offset)
         }
+        // A checkpoint of another history has no open visit where this one keeps it: the site resumes from its
+        // open visits instead.
+        if version >= 7, try input.string() != rules.history.rawValue {
+            throw CheckpointError(code: .otherHistory, offset: input.offset)
+        }
         var restored = self
         restored.pending = []
         // Every value is range-checked: a damaged or edited row must not reach the tracker's arithmetic.
@@ -184,6 +191,9 @@ extension SiteZoneTracker {
             restored.presence[minute] = perZone
         }
         guard input.isAtEnd else { throw CheckpointError(code: .damaged, offset: input.offset) }
+        if version < 7, rules.history != .crossings || restored.beacons.contains(where: { $0.value.path != nil || $0.value.historyZone != nil }) {
+            throw CheckpointError(code: .otherHistory, offset: input.offset)
+        }
         restored.checkpointDue = false
         self = restored
     }

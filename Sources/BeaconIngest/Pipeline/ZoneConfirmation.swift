@@ -22,18 +22,28 @@ extension SiteZoneTracker {
         func covers(_ second: Int64) -> Bool { startMicros <= second * 1_000_000 + 500_000 }
     }
 
-    /// Replaces the zones of the path's `decided` seconds by the live stays' where those are kept, and forgets
-    /// the stays wholly decided.
+    /// Replaces the zones of the path's `decided` seconds by the live stays' where those are kept, leaves out the
+    /// seconds before the first (the beacon was heard but the live rule had not placed it: a beacon heard for less
+    /// than the entry dwell has no history, as it has no live zone), and forgets the stays wholly decided.
     func confirm(_ decided: inout [(second: Int64, zone: Int)], of beacon: inout Beacon) {
-        guard !decided.isEmpty, !beacon.stays.isEmpty else { return }
+        guard !decided.isEmpty else { return }
+        guard !beacon.stays.isEmpty else {
+            decided = []
+            return
+        }
         // The path's view, made once a bounce needs it: the seconds decided now, then its trace of those still
         // undecided. Only seconds from the one being checked on are looked at, and those are the path's still.
         var view: [(second: Int64, zone: Int)]?
         var stay = 0
+        var unplaced = 0
         for index in decided.indices {
             let second = decided[index].second
             while stay + 1 < beacon.stays.count, beacon.stays[stay + 1].covers(second) { stay += 1 }
-            guard beacon.stays[stay].covers(second) else { continue }
+            // The first stay also takes the second it began in (its start is the beacon's first reading).
+            guard beacon.stays[stay].covers(second) || beacon.stays[stay].startMicros < (second + 1) * 1_000_000 else {
+                unplaced += 1
+                continue
+            }
             if !beacon.stays[stay].kept {
                 let next = stay + 1 < beacon.stays.count ? beacon.stays[stay + 1] : nil
                 let zone = beacon.stays[stay].zone
@@ -46,6 +56,8 @@ extension SiteZoneTracker {
             }
             if beacon.stays[stay].kept { decided[index].zone = beacon.stays[stay].zone }
         }
+        // The seconds not covered are the first ones.
+        decided.removeFirst(unplaced)
         guard let oldestUndecided = beacon.path.map({ $0.decidedThrough + 1 }) else { return }
         while beacon.stays.count > 1, beacon.stays[1].covers(oldestUndecided) { beacon.stays.removeFirst() }
     }

@@ -19,10 +19,10 @@ public struct ZoneRules: Sendable, Equatable {
     public var switchDwellMicros: Int64 = 10_000_000
     /// Not heard for this long: the beacon has left (`absence_timeout_s`); its visit ends when it was last heard.
     public var absenceTimeoutMicros: Int64 = 30_000_000
-    /// How long after a minute ends its counts wait (`history_lag_s`, at least the absence timeout): a move decided
-    /// within it is dated back into the minute, so the stored minutes and visits agree with the live decisions
-    /// once this has passed.
-    public var historyLagMicros: Int64 = 60_000_000
+    /// How long after a minute ends its counts wait (`history_lag_s`, at least the absence timeout): the stored
+    /// history is decided this far behind the readings (a move decided within it is dated back into the minute),
+    /// so the stored minutes and visits no longer change once this has passed.
+    public var historyLagMicros: Int64 = 120_000_000
     /// A beacon that appears is placed once it has been heard for this long (by the agents around it), in the
     /// zone loudest by then; its visit starts at its first reading.
     public var entryDwellMicros: Int64 = 2_000_000
@@ -32,8 +32,8 @@ public struct ZoneRules: Sendable, Equatable {
     /// loudest agent.
     public var scoring: ZoneScoring = .pattern
     /// How the stored history (visits, minutes) is decided (`zone_history`): by the live decisions dated where the
-    /// readings turned, or by the likeliest path over the history lag.
-    public var history: ZoneHistory = .crossings
+    /// readings turned, those of them the likeliest path over the history lag confirms, or that path.
+    public var history: ZoneHistory = .confirmed
     /// What a change of zone costs the likeliest path (`zone_path_change_db_s`), in the zones' levels times seconds.
     public var pathChangeDbSeconds: Double = 270
     /// How long a silent agent holds its site's decisions back, in the ingest's own time (`allowed_lateness_s`):
