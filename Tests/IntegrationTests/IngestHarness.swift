@@ -40,7 +40,13 @@ final class IngestHarness: @unchecked Sendable {
         configuration.reconnectDelayMaximum = .milliseconds(500)
         configure(&configuration)
         let harness = try IngestHarness(broker: broker, database: database, configuration: configuration)
-        try await harness.waitUntilSubscribed()
+        do {
+            try await harness.waitUntilSubscribed()
+        } catch {
+            // An ingest left running outlives its servers and retries them for the rest of the run.
+            try? await harness.stop()
+            throw error
+        }
         return harness
     }
 
@@ -94,11 +100,12 @@ final class IngestHarness: @unchecked Sendable {
     }
 
     /// Publishes an agent status until the ingest has recorded one: its subscriptions then work, and no message
-    /// published after this returns can miss it.
+    /// published after this returns can miss it. The ingest migrates its schema first; with dozens of tests
+    /// starting servers at once on two cores, that has taken over 30 s.
     func waitUntilSubscribed() async throws {
         let (client, _) = try await client(id: "test-probe")
         defer { client.stop() }
-        try await eventually("the ingest records a status message", timeout: .seconds(30)) {
+        try await eventually("the ingest records a status message", timeout: .seconds(120)) {
             _ = try? client.publish(topic: "beaconflow/v1/hq/hq-a2/status", payload: Array(#"{"online": true}"#.utf8))
             return (try? self.count("beaconflow.agent_state WHERE agent_id = 'hq-a2'")) == 1
         }

@@ -81,6 +81,47 @@ extension IngestIntegrationTests {
         try await task.value
     }
 
+    /// A site checkpointed under `zone_history: crossings` and restarted with the default history (an upgrade from
+    /// a version whose default that was, or an edited sites file): the checkpoint is set aside, the site resumes
+    /// from its open visits, and the beacon's visit goes on, the only one open, until it closes when the beacon
+    /// was last heard. Restored as it was, the checkpoint would leave that visit open and open another.
+    @Test func aCheckpointOfAnotherHistoryIsSetAsideAndTheVisitGoesOn() async throws {
+        let harness = try await IngestHarness.start()
+        let (client, _) = try await harness.client()
+        defer { client.stop() }
+        let t0: Int64 = 1_767_225_600_000_000
+        let beacon = "ibeacon:e2c56db5-dffb-48d2-b060-d0f5a71096e0:1:2"
+        func publish(_ sequence: UInt64, beaconID: String = beacon, at start: Int64, count: Int) throws {
+            for (agent, rssi) in [("hq-a1", Int8(-55)), ("hq-a2", Int8(-75))] {
+                let payload = try batchPayload(
+                    agent: agent, sequence: sequence, beaconID: beaconID, count: count, start: start, rssi: { _ in rssi })
+                _ = try client.publish(topic: "beaconflow/v1/hq/\(agent)/batch", payload: payload)
+            }
+        }
+        let visits = "SELECT zone_id, (extract(epoch FROM enter_ts) * 1000000)::bigint, (extract(epoch FROM exit_ts) * 1000000)::bigint FROM beaconflow.visits WHERE beacon_id = '\(beacon)'"
+        #expect(harness.ingest.configuration.sites.sites[0].zoneRules.history == .crossings)
+        try publish(1, at: t0, count: 150)
+        try await harness.eventually("a minute is counted and checkpointed, the beacon in the lobby") {
+            try harness.count("beaconflow.zone_checkpoints") == 1 && harness.query(visits) == [["lobby", String(t0), nil]]
+        }
+        try await harness.stop()
+
+        let (restarted, task) = harness.anotherIngest(clientID: "test-ingest-restarted") { configuration in
+            configuration.sites.sites[0].zoneRules.history = ZoneRules().history
+            configuration.sites.sites[0].zoneRules.historyLagMicros = ZoneRules().historyLagMicros
+        }
+        #expect(restarted.configuration.sites.sites[0].zoneRules.history == .confirmed)
+        try await harness.eventually("the restarted ingest serves the site") { restarted.statistics.sitesServed == 1 }
+        try publish(2, at: t0 + 150_000_000, count: 100)
+        try publish(3, beaconID: "ibeacon:e2c56db5-dffb-48d2-b060-d0f5a71096e0:1:9", at: t0 + 400_000_000, count: 200)
+        let lastHeard = t0 + 249_000_000
+        try await harness.eventually("the visit goes on, then closes when the beacon was last heard") {
+            try harness.query(visits) == [["lobby", String(t0), String(lastHeard)]]
+        }
+        restarted.requestStop()
+        try await task.value
+    }
+
     /// A checkpoint row damaged or edited in the database (its next minute set to Int64.min, which once trapped
     /// the zone tracker at the site's next batch) is set aside: the ingest that claims the site logs it, counts it,
     /// resumes the site from its open visits and goes on committing, and saves a sound checkpoint over it. An open
