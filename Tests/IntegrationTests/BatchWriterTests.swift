@@ -46,7 +46,7 @@ struct BatchWriterTests {
     @Test func aTransmissionIsOneTelemetryRowHoweverLateAndAcrossMidnight() async throws {
         let server = try await SharedDatabase.create()
         let connection = try PostgresConnection(server.conninfo)
-        try Migrator.migrate(connection, logger: Logger(label: "test"))
+        try await Migrator.migrateOffThePool(connection, logger: Logger(label: "test"))
         let sites = try SitesConfiguration.parse(testSites)
         let midnight: Int64 = 1_767_225_600_000_000
         let hour: Int64 = 3_600_000_000
@@ -80,7 +80,7 @@ struct BatchWriterTests {
     @Test func aSiteIsReadBackAWindowAtATime() async throws {
         let server = try await SharedDatabase.create()
         let connection = try PostgresConnection(server.conninfo)
-        try Migrator.migrate(connection, logger: Logger(label: "test"))
+        try await Migrator.migrateOffThePool(connection, logger: Logger(label: "test"))
         let sites = try SitesConfiguration.parse(testSites)
         let start: Int64 = 1_767_225_600_000_000
         let writer = BatchWriter(connection: connection, pipeline: IngestPipeline(sites: sites))
@@ -117,7 +117,7 @@ struct BatchWriterTests {
     @Test func aRedeliveredBatchGivesOneSetOfRows() async throws {
         let server = try await SharedDatabase.create()
         let connection = try PostgresConnection(server.conninfo)
-        try Migrator.migrate(connection, logger: Logger(label: "test"))
+        try await Migrator.migrateOffThePool(connection, logger: Logger(label: "test"))
         let writer = BatchWriter(connection: connection, pipeline: IngestPipeline(sites: try SitesConfiguration.parse(testSites)))
         let batch = try decodedBatch(sequence: 7)
         #expect(try writer.commit(batch) == .committed(rows: 100))
@@ -157,7 +157,7 @@ struct BatchWriterTests {
     @Test func aBatchSentAgainAfterItsFoldStillCountsOnce() async throws {
         let server = try await SharedDatabase.create()
         let connection = try PostgresConnection(server.conninfo)
-        try Migrator.migrate(connection, logger: Logger(label: "test"))
+        try await Migrator.migrateOffThePool(connection, logger: Logger(label: "test"))
         let writer = BatchWriter(connection: connection, pipeline: IngestPipeline(sites: try SitesConfiguration.parse(testSites)))
         // Each batch says it is the agent's oldest unacknowledged one: 4 never comes, progress passes it.
         for sequence: UInt64 in [1, 2, 3, 5, 6] {
@@ -204,7 +204,7 @@ struct BatchWriterTests {
     @Test func theViewsShowExactlyWhatThePipelineDerived() async throws {
         let server = try await SharedDatabase.create()
         let connection = try PostgresConnection(server.conninfo)
-        try Migrator.migrate(connection, logger: Logger(label: "test"))
+        try await Migrator.migrateOffThePool(connection, logger: Logger(label: "test"))
         let sites = try SitesConfiguration.parse(
             testSites.replacingOccurrences(of: "{id: hq-a1, zone: lobby}", with: "{id: hq-a1, zone: lobby, rssi_offset_db: 2.5}"))
         let writer = BatchWriter(connection: connection, pipeline: IngestPipeline(sites: sites))
@@ -263,7 +263,7 @@ struct BatchWriterTests {
     @Test func theBeaconsViewSaysHowEachBeaconWasLastHeard() async throws {
         let server = try await SharedDatabase.create()
         let connection = try PostgresConnection(server.conninfo)
-        try Migrator.migrate(connection, logger: Logger(label: "test"))
+        try await Migrator.migrateOffThePool(connection, logger: Logger(label: "test"))
         let writer = BatchWriter(connection: connection, pipeline: IngestPipeline(sites: try SitesConfiguration.parse(testSites)))
         let uid = BeaconKey(
             beaconID: "eddystone:0102030405060708090a:0000000000a1", address: 0xC0FF_EE00_0001, addressIsRandom: true,
@@ -302,7 +302,7 @@ struct BatchWriterTests {
     @Test func aBatchThatFailsLeavesNothingBehindAndCanBeSentAgain() async throws {
         let server = try await SharedDatabase.create()
         let connection = try PostgresConnection(server.conninfo)
-        try Migrator.migrate(connection, logger: Logger(label: "test"))
+        try await Migrator.migrateOffThePool(connection, logger: Logger(label: "test"))
         let writer = BatchWriter(connection: connection, pipeline: IngestPipeline(sites: try SitesConfiguration.parse(testSites)))
         // PostgreSQL text cannot hold NUL: the COPY fails after the batches row was inserted.
         do {

@@ -61,7 +61,7 @@ struct MigrationTests {
     @Test func theMigrationsMakeTheCheckedInSchemaAndTheDocumentedViews() async throws {
         let server = try await PostgresServer.start()
         let connection = try PostgresConnection(server.conninfo)
-        #expect(try Migrator.migrate(connection, logger: logger) == Array(1...Migrator.latestVersion))
+        #expect(try await Migrator.migrateOffThePool(connection, logger: logger) == Array(1...Migrator.latestVersion))
         let dump = try await Self.schemaDump(server)
         let checkedIn = repositoryRoot + "/docs/schema.sql"
         if ProcessInfo.processInfo.environment["SCHEMA_DUMP"] == "write" {
@@ -83,14 +83,14 @@ struct MigrationTests {
             #expect(found == columns, "view \(view)")
         }
         // Running it again does nothing; a second instance at the same time waits for the lock and finds it done.
-        #expect(try Migrator.migrate(connection, logger: logger) == [])
-        #expect(try Migrator.migrate(try PostgresConnection(server.conninfo), logger: logger) == [])
+        #expect(try await Migrator.migrateOffThePool(connection, logger: logger) == [])
+        #expect(try await Migrator.migrateOffThePool(try PostgresConnection(server.conninfo), logger: logger) == [])
     }
 
     @Test func upgradingKeepsOneTelemetryRowPerTransmissionAndLosesNoOtherRow() async throws {
         let server = try await PostgresServer.start()
         let connection = try PostgresConnection(server.conninfo)
-        #expect(try Migrator.migrate(connection, through: 3, logger: logger) == [1, 2, 3])
+        #expect(try await Migrator.migrateOffThePool(connection, through: 3, logger: logger) == [1, 2, 3])
         #expect(try connection.query("SELECT beaconflow.ensure_partitions('2026-01-01', 1)") == [["2"]])
         // Schema 3 stored one transmission three times (three agents, the last two hours late) beside two others.
         try connection.execute(
@@ -103,7 +103,7 @@ struct MigrationTests {
                 ('2026-01-01T10:00:00Z', 'b2', 2900, 7, 0.7, 'hq', 'a1');
             INSERT INTO beaconflow.sightings_raw (ts, site_id, agent_id, beacon_id, rssi) VALUES ('2026-01-01T10:00:00Z', 'hq', 'a1', 'b1', -60);
             """)
-        #expect(try Migrator.migrate(connection, logger: logger) == Array(4...Migrator.latestVersion))
+        #expect(try await Migrator.migrateOffThePool(connection, logger: logger) == Array(4...Migrator.latestVersion))
         #expect(try connection.query(
             "SELECT beacon_id, adv_count, agent_id FROM beaconflow.telemetry ORDER BY 1, 2") == [["b1", "7", "a1"], ["b1", "8", "a1"], ["b2", "7", "a1"]])
         #expect(try connection.query("SELECT count(*) FROM beaconflow.sightings") == [["1"]])
@@ -132,7 +132,7 @@ struct MigrationTests {
     @Test func upgradingToPackedSightingsLosesNoRowAndRollsUpTheOldOnes() async throws {
         let server = try await PostgresServer.start()
         let connection = try PostgresConnection(server.conninfo)
-        #expect(try Migrator.migrate(connection, through: 8, logger: logger) == Array(1...8))
+        #expect(try await Migrator.migrateOffThePool(connection, through: 8, logger: logger) == Array(1...8))
         #expect(try connection.query("SELECT beaconflow.ensure_partitions('2026-01-01', 1)") == [["3"]])
         try connection.execute(
             """
@@ -155,7 +155,7 @@ struct MigrationTests {
         #expect(before.0.count == 4 && before.1.count == 2)
         // Hours are UTC hours whatever the zone of the session that migrates.
         try connection.execute("SET TIME ZONE 'Asia/Kolkata'")
-        #expect(try Migrator.migrate(connection, logger: logger) == Array(9...Migrator.latestVersion))
+        #expect(try await Migrator.migrateOffThePool(connection, logger: logger) == Array(9...Migrator.latestVersion))
         try connection.execute("SET TIME ZONE 'UTC'")
         #expect(try connection.query(sightings) == before.0)
         #expect(try connection.query(hourly) == before.1)
@@ -174,7 +174,7 @@ struct MigrationTests {
     @Test func upgradingRenamesBTHomeQuantitiesToHomeAssistantsNames() async throws {
         let server = try await PostgresServer.start()
         let connection = try PostgresConnection(server.conninfo)
-        #expect(try Migrator.migrate(connection, through: 14, logger: logger) == Array(1...14))
+        #expect(try await Migrator.migrateOffThePool(connection, through: 14, logger: logger) == Array(1...14))
         #expect(try connection.query("SELECT beaconflow.ensure_partitions('2026-01-01', 1)") == [["3"]])
         try connection.execute(
             """
@@ -182,7 +182,7 @@ struct MigrationTests {
             SELECT '2026-01-01T10:00:00Z', 'hq', 'a1', 'mac:54:48:E6:8F:80:A5', q, 1, 'u', 0
             FROM unnest(ARRAY['pm2_5', 'co2', 'tvoc', 'dewpoint', 'generic_boolean', 'temperature', 'battery_low']) AS q
             """)
-        #expect(try Migrator.migrate(connection, logger: logger) == Array(15...Migrator.latestVersion))
+        #expect(try await Migrator.migrateOffThePool(connection, logger: logger) == Array(15...Migrator.latestVersion))
         let names = try connection.query("SELECT quantity FROM beaconflow.sensor_readings ORDER BY 1").compactMap { $0[0] }
         #expect(names == ["battery_low", "carbon_dioxide", "dew_point", "generic", "pm25", "temperature", "volatile_organic_compounds"])
     }
@@ -193,7 +193,7 @@ struct MigrationTests {
     @Test func upgradingShowsTLMReadingsFromTelemetryOnce() async throws {
         let server = try await PostgresServer.start()
         let connection = try PostgresConnection(server.conninfo)
-        #expect(try Migrator.migrate(connection, through: 18, logger: logger) == Array(1...18))
+        #expect(try await Migrator.migrateOffThePool(connection, through: 18, logger: logger) == Array(1...18))
         #expect(try connection.query("SELECT beaconflow.ensure_partitions('2026-01-01', 1)") == [["3"]])
         try connection.execute(
             """
@@ -219,7 +219,7 @@ struct MigrationTests {
         let before = try connection.query(query)
         let telemetryBefore = try connection.query(telemetry)
         #expect(before.count == 12 && telemetryBefore.count == 2)
-        #expect(try Migrator.migrate(connection, logger: logger) == Array(19...Migrator.latestVersion))
+        #expect(try await Migrator.migrateOffThePool(connection, logger: logger) == Array(19...Migrator.latestVersion))
         #expect(try connection.query(query) == before)
         #expect(try connection.query(telemetry) == telemetryBefore)
         // What is left in the table: the other format's readings and the late repeat without a telemetry row.
@@ -231,7 +231,7 @@ struct MigrationTests {
     @Test func partitionsAreMadeAheadAndDroppedPastRetention() async throws {
         let server = try await PostgresServer.start()
         let connection = try PostgresConnection(server.conninfo)
-        try Migrator.migrate(connection, logger: logger)
+        try await Migrator.migrateOffThePool(connection, logger: logger)
         #expect(try connection.query("SELECT beaconflow.ensure_partitions('2026-01-01', 3)") == [["9"]])
         #expect(try connection.query("SELECT beaconflow.ensure_partitions('2026-01-02', 3)") == [["3"]])
         try connection.execute(Self.keys)
@@ -261,7 +261,7 @@ struct MigrationTests {
     static func migratedWithRoles() async throws -> (PostgresServer, PostgresConnection, PostgresConnection) {
         let server = try await PostgresServer.start()
         let connection = try PostgresConnection(server.conninfo)
-        try Migrator.migrate(connection, logger: Logger(label: "migration-test"))
+        try await Migrator.migrateOffThePool(connection, logger: Logger(label: "migration-test"))
         try connection.execute(
             """
             CREATE ROLE grafana LOGIN IN ROLE beaconflow_reader;

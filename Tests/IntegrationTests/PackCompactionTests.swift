@@ -37,7 +37,7 @@ struct PackCompactionTests {
     @Test func theViewsShowTheSameSightingsFromFewerPacks() async throws {
         let server = try await SharedDatabase.create()
         let connection = try PostgresConnection(server.conninfo)
-        try Migrator.migrate(connection, logger: Logger(label: "test"))
+        try await Migrator.migrateOffThePool(connection, logger: Logger(label: "test"))
         let writer = BatchWriter(connection: connection, pipeline: IngestPipeline(sites: try SitesConfiguration.parse(testSites)))
         // Two and a half minutes of one-second batches from two agents, ten minutes ago.
         let minute: Int64 = 60_000_000
@@ -127,7 +127,7 @@ struct PackCompactionTests {
     @Test func minutesInMicrosecondsKeepTheirFormAndOldCompactedMinutesMoveToColumns() async throws {
         let server = try await SharedDatabase.create()
         let connection = try PostgresConnection(server.conninfo)
-        try Migrator.migrate(connection, logger: Logger(label: "test"))
+        try await Migrator.migrateOffThePool(connection, logger: Logger(label: "test"))
         let writer = BatchWriter(connection: connection, pipeline: IngestPipeline(sites: try SitesConfiguration.parse(testSites)))
         let minute: Int64 = 60_000_000
         let start = (wallClockMicros() - 10 * minute) / minute * minute + 5_000_000

@@ -11,7 +11,7 @@ struct SensorReadingStorageTests {
     @Test func readingsAreStoredOncePerTransmissionAcrossRestartsWithHealthLabelsAndDeviceInformation() async throws {
         let server = try await SharedDatabase.create()
         let connection = try PostgresConnection(server.conninfo)
-        try Migrator.migrate(connection, logger: Logger(label: "test"))
+        try await Migrator.migrateOffThePool(connection, logger: Logger(label: "test"))
         let sites = try SensorFixtures.sites()
         let t = SensorFixtures.t
         let sealed = BTHomePacket.encrypt(

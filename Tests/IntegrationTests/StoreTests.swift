@@ -25,7 +25,7 @@ struct StoreTests {
     static func migrated() async throws -> (SharedDatabase, PostgresConnection) {
         let server = try await SharedDatabase.create()
         let connection = try PostgresConnection(server.conninfo)
-        try Migrator.migrate(connection, logger: Logger(label: "store-test"))
+        try await Migrator.migrateOffThePool(connection, logger: Logger(label: "store-test"))
         return (server, connection)
     }
 
