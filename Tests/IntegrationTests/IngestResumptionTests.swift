@@ -42,6 +42,23 @@ extension IngestIntegrationTests {
         try await harness.stop()
     }
 
+    /// Publishes `count` sightings of `beaconID` from `start` as each of hq's agents, hq-a1 the louder: the beacon
+    /// is in the lobby.
+    private func publishInTheLobby(
+        with client: MQTTClient, _ sequence: UInt64, beaconID: String, at start: Int64, count: Int
+    ) throws {
+        for (agent, rssi) in [("hq-a1", Int8(-55)), ("hq-a2", Int8(-75))] {
+            let payload = try batchPayload(
+                agent: agent, sequence: sequence, beaconID: beaconID, count: count, start: start, rssi: { _ in rssi })
+            _ = try client.publish(topic: "beaconflow/v1/hq/\(agent)/batch", payload: payload)
+        }
+    }
+
+    /// The beacon's visits: zone, enter and exit in microseconds (exit nil while open).
+    private func visitsQuery(of beacon: String) -> String {
+        "SELECT zone_id, (extract(epoch FROM enter_ts) * 1000000)::bigint, (extract(epoch FROM exit_ts) * 1000000)::bigint FROM beaconflow.visits WHERE beacon_id = '\(beacon)'"
+    }
+
     /// A beacon in the lobby when the ingest restarts stays in the same visit when heard again, and that visit
     /// closes (when it was last heard) once it is gone; the minutes already counted are not counted again.
     @Test func aRestartedIngestGoesOnWithOpenVisits() async throws {
@@ -51,15 +68,11 @@ extension IngestIntegrationTests {
         let t0: Int64 = 1_767_225_600_000_000
         let beacon = "ibeacon:e2c56db5-dffb-48d2-b060-d0f5a71096e0:1:2"
         func publish(_ sequence: UInt64, beaconID: String = beacon, at start: Int64, count: Int) throws {
-            for (agent, rssi) in [("hq-a1", Int8(-55)), ("hq-a2", Int8(-75))] {
-                let payload = try batchPayload(
-                    agent: agent, sequence: sequence, beaconID: beaconID, count: count, start: start, rssi: { _ in rssi })
-                _ = try client.publish(topic: "beaconflow/v1/hq/\(agent)/batch", payload: payload)
-            }
+            try publishInTheLobby(with: client, sequence, beaconID: beaconID, at: start, count: count)
         }
-        let visits = "SELECT zone_id, (extract(epoch FROM enter_ts) * 1000000)::bigint, exit_ts IS NULL FROM beaconflow.visits WHERE beacon_id = '\(beacon)'"
+        let visits = visitsQuery(of: beacon)
         try publish(1, at: t0, count: 20)
-        try await harness.eventually("the beacon is placed in the lobby") { try harness.query(visits) == [["lobby", String(t0), "t"]] }
+        try await harness.eventually("the beacon is placed in the lobby") { try harness.query(visits) == [["lobby", String(t0), nil]] }
         try await harness.stop()
 
         let (restarted, task) = harness.anotherIngest(clientID: "test-ingest-restarted")
@@ -71,8 +84,7 @@ extension IngestIntegrationTests {
         try publish(3, beaconID: "ibeacon:e2c56db5-dffb-48d2-b060-d0f5a71096e0:1:9", at: t0 + 120_000_000, count: 100)
         let lastHeard = t0 + 44_000_000
         try await harness.eventually("the visit goes on, then closes when the beacon was last heard") {
-            try harness.query("SELECT zone_id, (extract(epoch FROM enter_ts) * 1000000)::bigint, (extract(epoch FROM exit_ts) * 1000000)::bigint FROM beaconflow.visits WHERE beacon_id = '\(beacon)'")
-                == [["lobby", String(t0), String(lastHeard)]]
+            try harness.query(visits) == [["lobby", String(t0), String(lastHeard)]]
         }
         let firstMinute = try harness.query(
             "SELECT zone_id, occupants FROM beaconflow.zone_occupancy WHERE bucket = to_timestamp(\(t0 / 1_000_000)) ORDER BY 1")
@@ -92,13 +104,9 @@ extension IngestIntegrationTests {
         let t0: Int64 = 1_767_225_600_000_000
         let beacon = "ibeacon:e2c56db5-dffb-48d2-b060-d0f5a71096e0:1:2"
         func publish(_ sequence: UInt64, beaconID: String = beacon, at start: Int64, count: Int) throws {
-            for (agent, rssi) in [("hq-a1", Int8(-55)), ("hq-a2", Int8(-75))] {
-                let payload = try batchPayload(
-                    agent: agent, sequence: sequence, beaconID: beaconID, count: count, start: start, rssi: { _ in rssi })
-                _ = try client.publish(topic: "beaconflow/v1/hq/\(agent)/batch", payload: payload)
-            }
+            try publishInTheLobby(with: client, sequence, beaconID: beaconID, at: start, count: count)
         }
-        let visits = "SELECT zone_id, (extract(epoch FROM enter_ts) * 1000000)::bigint, (extract(epoch FROM exit_ts) * 1000000)::bigint FROM beaconflow.visits WHERE beacon_id = '\(beacon)'"
+        let visits = visitsQuery(of: beacon)
         #expect(harness.ingest.configuration.sites.sites[0].zoneRules.history == .crossings)
         try publish(1, at: t0, count: 150)
         try await harness.eventually("a minute is counted and checkpointed, the beacon in the lobby") {
