@@ -32,7 +32,7 @@ public struct ZoneMethod: Sendable, Equatable {
     /// Raw RSSI with the default switching rule.
     public static let hysteresis = ZoneMethod(
         name: "hysteresis", summary: "raw RSSI, the default switching rule", smoothing: .none,
-        switchMarginDb: defaults.switchMarginDb, switchEvidenceDbSeconds: defaults.switchEvidenceDbSeconds,
+        switchMarginDb: defaults.switchMarginDb, switchEvidenceDbSeconds: liveEvidence,
         switchDwellSeconds: Double(defaults.switchDwellMicros) / 1_000_000, siteKeys: liveHistory)
     /// The ingest's defaults: Kalman-smoothed RSSI and the switching rule of `ZoneRules`.
     public static let chosen = ZoneMethod(
@@ -43,7 +43,8 @@ public struct ZoneMethod: Sendable, Equatable {
     /// The defaults, but each zone as loud as its loudest agent instead of the learned patterns.
     public static let loudestZone = ZoneMethod(
         name: "chosen-loudest", summary: "the defaults with each zone as loud as its loudest agent",
-        smoothing: .kalman, switchMarginDb: defaults.switchMarginDb, switchEvidenceDbSeconds: defaults.switchEvidenceDbSeconds,
+        smoothing: .kalman, switchMarginDb: defaults.switchMarginDb,
+        switchEvidenceDbSeconds: ZoneRules.defaultSwitchEvidenceDbSeconds(history: defaults.history, scoring: .loudest),
         switchDwellSeconds: Double(defaults.switchDwellMicros) / 1_000_000, siteKeys: [("zone_scoring", ZoneScoring.loudest.rawValue)])
 
     /// The defaults, but the history (visits, minutes) decided by the likeliest path over 120 s.
@@ -57,13 +58,15 @@ public struct ZoneMethod: Sendable, Equatable {
     /// counted 60 s after each minute.
     public static let crossingsHistory = ZoneMethod(
         name: "chosen-crossings", summary: "the defaults with the history of the live decisions as they are, over 60 s",
-        smoothing: .kalman, switchMarginDb: defaults.switchMarginDb, switchEvidenceDbSeconds: defaults.switchEvidenceDbSeconds,
+        smoothing: .kalman, switchMarginDb: defaults.switchMarginDb, switchEvidenceDbSeconds: liveEvidence,
         switchDwellSeconds: Double(defaults.switchDwellMicros) / 1_000_000, siteKeys: liveHistory)
 
     /// The history of the live decisions as they are (peers have no hindsight).
     private static let liveHistory: [(key: String, value: String)] = [("zone_history", ZoneHistory.crossings.rawValue), ("history_lag_s", "60")]
 
     private static let defaults = ZoneRules()
+    /// The evidence a move needs where the live decisions are stored as they are.
+    private static let liveEvidence = ZoneRules.defaultSwitchEvidenceDbSeconds(history: .crossings, scoring: defaults.scoring)
 
     public static let all = [nearest, kalman, hysteresis, chosen, loudestZone, pathHistory, crossingsHistory]
 

@@ -5,7 +5,8 @@ import Testing
 @Suite struct ZoneConfirmationTests {
     let start: Int64 = 1_767_225_600_000_000
 
-    /// Three rooms side by side, heard as in `ZonePathTests`, with `history` and a 120 s lag.
+    /// Three rooms side by side, heard as in `ZonePathTests`, with `history`, a 120 s lag and a change costing the
+    /// path 270 dB·s.
     func site(history: String) throws -> SitesConfiguration.Site {
         try SitesConfiguration.parse(
             """
@@ -15,6 +16,7 @@ import Testing
                 zone_scoring: loudest
                 zone_history: \(history)
                 history_lag_s: 120
+                zone_path_change_db_s: 270
                 zones: [{id: a}, {id: b}, {id: c}]
                 agents: [{id: a1, zone: a}, {id: b1, zone: b}, {id: c1, zone: c}]
             """

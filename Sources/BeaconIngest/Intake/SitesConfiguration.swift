@@ -183,6 +183,7 @@ public struct SitesConfiguration: Sendable, Equatable {
                 throw SitesError("\(place).zone_history must be 'crossings', 'path' or 'confirmed', not '\(historyName)'")
             }
             rules.history = history
+            rules.switchEvidenceDbSeconds = ZoneRules.defaultSwitchEvidenceDbSeconds(history: history, scoring: scoring)
             if let cost = try number(entry["zone_path_change_db_s"], "\(place).zone_path_change_db_s") {
                 guard (0...100_000).contains(cost) else { throw SitesError("\(place).zone_path_change_db_s must be 0-100000") }
                 rules.pathChangeDbSeconds = cost

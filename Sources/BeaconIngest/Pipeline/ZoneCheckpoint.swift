@@ -1,9 +1,10 @@
 extension SiteZoneTracker {
     /// 2: readings as heard beside the smoothed ones, and the crossings; 3: how settled each beacon is; 4: the
     /// history's open visit and likeliest path (`zone_history: path`); 5: the path's back-pointers run-length
-    /// coded; 6: the live stays (`zone_history: confirmed`); 7: the `zone_history` it was taken under. Earlier
-    /// versions, without them, still read (taken under `crossings`, unless a beacon has a path).
-    static let checkpointVersion: Int64 = 7
+    /// coded; 6: the live stays (`zone_history: confirmed`); 7: the `zone_history` it was taken under; 8: the
+    /// samples the patterns learn from (`ZonePatternSamples`). Earlier versions, without them, still read (taken
+    /// under `crossings`, unless a beacon has a path; without samples, the seconds undecided then teach nothing).
+    static let checkpointVersion: Int64 = 8
 
     /// The tracker's state as of its watermark, as bytes for `restore(checkpoint:)`: all of it but the readings
     /// still waiting, which the database holds as the site's sightings newer than the watermark.
@@ -75,6 +76,7 @@ extension SiteZoneTracker {
                 out.int(stay.startMicros)
                 out.int(stay.kept ? 1 : 0)
             }
+            beacon.samples.encode(into: &out)
         }
         out.int(presence.count)
         for (minute, perZone) in presence.sorted(by: { $0.key < $1.key }) {
@@ -176,6 +178,7 @@ extension SiteZoneTracker {
                             startMicros: try input.time(), kept: try input.int(in: 0...1) == 1))
                 }
             }
+            if version >= 8 { beacon.samples = try ZonePatternSamples.decode(from: &input, agentCount: agentIDs.count) }
             restored.beacons[beaconID] = beacon
         }
         restored.presence = [:]

@@ -14,6 +14,7 @@ extension SiteZoneTracker {
         if let path = beacon.path, second < path.newestSecond { return }
         var heard: [Double] = []
         zoneLevels(of: beacon.readings, heard: true, into: &heard)
+        if rules.scoring == .pattern { beacon.samples.add(second: second, levels: beacon.readings.lazy.map { (agent: $0.number, level: $0.heard) }) }
         guard beacon.path != nil else {
             beacon.path = ZonePath(second: second, levels: heard, lagSeconds: pathLagSeconds)
             beacon.pathStartMicros = time
@@ -49,12 +50,15 @@ extension SiteZoneTracker {
         beacon.historyZone = nil
         beacon.path = nil
         beacon.stays = []
+        beacon.samples.removeAll()
     }
 
-    /// Stores decided seconds: a second of presence each, and a visit for each run of seconds in one zone.
+    /// Stores decided seconds: a second of presence each, and a visit for each run of seconds in one zone; the
+    /// patterns learn from those sampled.
     private mutating func record(
         _ decided: [(second: Int64, zone: Int)], of beaconID: String, _ beacon: inout Beacon, into changes: inout [ZoneChange]
     ) {
+        beacon.samples.take(decided) { zone, levels in patterns.learn(zone: zone, second: levels) }
         for (second, zone) in decided {
             let start = max(second * 1_000_000, beacon.pathStartMicros)
             if beacon.historyZone != zone {

@@ -18,9 +18,11 @@ public enum ZoneScoring: String, Sendable, Equatable, CaseIterable {
 /// for beacons of any transmit power; a score fits each zone's pattern to the readings (see `score`).
 ///
 /// Before anything is learned, each zone expects its own agents 3 dB below the loudest and the others 16 dB below,
-/// give or take 6 dB (worth 30 readings). It learns only from a beacon that has been in its zone for a minute and
-/// whose loudest agent is one of the zone's own, so a zone's pattern cannot drift over to its neighbour's beacons;
-/// the newest 3,000 readings of each zone and agent count, so the patterns follow a site that changes. A spread
+/// give or take 6 dB (worth 30 readings). With a history decided in hindsight (`zone_history: path` or
+/// `confirmed`) a zone learns from the seconds its stored history places beacons in it, every agent heard
+/// (`ZonePatternSamples`); with `crossings`, from a beacon that has been in its live zone for a minute and whose
+/// loudest agent is one of the zone's own, so that a zone's pattern cannot drift over to its neighbour's beacons.
+/// The newest 3,000 readings of each zone and agent count, so the patterns follow a site that changes. A spread
 /// never counts as less than 6 dB: shadowing makes any narrower pattern overconfident.
 struct ZonePatterns: Sendable {
     struct Statistics: Sendable {
@@ -114,12 +116,20 @@ struct ZonePatterns: Sendable {
         }
     }
 
-    /// Learns from one reading of a beacon in `zone`, whose agents hear it at `levels`.
+    /// Learns from one reading of a beacon in its live zone `zone`, whose agents hear it at `levels`, if its
+    /// loudest agent is one of the zone's own (`zone_history: crossings`).
     mutating func learn<Levels: Collection>(zone: Int, agent: Int, levels: Levels) where Levels.Element == (agent: Int, level: Double) {
         guard let loudest = levels.max(by: { $0.level < $1.level }), zoneOfAgent[loudest.agent] == zone,
             let own = levels.first(where: { $0.agent == agent })
         else { return }
         statistics[zone][agent].add(own.level - loudest.level)
+    }
+
+    /// Learns from one second of a beacon the stored history placed in `zone`: every agent heard, each relative to
+    /// the loudest, whichever that is (`ZonePatternSamples`).
+    mutating func learn(zone: Int, second levels: ArraySlice<(agent: Int32, level: Float)>) {
+        guard let loudest = levels.lazy.map(\.level).max() else { return }
+        for (agent, level) in levels { statistics[zone][Int(agent)].add(Double(level - loudest)) }
     }
 
     func encode(into writer: inout CheckpointWriter) {

@@ -4,8 +4,9 @@ public struct ZoneRules: Sendable, Equatable {
     /// (`zone_switch_margin_db`) for a settled beacon, proportionally less before (none for a beacon just placed):
     /// the excess, in dB, times how long it lasts...
     public var switchMarginDb: Double = 2
-    /// ...and the beacon moves once the evidence reaches this (`zone_switch_evidence_db_s`)...
-    public var switchEvidenceDbSeconds: Double = 200
+    /// ...and the beacon moves once the evidence reaches this (`zone_switch_evidence_db_s`; by default
+    /// `defaultSwitchEvidenceDbSeconds(history:scoring:)`)...
+    public var switchEvidenceDbSeconds: Double = Self.defaultSwitchEvidenceDbSeconds(history: .confirmed, scoring: .pattern)
     /// A move between zones that share no door (where the site lists its `doors`) needs this many times the
     /// evidence (`zone_switch_doorless_factor`): a beacon cannot pass through a wall, so such a change is more
     /// likely the radio's.
@@ -35,7 +36,7 @@ public struct ZoneRules: Sendable, Equatable {
     /// readings turned, those of them the likeliest path over the history lag confirms, or that path.
     public var history: ZoneHistory = .confirmed
     /// What a change of zone costs the likeliest path (`zone_path_change_db_s`), in the zones' levels times seconds.
-    public var pathChangeDbSeconds: Double = 270
+    public var pathChangeDbSeconds: Double = 150
     /// How long a silent agent holds its site's decisions back, in the ingest's own time (`allowed_lateness_s`):
     /// its batches arriving within it are applied in event order, before any minute they fall in is counted.
     /// Past it the agent is let go, and what it brings back from behind the watermark is stored as sightings but
@@ -46,6 +47,14 @@ public struct ZoneRules: Sendable, Equatable {
     public var firstBatchWaitMicros: Int64 = 30_000_000
 
     public init() {}
+
+    /// The evidence a move needs unless the sites file sets it: less where zones are scored by patterns learned
+    /// from a history decided in hindsight (`path`, `confirmed`: every agent's level teaches, so the patterns
+    /// spread wider and their scores differ less, and the history leaves out the live rule's quick mistakes) than
+    /// with the live decisions stored as they are (`crossings`) or each zone as loud as its loudest agent.
+    public static func defaultSwitchEvidenceDbSeconds(history: ZoneHistory, scoring: ZoneScoring) -> Double {
+        scoring == .pattern && history != .crossings ? 120 : 200
+    }
 }
 
 /// How a site decides the history it stores (sites file key `zone_history`).

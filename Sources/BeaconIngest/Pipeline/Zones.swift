@@ -102,6 +102,8 @@ public struct SiteZoneTracker: Sendable {
         var historyEnterMicros: Int64 = 0
         /// With `zone_history: confirmed`: the live zone's stays since the path's oldest undecided second.
         var stays: [LiveStay] = []
+        /// With `zone_history: path` or `confirmed` and `zone_scoring: pattern`: what the patterns learn from once decided.
+        var samples = ZonePatternSamples()
     }
 
     struct AgentFilter: Sendable {
@@ -338,7 +340,7 @@ public struct SiteZoneTracker: Sendable {
         }
         zoneLevels(of: beacon.readings, heard: false, into: &levels)
         if rules.history == .path { extendPath(of: reading.beaconID, &beacon, at: time, into: &changes) }
-        if rules.scoring == .pattern, let zone = beacon.zone, time - beacon.enterMicros >= ZonePatterns.learnAfterMicros {
+        if rules.scoring == .pattern, storesLiveHistory, let zone = beacon.zone, time - beacon.enterMicros >= ZonePatterns.learnAfterMicros {
             patterns.learn(zone: zone, agent: reading.agentNumber, levels: beacon.readings.lazy.map { (agent: $0.number, level: $0.rssi) })
         }
         // The highest level; between equal ones, the first zone id in alphabetical order.
