@@ -30,8 +30,10 @@ import Testing
         try play(history: history) { second, zone in loudest(second) == zone ? -50 : -62 }
     }
 
-    /// The same with each zone's level at each second given.
-    func play(history: String, level: (Int, String) -> Double) throws -> (visits: [String], starts: [Int64], minutesInB: Int) {
+    /// The same with each zone's level at each second given; `placements` gets the live zone's changes.
+    func play(
+        history: String, level: (Int, String) -> Double, placements: ((ZoneChange) -> Void)? = nil
+    ) throws -> (visits: [String], starts: [Int64], minutesInB: Int) {
         var tracker = SiteZoneTracker(site: try site(history: history))
         var tables = ZoneTables()
         for index in 0..<300 {
@@ -40,7 +42,9 @@ import Testing
                 tracker.add(beaconID: "x", agent: "\(zone)1", timeMicros: time, rssi: level(index, zone))
                 tracker.agentProgressed("\(zone)1", newestMicros: time, arrivalMicros: time)
             }
-            tables.write(tracker.advance(nowMicros: time))
+            let changes = tracker.advance(nowMicros: time)
+            for change in changes { if case .placement = change { placements?(change) } }
+            tables.write(changes)
         }
         tables.write(tracker.finish(closingVisits: true))
         let visits = tables.visits.sorted { $0.key.enterMicros < $1.key.enterMicros }
@@ -58,6 +62,25 @@ import Testing
         #expect(confirmed.visits == ["a"])
         #expect(confirmed.minutesInB == 0)
         #expect(try play(history: "path", loudest: shadow).visits == ["a"])
+    }
+
+    /// The live zone showed the bounce at once; once the history has left it out and decided the return, the
+    /// live zone is told the beacon has been in a since its visit began: both agree, the lag later.
+    @Test func theLiveZoneAgreesWithTheHistoryOnceABounceIsLeftOut() throws {
+        let shadow: (Int) -> String = { (60..<80).contains($0) ? "b" : "a" }
+        var placements: [(zone: String?, since: Int64)] = []
+        let confirmed = try play(history: "confirmed", level: { second, zone in shadow(second) == zone ? -50 : -62 }) { change in
+            if case .placement(_, _, let zone, let since) = change { placements.append((zone, (since - start) / 1_000_000)) }
+        }
+        #expect(confirmed.starts == [0])
+        #expect(placements.map(\.zone) == ["a", "b", "a", "a"], "\(placements)")
+        #expect(placements.last?.since == 0)
+        // With `crossings` the history keeps the bounce, and the live zone its return.
+        placements = []
+        _ = try play(history: "crossings", level: { second, zone in shadow(second) == zone ? -50 : -62 }) { change in
+            if case .placement(_, _, let zone, let since) = change { placements.append((zone, (since - start) / 1_000_000)) }
+        }
+        #expect(placements.map(\.zone) == ["a", "b", "a"], "\(placements)")
     }
 
     /// The same 20 s of b, but on the way from a to c: the path skips b (one change and 240 dB·s of b's lead cost

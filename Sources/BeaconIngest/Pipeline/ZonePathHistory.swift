@@ -71,6 +71,17 @@ extension SiteZoneTracker {
             }
             addPresence(of: beaconID, in: zone, from: start, to: second * 1_000_000 + 1_000_000)
         }
+        // With `confirmed`, the history's visit in the live zone begins more than a second before the live stay
+        // only where a stay before it was left out (a bounce, stored in the path's zones): once the history has
+        // decided the live stay's start, the live zone is told since when the history has the beacon there, so
+        // that past the lag the live outputs and the stored history agree.
+        if rules.history == .confirmed, let zone = beacon.zone, beacon.historyZone == zone,
+            beacon.historyEnterMicros < beacon.enterMicros - 1_000_000, let newest = decided.last?.second,
+            newest * 1_000_000 + 1_000_000 > beacon.enterMicros
+        {
+            beacon.enterMicros = beacon.historyEnterMicros
+            changes.append(.placement(site: site, beaconID: beaconID, zone: zones[zone], sinceMicros: beacon.historyEnterMicros))
+        }
     }
 
     /// Decides every beacon's path through `time`.
