@@ -171,7 +171,10 @@ public struct AgentOptions: ParsableArguments {
 }
 
 /// Runs the agent under swift-service-lifecycle: a graceful shutdown (SIGTERM, SIGINT) asks it to stop.
-final class AgentService: Service, Sendable {
+final class AgentService: Service, Sendable, CustomStringConvertible {
+    /// What swift-service-lifecycle logs of it: its name, never its fields (a connection string, a token).
+    var description: String { "agent" }
+
     let agent: Agent
     private let result = Mutex<Agent.Outcome?>(nil)
 

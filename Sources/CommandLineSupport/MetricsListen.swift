@@ -40,7 +40,10 @@ public struct MetricsListenAddress: Sendable {
 }
 
 /// `/metrics` and `/healthz` as a service of the command's group: serves until the group shuts down.
-struct MetricsService: Service {
+struct MetricsService: Service, CustomStringConvertible {
+    /// What swift-service-lifecycle logs of it: its name, never its fields (a connection string, a token).
+    var description: String { "metrics endpoint" }
+
     let endpoint: MetricsEndpoint
 
     func run() async throws {

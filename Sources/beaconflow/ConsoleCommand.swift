@@ -86,7 +86,10 @@ struct ConsoleCommand: AsyncParsableCommand {
 }
 
 /// The console as a service: the views' reader and the HTTP server, which logs where to open it.
-struct WebConsoleService: Service {
+struct WebConsoleService: Service, CustomStringConvertible {
+    /// What swift-service-lifecycle logs of it: its name, never its fields (a connection string, a token).
+    var description: String { "web console" }
+
     let conninfo: String
     let host: String
     let port: Int

@@ -205,7 +205,10 @@ private func say(_ line: String) {
 
 /// The demo's agents, once the ingest serves every site, for `duration` seconds with a progress line every 2 s; a
 /// graceful shutdown (Ctrl-C) ends it early. It returns when every agent has stopped.
-private struct DemoAgentsService: Service {
+private struct DemoAgentsService: Service, CustomStringConvertible {
+    /// What swift-service-lifecycle logs of it: its name, never its fields (a connection string, a token).
+    var description: String { "demo agents" }
+
     let agents: [Agent]
     let ingest: Ingest
     let duration: Int

@@ -9,7 +9,10 @@ import WorkQueue
 /// The demo's web console: once the ingest has made the schema, as a reader login of its own on a server the demo
 /// started (as the given login on a database given), printing its login link. A console that cannot start is
 /// said, and the demo goes on without it.
-struct DemoConsoleService: Service {
+struct DemoConsoleService: Service, CustomStringConvertible {
+    /// What swift-service-lifecycle logs of it: its name, never its fields (a connection string, a token).
+    var description: String { "demo console" }
+
     let ingest: Ingest
     let conninfo: String
     /// Whether the database is the demo's own, where it may make the reader login.

@@ -159,7 +159,10 @@ struct IngestCommand: AsyncParsableCommand {
 }
 
 /// Runs the ingest under swift-service-lifecycle: a graceful shutdown stops intake, commits, acknowledges.
-struct IngestService: Service {
+struct IngestService: Service, CustomStringConvertible {
+    /// What swift-service-lifecycle logs of it: its name, never its fields (a connection string, a token).
+    var description: String { "ingest" }
+
     let ingest: Ingest
 
     func run() async throws {
