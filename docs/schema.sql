@@ -187,6 +187,7 @@ ALTER FUNCTION beaconflow.compact_sighting_packs(site text, from_ts timestamp wi
 CREATE FUNCTION beaconflow.drop_partitions_before(cutoff date) RETURNS integer
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog'
+    SET lock_timeout TO '1s'
     AS $_$
 DECLARE
     partition record;
@@ -211,8 +212,13 @@ BEGIN
           AND right(child.relname, 8) ~ '^[0-9]{8}$'
           AND to_date(right(child.relname, 8), 'YYYYMMDD') < cutoff
     LOOP
-        EXECUTE format('DROP TABLE beaconflow.%I', partition.relname);
-        dropped := dropped + 1;
+        BEGIN
+            EXECUTE format('DROP TABLE beaconflow.%I', partition.relname);
+            dropped := dropped + 1;
+        EXCEPTION WHEN lock_not_available THEN
+            -- A reader holds it: left for the next maintenance.
+            NULL;
+        END;
     END LOOP;
     DELETE FROM beaconflow.sighting_minutes
     WHERE minute < now() - (SELECT value::integer FROM beaconflow.settings
@@ -373,6 +379,7 @@ ALTER FUNCTION beaconflow.leave_instances(instance text) OWNER TO postgres;
 CREATE FUNCTION beaconflow.make_partitions(first_day date, days integer) RETURNS integer
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog'
+    SET lock_timeout TO '1s'
     AS $$
 DECLARE
     parent text;
@@ -393,12 +400,15 @@ BEGIN
             name := parent || '_' || to_char(day, 'YYYYMMDD');
             IF to_regclass(format('beaconflow.%I', name)) IS NULL THEN
                 EXECUTE format(
-                    'CREATE TABLE beaconflow.%I PARTITION OF beaconflow.%I FOR VALUES FROM (%L) TO (%L)',
-                    name, parent, day::timestamp AT TIME ZONE 'UTC', (day + 1)::timestamp AT TIME ZONE 'UTC');
+                    'CREATE TABLE beaconflow.%I (LIKE beaconflow.%I INCLUDING DEFAULTS INCLUDING CONSTRAINTS '
+                    'INCLUDING STORAGE INCLUDING COMPRESSION)', name, parent);
                 IF parent = 'telemetry_raw' THEN
                     EXECUTE format('CREATE UNIQUE INDEX %I ON beaconflow.%I (beacon_key, adv_count, uptime_s)',
                                    name || '_transmission', name);
                 END IF;
+                EXECUTE format(
+                    'ALTER TABLE beaconflow.%I ATTACH PARTITION beaconflow.%I FOR VALUES FROM (%L) TO (%L)',
+                    parent, name, day::timestamp AT TIME ZONE 'UTC', (day + 1)::timestamp AT TIME ZONE 'UTC');
                 made := made + 1;
             END IF;
         END LOOP;

@@ -31,6 +31,14 @@ public struct PostgresError: Error, Sendable, Hashable, CustomStringConvertible 
         return sqlState.hasPrefix("08") || sqlState.hasPrefix("53")
             || ["57P01", "57P02", "57P03", "25006"].contains(sqlState)
     }
+
+    /// The statement's data is what the server refused: a data exception (class 22, such as text with a NUL) or an
+    /// integrity constraint violation (class 23). Any other refusal (a lock not granted, a limit, a privilege, a
+    /// timeout, a serialization failure) is about the server's state, and the same data may go in later.
+    public var isAboutTheData: Bool {
+        guard let sqlState else { return false }
+        return sqlState.hasPrefix("22") || sqlState.hasPrefix("23")
+    }
 }
 
 /// One libpq connection. Blocking calls: it belongs to one thread at a time, never Swift's cooperative pool.

@@ -56,4 +56,20 @@ import Testing
         #expect(schedule.dueAfterIntake(now: start + .seconds(301)) == .init(advanceZones: true))
         #expect(schedule.dueAfterIntake(now: start + .seconds(3600)) == .init(maintainPartitions: true, compactPacks: true, advanceZones: true))
     }
+
+    /// The clocks are compared before anything queued is judged on a new connection, then every ten seconds
+    /// whatever the backlog: a clock that jumps while batches keep coming is seen within the interval.
+    @Test func clocksAreComparedAtEachConnectionThenEveryTenSecondsWhateverTheBacklog() {
+        var schedule = schedule()
+        func compares(_ at: Duration) -> Bool {
+            schedule.dueBeforeIntake(now: start + at, leaseRenewalInterval: nil, backlogEmpty: false, stopping: false).compareClocks
+        }
+        #expect(!compares(.seconds(1)))
+        schedule.connected()
+        #expect(compares(.seconds(1)))
+        #expect(!compares(.seconds(2)))
+        #expect(!compares(.seconds(10)))
+        #expect(compares(.seconds(11)))
+        #expect(!compares(.seconds(12)))
+    }
 }

@@ -31,6 +31,8 @@ public final class Ingest: Sendable {
     let presenceEvents = Mutex(PresenceEvents())
     /// Metrics, statistics and logs of what happens.
     let instruments: IngestInstruments
+    /// The database's clock, by which every time is judged.
+    public let clock = IngestClock()
     private let noticesSent = Mutex(IntervalLimiter(interval: .seconds(10)))
 
     public init(configuration: IngestConfiguration, logger: Logger) {
@@ -42,11 +44,13 @@ public final class Ingest: Sendable {
 
     public var statistics: IngestStatistics { instruments.statistics }
 
-    /// For `/healthz`: healthy while both the broker and PostgreSQL are connected and every site of the sites
-    /// file is served by some instance (or has not been unserved for `unservedSiteBound`); the counts as JSON.
+    /// For `/healthz`: healthy while both the broker and PostgreSQL are connected, every site of the sites file is
+    /// served by some instance (or has not been unserved for `unservedSiteBound`), this instance's clock agrees
+    /// with the database's within `clockTolerance` and no agent's batches are held back by a condition of the
+    /// database; the counts as JSON.
     public var health: (healthy: Bool, json: String) {
         let s = statistics
-        let healthy = s.mqttConnected && s.databaseConnected && s.sitesUnserved == 0
+        let healthy = s.mqttConnected && s.databaseConnected && s.sitesUnserved == 0 && !s.clockSkewed && s.agentsHeld == 0
         let json = "{" + ([("healthy", "\(healthy)")] + s.fields).map { "\"\($0.name)\": \($0.value)" }.joined(separator: ", ") + "}"
         return (healthy, json)
     }
@@ -89,7 +93,7 @@ public final class Ingest: Sendable {
                             instruments.record(.retainedBatchIgnored(topic: topic))
                             continue
                         }
-                        let now = wallClockMicros()
+                        let now = clock.nowMicros()
                         let agentTopics = AgentTopics(parsing: topic, kind: kind)
                         let item: Item =
                             kind == .status
@@ -137,6 +141,9 @@ public final class Ingest: Sendable {
         var sites = configuration.sites
         var intake = BatchIntake(sites: sites)
         intake.futureToleranceMicros = configuration.intakeFutureToleranceMicros
+        var clocks = ClockComparison(
+            toleranceMicros: configuration.clockTolerance.components.seconds * 1_000_000
+                + configuration.clockTolerance.components.attoseconds / 1_000_000_000_000)
         let backoff = WriterLink<BatchWriter, IngestPipeline>.Backoff(
             minimum: configuration.reconnectDelayMinimum, maximum: configuration.reconnectDelayMaximum)
         var link = WriterLink<BatchWriter, IngestPipeline>.start(newPipeline(), backoff: backoff)
@@ -210,6 +217,16 @@ public final class Ingest: Sendable {
             }
             let before = schedule.dueBeforeIntake(
                 now: .now, leaseRenewalInterval: active.leaseRenewalInterval, backlogEmpty: backlog.isEmpty, stopping: stopping)
+            if before.compareClocks {
+                if let reading = step("The database's clock could not be read", { () throws(PostgresError) in try active.readServerClock() }) {
+                    let change = clocks.measured(
+                        localBeforeMicros: reading.localBeforeMicros, databaseMicros: reading.databaseMicros,
+                        localAfterMicros: reading.localAfterMicros)
+                    clock.set(offsetMicros: clocks.offsetMicros)
+                    instruments.record(.clockCompared(offsetMicros: clocks.offsetMicros, skewed: clocks.skewed, change))
+                }
+                if link.writer == nil { continue }
+            }
             if before.renewLeases {
                 if let lost = step("Site leases could not be renewed", { () throws(PostgresError) in try active.renewLeases() }) {
                     coordinator.sitesLost(lost, active)
@@ -247,10 +264,15 @@ public final class Ingest: Sendable {
             }
             let after = schedule.dueAfterIntake(now: .now)
             if after.maintainPartitions {
-                if let counts = step("Partition maintenance failed", { () throws(PostgresError) in
-                    try active.maintainPartitions(dropExpired: true)
+                // Expired days first, each step on its own: a limit on partitions in all clears as days expire.
+                if let dropped = step("Expired partitions could not be dropped", { () throws(PostgresError) in
+                    try active.dropExpiredPartitions()
                 }) {
-                    logger.info("Partitions maintained", metadata: ["made": "\(counts.made)", "dropped": "\(counts.dropped)"])
+                    logger.info("Expired partitions dropped", metadata: ["dropped": "\(dropped)"])
+                }
+                if link.writer == nil { continue }
+                if let made = step("Partitions ahead could not be made", { () throws(PostgresError) in try active.makePartitionsAhead() }) {
+                    logger.info("Partitions ahead made", metadata: ["made": "\(made)"])
                 }
                 if link.writer == nil { continue }
             }
@@ -303,10 +325,15 @@ public final class Ingest: Sendable {
         Result { () throws(PostgresError) in
             let connection = try PostgresConnection(configuration.database)
             if migrate { try Migrator.migrate(connection, logger: logger) }
-            let writer = BatchWriter(connection: connection, pipeline: pipeline, servedSites: [])
+            let writer = BatchWriter(connection: connection, pipeline: pipeline, servedSites: [], clock: clock)
             try writer.joinInstances(
                 instance: configuration.mqtt.clientID, leaseDuration: configuration.leaseDuration, sitesDigest: sites.digest)
-            try writer.maintainPartitions(dropExpired: false)
+            do throws(PostgresError) {
+                try writer.makePartitionsAhead()
+            } catch where !error.isConnectionFailure {
+                // Batches that need a day without a partition wait for it; the others go in.
+                instruments.record(.statementError(error, "Partitions ahead could not be made"))
+            }
             try writer.writeRegistry(sites)
             instruments.record(.databaseConnected)
             return writer
@@ -339,7 +366,7 @@ public final class Ingest: Sendable {
                     }
                 case .batch(let topic, let agentTopics, let payload, let receivedAt):
                     newestReceived = max(newestReceived, receivedAt)
-                    switch intake.check(topic: topic, parsed: agentTopics, payload: payload, nowMicros: wallClockMicros()) {
+                    switch intake.check(topic: topic, parsed: agentTopics, payload: payload, nowMicros: clock.nowMicros()) {
                     case .success(let batch):
                         accepted.append(AcceptedBatch(batch: batch, topic: topic, agentTopics: agentTopics, payload: payload))
                     case .failure(let failure):
@@ -369,7 +396,7 @@ public final class Ingest: Sendable {
                 coordinator.sitesLost(writer.takeSitesLost(), writer)
             }
             if newestReceived > 0 {
-                instruments.record(.lag(seconds: Double(wallClockMicros() - newestReceived) / 1e6))
+                instruments.record(.lag(seconds: Double(clock.nowMicros() - newestReceived) / 1e6))
             }
         }
     }
@@ -421,6 +448,12 @@ public final class Ingest: Sendable {
             // One batch the database refuses must not hold back the others: commit them one by one.
             for batch in group { try commit([batch], writer: writer, client: client) }
             return
+        } catch where !error.isConnectionFailure && !error.isAboutTheData {
+            // A condition of the database, not of the batch: it waits, unacknowledged, and commits once it clears.
+            let header = group[0].batch.header
+            instruments.record(
+                .batchHeld(topic: group[0].topic, agent: AgentKey(site: header.siteID, agent: header.agentID), error))
+            return
         } catch where !error.isConnectionFailure {
             do throws(PostgresError) {
                 try reject(
@@ -433,7 +466,7 @@ public final class Ingest: Sendable {
             return
         }
         var counts = IngestEvent.CommittedGroup(
-            telemetry: result.telemetryRows, sensorReadings: result.sensorReadingRows, lateReadings: result.lateReadings,
+            agents: Set(group.map { AgentKey(site: $0.batch.siteID, agent: $0.batch.agentID) }), telemetry: result.telemetryRows, sensorReadings: result.sensorReadingRows, lateReadings: result.lateReadings,
             evictedBeacons: result.evictedBeacons, newlyCloned: result.newlyCloned, undecodableFrames: result.undecodableFrames,
             nanoseconds: Int64(DispatchTime.now().uptimeNanoseconds - started))
         for (outcome, accepted) in zip(result.outcomes, group) {

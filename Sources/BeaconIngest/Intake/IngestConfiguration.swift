@@ -46,6 +46,11 @@ public struct IngestConfiguration: Sendable {
     /// See `IngestPipeline.maximumBeacons`.
     public var maximumBeacons = 200_000
     public var intakeFutureToleranceMicros: Int64 = 300_000_000
+    /// How far this instance's clock may differ from the database's before it says so and is unhealthy. Times are
+    /// judged by the database's clock whatever the difference (`IngestClock`).
+    public var clockTolerance: Duration = .seconds(2)
+    /// How often the writer compares this instance's clock with the database's (and at each connection).
+    public var clockCheckInterval: Duration = .seconds(10)
     /// How often the writer makes the coming days' partitions and drops those past retention. Expired partitions
     /// are first dropped one interval after start, so that a short run (a replay of old captures, a test) keeps
     /// what it wrote.
@@ -74,6 +79,14 @@ public struct IngestStatistics: Sendable, Equatable {
     public var batchesDuplicate = 0
     public var batchesRejected = 0
     public var batchesDeferred = 0
+    /// Batches kept out by a condition of the database (`IngestEvent.batchHeld`): not acknowledged, sent again.
+    public var batchesHeld = 0
+    /// Agents whose batches wait for such a condition to clear now.
+    public var agentsHeld = 0
+    /// The database's clock minus this instance's, as last measured.
+    public var clockOffsetSeconds = 0.0
+    /// Whether that difference is beyond `IngestConfiguration.clockTolerance`.
+    public var clockSkewed = false
     public var sightingsCommitted = 0
     public var telemetryCommitted = 0
     public var sensorReadingsCommitted = 0
@@ -109,6 +122,8 @@ public struct IngestStatistics: Sendable, Equatable {
             ("mqtt_connected", "\(mqttConnected)"), ("database_connected", "\(databaseConnected)"),
             ("batches_committed", "\(batchesCommitted)"), ("batches_duplicate", "\(batchesDuplicate)"),
             ("batches_rejected", "\(batchesRejected)"), ("batches_deferred", "\(batchesDeferred)"),
+            ("batches_held", "\(batchesHeld)"), ("agents_held", "\(agentsHeld)"),
+            ("clock_offset_seconds", "\(clockOffsetSeconds)"), ("clock_skewed", "\(clockSkewed)"),
             ("batches_not_served", "\(batchesNotServed)"), ("sightings_committed", "\(sightingsCommitted)"),
             ("telemetry_committed", "\(telemetryCommitted)"), ("sensor_readings_committed", "\(sensorReadingsCommitted)"),
             ("late_readings", "\(lateReadings)"), ("lag_seconds", "\(lagSeconds)"), ("transactions", "\(transactions)"),

@@ -17,6 +17,11 @@ enum IngestEvent {
     case batchesNotServed(Int)
     case groupCommitted(CommittedGroup)
     case batchRejected(topic: String, Rejection)
+    /// Not refused and not acknowledged: a condition of the database (a lock, a limit, a privilege) kept it out.
+    /// The agent sends it again; it commits once the condition clears.
+    case batchHeld(topic: String, agent: AgentKey?, PostgresError)
+    /// This instance's clock was compared with the database's.
+    case clockCompared(offsetMicros: Int64, skewed: Bool, ClockComparison.Change)
     case statusIgnored(topic: String, StatusIgnored)
     /// PostgreSQL refused a statement for its data: retrying cannot help, so it is counted, logged and left.
     case statementError(PostgresError, Logger.Message)
@@ -51,6 +56,8 @@ enum IngestEvent {
 
     /// What one transaction committed.
     struct CommittedGroup {
+        /// The agents with a batch committed or found duplicate: any of them held before is no longer.
+        var agents: Set<AgentKey> = []
         var committed = 0
         var duplicates = 0
         var notServed = 0
@@ -70,6 +77,7 @@ enum IngestEvent {
 final class IngestInstruments: Sendable {
     let logger: Logger
     private let statisticsState = Mutex(IngestStatistics())
+    private let heldBatches = Mutex(HeldBatches())
     /// Beacons and reasons already logged as undecodable (each is logged once per run; all are counted).
     private let reportedUndecodable = Mutex(Set<String>())
 
@@ -94,6 +102,8 @@ final class IngestInstruments: Sendable {
     private let commitTimer = Timer(IngestMetrics.commitSeconds)
     private let queueGauge = Gauge(IngestMetrics.queueDepth)
     private let lagGauge = Gauge(IngestMetrics.lag)
+    private let clockOffsetGauge = Gauge(IngestMetrics.clockOffset)
+    private let agentsHeldGauge = Gauge(IngestMetrics.agentsHeld)
     private let brokersGauge = Gauge(IngestMetrics.brokersConnected)
     /// Sites claimed, of those the ones another instance had served before, and sites handed over.
     private let siteClaimsCounter = Counter(IngestMetrics.siteClaims)
@@ -137,6 +147,41 @@ final class IngestInstruments: Sendable {
             rejectionCounters[rejection.reason]?.increment()
             batchCounters["rejected"]?.increment()
             statisticsState.withLock { $0.batchesRejected += 1 }
+        case .batchHeld(let topic, let agent, let error):
+            batchCounters["held"]?.increment()
+            let began = agent.map { agent in heldBatches.withLock { $0.held(agent, now: .now) } } ?? false
+            let agents = heldBatches.withLock { $0.agents.count }
+            agentsHeldGauge.record(agents)
+            statisticsState.withLock {
+                $0.batchesHeld += 1
+                $0.agentsHeld = agents
+            }
+            let metadata: Logger.Metadata = [
+                "topic": "\(escapedForLog(topic.prefix(200)))", "error": "\(escapedForLog(error.description))",
+            ]
+            if began {
+                logger.error("Batches held back by the database; they commit when the condition clears", metadata: metadata)
+            } else {
+                logger.debug("Batch held back by the database", metadata: metadata)
+            }
+        case .clockCompared(let offset, let skewed, let change):
+            clockOffsetGauge.record(Double(offset) / 1e6)
+            statisticsState.withLock {
+                $0.clockOffsetSeconds = Double(offset) / 1e6
+                $0.clockSkewed = skewed
+            }
+            switch change {
+            case .becameSkewed:
+                logger.error(
+                    "This instance's clock differs from the database's; times are judged by the database's",
+                    metadata: ["database_minus_instance_s": "\(Double(offset) / 1e6)"])
+            case .cameBack:
+                logger.notice(
+                    "This instance's clock agrees with the database's again",
+                    metadata: ["database_minus_instance_s": "\(Double(offset) / 1e6)"])
+            case .none:
+                break
+            }
         case .statusIgnored(let topic, let why):
             statusesIgnoredCounter.increment()
             switch why {
@@ -244,6 +289,9 @@ final class IngestInstruments: Sendable {
 
     private func record(_ group: IngestEvent.CommittedGroup) {
         commitTimer.recordNanoseconds(group.nanoseconds)
+        let (cleared, held) = heldBatches.withLock { held in (held.committed(group.agents, now: .now), held.agents.count) }
+        agentsHeldGauge.record(held)
+        if cleared { logger.notice("The database takes the held batches again") }
         batchCounters["committed"]?.increment(by: group.committed)
         batchCounters["duplicate"]?.increment(by: group.duplicates)
         batchCounters["not_served"]?.increment(by: group.notServed)
@@ -281,6 +329,7 @@ final class IngestInstruments: Sendable {
             $0.batchesNotServed += group.notServed
             $0.sightingsCommitted += group.sightings
             $0.transactions += 1
+            $0.agentsHeld = held
         }
     }
 }

@@ -5,8 +5,8 @@ import MetricFamilies
 public enum IngestMetrics {
     static let batches = MetricFamily(
         "beaconflow_ingest_batches_total", .counter, labels: ["outcome"],
-        help: "Batches handled, by outcome: committed, duplicate, rejected, deferred, not_served, retained_ignored.")
-    static let batchOutcomes = ["committed", "duplicate", "rejected", "deferred", "not_served", "retained_ignored"]
+        help: "Batches handled, by outcome: committed, duplicate, rejected, deferred, held, not_served, retained_ignored.")
+    static let batchOutcomes = ["committed", "duplicate", "rejected", "deferred", "held", "not_served", "retained_ignored"]
     static let rejectedBatches = MetricFamily(
         "beaconflow_ingest_rejected_batches_total", .counter, labels: ["reason"],
         help: "Batches refused (kept in beaconflow.rejected_batches), by reason.")
@@ -40,6 +40,12 @@ public enum IngestMetrics {
         "beaconflow_ingest_queue_depth", .gauge, help: "Batches received and waiting for the writer.")
     static let lag = MetricFamily(
         "beaconflow_ingest_lag_seconds", .gauge, help: "Seconds from the arrival of the newest batch of the last group committed to its commit.")
+    static let clockOffset = MetricFamily(
+        "beaconflow_ingest_clock_offset_seconds", .gauge,
+        help: "The database's clock minus this instance's, as last measured; times are judged by the database's.")
+    static let agentsHeld = MetricFamily(
+        "beaconflow_ingest_agents_held", .gauge,
+        help: "Agents whose batches wait unacknowledged for a condition of the database (a lock, a limit, a privilege) to clear.")
     static let brokersConnected = MetricFamily(
         "beaconflow_ingest_brokers_connected", .gauge, help: "Brokers of --broker connected now.")
     static let siteClaims = MetricFamily(
@@ -77,7 +83,7 @@ public enum IngestMetrics {
 
     public static let all: [MetricFamily] = [
         batches, rejectedBatches, sightings, telemetry, sensorReadings, lateReadings, evictedBeacons, clonedBeacons, databaseReconnects,
-        databaseConnected, statusesIgnored, statementErrors, commitSeconds, queueDepth, lag, brokersConnected, siteClaims,
+        databaseConnected, statusesIgnored, statementErrors, commitSeconds, queueDepth, lag, clockOffset, agentsHeld, brokersConnected, siteClaims,
         sitesTakenOver, sitesHandedOver, sitesServed, sitesUnserved, sitesLost, unusableCheckpoints, undecodableFrames, sitesReloads,
         sitesFileDiffers,
         presenceMessages, presenceReplaced, presenceWaiting,

@@ -8,14 +8,19 @@ struct WriterSchedule {
     var compactionInterval: Duration
     /// Zone decisions that only time moves (agents gone idle) are made this often.
     var zoneTickInterval: Duration = .seconds(1)
+    /// This instance's clock is compared with the database's this often, and at each connection.
+    var clockCheckInterval: Duration = .seconds(10)
 
     private var lastRenewal: ContinuousClock.Instant
     private var lastRebalance: ContinuousClock.Instant
     private var lastPartitionMaintenance: ContinuousClock.Instant
     private var lastCompaction: ContinuousClock.Instant
     private var lastZoneTick: ContinuousClock.Instant
+    private var lastClockCheck: ContinuousClock.Instant
     /// Set at each connection: the sites are claimed before anything queued is processed.
     private var claimPending = false
+    /// Set at each connection: the clocks are compared before anything queued is judged.
+    private var clockCheckPending = false
 
     init(
         rebalanceInterval: Duration, partitionMaintenanceInterval: Duration, compactionInterval: Duration,
@@ -29,9 +34,12 @@ struct WriterSchedule {
         lastRebalance = now
         lastPartitionMaintenance = now
         lastZoneTick = now
+        lastClockCheck = now
     }
 
     struct BeforeIntake: Equatable {
+        /// Compare this instance's clock with the database's: at each connection, then every `clockCheckInterval`.
+        var compareClocks = false
         /// Whatever the backlog: a lease not renewed is taken over.
         var renewLeases = false
         /// Look at the other instances, claim and hand over sites: at each connection (also while stopping: what is
@@ -46,12 +54,20 @@ struct WriterSchedule {
     }
 
     /// A new database connection: its sites are claimed first.
-    mutating func connected() { claimPending = true }
+    mutating func connected() {
+        claimPending = true
+        clockCheckPending = true
+    }
 
     mutating func dueBeforeIntake(
         now: ContinuousClock.Instant, leaseRenewalInterval: Duration?, backlogEmpty: Bool, stopping: Bool
     ) -> BeforeIntake {
         var due = BeforeIntake()
+        if clockCheckPending || now - lastClockCheck >= clockCheckInterval {
+            lastClockCheck = now
+            clockCheckPending = false
+            due.compareClocks = true
+        }
         if let leaseRenewalInterval, now - lastRenewal >= leaseRenewalInterval {
             lastRenewal = now
             due.renewLeases = true

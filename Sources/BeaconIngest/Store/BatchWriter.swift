@@ -40,6 +40,8 @@ public final class BatchWriter {
     }
 
     let connection: PostgresConnection
+    /// The time by which arrivals and zones are judged when a call gives none (the database's clock).
+    let clock: IngestClock
     /// What changes with each transaction in memory: the pipeline, the acknowledgements, the dictionary keys.
     private var state: WriterState
     private let ledger: BatchLedger
@@ -64,8 +66,11 @@ public final class BatchWriter {
     public var tracker: AcknowledgementTracker { state.tracker }
 
     /// `servedSites` nil: every site of the pipeline's sites file, without claiming them.
-    public init(connection: PostgresConnection, pipeline: IngestPipeline, servedSites: Set<String>? = nil) {
+    public init(
+        connection: PostgresConnection, pipeline: IngestPipeline, servedSites: Set<String>? = nil, clock: IngestClock = IngestClock()
+    ) {
         self.connection = connection
+        self.clock = clock
         state = WriterState(pipeline: pipeline)
         state.keys.maximumEntries = pipeline.maximumBeacons
         ledger = BatchLedger(connection: connection)
@@ -86,8 +91,9 @@ public final class BatchWriter {
         try commit([batch]).outcomes[0]
     }
 
-    public func commit(_ batches: [DecodedBatch], nowMicros: Int64 = wallClockMicros()) throws(PostgresError) -> GroupResult {
+    public func commit(_ batches: [DecodedBatch], nowMicros: Int64? = nil) throws(PostgresError) -> GroupResult {
         guard !batches.isEmpty else { return GroupResult(outcomes: [], acknowledgements: [:]) }
+        let nowMicros = nowMicros ?? clock.nowMicros()
         try partitions.ensure(days: days(of: batches))
         let agents = Set(batches.map { AgentKey(site: $0.siteID, agent: $0.agentID) })
         for key in agents where !loadedAgents.contains(key) {
@@ -181,7 +187,8 @@ public final class BatchWriter {
     /// readings.
     /// Sites found taken over meanwhile are forgotten (`takeSitesLost`). Returns the changes committed.
     @discardableResult
-    public func advanceZones(nowMicros: Int64 = wallClockMicros(), finish: Bool = false) throws(PostgresError) -> [ZoneChange] {
+    public func advanceZones(nowMicros: Int64? = nil, finish: Bool = false) throws(PostgresError) -> [ZoneChange] {
+        let nowMicros = nowMicros ?? clock.nowMicros()
         var lost: Set<String> = []
         let changes = try state.withTransaction { (state) throws(PostgresError) -> TransactionEnd<[ZoneChange]> in
             let changes =
@@ -211,8 +218,8 @@ public final class BatchWriter {
     /// sightings. A site without a usable checkpoint that has counted minutes (a database written before
     /// checkpoints, an edited sites file) resumes from its open visits and last counted minute. What the trackers
     /// held before is dropped: the database is the reference.
-    public func resumeZones(sites: Set<String>, nowMicros: Int64 = wallClockMicros()) throws(PostgresError) -> ZoneResumption {
-        try ZoneResumer(store: zoneStore).resume(sites: sites, into: &state.pipeline, nowMicros: nowMicros)
+    public func resumeZones(sites: Set<String>, nowMicros: Int64? = nil) throws(PostgresError) -> ZoneResumption {
+        try ZoneResumer(store: zoneStore).resume(sites: sites, into: &state.pipeline, nowMicros: nowMicros ?? clock.nowMicros())
     }
 
     /// Keeps a refused batch whole, with why. A refused batch that names its agent and sequence (bad timestamps,
@@ -248,11 +255,23 @@ public final class BatchWriter {
         try registry.writeRegistry(sites)
     }
 
-    /// Creates the raw tables' daily partitions ahead and, with `dropExpired`, drops those past retention
-    /// (`PartitionMaintenance.maintain`). Returns the number of partitions made and dropped.
+    /// Creates the raw tables' daily partitions from today through `partitions_ahead_days` ahead
+    /// (`PartitionMaintenance.makeAhead`); returns the number made.
     @discardableResult
-    public func maintainPartitions(dropExpired: Bool) throws(PostgresError) -> (made: Int, dropped: Int) {
-        try partitions.maintain(dropExpired: dropExpired)
+    public func makePartitionsAhead() throws(PostgresError) -> Int {
+        try partitions.makeAhead()
+    }
+
+    /// Drops the raw tables' partitions past retention and the rejected batches as old
+    /// (`PartitionMaintenance.dropExpired`); returns the number of partitions dropped.
+    @discardableResult
+    public func dropExpiredPartitions() throws(PostgresError) -> Int {
+        try partitions.dropExpired()
+    }
+
+    /// Reads the database's clock between two readings of this instance's (`ServerClock`).
+    func readServerClock() throws(PostgresError) -> (localBeforeMicros: Int64, databaseMicros: Int64, localAfterMicros: Int64) {
+        try ServerClock(connection: connection).read()
     }
 
     /// Rewrites the closed minutes of the sites served as one pack per source, beacon and minute

@@ -38,6 +38,8 @@ enum Schema {
         PackageResources.v022_sql,
         PackageResources.v023_sql,
         PackageResources.v024_sql,
+        PackageResources.v025_sql,
+
     ].enumerated().map { Migration(version: $0.offset + 1, file: $0.element) }
 }
 

@@ -1,38 +1,58 @@
 import LibPQ
 
 /// The raw tables' daily partitions: made ahead of the data (and for any day a batch needs), dropped past
-/// retention with the rejected batches and rollups as old.
+/// retention with the rejected batches and rollups as old. Each step is a statement of its own, so that one that
+/// fails (a reader holding an expired partition, the partition limit) leaves the others done.
+///
+/// Partitions are attached without a lock that readers or writers conflict with, and the functions give up a lock
+/// they cannot have within a second (schema version 25). A day the database would not make is not asked again
+/// for `retryInterval`: the batches that need it wait, unacknowledged, without holding up the others.
 struct PartitionMaintenance {
     let connection: PostgresConnection
+    var retryInterval: Duration = .seconds(10)
     /// Days whose partitions are known to exist.
     private var partitionedDays: Set<Int64> = []
+    /// Days the database would not make, with why and when to ask again.
+    private var refusedDays: [Int64: (error: PostgresError, retryAt: ContinuousClock.Instant)] = [:]
 
     init(connection: PostgresConnection) { self.connection = connection }
 
     /// Makes the partitions of the days (Unix days, UTC) not known to exist yet.
-    mutating func ensure(days: Set<Int64>) throws(PostgresError) {
+    mutating func ensure(days: Set<Int64>, now: ContinuousClock.Instant = .now) throws(PostgresError) {
         for day in days.subtracting(partitionedDays).sorted() {
-            try connection.query("SELECT beaconflow.ensure_partitions($1, 1)", [PostgresDate(unixDay: day)])
+            if let refused = refusedDays[day], now < refused.retryAt { throw refused.error }
+            do {
+                try connection.query("SELECT beaconflow.ensure_partitions($1, 1)", [PostgresDate(unixDay: day)])
+            } catch where !error.isConnectionFailure {
+                refusedDays[day] = (error, now + retryInterval)
+                throw error
+            }
+            refusedDays[day] = nil
             partitionedDays.insert(day)
         }
     }
 
-    /// Creates the partitions from today (UTC) through `partitions_ahead_days` ahead and, with `dropExpired`,
-    /// drops those older than `retention_days` (both in `beaconflow.settings`) and deletes the rejected batches as
-    /// old. Returns the number of partitions made and dropped.
-    mutating func maintain(dropExpired: Bool) throws(PostgresError) -> (made: Int, dropped: Int) {
-        if dropExpired {
-            try connection.query("SELECT beaconflow.prune_rejections()")
-        }
+    /// Drops the partitions older than `retention_days` (in `beaconflow.settings`; those a reader holds are left
+    /// for the next time) and deletes the rejected batches as old. Returns the number of partitions dropped.
+    mutating func dropExpired() throws(PostgresError) -> Int {
+        try connection.query("SELECT beaconflow.prune_rejections()")
+        let rows = try connection.query(
+            """
+            SELECT beaconflow.drop_partitions_before((now() AT TIME ZONE 'UTC')::date
+                       - (SELECT value::integer FROM beaconflow.settings WHERE key = 'retention_days'))
+            """)
+        partitionedDays.removeAll()  // a dropped day is made again if a late batch needs it
+        return try rows.first?.decode(0, as: Int.self) ?? 0
+    }
+
+    /// Creates the partitions from today (UTC) through `partitions_ahead_days` ahead. Returns the number made.
+    mutating func makeAhead() throws(PostgresError) -> Int {
         let rows = try connection.query(
             """
             SELECT beaconflow.ensure_partitions((now() AT TIME ZONE 'UTC')::date,
-                       (SELECT value::integer FROM beaconflow.settings WHERE key = 'partitions_ahead_days') + 1),
-                   CASE WHEN $1 THEN beaconflow.drop_partitions_before((now() AT TIME ZONE 'UTC')::date
-                       - (SELECT value::integer FROM beaconflow.settings WHERE key = 'retention_days')) ELSE 0 END
-            """, [dropExpired])
-        partitionedDays.removeAll()  // a dropped day is made again if a late batch needs it
-        guard let row = rows.first else { return (0, 0) }
-        return (try row.decode(0), try row.decode(1))
+                       (SELECT value::integer FROM beaconflow.settings WHERE key = 'partitions_ahead_days') + 1)
+            """)
+        refusedDays.removeAll()
+        return try rows.first?.decode(0, as: Int.self) ?? 0
     }
 }

@@ -1,0 +1,79 @@
+@testable import BeaconIngest
+import LibPQ
+import Testing
+
+/// The conditions of the ingest's own side: its clock against the database's, and batches held back by the
+/// database. Neither ever refuses a batch.
+@Suite struct IngestConditionsTests {
+    @Test func theOffsetIsTheDatabaseClockMinusTheMiddleOfTheRoundTrip() {
+        var clocks = ClockComparison(toleranceMicros: 2_000_000)
+        let r1 = clocks.measured(localBeforeMicros: 1_000_000, databaseMicros: 601_100_000, localAfterMicros: 1_200_000)
+        #expect(r1 == .becameSkewed)
+        #expect(clocks.offsetMicros == 600_000_000)
+        #expect(clocks.skewed)
+        // Still skewed: said once.
+        let r2 = clocks.measured(localBeforeMicros: 2_000_000, databaseMicros: 602_000_000, localAfterMicros: 2_000_000)
+        #expect(r2 == .none)
+        // Back within the tolerance, either way.
+        let r3 = clocks.measured(localBeforeMicros: 3_000_000, databaseMicros: 1_500_000, localAfterMicros: 3_000_000)
+        #expect(r3 == .cameBack)
+        #expect(clocks.offsetMicros == -1_500_000 && !clocks.skewed)
+        let r4 = clocks.measured(localBeforeMicros: 3_000_000, databaseMicros: 700_000, localAfterMicros: 3_000_000)
+        #expect(r4 == .becameSkewed)
+    }
+
+    /// A reading whose round trip was slow (a busy server, a stalled thread) says little about the offset.
+    @Test func aSlowReadingIsNotUsed() {
+        var clocks = ClockComparison(toleranceMicros: 2_000_000)
+        let r5 = clocks.measured(localBeforeMicros: 0, databaseMicros: 100_000_000, localAfterMicros: 600_000)
+        #expect(r5 == .none)
+        #expect(clocks.offsetMicros == 0 && !clocks.skewed)
+        let r6 = clocks.measured(localBeforeMicros: 10, databaseMicros: 100_000_000, localAfterMicros: 5)
+        #expect(r6 == .none)
+    }
+
+    @Test func theIngestClockAddsTheMeasuredOffset() {
+        let clock = IngestClock()
+        let before = wallClockMicros()
+        clock.set(offsetMicros: -600_000_000)
+        let now = clock.nowMicros()
+        #expect(now >= before - 600_000_000 && now < before - 590_000_000)
+    }
+
+    @Test func heldAgentsClearWhenTheyCommitOrAreNotHeardForLong() {
+        let start = ContinuousClock.now
+        let a1 = AgentKey(site: "hq", agent: "hq-a1")
+        let a2 = AgentKey(site: "hq", agent: "hq-a2")
+        var held = HeldBatches()
+        let r7 = held.held(a1, now: start)
+        #expect(r7)
+        let r8 = held.held(a2, now: start + .seconds(1))
+        #expect(!r8)
+        let r9 = held.held(a1, now: start + .seconds(2))
+        #expect(!r9)
+        #expect(held.agents == [a1, a2])
+        // Another agent's commit clears nothing of these.
+        let r10 = held.committed([AgentKey(site: "hq", agent: "hq-a3")], now: start + .seconds(3))
+        #expect(!r10)
+        let r11 = held.committed([a1], now: start + .seconds(4))
+        #expect(!r11)
+        #expect(held.agents == [a2])
+        // An agent never heard again is forgotten after `forgetAfter`.
+        let r12 = held.committed([], now: start + .seconds(90))
+        #expect(!r12)
+        let r13 = held.committed([], now: start + .seconds(91))
+        #expect(r13)
+        #expect(held.isEmpty)
+        let r14 = held.committed([a1], now: start + .seconds(92))
+        #expect(!r14)
+    }
+
+    /// What the database refuses for the batch's own data is refused; anything else is the database's state.
+    @Test func onlyDataExceptionsAndConstraintViolationsAreAboutTheData() {
+        for state in ["22021", "22P05", "23505", "23514"] { #expect(PostgresError("q", sqlState: state, "").isAboutTheData) }
+        for state in ["55P03", "54000", "42501", "57014", "40001", "40P01", "XX000", "53100"] {
+            #expect(!PostgresError("q", sqlState: state, "").isAboutTheData)
+        }
+        #expect(!PostgresError("q", "no SQLSTATE").isAboutTheData)
+    }
+}
