@@ -324,7 +324,7 @@ CREATE FUNCTION beaconflow.hold_sites(instance text, sites text[], epochs bigint
     SELECT c.site_id FROM beaconflow.site_claims c JOIN unnest($2, $3) AS h(site_id, epoch)
         ON c.site_id = h.site_id AND c.epoch = h.epoch
     WHERE c.instance = $1
-    FOR SHARE OF c
+    FOR KEY SHARE OF c
 $_$;
 
 ALTER FUNCTION beaconflow.hold_sites(instance text, sites text[], epochs bigint[]) OWNER TO postgres;

@@ -12,11 +12,11 @@ import Testing
 
     @Test func aNewConnectionClaimsSitesFirstWhateverTheBacklog() {
         var schedule = schedule()
-        #expect(!schedule.dueBeforeIntake(now: start, leaseRenewalInterval: nil, backlogEmpty: false, stopping: false).rebalance)
+        #expect(!schedule.dueBeforeIntake(now: start, backlogEmpty: false, stopping: false).rebalance)
         schedule.connected()
-        #expect(schedule.dueBeforeIntake(now: start, leaseRenewalInterval: nil, backlogEmpty: false, stopping: false).rebalance)
+        #expect(schedule.dueBeforeIntake(now: start, backlogEmpty: false, stopping: false).rebalance)
         // Once: the next turn waits for the interval and an empty backlog.
-        #expect(!schedule.dueBeforeIntake(now: start, leaseRenewalInterval: nil, backlogEmpty: true, stopping: false).rebalance)
+        #expect(!schedule.dueBeforeIntake(now: start, backlogEmpty: true, stopping: false).rebalance)
     }
 
     /// A connection lost while stopping (a stalled transaction ended by the server, say): the new one claims the
@@ -24,27 +24,17 @@ import Testing
     @Test func aConnectionMadeWhileStoppingClaimsSitesToo() {
         var schedule = schedule()
         schedule.connected()
-        #expect(schedule.dueBeforeIntake(now: start, leaseRenewalInterval: nil, backlogEmpty: true, stopping: true).rebalance)
-        #expect(!schedule.dueBeforeIntake(now: start + .seconds(2), leaseRenewalInterval: nil, backlogEmpty: true, stopping: true).rebalance)
+        #expect(schedule.dueBeforeIntake(now: start, backlogEmpty: true, stopping: true).rebalance)
+        #expect(!schedule.dueBeforeIntake(now: start + .seconds(2), backlogEmpty: true, stopping: true).rebalance)
     }
 
     @Test func sitesAreSharedOutOnlyWhenIdleAndNotWhileStopping() {
         var schedule = schedule()
         let later = start + .seconds(2)
-        #expect(!schedule.dueBeforeIntake(now: later, leaseRenewalInterval: nil, backlogEmpty: false, stopping: false).rebalance)
-        #expect(!schedule.dueBeforeIntake(now: later, leaseRenewalInterval: nil, backlogEmpty: true, stopping: true).rebalance)
-        #expect(schedule.dueBeforeIntake(now: later, leaseRenewalInterval: nil, backlogEmpty: true, stopping: false).rebalance)
-        #expect(!schedule.dueBeforeIntake(now: later + .milliseconds(500), leaseRenewalInterval: nil, backlogEmpty: true, stopping: false).rebalance)
-    }
-
-    @Test func leasesAreRenewedOnTimeWhateverTheBacklogOrAStop() {
-        var schedule = schedule()
-        let interval = Duration.seconds(2)
-        #expect(!schedule.dueBeforeIntake(now: start + .seconds(1), leaseRenewalInterval: interval, backlogEmpty: false, stopping: true).renewLeases)
-        #expect(schedule.dueBeforeIntake(now: start + .seconds(2), leaseRenewalInterval: interval, backlogEmpty: false, stopping: true).renewLeases)
-        #expect(!schedule.dueBeforeIntake(now: start + .seconds(3), leaseRenewalInterval: interval, backlogEmpty: false, stopping: false).renewLeases)
-        // Without leases (no instances joined) never.
-        #expect(!schedule.dueBeforeIntake(now: start + .seconds(60), leaseRenewalInterval: nil, backlogEmpty: true, stopping: false).renewLeases)
+        #expect(!schedule.dueBeforeIntake(now: later, backlogEmpty: false, stopping: false).rebalance)
+        #expect(!schedule.dueBeforeIntake(now: later, backlogEmpty: true, stopping: true).rebalance)
+        #expect(schedule.dueBeforeIntake(now: later, backlogEmpty: true, stopping: false).rebalance)
+        #expect(!schedule.dueBeforeIntake(now: later + .milliseconds(500), backlogEmpty: true, stopping: false).rebalance)
     }
 
     @Test func zonesMoveEverySecondPacksAreCompactedEveryFiveMinutesAndPartitionsAreKeptHourly() {
@@ -62,7 +52,7 @@ import Testing
     @Test func clocksAreComparedAtEachConnectionThenEveryTenSecondsWhateverTheBacklog() {
         var schedule = schedule()
         func compares(_ at: Duration) -> Bool {
-            schedule.dueBeforeIntake(now: start + at, leaseRenewalInterval: nil, backlogEmpty: false, stopping: false).compareClocks
+            schedule.dueBeforeIntake(now: start + at, backlogEmpty: false, stopping: false).compareClocks
         }
         #expect(!compares(.seconds(1)))
         schedule.connected()

@@ -4,8 +4,7 @@
 /// transaction left idle for longer than the lease (`idle_in_transaction_session_timeout`). On a slow or starved
 /// machine a group as large as `IngestConfiguration.maximumGroupSightings` allows can take longer than that: it is
 /// ended, retried whole after the reconnect and ended again, and nothing commits. So the bound follows the
-/// measured cost of a sighting, to keep each transaction near `target` (also well inside the lease renewals, which
-/// wait for it); it at most doubles after a commit, halves when a transaction is lost with its connection, and
+/// measured cost of a sighting, to keep each transaction near `target`; it at most doubles after a commit, halves when a transaction is lost with its connection, and
 /// stays between one sighting (a batch above the bound goes alone) and `maximum`.
 struct CommitPace: Sendable, Equatable {
     let maximum: Int

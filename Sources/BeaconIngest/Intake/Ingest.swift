@@ -215,8 +215,13 @@ public final class Ingest: Sendable {
                 }
                 if link.writer == nil { continue }
             }
-            let before = schedule.dueBeforeIntake(
-                now: .now, leaseRenewalInterval: active.leaseRenewalInterval, backlogEmpty: backlog.isEmpty, stopping: stopping)
+            if let failure = active.leaseFailure {
+                instruments.record(.databaseLost(failure))
+                link.didLoseConnection(keeping: active.pipeline, backoff: backoff)
+                continue
+            }
+            coordinator.sitesLost(active.leasesTurned(), active)
+            let before = schedule.dueBeforeIntake(now: .now, backlogEmpty: backlog.isEmpty, stopping: stopping)
             if before.compareClocks {
                 if let reading = step("The database's clock could not be read", { () throws(PostgresError) in try active.readServerClock() }) {
                     let change = clocks.measured(
@@ -224,12 +229,6 @@ public final class Ingest: Sendable {
                         localAfterMicros: reading.localAfterMicros)
                     clock.set(offsetMicros: clocks.offsetMicros)
                     instruments.record(.clockCompared(offsetMicros: clocks.offsetMicros, skewed: clocks.skewed, change))
-                }
-                if link.writer == nil { continue }
-            }
-            if before.renewLeases {
-                if let lost = step("Site leases could not be renewed", { () throws(PostgresError) in try active.renewLeases() }) {
-                    coordinator.sitesLost(lost, active)
                 }
                 if link.writer == nil { continue }
             }
@@ -257,8 +256,8 @@ public final class Ingest: Sendable {
                     // The sites go to the other instances at once, rather than when this session ends.
                     _ = step("Sites could not be handed over") { () throws(PostgresError) in
                         try coordinator.handOver(active.servedSites, active)
-                        try active.leaveInstances()
                     }
+                    active.leaveInstances()
                     return
                 }
             }
@@ -327,7 +326,8 @@ public final class Ingest: Sendable {
             if migrate { try Migrator.migrate(connection, logger: logger) }
             let writer = BatchWriter(connection: connection, pipeline: pipeline, servedSites: [], clock: clock)
             try writer.joinInstances(
-                instance: configuration.mqtt.clientID, leaseDuration: configuration.leaseDuration, sitesDigest: sites.digest)
+                instance: configuration.mqtt.clientID, leaseDuration: configuration.leaseDuration, sitesDigest: sites.digest,
+                conninfo: configuration.database, writerStallBound: configuration.writerStallBound)
             do throws(PostgresError) {
                 try writer.makePartitionsAhead()
             } catch where !error.isConnectionFailure {

@@ -16,9 +16,12 @@ public struct IngestConfiguration: Sendable {
     /// How often the instance looks at the others on the database and claims or hands over sites (`SiteShare`):
     /// it bounds how long a site freed by a stopped instance waits for a new owner.
     public var rebalanceInterval: Duration = .seconds(1)
-    /// How long a site's lease lasts without renewal (`SiteLeases`; renewed four times per lease): a frozen or
+    /// How long a site's lease lasts without renewal (`LeaseKeeper`; renewed four times per lease): a frozen or
     /// cut-off instance's sites are claimed by another within about this long, plus `rebalanceInterval`.
     public var leaseDuration: Duration = .seconds(8)
+    /// Leases are renewed on a session and thread of their own whatever the writer is doing, but not for a writer
+    /// thread that has not turned for this long (stuck, not busy): its sites then go to another instance.
+    public var writerStallBound: Duration = .seconds(60)
     /// A site of the sites file that no instance has served for this long makes `/healthz` unhealthy and
     /// `beaconflow_ingest_sites_unserved` count it.
     public var unservedSiteBound: Duration = .seconds(15)

@@ -11,7 +11,6 @@ struct WriterSchedule {
     /// This instance's clock is compared with the database's this often, and at each connection.
     var clockCheckInterval: Duration = .seconds(10)
 
-    private var lastRenewal: ContinuousClock.Instant
     private var lastRebalance: ContinuousClock.Instant
     private var lastPartitionMaintenance: ContinuousClock.Instant
     private var lastCompaction: ContinuousClock.Instant
@@ -30,7 +29,6 @@ struct WriterSchedule {
         self.partitionMaintenanceInterval = partitionMaintenanceInterval
         self.compactionInterval = compactionInterval
         lastCompaction = now
-        lastRenewal = now
         lastRebalance = now
         lastPartitionMaintenance = now
         lastZoneTick = now
@@ -40,8 +38,6 @@ struct WriterSchedule {
     struct BeforeIntake: Equatable {
         /// Compare this instance's clock with the database's: at each connection, then every `clockCheckInterval`.
         var compareClocks = false
-        /// Whatever the backlog: a lease not renewed is taken over.
-        var renewLeases = false
         /// Look at the other instances, claim and hand over sites: at each connection (also while stopping: what is
         /// queued still needs its sites to be committed), then when idle and not stopping.
         var rebalance = false
@@ -59,18 +55,12 @@ struct WriterSchedule {
         clockCheckPending = true
     }
 
-    mutating func dueBeforeIntake(
-        now: ContinuousClock.Instant, leaseRenewalInterval: Duration?, backlogEmpty: Bool, stopping: Bool
-    ) -> BeforeIntake {
+    mutating func dueBeforeIntake(now: ContinuousClock.Instant, backlogEmpty: Bool, stopping: Bool) -> BeforeIntake {
         var due = BeforeIntake()
         if clockCheckPending || now - lastClockCheck >= clockCheckInterval {
             lastClockCheck = now
             clockCheckPending = false
             due.compareClocks = true
-        }
-        if let leaseRenewalInterval, now - lastRenewal >= leaseRenewalInterval {
-            lastRenewal = now
-            due.renewLeases = true
         }
         if claimPending || (!stopping && backlogEmpty && now - lastRebalance >= rebalanceInterval) {
             lastRebalance = now

@@ -3,12 +3,17 @@ import LibPQ
 /// The sites this writer shares with other ingest instances: joining and leaving the live instances, claiming and
 /// handing over sites under leases (`SiteLeases`), and forgetting the state of sites taken over.
 extension BatchWriter {
-    /// Counts this session among the live instances sharing the sites, as `instance`, with leases of `leaseDuration`
-    /// (`SiteLeases`). From then on every transaction holds the leases of the sites it writes for.
-    public func joinInstances(instance: String, leaseDuration: Duration, sitesDigest: String = "") throws(PostgresError) {
-        let leases = SiteLeases(connection: connection, instance: instance, duration: leaseDuration)
-        try leases.join()
+    /// Counts this instance among the live instances sharing the sites, as `instance`, with leases of
+    /// `leaseDuration` renewed on a session of their own to `conninfo` (`LeaseKeeper`), let go when the writer thread
+    /// has not turned for `writerStallBound`. From then on every transaction holds the leases of the sites it writes
+    /// for.
+    public func joinInstances(
+        instance: String, leaseDuration: Duration, sitesDigest: String = "", conninfo: String, writerStallBound: Duration
+    ) throws(PostgresError) {
+        let keeper = try LeaseKeeper(conninfo: conninfo, instance: instance, duration: leaseDuration, writerStallBound: writerStallBound)
+        let leases = try SiteLeases(connection: connection, keeper: keeper)
         try leases.publish(sitesDigest: sitesDigest)
+        keeper.start()
         self.leases = leases
     }
 
@@ -16,7 +21,7 @@ extension BatchWriter {
     func publish(sitesDigest: String) throws(PostgresError) { try leases?.publish(sitesDigest: sitesDigest) }
 
     /// Leaves the live instances (a graceful stop, after handing the sites over).
-    public func leaveInstances() throws(PostgresError) { try leases?.leave() }
+    public func leaveInstances() { leases?.leave() }
 
     /// What this session sees of the other live instances: how many sites each holds, which of `sites` nobody
     /// holds, and which no live instance holds.
@@ -27,17 +32,18 @@ extension BatchWriter {
         return (observation.others, observation.free, observation.unserved, observation.sitesDigests)
     }
 
-    /// How often the leases are renewed (nil without them).
-    public var leaseRenewalInterval: Duration? { leases?.renewalInterval }
-
-    /// Renews the leases of the sites served; returns the sites taken over by another instance meanwhile, which
-    /// this writer no longer serves.
-    public func renewLeases() throws(PostgresError) -> Set<String> {
+    /// The writer thread turned (`LeaseKeeper.writerTurned`); returns the sites whose renewal found them taken over
+    /// since the last turn, which this writer no longer serves.
+    public func leasesTurned() -> Set<String> {
         guard let leases else { return [] }
-        let lost = try leases.renew()
+        leases.keeper.writerTurned()
+        let lost = leases.keeper.takeLost()
         forget(sites: lost)
         return lost
     }
+
+    /// What ended the leases' session, if it has: the writer reconnects.
+    public var leaseFailure: PostgresError? { leases?.keeper.failure }
 
     /// A site this writer now serves.
     public struct SiteClaim: Sendable {

@@ -1,50 +1,41 @@
 import LibPQ
 
-/// The leases under which ingest instances serve sites, on the writer's connection (blocking: the writer thread).
+/// The leases under which ingest instances serve sites, as the writer thread uses them on its own connection;
+/// `LeaseKeeper` renews them on a session and thread of their own.
 ///
 /// A site is served by the instance whose lease on it holds: a `site_claims` row with an epoch and an expiry,
-/// renewed every `renewalInterval`, and taken over by another instance once it has expired or its holder's session
+/// renewed every quarter lease, and taken over by another instance once it has expired or its holder's session
 /// has ended. Only the SECURITY DEFINER functions of schema version 11, callable by the writer role alone, change
 /// the leases, so no other login can hold or count a site. Each transaction that writes for a site holds the
-/// site's lease (`hold`) until it ends: a claim never moves under a commit, and a holder that was frozen finds the
-/// site taken when it resumes and writes nothing more for it.
+/// site's lease (`hold`, a KEY SHARE row lock that renewals pass and claims wait for) until it ends: a claim never
+/// moves under a commit, and a holder that was frozen finds the site taken when it resumes and writes nothing more
+/// for it.
 final class SiteLeases {
     private let connection: PostgresConnection
-    let instance: String
-    let duration: Duration
-    /// The epoch of each lease held: a site claimed again by anyone has a newer one.
-    private(set) var epochs: [String: Int64] = [:]
+    let keeper: LeaseKeeper
 
-    init(connection: PostgresConnection, instance: String, duration: Duration) {
+    var instance: String { keeper.instance }
+
+    /// `connection` is the writer's; the keeper has joined the live instances on its own session.
+    init(connection: PostgresConnection, keeper: LeaseKeeper) throws(PostgresError) {
         self.connection = connection
-        self.instance = instance
-        self.duration = duration
-    }
-
-    /// How often a holder renews: four times per lease, so that three renewals can be late or lost.
-    var renewalInterval: Duration { duration / 4 }
-
-    private var seconds: Double { Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18 }
-
-    /// The session's idle-in-transaction timeout: a holder frozen inside a transaction (which holds its sites'
-    /// claims) loses its session, and with it the claims' row locks, after this long.
-    static func idleInTransactionTimeout(for duration: Duration) -> Duration { duration }
-
-    /// Counts this instance among the live ones for one lease (renewed with the leases).
-    func join() throws(PostgresError) {
-        let timeout = Self.idleInTransactionTimeout(for: duration).components.seconds
+        self.keeper = keeper
+        // A holder frozen inside a transaction (which holds its sites' claims) loses its session, and with it the
+        // claims' row locks, after a lease.
+        let timeout = keeper.duration.components.seconds
         try connection.execute("SET idle_in_transaction_session_timeout = '\(max(1, timeout))s'")
-        try connection.query("SELECT beaconflow.join_instances($1, $2)", [instance, seconds])
     }
+
+    deinit { keeper.stop(leave: false) }
 
     /// Records the digest of the sites file this instance runs with (`SitesConfiguration.digest`).
     func publish(sitesDigest: String) throws(PostgresError) {
-        try connection.query("SELECT beaconflow.set_sites_digest($1, $2)", [instance, sitesDigest])
+        try keeper.publish(sitesDigest: sitesDigest)
     }
 
     /// Leaves the live instances at a graceful stop, so that the others count without it at once.
-    func leave() throws(PostgresError) {
-        try connection.query("SELECT beaconflow.leave_instances($1)", [instance])
+    func leave() {
+        keeper.stop(leave: true)
     }
 
     /// What this instance sees of the sites' leases at one look.
@@ -98,44 +89,33 @@ final class SiteLeases {
 
     /// Claims a site nobody holds. Nil when it is held; otherwise whether another instance held it last.
     func claim(site: String) throws(PostgresError) -> Bool? {
-        let rows = try connection.query("SELECT epoch, previous FROM beaconflow.claim_site($1, $2, $3)", [site, instance, seconds])
+        let rows = try connection.query(
+            "SELECT epoch, previous FROM beaconflow.claim_site($1, $2, $3)", [site, instance, LeaseKeeper.seconds(keeper.duration)])
         guard let row = rows.first else { return nil }
-        epochs[site] = try row.decode(0, as: Int64.self)
+        keeper.held(site, epoch: try row.decode(0, as: Int64.self))
         let previous = try row.decode(1, as: String?.self)
         return previous != nil && previous != instance
-    }
-
-    /// Renews every lease held; returns the sites whose lease was taken over meanwhile (no longer held).
-    func renew() throws(PostgresError) -> Set<String> {
-        let held = epochs.sorted { $0.key < $1.key }
-        let renewed = Set(
-            try connection.query(
-                "SELECT beaconflow.renew_sites($1, $2, $3, $4)", [instance, held.map(\.key), held.map(\.value), seconds]
-            ).map { (row) throws(PostgresError) in try row.decode(0, as: String.self) })
-        let lost = Set(epochs.keys).subtracting(renewed)
-        for site in lost { epochs[site] = nil }
-        return lost
     }
 
     /// In the current transaction: locks the leases of `sites` until it ends. Returns the sites of `sites` whose
     /// lease is no longer this instance's (they are forgotten here; nothing may be written for them).
     func hold(_ sites: Set<String>) throws(PostgresError) -> Set<String> {
-        let wanted = sites.compactMap { site in epochs[site].map { (site, $0) } }.sorted { $0.0 < $1.0 }
+        let wanted = sites.compactMap { site in keeper.epoch(of: site).map { (site, $0) } }.sorted { $0.0 < $1.0 }
         let held = Set(
             try connection.query(
                 "SELECT beaconflow.hold_sites($1, $2, $3)", [instance, wanted.map(\.0), wanted.map(\.1)]
             ).map { (row) throws(PostgresError) in try row.decode(0, as: String.self) })
         let lost = sites.subtracting(held)
-        for site in lost { epochs[site] = nil }
+        for site in lost { keeper.forget(site) }
         return lost
     }
 
     /// Ends a lease at once, for another instance to claim.
     func release(site: String) throws(PostgresError) {
-        guard let epoch = epochs.removeValue(forKey: site) else { return }
+        guard let epoch = keeper.forget(site) else { return }
         try connection.query("SELECT beaconflow.release_site($1, $2, $3)", [instance, site, epoch])
     }
 
     /// Forgets a lease without a word to the database (it was taken over).
-    func forget(site: String) { epochs[site] = nil }
+    func forget(site: String) { keeper.forget(site) }
 }

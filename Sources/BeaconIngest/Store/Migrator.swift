@@ -39,6 +39,7 @@ enum Schema {
         PackageResources.v023_sql,
         PackageResources.v024_sql,
         PackageResources.v025_sql,
+        PackageResources.v026_sql,
 
     ].enumerated().map { Migration(version: $0.offset + 1, file: $0.element) }
 }
