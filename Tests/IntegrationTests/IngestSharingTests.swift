@@ -205,4 +205,45 @@ extension IngestIntegrationTests {
         }
         try await harness.stop()
     }
+
+    /// Two instances with different sites files (a rolling change) show the union of their registries, neither
+    /// deleting the other's zones, sites or beacons; once the other has left, the remaining one's file alone is
+    /// shown.
+    @Test func instancesWithDifferentSitesFilesNeverDeleteEachOthersRegistry() async throws {
+        let harness = try await IngestHarness.start {
+            $0.rebalanceInterval = .milliseconds(200)
+            $0.sites = try! SitesConfiguration.parse(testSites + "\nbeacons:\n  - {id: \"mac:AA:BB:CC:DD:EE:01\", label: old tag}\n")
+        }
+        func zones() throws -> [String] {
+            try harness.query("SELECT site_id || '/' || zone_id FROM beaconflow.zones ORDER BY 1").map { $0[0] ?? "" }
+        }
+        func labels() throws -> [String] { try harness.query("SELECT label FROM beaconflow.beacons ORDER BY 1").map { $0[0] ?? "" } }
+        #expect(try zones() == ["hq/lab", "hq/lobby"])
+        let changed = try SitesConfiguration.parse(
+            """
+            sites:
+              - id: hq
+                zones: [{id: lobby}, {id: atrium}]
+                agents: [{id: hq-a1, zone: lobby}, {id: hq-a2, zone: atrium}]
+              - {id: east, zones: [{id: hall}], agents: [{id: east-a1, zone: hall}]}
+            beacons:
+              - {id: "mac:AA:BB:CC:DD:EE:02", label: new tag}
+            """)
+        let (second, task) = harness.anotherIngest(clientID: "test-ingest-changed") {
+            $0.sites = changed
+            $0.rebalanceInterval = .milliseconds(200)
+        }
+        try await harness.eventually("the second instance serves a site") { second.statistics.sitesServed >= 1 }
+        // Several looks by each, none deleting the other's rows.
+        try await Task.sleep(for: .seconds(2))
+        let (union, unionLabels) = (try zones(), try labels())
+        #expect(union == ["east/hall", "hq/atrium", "hq/lab", "hq/lobby"], "\(union)")
+        #expect(unionLabels == ["new tag", "old tag"], "\(unionLabels)")
+        second.requestStop()
+        try await task.value
+        try await harness.eventually("the first instance's file alone is shown once the other has left") {
+            try zones() == ["hq/lab", "hq/lobby"] && labels() == ["old tag"]
+        }
+        try await harness.stop()
+    }
 }

@@ -41,8 +41,8 @@ public struct SitesConfiguration: Sendable, Equatable {
 
     public var sites: [Site]
     public var beacons: [Beacon]
-    /// Of the file's bytes (FNV-1a, 64 bits, hex): instances sharing sites compare theirs to find one that runs
-    /// with another file.
+    /// Of the file's text (FNV-1a, 64 bits, hex): instances sharing sites compare theirs to find one that runs
+    /// with another file. Empty for a configuration built in code.
     public var digest = ""
 
     /// The agent named by a batch topic, when the file knows it.
@@ -76,9 +76,7 @@ public struct SitesConfiguration: Sendable, Equatable {
         guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
             throw SitesError("cannot read the sites file \(path)")
         }
-        var sites = try parse(text, name: path)
-        sites.digest = digest(of: text)
-        return sites
+        return try parse(text, name: path)
     }
 
     /// FNV-1a over the text's UTF-8 bytes, as 16 hex digits.
@@ -242,7 +240,9 @@ public struct SitesConfiguration: Sendable, Equatable {
             beacons.append(
                 Beacon(id: id, label: entry["label"] as? String, identityKey: try key("identity_key"), bthomeBindkey: bindkey))
         }
-        return SitesConfiguration(sites: sites, beacons: beacons)
+        var configuration = SitesConfiguration(sites: sites, beacons: beacons)
+        configuration.digest = digest(of: text)
+        return configuration
     }
 
     private static func identifier(_ value: Any?, _ place: String) throws(SitesError) -> String {

@@ -14,6 +14,8 @@ struct SiteCoordinator {
     /// The sites whose topics are subscribed.
     private(set) var subscribed: Set<String> = []
     private var unserved: UnservedSites
+    /// Whether every live instance ran with this sites file at the last look.
+    private var filesAgreed = true
 
     init(configuration: IngestConfiguration, client: BrokerConnections, instruments: IngestInstruments) {
         self.configuration = configuration
@@ -36,6 +38,13 @@ struct SiteCoordinator {
         let (others, free, notServed, digests) = try writer.observeInstances(sites: sites)
         instruments.record(
             .sitesFilesCompared(differing: Set(digests.filter { !$0.value.isEmpty && $0.value != self.sites.digest }.keys), digest: self.sites.digest))
+        let filesAgree = digests.values.allSatisfy { $0 == self.sites.digest }
+        if filesAgree, !writer.registryPruned || !filesAgreed {
+            // Every live instance runs with this sites file now: what it does not have (rows of a file no instance
+            // runs with any more) is deleted.
+            try writer.writeRegistry(self.sites)
+        }
+        filesAgreed = filesAgree
         let overdue = unserved.observe(unserved: notServed, now: .now)
         instruments.record(.sitesUnserved(count: overdue.count, newlyOverdue: overdue.newlyOverdue, bound: unserved.bound))
         let share = SiteShare.plan(

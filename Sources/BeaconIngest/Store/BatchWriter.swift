@@ -57,6 +57,8 @@ public final class BatchWriter {
     /// The leases of the sites served, once this writer has joined the instances sharing them.
     var leases: SiteLeases?
     var sitesLost: Set<String> = []
+    /// Whether the last registry written deleted what its sites file no longer has.
+    public private(set) var registryPruned = false
 
     /// The sites whose zones this writer moves. The ingest starts with none and claims them (`claim`): then they
     /// are the sites whose leases this writer holds.
@@ -250,9 +252,14 @@ public final class BatchWriter {
         try registry.recordStatus(agent, status, clockOffsetMillis: clockOffsetMillis)
     }
 
-    /// Writes what the views need of the sites file (`RegistryStore.writeRegistry`).
+    /// Writes what the views need of the sites file (`RegistryStore.writeRegistry`), deleting what the file no
+    /// longer has only while no other live instance runs with another sites file (a rolling change): until then
+    /// `registryPruned` stays false, and `SiteCoordinator` writes it again once the files agree.
     public func writeRegistry(_ sites: SitesConfiguration) throws(PostgresError) {
-        try registry.writeRegistry(sites)
+        let shared = try leases.map { (leases) throws(PostgresError) in
+            try registry.anotherSitesFileIsLive(instance: leases.instance, digest: sites.digest)
+        } ?? false
+        registryPruned = try registry.writeRegistry(sites, pruning: !shared)
     }
 
     /// Creates the raw tables' daily partitions from today through `partitions_ahead_days` ahead
