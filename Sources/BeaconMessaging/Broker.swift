@@ -110,7 +110,7 @@ public struct BrokerAddress: Sendable, Hashable {
         guard brokers.count > 1 else { return }
         var seen: [String: BrokerAddress] = [:]
         for broker in brokers {
-            for address in Set(resolve(broker.host)) {
+            for address in Set(resolve(broker.host).map(withoutIPv4Mapping)) {
                 let key = "\(address) port \(broker.port)"
                 if let earlier = seen[key], earlier.host != broker.host {
                     throw ConfigurationError(
@@ -119,6 +119,14 @@ public struct BrokerAddress: Sendable, Hashable {
                 seen[key] = broker
             }
         }
+    }
+
+    /// An IPv4-mapped IPv6 address (`::ffff:127.0.0.1`, as getnameinfo writes every spelling of one) as the IPv4
+    /// address it reaches; any other address as it is.
+    static func withoutIPv4Mapping(_ address: String) -> String {
+        let prefix = "::ffff:"
+        guard address.lowercased().hasPrefix(prefix), address.dropFirst(prefix.count).contains(".") else { return address }
+        return String(address.dropFirst(prefix.count))
     }
 
     /// The addresses a host name stands for now, as text (none when it does not resolve: such a broker is

@@ -125,6 +125,11 @@ import Testing
             #expect(try problem(["mqtt://127.0.0.1:1883", "mqtt://localhost:1883"])
                 == "mqtt://127.0.0.1:1883 and mqtt://localhost:1883 are one broker (both reach 127.0.0.1 port 1883): give it once")
         }
+        // An IPv4-mapped IPv6 address, in any spelling, is the IPv4 address it maps.
+        for mapped in ["[::ffff:127.0.0.1]", "[0:0:0:0:0:ffff:7f00:1]", "[::FFFF:7F00:1]"] {
+            #expect(try problem(["mqtt://127.0.0.1:1883", "mqtt://\(mapped):1883"])?.contains("are one broker (both reach 127.0.0.1 port 1883)") == true, "\(mapped)")
+        }
+        #expect(try problem(["mqtt://[::1]:1883", "mqtt://127.0.0.1:1883"]) == nil)
         // The same address on other ports is another broker; names that do not resolve are compared by name.
         #expect(try problem(["mqtt://127.0.0.1:1883", "mqtt://localhost:1884"]) == nil)
         #expect(try problem(["mqtt://mq1.invalid", "mqtt://mq2.invalid"]) == nil)
