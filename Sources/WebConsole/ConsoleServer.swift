@@ -12,12 +12,18 @@ public struct ConsoleServer: Sendable {
         public var host = "127.0.0.1"
         public var port = 8080
         public var token: String
-        /// Open connections at most (further ones wait in the backlog).
+        /// Open connections at most (further ones wait in the backlog); a quarter of them are kept for connections
+        /// that have shown the token (`ConsoleAdmission`).
         public var maxConnections = 64
         /// Event streams at most; past it `/events` answers 503 and the page polls instead.
         public var maxStreams = 32
         /// A connection idle this long is closed.
         public var idleTimeout: Duration = .seconds(60)
+        /// A connection that has not sent a complete request this long after it opened is closed.
+        public var requestTimeout: Duration = .seconds(5)
+
+        /// Connections that have not shown the token yet, at most.
+        var unauthenticatedLimit: Int { max(1, maxConnections - maxConnections / 4) }
 
         public init(token: String) {
             self.token = token
@@ -81,9 +87,17 @@ public struct ConsoleServer: Sendable {
                     try await writer.finish(nil)
                 })
         }
+        let admission = ConsoleAdmission(
+            token: configuration.token,
+            requestTimeout: .milliseconds(Int64(configuration.requestTimeout.components.seconds * 1000
+                + configuration.requestTimeout.components.attoseconds / 1_000_000_000_000_000)),
+            unauthenticatedLimit: configuration.unauthenticatedLimit)
         return Application(
             router: router,
-            server: .http1(configuration: .init(idleTimeout: .seconds(Int64(configuration.idleTimeout.components.seconds)))),
+            server: .http1(
+                configuration: .init(
+                    additionalChannelHandlers: [admission.handler()],
+                    idleTimeout: .seconds(Int64(configuration.idleTimeout.components.seconds)))),
             configuration: ApplicationConfiguration(
                 address: .hostname(configuration.host, port: configuration.port), serverName: "beaconflow-console",
                 availableConnectionsDelegate: .maximum(configuration.maxConnections, logger: logger)),

@@ -37,8 +37,11 @@ struct LivePipeline {
     }
 }
 
-/// `beaconflow console` as a reader login (`viewer`) on `database`, with `token`; returns it and its base URL.
-func startConsoleProcess(_ database: PostgresServer, work: String, token: String) async throws -> (ChildProcess, String) {
+/// `beaconflow console` as a reader login (`viewer`) on `database`, with `token` and any `options`; returns it and
+/// its base URL.
+func startConsoleProcess(
+    _ database: PostgresServer, work: String, token: String, options: [String] = []
+) async throws -> (ChildProcess, String) {
     let connection = try PostgresConnection(database.conninfo)
     try connection.execute(
         "DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'viewer') THEN CREATE ROLE viewer LOGIN IN ROLE beaconflow_reader; END IF; END $$")
@@ -48,7 +51,7 @@ func startConsoleProcess(_ database: PostgresServer, work: String, token: String
         [
             "console", "--database", database.conninfo.replacingOccurrences(of: "user=postgres", with: "user=viewer"),
             "--listen", "127.0.0.1:0", "--token-file", work + "/console.token", "--refresh", "1",
-        ], standardErrorPath: work + "/console.log")
+        ] + options, standardErrorPath: work + "/console.log")
     let log = { (try? String(contentsOfFile: work + "/console.log", encoding: .utf8)) ?? "" }
     try await eventuallyTrue("the console listens") { log().contains("Console listening") }
     let port = try #require(log().firstMatch(of: /http:\/\/127\.0\.0\.1:(\d+)\/login/).flatMap { Int($0.1) })
