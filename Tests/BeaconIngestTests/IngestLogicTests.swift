@@ -2,6 +2,7 @@ import BeaconMessaging
 import BeaconWire
 @testable import BeaconIngest
 import TestServers
+import Foundation
 import Testing
 
 @Suite struct AcknowledgementTrackerTests {
@@ -61,6 +62,28 @@ import Testing
         #expect(configuration.agent(site: "hq", agent: "hq-a9") == nil)
         #expect(configuration.identities.map(\.beaconID) == ["eddystone:0102030405060708090a:0000000000a1"])
         #expect(configuration.beacons[0].label == "cart 7")
+    }
+
+    /// Counts beyond what one writer takes on at a reload are refused before anything is built; duplicates among
+    /// many are found without comparing every pair.
+    @Test func aFileBeyondTheCountsIsRefused() throws {
+        let many = (0...SitesConfiguration.maximumSites).map { "  - {id: s\($0), zones: [{id: z}]}" }
+        #expect(throws: SitesError.self) { try SitesConfiguration.parse("sites:\n" + many.joined(separator: "\n")) }
+        do {
+            _ = try SitesConfiguration.parse("sites:\n" + many.joined(separator: "\n"), name: "sites.yaml")
+        } catch {
+            #expect(error.message == "sites.yaml: sites: 10001 entries, more than 10000")
+        }
+        let fine = try SitesConfiguration.parse("sites:\n" + many.dropLast().joined(separator: "\n"))
+        #expect(fine.sites.count == SitesConfiguration.maximumSites)
+        let beacons = (0..<50_000).map { "  - {id: \"mac:AA:BB:CC:\(String(format: "%02X:%02X:%02X", $0 >> 16, ($0 >> 8) & 0xFF, $0 & 0xFF))\"}" }
+        let duplicated = "sites:\n  - {id: hq, zones: [{id: z}]}\nbeacons:\n" + (beacons + [beacons[0]]).joined(separator: "\n")
+        do {
+            _ = try SitesConfiguration.parse(duplicated, name: "sites.yaml")
+            Issue.record("a beacon twice was accepted")
+        } catch {
+            #expect(error.message.contains("beacons[50000]: beacon 'mac:AA:BB:CC:00:00:00' appears twice"), "\(error.message)")
+        }
     }
 
     @Test(arguments: [

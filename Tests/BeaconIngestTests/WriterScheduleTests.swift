@@ -62,4 +62,15 @@ import Testing
         #expect(compares(.seconds(11)))
         #expect(!compares(.seconds(12)))
     }
+
+    /// Sites left to claim after a rebalance's budget are claimed at the next idle turn, not a second later, and
+    /// never ahead of a backlog.
+    @Test func sitesLeftToClaimAreClaimedAtTheNextIdleTurn() {
+        var schedule = schedule()
+        #expect(schedule.dueBeforeIntake(now: start + .seconds(1), backlogEmpty: true, stopping: false).rebalance)
+        schedule.moreToClaim()
+        #expect(!schedule.dueBeforeIntake(now: start + .milliseconds(1100), backlogEmpty: false, stopping: false).rebalance)
+        #expect(schedule.dueBeforeIntake(now: start + .milliseconds(1200), backlogEmpty: true, stopping: false).rebalance)
+        #expect(!schedule.dueBeforeIntake(now: start + .milliseconds(1300), backlogEmpty: true, stopping: false).rebalance)
+    }
 }

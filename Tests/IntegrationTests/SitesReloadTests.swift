@@ -1,3 +1,4 @@
+import BeaconIngest
 import BeaconMessaging
 import Foundation
 import LibPQ
@@ -120,5 +121,47 @@ struct SitesReloadTests {
         }
         #expect((try? httpGet(port: port, path: "/healthz").status) == "HTTP/1.1 200 OK")
         #expect(!log().contains("Ingest stopped"), "the ingest ran throughout")
+    }
+
+    /// A reload of a file of 1,000 sites and 99,902 agents (a few megabytes) is read off the writer thread: the
+    /// batches of the site served keep committing within a second or two while it is read, then the new sites
+    /// are claimed.
+    @Test func aLargeSitesFileIsReadWithoutHoldingTheWriter() async throws {
+        let work = try makeTemporaryDirectory(prefix: "sites-reload-large")
+        defer { try? FileManager.default.removeItem(atPath: work) }
+        let path = work + "/sites.yaml"
+        try testSites.write(toFile: path, atomically: true, encoding: .utf8)
+        let harness = try await IngestHarness.start {
+            $0.sitesPath = path
+            $0.sites = try! SitesConfiguration.load(path: path)
+        }
+        var large = testSites
+        for site in 1..<1000 {
+            large += "\n  - id: s\(site)\n    zones: [{id: z1}, {id: z2}]\n    agents:\n"
+            for agent in 0..<100 { large += "      - {id: s\(site)-a\(agent), zone: z\(1 + agent % 2)}\n" }
+        }
+        try large.write(toFile: path, atomically: true, encoding: .utf8)
+        let (client, _) = try await harness.client()
+        defer { client.stop() }
+        harness.ingest.requestReload()
+        var slowest = Duration.zero
+        var sequence: UInt64 = 0
+        let started = ContinuousClock.now
+        // While the file is read (seconds in a debug build), and until the new sites are served.
+        while ContinuousClock.now - started < .seconds(90), harness.ingest.statistics.sitesServed < 2 {
+            sequence += 1
+            let sent = ContinuousClock.now
+            try client.publish(
+                topic: "beaconflow/v1/hq/hq-a1/batch",
+                payload: try batchPayload(sequence: sequence, count: 10, start: 1_767_225_600_000_000 + Int64(sequence) * 10_000_000))
+            try await harness.eventually("batch \(sequence) commits", timeout: .seconds(60)) {
+                harness.ingest.statistics.batchesCommitted == Int(sequence)
+            }
+            slowest = max(slowest, ContinuousClock.now - sent)
+        }
+        #expect(harness.ingest.statistics.sitesServed >= 2, "the new sites are claimed")
+        #expect(sequence >= 3, "batches sent while the file was read: \(sequence)")
+        #expect(slowest < .seconds(2), "the slowest batch took \(slowest)")
+        try await harness.stop()
     }
 }

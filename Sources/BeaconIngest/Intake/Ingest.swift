@@ -24,7 +24,7 @@ public final class Ingest: Sendable {
     public let configuration: IngestConfiguration
     let logger: Logger
     let stopRequested = Mutex(false)
-    let reloadRequested = Mutex(false)
+    let reloads: Mutex<SitesReloads>
     /// Live presence, when configured: used on the writer thread only; `presenceEvents` is what the brokers' threads
     /// tell it.
     let presence: Mutex<PresencePublisher?>
@@ -39,6 +39,7 @@ public final class Ingest: Sendable {
         self.configuration = configuration
         self.logger = logger
         instruments = IngestInstruments(logger: logger)
+        reloads = Mutex(SitesReloads(latest: configuration.sites))
         presence = Mutex(configuration.presence.map { PresencePublisher(sites: configuration.sites, configuration: $0) })
     }
 
@@ -58,9 +59,10 @@ public final class Ingest: Sendable {
     /// Asks `run()` to stop: intake stops, what is queued is committed and acknowledged, then it returns.
     public func requestStop() { stopRequested.withLock { $0 = true } }
 
-    /// Asks the writer to read the sites file again (SIGHUP) and apply it between two transactions; a file that
-    /// does not load is refused and the running sites kept. Applied once PostgreSQL is connected.
-    public func requestReload() { reloadRequested.withLock { $0 = true } }
+    /// Reads the sites file again (SIGHUP), on a thread of its own, for the writer to apply between two
+    /// transactions; a file that does not load is refused and the running sites kept. Applied once PostgreSQL is
+    /// connected.
+    public func requestReload() { startReadingSitesFile() }
 
     private var shouldStop: Bool { stopRequested.withLock { $0 } }
 
@@ -198,9 +200,8 @@ public final class Ingest: Sendable {
                 }
                 return nil
             }
-            if reloadRequested.withLock({ requested in defer { requested = false }; return requested }),
-                let (loaded, change) = loadSitesAgain(current: sites)
-            {
+            if let loaded = reloads.withLock({ reloads in defer { reloads.pending = nil }; return reloads.pending }) {
+                let change = SitesChange(from: sites, to: loaded)
                 // In memory first (the pipeline goes with the link if the connection drops), then the database.
                 sites = loaded
                 intake.sites = loaded
@@ -233,8 +234,8 @@ public final class Ingest: Sendable {
                 if link.writer == nil { continue }
             }
             if before.rebalance {
-                _ = step("Sites could not be shared out") { () throws(PostgresError) in
-                    try coordinator.rebalance(active)
+                if step("Sites could not be shared out", { () throws(PostgresError) in try coordinator.rebalance(active) }) == true {
+                    schedule.moreToClaim()
                 }
                 if link.writer == nil { continue }
             }

@@ -84,6 +84,13 @@ public struct SitesConfiguration: Sendable, Equatable {
         hexString(FNV1a.digest(text.utf8), digits: 16)
     }
 
+    /// The most sites, agents and zones (in all) and registry beacons a file may hold: what one ingest's writer
+    /// can take on at a reload in seconds, far above any deployment's file.
+    public static let maximumSites = 10_000
+    public static let maximumAgents = 100_000
+    public static let maximumZones = 100_000
+    public static let maximumBeacons = 1_000_000
+
     /// Parses and checks the file; every error names the entry and what is wrong with it.
     public static func parse(_ text: String, name: String = "sites") throws(SitesError) -> SitesConfiguration {
         let root: Any?
@@ -97,7 +104,13 @@ public struct SitesConfiguration: Sendable, Equatable {
         guard let siteList = document["sites"] as? [[String: Any]], !siteList.isEmpty else {
             throw SitesError("\(name): 'sites' must be a non-empty list")
         }
+        guard siteList.count <= Self.maximumSites else {
+            throw SitesError("\(name): sites: \(siteList.count) entries, more than \(Self.maximumSites)")
+        }
         var sites: [Site] = []
+        var siteIDs: Set<String> = []
+        var agentCount = 0
+        var zoneCount = 0
         for (index, entry) in siteList.enumerated() {
             let place = "\(name): sites[\(index)]"
             try unknownKeys(
@@ -109,7 +122,7 @@ public struct SitesConfiguration: Sendable, Equatable {
                     "zone_switch_settled_s", "zone_history", "zone_path_change_db_s",
                 ], place)
             let id = try identifier(entry["id"], "\(place).id")
-            guard !sites.contains(where: { $0.id == id }) else { throw SitesError("\(place): site '\(id)' appears twice") }
+            guard siteIDs.insert(id).inserted else { throw SitesError("\(place): site '\(id)' appears twice") }
             let timezone = entry["timezone"] as? String ?? "UTC"
             guard TimeZone(identifier: timezone) != nil else { throw SitesError("\(place): unknown timezone '\(timezone)'") }
             let exponent = try number(entry["path_loss_exponent"], "\(place).path_loss_exponent") ?? 2.5
@@ -117,11 +130,12 @@ public struct SitesConfiguration: Sendable, Equatable {
                 throw SitesError("\(place).path_loss_exponent \(exponent) is outside 1.5-5")
             }
             var zones: [Zone] = []
+            var zoneIDs: Set<String> = []
             for (zoneIndex, zone) in (entry["zones"] as? [[String: Any]] ?? []).enumerated() {
                 let zonePlace = "\(place).zones[\(zoneIndex)]"
                 try unknownKeys(zone, ["id", "capacity", "rect"], zonePlace)
                 let zoneID = try identifier(zone["id"], "\(zonePlace).id")
-                guard !zones.contains(where: { $0.id == zoneID }) else {
+                guard zoneIDs.insert(zoneID).inserted else {
                     throw SitesError("\(zonePlace): zone '\(zoneID)' appears twice in site '\(id)'")
                 }
                 var rect: [Double]?
@@ -135,6 +149,10 @@ public struct SitesConfiguration: Sendable, Equatable {
                 zones.append(Zone(id: zoneID, capacity: zone["capacity"] as? Int, rect: rect))
             }
             guard !zones.isEmpty else { throw SitesError("\(place): site '\(id)' has no zones") }
+            zoneCount += zones.count
+            guard zoneCount <= Self.maximumZones else {
+                throw SitesError("\(place): more than \(Self.maximumZones) zones in all")
+            }
             guard let doorList = entry["doors"].map({ $0 as? [Any] }) ?? [] else {
                 throw SitesError("\(place).doors must be a list of zone pairs")
             }
@@ -143,12 +161,13 @@ public struct SitesConfiguration: Sendable, Equatable {
                 guard let pair = door as? [String], pair.count == 2, pair[0] != pair[1] else {
                     throw SitesError("\(place).doors[\(doorIndex)] must be two zones of the site, as [zone, zone]")
                 }
-                for zone in pair where !zones.contains(where: { $0.id == zone }) {
+                for zone in pair where !zoneIDs.contains(zone) {
                     throw SitesError("\(place).doors[\(doorIndex)]: site '\(id)' has no zone '\(zone)'")
                 }
                 doors.append(pair)
             }
             var agents: [Agent] = []
+            var agentIDs: Set<String> = []
             for (agentIndex, agent) in (entry["agents"] as? [[String: Any]] ?? []).enumerated() {
                 let agentPlace = "\(place).agents[\(agentIndex)]"
                 try unknownKeys(agent, ["id", "zone", "rssi_offset_db"], agentPlace)
@@ -156,15 +175,19 @@ public struct SitesConfiguration: Sendable, Equatable {
                 guard agentID != "presence" else {
                     throw SitesError("\(agentPlace): agent id 'presence' is reserved (the site's live presence topics)")
                 }
-                guard !agents.contains(where: { $0.id == agentID }) else {
+                guard agentIDs.insert(agentID).inserted else {
                     throw SitesError("\(agentPlace): agent '\(agentID)' appears twice in site '\(id)'")
                 }
                 let zone = agent["zone"] as? String
-                if let zone, !zones.contains(where: { $0.id == zone }) {
+                if let zone, !zoneIDs.contains(zone) {
                     throw SitesError("\(agentPlace): agent '\(agentID)' is in zone '\(zone)', which site '\(id)' does not have")
                 }
                 let offset = try number(agent["rssi_offset_db"], "\(agentPlace).rssi_offset_db") ?? 0
                 agents.append(Agent(id: agentID, zone: zone, rssiOffsetDb: offset))
+            }
+            agentCount += agents.count
+            guard agentCount <= Self.maximumAgents else {
+                throw SitesError("\(place): more than \(Self.maximumAgents) agents in all")
             }
             let smoothingName = entry["rssi_smoothing"] as? String ?? RSSISmoothing.kalman.rawValue
             guard let smoothing = RSSISmoothing(rawValue: smoothingName) else {
@@ -214,11 +237,16 @@ public struct SitesConfiguration: Sendable, Equatable {
                     zones: zones, agents: agents, doors: doors))
         }
         var beacons: [Beacon] = []
-        for (index, entry) in (document["beacons"] as? [[String: Any]] ?? []).enumerated() {
+        var beaconIDs: Set<String> = []
+        let beaconList = document["beacons"] as? [[String: Any]] ?? []
+        guard beaconList.count <= Self.maximumBeacons else {
+            throw SitesError("\(name): beacons: \(beaconList.count) entries, more than \(Self.maximumBeacons)")
+        }
+        for (index, entry) in beaconList.enumerated() {
             let place = "\(name): beacons[\(index)]"
             try unknownKeys(entry, ["id", "label", "identity_key", "bthome_bindkey"], place)
             guard let id = entry["id"] as? String, !id.isEmpty else { throw SitesError("\(place).id is missing") }
-            guard !beacons.contains(where: { $0.id == id }) else { throw SitesError("\(place): beacon '\(id)' appears twice") }
+            guard beaconIDs.insert(id).inserted else { throw SitesError("\(place): beacon '\(id)' appears twice") }
             func key(_ name: String) throws(SitesError) -> [UInt8]? {
                 guard let text = entry[name] as? String else {
                     if entry[name] != nil { throw SitesError("\(place).\(name) must be 32 hex digits") }

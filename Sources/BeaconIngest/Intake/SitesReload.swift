@@ -1,3 +1,5 @@
+import Foundation
+
 /// What reading the sites file again changes: the sites added and removed, those whose definition changed
 /// (zones, agents, settings), and whether the beacon registry changed. Pure.
 struct SitesChange: Equatable, Sendable {
@@ -25,11 +27,52 @@ struct SitesChange: Equatable, Sendable {
     var restarted: Set<String> { added.union(changed) }
 }
 
+/// SIGHUP's reads of the sites file: on a thread of their own, so that a large file never holds the writer; the
+/// writer applies the newest file read between two transactions.
+struct SitesReloads: Sendable {
+    /// The newest file read (or the configuration's): what the next read is compared with.
+    var latest: SitesConfiguration
+    /// Read and not applied yet (a newer read replaces it).
+    var pending: SitesConfiguration?
+    var reading = false
+    /// Asked again while reading: read once more when done.
+    var again = false
+}
+
 extension Ingest {
-    /// The sites file read again (SIGHUP): the new sites and what changed, or nil when the file is the same or
-    /// does not load (then it is refused with its reason, counted, and the running sites kept). A file that
-    /// differs only in its text (comments, layout) changes nothing but its digest.
-    func loadSitesAgain(current: SitesConfiguration) -> (sites: SitesConfiguration, change: SitesChange)? {
+    /// Reads the sites file on a thread of its own (`SitesReloads`); a request while one is read reads once more.
+    func startReadingSitesFile() {
+        let start = reloads.withLock { reloads in
+            if reloads.reading {
+                reloads.again = true
+                return false
+            }
+            reloads.reading = true
+            return true
+        }
+        guard start else { return }
+        Thread.detachNewThread { [self] in
+            while true {
+                let current = reloads.withLock { $0.latest }
+                let loaded = loadSitesAgain(current: current)
+                let readAgain = reloads.withLock { reloads in
+                    if let loaded {
+                        reloads.latest = loaded
+                        reloads.pending = loaded
+                    }
+                    defer { reloads.again = false }
+                    reloads.reading = reloads.again
+                    return reloads.again
+                }
+                if !readAgain { return }
+            }
+        }
+    }
+
+    /// The sites file read again (SIGHUP): the new sites, or nil when the file is the same or does not load (then
+    /// it is refused with its reason, counted, and the running sites kept). A file that differs only in its text
+    /// (comments, layout) changes nothing but its digest.
+    func loadSitesAgain(current: SitesConfiguration) -> SitesConfiguration? {
         guard let path = configuration.sitesPath else {
             instruments.record(.sitesReloadRefused(path: nil, reason: "the ingest was not started with a sites file"))
             return nil
@@ -43,6 +86,6 @@ extension Ingest {
         }
         let change = SitesChange(from: current, to: loaded)
         instruments.record(.sitesReloaded(path: path, change))
-        return loaded == current ? nil : (loaded, change)
+        return loaded == current ? nil : loaded
     }
 }

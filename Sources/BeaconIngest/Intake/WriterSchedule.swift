@@ -18,6 +18,8 @@ struct WriterSchedule {
     private var lastClockCheck: ContinuousClock.Instant
     /// Set at each connection: the sites are claimed before anything queued is processed.
     private var claimPending = false
+    /// Set when a rebalance stopped with sites left to claim: the next idle turn goes on, whatever the interval.
+    private var claimsRemain = false
     /// Set at each connection: the clocks are compared before anything queued is judged.
     private var clockCheckPending = false
 
@@ -49,6 +51,9 @@ struct WriterSchedule {
         var advanceZones = false
     }
 
+    /// A rebalance stopped with sites left to claim (`SiteCoordinator.claimBudget`).
+    mutating func moreToClaim() { claimsRemain = true }
+
     /// A new database connection: its sites are claimed first.
     mutating func connected() {
         claimPending = true
@@ -62,9 +67,10 @@ struct WriterSchedule {
             clockCheckPending = false
             due.compareClocks = true
         }
-        if claimPending || (!stopping && backlogEmpty && now - lastRebalance >= rebalanceInterval) {
+        if claimPending || (!stopping && backlogEmpty && (claimsRemain || now - lastRebalance >= rebalanceInterval)) {
             lastRebalance = now
             claimPending = false
+            claimsRemain = false
             due.rebalance = true
         }
         return due

@@ -14,6 +14,8 @@ struct SiteCoordinator {
     /// The sites whose topics are subscribed.
     private(set) var subscribed: Set<String> = []
     private var unserved: UnservedSites
+    /// How long one rebalance claims sites at most before it lets the writer take batches again.
+    var claimBudget: Duration = .milliseconds(250)
     /// Whether every live instance ran with this sites file at the last look.
     private var filesAgreed = true
 
@@ -32,8 +34,10 @@ struct SiteCoordinator {
     }
 
     /// Claims and hands over sites as `SiteShare` says, then subscribes to the topics of the sites served (and
-    /// only those).
-    mutating func rebalance(_ writer: BatchWriter) throws(PostgresError) {
+    /// only those). Claims stop after `claimBudget` of the writer's time (a thousand sites added by a reload, say),
+    /// so that batches go in between; returns whether more are to be claimed (at the writer's next idle turn).
+    @discardableResult
+    mutating func rebalance(_ writer: BatchWriter) throws(PostgresError) -> Bool {
         let sites = self.sites.sites.map(\.id)
         let (others, free, notServed, digests) = try writer.observeInstances(sites: sites)
         instruments.record(
@@ -52,10 +56,16 @@ struct SiteCoordinator {
         if !share.release.isEmpty {
             try handOver(Set(share.release), writer)
         }
+        let started = ContinuousClock.now
+        var moreToClaim = false
         var claimed: [String] = []
         var takenOver = 0
         var resumption = ZoneResumption()
         for site in share.claim where claimed.count < share.claimLimit {
+            if ContinuousClock.now - started > claimBudget {
+                moreToClaim = true
+                break
+            }
             // Subscribed before the read-back, which may take a while: the agents' batches sent meanwhile wait in
             // the queue instead of reaching no subscriber.
             guard let claim = try writer.claim(site: site, leased: { match(writer.servedSites.union([site])) }) else { continue }
@@ -67,11 +77,12 @@ struct SiteCoordinator {
         }
         // Also after a reconnect that claimed none of the sites subscribed before.
         match(writer.servedSites)
-        guard !claimed.isEmpty else { return }
+        guard !claimed.isEmpty else { return moreToClaim }
         instruments.record(
             .sitesClaimed(
                 claimed: claimed, takenOver: takenOver, resumption: resumption, serving: writer.servedSites.count,
                 otherInstances: others.count))
+        return moreToClaim
     }
 
     /// Unsubscribes from the sites' topics, then hands them over on the database (`BatchWriter.release`).
