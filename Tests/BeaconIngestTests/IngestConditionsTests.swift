@@ -77,3 +77,53 @@ import Testing
         #expect(!PostgresError("q", "no SQLSTATE").isAboutTheData)
     }
 }
+
+/// One credential's new partition days: a bucket per agent, each day charged once.
+@Suite struct PartitionDayBudgetTests {
+    let start = ContinuousClock.now
+    let flood = AgentKey(site: "hq", agent: "hq-a1")
+    let other = AgentKey(site: "hq", agent: "hq-a2")
+
+    @Test func anAgentBringsFourNewDaysAtOnceThenFourAMinute() {
+        var budget = PartitionDayBudget()
+        for day in Int64(0)..<4 {
+            let admitted = budget.admit(flood, days: [day], now: start)
+            #expect(admitted, "day \(day)")
+        }
+        let fifth = budget.admit(flood, days: [4], now: start)
+        #expect(!fifth)
+        // Another agent has a budget of its own.
+        let others = budget.admit(other, days: [100], now: start)
+        #expect(others)
+        let refilled = budget.admit(flood, days: [4], now: start + .seconds(15))
+        #expect(refilled)
+        let tooSoon = budget.admit(flood, days: [5], now: start + .seconds(16))
+        #expect(!tooSoon)
+    }
+
+    /// Today's backlog: every batch after the first brings a day already admitted, for any agent, for an hour.
+    @Test func aDayAdmittedIsFreeForEveryAgentForAnHour() {
+        var budget = PartitionDayBudget()
+        let first = budget.admit(flood, days: [7], now: start)
+        #expect(first)
+        for index in 0..<100 {
+            let again = budget.admit(index % 2 == 0 ? flood : other, days: [7], now: start + .milliseconds(Int64(index)))
+            #expect(again)
+        }
+        // An hour on, the day costs a token again: with it and three more the bucket is empty.
+        let later = start + .seconds(3601)
+        let afterAnHour = budget.admit(flood, days: [7], now: later)
+        for day in Int64(10)..<13 { _ = budget.admit(flood, days: [day], now: later) }
+        let spent = budget.admit(flood, days: [20], now: later)
+        #expect(afterAnHour && !spent)
+    }
+
+    /// A batch spanning more days than the burst goes alone once the bucket is full, so it is never stuck.
+    @Test func aBatchOfManyDaysGoesOnceTheBucketIsFull() {
+        var budget = PartitionDayBudget()
+        let wide = budget.admit(flood, days: Set(0..<30), now: start)
+        #expect(wide)
+        let next = budget.admit(flood, days: [40], now: start)
+        #expect(!next)
+    }
+}

@@ -158,4 +158,39 @@ struct IngestConditionTests {
         let newest = try connection.query("SELECT (extract(epoch FROM max(ts)) * 1000000)::bigint FROM beaconflow.sightings")[0][0]
         #expect(newest.flatMap { Int64($0) } == now - 20_000_000 + 19_000_000)
     }
+
+    /// One agent's credential sends a batch for each of 30 days that have no partition, again and again: at most
+    /// four days' partitions are made at once and four more a minute, nothing is refused, and the batches beyond
+    /// the budget wait with the agent (deferred) while the other agent's batches commit at once.
+    @Test func oneCredentialCannotMakePartitionsByTheThousand() async throws {
+        let harness = try await IngestHarness.start()
+        let partitions = "pg_inherits WHERE inhparent = 'beaconflow.sighting_packs'::regclass"
+        let before = try harness.count(partitions)
+        let (client, _) = try await harness.client()
+        defer { client.stop() }
+        // Days in 2015, each with its own batch.
+        let payloads = try (0..<30).map { day in
+            try batchPayload(sequence: UInt64(day + 1), count: 10, start: 1_420_070_400_000_000 + Int64(day) * 86_400_000_000)
+        }
+        let now = Int64(Date().timeIntervalSince1970 * 1_000) * 1_000
+        let started = ContinuousClock.now
+        var sent = 0
+        while ContinuousClock.now - started < .seconds(6) {
+            for payload in payloads { try client.publish(topic: "beaconflow/v1/hq/hq-a1/batch", payload: payload) }
+            sent += 1
+            try client.publish(
+                topic: "beaconflow/v1/hq/hq-a2/batch",
+                payload: try batchPayload(agent: "hq-a2", sequence: UInt64(sent), count: 10, start: now - 60_000_000 + Int64(sent) * 10_000_000))
+            try await Task.sleep(for: .seconds(1))
+        }
+        try await harness.eventually("the other agent's batches commit") {
+            try harness.count("beaconflow.batches WHERE agent_id = 'hq-a2'") == sent
+        }
+        let made = try harness.count(partitions) - before
+        #expect(made >= 4 && made <= 5, "\(made) days made")
+        #expect(try harness.count("beaconflow.batches WHERE agent_id = 'hq-a1'") == made)
+        #expect(harness.ingest.statistics.batchesRejected == 0)
+        #expect(harness.ingest.statistics.batchesDeferred > 100, "\(harness.ingest.statistics)")
+        try await harness.stop()
+    }
 }

@@ -152,6 +152,7 @@ public final class Ingest: Sendable {
         var coordinator = SiteCoordinator(configuration: configuration, client: client, instruments: instruments)
         var statuses = StatusIntake(sites: sites, instruments: instruments)
         var pace = CommitPace(maximum: configuration.maximumGroupSightings, target: configuration.leaseDuration / 8)
+        var dayBudget = PartitionDayBudget()
         var backlog: [Item] = []
         var stopping = false
         var schedule = WriterSchedule(
@@ -299,7 +300,8 @@ public final class Ingest: Sendable {
             if backlog.isEmpty { continue }
             let group = Array(backlog.prefix(configuration.maximumGroup))
             switch process(
-                group, writer: active, intake: intake, statuses: statuses, client: client, coordinator: &coordinator, pace: &pace)
+                group, writer: active, intake: intake, statuses: statuses, client: client, coordinator: &coordinator, pace: &pace,
+                dayBudget: &dayBudget)
             {
             case .success:
                 backlog.removeFirst(group.count)
@@ -345,7 +347,7 @@ public final class Ingest: Sendable {
     /// retried whole on the next connection: what committed is recognised as duplicate).
     private func process(
         _ items: [Item], writer: BatchWriter, intake: BatchIntake, statuses: StatusIntake, client: BrokerConnections,
-        coordinator: inout SiteCoordinator, pace: inout CommitPace
+        coordinator: inout SiteCoordinator, pace: inout CommitPace, dayBudget: inout PartitionDayBudget
     ) -> Result<Void, PostgresError> {
         Result { () throws(PostgresError) in
             var accepted: [AcceptedBatch] = []
@@ -369,6 +371,12 @@ public final class Ingest: Sendable {
                     newestReceived = max(newestReceived, receivedAt)
                     switch intake.check(topic: topic, parsed: agentTopics, payload: payload, nowMicros: clock.nowMicros()) {
                     case .success(let batch):
+                        let agent = AgentKey(site: batch.siteID, agent: batch.agentID)
+                        guard dayBudget.admit(agent, days: writer.daysWithoutKnownPartition(batch), now: .now) else {
+                            // More new days than its budget: it waits with the agent, which sends it again.
+                            instruments.record(.batchDeferred)
+                            continue
+                        }
                         accepted.append(AcceptedBatch(batch: batch, topic: topic, agentTopics: agentTopics, payload: payload))
                     case .failure(let failure):
                         do throws(PostgresError) {

@@ -310,6 +310,12 @@ public final class BatchWriter {
         state.pipeline.reconfigure(sites: sites, reset: restarting)
     }
 
+    /// The batch's days (Unix days) without a partition this writer knows of (it may still exist): what a commit
+    /// of it may make.
+    public func daysWithoutKnownPartition(_ batch: DecodedBatch) -> Set<Int64> {
+        partitions.unknownDays(days(of: [batch]))
+    }
+
     /// The UTC days (Unix days) of the batches' sightings and reads, by the ingest's clock.
     private func days(of batches: [DecodedBatch]) -> Set<Int64> {
         var days: Set<Int64> = []

@@ -17,6 +17,9 @@ struct PartitionMaintenance {
 
     init(connection: PostgresConnection) { self.connection = connection }
 
+    /// The days of `days` not known to have partitions.
+    func unknownDays(_ days: Set<Int64>) -> Set<Int64> { days.subtracting(partitionedDays) }
+
     /// Makes the partitions of the days (Unix days, UTC) not known to exist yet.
     mutating func ensure(days: Set<Int64>, now: ContinuousClock.Instant = .now) throws(PostgresError) {
         for day in days.subtracting(partitionedDays).sorted() {
