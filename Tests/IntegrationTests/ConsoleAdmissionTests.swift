@@ -12,7 +12,8 @@ struct ConsoleAdmissionTests {
     static let token = "admission-test-token-0123456789"
 
     /// Twenty idle connections against a console of eight: viewers with the token are still answered at once, and
-    /// each idle connection is closed within the request timeout (5 s).
+    /// each idle connection is closed, within the request timeout (5 s) of its acceptance: six at a time wait out
+    /// the timeout, the rest in the listen backlog.
     @Test func idleUnauthenticatedConnectionsNeverKeepAViewerOut() async throws {
         let database = try await PostgresServer.start()
         let work = try makeTemporaryDirectory(prefix: "console-admission")
@@ -49,7 +50,7 @@ struct ConsoleAdmissionTests {
         }
         // Every idle connection is closed by the console: end of file (or a reset) on each.
         var closed = Set<Int32>()
-        while closed.count < idle.count, ContinuousClock.now - opened < .seconds(15) {
+        while closed.count < idle.count, ContinuousClock.now - opened < .seconds(45) {
             for descriptor in idle where !closed.contains(descriptor) {
                 var entry = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
                 if poll(&entry, 1, 0) > 0 {
@@ -61,6 +62,6 @@ struct ConsoleAdmissionTests {
         }
         let after = ContinuousClock.now - opened
         #expect(closed.count == idle.count, "\(closed.count) of \(idle.count) closed after \(after)")
-        #expect(after < .seconds(9), "\(after)")
+        #expect(after < .seconds(40), "\(after)")
     }
 }

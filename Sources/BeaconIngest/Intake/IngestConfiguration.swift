@@ -118,6 +118,8 @@ public struct IngestStatistics: Sendable, Equatable {
     /// Batches for a site this instance does not serve (any more): not acknowledged, so the agent sends them
     /// again and the site's owner takes them.
     public var batchesNotServed = 0
+    /// Reads of the sites file asked for by SIGHUP and finished (applied, unchanged or refused).
+    public var sitesFileReads = 0
 
     /// Every count by its name (snake_case): the fields of `/healthz` and of the log line at the stop.
     public var fields: [(name: String, value: String)] {
@@ -133,6 +135,7 @@ public struct IngestStatistics: Sendable, Equatable {
             ("database_reconnects", "\(databaseReconnects)"), ("brokers_connected", "\(brokersConnected)"),
             ("sites_served", "\(sitesServed)"), ("sites_unserved", "\(sitesUnserved)"), ("sites_lost", "\(sitesLost)"),
             ("sites_taken_over", "\(sitesTakenOver)"), ("sites_handed_over", "\(sitesHandedOver)"),
+            ("sites_file_reads", "\(sitesFileReads)"),
         ]
     }
 }

@@ -254,6 +254,7 @@ final class IngestInstruments: Sendable {
                 metadata: ["sites": "\(sites.sorted().joined(separator: " "))", "serving": "\(serving)"])
         case .sitesReloaded(let path, let change):
             reloadCounters[change.isEmpty ? "unchanged" : "applied"]?.increment()
+            statisticsState.withLock { $0.sitesFileReads += 1 }
             logger.notice(
                 change.isEmpty ? "Sites file read again; nothing changed" : "Sites file read again and applied",
                 metadata: [
@@ -277,6 +278,7 @@ final class IngestInstruments: Sendable {
             }
         case .sitesReloadRefused(let path, let reason):
             reloadCounters["refused"]?.increment()
+            statisticsState.withLock { $0.sitesFileReads += 1 }
             logger.error(
                 "Sites file refused; the running sites are kept", metadata: ["path": "\(path ?? "none")", "error": "\(reason)"])
         case .queueDepth(let depth):

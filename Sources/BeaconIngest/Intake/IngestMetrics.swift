@@ -78,6 +78,9 @@ public enum IngestMetrics {
     static let presenceReplaced = MetricFamily(
         "beaconflow_ingest_presence_messages_replaced_total", .counter,
         help: "Presence messages replaced by a newer one for the same topic before they were sent.")
+    static let presenceDropped = MetricFamily(
+        "beaconflow_ingest_presence_messages_dropped_total", .counter,
+        help: "Presence messages of beacons outside the registry dropped: 10,000 of theirs were waiting already.")
     static let presenceWaiting = MetricFamily(
         "beaconflow_ingest_presence_messages_waiting", .gauge, help: "Presence messages waiting for the publish rate.")
 
@@ -86,6 +89,6 @@ public enum IngestMetrics {
         databaseConnected, statusesIgnored, statementErrors, commitSeconds, queueDepth, lag, clockOffset, agentsHeld, brokersConnected, siteClaims,
         sitesTakenOver, sitesHandedOver, sitesServed, sitesUnserved, sitesLost, unusableCheckpoints, undecodableFrames, sitesReloads,
         sitesFileDiffers,
-        presenceMessages, presenceReplaced, presenceWaiting,
+        presenceMessages, presenceReplaced, presenceDropped, presenceWaiting,
     ]
 }

@@ -10,6 +10,8 @@ struct PresenceBoard: Sendable {
     struct Message: Sendable, Equatable {
         var topic: String
         var payload: [UInt8]
+        /// A beacon outside the registry (`allBeacons`): sent after every other message, and dropped past a bound.
+        var unregistered = false
     }
 
     private let labels: [String: String?]
@@ -112,7 +114,7 @@ struct PresenceBoard: Sendable {
                 payload: BeaconCondition(
                     batteryMillivolts: beacon.batteryMillivolts.map(Int.init), batteryPercent: beacon.batteryPercent,
                     temperatureCelsius: beacon.temperatureCelsius, status: status.rawValue
-                ).payload)
+                ).payload, unregistered: labels[beacon.beaconID] == nil)
         }
     }
 
@@ -158,7 +160,7 @@ struct PresenceBoard: Sendable {
             }
         }
         let presence = BeaconPresence(site: site, beaconID: beaconID, label: label, zone: zone, present: present, sinceMicros: since)
-        messages.append(Message(topic: topic, payload: presence.payload))
+        messages.append(Message(topic: topic, payload: presence.payload, unregistered: labels[beaconID] == nil))
         return messages
     }
 

@@ -18,21 +18,27 @@ public struct PresenceConfiguration: Sendable {
 }
 
 /// Sends live presence to the brokers, retained, at most `messagesPerSecond`: a topic's newer message replaces one
-/// still waiting, so what waits is bounded by the number of topics and each topic ends at its latest state. Runs
-/// on the writer thread; publishing only queues in libmosquitto.
+/// still waiting, so what waits is bounded by the number of topics and each topic ends at its latest state. Zones,
+/// registry beacons, availability and discovery go first; beacons outside the registry (`allBeacons`) after them,
+/// and at most `unregisteredWaitingLimit` of theirs wait (a new one past it is dropped and counted; the beacon's
+/// next change is published). Runs on the writer thread; publishing only queues in libmosquitto.
 final class PresencePublisher {
+    static let unregisteredWaitingLimit = 10_000
     private var board: PresenceBoard
     private let configuration: PresenceConfiguration
     private var waiting: [String: [UInt8]] = [:]
+    /// Topics waiting, oldest first: the registry's, zones' and configs', then the unregistered beacons'.
     private var order: [String] = []
+    private var unregisteredOrder: [String] = []
     private var tokens: Double
     private var refilled = ContinuousClock.now
     private var conditionSent: [String: ContinuousClock.Instant] = [:]
-    private var conditionHeld: [String: [UInt8]] = [:]
+    private var conditionHeld: [String: PresenceBoard.Message] = [:]
     private var discoveryDone = false
     private let publishedCounter = Counter(IngestMetrics.presenceMessages)
     private let replacedCounter = Counter(IngestMetrics.presenceReplaced)
     private let waitingGauge = Gauge(IngestMetrics.presenceWaiting)
+    private let droppedCounter = Counter(IngestMetrics.presenceDropped)
 
     init(sites: SitesConfiguration, configuration: PresenceConfiguration) {
         self.configuration = configuration
@@ -72,7 +78,7 @@ final class PresencePublisher {
         let now = ContinuousClock.now
         for message in board.condition(health) {
             if let sent = conditionSent[message.topic], now - sent < configuration.conditionInterval {
-                conditionHeld[message.topic] = message.payload
+                conditionHeld[message.topic] = message
             } else {
                 conditionSent[message.topic] = now
                 enqueue([message])
@@ -93,14 +99,21 @@ final class PresencePublisher {
         let elapsed = Double((now - refilled).components.attoseconds) / 1e18 + Double((now - refilled).components.seconds)
         refilled = now
         tokens = min(configuration.messagesPerSecond, tokens + elapsed * configuration.messagesPerSecond)
-        for (topic, payload) in conditionHeld where now - (conditionSent[topic] ?? now) >= configuration.conditionInterval {
+        for (topic, message) in conditionHeld where now - (conditionSent[topic] ?? now) >= configuration.conditionInterval {
             conditionHeld[topic] = nil
             conditionSent[topic] = now
-            enqueue([PresenceBoard.Message(topic: topic, payload: payload)])
+            enqueue([message])
         }
+        send(&order, to: client)
+        send(&unregisteredOrder, to: client)
+        waitingGauge.record(waiting.count)
+    }
+
+    /// Sends the oldest of `topics` while the rate allows.
+    private func send(_ topics: inout [String], to client: BrokerConnections) {
         var sent = 0
-        while sent < order.count, tokens >= 1 {
-            let topic = order[sent]
+        while sent < topics.count, tokens >= 1 {
+            let topic = topics[sent]
             sent += 1
             guard let payload = waiting.removeValue(forKey: topic) else { continue }
             // A broker away: the message is dropped, and the whole state is published again at the next claim.
@@ -108,16 +121,24 @@ final class PresencePublisher {
             tokens -= 1
             publishedCounter.increment()
         }
-        order.removeFirst(sent)
-        waitingGauge.record(waiting.count)
+        topics.removeFirst(sent)
     }
 
     private func enqueue(_ messages: [PresenceBoard.Message]) {
         for message in messages {
-            if waiting.updateValue(message.payload, forKey: message.topic) == nil {
-                order.append(message.topic)
-            } else {
+            if waiting[message.topic] != nil {
+                waiting[message.topic] = message.payload
                 replacedCounter.increment()
+            } else if message.unregistered {
+                guard unregisteredOrder.count < Self.unregisteredWaitingLimit else {
+                    droppedCounter.increment()
+                    continue
+                }
+                waiting[message.topic] = message.payload
+                unregisteredOrder.append(message.topic)
+            } else {
+                waiting[message.topic] = message.payload
+                order.append(message.topic)
             }
         }
     }
