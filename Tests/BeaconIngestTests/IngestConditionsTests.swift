@@ -127,3 +127,15 @@ import Testing
         #expect(!next)
     }
 }
+
+/// The writer's turns: one message of each agent at a time, each agent's in arrival order.
+@Suite struct FairTurnsTests {
+    @Test func aFloodFromOneAgentHoldsAnotherBackByOneBatch() {
+        let arrived = (1...20).map { "flood \($0)" } + ["quiet 1"] + (21...22).map { "flood \($0)" } + ["quiet 2", "other 1"]
+        let ordered = FairTurns.interleave(arrived) { String($0.split(separator: " ")[0]) }
+        #expect(ordered.prefix(5) == ["flood 1", "quiet 1", "other 1", "flood 2", "quiet 2"])
+        #expect(ordered.filter { $0.hasPrefix("flood") } == (1...22).map { "flood \($0)" })
+        #expect(ordered.count == arrived.count)
+        #expect(FairTurns.interleave(["a 1", "a 2"]) { String($0.prefix(1)) } == ["a 1", "a 2"])
+    }
+}

@@ -193,4 +193,36 @@ struct IngestConditionTests {
         #expect(harness.ingest.statistics.batchesDeferred >= 30 - made, "\(harness.ingest.statistics)")
         try await harness.stop()
     }
+
+    /// One credential floods its site with ten batches of 10,000 sightings, then another site's agent sends one:
+    /// the writer takes one message of each agent in turn, so that batch commits after at most a couple of the
+    /// flood's, not after all ten.
+    @Test func aFloodFromOneCredentialHoldsAnotherSiteBackByOneOfItsBatches() async throws {
+        let harness = try await IngestHarness.start {
+            $0.sites = try! SitesConfiguration.parse(testSites + "\n  - {id: flood, zones: [{id: hall}], agents: [{id: flood-a1, zone: hall}]}\n")
+        }
+        try await harness.eventually("both sites are served") { harness.ingest.statistics.sitesServed == 2 }
+        let (client, _) = try await harness.client()
+        defer { client.stop() }
+        for sequence in UInt64(1)...10 {
+            try client.publish(
+                topic: "beaconflow/v1/flood/flood-a1/batch",
+                payload: try batchPayload(
+                    site: "flood", agent: "flood-a1", sequence: sequence, count: 10_000,
+                    start: 1_767_225_600_000_000 + Int64(sequence) * 20_000_000_000))
+        }
+        try client.publish(topic: "beaconflow/v1/hq/hq-a1/batch", payload: try batchPayload(sequence: 1, count: 10))
+        var floodCommittedBefore = -1
+        try await harness.eventually("the other site's batch commits", timeout: .seconds(120)) {
+            let flood = try harness.count("beaconflow.batches WHERE agent_id = 'flood-a1'")
+            guard try harness.count("beaconflow.batches WHERE agent_id = 'hq-a1'") == 1 else { return false }
+            floodCommittedBefore = flood
+            return true
+        }
+        #expect(floodCommittedBefore <= 3, "\(floodCommittedBefore) of the flood's 10 batches went first")
+        try await harness.eventually("the flood commits too", timeout: .seconds(120)) {
+            try harness.count("beaconflow.batches WHERE agent_id = 'flood-a1'") == 10
+        }
+        try await harness.stop()
+    }
 }

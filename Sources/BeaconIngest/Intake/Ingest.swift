@@ -19,6 +19,14 @@ public final class Ingest: Sendable {
     private enum Item: Sendable {
         case batch(topic: String, agentTopics: AgentTopics?, payload: [UInt8], receivedAtMicros: Int64)
         case status(topic: String, agentTopics: AgentTopics?, payload: [UInt8], receivedAtMicros: Int64, retained: Bool)
+
+        /// Whose turn it is (`FairTurns`): the agent of the topic, or the topic itself when it names none.
+        var turnKey: String {
+            switch self {
+            case .batch(let topic, let agentTopics, _, _), .status(let topic, let agentTopics, _, _, _):
+                agentTopics.map { $0.site + "/" + $0.agent } ?? topic
+            }
+        }
     }
 
     public let configuration: IngestConfiguration
@@ -241,7 +249,8 @@ public final class Ingest: Sendable {
                 if link.writer == nil { continue }
             }
             if backlog.isEmpty {
-                backlog = queue.popAll(timeout: stopping ? 0 : 0.1)
+                // One agent's turn at a time: a flood from one credential holds the others back by one batch.
+                backlog = FairTurns.interleave(queue.popAll(timeout: stopping ? 0 : 0.1)) { $0.turnKey }
                 instruments.record(.queueDepth(backlog.count))
                 if backlog.isEmpty, stopping {
                     if configuration.finishZonesAtStop {
