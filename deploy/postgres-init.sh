@@ -9,4 +9,7 @@ CREATE ROLE beaconflow_writer NOLOGIN;
 CREATE ROLE beaconflow_reader NOLOGIN;
 CREATE ROLE ingest LOGIN PASSWORD '$ingest_password' IN ROLE beaconflow_writer;
 CREATE ROLE grafana LOGIN PASSWORD '$grafana_password' IN ROLE beaconflow_reader;
+-- A reader's session left in a transaction or a runaway query never keeps retention waiting for long.
+ALTER ROLE grafana SET idle_in_transaction_session_timeout = '10min';
+ALTER ROLE grafana SET statement_timeout = '5min';
 SQL
