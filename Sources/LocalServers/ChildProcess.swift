@@ -46,6 +46,11 @@ public final class ChildProcess: @unchecked Sendable {
     }
 
     private var detached = false
+    /// Signals reach every process of the child's group (it was started with `newProcessGroup`): for a program
+    /// that runs another and waits for it, such as faketime.
+    public var signalsWholeGroup = false
+
+    private func signal(_ signal: Int32) { kill(signalsWholeGroup ? -pid : pid, signal) }
 
     deinit { if !detached { terminate() } }
 
@@ -77,16 +82,16 @@ public final class ChildProcess: @unchecked Sendable {
     /// Sends `signal` and returns at once (SIGSTOP and SIGCONT freeze and resume the process).
     public func send(_ signal: Int32) {
         guard exitStatus == nil else { return }
-        kill(pid, signal)
+        self.signal(signal)
     }
 
     /// Sends `signal` and waits for the process to end (SIGKILL after 10 s).
     public func terminate(_ signal: Int32 = SIGTERM) {
         guard exitStatus == nil else { return }
-        kill(pid, signal)
+        self.signal(signal)
         let deadline = ContinuousClock.now + .seconds(10)
         while isRunning {
-            if ContinuousClock.now > deadline { kill(pid, SIGKILL) }
+            if ContinuousClock.now > deadline { self.signal(SIGKILL) }
             usleep(5_000)
         }
     }

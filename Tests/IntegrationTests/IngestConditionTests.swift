@@ -96,25 +96,22 @@ struct IngestConditionTests {
 
     /// An ingest whose clock is ten minutes behind (libfaketime, from Debian) judges times by the database's clock:
     /// batches dated by the agents' correct clocks commit, nothing is refused, and it says its clock is wrong.
-    @Test(.enabled(if: findExecutable("faketime") != nil, "faketime is not installed (Debian's faketime)"))
+    @Test(.enabled(if: faketimeExecutable != nil, "faketime is not installed (Debian's faketime)"))
     func anIngestWithAClockTenMinutesBehindLosesNothingAndSaysSo() async throws {
         let executable = try #require(beaconflowExecutable)
-        let faketime = try #require(findExecutable("faketime"))
         let broker = try MosquittoServer()
         let database = try await PostgresServer.start()
         let work = try makeTemporaryDirectory(prefix: "skewed-clock")
         defer { try? FileManager.default.removeItem(atPath: work) }
         try testSites.write(toFile: work + "/sites.yaml", atomically: true, encoding: .utf8)
         let port = try freeLoopbackPort()
-        var environment = ProcessInfo.processInfo.environment
         // Only the wall clock is behind: monotonic time runs as it does on a host whose NTP failed.
-        environment["FAKETIME_DONT_FAKE_MONOTONIC"] = "1"
-        let ingest = try ChildProcess(
-            faketime,
+        let ingest = try startWithWallClockOffset(
+            "-600s", executable,
             [
-                "-f", "-600s", executable, "ingest", "--sites", work + "/sites.yaml", "--broker", broker.url,
-                "--database", database.conninfo, "--metrics-listen", "127.0.0.1:\(port)",
-            ], environment: environment, standardErrorPath: work + "/ingest.log")
+                "ingest", "--sites", work + "/sites.yaml", "--broker", broker.url, "--database", database.conninfo,
+                "--metrics-listen", "127.0.0.1:\(port)",
+            ], standardErrorPath: work + "/ingest.log")
         defer { ingest.terminate(SIGTERM) }
         let log = { (try? String(contentsOfFile: work + "/ingest.log", encoding: .utf8)) ?? "" }
         try await eventuallyTrue("the ingest says its clock differs from the database's", timeout: .seconds(60)) {

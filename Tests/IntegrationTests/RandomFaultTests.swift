@@ -65,20 +65,15 @@ struct RandomFaultTests {
         let brokers = try await onThread { [try MosquittoServer(persistence: false), try MosquittoServer(persistence: false)] }
         let database = try await PostgresServer.start()
         let brokerArguments = brokers.flatMap { ["--broker", $0.url] }
-        let faketime = findExecutable("faketime")
-        let skewed = faketime != nil && seed % 2 == 0
+        let skewed = faketimeExecutable != nil && seed % 2 == 0
         func ingest(_ index: Int) throws -> ChildProcess {
             let arguments =
                 ["ingest", "--sites", work + "/sites.yaml", "--database", database.conninfo, "--client-id", "campaign-ingest-\(index)",
                  "--metrics-listen", "none"] + brokerArguments
-            var environment = ProcessInfo.processInfo.environment
-            if index == 1, skewed, let faketime {
-                environment["FAKETIME_DONT_FAKE_MONOTONIC"] = "1"
-                return try ChildProcess(
-                    faketime, ["-f", "-600s", executable] + arguments, environment: environment,
-                    standardErrorPath: "\(work)/ingest-\(index).log")
-            }
-            return try ChildProcess(executable, arguments, standardErrorPath: "\(work)/ingest-\(index).log")
+            let log = "\(work)/ingest-\(index).log"
+            return index == 1 && skewed
+                ? try startWithWallClockOffset("-600s", executable, arguments, standardErrorPath: log)
+                : try ChildProcess(executable, arguments, standardErrorPath: log)
         }
         func agent(_ name: String) throws -> ChildProcess {
             try ChildProcess(
