@@ -252,7 +252,7 @@ let package = Package(
         .testTarget(name: "MosquittoTests", dependencies: ["LocalServers", "Mosquitto", "TestServers"]),
         .testTarget(name: "BoundedYAMLTests", dependencies: ["BoundedYAML"]),
         // The ingest's pure logic: no servers.
-        .testTarget(name: "BeaconIngestTests", dependencies: ["AccuracyHarness", "BeaconSimulation", "BeaconIngest", "BeaconMessaging", "BeaconWire", "TestServers", "WorkQueue"]),
+        .testTarget(name: "BeaconIngestTests", dependencies: ["AccuracyHarness", "BeaconSimulation", "BeaconIngest", "BeaconMessaging", "BeaconWire", "TestServers"]),
         // The parts together against real servers started by the tests (mosquitto, PostgreSQL, the beaconflow
         // executable, a browser, Home Assistant, a VM with the kernel's Bluetooth stack).
         .testTarget(

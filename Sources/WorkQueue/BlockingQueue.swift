@@ -46,18 +46,6 @@ public final class BlockingQueue<Element: Sendable>: @unchecked Sendable {
         return taken
     }
 
-    /// Takes the oldest `limit` elements queued (all of them when fewer), waiting up to `timeout` for the first.
-    public func pop(atMost limit: Int, timeout: TimeInterval) -> [Element] {
-        condition.lock()
-        defer { condition.unlock() }
-        guard limit > 0 else { return [] }
-        if items.isEmpty, !closed { _ = condition.wait(until: Date(timeIntervalSinceNow: timeout)) }
-        let taken = Array(items.prefix(limit))
-        items.removeFirst(taken.count)
-        condition.broadcast()
-        return taken
-    }
-
     /// Wakes every waiter; later pushes are refused.
     public func close() {
         condition.lock()

@@ -1,6 +1,5 @@
 @testable import BeaconIngest
 import LibPQ
-import WorkQueue
 import Testing
 
 /// The conditions of the ingest's own side: its clock against the database's, and batches held back by the
@@ -138,17 +137,5 @@ import Testing
         #expect(ordered.filter { $0.hasPrefix("flood") } == (1...22).map { "flood \($0)" })
         #expect(ordered.count == arrived.count)
         #expect(FairTurns.interleave(["a 1", "a 2"]) { String($0.prefix(1)) } == ["a 1", "a 2"])
-    }
-}
-
-/// The writer's take from the queue between its turns.
-@Suite struct QueueTakeTests {
-    @Test func aTakeIsBoundedAndKeepsTheRestInOrder() {
-        let queue = BlockingQueue<Int>(capacity: 10)
-        for value in 1...7 { _ = queue.push(value, dropWhenFull: true) }
-        #expect(queue.pop(atMost: 3, timeout: 0) == [1, 2, 3])
-        #expect(queue.pop(atMost: 0, timeout: 0) == [])
-        #expect(queue.pop(atMost: 10, timeout: 0) == [4, 5, 6, 7])
-        #expect(queue.pop(atMost: 10, timeout: 0.01) == [])
     }
 }

@@ -248,15 +248,12 @@ public final class Ingest: Sendable {
                 }
                 if link.writer == nil { continue }
             }
-            // What arrived joins what waits at every turn, one agent's message at a time: a batch that arrives
-            // behind a flood from one credential waits for one of the flood's batches, not for all of them. The
-            // backlog holds at most a queue's worth, as the queue does.
-            let arrived = queue.pop(
-                atMost: configuration.queueCapacity - backlog.count, timeout: stopping || !backlog.isEmpty ? 0 : 0.1)
-            if !arrived.isEmpty { backlog = FairTurns.interleave(backlog + arrived) { $0.turnKey } }
-            instruments.record(.queueDepth(backlog.count))
             if backlog.isEmpty {
-                if stopping {
+                // What is waiting, one agent's message at a time: a batch taken with a flood from one credential
+                // waits for one of the flood's batches, not for all of them.
+                backlog = FairTurns.interleave(queue.popAll(timeout: stopping ? 0 : 0.1)) { $0.turnKey }
+                instruments.record(.queueDepth(backlog.count))
+                if backlog.isEmpty, stopping {
                     if configuration.finishZonesAtStop {
                         // A site lost on the way (a lease that lapsed while the machine stalled) is claimed again
                         // if free, so that its last minutes are counted.

@@ -67,7 +67,7 @@ struct WriterSchedule {
             clockCheckPending = false
             due.compareClocks = true
         }
-        if claimPending || (!stopping && backlogEmpty && (claimsRemain || now - lastRebalance >= rebalanceInterval)) {
+        if claimPending || (!stopping && (claimsRemain || (backlogEmpty && now - lastRebalance >= rebalanceInterval))) {
             lastRebalance = now
             claimPending = false
             claimsRemain = false
