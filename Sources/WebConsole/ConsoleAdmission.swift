@@ -16,9 +16,9 @@ final class ConsoleAdmission: Sendable {
     /// Connections that have not shown the token, oldest first.
     private let unauthenticated = Mutex<[(id: ObjectIdentifier, channel: any Channel)]>([])
 
-    init(token: String, requestTimeout: TimeAmount, unauthenticatedLimit: Int) {
+    init(token: String, requestTimeout: Duration, unauthenticatedLimit: Int) {
         self.token = token
-        self.requestTimeout = requestTimeout
+        self.requestTimeout = TimeAmount(requestTimeout)
         self.unauthenticatedLimit = max(1, unauthenticatedLimit)
     }
 

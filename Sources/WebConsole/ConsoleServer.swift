@@ -89,8 +89,7 @@ public struct ConsoleServer: Sendable {
         }
         let admission = ConsoleAdmission(
             token: configuration.token,
-            requestTimeout: .milliseconds(Int64(configuration.requestTimeout.components.seconds * 1000
-                + configuration.requestTimeout.components.attoseconds / 1_000_000_000_000_000)),
+            requestTimeout: configuration.requestTimeout,
             unauthenticatedLimit: configuration.unauthenticatedLimit)
         return Application(
             router: router,

@@ -63,7 +63,7 @@ import Testing
         #expect(!r12)
         let r13 = held.committed([], now: start + .seconds(91))
         #expect(r13)
-        #expect(held.isEmpty)
+        #expect(held.agents.isEmpty)
         let r14 = held.committed([a1], now: start + .seconds(92))
         #expect(!r14)
     }

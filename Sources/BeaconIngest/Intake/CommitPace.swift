@@ -4,8 +4,9 @@
 /// transaction left idle for longer than the lease (`idle_in_transaction_session_timeout`). On a slow or starved
 /// machine a group as large as `IngestConfiguration.maximumGroupSightings` allows can take longer than that: it is
 /// ended, retried whole after the reconnect and ended again, and nothing commits. So the bound follows the
-/// measured cost of a sighting, to keep each transaction near `target`; it at most doubles after a commit, halves when a transaction is lost with its connection, and
-/// stays between one sighting (a batch above the bound goes alone) and `maximum`.
+/// measured cost of a sighting, to keep each transaction near `target`; it at most doubles after a commit, halves
+/// when a transaction is lost with its connection, and stays between one sighting (a batch above the bound goes
+/// alone) and `maximum`.
 struct CommitPace: Sendable, Equatable {
     let maximum: Int
     let target: Duration
@@ -22,7 +23,7 @@ struct CommitPace: Sendable, Equatable {
     /// A group of `sightings` committed in `took`.
     mutating func committed(sightings: Int, took: Duration) {
         guard sightings > 0 else { return }
-        let affordable = Double(sightings) * Self.seconds(target) / max(Self.seconds(took), 1e-6)
+        let affordable = Double(sightings) * target.seconds / max(took.seconds, 1e-6)
         let next = min(Double(2 * sightingsLimit), affordable)
         sightingsLimit = Int(min(Double(maximum), max(1, next)))
     }
@@ -30,9 +31,5 @@ struct CommitPace: Sendable, Equatable {
     /// A transaction lost with its connection (ended by the server's idle timeout, or the network).
     mutating func transactionLost() {
         sightingsLimit = max(1, sightingsLimit / 2)
-    }
-
-    private static func seconds(_ duration: Duration) -> Double {
-        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
     }
 }

@@ -9,7 +9,6 @@ struct HeldBatches: Sendable {
     private var lastHeld: [AgentKey: ContinuousClock.Instant] = [:]
 
     var agents: Set<AgentKey> { Set(lastHeld.keys) }
-    var isEmpty: Bool { lastHeld.isEmpty }
 
     /// One of the agent's batches was held. Returns whether no agent was held before (the condition begins).
     mutating func held(_ agent: AgentKey, now: ContinuousClock.Instant) -> Bool {

@@ -151,9 +151,7 @@ public final class Ingest: Sendable {
         var sites = configuration.sites
         var intake = BatchIntake(sites: sites)
         intake.futureToleranceMicros = configuration.intakeFutureToleranceMicros
-        var clocks = ClockComparison(
-            toleranceMicros: configuration.clockTolerance.components.seconds * 1_000_000
-                + configuration.clockTolerance.components.attoseconds / 1_000_000_000_000)
+        var clocks = ClockComparison(toleranceMicros: configuration.clockTolerance.microseconds)
         let backoff = WriterLink<BatchWriter, IngestPipeline>.Backoff(
             minimum: configuration.reconnectDelayMinimum, maximum: configuration.reconnectDelayMaximum)
         var link = WriterLink<BatchWriter, IngestPipeline>.start(newPipeline(), backoff: backoff)
@@ -167,6 +165,7 @@ public final class Ingest: Sendable {
             rebalanceInterval: configuration.rebalanceInterval,
             partitionMaintenanceInterval: configuration.partitionMaintenanceInterval,
             compactionInterval: configuration.compactionInterval, now: .now)
+        schedule.clockCheckInterval = configuration.clockCheckInterval
         while true {
             if !stopping, shouldStop {
                 // Stop intake; what is queued is still committed and acknowledged.
@@ -470,8 +469,7 @@ public final class Ingest: Sendable {
         } catch where !error.isConnectionFailure && !error.isAboutTheData {
             // A condition of the database, not of the batch: it waits, unacknowledged, and commits once it clears.
             let header = group[0].batch.header
-            instruments.record(
-                .batchHeld(topic: group[0].topic, agent: AgentKey(site: header.siteID, agent: header.agentID), error))
+            instruments.record(.batchHeld(topic: group[0].topic, agent: AgentKey(site: header.siteID, agent: header.agentID), error))
             return
         } catch where !error.isConnectionFailure {
             do throws(PostgresError) {
@@ -485,7 +483,8 @@ public final class Ingest: Sendable {
             return
         }
         var counts = IngestEvent.CommittedGroup(
-            agents: Set(group.map { AgentKey(site: $0.batch.siteID, agent: $0.batch.agentID) }), telemetry: result.telemetryRows, sensorReadings: result.sensorReadingRows, lateReadings: result.lateReadings,
+            agents: Set(group.map { AgentKey(site: $0.batch.siteID, agent: $0.batch.agentID) }), telemetry: result.telemetryRows,
+            sensorReadings: result.sensorReadingRows, lateReadings: result.lateReadings,
             evictedBeacons: result.evictedBeacons, newlyCloned: result.newlyCloned, undecodableFrames: result.undecodableFrames,
             nanoseconds: Int64(DispatchTime.now().uptimeNanoseconds - started))
         for (outcome, accepted) in zip(result.outcomes, group) {

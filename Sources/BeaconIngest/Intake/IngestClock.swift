@@ -12,9 +12,6 @@ public final class IngestClock: Sendable {
     /// Now, Unix microseconds, by the database's clock.
     public func nowMicros() -> Int64 { wallClockMicros() + offset.load(ordering: .relaxed) }
 
-    /// The database's clock minus this instance's, as last measured.
-    public var offsetMicros: Int64 { offset.load(ordering: .relaxed) }
-
     func set(offsetMicros: Int64) { offset.store(offsetMicros, ordering: .relaxed) }
 }
 

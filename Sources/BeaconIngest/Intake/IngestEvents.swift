@@ -19,7 +19,7 @@ enum IngestEvent {
     case batchRejected(topic: String, Rejection)
     /// Not refused and not acknowledged: a condition of the database (a lock, a limit, a privilege) kept it out.
     /// The agent sends it again; it commits once the condition clears.
-    case batchHeld(topic: String, agent: AgentKey?, PostgresError)
+    case batchHeld(topic: String, agent: AgentKey, PostgresError)
     /// This instance's clock was compared with the database's.
     case clockCompared(offsetMicros: Int64, skewed: Bool, ClockComparison.Change)
     case statusIgnored(topic: String, StatusIgnored)
@@ -149,8 +149,7 @@ final class IngestInstruments: Sendable {
             statisticsState.withLock { $0.batchesRejected += 1 }
         case .batchHeld(let topic, let agent, let error):
             batchCounters["held"]?.increment()
-            let began = agent.map { agent in heldBatches.withLock { $0.held(agent, now: .now) } } ?? false
-            let agents = heldBatches.withLock { $0.agents.count }
+            let (began, agents) = heldBatches.withLock { held in (held.held(agent, now: .now), held.agents.count) }
             agentsHeldGauge.record(agents)
             statisticsState.withLock {
                 $0.batchesHeld += 1

@@ -20,9 +20,7 @@ struct PartitionDayBudget: Sendable {
         let new = days.filter { admittedDays[$0].map { now - $0 >= dayMemory } ?? true }
         guard !new.isEmpty else { return true }
         var bucket = buckets[agent] ?? (burst, now)
-        let elapsed = now - bucket.at
-        let minutes = (Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18) / 60
-        bucket = (min(burst, bucket.tokens + minutes * perMinute), now)
+        bucket = (min(burst, bucket.tokens + (now - bucket.at).seconds / 60 * perMinute), now)
         // A batch of more days than the burst goes alone, once the bucket is full.
         let cost = min(Double(new.count), burst)
         guard bucket.tokens >= cost else {

@@ -18,7 +18,8 @@ struct WriterSchedule {
     private var lastClockCheck: ContinuousClock.Instant
     /// Set at each connection: the sites are claimed before anything queued is processed.
     private var claimPending = false
-    /// Set when a rebalance stopped with sites left to claim: the next idle turn goes on, whatever the interval.
+    /// Set when a rebalance stopped with sites left to claim: the next turn goes on, whatever the backlog and the
+    /// interval.
     private var claimsRemain = false
     /// Set at each connection: the clocks are compared before anything queued is judged.
     private var clockCheckPending = false

@@ -96,7 +96,7 @@ final class PresencePublisher {
     /// Publishes what the rate allows, oldest topic first.
     func flush(to client: BrokerConnections) {
         let now = ContinuousClock.now
-        let elapsed = Double((now - refilled).components.attoseconds) / 1e18 + Double((now - refilled).components.seconds)
+        let elapsed = (now - refilled).seconds
         refilled = now
         tokens = min(configuration.messagesPerSecond, tokens + elapsed * configuration.messagesPerSecond)
         for (topic, message) in conditionHeld where now - (conditionSent[topic] ?? now) >= configuration.conditionInterval {

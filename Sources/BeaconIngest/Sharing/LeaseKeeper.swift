@@ -32,7 +32,6 @@ final class LeaseKeeper: Sendable {
         var started = false
         var stopping = false
         var leaveOnStop = false
-        var renewals = 0
     }
 
     /// Opens the session and counts `instance` among the live instances for one lease; `start()` begins renewing.
@@ -41,7 +40,7 @@ final class LeaseKeeper: Sendable {
         self.duration = duration
         self.writerStallBound = writerStallBound
         let connection = try PostgresConnection(conninfo)
-        try connection.query("SELECT beaconflow.join_instances($1, $2)", [instance, Self.seconds(duration)])
+        try connection.query("SELECT beaconflow.join_instances($1, $2)", [instance, duration.seconds])
         session = Mutex(connection)
         state = Mutex(State(writerTurn: .now))
     }
@@ -49,13 +48,7 @@ final class LeaseKeeper: Sendable {
     /// How often the leases are renewed: four times per lease, so that three renewals can be late or lost.
     var renewalInterval: Duration { duration / 4 }
 
-    static func seconds(_ duration: Duration) -> Double {
-        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
-    }
-
-    private static func interval(_ duration: Duration) -> DispatchTimeInterval {
-        .nanoseconds(Int(duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000))
-    }
+    private static func interval(_ duration: Duration) -> DispatchTimeInterval { .microseconds(Int(duration.microseconds)) }
 
     func start() {
         state.withLock { $0.started = true }
@@ -95,9 +88,6 @@ final class LeaseKeeper: Sendable {
             return state.lost
         }
     }
-
-    /// Renewals done since the start (for tests and the stop log).
-    var renewals: Int { state.withLock { $0.renewals } }
 
     func epoch(of site: String) -> Int64? { state.withLock { $0.epochs[site] } }
 
@@ -146,11 +136,10 @@ final class LeaseKeeper: Sendable {
             Set(
                 try connection.query(
                     "SELECT beaconflow.renew_sites($1, $2, $3, $4)",
-                    [instance, held.map(\.key), held.map(\.value), Self.seconds(duration)]
+                    [instance, held.map(\.key), held.map(\.value), duration.seconds]
                 ).map { (row) throws(PostgresError) in try row.decode(0, as: String.self) })
         }
         state.withLock { state in
-            state.renewals += 1
             // Only leases of the epoch renewed: one claimed again or handed over meanwhile is the writer's to say.
             for (site, epoch) in held where !renewed.contains(site) && state.epochs[site] == epoch {
                 state.epochs[site] = nil

@@ -35,7 +35,7 @@ struct SiteCoordinator {
 
     /// Claims and hands over sites as `SiteShare` says, then subscribes to the topics of the sites served (and
     /// only those). Claims stop after `claimBudget` of the writer's time (a thousand sites added by a reload, say),
-    /// so that batches go in between; returns whether more are to be claimed (at the writer's next idle turn).
+    /// so that batches go in between; returns whether more are to be claimed (at the writer's next turn).
     @discardableResult
     mutating func rebalance(_ writer: BatchWriter) throws(PostgresError) -> Bool {
         let sites = self.sites.sites.map(\.id)

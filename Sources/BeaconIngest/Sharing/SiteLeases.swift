@@ -90,7 +90,7 @@ final class SiteLeases {
     /// Claims a site nobody holds. Nil when it is held; otherwise whether another instance held it last.
     func claim(site: String) throws(PostgresError) -> Bool? {
         let rows = try connection.query(
-            "SELECT epoch, previous FROM beaconflow.claim_site($1, $2, $3)", [site, instance, LeaseKeeper.seconds(keeper.duration)])
+            "SELECT epoch, previous FROM beaconflow.claim_site($1, $2, $3)", [site, instance, keeper.duration.seconds])
         guard let row = rows.first else { return nil }
         keeper.held(site, epoch: try row.decode(0, as: Int64.self))
         let previous = try row.decode(1, as: String?.self)
