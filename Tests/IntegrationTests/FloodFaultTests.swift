@@ -99,4 +99,87 @@ struct FloodFaultTests {
         #expect(peak < 150_000, "peak \(peak) kB from \(baseline) kB at the start\n\(log.suffix(2000))")
         print("flood: 200,000 identities; ingest peak resident \(peak / 1024) MiB (\(baseline / 1024) MiB before the flood)")
     }
+
+    /// One credential's 20 batches of the wire's largest, 2,000,000 sightings of one beacon at one instant (a few
+    /// hundred bytes each on the wire), stored; then two instances start together and one claims the site, reading
+    /// it all back: neither loses the site to the other, and each stays under 250 MB resident (the read-back holds
+    /// a page of 50,000 sightings and the site's pending readings, at most 2,000,000, at once).
+    @Test func twoMillionSightingsAtOneInstantAreReadBackWithinTheBoundAndWithoutPingPong() async throws {
+        let executable = try #require(beaconflowExecutable)
+        let work = try makeTemporaryDirectory(prefix: "one-instant")
+        defer { try? FileManager.default.removeItem(atPath: work) }
+        try Self.sites.write(toFile: work + "/sites.yaml", atomically: true, encoding: .utf8)
+        let broker = try await onThread { try MosquittoServer(persistence: false) }
+        let database = try await PostgresServer.start()
+        func ingest(_ name: String) throws -> ChildProcess {
+            try ChildProcess(
+                executable,
+                [
+                    "ingest", "--sites", work + "/sites.yaml", "--broker", broker.url, "--database", database.conninfo,
+                    "--client-id", name, "--metrics-listen", "none",
+                ], standardErrorPath: work + "/\(name).log")
+        }
+        let log = { (name: String) in (try? String(contentsOfFile: work + "/\(name).log", encoding: .utf8)) ?? "" }
+        let conninfo = database.conninfo
+        func count(_ sql: String) async throws -> Int {
+            try await onThread { Int(try PostgresConnection(conninfo).query(sql).first?[0] ?? "") ?? -1 }
+        }
+        let first = try ingest("first")
+        defer { first.terminate() }
+        try await eventuallyTrue("the first instance serves the site") { log("first").contains("Sites claimed") }
+        var mqtt = MQTTClient.Configuration(host: "127.0.0.1", port: broker.port, clientID: "flooding-agent")
+        mqtt.reconnectDelayMinimum = .milliseconds(50)
+        let client = try MQTTClient(mqtt, logger: Logger(label: "flooding-agent"))
+        client.start()
+        defer { client.stop() }
+        let instant: Int64 = 1_767_225_630_000_000
+        let beacon = BeaconKey(beaconID: "mac:C0:00:00:00:00:01", address: 0xC000_0000_0001, addressIsRandom: true)
+        var neighbour = BatchBuilder(siteID: "hq", agentID: "hq-a2", bootID: 7)
+        for second in 0..<60 {
+            _ = neighbour.add(Sighting(timeMicros: instant - 30_000_000 + Int64(second) * 1_000_000, beacon: beacon, rssi: -75), nowNanoseconds: 0)
+        }
+        let ordinary = neighbour.seal(sequence: 1, firstUnacknowledgedSequence: 1, agentClockMicros: instant)
+        _ = try client.publish(topic: "beaconflow/v1/hq/hq-a2/batch", payload: try #require(ordinary).wireBytes(), qos: 1)
+        var builder = BatchBuilder(siteID: "hq", agentID: "hq-a1", bootID: 7)
+        builder.configuration.maximumSightings = BatchReader.maximumSightings
+        for sequence in UInt64(1)...20 {
+            for _ in 0..<BatchReader.maximumSightings {
+                _ = builder.add(Sighting(timeMicros: instant, beacon: beacon, rssi: -60), nowNanoseconds: 0)
+            }
+            let batch = builder.seal(sequence: sequence, firstUnacknowledgedSequence: 1, agentClockMicros: instant)
+            let sealed = try #require(batch).wireBytes()
+            #expect(sealed.count < 1_000, "\(sealed.count) bytes")
+            _ = try client.publish(topic: "beaconflow/v1/hq/hq-a1/batch", payload: sealed, qos: 1)
+            if sequence % 5 == 0 {
+                let deadline = ContinuousClock.now + .seconds(120)
+                while try await count("SELECT count(*) FROM beaconflow.batches") < Int(sequence) + 1, ContinuousClock.now < deadline {
+                    try await Task.sleep(for: .milliseconds(200))
+                }
+            }
+        }
+        try await eventuallyTrue("every batch is committed", timeout: .seconds(120)) {
+            (try? PostgresConnection(conninfo).query("SELECT count(*) FROM beaconflow.batches").first?[0]) == "21"
+        }
+        let storing = try #require(Self.peakResidentKilobytes(first.pid))
+        first.terminate()
+
+        let second = try ingest("second")
+        let third = try ingest("third")
+        defer {
+            second.terminate()
+            third.terminate()
+        }
+        try await eventuallyTrue("an instance claims the site", timeout: .seconds(120)) {
+            (log("second") + log("third")).contains("sites=hq")
+        }
+        // Longer than a lease, with both instances watching for a lapsed one.
+        try await Task.sleep(for: .seconds(12))
+        let peaks = [Self.peakResidentKilobytes(second.pid) ?? 0, Self.peakResidentKilobytes(third.pid) ?? 0]
+        let logs = log("second") + log("third")
+        #expect(!logs.contains("Sites taken over by another instance"), "\(logs.suffix(3000))")
+        #expect(logs.components(separatedBy: "Sites claimed").count - 1 == 1, "\(logs.suffix(3000))")
+        #expect(try await count("SELECT count(*) FROM beaconflow.sightings") == 2_000_060)
+        #expect(peaks.allSatisfy { $0 < 250_000 }, "peaks \(peaks) kB")
+        print("one instant: 2,000,000 sightings; peak resident \(storing / 1024) MiB storing, \(peaks.map { $0 / 1024 }) MiB at the claim")
+    }
 }

@@ -161,7 +161,6 @@ public struct SiteZoneTracker: Sendable {
     /// Queues an agent's readings; each is applied once the watermark passes it.
     public mutating func add(_ readings: [BeaconReading], agent: String) {
         guard let number = agentNumbers[agent] else { return }
-        pending.reserveCapacity(pending.count + readings.count)
         for reading in readings {
             if reading.timeMicros <= watermarkMicros {
                 lateReadings += 1

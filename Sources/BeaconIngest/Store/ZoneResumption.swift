@@ -7,6 +7,8 @@ public struct ZoneResumption: Sendable {
     public var replayedSightings = 0
     /// The most stored readings a site's zone tracker held at once while reading them back.
     public var peakPendingReadings = 0
+    /// The most stored sightings read into memory at once (a page).
+    public var peakReadSightings = 0
     /// Sites whose checkpoint could not be used, with why (they resume from their open visits).
     public var unusableCheckpoints: [(site: String, error: CheckpointError)] = []
 
@@ -19,9 +21,11 @@ struct ZoneResumer {
 
     /// How much event time one read of `replaySightings` covers at most, and how many sightings it aims at: a
     /// window that returned more makes the next one shorter (down to a second), so a busy stretch is read in
-    /// pieces.
+    /// pieces; each window is read in pages.
     static let replayWindowMicros: Int64 = 60_000_000
     static let replayWindowSightings = 50_000
+    /// The most sightings read into memory at once, whatever their times: a window is read in pages of this many.
+    static let replayPageSightings = 50_000
 
     /// Restores the sites' zone trackers from the checkpoint each site's last transaction with counted minutes
     /// saved and reads back the site's sightings stored after it, so that the zone tables come out as if one
@@ -51,6 +55,7 @@ struct ZoneResumer {
             let replay = try replaySightings(site: checkpoint.site, after: watermark, into: &pipeline, arrivalMicros: nowMicros)
             resumption.replayedSightings += replay.sightings
             resumption.peakPendingReadings = max(resumption.peakPendingReadings, replay.peakPending)
+            resumption.peakReadSightings = max(resumption.peakReadSightings, replay.peakRead)
         }
         var others = sites.subtracting(restored)
         let lastMinutes = others.isEmpty ? [:] : try store.lastCountedMinutes(sites: others)
@@ -58,6 +63,7 @@ struct ZoneResumer {
             let replay = try replaySightings(site: site, after: nil, into: &pipeline, arrivalMicros: nowMicros)
             resumption.replayedSightings += replay.sightings
             resumption.peakPendingReadings = max(resumption.peakPendingReadings, replay.peakPending)
+            resumption.peakReadSightings = max(resumption.peakReadSightings, replay.peakRead)
             others.remove(site)
         }
         if !others.isEmpty {
@@ -69,37 +75,49 @@ struct ZoneResumer {
     }
 
     /// Gives a site's zone tracker the sightings stored after `watermark` (nil: all of them), a window of event
-    /// time at a time; their agents count as live from `arrivalMicros`. After each window the tracker applies what
-    /// every agent has passed, and the zone rows that moves are written (upserts: the previous owner may have
-    /// written them already), so the readings held in memory stay within about a window whatever the backlog.
-    /// Returns the number of sightings and the most readings the tracker held at once.
+    /// time at a time, each window a page of at most `replayPageSightings` at a time; their agents count as live
+    /// from `arrivalMicros`. After each page the tracker applies what every agent has passed, and the zone rows
+    /// that moves are written (upserts: the previous owner may have written them already), so the readings held
+    /// in memory stay within about a page whatever the backlog and whatever its times. More than a page of
+    /// readings at one instant (which no radio hears) are applied as a page holds them; the rest of that instant
+    /// counts as late, as it does when it arrives after the instant was applied live.
+    /// Returns the number of sightings, the most readings the tracker held at once and the most read at once.
     private func replaySightings(
         site: String, after watermark: Int64?, into pipeline: inout IngestPipeline, arrivalMicros: Int64
-    ) throws(PostgresError) -> (sightings: Int, peakPending: Int) {
-        guard let (oldest, newest) = try store.sightingTimes(site: site, after: watermark) else { return (0, 0) }
+    ) throws(PostgresError) -> (sightings: Int, peakPending: Int, peakRead: Int) {
+        guard let (oldest, newest) = try store.sightingTimes(site: site, after: watermark) else { return (0, 0, 0) }
         var from = max(watermark ?? .min, oldest - 1)
         var replayed = 0
         var peakPending = 0
+        var peakRead = 0
         var window = Self.replayWindowMicros
         var newestByAgent: [String: Int64] = [:]
         while from < newest {
             let through = from + min(window, newest - from)
-            let readings = try store.sightings(site: site, after: from, through: through)
             var count = 0
-            for (agent, list) in readings {
-                count += list.count
-                newestByAgent[agent] = max(newestByAgent[agent] ?? .min, list.map(\.timeMicros).max() ?? .min)
-                pipeline.replayZoneReadings(list, agent: AgentKey(site: site, agent: agent))
+            try store.forEachSightingPage(site: site, after: from, through: through, pageSize: Self.replayPageSightings) {
+                (readings, more) throws(PostgresError) in
+                let times = readings.values.joined().map(\.timeMicros)
+                let last = times.max() ?? .min
+                peakRead = max(peakRead, times.count)
+                // A page that ends inside an instant leaves that instant's readings to the next page, so that they
+                // are applied together, unless the whole page is that instant.
+                let through = more && times.contains { $0 < last } ? last - 1 : last
+                for (agent, list) in readings {
+                    count += list.count
+                    pipeline.replayZoneReadings(list, agent: AgentKey(site: site, agent: agent))
+                    newestByAgent[agent] = max(newestByAgent[agent] ?? .min, min(through, list.map(\.timeMicros).max() ?? .min))
+                }
+                peakPending = max(peakPending, pipeline.zoneTrackers[site]?.pendingReadings ?? 0)
+                for (agent, time) in newestByAgent {
+                    pipeline.agentProgressed(AgentKey(site: site, agent: agent), newestMicros: time, arrivalMicros: arrivalMicros)
+                }
+                try store.write(pipeline.advanceZones(site: site, nowMicros: arrivalMicros))
             }
             replayed += count
-            peakPending = max(peakPending, pipeline.zoneTrackers[site]?.pendingReadings ?? 0)
-            for (agent, time) in newestByAgent {
-                pipeline.agentProgressed(AgentKey(site: site, agent: agent), newestMicros: time, arrivalMicros: arrivalMicros)
-            }
-            try store.write(pipeline.advanceZones(site: site, nowMicros: arrivalMicros))
             from = through
             window = max(1_000_000, min(Self.replayWindowMicros, window * Int64(Self.replayWindowSightings) / Int64(max(count, 1))))
         }
-        return (replayed, peakPending)
+        return (replayed, peakPending, peakRead)
     }
 }

@@ -215,19 +215,35 @@ struct ZoneStore {
         return (oldest, newest)
     }
 
-    /// A site's stored sightings after `from` through `through`, by agent.
-    func sightings(site: String, after from: Int64, through: Int64) throws(PostgresError) -> [String: [SiteZoneTracker.BeaconReading]] {
-        var readings: [String: [SiteZoneTracker.BeaconReading]] = [:]
-        for row in try connection.query(
+    /// A site's stored sightings after `from` through `through` in order of time, by agent, at most `pageSize`
+    /// at a time: `body` gets each page as it is read, so that a stretch of any size (millions of sightings that
+    /// share one timestamp) holds one page in memory. The page is read from a cursor held across transactions
+    /// (`WITH HOLD`), which the server keeps on disk; identical beacon ids within a page share one string. `body`
+    /// is told whether more pages follow.
+    func forEachSightingPage(
+        site: String, after from: Int64, through: Int64, pageSize: Int,
+        _ body: (_ readings: [String: [SiteZoneTracker.BeaconReading]], _ more: Bool) throws(PostgresError) -> Void
+    ) throws(PostgresError) {
+        try connection.query(
             """
+            DECLARE zone_replay NO SCROLL CURSOR WITH HOLD FOR
             SELECT agent_id, beacon_id, (extract(epoch FROM ts) * 1000000)::bigint, rssi
-            FROM beaconflow.sightings_between($2, $3) WHERE site_id = $1 AND ts > $2
+            FROM beaconflow.sightings_between($2, $3) WHERE site_id = $1 AND ts > $2 ORDER BY ts
             """, [site, PostgresTimestamp(unixMicros: from), PostgresTimestamp(unixMicros: through + 1)])
-        {
-            let agent = try row.decode(0, as: String.self)
-            readings[agent, default: []].append(
-                .init(beaconID: try row.decode(1), timeMicros: try row.decode(2), rssi: try row.decode(3, as: Double.self)))
+        defer { try? connection.execute("CLOSE zone_replay") }
+        while true {
+            let rows = try connection.query("FETCH \(pageSize) FROM zone_replay")
+            var readings: [String: [SiteZoneTracker.BeaconReading]] = [:]
+            var beaconIDs: Set<String> = []
+            for row in rows {
+                let agent = try row.decode(0, as: String.self)
+                let beaconID = beaconIDs.insert(try row.decode(1, as: String.self)).memberAfterInsert
+                readings[agent, default: []].append(
+                    .init(beaconID: beaconID, timeMicros: try row.decode(2), rssi: try row.decode(3, as: Double.self)))
+            }
+            let more = rows.count == pageSize
+            if !readings.isEmpty { try body(readings, more) }
+            if !more { return }
         }
-        return readings
     }
 }
