@@ -57,6 +57,8 @@ struct IngestCommand: AsyncParsableCommand {
     var queueCapacity = 512
     @Option(help: "Batches committed in one transaction at most when the queue is deep.")
     var maxGroup = 64
+    @Option(help: "Sightings each agent's batches may bring a second (twice the wire's largest batch at once); beyond it its batches are deferred to its resends.")
+    var agentMaxSightingsPerSecond = 20_000
     @Option(help: "Battery level (mV) at which a beacon stops working, for the days-left forecast.")
     var batteryCutoffMv = 2000.0
     @Option(help: "low_battery at or below this level in mV, or with fewer than --low-battery-days left.")
@@ -86,6 +88,7 @@ struct IngestCommand: AsyncParsableCommand {
             throw ValidationError("--shared-group must be 1-64 characters of a-z, 0-9 and '-'")
         }
         guard queueCapacity >= 1, maxGroup >= 1 else { throw ValidationError("--queue-capacity and --max-group must be at least 1") }
+        guard agentMaxSightingsPerSecond >= 100 else { throw ValidationError("--agent-max-sightings-per-second must be at least 100") }
         guard maxBeacons >= 100 else { throw ValidationError("--max-beacons must be at least 100") }
         _ = try MetricsListenAddress.parse(metricsListen)
         guard (1...10_000).contains(presenceRate) else { throw ValidationError("--presence-rate must be 1-10000 messages a second") }
@@ -110,6 +113,7 @@ struct IngestCommand: AsyncParsableCommand {
         configuration.sharedSubscriptionGroup = sharedGroup
         configuration.queueCapacity = queueCapacity
         configuration.maximumGroup = maxGroup
+        configuration.agentSightingsPerSecond = agentMaxSightingsPerSecond
         configuration.health.cutoffMillivolts = batteryCutoffMv
         configuration.health.lowBatteryMillivolts = lowBatteryMv
         configuration.health.lowBatteryDays = lowBatteryDays

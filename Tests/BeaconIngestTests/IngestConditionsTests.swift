@@ -128,6 +128,38 @@ import Testing
     }
 }
 
+/// One credential's sightings a second: two batches of the wire's largest at once, then the rate.
+@Suite struct SightingBudgetTests {
+    let start = ContinuousClock.now
+    let flood = AgentKey(site: "hq", agent: "hq-a1")
+    let other = AgentKey(site: "s2", agent: "s2-a1")
+
+    @Test func anAgentBringsTwoLargestBatchesAtOnceThenItsRate() {
+        var budget = SightingBudget(perSecond: 20_000)
+        let burst = [budget.admit(flood, sightings: 100_000, now: start), budget.admit(flood, sightings: 100_000, now: start)]
+        #expect(burst == [true, true])
+        let third = budget.admit(flood, sightings: 100_000, now: start)
+        #expect(!third)
+        // Another agent, on any site, has a budget of its own.
+        let others = budget.admit(other, sightings: 100_000, now: start)
+        #expect(others)
+        // Five seconds refill a batch of the largest; an agent's ordinary batches go on all the while.
+        let tooSoon = budget.admit(flood, sightings: 100_000, now: start + .seconds(4))
+        let refilled = budget.admit(flood, sightings: 100_000, now: start + .seconds(5))
+        #expect(!tooSoon && refilled)
+        var ordinary = SightingBudget(perSecond: 20_000)
+        let steady = (0..<600).allSatisfy { ordinary.admit(other, sightings: 1_000, now: start + .milliseconds(Int64($0) * 100)) }
+        #expect(steady, "10,000 sightings a second for a minute")
+    }
+
+    @Test func aBatchLargerThanTheBurstGoesOnceTheBucketIsFull() {
+        var budget = SightingBudget(perSecond: 1_000, burst: 5_000)
+        let large = budget.admit(flood, sightings: 8_000, now: start)
+        let next = budget.admit(flood, sightings: 1, now: start)
+        #expect(large && !next)
+    }
+}
+
 /// The writer's turns: one message of each agent at a time, each agent's in arrival order.
 @Suite struct FairTurnsTests {
     @Test func aFloodFromOneAgentHoldsAnotherBackByOneBatch() {
@@ -137,5 +169,33 @@ import Testing
         #expect(ordered.filter { $0.hasPrefix("flood") } == (1...22).map { "flood \($0)" })
         #expect(ordered.count == arrived.count)
         #expect(FairTurns.interleave(["a 1", "a 2"]) { String($0.prefix(1)) } == ["a 1", "a 2"])
+    }
+}
+
+/// Live instances that take no site while one waits free are left out of the share.
+@Suite struct IdleInstancesTests {
+    let start = ContinuousClock.now
+
+    @Test func anInstanceHoldingNothingWhileASiteWaitsIsLeftOutUntilItHoldsOne() {
+        var idle = IdleInstances(patience: .seconds(5), exclusion: .seconds(300))
+        let others = ["b": 0, "c": 2]
+        // A site free for less than the patience: a new instance has time to take it.
+        #expect(idle.observe(others: others, free: ["east"], now: start) == others)
+        #expect(idle.observe(others: others, free: ["east"], now: start + .seconds(4)) == others)
+        #expect(idle.observe(others: others, free: ["east"], now: start + .seconds(6)) == ["c": 2])
+        // Still out once nothing is free, until it holds a site.
+        #expect(idle.observe(others: others, free: [], now: start + .seconds(7)) == ["c": 2])
+        #expect(idle.observe(others: ["b": 1, "c": 2], free: [], now: start + .seconds(8)) == ["b": 1, "c": 2])
+        // A site taken within the patience leaves nobody out.
+        #expect(idle.observe(others: ["b": 0, "c": 2], free: ["west"], now: start + .seconds(9)) == ["b": 0, "c": 2])
+        #expect(idle.observe(others: ["b": 0, "c": 2], free: [], now: start + .seconds(10)) == ["b": 0, "c": 2])
+    }
+
+    @Test func anExclusionEndsAfterItsTime() {
+        var idle = IdleInstances(patience: .seconds(5), exclusion: .seconds(300))
+        _ = idle.observe(others: ["b": 0], free: ["east"], now: start)
+        #expect(idle.observe(others: ["b": 0], free: ["east"], now: start + .seconds(6)).isEmpty)
+        #expect(idle.observe(others: ["b": 0], free: [], now: start + .seconds(200)).isEmpty)
+        #expect(idle.observe(others: ["b": 0], free: [], now: start + .seconds(307)) == ["b": 0])
     }
 }

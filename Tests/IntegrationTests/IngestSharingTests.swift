@@ -128,6 +128,38 @@ extension IngestIntegrationTests {
         try await task.value
     }
 
+    /// Three writer-login sessions join the live instances by hand and take no site: the ingest's share would give
+    /// them two of its three sites, which nobody would serve. It leaves them out once a site it handed them has
+    /// been free for a third of the unserved bound, and serves every site again.
+    @Test func sessionsThatJoinTheInstancesAndTakeNoSiteStarveNone() async throws {
+        let harness = try await IngestHarness.start {
+            $0.sites = try! SitesConfiguration.parse(
+                testSites + "\n  - {id: east, zones: [{id: hall}], agents: [{id: east-a1, zone: hall}]}\n")
+            $0.rebalanceInterval = .milliseconds(200)
+            $0.unservedSiteBound = .seconds(3)
+        }
+        try await harness.eventually("the ingest serves both sites") { harness.ingest.statistics.sitesServed == 2 }
+        let login = try harness.writerLogin("idler")
+        let idlers = try (0..<3).map { index in
+            let session = try PostgresConnection(login)
+            try session.execute("SELECT beaconflow.join_instances('idle-\(index)', 300)")
+            return session
+        }
+        try await harness.eventually("the ingest hands a site to the share it sees") { harness.ingest.statistics.sitesHandedOver >= 1 }
+        let handedOver = ContinuousClock.now
+        try await harness.eventually("the ingest serves both sites again", timeout: .seconds(20)) {
+            harness.ingest.statistics.sitesServed == 2
+        }
+        let unserved = ContinuousClock.now - handedOver
+        #expect(unserved < .seconds(3), "a site went unserved for \(unserved)")
+        // And keeps them while the idle sessions live.
+        try await Task.sleep(for: .seconds(2))
+        #expect(harness.ingest.statistics.sitesServed == 2)
+        #expect(harness.ingest.statistics.sitesHandedOver == 1)
+        _ = idlers
+        try await harness.stop()
+    }
+
     /// Two instances on four sites serve two each, subscribed to their own sites' topics only (each batch reaches
     /// one of them), and one that stops gracefully hands its sites over at once.
     @Test func instancesShareTheSitesAndOneThatStopsHandsThemOverAtOnce() async throws {

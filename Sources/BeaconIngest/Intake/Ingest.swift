@@ -158,7 +158,7 @@ public final class Ingest: Sendable {
         var coordinator = SiteCoordinator(configuration: configuration, client: client, instruments: instruments)
         var statuses = StatusIntake(sites: sites, instruments: instruments)
         var pace = CommitPace(maximum: configuration.maximumGroupSightings, target: configuration.leaseDuration / 8)
-        var dayBudget = PartitionDayBudget()
+        var budgets = AgentBudgets(sightings: SightingBudget(perSecond: configuration.agentSightingsPerSecond))
         var backlog: [Item] = []
         var stopping = false
         var schedule = WriterSchedule(
@@ -310,7 +310,7 @@ public final class Ingest: Sendable {
             let group = Array(backlog.prefix(configuration.maximumGroup))
             switch process(
                 group, writer: active, intake: intake, statuses: statuses, client: client, coordinator: &coordinator, pace: &pace,
-                dayBudget: &dayBudget)
+                budgets: &budgets)
             {
             case .success:
                 backlog.removeFirst(group.count)
@@ -356,7 +356,7 @@ public final class Ingest: Sendable {
     /// retried whole on the next connection: what committed is recognised as duplicate).
     private func process(
         _ items: [Item], writer: BatchWriter, intake: BatchIntake, statuses: StatusIntake, client: BrokerConnections,
-        coordinator: inout SiteCoordinator, pace: inout CommitPace, dayBudget: inout PartitionDayBudget
+        coordinator: inout SiteCoordinator, pace: inout CommitPace, budgets: inout AgentBudgets
     ) -> Result<Void, PostgresError> {
         Result { () throws(PostgresError) in
             var accepted: [AcceptedBatch] = []
@@ -381,8 +381,12 @@ public final class Ingest: Sendable {
                     switch intake.check(topic: topic, parsed: agentTopics, payload: payload, nowMicros: clock.nowMicros()) {
                     case .success(let batch):
                         let agent = AgentKey(site: batch.siteID, agent: batch.agentID)
-                        guard dayBudget.admit(agent, days: writer.daysWithoutKnownPartition(batch), now: .now) else {
-                            // More new days than its budget: it waits with the agent, which sends it again.
+                        let now = ContinuousClock.now
+                        // Past its agent's budget of new days or sightings: it waits with the agent, which sends it
+                        // again. Days first: a day admitted stays free for the batch's resend.
+                        guard budgets.days.admit(agent, days: writer.daysWithoutKnownPartition(batch), now: now),
+                            budgets.sightings.admit(agent, sightings: batch.sightings.count, now: now)
+                        else {
                             instruments.record(.batchDeferred)
                             continue
                         }

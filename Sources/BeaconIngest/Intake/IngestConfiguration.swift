@@ -33,6 +33,8 @@ public struct IngestConfiguration: Sendable {
     public var queueCapacity = 512
     /// Batches committed in one transaction at most, when the queue is deep.
     public var maximumGroup = 64
+    /// Sightings each agent's batches may bring a second (`SightingBudget`).
+    public var agentSightingsPerSecond = SightingBudget.defaultPerSecond
     /// Sightings committed in one transaction at most (a batch with more goes alone). Below it, the writer keeps
     /// each transaction near an eighth of `leaseDuration` from the measured cost of a sighting (`CommitPace`), so
     /// that its work between statements stays far below the session's idle-in-transaction timeout (the lease) on

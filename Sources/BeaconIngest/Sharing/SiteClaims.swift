@@ -23,12 +23,12 @@ extension BatchWriter {
     /// Leaves the live instances (a graceful stop, after handing the sites over).
     public func leaveInstances() { leases?.leave() }
 
-    /// What this session sees of the other live instances: how many sites each holds, which of `sites` nobody
-    /// holds, and which no live instance holds.
+    /// What this session sees of the other live instances: how many sites each holds (by instance), which of
+    /// `sites` nobody holds, and which no live instance holds.
     public func observeInstances(
         sites: [String]
-    ) throws(PostgresError) -> (others: [Int], free: Set<String>, unserved: Set<String>, sitesDigests: [String: String]) {
-        guard let observation = try leases?.observe(sites: sites) else { return ([], [], [], [:]) }
+    ) throws(PostgresError) -> (others: [String: Int], free: Set<String>, unserved: Set<String>, sitesDigests: [String: String]) {
+        guard let observation = try leases?.observe(sites: sites) else { return ([:], [], [], [:]) }
         return (observation.others, observation.free, observation.unserved, observation.sitesDigests)
     }
 

@@ -14,6 +14,7 @@ struct SiteCoordinator {
     /// The sites whose topics are subscribed.
     private(set) var subscribed: Set<String> = []
     private var unserved: UnservedSites
+    private var idle: IdleInstances
     /// How long one rebalance claims sites at most before it lets the writer take batches again.
     var claimBudget: Duration = .milliseconds(250)
     /// Whether every live instance ran with this sites file at the last look.
@@ -25,6 +26,7 @@ struct SiteCoordinator {
         self.client = client
         self.instruments = instruments
         unserved = UnservedSites(bound: configuration.unservedSiteBound)
+        idle = IdleInstances(patience: configuration.unservedSiteBound / 3)
     }
 
     /// The topic filters of a site's batches and statuses, as an instance of `group` subscribes to them.
@@ -51,8 +53,9 @@ struct SiteCoordinator {
         filesAgreed = filesAgree
         let overdue = unserved.observe(unserved: notServed, now: .now)
         instruments.record(.sitesUnserved(count: overdue.count, newlyOverdue: overdue.newlyOverdue, bound: unserved.bound))
+        let counted = idle.observe(others: others, free: free, now: .now)
         let share = SiteShare.plan(
-            instance: configuration.mqtt.clientID, sites: sites, owned: writer.servedSites, others: others, free: free)
+            instance: configuration.mqtt.clientID, sites: sites, owned: writer.servedSites, others: Array(counted.values), free: free)
         if !share.release.isEmpty {
             try handOver(Set(share.release), writer)
         }

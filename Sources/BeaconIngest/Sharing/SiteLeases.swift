@@ -40,8 +40,8 @@ final class SiteLeases {
 
     /// What this instance sees of the sites' leases at one look.
     struct Observation: Sendable, Equatable {
-        /// How many sites each other live instance holds.
-        var others: [Int] = []
+        /// How many sites each other live instance holds, by instance.
+        var others: [String: Int] = [:]
         /// The sites nobody holds: any instance may claim them.
         var free: Set<String> = []
         /// The sites no live instance holds: free, or held by a session that is not a live instance.
@@ -59,7 +59,7 @@ final class SiteLeases {
                 SELECT site_id, instance FROM beaconflow.site_claims WHERE beaconflow.lease_held(expires_at, backend_pid)),
             live AS (
                 SELECT instance FROM beaconflow.ingest_instances WHERE beaconflow.lease_held(expires_at, backend_pid))
-            SELECT 'instance', (SELECT count(*) FROM held WHERE held.instance = live.instance)::text FROM live
+            SELECT 'instance:' || live.instance, (SELECT count(*) FROM held WHERE held.instance = live.instance)::text FROM live
             WHERE live.instance <> $2
             UNION ALL
             SELECT 'digest:' || i.instance, coalesce(i.sites_digest, '') FROM beaconflow.ingest_instances i
@@ -76,8 +76,11 @@ final class SiteLeases {
                 observation.sitesDigests[String(kind.dropFirst("digest:".count))] = value
                 continue
             }
+            if kind.hasPrefix("instance:") {
+                observation.others[String(kind.dropFirst("instance:".count))] = Int(value) ?? 0
+                continue
+            }
             switch kind {
-            case "instance": observation.others.append(Int(value) ?? 0)
             case "free":
                 observation.free.insert(value)
                 observation.unserved.insert(value)
