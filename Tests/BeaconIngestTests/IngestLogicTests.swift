@@ -950,36 +950,7 @@ extension ZoneChange {
     }
 }
 
-@Suite struct WriterLinkTests {
-    typealias Link = WriterLink<String, [Int]>
-    let backoff = Link.Backoff(minimum: .milliseconds(200), maximum: .seconds(1))
-
-    /// Failed attempts back off by doubling up to the maximum; the state waits in the link meanwhile.
-    @Test func failedAttemptsBackOffAndKeepTheState() {
-        var link = Link.start([1, 2], backoff: backoff)
-        #expect(link.pendingConnection?.firstConnection == true)
-        let delays = (0..<5).map { _ in link.didFailToConnect(backoff: backoff) }
-        #expect(delays == [.milliseconds(200), .milliseconds(400), .milliseconds(800), .seconds(1), .seconds(1)])
-        #expect(link.pendingConnection?.state == [1, 2])
-        #expect(link.writer == nil)
-    }
-
-    /// A lost connection hands the writer's state back, is retried at once and then backs off from the minimum;
-    /// only the first connection brings the schema up to date.
-    @Test func aLostConnectionKeepsTheWritersStateAndStartsTheBackoffAgain() {
-        var link = Link.start([], backoff: backoff)
-        _ = link.didFailToConnect(backoff: backoff)
-        _ = link.didFailToConnect(backoff: backoff)
-        link.didConnect("writer")
-        #expect(link.writer == "writer")
-        #expect(link.pendingConnection == nil)
-        link.didLoseConnection(keeping: [7], backoff: backoff)
-        #expect(link.writer == nil)
-        #expect(link.pendingConnection?.state == [7])
-        #expect(link.pendingConnection?.firstConnection == false)
-        #expect(link.didFailToConnect(backoff: backoff) == .milliseconds(200))
-    }
-
+@Suite struct AgentProgressTests {
     /// An agent's batch that arrives past a gap in its sequences holds the agent's progress: the site's watermark
     /// stays where the gap begins until the missing batch comes, whose readings then move zones, not count late.
     @Test func progressPastAGapWaitsForTheMissingBatch() throws {

@@ -152,4 +152,48 @@ struct ContractDocumentTests {
         let sites = try SitesConfiguration.load(path: work + "/sites.yaml")
         #expect(sites.sites.map(\.id) == ["hq"] && sites.sites[0].agents.count == 3 && sites.identities.count == 1)
     }
+
+    /// Every file docs/architecture.md's "Where to change what" names exists (a template's folder, for `<Name>`
+    /// and `vNNN`), and the types and members each step names are in its files.
+    @Test func everyRecipeNamesFilesAndSymbolsThatExist() throws {
+        let text = try Self.read("docs/architecture.md")
+        let section = try #require(text.components(separatedBy: "## Where to change what").last)
+        let steps = section.components(separatedBy: "\n").reduce(into: [String]()) { steps, line in
+            let trimmed = line.trimmingCharacters(in: .whitespaces)
+            if trimmed.first?.isNumber == true || trimmed.hasPrefix("- ") || trimmed.hasPrefix("Then ") || steps.isEmpty {
+                steps.append(trimmed)
+            } else {
+                steps[steps.count - 1] += " " + trimmed
+            }
+        }
+        var checked = 0
+        for step in steps {
+            let quoted = step.components(separatedBy: "`").enumerated().filter { $0.offset % 2 == 1 }.map(\.element)
+            let paths = quoted.filter { $0.hasPrefix("Sources/") }
+            guard !paths.isEmpty else { continue }
+            var sources: [String] = []
+            for path in paths {
+                if path.contains("<") || path.contains("vNNN") {
+                    let folder = (path as NSString).deletingLastPathComponent
+                    let files = try FileManager.default.contentsOfDirectory(atPath: repositoryRoot + "/" + folder)
+                    #expect(!files.isEmpty, "\(folder) is empty or gone")
+                    sources += try files.filter { $0.hasSuffix(".swift") }.map { try Self.read(folder + "/" + $0) }
+                } else {
+                    #expect(FileManager.default.fileExists(atPath: repositoryRoot + "/" + path), "\(path), named in a recipe, is gone")
+                    sources.append((try? Self.read(path)) ?? "")
+                }
+                checked += 1
+            }
+            // Names of code: a type or a member (camel case or dotted), not a table's or a key's.
+            let symbols = quoted.filter { name in
+                !name.contains("/") && name.allSatisfy { $0.isLetter || $0.isNumber || $0 == "." || $0 == "_" }
+                    && name.contains(where: { $0.isUppercase || $0 == "." })
+            }
+            for symbol in symbols {
+                let last = String(symbol.split(separator: ".").last ?? "")
+                #expect(sources.contains { $0.contains(last) }, "\(symbol), named beside \(paths), is not in them")
+            }
+        }
+        #expect(checked >= 15, "\(checked) files checked")
+    }
 }

@@ -146,71 +146,95 @@ public final class Ingest: Sendable {
 
     // MARK: - The writer thread
 
+    /// Executes what `WriterMachine` says, one action at a time, and tells it what came of each. A lost connection
+    /// is handled here only: the writer's pipeline waits for the next connection, and the machine ends the turn.
     private func runWriter(queue: BlockingQueue<Item>, client: BrokerConnections) {
         /// The sites file in force: the configuration's, then what each reload applied.
         var sites = configuration.sites
         var intake = BatchIntake(sites: sites)
         intake.futureToleranceMicros = configuration.intakeFutureToleranceMicros
         var clocks = ClockComparison(toleranceMicros: configuration.clockTolerance.microseconds)
-        let backoff = WriterLink<BatchWriter, IngestPipeline>.Backoff(
-            minimum: configuration.reconnectDelayMinimum, maximum: configuration.reconnectDelayMaximum)
-        var link = WriterLink<BatchWriter, IngestPipeline>.start(newPipeline(), backoff: backoff)
         var coordinator = SiteCoordinator(configuration: configuration, client: client, instruments: instruments)
         var statuses = StatusIntake(sites: sites, instruments: instruments)
         var pace = CommitPace(maximum: configuration.maximumGroupSightings, target: configuration.leaseDuration / 8)
         var budgets = AgentBudgets(sightings: SightingBudget(perSecond: configuration.agentSightingsPerSecond))
-        var backlog: [Item] = []
-        var stopping = false
         var schedule = WriterSchedule(
             rebalanceInterval: configuration.rebalanceInterval,
             partitionMaintenanceInterval: configuration.partitionMaintenanceInterval,
             compactionInterval: configuration.compactionInterval, now: .now)
         schedule.clockCheckInterval = configuration.clockCheckInterval
+        var machine = WriterMachine<Item>(
+            schedule: schedule,
+            backoff: .init(minimum: configuration.reconnectDelayMinimum, maximum: configuration.reconnectDelayMaximum),
+            maximumGroup: configuration.maximumGroup, finishZonesAtStop: configuration.finishZonesAtStop)
+        /// The connected writer; while there is none, the state derived from the batches waits in `detached`.
+        var writer: BatchWriter?
+        var detached: IngestPipeline? = newPipeline()
+        func connectionLost(_ error: PostgresError) {
+            instruments.record(.databaseLost(error))
+            detached = writer?.pipeline
+            writer = nil
+            machine.didLoseConnection()
+        }
         while true {
-            if !stopping, shouldStop {
-                // Stop intake; what is queued is still committed and acknowledged.
-                stopping = true
-                queue.close()
+            if shouldStop { machine.stop() }
+            if let loaded = reloads.withLock({ reloads in defer { reloads.pending = nil }; return reloads.pending }) {
+                machine.sitesRead(loaded)
             }
-            if let (state, firstConnection) = link.pendingConnection {
-                switch connect(pipeline: state, sites: sites, migrate: firstConnection) {
+            let action = machine.next(now: .now)
+            switch action {
+            case .closeQueue:
+                queue.close()
+                continue
+            case .wait(let until):
+                sleep(until: until)
+                continue
+            case .connect(let migrate):
+                switch connect(pipeline: detached ?? newPipeline(), sites: sites, migrate: migrate) {
                 case .success(let connected):
-                    link.didConnect(connected)
-                    schedule.connected()
+                    writer = connected
+                    detached = nil
+                    machine.didConnect()
                 case .failure(let error):
-                    if stopping {
+                    let delay = machine.didFailToConnect(now: .now)
+                    if !machine.stopRequested {
+                        logger.warning("PostgreSQL unavailable; intake paused", metadata: ["error": "\(error)", "retry_in": "\(delay)"])
+                    } else {
                         logger.error(
                             "Stopping without PostgreSQL; unacknowledged batches stay with the agents",
-                            metadata: ["queued": "\(backlog.count)", "error": "\(error)"])
-                        return
+                            metadata: ["queued": "\(machine.backlog.count)", "error": "\(error)"])
                     }
-                    let delay = link.didFailToConnect(backoff: backoff)
-                    logger.warning(
-                        "PostgreSQL unavailable; intake paused", metadata: ["error": "\(error)", "retry_in": "\(delay)"])
-                    sleep(delay)
-                    continue
                 }
+                continue
+            case .exitWithoutDatabase:
+                return
+            default:
+                break
             }
-            guard let active = link.writer else { continue }
-            presencePublish(active, client: client)
-            /// Runs one step; a lost connection hands the state back to `link`, other errors are the statement's.
-            func step<Value>(
-                _ failure: Logger.Message, _ work: () throws(PostgresError) -> Value
-            ) -> Value? {
+            guard let active = writer else { continue }
+            /// Runs one step; a lost connection ends the turn, other errors are the statement's.
+            func step<Value>(_ failure: Logger.Message, _ work: () throws(PostgresError) -> Value) -> Value? {
                 switch Result(catching: work) {
                 case .success(let value):
                     return value
                 case .failure(let error) where error.isConnectionFailure:
-                    instruments.record(.databaseLost(error))
-                    link.didLoseConnection(keeping: active.pipeline, backoff: backoff)
+                    connectionLost(error)
                 case .failure(let error):
                     instruments.record(.statementError(error, failure))
                 }
                 return nil
             }
-            if let loaded = reloads.withLock({ reloads in defer { reloads.pending = nil }; return reloads.pending }) {
+            switch action {
+            case .beginTurn:
+                presencePublish(active, client: client)
+                if let failure = active.leaseFailure {
+                    connectionLost(failure)
+                    continue
+                }
+                coordinator.sitesLost(active.leasesTurned(), active)
+            case .applySites(let loaded):
                 let change = SitesChange(from: sites, to: loaded)
-                // In memory first (the pipeline goes with the link if the connection drops), then the database.
+                // In memory first (the pipeline goes with the writer if the connection drops), then the database.
                 sites = loaded
                 intake.sites = loaded
                 statuses = StatusIntake(sites: loaded, instruments: instruments)
@@ -222,16 +246,7 @@ public final class Ingest: Sendable {
                     try active.writeRegistry(loaded)
                     try active.publish(sitesDigest: loaded.digest)
                 }
-                if link.writer == nil { continue }
-            }
-            if let failure = active.leaseFailure {
-                instruments.record(.databaseLost(failure))
-                link.didLoseConnection(keeping: active.pipeline, backoff: backoff)
-                continue
-            }
-            coordinator.sitesLost(active.leasesTurned(), active)
-            let before = schedule.dueBeforeIntake(now: .now, backlogEmpty: backlog.isEmpty, stopping: stopping)
-            if before.compareClocks {
+            case .compareClocks:
                 if let reading = step("The database's clock could not be read", { () throws(PostgresError) in try active.readServerClock() }) {
                     let change = clocks.measured(
                         localBeforeMicros: reading.localBeforeMicros, databaseMicros: reading.databaseMicros,
@@ -239,84 +254,63 @@ public final class Ingest: Sendable {
                     clock.set(offsetMicros: clocks.offsetMicros)
                     instruments.record(.clockCompared(offsetMicros: clocks.offsetMicros, skewed: clocks.skewed, change))
                 }
-                if link.writer == nil { continue }
-            }
-            if before.rebalance {
-                if step("Sites could not be shared out", { () throws(PostgresError) in try coordinator.rebalance(active) }) == true {
-                    schedule.moreToClaim()
+            case .rebalance:
+                if let more = step("Sites could not be shared out", { () throws(PostgresError) in try coordinator.rebalance(active) }) {
+                    machine.didRebalance(moreToClaim: more)
                 }
-                if link.writer == nil { continue }
-            }
-            if backlog.isEmpty {
+            case .take(let timeout):
                 // What is waiting, one agent's message at a time: a batch taken with a flood from one credential
                 // waits for one of the flood's batches, not for all of them.
-                backlog = FairTurns.interleave(queue.popAll(timeout: stopping ? 0 : 0.1)) { $0.turnKey }
-                instruments.record(.queueDepth(backlog.count))
-                if backlog.isEmpty, stopping {
-                    if configuration.finishZonesAtStop {
-                        // A site lost on the way (a lease that lapsed while the machine stalled) is claimed again
-                        // if free, so that its last minutes are counted.
-                        _ = step("Sites could not be shared out") { () throws(PostgresError) in
-                            try coordinator.rebalance(active)
-                        }
-                        if link.writer == nil { continue }
-                        if case .failure(let error) = Result(catching: { () throws(PostgresError) in try active.advanceZones(finish: true) }) {
-                            logger.error("Could not count the last minutes", metadata: ["error": "\(error)"])
-                        }
-                    }
-                    // The sites go to the other instances at once, rather than when this session ends.
-                    _ = step("Sites could not be handed over") { () throws(PostgresError) in
-                        try coordinator.handOver(active.servedSites, active)
-                    }
-                    active.leaveInstances()
-                    return
-                }
-            }
-            let after = schedule.dueAfterIntake(now: .now)
-            if after.maintainPartitions {
-                // Expired days first, each step on its own: a limit on partitions in all clears as days expire.
-                if let dropped = step("Expired partitions could not be dropped", { () throws(PostgresError) in
-                    try active.dropExpiredPartitions()
-                }) {
+                let taken = FairTurns.interleave(queue.popAll(timeout: timeout)) { $0.turnKey }
+                instruments.record(.queueDepth(taken.count))
+                machine.didTake(taken)
+            case .dropExpiredPartitions:
+                if let dropped = step("Expired partitions could not be dropped", { () throws(PostgresError) in try active.dropExpiredPartitions() }) {
                     logger.info("Expired partitions dropped", metadata: ["dropped": "\(dropped)"])
                 }
-                if link.writer == nil { continue }
+            case .makePartitionsAhead:
                 if let made = step("Partitions ahead could not be made", { () throws(PostgresError) in try active.makePartitionsAhead() }) {
                     logger.info("Partitions ahead made", metadata: ["made": "\(made)"])
                 }
-                if link.writer == nil { continue }
-            }
-            if after.compactPacks {
+            case .compactPacks:
                 if let written = step("Compaction failed", { () throws(PostgresError) in try active.compactPacks() }), written > 0 {
                     logger.info("Closed minutes compacted", metadata: ["packs_written": "\(written)"])
                 }
-                if link.writer == nil { continue }
-                if let folded = step("Folding acknowledged batches failed", { () throws(PostgresError) in try active.foldBatches() }),
-                    folded > 0
-                {
+            case .foldBatches:
+                if let folded = step("Folding acknowledged batches failed", { () throws(PostgresError) in try active.foldBatches() }), folded > 0 {
                     logger.info("Acknowledged batches folded", metadata: ["batches": "\(folded)"])
                 }
-                if link.writer == nil { continue }
-            }
-            if after.advanceZones {
+            case .advanceZones:
                 // Agents gone idle stop holding their site's decisions back even when no batch arrives.
                 if let changes = step("Zone changes could not be written", { () throws(PostgresError) in try active.advanceZones() }) {
                     zonesChanged(changes)
                 }
                 coordinator.sitesLost(active.takeSitesLost(), active)
-                if link.writer == nil { continue }
-            }
-            if backlog.isEmpty { continue }
-            let group = Array(backlog.prefix(configuration.maximumGroup))
-            switch process(
-                group, writer: active, intake: intake, statuses: statuses, client: client, coordinator: &coordinator, pace: &pace,
-                budgets: &budgets)
-            {
-            case .success:
-                backlog.removeFirst(group.count)
-            case .failure(let error):
-                instruments.record(.databaseLost(error))
-                link.didLoseConnection(keeping: active.pipeline, backoff: backoff)
+            case .process(let group):
+                switch process(
+                    group, writer: active, intake: intake, statuses: statuses, client: client, coordinator: &coordinator,
+                    pace: &pace, budgets: &budgets)
+                {
+                case .success: machine.didProcess(group.count)
+                case .failure(let error): connectionLost(error)
+                }
+            case .finishZones:
+                // A site lost on the way (a lease that lapsed while the machine stalled) is claimed again if free,
+                // so that its last minutes are counted.
+                _ = step("Sites could not be shared out") { () throws(PostgresError) in try coordinator.rebalance(active) }
+                if writer == nil { continue }
+                if case .failure(let error) = Result(catching: { () throws(PostgresError) in try active.advanceZones(finish: true) }) {
+                    logger.error("Could not count the last minutes", metadata: ["error": "\(error)"])
+                }
+            case .handOverAndExit:
+                // The sites go to the other instances at once, rather than when this session ends.
+                _ = step("Sites could not be handed over") { () throws(PostgresError) in
+                    try coordinator.handOver(active.servedSites, active)
+                }
+                active.leaveInstances()
+                return
+            case .closeQueue, .wait, .connect, .exitWithoutDatabase:
+                break
             }
         }
     }
@@ -563,9 +557,8 @@ public final class Ingest: Sendable {
         }
     }
 
-    private func sleep(_ duration: Duration) {
+    private func sleep(until deadline: ContinuousClock.Instant) {
         // In short steps, so that a stop request is seen.
-        let deadline = ContinuousClock.now + duration
         while ContinuousClock.now < deadline, !shouldStop { Thread.sleep(forTimeInterval: 0.05) }
     }
 }
