@@ -119,37 +119,42 @@ struct BatchWriterTests {
     /// every stored sighting goes through the zone tracker.
     @Test func sightingsThatShareOneInstantAreReadBackAPageAtATime() async throws {
         let server = try await SharedDatabase.create()
-        let connection = try PostgresConnection(server.conninfo)
-        try await Migrator.migrateOffThePool(connection, logger: Logger(label: "test"))
-        let sites = try SitesConfiguration.parse(testSites)
-        let instant: Int64 = 1_767_225_630_000_000
-        let writer = BatchWriter(connection: connection, pipeline: IngestPipeline(sites: sites))
-        let key = BeaconKey(beaconID: "mac:C0:00:00:00:00:01", address: 0xC000_0000_0001, addressIsRandom: true)
-        for sequence in UInt64(1)...3 {
-            var builder = BatchBuilder(siteID: "hq", agentID: "hq-a1", bootID: 1)
-            builder.configuration.maximumSightings = BatchReader.maximumSightings
-            for _ in 0..<BatchReader.maximumSightings {
-                _ = builder.add(Sighting(timeMicros: instant, beacon: key, rssi: -60), nowNanoseconds: 0)
+        let conninfo = server.conninfo
+        try await Migrator.migrateOffThePool(try PostgresConnection(conninfo), logger: Logger(label: "test"))
+        // Seconds of synchronous work: on a thread of its own, not one of the few the other tests wait on.
+        try await onThread {
+            let connection = try PostgresConnection(conninfo)
+            let sites = try SitesConfiguration.parse(testSites)
+            let instant: Int64 = 1_767_225_630_000_000
+            let writer = BatchWriter(connection: connection, pipeline: IngestPipeline(sites: sites))
+            let key = BeaconKey(beaconID: "mac:C0:00:00:00:00:01", address: 0xC000_0000_0001, addressIsRandom: true)
+            for sequence in UInt64(1)...3 {
+                var builder = BatchBuilder(siteID: "hq", agentID: "hq-a1", bootID: 1)
+                builder.configuration.maximumSightings = BatchReader.maximumSightings
+                for _ in 0..<BatchReader.maximumSightings {
+                    _ = builder.add(Sighting(timeMicros: instant, beacon: key, rssi: -60), nowNanoseconds: 0)
+                }
+                let sealed = builder.seal(sequence: sequence, firstUnacknowledgedSequence: 1, agentClockMicros: instant)
+                _ = try writer.commit([BatchReader.decode(try #require(sealed).wireBytes())], nowMicros: instant + 1_000_000)
             }
-            let sealed = builder.seal(sequence: sequence, firstUnacknowledgedSequence: 1, agentClockMicros: instant)
-            _ = try writer.commit([BatchReader.decode(try #require(sealed).wireBytes())], nowMicros: instant + 1_000_000)
-        }
-        var neighbour = BatchBuilder(siteID: "hq", agentID: "hq-a2", bootID: 1)
-        for second in 0..<60 {
-            _ = neighbour.add(Sighting(timeMicros: instant - 30_000_000 + Int64(second) * 1_000_000, beacon: key, rssi: -75), nowNanoseconds: 0)
-        }
-        let sealed = neighbour.seal(sequence: 1, firstUnacknowledgedSequence: 1, agentClockMicros: instant)
-        _ = try writer.commit([BatchReader.decode(try #require(sealed).wireBytes())], nowMicros: instant + 31_000_000)
-        #expect(try connection.query("SELECT count(*) FROM beaconflow.sightings").first?[0] == "300060")
-        let visits = "SELECT zone_id, enter_ts, exit_ts FROM beaconflow.visits ORDER BY 2"
-        let placed = try connection.query(visits).map(\.values)
+            var neighbour = BatchBuilder(siteID: "hq", agentID: "hq-a2", bootID: 1)
+            for second in 0..<60 {
+                _ = neighbour.add(Sighting(timeMicros: instant - 30_000_000 + Int64(second) * 1_000_000, beacon: key, rssi: -75), nowNanoseconds: 0)
+            }
+            let sealed = neighbour.seal(sequence: 1, firstUnacknowledgedSequence: 1, agentClockMicros: instant)
+            _ = try writer.commit([BatchReader.decode(try #require(sealed).wireBytes())], nowMicros: instant + 31_000_000)
+            #expect(try connection.query("SELECT count(*) FROM beaconflow.sightings").first?[0] == "300060")
+            let visits = "SELECT zone_id, enter_ts, exit_ts FROM beaconflow.visits ORDER BY 2"
+            let placed = try connection.query(visits).map(\.values)
 
-        try connection.execute("DELETE FROM beaconflow.zone_checkpoints; DELETE FROM beaconflow.zone_occupancy_minute; DELETE FROM beaconflow.visits_raw")
-        let resumed = BatchWriter(connection: connection, pipeline: IngestPipeline(sites: sites))
-        let resumption = try resumed.resumeZones(sites: ["hq"], nowMicros: instant + 60_000_000)
-        #expect(resumption.replayedSightings == 300_060)
-        #expect(resumption.peakReadSightings <= 50_000, "\(resumption.peakReadSightings) sightings read at once")
-        #expect(try connection.query(visits).map(\.values) == placed)
+            try connection.execute("DELETE FROM beaconflow.zone_checkpoints; DELETE FROM beaconflow.zone_occupancy_minute; DELETE FROM beaconflow.visits_raw")
+            let resumed = BatchWriter(connection: connection, pipeline: IngestPipeline(sites: sites))
+            let resumption = try resumed.resumeZones(sites: ["hq"], nowMicros: instant + 60_000_000)
+            #expect(resumption.replayedSightings == 300_060)
+            #expect(resumption.peakReadSightings <= 50_000, "\(resumption.peakReadSightings) sightings read at once")
+            #expect(try connection.query(visits).map(\.values) == placed)
+        }
+        withExtendedLifetime(server) {}
     }
 
     @Test func aRedeliveredBatchGivesOneSetOfRows() async throws {
