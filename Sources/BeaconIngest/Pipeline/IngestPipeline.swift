@@ -339,57 +339,48 @@ public struct IngestPipeline: Sendable {
     /// journal of what changed, so neither a transaction nor its undoing copies them: the rest of the pipeline is
     /// saved whole.
     public mutating func beginTransaction() {
-        applyToJournaledParts(.begin)
+        for part in Self.journaledParts { part.apply(&self, .begin) }
         var saved = self
-        saved.dropJournaledParts()
+        for part in Self.journaledParts { part.empty(&saved) }
         undo = [saved]
     }
 
     public mutating func commitTransaction() {
-        applyToJournaledParts(.commit)
+        for part in Self.journaledParts { part.apply(&self, .commit) }
         undo = []
     }
 
     public mutating func rollbackTransaction() {
         guard var saved = undo.first else { return }
-        applyToJournaledParts(.rollback)
-        saved.takeJournaledParts(from: self)
+        for part in Self.journaledParts {
+            part.apply(&self, .rollback)
+            part.take(&saved, self)
+        }
         self = saved
     }
 
-    /// The parts that journal their own changes: each beacon's smoothing, deduplication, health, identity, and
-    /// each site's zone tracker.
-    private mutating func applyToJournaledParts(_ step: TransactionStep) {
-        proximity.apply(step)
-        telemetry.apply(step)
-        sensorReadings.apply(step)
-        health.apply(step)
-        identities.apply(step)
-        addresses.apply(step)
-        for site in zoneTrackers.keys { zoneTrackers[site]?.apply(step) }
+    /// The parts that journal their own changes: each beacon's smoothing, deduplication, health, identity, each
+    /// site's zone tracker, and the beacon ids they share (a cache, moved with them).
+    private static var journaledParts: [JournaledPartAccess] {
+        [
+            .init(\.proximity), .init(\.telemetry), .init(\.sensorReadings), .init(\.health), .init(\.identities),
+            .init(\.addresses), .init(\.zoneTrackers), .init(\.beaconIDs),
+        ]
     }
 
-    /// Empties the journaled parts of a saved copy, so that changing them does not copy their tables.
-    private mutating func dropJournaledParts() {
-        proximity = ProximitySmoother(configuration: proximity.configuration)
-        telemetry = TelemetryDeduplicator()
-        sensorReadings = SensorDeduplicator()
-        health = FleetHealth(configuration: health.configuration)
-        identities = JournaledDictionary()
-        addresses = AgentAddresses()
-        zoneTrackers = [:]
-        beaconIDs = BeaconIDInterner()
-    }
+    /// How the transaction steps reach one journaled part.
+    private struct JournaledPartAccess {
+        let apply: (inout IngestPipeline, TransactionStep) -> Void
+        /// Empties the part of a saved copy, so that changing it does not copy its tables.
+        let empty: (inout IngestPipeline) -> Void
+        /// Takes the part (as its journal left it) from another pipeline.
+        let take: (inout IngestPipeline, IngestPipeline) -> Void
 
-    private mutating func takeJournaledParts(from other: IngestPipeline) {
-        proximity = other.proximity
-        telemetry = other.telemetry
-        sensorReadings = other.sensorReadings
-        health = other.health
-        identities = other.identities
-        addresses = other.addresses
-        zoneTrackers = other.zoneTrackers
-        beaconIDs = other.beaconIDs
+        init<Part: JournaledPart>(_ path: WritableKeyPath<IngestPipeline, Part>) {
+            apply = { $0[keyPath: path].apply($1) }
+            empty = { $0[keyPath: path] = $0[keyPath: path].emptied }
+            take = { $0[keyPath: path] = $1[keyPath: path] }
+        }
     }
 
     /// Moves a site's zone decisions as far as its watermark allows.

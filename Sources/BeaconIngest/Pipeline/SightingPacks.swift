@@ -1,4 +1,3 @@
-import LibPQ
 
 /// Where a sighting was heard from: the site, the agent, the agent's zone and the placement its distances are
 /// computed with (from the sites file). One row of `sighting_sources`; nil placement only for rows stored before
@@ -136,15 +135,6 @@ public struct StoredPack: Sendable {
         self.beaconKey = beaconKey
     }
 
-    public static let copyTable = CopyTable<StoredPack>(
-        "beaconflow.sighting_packs",
-        [
-            .init("ts") { PostgresTimestamp(unixMicros: $0.pack.startMicros) },
-            .init("source_key") { $0.sourceKey },
-            .init("beacon_key") { $0.beaconKey },
-            .init("tx_power") { $0.pack.powerAt1mDbm.map(Int16.init) },
-            .init("readings", array: { $0.pack.readings }),
-        ])
 }
 
 /// The per-minute rollup of one (minute, source, beacon), as upserted into `sighting_minutes`.
@@ -184,38 +174,5 @@ struct MinuteRollup: Equatable {
             rollups[key] = rollup
         }
         return rollups.values.sorted { ($0.beaconKey, $0.minuteMicros, $0.sourceKey) < ($1.beaconKey, $1.minuteMicros, $1.sourceKey) }
-    }
-}
-
-/// The writer's cache of dictionary keys. Keys learned inside a transaction are kept apart until it commits: a
-/// rolled-back transaction may have inserted them. Bounded: past `maximumEntries` it starts again empty.
-struct DictionaryKeys {
-    /// Entries cached of each dictionary at most; past it the cache starts afresh (keys are read back as needed).
-    var maximumEntries = 1_000_000
-
-    private(set) var sources: [SightingSource: Int32] = [:]
-    private(set) var beacons: [String: Int32] = [:]
-    private var pendingSources: [SightingSource: Int32] = [:]
-    private var pendingBeacons: [String: Int32] = [:]
-
-    func source(_ source: SightingSource) -> Int32? { sources[source] ?? pendingSources[source] }
-    func beacon(_ beaconID: String) -> Int32? { beacons[beaconID] ?? pendingBeacons[beaconID] }
-
-    mutating func learned(source: SightingSource, key: Int32) { pendingSources[source] = key }
-    mutating func learned(beacon: String, key: Int32) { pendingBeacons[beacon] = key }
-
-    mutating func beginTransaction() { rollbackTransaction() }
-
-    mutating func commitTransaction() {
-        if sources.count + pendingSources.count > maximumEntries { sources.removeAll() }
-        if beacons.count + pendingBeacons.count > maximumEntries { beacons.removeAll() }
-        sources.merge(pendingSources) { _, new in new }
-        beacons.merge(pendingBeacons) { _, new in new }
-        rollbackTransaction()
-    }
-
-    mutating func rollbackTransaction() {
-        pendingSources.removeAll()
-        pendingBeacons.removeAll()
     }
 }

@@ -2,6 +2,19 @@ import LibPQ
 
 // The tables the writer copies rows into, each with its columns and how a row fills them.
 
+extension StoredPack {
+    /// `sighting_packs`: a pack a row, keyed by its dictionaries.
+    public static let copyTable = CopyTable<StoredPack>(
+        "beaconflow.sighting_packs",
+        [
+            .init("ts") { PostgresTimestamp(unixMicros: $0.pack.startMicros) },
+            .init("source_key") { $0.sourceKey },
+            .init("beacon_key") { $0.beaconKey },
+            .init("tx_power") { $0.pack.powerAt1mDbm.map(Int16.init) },
+            .init("readings", array: { $0.pack.readings }),
+        ])
+}
+
 extension TelemetryRow {
     /// The temporary table of `TransmissionStore.telemetry`, where a group's rows wait to be checked against stored
     /// transmissions.

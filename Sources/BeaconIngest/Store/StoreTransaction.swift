@@ -98,3 +98,40 @@ extension SensorDeduplicator: TransactionalState {}
 extension FleetHealth: TransactionalState {}
 extension SiteZoneTracker: TransactionalState {}
 extension IngestPipeline: TransactionalState {}
+
+/// A part of `IngestPipeline` that journals its own changes, so that a transaction neither copies it nor undoes
+/// it by copying: `emptied` is what a saved copy of the pipeline holds instead (nothing that changing it copies).
+protocol JournaledPart {
+    mutating func apply(_ step: TransactionStep)
+    var emptied: Self { get }
+}
+
+extension JournaledDictionary: JournaledPart {
+    var emptied: Self { Self() }
+}
+extension ProximitySmoother: JournaledPart {
+    var emptied: Self { Self(configuration: configuration) }
+}
+extension TelemetryDeduplicator: JournaledPart {
+    var emptied: Self { Self() }
+}
+extension SensorDeduplicator: JournaledPart {
+    var emptied: Self { Self() }
+}
+extension FleetHealth: JournaledPart {
+    var emptied: Self { Self(configuration: configuration) }
+}
+extension AgentAddresses: JournaledPart {
+    var emptied: Self { Self() }
+}
+extension Dictionary: JournaledPart where Key == String, Value == SiteZoneTracker {
+    mutating func apply(_ step: TransactionStep) {
+        for site in keys { self[site]?.apply(step) }
+    }
+    var emptied: Self { [:] }
+}
+extension BeaconIDInterner: JournaledPart {
+    /// A cache: kept whatever the transaction does.
+    mutating func apply(_ step: TransactionStep) {}
+    var emptied: Self { Self() }
+}
