@@ -299,6 +299,27 @@ import Testing
     }
 }
 
+/// An agent's clock offset is taken off its batch's times once, when the writer takes the batch: the days its
+/// partitions need and the rows stored come from the same event times.
+@Suite struct TimedBatchTests {
+    @Test func aBatchOfAnAgentThreeSecondsAheadIsStoredAtItsEventTimes() throws {
+        var pipeline = IngestPipeline(sites: try SitesConfiguration.parse(testSites))
+        let agent = AgentKey(site: "hq", agent: "hq-a1")
+        // Just after midnight by the agent's clock, which is 3 s ahead: the event times are the day before.
+        let midnight: Int64 = 1_767_225_600_000_000
+        for index in 0..<3 {
+            let arrival = midnight + Int64(index) * 10_000_000
+            pipeline.clocks.observe(agent, agentClockMicros: arrival + 3_000_000, receivedAtMicros: arrival, retained: false)
+        }
+        let batch = try BatchReader.decode(try batchPayload(sequence: 1, count: 2, start: midnight + 1_000_000))
+        let timed = pipeline.timed(batch)
+        #expect(timed.sightingTimes == batch.sightings.map { $0.timeMicros - 3_000_000 })
+        #expect(timed.days == [midnight / 86_400_000_000 - 1])
+        let output = pipeline.apply(timed, nowMicros: midnight + 10_000_000)
+        #expect(output.sightings.map(\.timeMicros) == timed.sightingTimes)
+    }
+}
+
 @Suite struct AgentClocksTests {
     let agent = AgentKey(site: "hq", agent: "hq-a1")
     let start: Int64 = 1_767_225_600_000_000

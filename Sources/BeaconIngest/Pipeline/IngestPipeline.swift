@@ -169,11 +169,15 @@ public struct IngestPipeline: Sendable {
     /// The rows of one batch that the database did not have yet; `nowMicros` is the ingest's clock. `inOrder`:
     /// every earlier batch of the agent is committed (see `heldProgress`).
     public mutating func apply(_ batch: DecodedBatch, nowMicros: Int64, inOrder: Bool = true) -> PipelineOutput {
-        var batch = batch
+        apply(timed(batch), nowMicros: nowMicros, inOrder: inOrder)
+    }
+
+    /// The same, with its event times as the writer took it.
+    public mutating func apply(_ timed: TimedBatch, nowMicros: Int64, inOrder: Bool = true) -> PipelineOutput {
+        var batch = timed.batch
         addresses.resolve(&batch, beaconIDs: &beaconIDs, holdingAtMost: 2 * maximumBeacons)
         let agentKey = AgentKey(site: batch.siteID, agent: batch.agentID)
         let placement = placements[agentKey] ?? Placement()
-        let offset = clocks.offset(agentKey)
         let source = SightingSource(
             siteID: batch.siteID, agentID: batch.agentID, zoneID: placement.zone, rssiOffsetDb: placement.rssiOffsetDb,
             pathLossExponent: placement.pathLossExponent)
@@ -182,8 +186,7 @@ public struct IngestPipeline: Sendable {
         var zoneReadings: [SiteZoneTracker.BeaconReading] = []
         zoneReadings.reserveCapacity(batch.sightings.count)
         let agentNumber = proximity.number(of: agentKey)
-        for sighting in batch.sightings {
-            let time = sighting.timeMicros - offset
+        for (sighting, time) in zip(batch.sightings, timed.sightingTimes) {
             let beaconID = identity(of: sighting, site: batch.siteID, timeMicros: time)
             let (rssi, filtered) = smoothedReading(
                 beaconID: beaconID, agent: agentNumber, placement: placement, rssi: Double(sighting.rssi), timeMicros: time)
@@ -201,8 +204,8 @@ public struct IngestPipeline: Sendable {
                 dataFrame(content, of: sighting.beacon, beaconID: beaconID, batch: batch, timeMicros: time, into: &output)
             }
         }
-        for read in batch.characteristicReads {
-            characteristicRead(read, batch: batch, offset: offset, into: &output)
+        for (read, time) in zip(batch.characteristicReads, timed.readTimes) {
+            characteristicRead(read, batch: batch, timeMicros: time, into: &output)
         }
         let lateBefore = zoneTrackers[batch.siteID]?.lateReadings ?? 0
         zoneTrackers[batch.siteID]?.add(zoneReadings, agent: batch.agentID)
@@ -506,9 +509,8 @@ public struct IngestPipeline: Sendable {
     /// A GATT poll result: numeric characteristics are readings (`gatt-read`), Device Information strings and
     /// listed characteristics without a decoder (as hex) are `device_info`.
     private mutating func characteristicRead(
-        _ read: CharacteristicRead, batch: DecodedBatch, offset: Int64, into output: inout PipelineOutput
+        _ read: CharacteristicRead, batch: DecodedBatch, timeMicros time: Int64, into output: inout PipelineOutput
     ) {
-        let time = read.timeMicros - offset
         let beaconID = read.beacon.beaconID
         let decoded = try? GATTCharacteristic.decode(read.characteristic, read.value)
         if let reading = decoded?.sensorReading {

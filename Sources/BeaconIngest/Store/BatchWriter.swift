@@ -94,9 +94,18 @@ public final class BatchWriter {
     }
 
     public func commit(_ batches: [DecodedBatch], nowMicros: Int64? = nil) throws(PostgresError) -> GroupResult {
-        guard !batches.isEmpty else { return GroupResult(outcomes: [], acknowledgements: [:]) }
+        try commit(timed: batches.map(timed), nowMicros: nowMicros)
+    }
+
+    /// The batch's event times, by its agent's clock offset as measured now (`IngestPipeline.timed`).
+    public func timed(_ batch: DecodedBatch) -> TimedBatch { state.pipeline.timed(batch) }
+
+    /// Commits a group, the days of its event times made first.
+    public func commit(timed group: [TimedBatch], nowMicros: Int64? = nil) throws(PostgresError) -> GroupResult {
+        guard !group.isEmpty else { return GroupResult(outcomes: [], acknowledgements: [:]) }
         let nowMicros = nowMicros ?? clock.nowMicros()
-        try partitions.ensure(days: days(of: batches))
+        let batches = group.map(\.batch)
+        try partitions.ensure(days: group.reduce(into: Set<Int64>()) { $0.formUnion($1.days) })
         let agents = Set(batches.map { AgentKey(site: $0.siteID, agent: $0.agentID) })
         for key in agents where !loadedAgents.contains(key) {
             try loadProgress(key)
@@ -105,14 +114,14 @@ public final class BatchWriter {
             // Written only while this transaction holds the sites' leases.
             let lost = try hold(Set(batches.map(\.siteID)))
             guard lost.isEmpty else { return .rollback(.sitesLost(lost)) }
-            return .commit(.written(try write(batches, into: &state, nowMicros: nowMicros)))
+            return .commit(.written(try write(group, into: &state, nowMicros: nowMicros)))
         }
         switch written {
         case .sitesLost(let lost):
             lose(lost)
             // Taken over since the group was queued: its batches are the new owner's, through the agents' resends.
             let kept = batches.indices.filter { !lost.contains(batches[$0].siteID) }
-            var result = try commit(kept.map { batches[$0] }, nowMicros: nowMicros)
+            var result = try commit(timed: kept.map { group[$0] }, nowMicros: nowMicros)
             var outcomes = Array(repeating: Outcome.notServed, count: batches.count)
             for (index, outcome) in zip(kept, result.outcomes) { outcomes[index] = outcome }
             result.outcomes = outcomes
@@ -136,7 +145,8 @@ public final class BatchWriter {
     }
 
     /// A group's rows, in the transaction that holds its sites' leases.
-    private func write(_ batches: [DecodedBatch], into state: inout WriterState, nowMicros: Int64) throws(PostgresError) -> GroupResult {
+    private func write(_ group: [TimedBatch], into state: inout WriterState, nowMicros: Int64) throws(PostgresError) -> GroupResult {
+        let batches = group.map(\.batch)
         let fresh = try ledger.insert(batches)
         let reused = try ledger.reusedSequences(batches, fresh: fresh)
         var output = PipelineOutput()
@@ -153,7 +163,7 @@ public final class BatchWriter {
                 key, sequence: batch.sequence, firstUnacknowledged: batch.firstUnacknowledgedSequence)
             let inOrder = state.tracker.waiting(key) == 0
             if fresh.contains(index) {
-                let batchOutput = state.pipeline.apply(batch, nowMicros: nowMicros, inOrder: inOrder)
+                let batchOutput = state.pipeline.apply(group[index], nowMicros: nowMicros, inOrder: inOrder)
                 output.append(batchOutput)
                 outcomes.append(.committed(rows: batchOutput.sightings.count))
             } else {
@@ -310,25 +320,10 @@ public final class BatchWriter {
         state.pipeline.reconfigure(sites: sites, reset: restarting)
     }
 
-    /// The batch's days (Unix days) without a partition this writer knows of (it may still exist): what a commit
-    /// of it may make.
-    public func daysWithoutKnownPartition(_ batch: DecodedBatch) -> Set<Int64> {
-        partitions.unknownDays(days(of: [batch]))
-    }
-
-    /// The UTC days (Unix days) of the batches' sightings and reads, by the ingest's clock.
-    private func days(of batches: [DecodedBatch]) -> Set<Int64> {
-        var days: Set<Int64> = []
-        for batch in batches {
-            let offset = state.pipeline.clocks.offset(AgentKey(site: batch.siteID, agent: batch.agentID))
-            for sighting in batch.sightings {
-                days.insert((sighting.timeMicros - offset).floorDivided(by: 86_400_000_000))
-            }
-            for read in batch.characteristicReads {
-                days.insert((read.timeMicros - offset).floorDivided(by: 86_400_000_000))
-            }
-        }
-        return days
+    /// The batch's days without a partition this writer knows of (it may still exist): what a commit of it may
+    /// make.
+    public func daysWithoutKnownPartition(_ batch: TimedBatch) -> Set<Int64> {
+        partitions.unknownDays(batch.days)
     }
 }
 

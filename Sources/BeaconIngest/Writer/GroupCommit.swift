@@ -36,16 +36,17 @@ extension Ingest {
                     switch intake.check(topic: topic, parsed: agentTopics, payload: payload, nowMicros: clock.nowMicros()) {
                     case .success(let batch):
                         let agent = AgentKey(site: batch.siteID, agent: batch.agentID)
+                        let timed = writer.timed(batch)
                         let now = ContinuousClock.now
                         // Past its agent's budget of new days or sightings: it waits with the agent, which sends it
                         // again. Days first: a day admitted stays free for the batch's resend.
-                        guard budgets.days.admit(agent, days: writer.daysWithoutKnownPartition(batch), now: now),
+                        guard budgets.days.admit(agent, days: writer.daysWithoutKnownPartition(timed), now: now),
                             budgets.sightings.admit(agent, sightings: batch.sightings.count, now: now)
                         else {
                             instruments.record(.batchDeferred)
                             continue
                         }
-                        accepted.append(AcceptedBatch(batch: batch, topic: topic, agentTopics: agentTopics, payload: payload))
+                        accepted.append(AcceptedBatch(timed: timed, topic: topic, agentTopics: agentTopics, payload: payload))
                     case .failure(let failure):
                         do throws(PostgresError) {
                             try reject(
@@ -110,7 +111,8 @@ extension Ingest {
     }
 
     private struct AcceptedBatch {
-        var batch: DecodedBatch
+        var timed: TimedBatch
+        var batch: DecodedBatch { timed.batch }
         var topic: String
         var agentTopics: AgentTopics?
         var payload: [UInt8]
@@ -120,7 +122,7 @@ extension Ingest {
         let started = DispatchTime.now().uptimeNanoseconds
         let result: BatchWriter.GroupResult
         do {
-            result = try writer.commit(group.map(\.batch))
+            result = try writer.commit(timed: group.map(\.timed))
         } catch where !error.isConnectionFailure && group.count > 1 {
             // One batch the database refuses must not hold back the others: commit them one by one.
             for batch in group { try commit([batch], writer: writer, client: client) }
