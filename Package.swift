@@ -251,6 +251,13 @@ let package = Package(
         .testTarget(name: "BeaconAgentTests", dependencies: ["BeaconAgent", "BeaconSimulation", "BeaconMessaging", "BeaconWire", "BlueZHCI", "LocalServers", "Mosquitto", "TestServers"]),
         .testTarget(name: "MosquittoTests", dependencies: ["LocalServers", "Mosquitto", "TestServers"]),
         .testTarget(name: "BoundedYAMLTests", dependencies: ["BoundedYAML"]),
+        // The console's guard and routes in process, through Hummingbird's test client.
+        .testTarget(
+            name: "WebConsoleTests",
+            dependencies: [
+                "WebConsole", .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"), .product(name: "Logging", package: "swift-log"),
+            ]),
         // The ingest's pure logic: no servers.
         .testTarget(name: "BeaconIngestTests", dependencies: ["AccuracyHarness", "BeaconSimulation", "BeaconIngest", "BeaconMessaging", "BeaconWire", "TestServers"]),
         // The parts together against real servers started by the tests (mosquitto, PostgreSQL, the beaconflow

@@ -41,7 +41,6 @@ public struct ConsoleServer: Sendable {
     ) -> some ApplicationProtocol {
         let router = Router(context: BasicRequestContext.self)
         let streams = Mutex(0)
-        router.add(middleware: ConsoleGuard<BasicRequestContext>(token: configuration.token))
         router.get("/login") { request, _ -> Response in
             let given = request.uri.queryParameters["token"].map(String.init) ?? ""
             guard sameToken(given, configuration.token) else {
@@ -91,8 +90,14 @@ public struct ConsoleServer: Sendable {
             token: configuration.token,
             requestTimeout: configuration.requestTimeout,
             unauthenticatedLimit: configuration.unauthenticatedLimit)
+        // The guard before the routes, so that it sees every request (HEAD, a path the console lacks) as sent.
+        let routes = router.buildResponder()
+        let guarded = ConsoleGuard<BasicRequestContext>(token: configuration.token)
+        let responder = CallbackResponder<BasicRequestContext> { request, context in
+            try await guarded.handle(request, context: context) { request, context in try await routes.respond(to: request, context: context) }
+        }
         return Application(
-            router: router,
+            responder: responder,
             server: .http1(
                 configuration: .init(
                     additionalChannelHandlers: [admission.handler()],
@@ -118,7 +123,7 @@ struct ConsoleGuard<Context: RequestContext>: RouterMiddleware {
         } else if request.method != HTTPRequest.Method.get, request.method != HTTPRequest.Method.head {
             response = ConsoleAssets.response(.methodNotAllowed, "the console is read-only", type: "text/plain")
         } else if request.uri.path == "/login" || authorized(request) {
-            response = try await next(request, context)
+            response = try await answer(request, context: context, next: next)
         } else if request.uri.path.hasPrefix("/api/") || request.uri.path == "/events" {
             response = ConsoleAssets.response(.unauthorized, "open the console's login link first", type: "text/plain")
         } else {
@@ -129,6 +134,24 @@ struct ConsoleGuard<Context: RequestContext>: RouterMiddleware {
         response.headers[Self.referrerPolicy] = "no-referrer"
         if response.headers[.cacheControl] == nil { response.headers[.cacheControl] = "no-store" }
         return response
+    }
+
+    /// The route's answer: HEAD as GET without the body (and without opening an event stream), a route that
+    /// throws (404 for a path the console does not have) as a plain answer that gets the headers too.
+    private func answer(
+        _ request: Request, context: Context, next: (Request, Context) async throws -> Response
+    ) async throws -> Response {
+        let head = request.method == .head
+        if head, request.uri.path == "/events" { return Response(status: .ok, headers: [.contentType: "text/event-stream"]) }
+        var asked = request.head
+        if head { asked.method = .get }
+        do {
+            var response = try await next(Request(head: asked, body: request.body), context)
+            if head { response.body = ResponseBody() }
+            return response
+        } catch let error as HTTPError {
+            return ConsoleAssets.response(error.status, error.body ?? error.status.reasonPhrase, type: "text/plain")
+        }
     }
 
     private func authorized(_ request: Request) -> Bool {
