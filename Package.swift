@@ -194,7 +194,8 @@ let package = Package(
         .target(
             name: "WebConsole",
             dependencies: [
-                "LibPQ", .product(name: "Hummingbird", package: "hummingbird"), .product(name: "HummingbirdCore", package: "hummingbird"),
+                "LibPQ", "WorkQueue", .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"), .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTPTypes", package: "swift-nio-extras"), .product(name: "Logging", package: "swift-log"),
             ]

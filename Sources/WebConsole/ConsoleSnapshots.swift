@@ -2,6 +2,7 @@ import Foundation
 import LibPQ
 import Logging
 import Synchronization
+import WorkQueue
 
 /// What the console shows, read from the public views as one JSON document, again every `refresh`, on a thread of
 /// its own (libpq blocks). Pages and event streams take the latest.
@@ -17,7 +18,7 @@ public final class ConsoleSnapshots: Sendable {
     private let refresh: Duration
     private let logger: Logger
     private let latest = Mutex(Snapshot(version: 0, json: #"{"error": "not read yet"}"#))
-    private let stopped = Mutex(false)
+    private let stopped = StopSignal()
 
     public init(conninfo: String, refresh: Duration, logger: Logger) {
         self.conninfo = conninfo
@@ -33,7 +34,7 @@ public final class ConsoleSnapshots: Sendable {
         Thread.detachNewThread { [self] in
             var connection: PostgresConnection?
             var failing = false
-            while !stopped.withLock({ $0 }) {
+            while !stopped.isStopped {
                 do throws(PostgresError) {
                     let open: PostgresConnection
                     if let connection { open = connection } else { open = try PostgresConnection(conninfo) }
@@ -51,12 +52,12 @@ public final class ConsoleSnapshots: Sendable {
                     failing = true
                 }
                 let deadline = ContinuousClock.now + refresh
-                while ContinuousClock.now < deadline, !stopped.withLock({ $0 }) { Thread.sleep(forTimeInterval: 0.05) }
+                stopped.wait(until: deadline)
             }
         }
     }
 
-    public func stop() { stopped.withLock { $0 = true } }
+    public func stop() { stopped.stop() }
 
     /// Beacons listed at most (present ones first, then the registry's, then the rest by id); `beacon_count` has
     /// them all.

@@ -27,7 +27,7 @@ public final class Ingest: Sendable {
 
     public let configuration: IngestConfiguration
     let logger: Logger
-    let stopRequested = Mutex(false)
+    let stopRequested = StopSignal()
     let reloads: Mutex<SitesReloads>
     /// Live presence, when configured: used on the writer thread only; `presenceEvents` is what the brokers' threads
     /// tell it.
@@ -61,14 +61,14 @@ public final class Ingest: Sendable {
     }
 
     /// Asks `run()` to stop: intake stops, what is queued is committed and acknowledged, then it returns.
-    public func requestStop() { stopRequested.withLock { $0 = true } }
+    public func requestStop() { stopRequested.stop() }
 
     /// Reads the sites file again (SIGHUP), on a thread of its own, for the writer to apply between two
     /// transactions; a file that does not load is refused and the running sites kept. Applied once PostgreSQL is
     /// connected.
     public func requestReload() { startReadingSitesFile() }
 
-    var shouldStop: Bool { stopRequested.withLock { $0 } }
+    var shouldStop: Bool { stopRequested.isStopped }
 
     /// Runs until `requestStop()`. Throws only when the MQTT client cannot be set up.
     public func run() async throws {
@@ -141,9 +141,7 @@ public final class Ingest: Sendable {
         logger.info("Ingest stopped", metadata: Logger.Metadata(uniqueKeysWithValues: statistics.fields.map { ($0.name, .string($0.value)) }))
     }
 
-    func sleep(until deadline: ContinuousClock.Instant) {
-        // In short steps, so that a stop request is seen.
-        while ContinuousClock.now < deadline, !shouldStop { Thread.sleep(forTimeInterval: 0.05) }
-    }
+    /// Waits until `deadline`; a stop request ends the wait at once.
+    func sleep(until deadline: ContinuousClock.Instant) { stopRequested.wait(until: deadline) }
 }
 

@@ -34,7 +34,7 @@ extension Ingest {
             return false
         case .message(let topic, let payload, _) where topic == PresenceTopics.availability:
             // Another instance's will (or its stop): presence goes on here.
-            if payload == PresenceTopics.offline, !stopRequested.withLock({ $0 }) {
+            if payload == PresenceTopics.offline, !stopRequested.isStopped {
                 _ = try? client.publish(topic: PresenceTopics.availability, payload: PresenceTopics.online, retain: true)
             }
             return true
