@@ -4,7 +4,7 @@ import BeaconWire
 /// computed once when the writer takes the batch (`IngestPipeline.timed`), and the UTC days they fall on, which
 /// the partition budget and the partitions made before its transaction both use.
 public struct TimedBatch: Sendable {
-    public var batch: DecodedBatch
+    public let batch: DecodedBatch
     /// In the order of `batch.sightings` and `batch.characteristicReads`.
     public let sightingTimes: [Int64]
     public let readTimes: [Int64]
@@ -15,7 +15,8 @@ public struct TimedBatch: Sendable {
         self.batch = batch
         sightingTimes = batch.sightings.map { $0.timeMicros - offsetMicros }
         readTimes = batch.characteristicReads.map { $0.timeMicros - offsetMicros }
-        days = Set((sightingTimes + readTimes).map { $0.floorDivided(by: 86_400_000_000) })
+        let day = { (time: Int64) in time.floorDivided(by: 86_400_000_000) }
+        days = Set(sightingTimes.lazy.map(day)).union(readTimes.lazy.map(day))
     }
 }
 

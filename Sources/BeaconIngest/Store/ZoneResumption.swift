@@ -102,11 +102,11 @@ struct ZoneResumer {
                 peakRead = max(peakRead, times.count)
                 // A page that ends inside an instant leaves that instant's readings to the next page, so that they
                 // are applied together, unless the whole page is that instant.
-                let through = more && times.contains { $0 < last } ? last - 1 : last
+                let passed = more && times.contains { $0 < last } ? last - 1 : last
                 for (agent, list) in readings {
                     count += list.count
                     pipeline.replayZoneReadings(list, agent: AgentKey(site: site, agent: agent))
-                    newestByAgent[agent] = max(newestByAgent[agent] ?? .min, min(through, list.map(\.timeMicros).max() ?? .min))
+                    newestByAgent[agent] = max(newestByAgent[agent] ?? .min, min(passed, list.map(\.timeMicros).max() ?? .min))
                 }
                 peakPending = max(peakPending, pipeline.zoneTrackers[site]?.pendingReadings ?? 0)
                 for (agent, time) in newestByAgent {

@@ -56,7 +56,7 @@ struct WriterMachine<Item> {
 
     /// Where a connected turn stands.
     private enum Phase: Equatable {
-        case start, sites, beforeIntake, rebalance, intake, taking, afterIntake, group, finishing, handingOver, done
+        case start, sites, beforeIntake, rebalance, intake, taking, afterIntake, group, finishing, handingOver
     }
 
     let backoff: Backoff
@@ -181,9 +181,6 @@ struct WriterMachine<Item> {
                 phase = .handingOver
                 if finishZonesAtStop { return .finishZones }
             case .handingOver:
-                phase = .done
-                return .handOverAndExit
-            case .done:
                 return .handOverAndExit
             }
         }
