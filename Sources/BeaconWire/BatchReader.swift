@@ -287,6 +287,8 @@ public enum BatchReader {
                     throw BatchError(.invalidField, "beacons[\(index)].beacon_id is empty or longer than 256 bytes")
                 }
                 beaconID = beacon.beaconID
+                // Typed here once when it is an identity in canonical text (an agent that sent text ids).
+                identity = BeaconIdentity(beaconID)
             }
             guard beacon.address >> 48 == 0 else {
                 throw BatchError(.invalidField, "beacons[\(index)].address is wider than 48 bits")

@@ -288,13 +288,13 @@ import Testing
 
     @Test func changedBeaconsAreReportedOnce() {
         var health = FleetHealth()
-        health.seen(beaconID: "a", siteID: "hq", timeMicros: start)
-        health.seen(beaconID: "b", siteID: "hq", timeMicros: start)
+        health.seen(ResolvedBeacon(id: "a"), siteID: "hq", timeMicros: start)
+        health.seen(ResolvedBeacon(id: "b"), siteID: "hq", timeMicros: start)
         #expect(health.takeChanged().map(\.beaconID) == ["a", "b"])
         #expect(health.takeChanged().isEmpty)
-        health.seen(beaconID: "a", siteID: "hq", timeMicros: start)  // not newer: nothing changes
+        health.seen(ResolvedBeacon(id: "a"), siteID: "hq", timeMicros: start)  // not newer: nothing changes
         #expect(health.takeChanged().isEmpty)
-        health.seen(beaconID: "a", siteID: "hq", timeMicros: start - 1)  // older: only the first sighting moves
+        health.seen(ResolvedBeacon(id: "a"), siteID: "hq", timeMicros: start - 1)  // older: only the first sighting moves
         #expect(health.takeChanged().map { [$0.firstSeenMicros, $0.lastSeenMicros] } == [[start - 1, start]])
     }
 }

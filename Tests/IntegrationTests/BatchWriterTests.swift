@@ -50,16 +50,18 @@ struct BatchWriterTests {
         let sites = try SitesConfiguration.parse(testSites)
         let midnight: Int64 = 1_767_225_600_000_000
         let hour: Int64 = 3_600_000_000
-        var writer = BatchWriter(connection: connection, pipeline: IngestPipeline(sites: sites))
+        var writer = BatchWriter(connection: connection)
+        var state = WriterState(pipeline: IngestPipeline(sites: sites))
         // hq-a1 hears counters 10 (two hours before midnight), 50 (a millisecond before midnight) and 90 (an hour
         // after); hq-a2, two hours behind, delivers 10 and 50 at the end, beyond the pipeline's window.
-        _ = try writer.commit(try telemetryBatch(agent: "hq-a1", sequence: 1, transmissions: [(midnight - 2 * hour, 10), (midnight - 1_000, 50)]))
-        _ = try writer.commit(try telemetryBatch(agent: "hq-a1", sequence: 2, transmissions: [(midnight + hour, 90)]))
-        let late = try writer.commit([try telemetryBatch(agent: "hq-a2", sequence: 1, transmissions: [(midnight - 2 * hour + 900, 10)])])
+        _ = try writer.commit(try telemetryBatch(agent: "hq-a1", sequence: 1, transmissions: [(midnight - 2 * hour, 10), (midnight - 1_000, 50)]), state: &state)
+        _ = try writer.commit(try telemetryBatch(agent: "hq-a1", sequence: 2, transmissions: [(midnight + hour, 90)]), state: &state)
+        let late = try writer.commit([try telemetryBatch(agent: "hq-a2", sequence: 1, transmissions: [(midnight - 2 * hour + 900, 10)])], state: &state)
         #expect(late.telemetryRows == 0)
         // After a restart the pipeline remembers nothing: hq-a2's reception of counter 50 falls after midnight.
-        writer = BatchWriter(connection: connection, pipeline: IngestPipeline(sites: sites))
-        let restarted = try writer.commit([try telemetryBatch(agent: "hq-a2", sequence: 2, transmissions: [(midnight + 2_000, 50), (midnight + hour + 1_500, 90)])])
+        writer = BatchWriter(connection: connection)
+        state = WriterState(pipeline: IngestPipeline(sites: sites))
+        let restarted = try writer.commit([try telemetryBatch(agent: "hq-a2", sequence: 2, transmissions: [(midnight + 2_000, 50), (midnight + hour + 1_500, 90)])], state: &state)
         #expect(restarted.telemetryRows == 0)
         #expect(try connection.query("SELECT adv_count, count(*) FROM beaconflow.telemetry GROUP BY 1 ORDER BY 1") == [["10", "1"], ["50", "1"], ["90", "1"]])
         // The same counter after a reboot (uptime restarted) is a new transmission.
@@ -71,7 +73,7 @@ struct BatchWriterTests {
             copy.data = .eddystone(FrameBytes([0x20, 0x00] + tlm.fieldBytes))
             return copy
         }
-        #expect(try writer.commit([frames]).telemetryRows == 1)
+        #expect(try writer.commit([frames], state: &state).telemetryRows == 1)
         #expect(try connection.query("SELECT count(*) FROM beaconflow.telemetry WHERE adv_count = 90") == [["2"]])
     }
 
@@ -83,7 +85,8 @@ struct BatchWriterTests {
         try await Migrator.migrateOffThePool(connection, logger: Logger(label: "test"))
         let sites = try SitesConfiguration.parse(testSites)
         let start: Int64 = 1_767_225_600_000_000
-        let writer = BatchWriter(connection: connection, pipeline: IngestPipeline(sites: sites))
+        let writer = BatchWriter(connection: connection)
+        var state = WriterState(pipeline: IngestPipeline(sites: sites))
         for minute in 0..<10 {
             for (number, agent) in ["hq-a1", "hq-a2"].enumerated() {
                 var builder = BatchBuilder(siteID: "hq", agentID: agent, bootID: 1)
@@ -98,7 +101,7 @@ struct BatchWriterTests {
                     }
                 }
                 let sealed = builder.seal(sequence: UInt64(minute + 1), firstUnacknowledgedSequence: 1, agentClockMicros: start)
-                _ = try writer.commit([BatchReader.decode(try #require(sealed).wireBytes())], nowMicros: start + Int64(minute * 60 + 61) * 1_000_000)
+                _ = try writer.commit([BatchReader.decode(try #require(sealed).wireBytes())], state: &state, nowMicros: start + Int64(minute * 60 + 61) * 1_000_000)
             }
         }
         let visits = "SELECT zone_id, count(*) FROM beaconflow.visits GROUP BY 1 ORDER BY 1"
@@ -106,8 +109,9 @@ struct BatchWriterTests {
         #expect(placed == [["lab", "20"], ["lobby", "20"]])
         // As if no minute had been counted: everything is read back.
         try connection.execute("DELETE FROM beaconflow.zone_checkpoints; DELETE FROM beaconflow.zone_occupancy_minute; DELETE FROM beaconflow.visits_raw")
-        let resumed = BatchWriter(connection: connection, pipeline: IngestPipeline(sites: sites))
-        let resumption = try resumed.resumeZones(sites: ["hq"], nowMicros: start + 700_000_000)
+        let resumed = BatchWriter(connection: connection)
+        var resumedState = WriterState(pipeline: IngestPipeline(sites: sites))
+        let resumption = try resumed.resumeZones(sites: ["hq"], state: &resumedState, nowMicros: start + 700_000_000)
         #expect(resumption.replayedSightings == 48_000)
         #expect(resumption.peakPendingReadings < 48_000 / 4, "\(resumption.peakPendingReadings) readings held at once")
         #expect(try connection.query(visits).map(\.values) == placed)
@@ -126,7 +130,8 @@ struct BatchWriterTests {
             let connection = try PostgresConnection(conninfo)
             let sites = try SitesConfiguration.parse(testSites)
             let instant: Int64 = 1_767_225_630_000_000
-            let writer = BatchWriter(connection: connection, pipeline: IngestPipeline(sites: sites))
+            let writer = BatchWriter(connection: connection)
+            var state = WriterState(pipeline: IngestPipeline(sites: sites))
             let key = BeaconKey(beaconID: "mac:C0:00:00:00:00:01", address: 0xC000_0000_0001, addressIsRandom: true)
             for sequence in UInt64(1)...3 {
                 var builder = BatchBuilder(siteID: "hq", agentID: "hq-a1", bootID: 1)
@@ -135,21 +140,22 @@ struct BatchWriterTests {
                     _ = builder.add(Sighting(timeMicros: instant, beacon: key, rssi: -60), nowNanoseconds: 0)
                 }
                 let sealed = builder.seal(sequence: sequence, firstUnacknowledgedSequence: 1, agentClockMicros: instant)
-                _ = try writer.commit([BatchReader.decode(try #require(sealed).wireBytes())], nowMicros: instant + 1_000_000)
+                _ = try writer.commit([BatchReader.decode(try #require(sealed).wireBytes())], state: &state, nowMicros: instant + 1_000_000)
             }
             var neighbour = BatchBuilder(siteID: "hq", agentID: "hq-a2", bootID: 1)
             for second in 0..<60 {
                 _ = neighbour.add(Sighting(timeMicros: instant - 30_000_000 + Int64(second) * 1_000_000, beacon: key, rssi: -75), nowNanoseconds: 0)
             }
             let sealed = neighbour.seal(sequence: 1, firstUnacknowledgedSequence: 1, agentClockMicros: instant)
-            _ = try writer.commit([BatchReader.decode(try #require(sealed).wireBytes())], nowMicros: instant + 31_000_000)
+            _ = try writer.commit([BatchReader.decode(try #require(sealed).wireBytes())], state: &state, nowMicros: instant + 31_000_000)
             #expect(try connection.query("SELECT count(*) FROM beaconflow.sightings").first?[0] == "300060")
             let visits = "SELECT zone_id, enter_ts, exit_ts FROM beaconflow.visits ORDER BY 2"
             let placed = try connection.query(visits).map(\.values)
 
             try connection.execute("DELETE FROM beaconflow.zone_checkpoints; DELETE FROM beaconflow.zone_occupancy_minute; DELETE FROM beaconflow.visits_raw")
-            let resumed = BatchWriter(connection: connection, pipeline: IngestPipeline(sites: sites))
-            let resumption = try resumed.resumeZones(sites: ["hq"], nowMicros: instant + 60_000_000)
+            let resumed = BatchWriter(connection: connection)
+            var resumedState = WriterState(pipeline: IngestPipeline(sites: sites))
+            let resumption = try resumed.resumeZones(sites: ["hq"], state: &resumedState, nowMicros: instant + 60_000_000)
             #expect(resumption.replayedSightings == 300_060)
             #expect(resumption.peakReadSightings <= 50_000, "\(resumption.peakReadSightings) sightings read at once")
             #expect(try connection.query(visits).map(\.values) == placed)
@@ -161,26 +167,27 @@ struct BatchWriterTests {
         let server = try await SharedDatabase.create()
         let connection = try PostgresConnection(server.conninfo)
         try await Migrator.migrateOffThePool(connection, logger: Logger(label: "test"))
-        let writer = BatchWriter(connection: connection, pipeline: IngestPipeline(sites: try SitesConfiguration.parse(testSites)))
+        let writer = BatchWriter(connection: connection)
+        var state = WriterState(pipeline: IngestPipeline(sites: try SitesConfiguration.parse(testSites)))
         let batch = try decodedBatch(sequence: 7)
-        #expect(try writer.commit(batch) == .committed(rows: 100))
-        #expect(try writer.commit(batch) == .duplicate)
+        #expect(try writer.commit(batch, state: &state) == .committed(rows: 100))
+        #expect(try writer.commit(batch, state: &state) == .duplicate)
         // The same sequence with other content is no redelivery: said, and the committed batch stays.
         var other = batch
         other.sightings.removeLast()
-        guard case .sequenceReused(let difference) = try writer.commit(other) else {
+        guard case .sequenceReused(let difference) = try writer.commit(other, state: &state) else {
             Issue.record("a reused sequence passed as a duplicate")
             return
         }
         #expect(difference == "sequence 7 is committed with boot id \(Int64(bitPattern: 0xFEED_0000_0000_0001)) and 100 sightings of other content; this batch has boot id \(Int64(bitPattern: 0xFEED_0000_0000_0001)) and 99")
         var resealed = batch
         resealed.agentClockMicros += 1
-        guard case .sequenceReused(let later) = try writer.commit(resealed) else {
+        guard case .sequenceReused(let later) = try writer.commit(resealed, state: &state) else {
             Issue.record("a batch sealed at another time passed as a duplicate")
             return
         }
         #expect(later.contains("sealed at another time"))
-        #expect(try writer.commit(batch) == .duplicate)
+        #expect(try writer.commit(batch, state: &state) == .duplicate)
         #expect(try connection.query("SELECT count(*) FROM beaconflow.sightings") == [["100"]])
         #expect(try connection.query("SELECT count(*), min(boot_id) FROM beaconflow.batches") == [["1", String(Int64(bitPattern: 0xFEED_0000_0000_0001))]])
         // Both days got their partition; values survive the binary COPY to the microsecond.
@@ -201,15 +208,16 @@ struct BatchWriterTests {
         let server = try await SharedDatabase.create()
         let connection = try PostgresConnection(server.conninfo)
         try await Migrator.migrateOffThePool(connection, logger: Logger(label: "test"))
-        let writer = BatchWriter(connection: connection, pipeline: IngestPipeline(sites: try SitesConfiguration.parse(testSites)))
+        let writer = BatchWriter(connection: connection)
+        var state = WriterState(pipeline: IngestPipeline(sites: try SitesConfiguration.parse(testSites)))
         // Each batch says it is the agent's oldest unacknowledged one: 4 never comes, progress passes it.
         for sequence: UInt64 in [1, 2, 3, 5, 6] {
-            #expect(try writer.commit(try decodedBatch(sequence: sequence)) != .duplicate)
+            #expect(try writer.commit(try decodedBatch(sequence: sequence), state: &state) != .duplicate)
         }
         let boot = String(Int64(bitPattern: 0xFEED_0000_0000_0001))
         let ranges = "SELECT boot_id, first_sequence, last_sequence, sightings FROM beaconflow.batch_ranges ORDER BY 2"
         // Within the lag (15 minutes): nothing folded.
-        #expect(try writer.foldBatches() == 0)
+        #expect(try writer.foldBatches(sites: state.servedSites) == 0)
         try connection.execute("UPDATE beaconflow.settings SET value = '0' WHERE key = 'compaction_lag_minutes'")
         // Two instances folding the site at once: one waits for the other and finds nothing left.
         let conninfo = server.conninfo
@@ -221,19 +229,19 @@ struct BatchWriterTests {
         #expect(Set([try await first, try await second]) == ["5", "0"])
         #expect(try connection.query("SELECT count(*) FROM beaconflow.batches") == [["0"]])
         #expect(try connection.query(ranges) == [[boot, "1", "3", "300"], [boot, "5", "6", "200"]])
-        #expect(try writer.foldBatches() == 0)
+        #expect(try writer.foldBatches(sites: state.servedSites) == 0)
 
-        #expect(try writer.commit(try decodedBatch(sequence: 2)) == .duplicate)
-        #expect(try writer.commit(try decodedBatch(sequence: 6)) == .duplicate)
+        #expect(try writer.commit(try decodedBatch(sequence: 2), state: &state) == .duplicate)
+        #expect(try writer.commit(try decodedBatch(sequence: 6), state: &state) == .duplicate)
         var rebooted = try decodedBatch(sequence: 5)
         rebooted.bootID = 9
         #expect(
-            try writer.commit(rebooted)
+            try writer.commit(rebooted, state: &state)
                 == .sequenceReused("sequence 5 is committed with boot id \(boot) (folded with the batches around it); this batch has boot id 9"))
         let late = try decodedBatch(sequence: 4, beaconID: "eddystone:0102030405060708090a:0000000000a2")
-        #expect(try writer.commit(late) == .committed(rows: 100))
+        #expect(try writer.commit(late, state: &state) == .committed(rows: 100))
         // The late batch lengthens the range before it.
-        #expect(try writer.foldBatches() == 1)
+        #expect(try writer.foldBatches(sites: state.servedSites) == 1)
         #expect(try connection.query(ranges) == [[boot, "1", "4", "400"], [boot, "5", "6", "200"]])
         #expect(try connection.query("SELECT count(*) FROM beaconflow.sightings WHERE beacon_id LIKE '%a2'") == [["100"]])
         // Progress may not rise past what is committed, folded or not.
@@ -250,7 +258,8 @@ struct BatchWriterTests {
         try await Migrator.migrateOffThePool(connection, logger: Logger(label: "test"))
         let sites = try SitesConfiguration.parse(
             testSites.replacingOccurrences(of: "{id: hq-a1, zone: lobby}", with: "{id: hq-a1, zone: lobby, rssi_offset_db: 2.5}"))
-        let writer = BatchWriter(connection: connection, pipeline: IngestPipeline(sites: sites))
+        let writer = BatchWriter(connection: connection)
+        var state = WriterState(pipeline: IngestPipeline(sites: sites))
         var expected = IngestPipeline(sites: sites)
         var batches = [try decodedBatch(sequence: 1), try decodedBatch(sequence: 2, beaconID: "ibeacon:e2c56db5-dffb-48d2-b060-d0f5a71096e0:1:2")]
         var other = try decodedBatch(sequence: 1)
@@ -260,8 +269,8 @@ struct BatchWriterTests {
         let again = try decodedBatch(sequence: 3)
         var rows: [SightingRow] = []
         for batch in batches + [again] { rows += expected.apply(batch, nowMicros: 1_767_225_600_000_000).sightings }
-        _ = try writer.commit(batches, nowMicros: 1_767_225_600_000_000)
-        _ = try writer.commit([again], nowMicros: 1_767_225_600_000_000)
+        _ = try writer.commit(batches, state: &state, nowMicros: 1_767_225_600_000_000)
+        _ = try writer.commit([again], state: &state, nowMicros: 1_767_225_600_000_000)
         let columns = """
             (extract(epoch FROM ts) * 1000000)::bigint, site_id, agent_id, agent_zone_id, beacon_id, rssi, tx_power, distance_m,
             smoothed_distance_m
@@ -307,7 +316,8 @@ struct BatchWriterTests {
         let server = try await SharedDatabase.create()
         let connection = try PostgresConnection(server.conninfo)
         try await Migrator.migrateOffThePool(connection, logger: Logger(label: "test"))
-        let writer = BatchWriter(connection: connection, pipeline: IngestPipeline(sites: try SitesConfiguration.parse(testSites)))
+        let writer = BatchWriter(connection: connection)
+        var state = WriterState(pipeline: IngestPipeline(sites: try SitesConfiguration.parse(testSites)))
         let uid = BeaconKey(
             beaconID: "eddystone:0102030405060708090a:0000000000a1", address: 0xC0FF_EE00_0001, addressIsRandom: true,
             powerAt1mDbm: -62, advertisingEvent: 0x10)
@@ -328,11 +338,11 @@ struct BatchWriterTests {
                 Sighting(timeMicros: start, beacon: uid, rssi: -60),
                 Sighting(timeMicros: start + 1_000_000, beacon: extended, rssi: -60, data: url),
                 Sighting(timeMicros: start, beacon: phone, rssi: -70),
-            ])], nowMicros: start)
+            ])], state: &state, nowMicros: start)
         // A later batch with an older sighting (another agent's, late) changes nothing.
         var late = try batch(1, [Sighting(timeMicros: start + 500_000, beacon: uid, rssi: -65)])
         late.agentID = "hq-a2"
-        _ = try writer.commit([late], nowMicros: start)
+        _ = try writer.commit([late], state: &state, nowMicros: start)
         let columns = "beacon_id, kind, address::text, address_type, advertising_event, url"
         #expect(
             try connection.query("SELECT \(columns) FROM beaconflow.beacons ORDER BY 1") == [
@@ -346,15 +356,16 @@ struct BatchWriterTests {
         let server = try await SharedDatabase.create()
         let connection = try PostgresConnection(server.conninfo)
         try await Migrator.migrateOffThePool(connection, logger: Logger(label: "test"))
-        let writer = BatchWriter(connection: connection, pipeline: IngestPipeline(sites: try SitesConfiguration.parse(testSites)))
+        let writer = BatchWriter(connection: connection)
+        var state = WriterState(pipeline: IngestPipeline(sites: try SitesConfiguration.parse(testSites)))
         // PostgreSQL text cannot hold NUL: the COPY fails after the batches row was inserted.
         do {
-            _ = try writer.commit(try decodedBatch(sequence: 3, beaconID: "mac:\u{0}"))
+            _ = try writer.commit(try decodedBatch(sequence: 3, beaconID: "mac:\u{0}"), state: &state)
             Issue.record("a NUL in text was accepted")
         } catch let error as PostgresError {
             #expect(error.sqlState != nil)
         }
         #expect(try connection.query("SELECT count(*) FROM beaconflow.batches") == [["0"]])
-        #expect(try writer.commit(try decodedBatch(sequence: 3)) == .committed(rows: 100))
+        #expect(try writer.commit(try decodedBatch(sequence: 3), state: &state) == .committed(rows: 100))
     }
 }

@@ -164,8 +164,9 @@ struct MigrationTests {
                 "SELECT to_char(minute AT TIME ZONE 'UTC', 'HH24:MI'), agent_id, sightings, rssi_min, rssi_mean, rssi_max FROM beaconflow.sightings_minute ORDER BY 1, 2"
             ) == [["10:00", "a1", "2", "-70", "-65", "-60"], ["10:00", "a2", "1", "-80", "-80", "-80"], ["10:01", "a1", "1", "-65", "-65", "-65"]])
         // The ingest stores packs beside the old rows (2025-12-31 and 2026-01-01), and the day's hour is kept up to date.
-        let writer = BatchWriter(connection: connection, pipeline: IngestPipeline(sites: try SitesConfiguration.parse(testSites)))
-        #expect(try writer.commit(try decodedBatch(sequence: 1)) == .committed(rows: 100))
+        let writer = BatchWriter(connection: connection)
+        var state = WriterState(pipeline: IngestPipeline(sites: try SitesConfiguration.parse(testSites)))
+        #expect(try writer.commit(try decodedBatch(sequence: 1), state: &state) == .committed(rows: 100))
         #expect(try connection.query("SELECT count(*) FROM beaconflow.sightings") == [["104"]])
         #expect(try connection.query("SELECT count(*) FROM beaconflow.sightings_between('2026-01-01T10:00:00Z', '2026-01-01T10:00:30Z')") == [["2"]])
     }

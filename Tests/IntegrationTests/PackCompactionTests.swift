@@ -38,14 +38,15 @@ struct PackCompactionTests {
         let server = try await SharedDatabase.create()
         let connection = try PostgresConnection(server.conninfo)
         try await Migrator.migrateOffThePool(connection, logger: Logger(label: "test"))
-        let writer = BatchWriter(connection: connection, pipeline: IngestPipeline(sites: try SitesConfiguration.parse(testSites)))
+        let writer = BatchWriter(connection: connection)
+        var state = WriterState(pipeline: IngestPipeline(sites: try SitesConfiguration.parse(testSites)))
         // Two and a half minutes of one-second batches from two agents, ten minutes ago.
         let minute: Int64 = 60_000_000
         let start = (wallClockMicros() - 10 * minute) / minute * minute + 20_000_000
         var sequences: [String: UInt64] = ["hq-a1": 0, "hq-a2": 0]
         func send(_ agent: String, at time: Int64) throws {
             sequences[agent]! += 1
-            _ = try writer.commit(try Self.secondBatch(agent: agent, sequence: sequences[agent]!, startMicros: time))
+            _ = try writer.commit(try Self.secondBatch(agent: agent, sequence: sequences[agent]!, startMicros: time), state: &state)
         }
         for second in 0..<150 {
             for agent in ["hq-a1", "hq-a2"] { try send(agent, at: start + Int64(second) * 1_000_000) }
@@ -59,7 +60,7 @@ struct PackCompactionTests {
 
         // The ingest's own call, with the lag at nothing: every minute before the current one is closed.
         try connection.execute("UPDATE beaconflow.settings SET value = '0' WHERE key = 'compaction_lag_minutes'")
-        let written = try writer.compactPacks()
+        let written = try writer.compactPacks(sites: state.servedSites)
         // The batches cover three UTC minutes (20 s, 60 s and 70 s of them): one pack per agent, beacon and minute.
         #expect(written == 3 * 2 * 3)
         #expect(try packs() == 3 * 2 * 3)
@@ -79,7 +80,7 @@ struct PackCompactionTests {
             """)
         #expect(misplaced == [["0"]])
         // Again: nothing to do.
-        #expect(try writer.compactPacks() == 0)
+        #expect(try writer.compactPacks(sites: state.servedSites) == 0)
         #expect(try packs() == 18)
 
         // A late batch for a compacted minute is stored beside its pack and merged in by the next compaction.
@@ -97,7 +98,7 @@ struct PackCompactionTests {
         #expect(try packs() == 21)
         #expect(try connection.query(Self.sightingsQuery) == withLate)
 
-        #expect(try writer.compactPacks() == 3)
+        #expect(try writer.compactPacks(sites: state.servedSites) == 3)
         #expect(try packs() == 18)
         #expect(try connection.query(Self.sightingsQuery) == withLate)
 
@@ -128,7 +129,8 @@ struct PackCompactionTests {
         let server = try await SharedDatabase.create()
         let connection = try PostgresConnection(server.conninfo)
         try await Migrator.migrateOffThePool(connection, logger: Logger(label: "test"))
-        let writer = BatchWriter(connection: connection, pipeline: IngestPipeline(sites: try SitesConfiguration.parse(testSites)))
+        let writer = BatchWriter(connection: connection)
+        var state = WriterState(pipeline: IngestPipeline(sites: try SitesConfiguration.parse(testSites)))
         let minute: Int64 = 60_000_000
         let start = (wallClockMicros() - 10 * minute) / minute * minute + 5_000_000
         var configuration = BatchBuilder.Configuration()
@@ -138,17 +140,17 @@ struct PackCompactionTests {
             let key = BeaconKey(beaconID: Self.beacons[0], address: 0xC000_0000_0010, addressIsRandom: true, powerAt1mDbm: -59)
             _ = builder.add(Sighting(timeMicros: start + Int64(second) * 1_000_017, beacon: key, rssi: Int8(-60 - second % 7)), nowNanoseconds: 0)
             let sealed = builder.seal(sequence: UInt64(second + 1), firstUnacknowledgedSequence: 1, agentClockMicros: 0)
-            _ = try writer.commit(try BatchReader.decode(try #require(sealed).wireBytes()))
+            _ = try writer.commit(try BatchReader.decode(try #require(sealed).wireBytes()), state: &state)
         }
         // The other agent in milliseconds, in the same minute.
-        _ = try writer.commit(try Self.secondBatch(agent: "hq-a2", sequence: 1, startMicros: start + 1_000_000))
+        _ = try writer.commit(try Self.secondBatch(agent: "hq-a2", sequence: 1, startMicros: start + 1_000_000), state: &state)
         let before = try connection.query(Self.sightingsQuery)
         #expect(before.count == 20 + 9)
         try connection.execute("UPDATE beaconflow.settings SET value = '0' WHERE key = 'compaction_lag_minutes'")
         // The microsecond minute merged as before; the millisecond packs (one per beacon, alone in their minute)
         // rewritten in columns. Again: nothing to do.
-        #expect(try writer.compactPacks() == 4)
-        #expect(try writer.compactPacks() == 0)
+        #expect(try writer.compactPacks(sites: state.servedSites) == 4)
+        #expect(try writer.compactPacks(sites: state.servedSites) == 0)
         let forms = "SELECT readings IS NULL, count(*) FROM beaconflow.sighting_packs GROUP BY 1 ORDER BY 1"
         #expect(try connection.query(forms) == [["f", "1"], ["t", "3"]])
         #expect(try connection.query(Self.sightingsQuery) == before)
@@ -165,7 +167,7 @@ struct PackCompactionTests {
             """)
         let withOld = try connection.query(Self.sightingsQuery)
         #expect(withOld.count == before.count + 9)
-        #expect(try writer.compactPacks() == 3)
+        #expect(try writer.compactPacks(sites: state.servedSites) == 3)
         #expect(try connection.query(forms) == [["f", "1"], ["t", "6"]])
         #expect(try connection.query(Self.sightingsQuery) == withOld)
 
@@ -188,7 +190,7 @@ struct PackCompactionTests {
             """)
         let withHundredths = try connection.query(Self.sightingsQuery)
         #expect(withHundredths.count == withOld.count + 9 + 3)
-        #expect(try writer.compactPacks() == 3)
+        #expect(try writer.compactPacks(sites: state.servedSites) == 3)
         let smoothedForms = """
             SELECT reading_smoothed IS NOT NULL, reading_smoothed_half IS NOT NULL, count(*)
             FROM beaconflow.sighting_packs WHERE readings IS NULL GROUP BY 1, 2 ORDER BY 1, 2

@@ -17,7 +17,8 @@ struct SensorReadingStorageTests {
         let sealed = BTHomePacket.encrypt(
             objects: try [UInt8](hex: "02ca0903bf13"), bindkey: try [UInt8](hex: SensorFixtures.bthomeKey),
             address: SensorFixtures.bthomeAddress, counter: 7)
-        var writer = BatchWriter(connection: connection, pipeline: IngestPipeline(sites: sites))
+        var writer = BatchWriter(connection: connection)
+        var state = WriterState(pipeline: IngestPipeline(sites: sites))
         try writer.writeRegistry(sites)
         let first = try writer.commit([
             SensorFixtures.batch(
@@ -28,16 +29,17 @@ struct SensorReadingStorageTests {
                     CharacteristicRead(beacon: SensorFixtures.bthome, timeMicros: t + 20, characteristic: 0x2A19, value: [87]),
                     CharacteristicRead(beacon: SensorFixtures.bthome, timeMicros: t + 20, characteristic: 0x2A29, value: Array("Acme".utf8)),
                 ])
-        ], nowMicros: t)
+        ], state: &state, nowMicros: t)
         #expect(first.sensorReadingRows == 13)
         // A restarted ingest remembers nothing; the second agent's reception of the same transmissions adds nothing.
-        writer = BatchWriter(connection: connection, pipeline: IngestPipeline(sites: sites))
+        writer = BatchWriter(connection: connection)
+        state = WriterState(pipeline: IngestPipeline(sites: sites))
         let second = try writer.commit([
             SensorFixtures.batch(
                 "a2", 1,
                 [Sighting(timeMicros: t + 40_000, beacon: SensorFixtures.ruuvi, rssi: -70, data: SensorFixtures.ruuviFrame(sequence: 205)),
                  Sighting(timeMicros: t + 40_010, beacon: SensorFixtures.bthome, rssi: -70, data: .serviceData(uuid16: 0xFCD2, FrameBytes(sealed)))])
-        ], nowMicros: t)
+        ], state: &state, nowMicros: t)
         #expect(second.sensorReadingRows == 0)
         #expect(
             try connection.query(

@@ -48,7 +48,8 @@ final class Store: @unchecked Sendable {
         database = try await PostgresServer.start()
         connection = try PostgresConnection(database.conninfo)
         try Migrator.migrate(connection, logger: Logger(label: "bench"))
-        let writer = BatchWriter(connection: connection, pipeline: IngestPipeline(sites: try SitesConfiguration.parse(sitesText)))
+        let writer = BatchWriter(connection: connection)
+        var state = WriterState(pipeline: IngestPipeline(sites: try SitesConfiguration.parse(sitesText)))
         var random = SplitMix(state: 1)
         let perSecond = agentCount * heardPerAgent * 11 / 2
         let seconds = (storedSightings + perSecond - 1) / perSecond
@@ -79,7 +80,7 @@ final class Store: @unchecked Sendable {
                         siteID: siteID, agentID: "agent-\(agent)", bootID: 1, sequence: UInt64(second + 1),
                         firstUnacknowledgedSequence: UInt64(second + 1), agentClockMicros: base + 1_000_000, sightings: list))
             }
-            _ = try writer.commit(group, nowMicros: base + 1_000_000)
+            _ = try writer.commit(group, state: &state, nowMicros: base + 1_000_000)
         }
         let elapsed = ContinuousClock.now - began
         fillSeconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18

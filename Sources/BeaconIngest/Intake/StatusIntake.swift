@@ -9,7 +9,7 @@ struct StatusIntake {
 
     func record(
         topic: String, agentTopics: AgentTopics?, payload: [UInt8], receivedAtMicros: Int64, retained: Bool,
-        writer: BatchWriter
+        writer: BatchWriter, pipeline: inout IngestPipeline
     ) throws(PostgresError) {
         guard let agentTopics, sites.agent(site: agentTopics.site, agent: agentTopics.agent) != nil else {
             instruments.record(.statusIgnored(topic: topic, .unknownAgent))
@@ -25,15 +25,13 @@ struct StatusIntake {
         let agent = AgentKey(site: agentTopics.site, agent: agentTopics.agent)
         var offsetMillis: Double?
         var stale = false
-        writer.updatePipeline { pipeline in
-            if let clock = status.clockMicros {
-                stale = !pipeline.clocks.isNewest(agent, statusClockMicros: clock)
-                if !stale, status.online {
-                    pipeline.clocks.observe(agent, agentClockMicros: clock, receivedAtMicros: receivedAtMicros, retained: retained)
-                }
+        if let clock = status.clockMicros {
+            stale = !pipeline.clocks.isNewest(agent, statusClockMicros: clock)
+            if !stale, status.online {
+                pipeline.clocks.observe(agent, agentClockMicros: clock, receivedAtMicros: receivedAtMicros, retained: retained)
             }
-            offsetMillis = pipeline.clocks.estimateMicros(agent).map { Double($0) / 1000 }
         }
+        offsetMillis = pipeline.clocks.estimateMicros(agent).map { Double($0) / 1000 }
         guard !stale else {
             instruments.record(.statusIgnored(topic: topic, .older))
             return

@@ -181,7 +181,9 @@ public struct FleetHealth: Sendable {
     /// A transmission of the beacon; `heardAs` when it was a sighting (its address and event are kept from the
     /// latest). True when the sighting came from a copy of the beacon's identity (`CloneDetection`).
     @discardableResult
-    public mutating func seen(beaconID: String, siteID: String, timeMicros: Int64, heardAs: HeardAs? = nil) -> Bool {
+    public mutating func seen(_ beacon: ResolvedBeacon, siteID: String, timeMicros: Int64, heardAs: HeardAs? = nil) -> Bool {
+        let beaconID = beacon.id
+        let kind = beacon.kind
         var changes = false
         var copy = false
         var cloned: ClonedBeacon?
@@ -189,8 +191,8 @@ public struct FleetHealth: Sendable {
         beacons.update(beaconID) { entry in
             if entry == nil {
                 entry = Beacon(
-                    siteID: siteID, lastSeenMicros: timeMicros, firstSeenMicros: timeMicros, kind: Self.identityKind(of: beaconID),
-                    heardAs: heardAs, clones: Self.hasConstantIdentity(beaconID) ? CloneDetection() : nil)
+                    siteID: siteID, lastSeenMicros: timeMicros, firstSeenMicros: timeMicros, kind: Self.identityKind(kind),
+                    heardAs: heardAs, clones: Self.hasConstantIdentity(kind) ? CloneDetection() : nil)
                 changes = true
             }
             guard var beacon = entry.take() else { return }
@@ -225,8 +227,8 @@ public struct FleetHealth: Sendable {
     }
 
     /// Identities any device can copy and that stay the same: iBeacon, AltBeacon, Eddystone-UID.
-    static func hasConstantIdentity(_ beaconID: String) -> Bool {
-        switch BeaconIdentity.Kind(of: beaconID) {
+    static func hasConstantIdentity(_ kind: BeaconIdentity.Kind?) -> Bool {
+        switch kind {
         case .eddystone, .iBeacon, .altBeacon: true
         case .eid, .mac, .anon, nil: false
         }
@@ -241,18 +243,19 @@ public struct FleetHealth: Sendable {
     }
 
     /// The type of a frame heard from the beacon: an identity frame's type wins over data frames'.
-    public mutating func kind(beaconID: String, _ frameType: String) {
+    public mutating func kind(_ resolved: ResolvedBeacon, _ frameType: String) {
+        let beaconID = resolved.id
         guard var beacon = beacons[beaconID] else { return }
-        let kind = Self.identityKind(of: beaconID) ?? frameType
+        let kind = Self.identityKind(resolved.kind) ?? frameType
         guard beacon.kind != kind else { return }
         beacon.kind = kind
         beacons[beaconID] = beacon
         changed.insert(beaconID)
     }
 
-    /// The kind a beacon id tells by itself (the beacon-id forms of the wire format).
-    static func identityKind(of beaconID: String) -> String? {
-        switch BeaconIdentity.Kind(of: beaconID) {
+    /// The kind an identity tells by itself, as the views name it.
+    static func identityKind(_ kind: BeaconIdentity.Kind?) -> String? {
+        switch kind {
         case .eddystone: "eddystone-uid"
         case .eid: "eddystone-eid"
         case .iBeacon: "ibeacon"
@@ -265,16 +268,16 @@ public struct FleetHealth: Sendable {
     public mutating func reading(_ reading: SensorReading, beaconID: String, siteID: String, timeMicros: Int64) {
         switch (reading.quantity, reading.unit) {
         case ("battery_voltage", SensorUnit.millivolt):
-            seen(beaconID: beaconID, siteID: siteID, timeMicros: timeMicros)
+            seen(ResolvedBeacon(id: beaconID), siteID: siteID, timeMicros: timeMicros)
             battery(beaconID: beaconID, millivolts: Int32(clamping: Int(reading.value.rounded())), timeMicros: timeMicros)
         case ("battery", SensorUnit.percent):
-            seen(beaconID: beaconID, siteID: siteID, timeMicros: timeMicros)
+            seen(ResolvedBeacon(id: beaconID), siteID: siteID, timeMicros: timeMicros)
             guard var beacon = beacons[beaconID] else { return }
             beacon.batteryPercent = reading.value
             Self.add(reading.value, at: timeMicros, to: &beacon.percentBuckets)
             beacons[beaconID] = beacon
         case ("temperature", SensorUnit.celsius):
-            seen(beaconID: beaconID, siteID: siteID, timeMicros: timeMicros)
+            seen(ResolvedBeacon(id: beaconID), siteID: siteID, timeMicros: timeMicros)
             guard var beacon = beacons[beaconID] else { return }
             beacon.temperatureCelsius = reading.value
             beacons[beaconID] = beacon
@@ -313,7 +316,7 @@ public struct FleetHealth: Sendable {
     }
 
     public mutating func telemetry(_ row: TelemetryRow, rebooted: Bool) {
-        seen(beaconID: row.beaconID, siteID: row.siteID, timeMicros: row.timeMicros)
+        seen(ResolvedBeacon(id: row.beaconID), siteID: row.siteID, timeMicros: row.timeMicros)
         guard var beacon = beacons[row.beaconID] else { return }
         if let temperature = row.temperatureCelsius { beacon.temperatureCelsius = temperature }
         if rebooted { beacon.reboots.append(row.timeMicros) }

@@ -115,7 +115,7 @@ public struct IngestPipeline: Sendable {
     private var undo: [IngestPipeline] = []
 
     private struct AddressIdentity {
-        var beaconID: String
+        var beacon: ResolvedBeacon
         var timeMicros: Int64
     }
 
@@ -187,13 +187,14 @@ public struct IngestPipeline: Sendable {
         zoneReadings.reserveCapacity(batch.sightings.count)
         let agentNumber = proximity.number(of: agentKey)
         for (sighting, time) in zip(batch.sightings, timed.sightingTimes) {
-            let beaconID = identity(of: sighting, site: batch.siteID, timeMicros: time)
+            let beacon = identity(of: sighting, site: batch.siteID, timeMicros: time)
+            let beaconID = beacon.id
             let (rssi, filtered) = smoothedReading(
                 beaconID: beaconID, agent: agentNumber, placement: placement, rssi: Double(sighting.rssi), timeMicros: time)
             // A copy of the identity is stored as heard, but does not move the beacon's zone. A sighting whose
             // address is unknown (left out, and not yet learnt) leaves the address last heard as it was.
             let heardAs = sighting.beacon.addressAsBefore ? nil : HeardAs(sighting.beacon)
-            if !health.seen(beaconID: beaconID, siteID: batch.siteID, timeMicros: time, heardAs: heardAs) {
+            if !health.seen(beacon, siteID: batch.siteID, timeMicros: time, heardAs: heardAs) {
                 zoneReadings.append(SiteZoneTracker.BeaconReading(beaconID: beaconID, timeMicros: time, rssi: rssi))
             }
             output.sightings.append(
@@ -201,7 +202,7 @@ public struct IngestPipeline: Sendable {
                     timeMicros: time, source: source, beaconID: beaconID, rssi: sighting.rssi,
                     powerAt1mDbm: sighting.beacon.powerAt1mDbm, smoothedRSSI: filtered))
             for content in sighting.frames {
-                dataFrame(content, of: sighting.beacon, beaconID: beaconID, batch: batch, timeMicros: time, into: &output)
+                dataFrame(content, of: sighting.beacon, resolved: beacon, batch: batch, timeMicros: time, into: &output)
             }
         }
         for (read, time) in zip(batch.characteristicReads, timed.readTimes) {
@@ -411,44 +412,46 @@ public struct IngestPipeline: Sendable {
         pow(10, (powerAt1m - rssi) / (10 * exponent))
     }
 
-    /// The sighting's beacon id, with EIDs resolved from the registry and `mac:` frames attached to the identity
-    /// last seen from the same address.
-    private mutating func identity(of sighting: Sighting, site: String, timeMicros: Int64) -> String {
-        var beaconID = sighting.beacon.beaconID
+    /// The sighting's beacon, with EIDs resolved from the registry and `mac:` frames attached to the identity
+    /// last seen from the same address; its kind is the wire's, decided once here.
+    private mutating func identity(of sighting: Sighting, site: String, timeMicros: Int64) -> ResolvedBeacon {
         let kind = sighting.beacon.identity?.kind
+        var beacon = ResolvedBeacon(id: sighting.beacon.beaconID, kind: kind)
         if kind == .eid, let eid = sighting.beacon.identity?.bytes.reduce(UInt64(0), { $0 << 8 | UInt64($1) }),
             let resolution = eids.resolve(eid: eid, unixSeconds: timeMicros / 1_000_000, remembering: true)
         {
-            beaconID = resolution.identity.beaconID
+            beacon = ResolvedBeacon(id: resolution.identity.beaconID, kind: .eddystone)
         }
         let address = AddressKey(site: site, address: sighting.beacon.address)
         if kind == .mac {
             if let known = identities[address], timeMicros - known.timeMicros <= addressLifetimeMicros,
                 timeMicros >= known.timeMicros - addressLifetimeMicros
             {
-                beaconID = known.beaconID
+                beacon = known.beacon
             }
         } else if sighting.beacon.address != 0, kind != .anon {
-            beaconID = beaconIDs.intern(beaconID, holdingAtMost: 2 * maximumBeacons)
+            beacon.id = beaconIDs.intern(beacon.id, holdingAtMost: 2 * maximumBeacons)
             identities.update(address) { known in
-                known = AddressIdentity(beaconID: beaconID, timeMicros: max(timeMicros, known?.timeMicros ?? .min))
+                known = AddressIdentity(beacon: beacon, timeMicros: max(timeMicros, known?.timeMicros ?? .min))
             }
-            return beaconID
+            return beacon
         }
-        return beaconIDs.intern(beaconID, holdingAtMost: 2 * maximumBeacons)
+        beacon.id = beaconIDs.intern(beacon.id, holdingAtMost: 2 * maximumBeacons)
+        return beacon
     }
 
     /// A sighting's data frame: TLM telemetry, and the readings of every other format that has them, once per
     /// transmission.
     private mutating func dataFrame(
-        _ content: DataFrameContent, of beacon: BeaconKey, beaconID: String, batch: DecodedBatch, timeMicros: Int64,
+        _ content: DataFrameContent, of beacon: BeaconKey, resolved: ResolvedBeacon, batch: DecodedBatch, timeMicros: Int64,
         into output: inout PipelineOutput
     ) {
+        let beaconID = resolved.id
         let frame: BeaconFrame
         if case .eddystone(let bytes) = content {
             // TLM and eTLM (decrypted with the pipeline's EID resolutions); a URL is the beacon's, without readings.
             if bytes.first == Eddystone.urlFrameType {
-                beaconURL(bytes, beaconID: beaconID, into: &output)
+                beaconURL(bytes, beacon: resolved, into: &output)
                 return
             }
             guard bytes.first == Eddystone.tlmFrameType,
@@ -457,7 +460,7 @@ public struct IngestPipeline: Sendable {
             // Its readings are the telemetry row's (the `sensor_readings` view shows them from `telemetry_raw`).
             let (new, rebooted) = telemetry.observe(beaconID: beaconID, tlm: row.tlm, timeMicros: timeMicros)
             if new { output.telemetry.append(NewTelemetry(row: row.row, rebooted: rebooted)) }
-            health.kind(beaconID: beaconID, BeaconFrame.eddystoneTLM(row.tlm).typeName)
+            health.kind(resolved, BeaconFrame.eddystoneTLM(row.tlm).typeName)
             return
         } else {
             let address = beacon.address == 0
@@ -472,7 +475,7 @@ public struct IngestPipeline: Sendable {
                 return
             }
         }
-        health.kind(beaconID: beaconID, frame.typeName)
+        health.kind(resolved, frame.typeName)
         if case .bthome(let packet) = frame, packet.ciphertext != nil {
             output.undecodableFrames.append(
                 UndecodableFrame(
@@ -495,10 +498,11 @@ public struct IngestPipeline: Sendable {
     }
 
     /// An Eddystone-URL frame: the beacon's URL in `beacons`; a frame that does not decode is counted like any other.
-    private mutating func beaconURL(_ bytes: FrameBytes, beaconID: String, into output: inout PipelineOutput) {
+    private mutating func beaconURL(_ bytes: FrameBytes, beacon: ResolvedBeacon, into output: inout PipelineOutput) {
+        let beaconID = beacon.id
         do {
             guard case .eddystoneURL(let frame) = try Eddystone.decode(Array(bytes)[...]) else { return }
-            health.kind(beaconID: beaconID, BeaconFrame.eddystoneURL(frame).typeName)
+            health.kind(beacon, BeaconFrame.eddystoneURL(frame).typeName)
             health.url(beaconID: beaconID, frame.url)
         } catch {
             output.undecodableFrames.append(

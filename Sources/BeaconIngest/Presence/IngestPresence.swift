@@ -49,7 +49,7 @@ extension Ingest {
 
     /// On the writer thread, between steps: follows the sites served, looks at the discovery configs found once,
     /// and publishes what the rate allows.
-    func presencePublish(_ writer: BatchWriter, client: BrokerConnections) {
+    func presencePublish(_ state: WriterState, client: BrokerConnections) {
         guard configuration.presence != nil else { return }
         let (republish, found) = presenceEvents.withLock { events -> (Bool, Set<String>?) in
             defer { events.republish = false }
@@ -62,7 +62,7 @@ extension Ingest {
         presence.withLock { publisher in
             guard let publisher else { return }
             if republish { publisher.forgetAll() }
-            publisher.follow(servedSites: writer.servedSites, pipeline: writer.pipeline)
+            publisher.follow(servedSites: state.servedSites, pipeline: state.pipeline)
             if let found {
                 publisher.discoveryFound(objectIDs: found)
                 if let discovery = publisher.discovery { try? client.unsubscribe(topic: discovery.filter) }

@@ -34,11 +34,11 @@ extension BatchWriter {
 
     /// The writer thread turned (`LeaseKeeper.writerTurned`); returns the sites whose renewal found them taken over
     /// since the last turn, which this writer no longer serves.
-    public func leasesTurned() -> Set<String> {
+    public func leasesTurned(state: inout WriterState) -> Set<String> {
         guard let leases else { return [] }
         leases.keeper.writerTurned()
         let lost = leases.keeper.takeLost()
-        forget(sites: lost)
+        forget(sites: lost, state: &state)
         return lost
     }
 
@@ -55,12 +55,12 @@ extension BatchWriter {
     /// Claims a site if nobody holds its lease, calls `leased` (the site is this writer's from here: its batches may
     /// be taken in, to be written after the claim), and resumes the site's zone state from the database. Nil when
     /// another instance holds it.
-    public func claim(site: String, leased: () -> Void = {}) throws(PostgresError) -> SiteClaim? {
+    public func claim(site: String, state: inout WriterState, leased: () -> Void = {}) throws(PostgresError) -> SiteClaim? {
         guard let leases, let takenOver = try leases.claim(site: site) else { return nil }
         leased()
         do {
-            let resumption = try resumeZones(sites: [site])
-            servedSites.insert(site)
+            let resumption = try resumeZones(sites: [site], state: &state)
+            state.servedSites.insert(site)
             return SiteClaim(takenOver: takenOver, resumption: resumption)
         } catch {
             _ = try? leases.release(site: site)
@@ -71,17 +71,15 @@ extension BatchWriter {
     /// Hands a site over: forgets its zone state and its agents' progress, and ends its lease. The next owner
     /// resumes from the site's last checkpoint (saved with the last minutes counted), reading back the sightings
     /// stored after it. Batches of the site still queued are then the next owner's, through the agents' resends.
-    public func release(site: String) throws(PostgresError) {
-        defer { forget(sites: [site]) }
+    public func release(site: String, state: inout WriterState) throws(PostgresError) {
+        defer { forget(sites: [site], state: &state) }
         try leases?.release(site: site)
     }
 
     /// Stops serving sites whose lease is gone: their zone state and agents' progress are dropped.
-    func forget(sites: Set<String>) {
+    func forget(sites: Set<String>, state: inout WriterState) {
         guard !sites.isEmpty else { return }
-        servedSites.subtract(sites)
-        resetZones(sites: sites)
-        loadedAgents = loadedAgents.filter { !sites.contains($0.site) }
+        state.forget(sites: sites)
         for site in sites { leases?.forget(site: site) }
     }
 
@@ -91,15 +89,10 @@ extension BatchWriter {
         try leases?.hold(sites) ?? []
     }
 
-    /// Stops serving sites found taken over; `takeSitesLost` reports them.
-    func lose(_ sites: Set<String>) {
-        forget(sites: sites)
-        sitesLost.formUnion(sites)
-    }
-
-    /// The sites found taken over by another instance since the last call: this writer no longer serves them.
-    public func takeSitesLost() -> Set<String> {
-        defer { sitesLost = [] }
-        return sitesLost
+    /// Stops serving sites found taken over; `WriterState.takeSitesLost` reports them.
+    func lose(_ sites: Set<String>, state: inout WriterState) {
+        guard !sites.isEmpty else { return }
+        forget(sites: sites, state: &state)
+        state.sitesLost.formUnion(sites)
     }
 }

@@ -39,7 +39,7 @@ struct SiteCoordinator {
     /// only those). Claims stop after `claimBudget` of the writer's time (a thousand sites added by a reload, say),
     /// so that batches go in between; returns whether more are to be claimed (at the writer's next turn).
     @discardableResult
-    mutating func rebalance(_ writer: BatchWriter) throws(PostgresError) -> Bool {
+    mutating func rebalance(_ writer: BatchWriter, state: inout WriterState) throws(PostgresError) -> Bool {
         let sites = self.sites.sites.map(\.id)
         let (others, free, notServed, digests) = try writer.observeInstances(sites: sites)
         instruments.record(
@@ -55,9 +55,9 @@ struct SiteCoordinator {
         instruments.record(.sitesUnserved(count: overdue.count, newlyOverdue: overdue.newlyOverdue, bound: unserved.bound))
         let counted = idle.observe(others: others, free: free, now: .now)
         let share = SiteShare.plan(
-            instance: configuration.mqtt.clientID, sites: sites, owned: writer.servedSites, others: Array(counted.values), free: free)
+            instance: configuration.mqtt.clientID, sites: sites, owned: state.servedSites, others: Array(counted.values), free: free)
         if !share.release.isEmpty {
-            try handOver(Set(share.release), writer)
+            try handOver(Set(share.release), writer, state: &state)
         }
         let started = ContinuousClock.now
         var moreToClaim = false
@@ -71,7 +71,8 @@ struct SiteCoordinator {
             }
             // Subscribed before the read-back, which may take a while: the agents' batches sent meanwhile wait in
             // the queue instead of reaching no subscriber.
-            guard let claim = try writer.claim(site: site, leased: { match(writer.servedSites.union([site])) }) else { continue }
+            let served = state.servedSites
+            guard let claim = try writer.claim(site: site, state: &state, leased: { match(served.union([site])) }) else { continue }
             claimed.append(site)
             if claim.takenOver { takenOver += 1 }
             resumption.restoredSites += claim.resumption.restoredSites
@@ -79,29 +80,29 @@ struct SiteCoordinator {
             resumption.unusableCheckpoints += claim.resumption.unusableCheckpoints
         }
         // Also after a reconnect that claimed none of the sites subscribed before.
-        match(writer.servedSites)
+        match(state.servedSites)
         guard !claimed.isEmpty else { return moreToClaim }
         instruments.record(
             .sitesClaimed(
-                claimed: claimed, takenOver: takenOver, resumption: resumption, serving: writer.servedSites.count,
+                claimed: claimed, takenOver: takenOver, resumption: resumption, serving: state.servedSites.count,
                 otherInstances: others.count))
         return moreToClaim
     }
 
     /// Unsubscribes from the sites' topics, then hands them over on the database (`BatchWriter.release`).
-    mutating func handOver(_ sites: Set<String>, _ writer: BatchWriter) throws(PostgresError) {
+    mutating func handOver(_ sites: Set<String>, _ writer: BatchWriter, state: inout WriterState) throws(PostgresError) {
         guard !sites.isEmpty else { return }
-        match(writer.servedSites.subtracting(sites))
-        for site in sites.sorted() { try writer.release(site: site) }
-        instruments.record(.sitesHandedOver(sites, serving: writer.servedSites.count))
+        match(state.servedSites.subtracting(sites))
+        for site in sites.sorted() { try writer.release(site: site, state: &state) }
+        instruments.record(.sitesHandedOver(sites, serving: state.servedSites.count))
     }
 
     /// Sites whose leases another instance took over (this one was frozen or cut off for longer than a lease):
     /// nothing more is written for them here, and their topics are left to the new owner.
-    mutating func sitesLost(_ sites: Set<String>, _ writer: BatchWriter) {
+    mutating func sitesLost(_ sites: Set<String>, servedSites: Set<String>) {
         guard !sites.isEmpty else { return }
-        match(writer.servedSites)
-        instruments.record(.sitesLost(sites, serving: writer.servedSites.count))
+        match(servedSites)
+        instruments.record(.sitesLost(sites, serving: servedSites.count))
     }
 
     private mutating func match(_ served: Set<String>) {

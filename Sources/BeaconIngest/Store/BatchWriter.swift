@@ -3,12 +3,13 @@ import BeaconWire
 import Foundation
 import LibPQ
 
-/// Commits batches to PostgreSQL exactly once. A group of batches is one transaction: their `batches` rows (a
-/// (site, agent, sequence) already there is a redelivery and adds nothing), a binary COPY of the new batches'
-/// sightings as packs (with the dictionary keys they lack and their per-minute rollups), their telemetry and
-/// readings, the zone and fleet-health rows they change, and each agent's committed-through sequence. The
-/// pipeline state that derives those rows is rolled back with the transaction when it fails. Blocking: it runs
-/// on the writer thread.
+/// The writer's PostgreSQL session: commits batches exactly once. A group of batches is one transaction: their
+/// `batches` rows (a (site, agent, sequence) already there is a redelivery and adds nothing), a binary COPY of the
+/// new batches' sightings as packs (with the dictionary keys they lack and their per-minute rollups), their
+/// telemetry and readings, the zone and fleet-health rows they change, and each agent's committed-through sequence.
+/// It keeps no state derived from the batches: every call is handed the writer's `WriterState`, whose changes are
+/// rolled back with a transaction that fails. What it keeps belongs to the session: the leases it holds and the
+/// days known to have partitions. Blocking: it runs on the writer thread.
 public final class BatchWriter {
     public enum Outcome: Sendable, Equatable {
         case committed(rows: Int)
@@ -42,8 +43,6 @@ public final class BatchWriter {
     let connection: PostgresConnection
     /// The time by which arrivals and zones are judged when a call gives none (the database's clock).
     let clock: IngestClock
-    /// What changes with each transaction in memory: the pipeline, the acknowledgements, the dictionary keys.
-    private var state: WriterState
     private let ledger: BatchLedger
     private let sightingStore: SightingStore
     private let transmissions: TransmissionStore
@@ -52,29 +51,14 @@ public final class BatchWriter {
     private let registry: RegistryStore
     private var partitions: PartitionMaintenance
     private let compaction: PackCompaction
-    /// Agents whose progress was read from the database.
-    var loadedAgents: Set<AgentKey> = []
-    /// The leases of the sites served, once this writer has joined the instances sharing them.
+    /// The leases of the sites served, once this session has joined the instances sharing them.
     var leases: SiteLeases?
-    var sitesLost: Set<String> = []
     /// Whether the last registry written deleted what its sites file no longer has.
     public private(set) var registryPruned = false
 
-    /// The sites whose zones this writer moves. The ingest starts with none and claims them (`claim`): then they
-    /// are the sites whose leases this writer holds.
-    public internal(set) var servedSites: Set<String>
-
-    public var pipeline: IngestPipeline { state.pipeline }
-    public var tracker: AcknowledgementTracker { state.tracker }
-
-    /// `servedSites` nil: every site of the pipeline's sites file, without claiming them.
-    public init(
-        connection: PostgresConnection, pipeline: IngestPipeline, servedSites: Set<String>? = nil, clock: IngestClock = IngestClock()
-    ) {
+    public init(connection: PostgresConnection, clock: IngestClock = IngestClock()) {
         self.connection = connection
         self.clock = clock
-        state = WriterState(pipeline: pipeline)
-        state.keys.maximumEntries = pipeline.maximumBeacons
         ledger = BatchLedger(connection: connection)
         sightingStore = SightingStore(connection: connection)
         transmissions = TransmissionStore(connection: connection)
@@ -83,32 +67,25 @@ public final class BatchWriter {
         registry = RegistryStore(connection: connection)
         partitions = PartitionMaintenance(connection: connection)
         compaction = PackCompaction(connection: connection)
-        self.servedSites = servedSites ?? Set(pipeline.sites.sites.map(\.id))
     }
 
-    /// The pipeline, for the status messages the writer thread feeds it between groups.
-    public func updatePipeline(_ change: (inout IngestPipeline) -> Void) { change(&state.pipeline) }
-
-    public func commit(_ batch: DecodedBatch) throws(PostgresError) -> Outcome {
-        try commit([batch]).outcomes[0]
+    public func commit(_ batch: DecodedBatch, state: inout WriterState) throws(PostgresError) -> Outcome {
+        try commit([batch], state: &state).outcomes[0]
     }
 
-    public func commit(_ batches: [DecodedBatch], nowMicros: Int64? = nil) throws(PostgresError) -> GroupResult {
-        try commit(timed: batches.map(timed), nowMicros: nowMicros)
+    public func commit(_ batches: [DecodedBatch], state: inout WriterState, nowMicros: Int64? = nil) throws(PostgresError) -> GroupResult {
+        try commit(timed: batches.map(state.timed), state: &state, nowMicros: nowMicros)
     }
-
-    /// The batch's event times, by its agent's clock offset as measured now (`IngestPipeline.timed`).
-    public func timed(_ batch: DecodedBatch) -> TimedBatch { state.pipeline.timed(batch) }
 
     /// Commits a group, the days of its event times made first.
-    public func commit(timed group: [TimedBatch], nowMicros: Int64? = nil) throws(PostgresError) -> GroupResult {
+    public func commit(timed group: [TimedBatch], state: inout WriterState, nowMicros: Int64? = nil) throws(PostgresError) -> GroupResult {
         guard !group.isEmpty else { return GroupResult(outcomes: [], acknowledgements: [:]) }
         let nowMicros = nowMicros ?? clock.nowMicros()
         let batches = group.map(\.batch)
         try partitions.ensure(days: group.reduce(into: Set<Int64>()) { $0.formUnion($1.days) })
         let agents = Set(batches.map { AgentKey(site: $0.siteID, agent: $0.agentID) })
-        for key in agents where !loadedAgents.contains(key) {
-            try loadProgress(key)
+        for key in agents where !state.loadedAgents.contains(key) {
+            try loadProgress(key, state: &state)
         }
         let written = try connection.transaction(with: &state) { (state) throws(PostgresError) -> TransactionEnd<GroupWrite> in
             // Written only while this transaction holds the sites' leases.
@@ -118,10 +95,10 @@ public final class BatchWriter {
         }
         switch written {
         case .sitesLost(let lost):
-            lose(lost)
+            lose(lost, state: &state)
             // Taken over since the group was queued: its batches are the new owner's, through the agents' resends.
             let kept = batches.indices.filter { !lost.contains(batches[$0].siteID) }
-            var result = try commit(timed: kept.map { group[$0] }, nowMicros: nowMicros)
+            var result = try commit(timed: kept.map { group[$0] }, state: &state, nowMicros: nowMicros)
             var outcomes = Array(repeating: Outcome.notServed, count: batches.count)
             for (index, outcome) in zip(kept, result.outcomes) { outcomes[index] = outcome }
             result.outcomes = outcomes
@@ -131,7 +108,7 @@ public final class BatchWriter {
             // Batches beyond a gap may have been committed by another ingest instance: look before waiting.
             for key in agents where state.tracker.waiting(key) > 0 {
                 let old = state.tracker.committedThrough(key)
-                try loadProgress(key)
+                try loadProgress(key, state: &state)
                 if state.tracker.committedThrough(key) != old { result.acknowledgements[key] = state.tracker.committedThrough(key) }
                 if state.tracker.waiting(key) == 0 { state.pipeline.releaseHeldProgress(key, arrivalMicros: nowMicros) }
             }
@@ -181,7 +158,7 @@ public final class BatchWriter {
         let healthChanges = state.pipeline.health.takeChanged()
         try beaconStates.upsertHealth(healthChanges)
         try zoneStore.write(output.zoneChanges)
-        try zoneStore.save(state.pipeline.takeZoneCheckpoints(sites: servedSites))
+        try zoneStore.save(state.pipeline.takeZoneCheckpoints(sites: state.servedSites))
         try ledger.recordProgress(after)
         var acknowledgements: [AgentKey: UInt64] = [:]
         for (key, through) in after where through != before[key] || (redelivered.contains(key) && through > 0) {
@@ -199,14 +176,14 @@ public final class BatchWriter {
     /// readings.
     /// Sites found taken over meanwhile are forgotten (`takeSitesLost`). Returns the changes committed.
     @discardableResult
-    public func advanceZones(nowMicros: Int64? = nil, finish: Bool = false) throws(PostgresError) -> [ZoneChange] {
+    public func advanceZones(state: inout WriterState, nowMicros: Int64? = nil, finish: Bool = false) throws(PostgresError) -> [ZoneChange] {
         let nowMicros = nowMicros ?? clock.nowMicros()
         var lost: Set<String> = []
         let changes = try state.withTransaction { (state) throws(PostgresError) -> TransactionEnd<[ZoneChange]> in
             let changes =
                 finish
-                ? state.pipeline.finishZones(sites: servedSites, closingVisits: true)
-                : state.pipeline.advanceZones(sites: servedSites, nowMicros: nowMicros)
+                ? state.pipeline.finishZones(sites: state.servedSites, closingVisits: true)
+                : state.pipeline.advanceZones(sites: state.servedSites, nowMicros: nowMicros)
             // Nothing to write: no database transaction.
             guard !changes.isEmpty else { return .commit([]) }
             return try connection.transaction(deciding: { () throws(PostgresError) -> TransactionEnd<[ZoneChange]> in
@@ -216,11 +193,11 @@ public final class BatchWriter {
                 guard lost.isEmpty else { return .rollback([]) }
                 try zoneStore.write(changes)
                 // Past the end of the data the state has counted a part of the last minute: nothing to resume from.
-                if !finish { try zoneStore.save(state.pipeline.takeZoneCheckpoints(sites: servedSites)) }
+                if !finish { try zoneStore.save(state.pipeline.takeZoneCheckpoints(sites: state.servedSites)) }
                 return .commit(changes)
             })
         }
-        lose(lost)
+        lose(lost, state: &state)
         return changes
     }
 
@@ -230,7 +207,7 @@ public final class BatchWriter {
     /// sightings. A site without a usable checkpoint that has counted minutes (a database written before
     /// checkpoints, an edited sites file) resumes from its open visits and last counted minute. What the trackers
     /// held before is dropped: the database is the reference.
-    public func resumeZones(sites: Set<String>, nowMicros: Int64? = nil) throws(PostgresError) -> ZoneResumption {
+    public func resumeZones(sites: Set<String>, state: inout WriterState, nowMicros: Int64? = nil) throws(PostgresError) -> ZoneResumption {
         try ZoneResumer(store: zoneStore).resume(sites: sites, into: &state.pipeline, nowMicros: nowMicros ?? clock.nowMicros())
     }
 
@@ -238,10 +215,10 @@ public final class BatchWriter {
     /// rows PostgreSQL would not take) counts as done for the acknowledgement, in the same transaction: it is
     /// kept here, and an agent resending it forever would gain nothing. Returns the acknowledgement it moves.
     public func recordRejection(
-        topic: String, payload: [UInt8], reason: String, message: String, header: BatchHeader? = nil
+        topic: String, payload: [UInt8], reason: String, message: String, header: BatchHeader? = nil, state: inout WriterState
     ) throws(PostgresError) -> [AgentKey: UInt64] {
         let key = header.map { AgentKey(site: $0.siteID, agent: $0.agentID) }
-        if let key, !loadedAgents.contains(key) { try loadProgress(key) }
+        if let key, !state.loadedAgents.contains(key) { try loadProgress(key, state: &state) }
         return try connection.transaction(with: &state) { (state) throws(PostgresError) -> TransactionEnd<[AgentKey: UInt64]> in
             try registry.recordRejection(topic: topic, payload: payload, reason: reason, message: message, header: header)
             var acknowledgements: [AgentKey: UInt64] = [:]
@@ -291,33 +268,25 @@ public final class BatchWriter {
         try ServerClock(connection: connection).read()
     }
 
-    /// Rewrites the closed minutes of the sites served as one pack per source, beacon and minute
-    /// (`PackCompaction`); returns the packs written.
+    /// Rewrites the closed minutes of the sites as one pack per source, beacon and minute (`PackCompaction`);
+    /// returns the packs written.
     @discardableResult
-    public func compactPacks() throws(PostgresError) -> Int {
-        try compaction.compact(sites: servedSites)
+    public func compactPacks(sites: Set<String>) throws(PostgresError) -> Int {
+        try compaction.compact(sites: sites)
     }
 
-    /// Folds the served sites' acknowledged batches older than the compaction lag into ranges of consecutive
-    /// sequences (`BatchLedger.fold`); returns the batches folded.
+    /// Folds the sites' acknowledged batches older than the compaction lag into ranges of consecutive sequences
+    /// (`BatchLedger.fold`); returns the batches folded.
     @discardableResult
-    public func foldBatches() throws(PostgresError) -> Int {
-        try ledger.fold(sites: servedSites)
+    public func foldBatches(sites: Set<String>) throws(PostgresError) -> Int {
+        try ledger.fold(sites: sites)
     }
 
     /// Restores an agent's progress from the database: its committed-through and the batches committed above it.
-    func loadProgress(_ key: AgentKey) throws(PostgresError) {
+    func loadProgress(_ key: AgentKey, state: inout WriterState) throws(PostgresError) {
         let stored = try ledger.storedProgress(key, atLeast: state.tracker.committedThrough(key))
         state.tracker.restore(key, through: stored.through, above: stored.above)
-        loadedAgents.insert(key)
-    }
-
-    /// Drops the zone state of sites no longer served.
-    func resetZones(sites: Set<String>) { state.pipeline.resetZones(sites: sites) }
-
-    /// The sites file read again, between transactions (`IngestPipeline.reconfigure`).
-    func reconfigure(sites: SitesConfiguration, restarting: Set<String>) {
-        state.pipeline.reconfigure(sites: sites, reset: restarting)
+        state.loadedAgents.insert(key)
     }
 
     /// The batch's days without a partition this writer knows of (it may still exist): what a commit of it may
@@ -326,26 +295,6 @@ public final class BatchWriter {
         partitions.unknownDays(batch.days)
     }
 }
-
-/// What the writer holds in memory that changes with each transaction.
-struct WriterState: TransactionalState {
-    var pipeline: IngestPipeline
-    var tracker = AcknowledgementTracker()
-    var keys = DictionaryKeys()
-
-    mutating func beginTransaction() { apply(.begin) }
-    mutating func commitTransaction() { apply(.commit) }
-    mutating func rollbackTransaction() { apply(.rollback) }
-
-    private mutating func apply(_ step: TransactionStep) {
-        pipeline.apply(step)
-        tracker.apply(step)
-        keys.apply(step)
-    }
-}
-
-extension AcknowledgementTracker: TransactionalState {}
-extension DictionaryKeys: TransactionalState {}
 
 /// The wall clock, Unix microseconds.
 public func wallClockMicros() -> Int64 {

@@ -10,24 +10,24 @@ extension Ingest {
     /// Validates and commits one group of messages; fails only when the connection is lost (the group is then
     /// retried whole on the next connection: what committed is recognised as duplicate).
     func process(
-        _ items: [Item], writer: BatchWriter, intake: BatchIntake, statuses: StatusIntake, client: BrokerConnections,
-        coordinator: inout SiteCoordinator, pace: inout CommitPace, budgets: inout AgentBudgets
+        _ items: [Item], writer: BatchWriter, state: inout WriterState, intake: BatchIntake, statuses: StatusIntake,
+        client: BrokerConnections, coordinator: inout SiteCoordinator, pace: inout CommitPace, budgets: inout AgentBudgets
     ) -> Result<Void, PostgresError> {
         Result { () throws(PostgresError) in
             var accepted: [AcceptedBatch] = []
             var newestReceived: Int64 = 0
             for item in items {
                 switch item {
-                case .status(_, let agentTopics, _, _, _) where isServedElsewhere(agentTopics, writer: writer, sites: intake.sites):
+                case .status(_, let agentTopics, _, _, _) where isServedElsewhere(agentTopics, servedSites: state.servedSites, sites: intake.sites):
                     break
-                case .batch(_, let agentTopics, _, _) where isServedElsewhere(agentTopics, writer: writer, sites: intake.sites):
+                case .batch(_, let agentTopics, _, _) where isServedElsewhere(agentTopics, servedSites: state.servedSites, sites: intake.sites):
                     // Claimed by another instance since it was queued: the agent sends it again, to the owner.
                     instruments.record(.batchesNotServed(1))
                 case .status(let topic, let agentTopics, let payload, let receivedAt, let retained):
                     do throws(PostgresError) {
                         try statuses.record(
                             topic: topic, agentTopics: agentTopics, payload: payload, receivedAtMicros: receivedAt,
-                            retained: retained, writer: writer)
+                            retained: retained, writer: writer, pipeline: &state.pipeline)
                     } catch where !error.isConnectionFailure {
                         instruments.record(.statementError(error, "An agent status could not be recorded"))
                     }
@@ -36,7 +36,7 @@ extension Ingest {
                     switch intake.check(topic: topic, parsed: agentTopics, payload: payload, nowMicros: clock.nowMicros()) {
                     case .success(let batch):
                         let agent = AgentKey(site: batch.siteID, agent: batch.agentID)
-                        let timed = writer.timed(batch)
+                        let timed = state.timed(batch)
                         let now = ContinuousClock.now
                         // Past its agent's budget of new days or sightings: it waits with the agent, which sends it
                         // again. Days first: a day admitted stays free for the batch's resend.
@@ -51,7 +51,7 @@ extension Ingest {
                         do throws(PostgresError) {
                             try reject(
                                 topic: topic, agentTopics: agentTopics, payload: payload, failure.rejection,
-                                header: failure.header, sequence: failure.sequence, writer: writer, client: client)
+                                header: failure.header, sequence: failure.sequence, writer: writer, state: &state, client: client)
                         } catch where !error.isConnectionFailure {
                             instruments.record(.statementError(error, "A rejected batch could not be recorded"))
                         }
@@ -65,13 +65,13 @@ extension Ingest {
             {
                 let started = ContinuousClock.now
                 do throws(PostgresError) {
-                    try commit(Array(accepted[range]), writer: writer, client: client)
+                    try commit(Array(accepted[range]), writer: writer, state: &state, client: client)
                 } catch {
                     pace.transactionLost()
                     throw error
                 }
                 pace.committed(sightings: accepted[range].reduce(0) { $0 + $1.batch.sightings.count }, took: .now - started)
-                coordinator.sitesLost(writer.takeSitesLost(), writer)
+                coordinator.sitesLost(state.takeSitesLost(), servedSites: state.servedSites)
             }
             if newestReceived > 0 {
                 instruments.record(.lag(seconds: Double(clock.nowMicros() - newestReceived) / 1e6))
@@ -105,9 +105,9 @@ extension Ingest {
 
     /// Whether the topic is of a site of the sites file that this instance does not serve (now): its owner
     /// records it. A topic of no known site is this instance's to refuse.
-    private func isServedElsewhere(_ agentTopics: AgentTopics?, writer: BatchWriter, sites: SitesConfiguration) -> Bool {
+    private func isServedElsewhere(_ agentTopics: AgentTopics?, servedSites: Set<String>, sites: SitesConfiguration) -> Bool {
         guard let site = agentTopics?.site else { return false }
-        return !writer.servedSites.contains(site) && sites.sites.contains { $0.id == site }
+        return !servedSites.contains(site) && sites.sites.contains { $0.id == site }
     }
 
     private struct AcceptedBatch {
@@ -118,14 +118,16 @@ extension Ingest {
         var payload: [UInt8]
     }
 
-    private func commit(_ group: [AcceptedBatch], writer: BatchWriter, client: BrokerConnections) throws(PostgresError) {
+    private func commit(
+        _ group: [AcceptedBatch], writer: BatchWriter, state: inout WriterState, client: BrokerConnections
+    ) throws(PostgresError) {
         let started = DispatchTime.now().uptimeNanoseconds
         let result: BatchWriter.GroupResult
         do {
-            result = try writer.commit(timed: group.map(\.timed))
+            result = try writer.commit(timed: group.map(\.timed), state: &state)
         } catch where !error.isConnectionFailure && group.count > 1 {
             // One batch the database refuses must not hold back the others: commit them one by one.
-            for batch in group { try commit([batch], writer: writer, client: client) }
+            for batch in group { try commit([batch], writer: writer, state: &state, client: client) }
             return
         } catch where !error.isConnectionFailure && !error.isAboutTheData {
             // A condition of the database, not of the batch: it waits, unacknowledged, and commits once it clears.
@@ -137,7 +139,7 @@ extension Ingest {
                 try reject(
                     topic: group[0].topic, agentTopics: group[0].agentTopics, payload: group[0].payload,
                     Rejection(.refusedByDatabase, error.description), header: group[0].batch.header, writer: writer,
-                    client: client)
+                    state: &state, client: client)
             } catch where !error.isConnectionFailure {
                 instruments.record(.statementError(error, "A rejected batch could not be recorded"))
             }
@@ -163,7 +165,8 @@ extension Ingest {
                 do throws(PostgresError) {
                     try reject(
                         topic: accepted.topic, agentTopics: accepted.agentTopics, payload: accepted.payload,
-                        Rejection(.sequenceReused, difference), header: accepted.batch.header, writer: writer, client: client)
+                        Rejection(.sequenceReused, difference), header: accepted.batch.header, writer: writer, state: &state,
+                        client: client)
                 } catch where !error.isConnectionFailure {
                     instruments.record(.statementError(error, "A rejected batch could not be recorded"))
                 }
@@ -192,10 +195,10 @@ extension Ingest {
     /// batch's when its header was readable but does not allow acknowledging.
     private func reject(
         topic: String, agentTopics: AgentTopics?, payload: [UInt8], _ rejection: Rejection, header: BatchHeader?,
-        sequence: UInt64? = nil, writer: BatchWriter, client: BrokerConnections
+        sequence: UInt64? = nil, writer: BatchWriter, state: inout WriterState, client: BrokerConnections
     ) throws(PostgresError) {
         let acknowledgements = try writer.recordRejection(
-            topic: topic, payload: payload, reason: rejection.reason.rawValue, message: rejection.message, header: header)
+            topic: topic, payload: payload, reason: rejection.reason.rawValue, message: rejection.message, header: header, state: &state)
         instruments.record(.batchRejected(topic: topic, rejection))
         publish(acknowledgements, client: client)
         if let topics = agentTopics {

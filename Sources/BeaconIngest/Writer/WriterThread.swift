@@ -4,8 +4,8 @@ import WorkQueue
 
 extension Ingest {
     /// The writer thread: executes what `WriterMachine` says, one action at a time, and tells it what came of each.
-    /// A lost connection is handled here only (`connectionLost`): the state derived from the batches waits for the
-    /// next connection, and the machine ends the turn.
+    /// A lost connection is handled here only (`connectionLost`): the session goes, what it held ends with it
+    /// (`WriterState.sessionEnded`), and the machine ends the turn.
     struct WriterThread {
         let ingest: Ingest
         let queue: BlockingQueue<Item>
@@ -19,9 +19,10 @@ extension Ingest {
         var statuses: StatusIntake
         var pace: CommitPace
         var budgets: AgentBudgets
-        /// The connected writer; while there is none, the state derived from the batches waits in `detached`.
+        /// What the writer holds in memory about the data, across sessions.
+        var state: WriterState
+        /// The PostgreSQL session, while connected.
         var writer: BatchWriter?
-        var detached: IngestPipeline?
 
         init(ingest: Ingest, queue: BlockingQueue<Item>, client: BrokerConnections) {
             let configuration = ingest.configuration
@@ -45,7 +46,7 @@ extension Ingest {
             statuses = StatusIntake(sites: sites, instruments: ingest.instruments)
             pace = CommitPace(maximum: configuration.maximumGroupSightings, target: configuration.leaseDuration / 8)
             budgets = AgentBudgets(sightings: SightingBudget(perSecond: configuration.agentSightingsPerSecond))
-            detached = Self.pipeline(configuration)
+            state = WriterState(pipeline: Self.pipeline(configuration), servedSites: [])
         }
 
         /// Until the machine says to exit.
@@ -64,7 +65,9 @@ extension Ingest {
                 case .applySites(let loaded): apply(loaded)
                 case .compareClocks: compareClocks()
                 case .rebalance:
-                    if let more = step("Sites could not be shared out", { (this, writer) throws(PostgresError) in try this.coordinator.rebalance(writer) }) {
+                    if let more = step("Sites could not be shared out", { (this, writer) throws(PostgresError) in
+                        try this.coordinator.rebalance(writer, state: &this.state)
+                    }) {
                         machine.didRebalance(moreToClaim: more)
                     }
                 case .take(let timeout):
@@ -82,25 +85,29 @@ extension Ingest {
                         ingest.logger.info("Partitions ahead made", metadata: ["made": "\(made)"])
                     }
                 case .compactPacks:
-                    if let written = step("Compaction failed", { (_, writer) throws(PostgresError) in try writer.compactPacks() }), written > 0 {
+                    if let written = step("Compaction failed", { (this, writer) throws(PostgresError) in try writer.compactPacks(sites: this.state.servedSites) }), written > 0 {
                         ingest.logger.info("Closed minutes compacted", metadata: ["packs_written": "\(written)"])
                     }
                 case .foldBatches:
-                    if let folded = step("Folding acknowledged batches failed", { (_, writer) throws(PostgresError) in try writer.foldBatches() }), folded > 0 {
+                    if let folded = step("Folding acknowledged batches failed", { (this, writer) throws(PostgresError) in
+                        try writer.foldBatches(sites: this.state.servedSites)
+                    }), folded > 0 {
                         ingest.logger.info("Acknowledged batches folded", metadata: ["batches": "\(folded)"])
                     }
                 case .advanceZones:
                     // Agents gone idle stop holding their site's decisions back even when no batch arrives.
-                    if let changes = step("Zone changes could not be written", { (_, writer) throws(PostgresError) in try writer.advanceZones() }) {
+                    if let changes = step("Zone changes could not be written", { (this, writer) throws(PostgresError) in
+                        try writer.advanceZones(state: &this.state)
+                    }) {
                         ingest.zonesChanged(changes)
                     }
-                    if let writer { coordinator.sitesLost(writer.takeSitesLost(), writer) }
+                    coordinator.sitesLost(state.takeSitesLost(), servedSites: state.servedSites)
                 case .process(let group): process(group)
                 case .finishZones: finishZones()
                 case .handOverAndExit:
                     // The sites go to the other instances at once, rather than when this session ends.
                     _ = step("Sites could not be handed over") { (this, writer) throws(PostgresError) in
-                        try this.coordinator.handOver(writer.servedSites, writer)
+                        try this.coordinator.handOver(this.state.servedSites, writer, state: &this.state)
                     }
                     writer?.leaveInstances()
                     return
@@ -126,8 +133,8 @@ extension Ingest {
 
         private mutating func connectionLost(_ error: PostgresError) {
             ingest.instruments.record(.databaseLost(error))
-            detached = writer?.pipeline
             writer = nil
+            state.sessionEnded()
             machine.didLoseConnection()
         }
 
@@ -138,8 +145,7 @@ extension Ingest {
             let connected = Result { () throws(PostgresError) in
                 let connection = try PostgresConnection(configuration.database)
                 if migrate { try Migrator.migrate(connection, logger: ingest.logger) }
-                let writer = BatchWriter(
-                    connection: connection, pipeline: detached ?? Self.pipeline(configuration), servedSites: [], clock: ingest.clock)
+                let writer = BatchWriter(connection: connection, clock: ingest.clock)
                 try writer.joinInstances(
                     instance: configuration.mqtt.clientID, leaseDuration: configuration.leaseDuration, sitesDigest: sites.digest,
                     conninfo: configuration.database, writerStallBound: configuration.writerStallBound)
@@ -156,7 +162,6 @@ extension Ingest {
             case .success(let connected):
                 ingest.instruments.record(.databaseConnected)
                 writer = connected
-                detached = nil
                 machine.didConnect()
             case .failure(let error):
                 let delay = machine.didFailToConnect(now: .now)
@@ -173,27 +178,26 @@ extension Ingest {
         /// Presence, and the leases' news: their session gone (the connection is then lost), or sites taken over.
         private mutating func beginTurn() {
             guard let writer else { return }
-            ingest.presencePublish(writer, client: client)
+            ingest.presencePublish(state, client: client)
             if let failure = writer.leaseFailure {
                 connectionLost(failure)
                 return
             }
-            coordinator.sitesLost(writer.leasesTurned(), writer)
+            coordinator.sitesLost(writer.leasesTurned(state: &state), servedSites: state.servedSites)
         }
 
-        /// A sites file read again: in memory first (the pipeline goes with the writer if the connection drops),
-        /// then the database.
+        /// A sites file read again: in memory first (it stays in force if the connection drops), then the database.
         private mutating func apply(_ loaded: SitesConfiguration) {
-            guard let writer else { return }
+            guard writer != nil else { return }
             let change = SitesChange(from: sites, to: loaded)
             sites = loaded
             intake.sites = loaded
             statuses = StatusIntake(sites: loaded, instruments: ingest.instruments)
             coordinator.sites = loaded
             ingest.presence.withLock { $0?.reconfigure(sites: loaded) }
-            writer.reconfigure(sites: loaded, restarting: change.restarted)
+            state.pipeline.reconfigure(sites: loaded, reset: change.restarted)
             _ = step("The sites file could not be applied") { (this, writer) throws(PostgresError) in
-                try this.coordinator.handOver(writer.servedSites.intersection(change.handedOver), writer)
+                try this.coordinator.handOver(this.state.servedSites.intersection(change.handedOver), writer, state: &this.state)
                 try writer.writeRegistry(loaded)
                 try writer.publish(sitesDigest: loaded.digest)
             }
@@ -212,7 +216,7 @@ extension Ingest {
         private mutating func process(_ group: [Item]) {
             guard let writer else { return }
             switch ingest.process(
-                group, writer: writer, intake: intake, statuses: statuses, client: client, coordinator: &coordinator, pace: &pace,
+                group, writer: writer, state: &state, intake: intake, statuses: statuses, client: client, coordinator: &coordinator, pace: &pace,
                 budgets: &budgets)
             {
             case .success: machine.didProcess(group.count)
@@ -223,9 +227,11 @@ extension Ingest {
         /// Stopping: a site lost on the way (a lease that lapsed while the machine stalled) is claimed again if
         /// free, so that its last minutes are counted.
         private mutating func finishZones() {
-            _ = step("Sites could not be shared out") { (this, writer) throws(PostgresError) in try this.coordinator.rebalance(writer) }
+            _ = step("Sites could not be shared out") { (this, writer) throws(PostgresError) in
+                try this.coordinator.rebalance(writer, state: &this.state)
+            }
             guard let writer else { return }
-            if case .failure(let error) = Result(catching: { () throws(PostgresError) in try writer.advanceZones(finish: true) }) {
+            if case .failure(let error) = Result(catching: { () throws(PostgresError) in try writer.advanceZones(state: &state, finish: true) }) {
                 ingest.logger.error("Could not count the last minutes", metadata: ["error": "\(error)"])
             }
         }

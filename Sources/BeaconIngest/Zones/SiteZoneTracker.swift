@@ -1,16 +1,15 @@
 /// Zone assignment for one site, in event time. A pure state machine.
 ///
-/// Readings (RSSI per beacon and agent) wait until the site's watermark passes them, then are smoothed and applied in
-/// time order, so the same captures give the same visits whether they are replayed live or at full speed, and a
-/// batch that arrives late (an agent's spool draining after an outage) still lands in the right minute. The
-/// watermark is the oldest newest-reading over the site's live agents. Every agent of the sites file is live
-/// until it has sent nothing for `allowedLatenessMicros` of the ingest's own time (counted from the tracker's first
-/// batch for one never heard), so agents that replay at different speeds wait for each other; readings that an
-/// agent let go brings back behind the watermark are stored as sightings but do not move zones (counted in
-/// `lateReadings`). More than `maximumPending` readings waiting releases the slowest agent, to bound memory. When
-/// every agent has been silent for `allowedLatenessMicros`, the watermark follows the ingest's clock from each
-/// agent's newest reading on, so a site that goes dark closes its visits and counts its minutes, up to two minutes
-/// past the counting lag after its newest reading (beyond that its minutes are unknown, and not written).
+/// Readings (RSSI per beacon and agent) wait until the site's watermark passes them (`EventTime`), then are smoothed
+/// and applied in time order, so the same captures give the same visits whether they are replayed live or at full
+/// speed, and a batch that arrives late (an agent's spool draining after an outage) still lands in the right
+/// minute; readings that an agent let go brings back behind the watermark are stored as sightings but do not move
+/// zones (counted in `lateReadings`). A site that goes dark closes its visits and counts its minutes, up to two
+/// minutes past the counting lag after its newest reading (beyond that its minutes are unknown, and not written).
+///
+/// The state, by concern: the site's layout (zones, agents, doors, smoothing; fixed), its event time
+/// (`eventTime`), each beacon's place and evidence (`beacons`), the minutes not counted yet (`presence`,
+/// `nextMinute`), and the patterns learned (`patterns`).
 ///
 /// Each zone has a level for a beacon: by default its score under the site's learned patterns (`ZonePatterns`),
 /// which weighs the fresh readings of every agent; with `zone_scoring: loudest`, the loudest fresh reading of the
@@ -111,32 +110,33 @@ public struct SiteZoneTracker: Sendable {
         var filter: RSSIFilter?
     }
 
-    var pending: [Reading] = []
+    /// Event time: agents' progress, the readings waiting and the watermark.
+    var eventTime: EventTime
+    /// Each beacon's place, evidence and filters.
+    var beacons = JournaledDictionary<String, Beacon>()
     /// Storage for a reading's zone levels, smoothed and as heard (see `apply`).
     private var scratchLevels: [Double] = []
     private var scratchHeardLevels: [Double] = []
-    var agents: [String: AgentProgress] = [:]
-    /// Agents of the sites file not heard yet, and when the tracker got its first batch.
-    var unheardAgents: Set<String>
-    /// Each agent's state as last reported (`ZoneChange.agentState`); after a restart, reported again.
-    private var reportedStates: [String: AgentZoneState] = [:]
-    var firstArrivalMicros: Int64?
-    public var maximumPending = 2_000_000
-    var beacons = JournaledDictionary<String, Beacon>()
     /// The tracker as it was at `beginTransaction()`, without its beacons (journaled instead).
     private var undo: [SiteZoneTracker] = []
     /// Microseconds of presence per minute, zone number and beacon, for minutes not yet counted.
     var presence: [Int64: [[String: Int64]]] = [:]
     /// The next minute to count.
     var nextMinute: Int64?
-    public internal(set) var watermarkMicros: Int64 = .min
     /// Where visits of silent beacons were last ended (at most once a second of event time).
     private var closedThroughMicros: Int64 = .min
     /// The earliest reading applied: the site's first minute is observed from here.
     var firstReadingMicros: Int64?
-    public private(set) var lateReadings = 0
     /// Whether minutes were counted since the last `takeCheckpoint()`.
     public internal(set) var checkpointDue = false
+
+    public var watermarkMicros: Int64 { eventTime.watermarkMicros }
+    public var lateReadings: Int { eventTime.lateReadings }
+    /// How many readings may wait for the slowest agent before it is let go.
+    public var maximumPending: Int {
+        get { eventTime.maximumPending }
+        set { eventTime.maximumPending = newValue }
+    }
 
     static let minute: Int64 = 60_000_000
     /// How loud a zone none of whose agents hears the beacon (freshly) counts: below any receiver's sensitivity.
@@ -150,7 +150,7 @@ public struct SiteZoneTracker: Sendable {
         emptyMinute = Array(repeating: [:], count: zones.count)
         let placed = site.agents.compactMap { agent in agent.zone.map { (id: agent.id, zone: $0) } }.sorted { $0.id < $1.id }
         agentNumbers = Dictionary(uniqueKeysWithValues: placed.enumerated().map { ($1.id, $0) })
-        unheardAgents = Set(agentNumbers.keys)
+        eventTime = EventTime(agents: agentNumbers.keys)
         let zoneIDs = zones
         doors = site.doors.isEmpty ? nil : zoneIDs.map { from in
             zoneIDs.map { to in from == to || site.doors.contains { Set($0) == Set([from, to]) } }
@@ -161,13 +161,7 @@ public struct SiteZoneTracker: Sendable {
     /// Queues an agent's readings; each is applied once the watermark passes it.
     public mutating func add(_ readings: [BeaconReading], agent: String) {
         guard let number = agentNumbers[agent] else { return }
-        for reading in readings {
-            if reading.timeMicros <= watermarkMicros {
-                lateReadings += 1
-                continue
-            }
-            pending.append(Reading(beaconID: reading.beaconID, agentNumber: number, timeMicros: reading.timeMicros, rssi: reading.rssi))
-        }
+        eventTime.add(readings, agentNumber: number)
     }
 
     /// Queues one reading.
@@ -177,37 +171,20 @@ public struct SiteZoneTracker: Sendable {
 
     /// Records that an agent's batch arrived, holding readings up to `newestMicros` (its event-time progress).
     public mutating func agentProgressed(_ agent: String, newestMicros: Int64, arrivalMicros: Int64) {
-        var progress = agents[agent] ?? AgentProgress(newestMicros: newestMicros, lastArrivalMicros: arrivalMicros)
-        progress.newestMicros = max(progress.newestMicros, newestMicros)
-        progress.lastArrivalMicros = max(progress.lastArrivalMicros, arrivalMicros)
-        agents[agent] = progress
-        unheardAgents.remove(agent)
-        if firstArrivalMicros == nil { firstArrivalMicros = arrivalMicros }
+        eventTime.progressed(agent, newestMicros: newestMicros, arrivalMicros: arrivalMicros)
     }
 
     /// Moves the watermark as far as the live agents allow and applies what it passed; `nowMicros` is the
     /// ingest's clock (for idle agents).
     public mutating func advance(nowMicros: Int64) -> [ZoneChange] {
-        var changes = agentStateChanges(nowMicros: nowMicros)
-        guard let newest = agents.values.map(\.newestMicros).max(), let first = firstArrivalMicros else { return changes }
-        if !unheardAgents.isEmpty, nowMicros - first <= firstBatchWaitMicros, pending.count <= maximumPending {
-            return changes  // waiting for every agent's first batch
+        var changes = eventTime.stateChanges(site: site, agentIDs: agentIDs, nowMicros: nowMicros, rules: rules)
+        guard let watermark = eventTime.advance(nowMicros: nowMicros, rules: rules, countingLagMicros: countingLagMicros) else {
+            return changes
         }
-        var live = agents.values.filter { nowMicros - $0.lastArrivalMicros <= rules.allowedLatenessMicros }.map(\.newestMicros)
-        if pending.count > maximumPending, let slowest = live.min() { live.removeAll { $0 == slowest } }
-        // With every agent silent past the lateness, the site's event time goes on at the ingest clock's pace from
-        // where each agent left it, less the lateness: beacons no longer heard leave, their minutes are counted.
-        // Not beyond that: the minutes of a dark site are unknown, not empty.
-        let watermark = live.min() ?? max(newest, darkWatermark(newest: newest, nowMicros: nowMicros))
-        guard watermark > watermarkMicros else { return changes }
-        watermarkMicros = watermark
-        pending.sort(by: Self.inOrder)
-        let ready = pending.partitioningIndex { $0.timeMicros > watermark }
-        for reading in pending[..<ready] {
+        for reading in eventTime.takeReady(through: watermark) {
             countMinutes(through: reading.timeMicros, into: &changes)
             apply(reading, into: &changes)
         }
-        pending.removeFirst(ready)
         countMinutes(through: watermark, into: &changes)
         if watermark &- closedThroughMicros >= 1_000_000 || closedThroughMicros == .min {
             closedThroughMicros = watermark
@@ -237,43 +214,8 @@ public struct SiteZoneTracker: Sendable {
     /// How long after its end a minute is counted.
     var countingLagMicros: Int64 { max(rules.absenceTimeoutMicros, rules.historyLagMicros) }
 
-    private var firstBatchWaitMicros: Int64 { min(rules.firstBatchWaitMicros, rules.allowedLatenessMicros) }
-
-    /// Each agent's state by the ingest's clock `nowMicros`, and when it began (where the clock tells); `newest` is
-    /// the site's newest reading.
-    func agentState(_ agent: String, nowMicros: Int64, newest: Int64?) -> (state: AgentZoneState, sinceMicros: Int64) {
-        guard let progress = agents[agent] else {
-            guard let first = firstArrivalMicros, nowMicros - first > firstBatchWaitMicros else { return (.awaited, nowMicros) }
-            return (.letGo, first &+ firstBatchWaitMicros)
-        }
-        let silence = nowMicros - progress.lastArrivalMicros
-        if silence > rules.allowedLatenessMicros { return (.letGo, progress.lastArrivalMicros &+ rules.allowedLatenessMicros) }
-        if silence > AgentZoneState.holdingAfterMicros {
-            return (.holding, progress.lastArrivalMicros &+ AgentZoneState.holdingAfterMicros)
-        }
-        let lag = (newest ?? progress.newestMicros) - progress.newestMicros
-        return lag > AgentZoneState.holdingAfterMicros ? (.holding, nowMicros) : (.live, nowMicros)
-    }
-
-    /// The agents whose state differs from the one last reported.
-    private mutating func agentStateChanges(nowMicros: Int64) -> [ZoneChange] {
-        var changes: [ZoneChange] = []
-        let newest = agents.values.map(\.newestMicros).max()
-        for agent in agentNumbers.keys.sorted() {
-            let (state, since) = agentState(agent, nowMicros: nowMicros, newest: newest)
-            guard reportedStates[agent] != state else { continue }
-            reportedStates[agent] = state
-            changes.append(.agentState(site: site, agent: agent, state: state, sinceMicros: since))
-        }
-        return changes
-    }
-
-    /// Where a site whose agents are all silent has got to: each agent's newest reading plus the ingest's time since
-    /// its lateness ran out, at most two minutes past the counting lag after the site's newest reading.
-    private func darkWatermark(newest: Int64, nowMicros: Int64) -> Int64 {
-        let extrapolated = agents.values.map { $0.newestMicros &+ max(0, nowMicros - $0.lastArrivalMicros - rules.allowedLatenessMicros) }
-        return min(extrapolated.max() ?? newest, newest &+ countingLagMicros &+ 2 * Self.minute)
-    }
+    /// The agents serving a zone, by id.
+    var agentIDs: [String] { agentNumbers.keys.sorted() }
 
     /// The order readings are applied in: by time, then agent, then beacon (then level, so that the order never
     /// depends on the order of arrival).
@@ -500,7 +442,7 @@ public struct SiteZoneTracker: Sendable {
         saved.beacons = beacons
         self = saved
     }
-    public var pendingReadings: Int { pending.count }
+    public var pendingReadings: Int { eventTime.pending.count }
 }
 
 extension Array {

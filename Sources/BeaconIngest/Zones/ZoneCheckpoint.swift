@@ -15,13 +15,13 @@ extension SiteZoneTracker {
         out.strings(zones)
         out.strings(agentNumbers.sorted { $0.value < $1.value }.map(\.key))
         out.string(rules.history.rawValue)
-        out.int(watermarkMicros)
+        out.int(eventTime.watermarkMicros)
         out.optional(nextMinute)
         out.optional(firstReadingMicros)
-        out.optional(firstArrivalMicros)
-        out.strings(unheardAgents.sorted())
-        out.int(agents.count)
-        for (agent, progress) in agents.sorted(by: { $0.key < $1.key }) {
+        out.optional(eventTime.firstArrivalMicros)
+        out.strings(eventTime.unheardAgents.sorted())
+        out.int(eventTime.agents.count)
+        for (agent, progress) in eventTime.agents.sorted(by: { $0.key < $1.key }) {
             out.string(agent)
             out.int(progress.newestMicros)
             out.int(progress.lastArrivalMicros)
@@ -109,17 +109,17 @@ extension SiteZoneTracker {
             throw CheckpointError(code: .otherHistory, offset: input.offset)
         }
         var restored = self
-        restored.pending = []
+        restored.eventTime.pending = []
         // Every value is range-checked: a damaged or edited row must not reach the tracker's arithmetic.
-        restored.watermarkMicros = try input.time(also: [.min])
+        restored.eventTime.watermarkMicros = try input.time(also: [.min])
         restored.nextMinute = try input.optionalMinute()
         restored.firstReadingMicros = try input.optionalTime()
-        restored.firstArrivalMicros = try input.optionalTime()
-        restored.unheardAgents = Set(try input.strings())
-        restored.agents = [:]
+        restored.eventTime.firstArrivalMicros = try input.optionalTime()
+        restored.eventTime.unheardAgents = Set(try input.strings())
+        restored.eventTime.agents = [:]
         for _ in 0..<(try input.count(minimumBytes: 24)) {
             let agent = try input.string()
-            restored.agents[agent] = AgentProgress(newestMicros: try input.time(), lastArrivalMicros: try input.time())
+            restored.eventTime.agents[agent] = AgentProgress(newestMicros: try input.time(), lastArrivalMicros: try input.time())
         }
         try restored.patterns.decode(from: &input)
         restored.beacons = JournaledDictionary()

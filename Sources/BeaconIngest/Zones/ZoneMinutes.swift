@@ -79,15 +79,13 @@ extension SiteZoneTracker {
     /// through the newest one, the last one as far as it went. Visits stay open (the beacons were still there),
     /// unless `closingVisits`: then each ends at its beacon's last reading (the site itself stopped).
     public mutating func finish(closingVisits: Bool = false) -> [ZoneChange] {
-        guard let newest = agents.values.map(\.newestMicros).max() else { return [] }
+        guard let newest = eventTime.newestMicros else { return [] }
         var changes: [ZoneChange] = []
-        watermarkMicros = max(watermarkMicros, newest)
-        pending.sort(by: Self.inOrder)
-        for reading in pending {
+        eventTime.watermarkMicros = max(eventTime.watermarkMicros, newest)
+        for reading in eventTime.takeReady() {
             countMinutes(through: reading.timeMicros, into: &changes)
             apply(reading, into: &changes)
         }
-        pending.removeAll()
         decidePaths(through: newest, into: &changes)
         // A beacon in a zone and not yet absent was there when the data ended, as between two of its readings: in
         // a last minute only seconds long, its last reading may well be before the minute began.
@@ -141,9 +139,9 @@ extension SiteZoneTracker {
         firstReadingMicros = ([lastCountedMinuteMicros].compactMap { $0 } + openVisits.map(\.enterMicros)).min()
         let counted = lastCountedMinuteMicros.map { $0 + Self.minute + countingLagMicros }
         if let reached = ([counted].compactMap { $0 } + openVisits.map(\.lastSeenMicros)).max() {
-            for agent in agentNumbers.keys { agents[agent] = AgentProgress(newestMicros: reached, lastArrivalMicros: nowMicros) }
-            unheardAgents = []
-            firstArrivalMicros = nowMicros
+            for agent in agentNumbers.keys { eventTime.agents[agent] = AgentProgress(newestMicros: reached, lastArrivalMicros: nowMicros) }
+            eventTime.unheardAgents = []
+            eventTime.firstArrivalMicros = nowMicros
         }
         for visit in openVisits {
             guard let zone = zones.firstIndex(of: visit.zone) else { continue }
