@@ -149,7 +149,7 @@ let package = Package(
         // agents' `sim:` source.
         .target(
             name: "BeaconSimulation",
-            dependencies: ["BeaconAgent", "BeaconMessaging", "BeaconWire", "BoundedYAML", .product(name: "Yams", package: "Yams")]
+            dependencies: ["BeaconAgent", "BeaconMessaging", "BeaconWire", "BoundedYAML", "WorkQueue", .product(name: "Yams", package: "Yams")]
         ),
 
         // What every command line of the project shares (the `--config` file, broker options, log format, the
@@ -249,7 +249,9 @@ let package = Package(
             dependencies: ["BeaconWire", "Deflate", "LocalServers", "TestServers"],
             resources: [.copy("Fixtures")]
         ),
-        .testTarget(name: "BeaconAgentTests", dependencies: ["BeaconAgent", "BeaconSimulation", "BeaconMessaging", "BeaconWire", "BlueZHCI", "LocalServers", "Mosquitto", "TestServers"]),
+        .testTarget(name: "BeaconAgentTests", dependencies: ["BeaconAgent", "BeaconSimulation", "BeaconMessaging", "BeaconWire", "BlueZHCI", "LocalServers", "Mosquitto", "TestServers", "WorkQueue"]),
+        // The agent against a real mosquitto: delivery, acknowledgements, restarts, TLS and the ACL.
+        .testTarget(name: "AgentDeliveryTests", dependencies: ["BeaconAgent", "BeaconSimulation", "BeaconMessaging", "BeaconWire", "LocalServers", "Mosquitto", "TestServers"]),
         .testTarget(name: "MosquittoTests", dependencies: ["LocalServers", "Mosquitto", "TestServers"]),
         .testTarget(name: "BoundedYAMLTests", dependencies: ["BoundedYAML"]),
         // The console's guard and routes in process, through Hummingbird's test client.

@@ -35,7 +35,7 @@ public final class Agent: Sendable {
     private let source: any AdvertSource
     private let gattPoller: GATTPoller?
     private let logger: Logger
-    private let stopRequested = Mutex(false)
+    private let stop = StopSignal()
 
     public init(
         configuration: AgentConfiguration, source: any AdvertSource, gattPoller: GATTPoller? = nil, logger: Logger
@@ -47,11 +47,7 @@ public final class Agent: Sendable {
     }
 
     /// Asks the agent to stop intake, seal and flush the open batch, and return.
-    public func requestStop() {
-        stopRequested.withLock { $0 = true }
-    }
-
-    private var shouldStop: Bool { stopRequested.withLock { $0 } }
+    public func requestStop() { stop.stop() }
 
     /// Runs the agent. Throws before anything starts when the spool cannot be opened or the MQTT client cannot
     /// be set up.
@@ -97,7 +93,7 @@ public final class Agent: Sendable {
         let forwarder = Task {
             for await event in client.events { queue.pushUrgent(.mqtt(event)) }
         }
-        client.start()
+        let connection = Task { await client.run() }
         logger.info(
             "Agent started",
             metadata: [
@@ -108,7 +104,7 @@ public final class Agent: Sendable {
         Thread.detachNewThread { [self] in
             var failure: String?
             do {
-                try source.run(deliver: { queue.push(.reports($0)) }, shouldStop: { self.shouldStop })
+                try source.run(deliver: { queue.push(.reports($0)) }, stop: stop)
             } catch {
                 failure = "\(error)"
             }
@@ -117,28 +113,47 @@ public final class Agent: Sendable {
 
         if let gattPoller {
             Thread.detachNewThread { [self] in
-                gattPoller.run(deliver: { queue.pushUrgent(.characteristicReads($0)) }, shouldStop: { self.shouldStop })
+                gattPoller.run(deliver: { queue.pushUrgent(.characteristicReads($0)) }, stop: stop)
             }
         }
 
         let outcome = await withCheckedContinuation { (continuation: CheckedContinuation<Outcome, Never>) in
             Thread.detachNewThread { [self] in
                 let outcome = runEngine(engine, queue: queue)
-                // A clean disconnect suppresses the will: say offline ourselves.
-                engine.publishFinalStatus()
+                // The source and the poller end with the engine.
+                stop.stop()
+                // A clean disconnect suppresses the will: say offline ourselves, and disconnect once the broker has
+                // it.
+                if let messageID = engine.publishFinalStatus() {
+                    awaitPublished(messageID, queue: queue, within: Self.stopGrace)
+                }
                 continuation.resume(returning: outcome)
             }
         }
-        // Give libmosquitto's thread a moment to send the offline status before disconnecting.
-        try? await Task.sleep(for: .milliseconds(200))
-        client.stop()
+        connection.cancel()
+        await connection.value
         forwarder.cancel()
         queue.close()
         return outcome
     }
 
-    /// How long a stopping agent waits for the acknowledgement of what it sealed last, while connected.
+    /// How long a stopping agent waits for the acknowledgement of what it sealed last, while connected, and for
+    /// the broker to take its offline status.
     static let stopGrace: Duration = .seconds(3)
+
+    /// Waits until the broker acknowledges the message, the connection drops or `within` passes.
+    private func awaitPublished(_ messageID: Int32, queue: BlockingQueue<AgentEngine.Input>, within: Duration) {
+        let deadline = ContinuousClock.now + within
+        while ContinuousClock.now < deadline {
+            let left = deadline - .now
+            for input in queue.popAll(timeout: Double(left.components.seconds) + Double(left.components.attoseconds) / 1e18) {
+                switch input {
+                case .mqtt(.published(messageID, _)), .mqtt(.disconnected): return
+                default: continue
+                }
+            }
+        }
+    }
 
     /// The engine thread: inputs and ticks until the source is drained or a stop is requested.
     private func runEngine(_ engine: AgentEngine, queue: BlockingQueue<AgentEngine.Input>) -> Outcome {
@@ -156,7 +171,7 @@ public final class Agent: Sendable {
             engine.tick(now: now)
             let health = Health(brokerConnected: engine.isConnected, pendingBatches: engine.pendingBatches, spoolBytes: engine.spoolBytes)
             currentHealth.withLock { $0 = health }
-            if shouldStop {
+            if stop.isStopped {
                 if stopDeadline == nil {
                     engine.shutDown()
                     stopDeadline = now + UInt64(Self.stopGrace.nanoseconds)

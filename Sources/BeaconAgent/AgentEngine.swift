@@ -69,6 +69,9 @@ final class AgentEngine: @unchecked Sendable {
             ($0, Counter(AgentMetrics.advertsSkipped, [("reason", $0.rawValue)]))
         })
     private var droppedReported = 0
+    /// The `first_unacknowledged_sequence` each batch sealed in this run carries, so that a publish knows it
+    /// without decoding the batch (one recovered from the spool is decoded once, at its first publish).
+    private var sealedFirstUnacknowledged: [UInt64: UInt64] = [:]
     /// A replay being resumed or recorded.
     var replay: ReplayProgress?
     /// Frames waiting for their beacon's identity, and the frames ready for the batch (reused).
@@ -201,6 +204,7 @@ final class AgentEngine: @unchecked Sendable {
                 ).write(directory: spool.configuration.directory, durable: spool.configuration.fsync == .always)
             }
             try spool.append(sequence: sequence, payload: bytes)
+            sealedFirstUnacknowledged[sequence] = firstUnacknowledged
             if let consumed = replay?.consumed {
                 replay?.spooled = consumed
                 replay?.spooledUnbatched = waiting
@@ -235,7 +239,10 @@ final class AgentEngine: @unchecked Sendable {
         }
         for batch in batches {
             do {
-                let payload = Self.updatingFirstUnacknowledged(batch.payload, to: min(spool.firstUnacknowledgedSequence, batch.sequence))
+                let first = min(spool.firstUnacknowledgedSequence, batch.sequence)
+                let sealed = sealedFirstUnacknowledged[batch.sequence] ?? Self.firstUnacknowledged(of: batch.payload)
+                sealedFirstUnacknowledged[batch.sequence] = sealed
+                let payload = Self.updatingFirstUnacknowledged(batch.payload, sealedWith: sealed, to: first)
                 try client.publish(topic: topics.batch, payload: payload, qos: 1)
                 window.published(batch.sequence, nowNanoseconds: now)
                 batchesPublished += 1
@@ -262,12 +269,17 @@ final class AgentEngine: @unchecked Sendable {
             ])
     }
 
+    /// The `first_unacknowledged_sequence` a spooled batch was sealed with (nil when it does not decode).
+    static func firstUnacknowledged(of payload: [UInt8]) -> UInt64? {
+        (try? WireBatch(serializedBytes: payload))?.firstUnacknowledgedSequence
+    }
+
     /// A spooled batch as it goes out: when the spool has since dropped or had acknowledged the batches its
-    /// `first_unacknowledged_sequence` named, the field is sent again with the oldest sequence actually held, so
-    /// that the ingest does not wait for batches that no longer exist. Protobuf takes the last value of a
-    /// repeated scalar field, so the field is appended (a few bytes) rather than the batch re-encoded.
-    static func updatingFirstUnacknowledged(_ payload: [UInt8], to first: UInt64) -> [UInt8] {
-        guard let wire = try? WireBatch(serializedBytes: payload), wire.firstUnacknowledgedSequence < first else { return payload }
+    /// `first_unacknowledged_sequence` (`sealed`) named, the field is sent again with the oldest sequence actually
+    /// held, so that the ingest does not wait for batches that no longer exist. Protobuf takes the last value of a
+    /// non-repeated scalar field, so the field is appended (a few bytes) rather than the batch re-encoded.
+    static func updatingFirstUnacknowledged(_ payload: [UInt8], sealedWith sealed: UInt64?, to first: UInt64) -> [UInt8] {
+        guard let sealed, sealed < first else { return payload }
         var updated = payload
         updated.append(6 << 3)  // field 6 (first_unacknowledged_sequence), varint
         var value = first
@@ -346,6 +358,7 @@ final class AgentEngine: @unchecked Sendable {
         do {
             if adopting {
                 // Beyond anything this spool wrote: not about these batches (see Spool.adoptAcknowledgement).
+                sealedFirstUnacknowledged = [:]
                 try spool.adoptAcknowledgement(beyondWritten: sequence) { newSequence, firstUnacknowledged, payload in
                     guard var batch = try? WireBatch(serializedBytes: payload) else { return nil }
                     batch.sequence = newSequence
@@ -359,6 +372,7 @@ final class AgentEngine: @unchecked Sendable {
             } else {
                 let pending = spool.pendingCount
                 try spool.acknowledge(through: sequence)
+                sealedFirstUnacknowledged = sealedFirstUnacknowledged.filter { $0.key > spool.acknowledgedThrough }
                 acknowledgedCounter.increment(by: max(0, pending - spool.pendingCount))
             }
         } catch {
@@ -376,11 +390,13 @@ final class AgentEngine: @unchecked Sendable {
 
     /// The last status before a clean disconnect (which suppresses the will); nothing when not connected, since
     /// the broker then already holds the will's offline status.
-    func publishFinalStatus() {
-        if window.isConnected { publishStatus(online: false) }
+    /// The offline status, while connected; returns its message id (nil when it was not sent).
+    func publishFinalStatus() -> Int32? {
+        window.isConnected ? publishStatus(online: false) : nil
     }
 
-    func publishStatus(online: Bool) {
+    @discardableResult
+    func publishStatus(online: Bool) -> Int32? {
         let elapsed = ContinuousClock.now - statusWindowStart
         if elapsed >= .seconds(1) {
             advertsPerSecond = Double(advertsSinceStatus) / elapsed.seconds
@@ -390,9 +406,10 @@ final class AgentEngine: @unchecked Sendable {
         lastStatus = ContinuousClock.now
         let payload = status(online: online).payload
         do {
-            try client.publish(topic: topics.status, payload: payload, qos: 1, retain: true)
+            return try client.publish(topic: topics.status, payload: payload, qos: 1, retain: true)
         } catch {
             logger.warning("Status could not be published", metadata: ["error": "\(error)"])
+            return nil
         }
     }
 

@@ -1,6 +1,7 @@
 import BeaconWire
 import BlueZHCI
 import Foundation
+import WorkQueue
 import Logging
 import MetricFamilies
 import Metrics
@@ -42,13 +43,13 @@ public struct GATTPoller: Sendable {
         return min(interval, retryAfterFailure * (1 << min(failures - 1, 20)))
     }
 
-    /// Polls each target when it is due, until `shouldStop()`.
-    func run(deliver: (Result) -> Void, shouldStop: () -> Bool) {
+    /// Polls each target when it is due, until `stop` is signalled.
+    func run(deliver: (Result) -> Void, stop: StopSignal) {
         let failures = Counter(AgentMetrics.gattPollFailures)
         var due = Dictionary(targets.map { ($0, ContinuousClock.now) }, uniquingKeysWith: { first, _ in first })
         var failuresInARow: [DeviceAddress: Int] = [:]
-        while !shouldStop() {
-            for address in targets where !shouldStop() && due[address, default: .now] <= .now {
+        while !stop.isStopped {
+            for address in targets where !stop.isStopped && due[address, default: .now] <= .now {
                 var wait = interval
                 do {
                     let result = try poll(address)
@@ -65,7 +66,7 @@ public struct GATTPoller: Sendable {
                 }
                 due[address] = .now + wait
             }
-            sleepUntil(due.values.min() ?? .now + interval, shouldStop: shouldStop)
+            stop.wait(until: due.values.min() ?? .now + interval)
         }
     }
 

@@ -1,6 +1,7 @@
 import BeaconWire
 import BlueZHCI
 import Foundation
+import WorkQueue
 import Logging
 import MetricFamilies
 import Metrics
@@ -61,7 +62,7 @@ public struct HCIScanSource: AdvertSource {
     /// fails or goes unanswered) is logged with the cause and counted, and scanning resumes by itself once the
     /// adapter is back: at its "up" or "registered" event from the kernel, or at the latest every 5 s. Only an
     /// adapter that cannot be opened at the start (missing, no permission) ends the source.
-    public func run(deliver: ([TimedReport]) -> Void, shouldStop: () -> Bool) throws {
+    public func run(deliver: ([TimedReport]) -> Void, stop: StopSignal) throws {
         var socket: HCISocket
         do {
             socket = try openSocket()
@@ -79,7 +80,7 @@ public struct HCIScanSource: AdvertSource {
         while true {
             let end: ScanEnd
             do {
-                end = try scan(on: socket, adapterEvents: adapterEvents, index: index, recorder: recorder, deliver: deliver, shouldStop: shouldStop)
+                end = try scan(on: socket, adapterEvents: adapterEvents, index: index, recorder: recorder, deliver: deliver, stop: stop)
             } catch let denied as PermissionDenied {
                 socket.close()
                 throw denied.error
@@ -103,7 +104,7 @@ public struct HCIScanSource: AdvertSource {
             } else {
                 logger.debug("Adapter not back yet", metadata: ["device": "\(device)", "cause": "\(cause)"])
             }
-            guard let reopened = waitForAdapter(adapterEvents: adapterEvents, index: index, shouldStop: shouldStop) else { return }
+            guard let reopened = waitForAdapter(adapterEvents: adapterEvents, index: index, stop: stop) else { return }
             socket = reopened
         }
     }
@@ -113,13 +114,13 @@ public struct HCIScanSource: AdvertSource {
 
     /// Reopens the adapter once the kernel says it is up or registered again, trying at the latest every 5 s (from
     /// half a second, doubling); nil when asked to stop.
-    private func waitForAdapter(adapterEvents: HCISocket?, index: UInt16, shouldStop: () -> Bool) -> HCISocket? {
+    private func waitForAdapter(adapterEvents: HCISocket?, index: UInt16, stop: StopSignal) -> HCISocket? {
         var delay: Duration = .milliseconds(500)
         var buffer = [UInt8](repeating: 0, count: 64)
-        while !shouldStop() {
+        while !stop.isStopped {
             let deadline = ContinuousClock.now + delay
             var announced = false
-            while !announced, !shouldStop(), ContinuousClock.now < deadline {
+            while !announced, !stop.isStopped, ContinuousClock.now < deadline {
                 if let events = adapterEvents {
                     if let packet = try? events.read(timeoutMilliseconds: 100, into: &buffer),
                         let event = AdapterEvent.parse(packet, index: index), event == .up || event == .registered
@@ -127,7 +128,7 @@ public struct HCIScanSource: AdvertSource {
                         announced = true
                     }
                 } else {
-                    Thread.sleep(forTimeInterval: 0.1)
+                    stop.wait(until: deadline)
                 }
             }
             if let socket = try? openSocket() { return socket }
@@ -140,7 +141,7 @@ public struct HCIScanSource: AdvertSource {
     /// throws what the socket or the controller refused.
     private func scan(
         on socket: HCISocket, adapterEvents: HCISocket?, index: UInt16, recorder: CaptureRecorder?,
-        deliver: ([TimedReport]) -> Void, shouldStop: () -> Bool
+        deliver: ([TimedReport]) -> Void, stop: StopSignal
     ) throws -> ScanEnd {
         let restarts = Counter(AgentMetrics.scanRestarts)
         let interruptions = Counter(AgentMetrics.scanInterruptions)
@@ -184,7 +185,7 @@ public struct HCIScanSource: AdvertSource {
 
         try perform(session.start())
         var received: [TimedReport] = []
-        while !shouldStop() {
+        while !stop.isStopped {
             if let events = adapterEvents, let packet = try? events.read(timeoutMilliseconds: 0, into: &eventBuffer),
                 let event = AdapterEvent.parse(packet, index: index), event == .down || event == .removed
             {

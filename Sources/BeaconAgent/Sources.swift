@@ -1,5 +1,6 @@
 import BeaconWire
 import Foundation
+import WorkQueue
 
 /// An advertising report with the time it was received (Unix microseconds).
 public struct TimedReport: Sendable {
@@ -16,10 +17,11 @@ public struct TimedReport: Sendable {
 }
 
 /// Where adverts come from. `run` blocks (it runs on a thread of its own, never on Swift's cooperative pool),
-/// hands reports to `deliver` as they come, and returns when the source ends or `shouldStop()` says so.
+/// hands reports to `deliver` as they come, and returns when the source ends or `stop` is signalled (a wait for
+/// the next report of a paced replay ends at the signal).
 public protocol AdvertSource: Sendable {
     var name: String { get }
-    func run(deliver: ([TimedReport]) -> Void, shouldStop: () -> Bool) throws
+    func run(deliver: ([TimedReport]) -> Void, stop: StopSignal) throws
 }
 
 /// A finite input that can be started part-way: replaying it again resumes where the spool says it got to
@@ -93,7 +95,7 @@ public struct CaptureReplaySource: ResumableSource {
         return source
     }
 
-    public func run(deliver: ([TimedReport]) -> Void, shouldStop: () -> Bool) throws {
+    public func run(deliver: ([TimedReport]) -> Void, stop: StopSignal) throws {
         guard let handle = FileHandle(forReadingAtPath: path) else {
             throw SourceError(source: path, "cannot open the capture file (\(String(cString: strerror(errno))))")
         }
@@ -105,7 +107,7 @@ public struct CaptureReplaySource: ResumableSource {
         var firstTimestamp: Int64?
         var pending: [TimedReport] = []
         var ordinal: Int64 = 0
-        while !shouldStop() {
+        while !stop.isStopped {
             let chunk: Data
             do {
                 chunk = try handle.read(upToCount: 64 * 1024) ?? Data()
@@ -133,7 +135,7 @@ public struct CaptureReplaySource: ResumableSource {
                                 deliver(pending)
                                 pending.removeAll()
                             }
-                            sleepUntil(due, shouldStop: shouldStop)
+                            stop.wait(until: due)
                         }
                     }
                     for (index, report) in reports.enumerated()
@@ -151,19 +153,8 @@ public struct CaptureReplaySource: ResumableSource {
             }
         }
         if !pending.isEmpty { deliver(pending) }
-        if !shouldStop() {
+        if !stop.isStopped {
             do { try reader.finish() } catch { throw SourceError(source: path, "\(error)") }
         }
-    }
-}
-
-/// Sleeps in short steps until `deadline`, so that a stop request is seen within 50 ms.
-public func sleepUntil(_ deadline: ContinuousClock.Instant, shouldStop: () -> Bool) {
-    while !shouldStop() {
-        let left = deadline - ContinuousClock.now
-        if left <= .zero { return }
-        let step = min(left, .milliseconds(50))
-        let microseconds = step.components.seconds * 1_000_000 + step.components.attoseconds / 1_000_000_000_000
-        usleep(UInt32(max(1, microseconds)))
     }
 }

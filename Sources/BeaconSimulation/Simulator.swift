@@ -2,6 +2,7 @@ import BeaconAgent
 import BeaconMessaging
 import BeaconWire
 import Foundation
+import WorkQueue
 
 /// SplitMix64: small, fast and deterministic for a seed, so that a scenario always plays the same way.
 public struct SeededGenerator: RandomNumberGenerator, Sendable {
@@ -302,19 +303,19 @@ public struct SimulatorSource: AdvertSource {
 
     struct Stopped: Error {}
 
-    public func run(deliver: ([TimedReport]) -> Void, shouldStop: () -> Bool) throws {
+    public func run(deliver: ([TimedReport]) -> Void, stop: StopSignal) throws {
         let started = ContinuousClock.now
         let origin = simulator.scenario.startUnixSeconds * 1_000_000
         do {
             try simulator.run(site: site, agent: agent) { reports in
                 var start = reports.startIndex
                 while start < reports.endIndex {
-                    if shouldStop() { throw Stopped() }
+                    if stop.isStopped { throw Stopped() }
                     var end = start + 1
                     if case .factor(let factor) = speed {
                         // Everything due within the next 10 ms goes at once.
                         let due = started + .microseconds(Int64(Double(reports[start].timeMicros - origin) / factor))
-                        sleepUntil(due, shouldStop: shouldStop)
+                        stop.wait(until: due)
                         let horizon = reports[start].timeMicros + Int64(10_000 * factor)
                         while end < reports.endIndex, reports[end].timeMicros <= horizon { end += 1 }
                     } else {

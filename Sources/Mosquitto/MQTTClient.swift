@@ -216,34 +216,59 @@ public final class MQTTClient: Sendable {
         mosquitto_destroy(handle.pointer)
     }
 
-    /// Starts the network thread: connect, loop, reconnect until `stop()`.
-    public func start() {
-        startedThread.withLock { $0 = true }
-        let thread = Thread { [self] in
-            runNetworkLoop()
-            threadDone.signal()
+    /// Connects, loops and reconnects on a thread of its own until the calling task is cancelled (under
+    /// swift-service-lifecycle, `cancelOnGracefulShutdown()`); then disconnects cleanly (no will) and returns once
+    /// the thread has ended, `events` finished.
+    public func run() async {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                startNetworkThread { continuation.resume() }
+            }
+        } onCancel: {
+            disconnect()
         }
-        thread.name = "mqtt-\(configuration.clientID)"
-        thread.start()
+        context.continuation.finish()
     }
 
-    /// Disconnects cleanly (no will) and waits for the network thread to end.
-    public func stop() {
-        let wasStopped = stopped.withLock { stopped in
-            defer { stopped = true }
-            return stopped
-        }
-        guard !wasStopped else { return }
-        let wasRunning = context.state.withLock { state in
-            defer { state.running = false }
-            return state.running
-        }
-        mosquitto_disconnect_v5(handle.pointer, 0, nil)
+    /// `run()` for a synchronous caller: starts the network thread, which `stop()` ends.
+    package func start() {
+        startedThread.withLock { $0 = true }
+        startNetworkThread { [threadDone] in threadDone.signal() }
+    }
+
+    /// Ends what `start()` began: disconnects cleanly (no will) and waits for the network thread to end.
+    package func stop() {
+        let wasRunning = disconnect()
         if wasRunning, startedThread.withLock({ $0 }) { threadDone.wait() }
         context.continuation.finish()
     }
 
     private let startedThread = Mutex<Bool>(false)
+
+    private func startNetworkThread(ended: @escaping @Sendable () -> Void) {
+        let thread = Thread { [self] in
+            runNetworkLoop()
+            ended()
+        }
+        thread.name = "mqtt-\(configuration.clientID)"
+        thread.start()
+    }
+
+    /// Asks the network thread to disconnect and end (once); returns whether it was running.
+    @discardableResult
+    private func disconnect() -> Bool {
+        let wasStopped = stopped.withLock { stopped in
+            defer { stopped = true }
+            return stopped
+        }
+        guard !wasStopped else { return false }
+        let wasRunning = context.state.withLock { state in
+            defer { state.running = false }
+            return state.running
+        }
+        mosquitto_disconnect_v5(handle.pointer, 0, nil)
+        return wasRunning
+    }
 
     /// Publishes; returns the message id that `MQTTEvent.published` will carry. libmosquitto queues the message
     /// while disconnected (without bound: callers keep their own window).

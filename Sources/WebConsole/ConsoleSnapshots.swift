@@ -28,36 +28,45 @@ public final class ConsoleSnapshots: Sendable {
 
     public var current: Snapshot { latest.withLock { $0 } }
 
-    /// Reads until `stop()`: reconnecting after a failure, which the document then reports (without the server's
-    /// address or any credential).
-    public func start() {
-        Thread.detachNewThread { [self] in
-            var connection: PostgresConnection?
-            var failing = false
-            while !stopped.isStopped {
-                do throws(PostgresError) {
-                    let open: PostgresConnection
-                    if let connection { open = connection } else { open = try PostgresConnection(conninfo) }
-                    connection = open
-                    // One line, once per read rather than per event sent (JSON strings escape their own breaks).
-                    let json = (try open.query(Self.query).first?[0] ?? "{}").replacingOccurrences(of: "\n", with: " ")
-                    latest.withLock { $0 = Snapshot(version: $0.version + 1, json: json) }
-                    if failing { logger.info("Console reads the database again") }
-                    failing = false
-                } catch {
-                    connection = nil
-                    let state = error.sqlState.map { " (SQLSTATE \($0))" } ?? ""
-                    latest.withLock { $0 = Snapshot(version: $0.version + 1, json: #"{"error": "database unavailable\#(state)"}"#) }
-                    if !failing { logger.warning("Console cannot read the database", metadata: ["error": "\(error)"]) }
-                    failing = true
+    /// Reads on a thread of its own until the calling task is cancelled: reconnecting after a failure, which the
+    /// document then reports (without the server's address or any credential).
+    public func run() async {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                Thread.detachNewThread { [self] in
+                    readUntilStopped()
+                    continuation.resume()
                 }
-                let deadline = ContinuousClock.now + refresh
-                stopped.wait(until: deadline)
             }
+        } onCancel: {
+            stopped.stop()
         }
     }
 
-    public func stop() { stopped.stop() }
+    private func readUntilStopped() {
+        var connection: PostgresConnection?
+        var failing = false
+        while !stopped.isStopped {
+            do throws(PostgresError) {
+                let open: PostgresConnection
+                if let connection { open = connection } else { open = try PostgresConnection(conninfo) }
+                connection = open
+                // One line, once per read rather than per event sent (JSON strings escape their own breaks).
+                let json = (try open.query(Self.query).first?[0] ?? "{}").replacingOccurrences(of: "\n", with: " ")
+                latest.withLock { $0 = Snapshot(version: $0.version + 1, json: json) }
+                if failing { logger.info("Console reads the database again") }
+                failing = false
+            } catch {
+                connection = nil
+                let state = error.sqlState.map { " (SQLSTATE \($0))" } ?? ""
+                latest.withLock { $0 = Snapshot(version: $0.version + 1, json: #"{"error": "database unavailable\#(state)"}"#) }
+                if !failing { logger.warning("Console cannot read the database", metadata: ["error": "\(error)"]) }
+                failing = true
+            }
+            let deadline = ContinuousClock.now + refresh
+            stopped.wait(until: deadline)
+        }
+    }
 
     /// Beacons listed at most (present ones first, then the registry's, then the rest by id); `beacon_count` has
     /// them all.

@@ -104,8 +104,6 @@ struct WebConsoleService: Service, CustomStringConvertible {
 
     func run() async throws {
         let snapshots = ConsoleSnapshots(conninfo: conninfo, refresh: refresh, logger: logger)
-        snapshots.start()
-        defer { snapshots.stop() }
         var configuration = ConsoleServer.Configuration(token: token)
         configuration.host = host
         configuration.port = port
@@ -117,6 +115,11 @@ struct WebConsoleService: Service, CustomStringConvertible {
             logger.info("Console listening", metadata: ["login": "\(link)"])
             await onListening(link)
         }
-        try await application.run()
+        try await withThrowingDiscardingTaskGroup { group in
+            group.addTask { await snapshots.run() }
+            // The reads end with the server (a graceful shutdown or a failure).
+            defer { group.cancelAll() }
+            try await application.run()
+        }
     }
 }

@@ -123,12 +123,14 @@ import Testing
         wire.sightingTimeDeltaUs = [0]
         wire.sightingRssi = [60]
         let payload = try wire.wireBytes()
-        let updated = AgentEngine.updatingFirstUnacknowledged(payload, to: 77)
+        #expect(AgentEngine.firstUnacknowledged(of: payload) == 3)
+        let updated = AgentEngine.updatingFirstUnacknowledged(payload, sealedWith: 3, to: 77)
         let decoded = try BatchReader.decode(updated)
         #expect(decoded.firstUnacknowledgedSequence == 77 && decoded.sequence == 90)
         #expect(decoded.sightings.map(\.rssi) == [-68])
         #expect(updated.count == payload.count + 2)
-        #expect(AgentEngine.updatingFirstUnacknowledged(payload, to: 3) == payload)
+        #expect(AgentEngine.updatingFirstUnacknowledged(payload, sealedWith: 3, to: 3) == payload)
+        #expect(AgentEngine.updatingFirstUnacknowledged(payload, sealedWith: nil, to: 77) == payload)
     }
 
     @Test func malformedAcknowledgementsAreRefused() {

@@ -1,6 +1,7 @@
 import BeaconWire
 import BlueZHCI
 import Foundation
+import WorkQueue
 import Logging
 import Synchronization
 import TestServers
@@ -125,12 +126,13 @@ func advertisingEvents(_ name: String, limit: Int) throws -> [[UInt8]] {
             device: "hci0", parameters: ScanParameters(), logger: logger, socket: controller.hostSocket)
         configure(&source)
         let collected = Mutex<[TimedReport]>([])
-        let deadline = ContinuousClock.now + .seconds(5)
+        let stop = StopSignal()
+        Thread.detachNewThread { stop.wait(until: .now + .seconds(5)); stop.stop() }
         var failure: Error?
         do {
             try source.run(
-                deliver: { reports in collected.withLock { $0 += reports } },
-                shouldStop: { ContinuousClock.now > deadline || until(collected.withLock { $0 }) })
+                deliver: { reports in if until(collected.withLock { $0 += reports; return $0 }) { stop.stop() } },
+                stop: stop)
         } catch {
             failure = error
         }

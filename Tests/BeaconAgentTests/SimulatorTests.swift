@@ -1,11 +1,9 @@
 import BeaconWire
 import Foundation
+import TestServers
 import Testing
 @testable import BeaconAgent
 @testable import BeaconSimulation
-
-let demoScenarioPath = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-    .appendingPathComponent("../../deploy/scenarios/demo.yaml").standardized.path
 
 func play(_ simulator: Simulator, site: String, agent: String) throws -> [TimedReport] {
     var all: [TimedReport] = []

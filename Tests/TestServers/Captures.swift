@@ -2,6 +2,7 @@ import BeaconAgent
 import BeaconWire
 import Foundation
 import LocalServers
+import WorkQueue
 
 /// The sightings an agent must deliver for a capture: its reports through the same extraction.
 public func expectedSightings(capture path: String, configuration: SightingExtractor.Configuration) throws -> [Sighting] {
@@ -14,7 +15,7 @@ public func expectedSightings(capture path: String, configuration: SightingExtra
                     sightings.append(sighting)
                 }
             }
-        }, shouldStop: { false })
+        }, stop: StopSignal())
     return sightings
 }
 
@@ -24,6 +25,9 @@ public let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComp
 
 /// A file of the repository's `examples/` (the inputs the README's and the help texts' examples use).
 public func exampleFile(_ name: String) -> String { repositoryRoot + "/examples/" + name }
+
+/// The demo's scenario (`scripts/demo` plays it).
+public let demoScenarioPath = repositoryRoot + "/deploy/scenarios/demo.yaml"
 
 /// The real captures of the BeaconWire tests.
 public func captureFixture(_ name: String) -> String {

@@ -42,6 +42,10 @@ final class BrokerConnections: Sendable {
         if !published { throw failure }
     }
 
-    func start() { for client in clients { client.start() } }
-    func stop() { for client in clients { client.stop() } }
+    /// Runs every connection until the task is cancelled (`MQTTClient.run`).
+    func run() async {
+        await withDiscardingTaskGroup { group in
+            for client in clients { group.addTask { await client.run() } }
+        }
+    }
 }

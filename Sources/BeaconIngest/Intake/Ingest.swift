@@ -118,22 +118,24 @@ public final class Ingest: Sendable {
                 }
             }
         }
-        client.start()
-        logger.info(
-            "Ingest started", metadata: ["instance": "\(configuration.mqtt.clientID)", "sites": "\(configuration.sites.sites.count)"])
-
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            Thread.detachNewThread { [self] in
-                var writer = WriterThread(ingest: self, queue: queue, client: client)
-                writer.run()
-                continuation.resume()
+        await withDiscardingTaskGroup { group in
+            group.addTask { await client.run() }
+            logger.info(
+                "Ingest started", metadata: ["instance": "\(configuration.mqtt.clientID)", "sites": "\(configuration.sites.sites.count)"])
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                Thread.detachNewThread { [self] in
+                    var writer = WriterThread(ingest: self, queue: queue, client: client)
+                    writer.run()
+                    continuation.resume()
+                }
             }
+            if configuration.presence != nil {
+                // The others (if any) say online again when they see it.
+                try? client.publish(topic: PresenceTopics.availability, payload: PresenceTopics.offline, qos: 1, retain: true)
+            }
+            // The brokers' connections end with the writer.
+            group.cancelAll()
         }
-        if configuration.presence != nil {
-            // The others (if any) say online again when they see it.
-            try? client.publish(topic: PresenceTopics.availability, payload: PresenceTopics.offline, qos: 1, retain: true)
-        }
-        client.stop()
         for forwarder in forwarders {
             forwarder.cancel()
             _ = await forwarder.result

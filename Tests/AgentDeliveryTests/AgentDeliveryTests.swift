@@ -10,7 +10,7 @@ import TestServers
 import Testing
 
 @Suite(.enabled(if: MosquittoServer.executable != nil, "mosquitto is not installed"), .timeLimit(.minutes(2)))
-struct AgentIntegrationTests {
+struct AgentDeliveryTests {
     let logger = Logger(label: "agent-test")
 
     func configuration(_ broker: MosquittoServer, spool: String, agent: String = "hq-a1") throws -> AgentConfiguration {
