@@ -76,46 +76,47 @@ public struct ZoneMethod: Sendable, Equatable {
 extension SitesConfiguration {
     /// The sites file an operator would write for a simulated deployment: its sites, zones and agents with their
     /// RSSI offsets (as calibrated), its path-loss exponents, and the identity keys of its EID beacons; zone
-    /// decisions by `method`.
+    /// decisions by `method`, whose `--set` keys are read as a site entry's are.
     public static func forScenario(_ scenario: Scenario, beaconIDs: [String: String], method: ZoneMethod) throws(SitesError) -> SitesConfiguration {
-        var lines = ["sites:"]
+        let settings = try SitesFileEntry(settings: method.siteKeys, place: "--set")
+        try settings.allowOnly(Site.keys)
+        var sites: [Site] = []
         for site in scenario.sites {
-            lines.append("  - id: \(site.id)")
-            lines.append("    path_loss_exponent: \(site.pathLossExponent)")
-            let own = [
-                ("rssi_smoothing", method.smoothing.rawValue), ("zone_switch_margin_db", "\(method.switchMarginDb)"),
-                ("zone_switch_dwell_s", "\(method.switchDwellSeconds)"),
-                ("zone_switch_evidence_db_s", "\(method.switchEvidenceDbSeconds)"),
-            ]
-            // A key given with --set replaces the method's own.
-            for (key, value) in own where !method.siteKeys.contains(where: { $0.key == key }) { lines.append("    \(key): \(value)") }
-            for (key, value) in method.siteKeys { lines.append("    \(key): \(value)") }
-            lines.append("    zones:")
-            for zone in site.zones {
-                let rect = zone.rect.map { "\($0)" }.joined(separator: ", ")
-                lines.append("      - {id: \(zone.id), rect: [\(rect)]\(zone.capacity.map { ", capacity: \($0)" } ?? "")}")
+            var rules = try ZoneRules(reading: settings)
+            // The method's own settings, where --set gives none.
+            if !settings.has("zone_switch_margin_db") { rules.switchMarginDb = method.switchMarginDb }
+            if !settings.has("zone_switch_dwell_s") { rules.switchDwellMicros = Int64(method.switchDwellSeconds * 1_000_000) }
+            if !settings.has("zone_switch_evidence_db_s") { rules.switchEvidenceDbSeconds = method.switchEvidenceDbSeconds }
+            var smoothing = method.smoothing
+            if let name = settings.text("rssi_smoothing") {
+                guard let given = RSSISmoothing(rawValue: name) else {
+                    throw SitesError("--set rssi_smoothing must be 'kalman' or 'none', not '\(name)'")
+                }
+                smoothing = given
             }
-            // The doors the operator knows.
-            if !site.doors.isEmpty {
-                lines.append("    doors: [\(site.doors.map { "[\($0.zones.joined(separator: ", "))]" }.joined(separator: ", "))]")
-            }
-            lines.append("    agents:")
-            for agent in site.agents {
-                // The simulated receiver hears `rssi_offset_db` more than the model; the sites file corrects it.
-                lines.append("      - {id: \(agent.id)\(agent.zone.map { ", zone: \($0)" } ?? ""), rssi_offset_db: \(-agent.rssiOffsetDb)}")
-            }
+            sites.append(
+                Site(
+                    id: site.id, pathLossExponent: try settings.number("path_loss_exponent") ?? site.pathLossExponent,
+                    rssiSmoothing: smoothing, zoneRules: rules,
+                    zones: site.zones.map { Zone(id: $0.id, capacity: $0.capacity, rect: $0.rect) },
+                    // The simulated receiver hears `rssi_offset_db` more than the model; the sites file corrects it.
+                    agents: site.agents.map { Agent(id: $0.id, zone: $0.zone, rssiOffsetDb: -$0.rssiOffsetDb) },
+                    // The doors the operator knows.
+                    doors: site.doors.map(\.zones)))
         }
         // The registry: every beacon with its scenario name as the label, and its identity key if it has one.
-        let listed = scenario.beacons.filter { beaconIDs[$0.name] != nil }
-        if !listed.isEmpty {
-            lines.append("beacons:")
-            var seen: Set<String> = []
-            for beacon in listed {
-                guard let id = beaconIDs[beacon.name], seen.insert(id).inserted else { continue }
-                let label = beacon.name.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
-                lines.append("  - {id: \"\(id)\", label: \"\(label)\"\(beacon.identityKey.map { ", identity_key: \($0)" } ?? "")}")
+        var beacons: [Beacon] = []
+        var seen: Set<String> = []
+        for beacon in scenario.beacons {
+            guard let id = beaconIDs[beacon.name], seen.insert(id).inserted else { continue }
+            let key = try beacon.identityKey.map { (text) throws(SitesError) in
+                guard let bytes = try? [UInt8](hex: text), bytes.count == 16 else {
+                    throw SitesError("beacon \(beacon.name): identity key must be 32 hex digits")
+                }
+                return bytes
             }
+            beacons.append(Beacon(id: id, label: beacon.name, identityKey: key))
         }
-        return try parse(lines.joined(separator: "\n") + "\n", name: "sites for the scenario")
+        return SitesConfiguration(sites: sites, beacons: beacons)
     }
 }
