@@ -40,7 +40,7 @@ final class LeaseKeeper: Sendable {
         self.duration = duration
         self.writerStallBound = writerStallBound
         let connection = try PostgresConnection(conninfo)
-        try connection.query("SELECT beaconflow.join_instances($1, $2)", [instance, duration.seconds])
+        try LeaseStore(connection: connection).joinInstances(instance, leaseSeconds: duration.seconds)
         session = Mutex(connection)
         state = Mutex(State(writerTurn: .now))
     }
@@ -100,7 +100,7 @@ final class LeaseKeeper: Sendable {
     /// Records the digest of the sites file this instance runs with, in its row among the live instances.
     func publish(sitesDigest: String) throws(PostgresError) {
         try session.withLock { (connection) throws(PostgresError) in
-            _ = try connection.query("SELECT beaconflow.set_sites_digest($1, $2)", [instance, sitesDigest])
+            try LeaseStore(connection: connection).setSitesDigest(instance, digest: sitesDigest)
         }
     }
 
@@ -113,7 +113,7 @@ final class LeaseKeeper: Sendable {
             if stopping {
                 if leave {
                     _ = try? session.withLock { (connection) throws(PostgresError) in
-                        try connection.query("SELECT beaconflow.leave_instances($1)", [instance])
+                        try LeaseStore(connection: connection).leaveInstances(instance)
                     }
                 }
                 return
@@ -133,11 +133,8 @@ final class LeaseKeeper: Sendable {
     private func renew() throws(PostgresError) {
         let held = state.withLock { $0.epochs }.sorted { $0.key < $1.key }
         let renewed = try session.withLock { (connection) throws(PostgresError) -> Set<String> in
-            Set(
-                try connection.query(
-                    "SELECT beaconflow.renew_sites($1, $2, $3, $4)",
-                    [instance, held.map(\.key), held.map(\.value), duration.seconds]
-                ).map { (row) throws(PostgresError) in try row.decode(0, as: String.self) })
+            try LeaseStore(connection: connection).renewSites(
+                instance, held: held.map { (site: $0.key, epoch: $0.value) }, leaseSeconds: duration.seconds)
         }
         state.withLock { state in
             // Only leases of the epoch renewed: one claimed again or handed over meanwhile is the writer's to say.
