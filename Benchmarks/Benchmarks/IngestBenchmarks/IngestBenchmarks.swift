@@ -48,6 +48,8 @@ final class Environment: @unchecked Sendable {
     /// a `beaconflow ingest` process.
     let ingestProcess: ChildProcess?
     let publisher: MQTTClient
+    /// The publisher's connection, until `stop()` cancels it.
+    var connection: Task<Void, Never>!
     let acknowledgements = AcknowledgementLog()
     private let listener: Task<Void, Never>
     var nextSequence = [UInt64](repeating: 1, count: agentCount)
@@ -113,7 +115,7 @@ final class Environment: @unchecked Sendable {
                 acknowledgements.entries.withLock { $0.append((agent, through, now)) }
             }
         }
-        publisher.start()
+        connection = Task { [publisher] in await publisher.run() }
         try publisher.subscribe(topic: "beaconflow/v1/+/+/ack", qos: 1)
         // Every instance connected and serving its share of the sites.
         let deadline = ContinuousClock.now + .seconds(60)
@@ -176,7 +178,8 @@ final class Environment: @unchecked Sendable {
         if let ingestProcess {
             ingestProcess.terminate()
         }
-        publisher.stop()
+        connection.cancel()
+        await connection.value
         listener.cancel()
         broker.stop()
         await database.stopAndWait()
