@@ -152,6 +152,8 @@ public final class MQTTClient: Sendable {
     private let context: Context
     private let stopped = Mutex<Bool>(false)
     private let threadDone = DispatchSemaphore(value: 0)
+    /// Signalled when the client stops, so that a reconnect's backoff ends at once.
+    private let stopping = NSCondition()
 
     private static let libraryInitialised: Void = { mosquitto_lib_init() }()
 
@@ -267,6 +269,9 @@ public final class MQTTClient: Sendable {
             return state.running
         }
         mosquitto_disconnect_v5(handle.pointer, 0, nil)
+        stopping.lock()
+        stopping.broadcast()
+        stopping.unlock()
         return wasRunning
     }
 
@@ -365,12 +370,12 @@ public final class MQTTClient: Sendable {
             : " (the broker's certificate is not signed by the CA of --ca-file, or its name does not match the host \(currentBroker.host))"
     }
 
-    /// Sleeps in short steps so that `stop()` is not held up by a long backoff.
+    /// Waits out a backoff, or until the client stops.
     private func sleep(_ duration: Duration) {
-        let deadline = ContinuousClock.now + duration
-        while context.state.withLock({ $0.running }), ContinuousClock.now < deadline {
-            usleep(20_000)
-        }
+        let deadline = Date(timeIntervalSinceNow: Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18)
+        stopping.lock()
+        defer { stopping.unlock() }
+        while context.state.withLock({ $0.running }), stopping.wait(until: deadline) {}
     }
 
     private func installCallbacks(_ pointer: OpaquePointer) {

@@ -161,6 +161,21 @@ struct MQTTClientTests {
         broker.stop()
     }
 
+    /// `run()` ends when its task is cancelled, also in the middle of a long wait before reconnecting.
+    @Test func aCancelledRunEndsDuringTheBackoff() async throws {
+        var configuration = MQTTClient.Configuration(host: "127.0.0.1", port: try freeLoopbackPort(), clientID: "patient")
+        configuration.reconnectDelayMinimum = .seconds(30)
+        configuration.reconnectDelayMaximum = .seconds(30)
+        let client = try MQTTClient(configuration, logger: logger)
+        let events = Collector(client.events)
+        let running = Task { await client.run() }
+        try await events.first { $0 == .disconnected(reason: "Connection refused") }
+        let cancelled = ContinuousClock.now
+        running.cancel()
+        await running.value
+        #expect(ContinuousClock.now - cancelled < .seconds(5), "the run waited out its 30 s backoff")
+    }
+
     @Test(.enabled(if: findExecutable("openssl") != nil, "openssl is not installed"))
     func tlsWithATestCertificateAuthority() async throws {
         let openssl = try #require(findExecutable("openssl"))
