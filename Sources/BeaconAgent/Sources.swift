@@ -59,7 +59,7 @@ public enum ReplaySpeed: Hashable, Sendable, CustomStringConvertible {
 }
 
 /// A source failure that names the file and what went wrong.
-public struct SourceError: Error, CustomStringConvertible, Sendable {
+public struct SourceError: Error, Equatable, CustomStringConvertible, Sendable {
     public var source: String
     public var message: String
 

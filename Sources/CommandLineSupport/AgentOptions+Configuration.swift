@@ -99,7 +99,7 @@ extension AgentOptions {
 
     func makeSource(logger: Logger, extra: ExtraSourceKind?) throws(ConfigurationError) -> any AdvertSource {
         guard let source else { throw ConfigurationError("--source is required (or source: in --config)") }
-        let known = ["hci:hciN", "btsnoop:PATH", "pcap:PATH"] + (extra.map { ["\($0.kind):\($0.argument)"] } ?? [])
+        let known = ["hci:hciN", "btsnoop:PATH", "pcap:PATH", "recording:PATH"] + (extra.map { ["\($0.kind):\($0.argument)"] } ?? [])
         let kinds = known.dropLast().joined(separator: ", ") + " or " + known[known.count - 1]
         guard let colon = source.firstIndex(of: ":") else { throw ConfigurationError("source must be \(kinds), not '\(source)'") }
         let kind = source[..<colon]
@@ -114,6 +114,10 @@ extension AgentOptions {
         case "btsnoop", "pcap":
             guard !argument.isEmpty else { throw ConfigurationError("source \(kind): needs a file path") }
             return CaptureReplaySource(path: argument, speed: replaySpeed)
+        case "recording":
+            guard !argument.isEmpty else { throw ConfigurationError("source recording: needs a file path") }
+            guard let agent else { throw ConfigurationError("--agent is required: a recording is replayed as the receiver of that id") }
+            return RecordingReplaySource(path: argument, receiver: agent, speed: replaySpeed)
         case "hci":
             var hci = HCIScanSource(
                 device: argument,

@@ -58,7 +58,7 @@ public struct AgentOptions: ParsableArguments {
     var config: String?
     @Option(help: "Site id ([a-z0-9-]+).") var site: String?
     @Option(help: "Agent id ([a-z0-9-]+), unique within the site.") var agent: String?
-    @Option(help: "Where adverts come from: hci:hciN, btsnoop:PATH or pcap:PATH (beaconflow agent also sim:SCENARIO).")
+    @Option(help: "Where adverts come from: hci:hciN, btsnoop:PATH, pcap:PATH, or recording:PATH (the rows of a recording this agent heard: docs/recordings.md) (beaconflow agent also sim:SCENARIO).")
     var source: String?
     @OptionGroup(title: "Broker") var brokerOptions: BrokerOptions
     @Option(help: "Spool directory; default .beaconflow/spool/<site>-<agent>.") var spool: String?

@@ -1,0 +1,94 @@
+import BeaconWire
+import Foundation
+import WorkQueue
+
+/// Replays what one receiver heard in a recording (docs/recordings.md): the rows whose receiver is `receiver`, as
+/// that receiver's controller would have reported them, with the recording's times. Any recording of RSSI (a
+/// public dataset, a user's own site logged by other receivers) so runs through the agents, the broker, the ingest
+/// and PostgreSQL as live radio does.
+public struct RecordingReplaySource: ResumableSource {
+    public let path: String
+    public let receiver: String
+    public let speed: ReplaySpeed
+    /// Reports (this receiver's rows) before this number are skipped, unpaced, but those in `readAgain`.
+    public var firstReport: Int64 = 0
+    public var readAgain: Set<Int64> = []
+    public var name: String { "recording:\(path)" }
+
+    public init(path: String, receiver: String, speed: ReplaySpeed) {
+        self.path = path
+        self.receiver = receiver
+        self.speed = speed
+    }
+
+    public func inputIdentity() throws -> String { "recording:\(receiver):" + (try CaptureReplaySource.identity(of: path)) }
+
+    public func starting(at report: Int64, again: [Int64]) -> RecordingReplaySource {
+        var source = self
+        source.firstReport = report
+        source.readAgain = Set(again)
+        return source
+    }
+
+    public func run(deliver: ([TimedReport]) -> Void, stop: StopSignal) throws {
+        guard let handle = FileHandle(forReadingAtPath: path) else {
+            throw SourceError(source: path, "cannot open the recording (\(String(cString: strerror(errno))))")
+        }
+        defer { try? handle.close() }
+        try requireNotDirectory(handle, path: path)
+        var reader = RecordingReader()
+        var buffer: [UInt8] = []
+        var pending: [TimedReport] = []
+        var ordinal: Int64 = 0
+        var firstTime: Int64?
+        let started = ContinuousClock.now
+        func flush() {
+            if !pending.isEmpty { deliver(pending) }
+            pending.removeAll()
+        }
+        func take(_ line: ArraySlice<UInt8>) throws {
+            let row: RecordingRow?
+            do {
+                row = try reader.read(line: Substring(decoding: line, as: UTF8.self))
+            } catch {
+                flush()
+                throw SourceError(source: path, "\(error)")
+            }
+            guard let row, row.receiver == receiver else { return }
+            defer { ordinal += 1 }
+            guard ordinal >= firstReport || readAgain.contains(ordinal) else { return }
+            if case .factor(let factor) = speed {
+                let first = firstTime ?? row.timeMicros
+                firstTime = first
+                let due = started + .microseconds(Int64(Double(row.timeMicros - first) / factor))
+                // Paced in 25 ms steps, as a capture's replay is.
+                if due > ContinuousClock.now + CaptureReplaySource.pacingStep {
+                    flush()
+                    stop.wait(until: due)
+                }
+            }
+            pending.append(TimedReport(timeMicros: row.timeMicros, report: row.report, ordinal: ordinal))
+            if pending.count >= 256 { flush() }
+        }
+        while !stop.isStopped {
+            let chunk: Data
+            do {
+                chunk = try handle.read(upToCount: 64 * 1024) ?? Data()
+            } catch {
+                flush()
+                throw SourceError(source: path, "cannot read the recording (\(error.localizedDescription))")
+            }
+            if chunk.isEmpty { break }
+            buffer += chunk
+            var start = buffer.startIndex
+            while let end = buffer[start...].firstIndex(of: UInt8(ascii: "\n")) {
+                try take(buffer[start..<end])
+                start = end + 1
+                if stop.isStopped { break }
+            }
+            buffer.removeSubrange(..<start)
+        }
+        if !stop.isStopped, !buffer.isEmpty { try take(buffer[...]) }
+        flush()
+    }
+}

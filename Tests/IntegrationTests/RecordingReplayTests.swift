@@ -1,0 +1,92 @@
+import BeaconAgent
+import BeaconIngest
+import BeaconMessaging
+import BeaconWire
+import Foundation
+import LocalServers
+import Logging
+import TestServers
+import Testing
+
+/// A recording of a real office (examples/recordings/open-office) replayed through agents, a real mosquitto, the
+/// ingest and a real PostgreSQL: every reading is stored once, under the agent that heard it.
+@Suite(
+    .enabled(if: MosquittoServer.executable != nil && PostgresServer.binaries != nil, "mosquitto or PostgreSQL is not installed"),
+    .timeLimit(.minutes(5)))
+struct RecordingReplayTests {
+    let office = repositoryRoot + "/examples/recordings/open-office"
+
+    @Test func aRecordedWalkIsStoredWholeUnderTheReceiversThatHeardIt() async throws {
+        let officeSites = try SitesConfiguration.load(path: office + "/sites.yaml")
+        let harness = try await IngestHarness.start { configuration in
+            configuration.sites = SitesConfiguration(
+                sites: configuration.sites.sites + officeSites.sites, beacons: configuration.sites.beacons + officeSites.beacons)
+        }
+        let recording = office + "/straight-04.csv"
+        var reader = RecordingReader()
+        var expected: [String: (count: Int, rssiSum: Int)] = [:]
+        for line in try String(contentsOfFile: recording, encoding: .utf8).split(separator: "\n") {
+            guard let row = try reader.read(line: line) else { continue }
+            expected[row.receiver, default: (0, 0)].count += 1
+            expected[row.receiver, default: (0, 0)].rssiSum += Int(row.rssi)
+        }
+        #expect(expected.count == 12 && expected.values.reduce(0) { $0 + $1.count } == 558)
+
+        let spools = try makeTemporaryDirectory(prefix: "recording-spools")
+        defer { try? FileManager.default.removeItem(atPath: spools) }
+        // One receiver as docs/recordings.md runs it, with the agent's own executable (from a directory of its own,
+        // where its default spool goes, the recording's path made absolute and the broker the test's).
+        let documented = try Self.documentedCommand()
+        let arguments = documented.dropFirst().map {
+            $0.replacingOccurrences(of: "examples/", with: repositoryRoot + "/examples/")
+                .replacingOccurrences(of: "mqtt://127.0.0.1:1883", with: "mqtt://127.0.0.1:\(harness.broker.port)")
+        }
+        let documentedReceiver = try #require(documented.firstIndex(of: "--agent").map { documented[$0 + 1] })
+        let agentProgram = Task {
+            try await runProgram(try #require(beaconflowAgentExecutable), Array(arguments), currentDirectory: spools)
+        }
+        let outcomes = try await withThrowingTaskGroup(of: Agent.Outcome.self) { group in
+            for receiver in expected.keys where receiver != documentedReceiver {
+                var configuration = try AgentConfiguration(
+                    siteID: "office", agentID: receiver, broker: BrokerAddress(host: "127.0.0.1", port: harness.broker.port),
+                    spoolDirectory: spools + "/" + receiver)
+                // The recording kept no advertising data: the beacon is a device known by its address.
+                configuration.extractor.includeUnknownDevices = true
+                configuration.drainTimeout = .seconds(120)
+                let agent = Agent(
+                    configuration: configuration, source: RecordingReplaySource(path: recording, receiver: receiver, speed: .maximum),
+                    logger: Logger(label: receiver))
+                group.addTask { try await agent.run() }
+            }
+            var outcomes: [Agent.Outcome] = []
+            for try await outcome in group { outcomes.append(outcome) }
+            return outcomes
+        }
+        #expect(outcomes.count == 11 && outcomes.allSatisfy { $0 == .finished }, "\(outcomes)")
+        let program = try await agentProgram.value
+        #expect(program.status == 0, "\(program.errors.suffix(3000))")
+
+        let stored = try harness.query(
+            "SELECT agent_id, count(*), sum(rssi) FROM beaconflow.sightings WHERE site_id = 'office' GROUP BY 1 ORDER BY 1")
+        #expect(stored.map { [$0[0] ?? "", $0[1] ?? "", $0[2] ?? ""] }
+            == expected.sorted { $0.key < $1.key }.map { [$0.key, "\($0.value.count)", "\($0.value.rssiSum)"] })
+        #expect(try harness.query("SELECT DISTINCT beacon_id FROM beaconflow.sightings WHERE site_id = 'office'") == [["mac:E7:8F:13:56:24:CE"]])
+        try await harness.stop()
+    }
+
+    /// The agent's command line in docs/recordings.md, its continuation lines joined.
+    static func documentedCommand() throws -> [String] {
+        let text = try String(contentsOfFile: repositoryRoot + "/docs/recordings.md", encoding: .utf8)
+        let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+        guard let start = lines.firstIndex(where: { $0.hasPrefix("beaconflow-agent ") }) else {
+            throw LocalServerError("docs/recordings.md has no beaconflow-agent command")
+        }
+        var command = ""
+        for line in lines[start...] {
+            command += line.trimmingCharacters(in: .whitespaces)
+            guard command.hasSuffix("\\") else { break }
+            command = String(command.dropLast()) + " "
+        }
+        return command.split(separator: " ").map(String.init)
+    }
+}
