@@ -81,22 +81,39 @@ public struct AccuracyScore: Sendable, Equatable {
     }
 
     /// A beacon's true stay in a zone, in Unix seconds.
-    struct Stay {
-        var beacon: String
-        var zone: String
-        var enter: Double
-        var exit: Double
+    public struct Stay: Sendable, Equatable {
+        /// The beacon's id as the ingest stores it.
+        public var beacon: String
+        public var zone: String
+        public var enter: Double
+        public var exit: Double
+
+        public init(beacon: String, zone: String, enter: Double, exit: Double) {
+            self.beacon = beacon
+            self.zone = zone
+            self.enter = enter
+            self.exit = exit
+        }
     }
 
     /// Scores the rows of one site; `beaconIDs` maps the scenario's beacon names to the ids the ingest stores.
     public init(scenario: Scenario, site: String, beaconIDs: [String: String], visits: [Visit], minutes: [ZoneMinute]) {
         let start = Double(scenario.startUnixSeconds)
         let end = start + scenario.durationSeconds
-        let visitsByBeacon = Dictionary(grouping: visits, by: \.beaconID)
-        var staysByZone: [String: [Stay]] = [:]
+        var stays: [String: [Stay]] = [:]
         for beacon in scenario.beacons where beacon.site == site {
             guard let id = beaconIDs[beacon.name] else { continue }
-            let stays = Self.stays(of: beacon, start: start, end: end)
+            stays[id] = Self.stays(of: beacon, start: start, end: end).map { Stay(beacon: id, zone: $0.zone, enter: $0.enter, exit: $0.exit) }
+        }
+        self.init(stays: stays, start: start, end: end, visits: visits, minutes: minutes)
+    }
+
+    /// Scores visits and zone-minutes against the true stays of each beacon (by the id the ingest stores), over the
+    /// run from `start` to `end` (Unix seconds).
+    public init(stays staysByBeacon: [String: [Stay]], start: Double, end: Double, visits: [Visit], minutes: [ZoneMinute]) {
+        let visitsByBeacon = Dictionary(grouping: visits, by: \.beaconID)
+        var staysByZone: [String: [Stay]] = [:]
+        for (id, stays) in staysByBeacon.sorted(by: { $0.key < $1.key }) {
             let predicted = visitsByBeacon[id] ?? []
             self.visits += predicted.count
             trueStays += stays.count
@@ -122,10 +139,7 @@ public struct AccuracyScore: Sendable, Equatable {
                 }
                 // A stay that began just before the run ended cannot have been decided yet.
                 guard stay.exit - stay.enter >= Self.decidableSeconds || stay.exit < end else { continue }
-                let overlapping = predicted.filter {
-                    $0.zone == stay.zone && $0.enter < stay.exit && ($0.exit ?? .infinity) > stay.enter
-                }.sorted { $0.enter < $1.enter }
-                guard let first = overlapping.first, let last = overlapping.last else {
+                guard let first = covering.first, let last = covering.last else {
                     missedStays += 1
                     continue
                 }

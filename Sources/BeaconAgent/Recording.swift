@@ -41,7 +41,9 @@ public struct RecordingError: Error, Equatable, Sendable, CustomStringConvertibl
 }
 
 /// Reads a recording's text one line at a time: comments (`#`) and blank lines skipped, the header first, then
-/// rows in time order. A pure state machine: the replay source feeds it the file as it reads it.
+/// rows in time order. A pure state machine: the replay source feeds it the file as it reads it. A row that cannot
+/// be read throws and leaves the reader as it was, so the next line reads on; a header that cannot be read leaves
+/// nothing to read.
 public struct RecordingReader: Sendable {
     /// The header of a recording: these columns, in this order, and optionally `data`.
     public static let columns = ["time_s", "receiver", "transmitter", "rssi"]
@@ -50,6 +52,8 @@ public struct RecordingReader: Sendable {
 
     private var lineNumber = 0
     private var hasData: Bool?
+    /// Whether the header has been read: until then an error means the file is no recording.
+    public var headerRead: Bool { hasData != nil }
     private var lastTimeMicros: Int64 = .min
 
     public init() {}
@@ -79,7 +83,6 @@ public struct RecordingReader: Sendable {
         guard timeMicros >= lastTimeMicros else {
             throw RecordingError(line: lineNumber, "time_s \(fields[0]) is before the line above: a recording is in time order")
         }
-        lastTimeMicros = timeMicros
         guard isValidIdentifier(String(fields[1])) else {
             throw RecordingError(line: lineNumber, "receiver '\(fields[1])' must be 1-64 characters of a-z, 0-9 and '-'")
         }
@@ -97,11 +100,12 @@ public struct RecordingReader: Sendable {
             }
             data = bytes
         }
+        lastTimeMicros = timeMicros
         return RecordingRow(timeMicros: timeMicros, receiver: String(fields[1]), address: address, rssi: rssi, data: data)
     }
 
     /// `AA:BB:CC:DD:EE:FF` or `aabbccddeeff`, then `/public` or `/random` (random when not said: what beacons send).
-    static func address(_ text: Substring) -> DeviceAddress? {
+    public static func address(_ text: Substring) -> DeviceAddress? {
         var kind = DeviceAddress.Kind.random
         var value = text
         if let slash = text.firstIndex(of: "/") {

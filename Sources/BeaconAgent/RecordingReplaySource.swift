@@ -1,9 +1,12 @@
 import BeaconWire
 import Foundation
+import Logging
 import WorkQueue
 
 /// Replays what one receiver heard in a recording (docs/recordings.md): the rows whose receiver is `receiver`, as
-/// that receiver's controller would have reported them, with the recording's times. Any recording of RSSI (a
+/// that receiver's controller would have reported them, with the recording's times. A row that cannot be read
+/// (real recordings hold a few: an RSSI of +42 dBm) is skipped and said, with its line; a file whose header cannot
+/// be read is refused. Any recording of RSSI (a
 /// public dataset, a user's own site logged by other receivers) so runs through the agents, the broker, the ingest
 /// and PostgreSQL as live radio does.
 public struct RecordingReplaySource: ResumableSource {
@@ -14,11 +17,15 @@ public struct RecordingReplaySource: ResumableSource {
     public var firstReport: Int64 = 0
     public var readAgain: Set<Int64> = []
     public var name: String { "recording:\(path)" }
+    let logger: Logger
+    /// Skipped rows said one by one, at most; the rest are counted at the end.
+    static let rowsSaid = 10
 
-    public init(path: String, receiver: String, speed: ReplaySpeed) {
+    public init(path: String, receiver: String, speed: ReplaySpeed, logger: Logger = Logger(label: "beaconflow.recording")) {
         self.path = path
         self.receiver = receiver
         self.speed = speed
+        self.logger = logger
     }
 
     public func inputIdentity() throws -> String { "recording:\(receiver):" + (try CaptureReplaySource.identity(of: path)) }
@@ -41,6 +48,7 @@ public struct RecordingReplaySource: ResumableSource {
         var pending: [TimedReport] = []
         var ordinal: Int64 = 0
         var firstTime: Int64?
+        var skipped = 0
         let started = ContinuousClock.now
         func flush() {
             if !pending.isEmpty { deliver(pending) }
@@ -50,6 +58,12 @@ public struct RecordingReplaySource: ResumableSource {
             let row: RecordingRow?
             do {
                 row = try reader.read(line: Substring(decoding: line, as: UTF8.self))
+            } catch where reader.headerRead {
+                skipped += 1
+                if skipped <= Self.rowsSaid {
+                    logger.warning("Recording line skipped", metadata: ["path": "\(path)", "line": "\(error.line)", "error": "\(error.message)"])
+                }
+                return
             } catch {
                 flush()
                 throw SourceError(source: path, "\(error)")
@@ -90,5 +104,6 @@ public struct RecordingReplaySource: ResumableSource {
         }
         if !stop.isStopped, !buffer.isEmpty { try take(buffer[...]) }
         flush()
+        if skipped > 0 { logger.warning("Recording lines skipped", metadata: ["path": "\(path)", "lines": "\(skipped)"]) }
     }
 }

@@ -117,7 +117,7 @@ extension AgentOptions {
         case "recording":
             guard !argument.isEmpty else { throw ConfigurationError("source recording: needs a file path") }
             guard let agent else { throw ConfigurationError("--agent is required: a recording is replayed as the receiver of that id") }
-            return RecordingReplaySource(path: argument, receiver: agent, speed: replaySpeed)
+            return RecordingReplaySource(path: argument, receiver: agent, speed: replaySpeed, logger: logger)
         case "hci":
             var hci = HCIScanSource(
                 device: argument,

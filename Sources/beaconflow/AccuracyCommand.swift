@@ -17,6 +17,8 @@ struct AccuracyCommand: AsyncParsableCommand {
 
             With --preset, compares the ingest's defaults (and chosen-loudest, chosen-path, chosen-crossings) with peers' methods on generated scenarios of that preset (easy, hard, harsh: one site of 2×3 rooms, 40 beacons; large: two sites of 3×3 rooms with harsh radio, 80 beacons; or all; an hour) for each seed and site, without servers: the same smoothing and zone tracker as the ingest, fed what the simulated agents hear. Peers' methods: nearest, kalman (room-assistant: Q 0.008, R 4, then nearest), kalman-bermuda (that with Bermuda's switching rule), trimmed-mean (ESPresense: 15 s, Tukey fences), one-euro (the 1€ filter). Prints the mean over seeds and sites with the lowest and highest in brackets.
 
+            With --recording, plays a recording of real radio (docs/recordings.md: the readings, <name>.positions.csv the true positions, sites.yaml beside them) through agents, a throwaway mosquitto, the ingest and a throwaway PostgreSQL with that sites file as it is (chosen), and scores nearest on the same readings; the true stays are the zones the positions lie in.
+
             Columns: zone accuracy (beacon-seconds in the right zone, the first 5 s of each stay not counted); false changes (visits beyond the true stays, per beacon-hour); enter and exit error (median |recorded − true| time of the visit that matches each stay); occupancy within one (zone-minutes counted within ±1 of the truth, a beacon counting where it spent at least 30 s of the minute); occupancy exact (zone-minutes counted exactly right); occupancy error (mean |counted − true| per zone-minute); missed stays (true stays without any visit in their zone); phantom beacons (--scenario: beacons stored of their own, with sightings, telemetry or visits, that are no beacon of the scenario: an address whose identity the pipeline did not tie to it).
 
             Examples:
@@ -25,11 +27,14 @@ struct AccuracyCommand: AsyncParsableCommand {
                 --method nearest,chosen --json
               beaconflow accuracy --preset hard --seeds 3 --duration 120 --beacons 12
               beaconflow accuracy --scenario deploy/scenarios/demo.yaml --offline
+              beaconflow accuracy --recording examples/recordings/open-office/straight-04.csv
             """
     )
 
     @Option(help: "The scenario (YAML), played through the real pipeline.") var scenario: String?
     @Option(help: "Generated scenarios instead: easy, hard, harsh, large or all, scored without servers.") var preset: String?
+    @Option(help: "A recording with its true positions instead (repeatable), played through the real pipeline.")
+    var recording: [String] = []
     @Flag(help: "With --scenario: score the ingest's defaults and peers' methods without servers, as with --preset.")
     var offline = false
     @Option(help: "Seeds of the generated scenarios: a range (1-5) or a list (1,4,7).") var seeds = "1-5"
@@ -43,6 +48,10 @@ struct AccuracyCommand: AsyncParsableCommand {
     @Option(help: "Log level of the pipeline's own logs.") var logLevel: Logger.Level = .error
 
     func run() async throws {
+        if !recording.isEmpty {
+            guard scenario == nil, preset == nil else { throw ValidationError("give --recording, --scenario or --preset, not two") }
+            return try await runRecordings(recording)
+        }
         switch (scenario, preset) {
         case (let path?, nil) where offline:
             do {
@@ -53,6 +62,34 @@ struct AccuracyCommand: AsyncParsableCommand {
         case (let path?, nil): try await runPipeline(path)
         case (nil, let preset?): try runGenerated(preset)
         default: throw ValidationError("give either --scenario or --preset")
+        }
+    }
+
+    /// Recordings through the real pipeline with their sites file's settings, and nearest on the same readings.
+    func runRecordings(_ paths: [String]) async throws {
+        let walks: [RecordedWalk]
+        do {
+            walks = try paths.map { try RecordedWalk(recording: $0) }
+        } catch {
+            throw ValidationError("\(error)")
+        }
+        bootstrapLogging(level: logLevel)
+        let logger = Logger(label: "beaconflow.accuracy")
+        guard MosquittoServer.executable != nil, PostgresServer.binaries != nil else {
+            FileHandle.standardError.write(Data("beaconflow accuracy: needs mosquitto and PostgreSQL (scripts/install-deps)\n".utf8))
+            throw ExitCode(69)
+        }
+        let database = try await PostgresServer.start()
+        if !json {
+            print("| method | recording | zone accuracy | false changes / beacon-h | enter error (median) | exit error (median) | occupancy error / zone-minute | missed stays | phantom beacons |")
+            print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+        }
+        for walk in walks {
+            let name = ((walk.path as NSString).lastPathComponent as NSString).deletingPathExtension
+            let scores = [("chosen", try await walk.runThroughPipeline(database: database, logger: logger)), ("nearest", walk.loudestReceiver())]
+            for (method, score) in scores {
+                print(json ? Self.json(score, method: method, site: name) : Self.row(score, method: method, site: name))
+            }
         }
     }
 
@@ -187,10 +224,12 @@ struct AccuracyCommand: AsyncParsableCommand {
         }
     }
 
-    static func row(_ score: AccuracyScore, method: ZoneMethod, site: String) -> String {
+    static func row(_ score: AccuracyScore, method: ZoneMethod, site: String) -> String { row(score, method: method.name, site: site) }
+
+    static func row(_ score: AccuracyScore, method: String, site: String) -> String {
         func seconds(_ value: Double?) -> String { value.map { String(format: "%.1f s", $0) } ?? "–" }
         return String(
-            format: "| %@ | %@ | %.1f %% | %.2f | %@ | %@ | %.3f | %d of %d | %d |", method.name, site, score.zoneAccuracy * 100,
+            format: "| %@ | %@ | %.1f %% | %.2f | %@ | %@ | %.3f | %d of %d | %d |", method, site, score.zoneAccuracy * 100,
             score.falseChangesPerBeaconHour, seconds(score.medianEnterErrorSeconds), seconds(score.medianExitErrorSeconds),
             score.occupancyMeanAbsoluteError, score.missedStays, score.trueStays, score.phantomBeacons)
     }

@@ -84,14 +84,28 @@ import WorkQueue
         #expect(try source.inputIdentity().hasPrefix("recording:sensor10:capture:"))
     }
 
-    @Test func aRecordingThatCannotBeReadSaysWhereAndKeepsWhatCameBefore() throws {
-        let path = try makeTemporaryDirectory(prefix: "recording") + "/bad.csv"
-        defer { try? FileManager.default.removeItem(atPath: (path as NSString).deletingLastPathComponent) }
-        try "time_s,receiver,transmitter,rssi\n1,a,e7:8f:13:56:24:ce,-50\n2,a,nobody,-50\n".write(toFile: path, atomically: true, encoding: .utf8)
-        var delivered = 0
-        #expect(throws: SourceError(source: path, "line 3: transmitter 'nobody' is no address: AA:BB:CC:DD:EE:FF, or 12 hex digits, optionally /public or /random")) {
-            try RecordingReplaySource(path: path, receiver: "a", speed: .maximum).run(deliver: { delivered += $0.count }, stop: StopSignal())
+    @Test func aRowThatCannotBeReadIsSkippedAndSaidAndAFileWithoutHeaderIsRefused() throws {
+        let directory = try makeTemporaryDirectory(prefix: "recording")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = directory + "/glitch.csv"
+        // A real recording's glitch: +42 dBm.
+        try "time_s,receiver,transmitter,rssi\n1,a,e7:8f:13:56:24:ce,-50\n2,a,e7:8f:13:56:24:ce,42\n3,a,e7:8f:13:56:24:ce,-51\n"
+            .write(toFile: path, atomically: true, encoding: .utf8)
+        let log = RecordingLog()
+        var delivered: [Int8?] = []
+        try RecordingReplaySource(path: path, receiver: "a", speed: .maximum, logger: log.logger(label: "recording"))
+            .run(deliver: { delivered += $0.map(\.report.rssi) }, stop: StopSignal())
+        #expect(delivered == [-50, -51])
+        let said = log.all.filter { $0.message == "Recording line skipped" }
+        #expect(said.count == 1 && said.first?.metadata["line"] == "3", "\(log.all)")
+        #expect(said.first?.metadata["error"] == "rssi '42' must be a whole number of dBm from -127 to 20")
+        #expect(log.all.contains { $0.message == "Recording lines skipped" && $0.metadata["lines"] == "1" })
+
+        let noHeader = directory + "/no-header.csv"
+        try "1,a,e7:8f:13:56:24:ce,-50\n".write(toFile: noHeader, atomically: true, encoding: .utf8)
+        #expect(throws: SourceError(
+            source: noHeader, "line 1: the header must be time_s,receiver,transmitter,rssi (and ,data), not '1,a,e7:8f:13:56:24:ce,-50'")) {
+            try RecordingReplaySource(path: noHeader, receiver: "a", speed: .maximum).run(deliver: { _ in }, stop: StopSignal())
         }
-        #expect(delivered == 1)
     }
 }

@@ -54,7 +54,7 @@ struct RecordingReplayTests {
                 configuration.extractor.includeUnknownDevices = true
                 configuration.drainTimeout = .seconds(120)
                 let agent = Agent(
-                    configuration: configuration, source: RecordingReplaySource(path: recording, receiver: receiver, speed: .maximum),
+                    configuration: configuration, source: RecordingReplaySource(path: recording, receiver: receiver, speed: .maximum, logger: Logger(label: receiver)),
                     logger: Logger(label: receiver))
                 group.addTask { try await agent.run() }
             }

@@ -1,0 +1,205 @@
+import BeaconAgent
+import BeaconIngest
+import BeaconMessaging
+import BeaconWire
+import Foundation
+import LibPQ
+import LocalServers
+import Logging
+import WorkQueue
+
+/// A recording with its ground truth (docs/recordings.md): `<name>.csv` the readings, `<name>.positions.csv` where
+/// each transmitter was (`time_s,transmitter,x_m,y_m`, a line per change), and `sites.yaml` beside them, whose zone
+/// rectangles turn positions into true stays. Played through the real pipeline (one agent per receiver, a broker,
+/// the ingest, PostgreSQL) and scored as a scenario is; `loudestReceiver` scores the simplest method on the same
+/// readings.
+public struct RecordedWalk: Sendable {
+    public let path: String
+    public let sites: SitesConfiguration
+    public let site: SitesConfiguration.Site
+    public let rows: [RecordingRow]
+    /// The true stays of each transmitter, by the id the ingest stores (`mac:...`).
+    public let stays: [String: [AccuracyScore.Stay]]
+    /// The run, in Unix seconds: from the first reading to the last.
+    public let start: Double
+    public let end: Double
+
+    public init(recording path: String) throws {
+        self.path = path
+        let directory = (path as NSString).deletingLastPathComponent
+        sites = try SitesConfiguration.load(path: (directory.isEmpty ? "." : directory) + "/sites.yaml")
+        guard sites.sites.count == 1, let site = sites.sites.first else {
+            throw HarnessError("\(directory)/sites.yaml must hold the recording's one site")
+        }
+        self.site = site
+        var reader = RecordingReader()
+        var rows: [RecordingRow] = []
+        for (number, line) in try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            do {
+                if let row = try reader.read(line: line) { rows.append(row) }
+            } catch where reader.headerRead {
+                // Skipped, as the agents' replay skips it.
+                continue
+            } catch {
+                throw HarnessError("\(path): line \(number + 1): \(error.message)")
+            }
+        }
+        guard let first = rows.first, let last = rows.last else { throw HarnessError("\(path) holds no reading") }
+        self.rows = rows
+        start = Double(first.timeMicros) / 1e6
+        end = Double(last.timeMicros) / 1e6
+        let positions = (path.hasSuffix(".csv") ? String(path.dropLast(4)) : path) + ".positions.csv"
+        stays = try Self.stays(positions: positions, zones: site.zones, end: end)
+    }
+
+    /// The id the ingest stores for a device known by its address.
+    static func beaconID(_ address: DeviceAddress) -> String { "mac:" + address.description }
+
+    /// The stays of each transmitter in the zone its position lies in (the first zone whose rectangle holds it;
+    /// none: away), each until the next position, the last until `end`.
+    static func stays(positions path: String, zones: [SitesConfiguration.Zone], end: Double) throws -> [String: [AccuracyScore.Stay]] {
+        var stays: [String: [AccuracyScore.Stay]] = [:]
+        var current: [String: (zone: String?, since: Double)] = [:]
+        func close(_ beacon: String, at time: Double) {
+            guard let open = current[beacon], let zone = open.zone, time > open.since else { return }
+            stays[beacon, default: []].append(AccuracyScore.Stay(beacon: beacon, zone: zone, enter: open.since, exit: time))
+        }
+        let lines = try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n")
+        guard lines.first?.hasPrefix("time_s,transmitter,x_m,y_m") == true else {
+            throw HarnessError("\(path): the header must be time_s,transmitter,x_m,y_m")
+        }
+        for (number, line) in lines.dropFirst().enumerated() {
+            let fields = line.split(separator: ",")
+            guard fields.count == 4, let time = Double(fields[0]), let address = RecordingReader.address(fields[1]),
+                let x = Double(fields[2]), let y = Double(fields[3])
+            else { throw HarnessError("\(path): line \(number + 2) is not time_s,transmitter,x_m,y_m") }
+            let beacon = beaconID(address)
+            let zone = zones.first { zone in
+                guard let rect = zone.rect else { return false }
+                return x >= rect[0] && x < rect[2] && y >= rect[1] && y < rect[3]
+            }?.id
+            if let open = current[beacon], open.zone == zone { continue }
+            close(beacon, at: time)
+            current[beacon] = (zone, time)
+        }
+        for beacon in current.keys { close(beacon, at: end) }
+        return stays
+    }
+
+    /// The walk through agents, a broker, the ingest and PostgreSQL with the sites file as it is, scored.
+    public func runThroughPipeline(database server: PostgresServer, logger: Logger) async throws -> AccuracyScore {
+        let broker = try MosquittoServer()
+        let databaseName = "recording_\(UInt32.random(in: 0...UInt32.max))"
+        try await onThread { try PostgresConnection(server.conninfo).execute("CREATE DATABASE \(databaseName)") }
+        let conninfo = "host=127.0.0.1 port=\(server.port) user=postgres dbname=\(databaseName) connect_timeout=5"
+        let address = BrokerAddress(host: "127.0.0.1", port: broker.port)
+        var mqtt = address.clientConfiguration(clientID: "recording-ingest", tls: nil)
+        mqtt.reconnectDelayMinimum = .milliseconds(50)
+        var configuration = IngestConfiguration(mqtt: mqtt, database: conninfo, sites: sites)
+        // The recording ends with the run: its last minutes are counted at stop.
+        configuration.finishZonesAtStop = true
+        let ingest = Ingest(configuration: configuration, logger: logger)
+        let ingestTask = Task { try await ingest.run() }
+        defer { ingest.requestStop() }
+        let connected = ContinuousClock.now + .seconds(30)
+        while !ingest.statistics.mqttConnected || !ingest.statistics.databaseConnected {
+            guard ContinuousClock.now < connected else { throw HarnessError("the ingest did not connect within 30 s") }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        let spools = try makeTemporaryDirectory(prefix: "recording-spools")
+        defer { try? FileManager.default.removeItem(atPath: spools) }
+        try await withThrowingTaskGroup(of: (String, Agent.Outcome).self) { group in
+            for agent in site.agents {
+                var agentConfiguration = try AgentConfiguration(
+                    siteID: site.id, agentID: agent.id, broker: address, spoolDirectory: spools + "/" + agent.id)
+                agentConfiguration.extractor.includeUnknownDevices = true
+                agentConfiguration.acknowledgementTimeout = .seconds(5)
+                agentConfiguration.drainTimeout = .seconds(600)
+                let instance = Agent(
+                    configuration: agentConfiguration, source: RecordingReplaySource(path: path, receiver: agent.id, speed: .maximum, logger: logger),
+                    logger: logger)
+                group.addTask { (agent.id, try await instance.run()) }
+            }
+            for try await (agent, outcome) in group where outcome != .finished {
+                throw HarnessError("agent \(agent) ended with \(outcome) before delivering everything")
+            }
+        }
+        ingest.requestStop()
+        try await ingestTask.value
+        return try await onThread { [site, stays, start, end] in
+            let connection = try PostgresConnection(conninfo)
+            let visits = try connection.query(
+                "SELECT beacon_id, zone_id, extract(epoch FROM enter_ts), extract(epoch FROM exit_ts) FROM beaconflow.visits WHERE site_id = $1",
+                [site.id]
+            ).map { row in
+                AccuracyScore.Visit(
+                    beaconID: try row.decode(0), zone: try row.decode(1), enter: try row.decode(2), exit: try row.decode(3, as: Double?.self))
+            }
+            let minutes = try connection.query(
+                "SELECT zone_id, extract(epoch FROM bucket), occupants FROM beaconflow.zone_occupancy WHERE site_id = $1", [site.id]
+            ).map { row in
+                AccuracyScore.ZoneMinute(zone: try row.decode(0), minuteStart: try row.decode(1), occupants: try row.decode(2))
+            }
+            return AccuracyScore(stays: stays, start: start, end: end, visits: visits, minutes: minutes)
+        }
+    }
+
+    /// The simplest method on the same readings (the harness's `nearest`): each second, the zone of the receiver
+    /// whose latest reading, at most `freshSeconds` old, is the loudest; a transmitter unheard for 30 s has left.
+    public func loudestReceiver(freshSeconds: Double = 10) -> AccuracyScore {
+        let zoneOf = Dictionary(uniqueKeysWithValues: site.agents.map { ($0.id, $0.zone) })
+        let offsets = Dictionary(uniqueKeysWithValues: site.agents.map { ($0.id, $0.rssiOffsetDb) })
+        var latest: [String: [String: (time: Int64, rssi: Double)]] = [:]
+        var zoneBySecond: [String: [String?]] = [:]
+        let first = Int64(start.rounded(.down))
+        let seconds = Int((end - Double(first)).rounded(.up))
+        var index = 0
+        for second in 0..<seconds {
+            let limit = (first + Int64(second) + 1) * 1_000_000
+            while index < rows.count, rows[index].timeMicros < limit {
+                let row = rows[index]
+                latest[Self.beaconID(row.address), default: [:]][row.receiver] = (row.timeMicros, Double(row.rssi) + (offsets[row.receiver] ?? 0))
+                index += 1
+            }
+            for (beacon, heard) in latest {
+                let fresh = heard.filter { limit - $0.value.time <= Int64(freshSeconds * 1_000_000) }
+                let loudest = fresh.max { ($0.value.rssi, $1.key) < ($1.value.rssi, $0.key) }
+                var series = zoneBySecond[beacon] ?? Array(repeating: nil, count: seconds)
+                if let loudest {
+                    series[second] = zoneOf[loudest.key] ?? nil
+                } else if let last = heard.values.map(\.time).max(), limit - last <= 30_000_000, second > 0 {
+                    series[second] = series[second - 1]
+                }
+                zoneBySecond[beacon] = series
+            }
+        }
+        var visits: [AccuracyScore.Visit] = []
+        var occupants: [Int: [String: Int]] = [:]
+        for (beacon, series) in zoneBySecond {
+            var runStart = 0
+            for second in 1...series.count where second == series.count || series[second] != series[second - 1] {
+                if let zone = series[second - 1] {
+                    visits.append(
+                        AccuracyScore.Visit(
+                            beaconID: beacon, zone: zone, enter: Double(first) + Double(runStart),
+                            exit: second == series.count ? nil : Double(first) + Double(second)))
+                }
+                runStart = second
+            }
+            for minute in 0..<((series.count + 59) / 60) {
+                let inMinute = series[(minute * 60)..<min(series.count, minute * 60 + 60)].compactMap { $0 }
+                let counts = Dictionary(grouping: inMinute, by: { $0 }).mapValues(\.count)
+                if let best = counts.max(by: { ($0.value, $1.key) < ($1.value, $0.key) }), best.value >= 30 {
+                    occupants[minute, default: [:]][best.key, default: 0] += 1
+                }
+            }
+        }
+        let minutes = (0..<((seconds + 59) / 60)).flatMap { minute in
+            site.zones.map { zone in
+                AccuracyScore.ZoneMinute(
+                    zone: zone.id, minuteStart: Double(first) + Double(minute * 60), occupants: occupants[minute]?[zone.id] ?? 0)
+            }
+        }
+        return AccuracyScore(stays: stays, start: start, end: end, visits: visits, minutes: minutes)
+    }
+}

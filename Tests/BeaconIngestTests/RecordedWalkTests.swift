@@ -1,0 +1,27 @@
+import AccuracyHarness
+import TestServers
+import Testing
+
+/// A recorded walk's ground truth: the zones its positions lie in, and the simplest method scored against them.
+@Suite struct RecordedWalkTests {
+    let walk = repositoryRoot + "/examples/recordings/open-office/straight-04.csv"
+
+    @Test func positionsBecomeStaysInTheZonesTheyLieIn() throws {
+        let recorded = try RecordedWalk(recording: walk)
+        #expect(recorded.rows.count == 558)
+        let stays = try #require(recorded.stays["mac:E7:8F:13:56:24:CE"])
+        // From the east half of the office to the west: quarter 4, then quarter 1 from 1581249747.503 s.
+        #expect(stays.map(\.zone) == ["quarter-4", "quarter-1"])
+        #expect(abs(stays[0].exit - 1_581_249_747.503109) < 1e-6 && stays[1].exit == recorded.end)
+        #expect(abs(recorded.end - 1_581_249_757.0502462) < 1e-6)
+    }
+
+    @Test func theLoudestReceiverIsScoredOnTheSameSeconds() throws {
+        let score = try RecordedWalk(recording: walk).loudestReceiver()
+        #expect(score.trueStays == 2 && score.missedStays == 0)
+        // 15 seconds scored (10 of the first stay of 14.6 s, 5 of the second of 9.5 s: the first 5 of each are left
+        // out), 12 of them in the right quarter.
+        #expect(score.beaconSeconds == 15 && score.correctSeconds == 12)
+        #expect(score.visits > 2)
+    }
+}
