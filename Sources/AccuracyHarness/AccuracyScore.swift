@@ -184,7 +184,7 @@ public struct AccuracyScore: Sendable, Equatable {
         return stays
     }
 
-    static func median(_ values: [Double]) -> Double? {
+    public static func median(_ values: [Double]) -> Double? {
         guard !values.isEmpty else { return nil }
         let sorted = values.sorted()
         let middle = sorted.count / 2

@@ -18,7 +18,9 @@ public struct RecordedWalk: Sendable {
     public let sites: SitesConfiguration
     public let site: SitesConfiguration.Site
     public let rows: [RecordingRow]
-    /// The true stays of each transmitter, by the id the ingest stores (`mac:...`).
+    /// Where each transmitter was, by the id the ingest stores (`mac:...`), in time order.
+    public let positions: [String: [(time: Double, x: Double, y: Double)]]
+    /// The true stays of each transmitter, in the zones its positions lie in.
     public let stays: [String: [AccuracyScore.Stay]]
     /// The run, in Unix seconds: from the first reading to the last.
     public let start: Double
@@ -48,42 +50,103 @@ public struct RecordedWalk: Sendable {
         self.rows = rows
         start = Double(first.timeMicros) / 1e6
         end = Double(last.timeMicros) / 1e6
-        let positions = (path.hasSuffix(".csv") ? String(path.dropLast(4)) : path) + ".positions.csv"
-        stays = try Self.stays(positions: positions, zones: site.zones, end: end)
+        positions = try Self.positions((path.hasSuffix(".csv") ? String(path.dropLast(4)) : path) + ".positions.csv")
+        stays = Self.stays(positions: positions, zones: site.zones, end: end)
     }
 
     /// The id the ingest stores for a device known by its address.
     static func beaconID(_ address: DeviceAddress) -> String { "mac:" + address.description }
 
-    /// The stays of each transmitter in the zone its position lies in (the first zone whose rectangle holds it;
-    /// none: away), each until the next position, the last until `end`.
-    static func stays(positions path: String, zones: [SitesConfiguration.Zone], end: Double) throws -> [String: [AccuracyScore.Stay]] {
-        var stays: [String: [AccuracyScore.Stay]] = [:]
-        var current: [String: (zone: String?, since: Double)] = [:]
-        func close(_ beacon: String, at time: Double) {
-            guard let open = current[beacon], let zone = open.zone, time > open.since else { return }
-            stays[beacon, default: []].append(AccuracyScore.Stay(beacon: beacon, zone: zone, enter: open.since, exit: time))
-        }
+    /// Reads `time_s,transmitter,x_m,y_m` lines.
+    static func positions(_ path: String) throws -> [String: [(time: Double, x: Double, y: Double)]] {
         let lines = try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n")
         guard lines.first?.hasPrefix("time_s,transmitter,x_m,y_m") == true else {
             throw HarnessError("\(path): the header must be time_s,transmitter,x_m,y_m")
         }
+        var positions: [String: [(time: Double, x: Double, y: Double)]] = [:]
         for (number, line) in lines.dropFirst().enumerated() {
             let fields = line.split(separator: ",")
             guard fields.count == 4, let time = Double(fields[0]), let address = RecordingReader.address(fields[1]),
                 let x = Double(fields[2]), let y = Double(fields[3])
             else { throw HarnessError("\(path): line \(number + 2) is not time_s,transmitter,x_m,y_m") }
-            let beacon = beaconID(address)
-            let zone = zones.first { zone in
-                guard let rect = zone.rect else { return false }
-                return x >= rect[0] && x < rect[2] && y >= rect[1] && y < rect[3]
-            }?.id
-            if let open = current[beacon], open.zone == zone { continue }
-            close(beacon, at: time)
-            current[beacon] = (zone, time)
+            positions[beaconID(address), default: []].append((time, x, y))
         }
-        for beacon in current.keys { close(beacon, at: end) }
+        return positions
+    }
+
+    /// The stays of each transmitter in the zone its position lies in (the first zone whose rectangle holds it;
+    /// none: away), each until the next position, the last until `end`.
+    static func stays(
+        positions: [String: [(time: Double, x: Double, y: Double)]], zones: [SitesConfiguration.Zone], end: Double
+    ) -> [String: [AccuracyScore.Stay]] {
+        var stays: [String: [AccuracyScore.Stay]] = [:]
+        for (beacon, track) in positions {
+            var open: (zone: String?, since: Double)?
+            func close(at time: Double) {
+                guard let open, let zone = open.zone, time > open.since else { return }
+                stays[beacon, default: []].append(AccuracyScore.Stay(beacon: beacon, zone: zone, enter: open.since, exit: time))
+            }
+            for point in track {
+                let zone = zones.first { zone in
+                    guard let rect = zone.rect else { return false }
+                    return point.x >= rect[0] && point.x < rect[2] && point.y >= rect[1] && point.y < rect[3]
+                }?.id
+                if let current = open, current.zone == zone { continue }
+                close(at: point.time)
+                open = (zone, point.time)
+            }
+            close(at: end)
+        }
         return stays
+    }
+
+    /// Errors of a position estimate against the truth, in metres.
+    public struct PositionErrors: Sendable {
+        public var errors: [Double]
+        public var median: Double? { AccuracyScore.median(errors) }
+        /// The 95th percentile (nearest rank).
+        public var p95: Double? {
+            guard !errors.isEmpty else { return nil }
+            let sorted = errors.sorted()
+            return sorted[min(sorted.count - 1, Int((0.95 * Double(sorted.count)).rounded(.up)) - 1)]
+        }
+    }
+
+    /// The usual baseline of positions: each second, the centroid of the `count` receivers whose latest reading
+    /// (at most `freshSeconds` old) is loudest, weighted by received power (mW); its error against where the
+    /// transmitter was at that second.
+    public func weightedCentroid(count: Int = 3, freshSeconds: Double = 2) -> PositionErrors {
+        let at = Dictionary(uniqueKeysWithValues: site.agents.compactMap { agent in agent.position.map { (agent.id, $0) } })
+        let offsets = Dictionary(uniqueKeysWithValues: site.agents.map { ($0.id, $0.rssiOffsetDb) })
+        var latest: [String: [String: (time: Int64, rssi: Double)]] = [:]
+        var truthIndex: [String: Int] = [:]
+        var errors: [Double] = []
+        let first = Int64(start.rounded(.down))
+        var index = 0
+        for second in 0..<Int((end - Double(first)).rounded(.up)) {
+            let limit = (first + Int64(second) + 1) * 1_000_000
+            while index < rows.count, rows[index].timeMicros < limit {
+                let row = rows[index]
+                latest[Self.beaconID(row.address), default: [:]][row.receiver] = (row.timeMicros, Double(row.rssi) + (offsets[row.receiver] ?? 0))
+                index += 1
+            }
+            let now = Double(limit) / 1e6
+            for (beacon, heard) in latest {
+                let loudest = heard.filter { limit - $0.value.time <= Int64(freshSeconds * 1_000_000) && at[$0.key] != nil }
+                    .sorted { ($0.value.rssi, $1.key) > ($1.value.rssi, $0.key) }.prefix(count)
+                guard !loudest.isEmpty, let track = positions[beacon] else { continue }
+                var next = truthIndex[beacon] ?? 0
+                while next + 1 < track.count, track[next + 1].time <= now { next += 1 }
+                truthIndex[beacon] = next
+                guard track[next].time <= now else { continue }
+                let weights = loudest.map { pow(10, $0.value.rssi / 10) }
+                let total = weights.reduce(0, +)
+                let x = zip(loudest, weights).reduce(0) { $0 + at[$1.0.key]!.x * $1.1 } / total
+                let y = zip(loudest, weights).reduce(0) { $0 + at[$1.0.key]!.y * $1.1 } / total
+                errors.append(((x - track[next].x) * (x - track[next].x) + (y - track[next].y) * (y - track[next].y)).squareRoot())
+            }
+        }
+        return PositionErrors(errors: errors)
     }
 
     /// The walk through agents, a broker, the ingest and PostgreSQL with the sites file as it is, scored.

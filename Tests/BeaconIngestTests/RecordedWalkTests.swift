@@ -25,3 +25,16 @@ import Testing
         #expect(score.visits > 2)
     }
 }
+
+extension RecordedWalkTests {
+    @Test func theWeightedCentroidIsMeasuredEverySecondAgainstWhereTheBeaconWas() throws {
+        let errors = try RecordedWalk(recording: walk).weightedCentroid()
+        // One estimate a second, from the second of the first reading through that of the last (24.1 s of readings
+        // over 26 whole seconds), each within the office's diagonal.
+        #expect(errors.errors.count == 26)
+        #expect(errors.errors.allSatisfy { $0 >= 0 && $0 < 27.2 })
+        let median = try #require(errors.median)
+        let p95 = try #require(errors.p95)
+        #expect(median <= p95 && p95 <= errors.errors.max()!)
+    }
+}

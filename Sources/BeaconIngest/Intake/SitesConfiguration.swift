@@ -48,11 +48,27 @@ public struct SitesConfiguration: Sendable, Equatable {
         public var id: String
         public var zone: String?
         public var rssiOffsetDb: Double
+        /// Where the receiver is on the site's floor plan, in metres (`at`).
+        public var position: Position?
 
-        public init(id: String, zone: String?, rssiOffsetDb: Double = 0) {
+        public init(id: String, zone: String?, rssiOffsetDb: Double = 0, position: Position? = nil) {
             self.id = id
             self.zone = zone
             self.rssiOffsetDb = rssiOffsetDb
+            self.position = position
+        }
+    }
+
+    /// A point on a site's floor plan, in metres, in the frame of its zones' `rect`; `z` the height when known.
+    public struct Position: Sendable, Equatable {
+        public var x: Double
+        public var y: Double
+        public var z: Double?
+
+        public init(x: Double, y: Double, z: Double? = nil) {
+            self.x = x
+            self.y = y
+            self.z = z
         }
     }
 
@@ -258,7 +274,7 @@ extension SitesConfiguration.Zone {
 
 extension SitesConfiguration.Agent {
     init(reading entry: SitesFileEntry, zones: Set<String>, site: String) throws(SitesError) {
-        try entry.allowOnly(["id", "zone", "rssi_offset_db"])
+        try entry.allowOnly(["id", "zone", "rssi_offset_db", "at"])
         id = try entry.identifier("id")
         guard id != "presence" else {
             throw SitesError("\(entry.place): agent id 'presence' is reserved (the site's live presence topics)")
@@ -268,6 +284,12 @@ extension SitesConfiguration.Agent {
             throw SitesError("\(entry.place): agent '\(id)' is in zone '\(zone)', which site '\(site)' does not have")
         }
         rssiOffsetDb = try entry.number("rssi_offset_db") ?? 0
+        if entry.has("at") {
+            let coordinates = entry.list("at")?.compactMap { ($0 as? Double) ?? ($0 as? Int).map(Double.init) }
+            guard let coordinates, coordinates.count == 2 || coordinates.count == 3, coordinates.allSatisfy({ abs($0) <= 100_000 })
+            else { throw SitesError("\(entry.place).at must be [x, y] or [x, y, z] in metres") }
+            position = SitesConfiguration.Position(x: coordinates[0], y: coordinates[1], z: coordinates.count == 3 ? coordinates[2] : nil)
+        }
     }
 }
 
