@@ -54,6 +54,48 @@ public struct RecordedWalk: Sendable {
         stays = Self.stays(positions: positions, zones: site.zones, end: end)
     }
 
+    /// Recordings of one site played back to back as one (`gapSeconds` apart, each moved in time to follow the
+    /// one before), written to `directory` for the agents to replay: what a site's history learned over several
+    /// walks does. The stays are each walk's own, moved with it (the gaps hold none).
+    public init(backToBack paths: [String], gapSeconds: Double = 10, directory: String) throws {
+        let walks = try paths.map { try RecordedWalk(recording: $0) }
+        guard let first = walks.first else { throw HarnessError("no recording to play") }
+        guard walks.allSatisfy({ $0.site == first.site }) else { throw HarnessError("recordings played back to back must share their site") }
+        var rows: [RecordingRow] = []
+        var positions: [String: [(time: Double, x: Double, y: Double)]] = [:]
+        var stays: [String: [AccuracyScore.Stay]] = [:]
+        var next = first.start
+        for walk in walks {
+            let shift = next - walk.start
+            let shiftMicros = Int64((shift * 1e6).rounded())
+            rows += walk.rows.map { row in
+                var moved = row
+                moved.timeMicros += shiftMicros
+                return moved
+            }
+            for (beacon, track) in walk.positions { positions[beacon, default: []] += track.map { ($0.time + shift, $0.x, $0.y) } }
+            for (beacon, list) in walk.stays {
+                stays[beacon, default: []] += list.map { AccuracyScore.Stay(beacon: $0.beacon, zone: $0.zone, enter: $0.enter + shift, exit: $0.exit + shift) }
+            }
+            next = walk.end + shift + gapSeconds
+        }
+        path = directory + "/back-to-back.csv"
+        var text = "time_s,receiver,transmitter,rssi,data\n"
+        for row in rows {
+            let address = row.address.description + (row.address.kind == .public ? "/public" : "/random")
+            text += String(format: "%lld.%06lld", row.timeMicros / 1_000_000, row.timeMicros % 1_000_000)
+                + ",\(row.receiver),\(address),\(row.rssi),\(row.data.hexString)\n"
+        }
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
+        sites = first.sites
+        site = first.site
+        self.rows = rows
+        self.positions = positions
+        self.stays = stays
+        start = first.start
+        end = Double(rows.last?.timeMicros ?? 0) / 1e6
+    }
+
     /// The id the ingest stores for a device known by its address.
     static func beaconID(_ address: DeviceAddress) -> String { "mac:" + address.description }
 

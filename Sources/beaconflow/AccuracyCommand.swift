@@ -36,6 +36,8 @@ struct AccuracyCommand: AsyncParsableCommand {
     @Option(help: "Generated scenarios instead: easy, hard, harsh, large or all, scored without servers.") var preset: String?
     @Option(help: "A recording with its true positions instead (repeatable), played through the real pipeline.")
     var recording: [String] = []
+    @Flag(help: "With --recording: play the recordings back to back as one, 10 s apart (a recording given twice plays twice), so that the site's history learns over all of them.")
+    var backToBack = false
     @Flag(help: "With --scenario: score the ingest's defaults and peers' methods without servers, as with --preset.")
     var offline = false
     @Option(help: "Seeds of the generated scenarios: a range (1-5) or a list (1,4,7).") var seeds = "1-5"
@@ -69,8 +71,10 @@ struct AccuracyCommand: AsyncParsableCommand {
     /// Recordings through the real pipeline with their sites file's settings, and nearest on the same readings.
     func runRecordings(_ paths: [String]) async throws {
         let walks: [RecordedWalk]
+        let work = try makeTemporaryDirectory(prefix: "recordings")
+        defer { try? FileManager.default.removeItem(atPath: work) }
         do {
-            walks = try paths.map { try RecordedWalk(recording: $0) }
+            walks = backToBack ? [try RecordedWalk(backToBack: paths, directory: work)] : try paths.map { try RecordedWalk(recording: $0) }
         } catch {
             throw ValidationError("\(error)")
         }
@@ -87,7 +91,7 @@ struct AccuracyCommand: AsyncParsableCommand {
         }
         var centroids: [(name: String, errors: RecordedWalk.PositionErrors)] = []
         for walk in walks {
-            let name = ((walk.path as NSString).lastPathComponent as NSString).deletingPathExtension
+            let name = backToBack ? "\(paths.count) back to back" : ((walk.path as NSString).lastPathComponent as NSString).deletingPathExtension
             let scores = [("chosen", try await walk.runThroughPipeline(database: database, logger: logger)), ("nearest", walk.loudestReceiver())]
             for (method, score) in scores {
                 print(json ? Self.json(score, method: method, site: name) : Self.row(score, method: method, site: name))

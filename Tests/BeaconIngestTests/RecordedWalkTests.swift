@@ -1,4 +1,7 @@
 import AccuracyHarness
+import BeaconAgent
+import Foundation
+import LocalServers
 import TestServers
 import Testing
 
@@ -36,5 +39,26 @@ extension RecordedWalkTests {
         let median = try #require(errors.median)
         let p95 = try #require(errors.p95)
         #expect(median <= p95 && p95 <= errors.errors.max()!)
+    }
+}
+
+extension RecordedWalkTests {
+    @Test func walksPlayedBackToBackFollowEachOtherWithTheirStays() throws {
+        let directory = try makeTemporaryDirectory(prefix: "back-to-back")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let other = repositoryRoot + "/examples/recordings/open-office/straight-03.csv"
+        let joined = try RecordedWalk(backToBack: [walk, other, walk], directory: directory)
+        let parts = try [walk, other].map { try RecordedWalk(recording: $0) }
+        #expect(joined.rows.count == 2 * parts[0].rows.count + parts[1].rows.count)
+        let stays = try #require(joined.stays["mac:E7:8F:13:56:24:CE"])
+        #expect(stays.count == 2 * parts[0].stays.values.joined().count + parts[1].stays.values.joined().count)
+        // Each walk starts 10 s after the one before ended, in time order.
+        let secondStart = Double(joined.rows[parts[0].rows.count].timeMicros) / 1e6
+        #expect(abs(secondStart - (parts[0].end + 10)) < 1e-5)
+        #expect(zip(joined.rows, joined.rows.dropFirst()).allSatisfy { $0.timeMicros <= $1.timeMicros })
+        // The file the agents replay reads back as the same rows.
+        var reader = RecordingReader()
+        let replayed = try String(contentsOfFile: joined.path, encoding: .utf8).split(separator: "\n").compactMap { try reader.read(line: $0) }
+        #expect(replayed == joined.rows)
     }
 }
