@@ -191,8 +191,17 @@ public struct RecordedWalk: Sendable {
         return PositionErrors(errors: errors)
     }
 
-    /// The walk through agents, a broker, the ingest and PostgreSQL with the sites file as it is, scored.
-    public func runThroughPipeline(database server: PostgresServer, logger: Logger) async throws -> AccuracyScore {
+    /// The walk through agents, a broker, the ingest and PostgreSQL, scored: with the sites file as it is, or with
+    /// `settings` (zone keys of a site entry, as `--set` gives them) in place of its zone rules.
+    public func runThroughPipeline(
+        database server: PostgresServer, logger: Logger, settings: [(key: String, value: String)] = []
+    ) async throws -> AccuracyScore {
+        var sites = self.sites
+        if !settings.isEmpty {
+            let entry = try SitesFileEntry(settings: settings, place: "--set")
+            try entry.allowOnly(ZoneRules.keys)
+            sites.sites[0].zoneRules = try ZoneRules(reading: entry)
+        }
         let broker = try MosquittoServer()
         let databaseName = "recording_\(UInt32.random(in: 0...UInt32.max))"
         try await onThread { try PostgresConnection(server.conninfo).execute("CREATE DATABASE \(databaseName)") }
