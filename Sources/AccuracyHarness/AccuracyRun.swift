@@ -30,25 +30,9 @@ public struct AccuracyRun: Sendable {
     public func run(database server: PostgresServer, logger: Logger) async throws -> [String: AccuracyScore] {
         let simulator = try Simulator(scenario)
         let sites = try SitesConfiguration.forScenario(scenario, beaconIDs: simulator.beaconIDs, method: method)
-        let broker = try MosquittoServer()
-        let databaseName = "accuracy_\(method.name.replacingOccurrences(of: "-", with: "_"))_\(UInt32.random(in: 0...UInt32.max))"
-        try await onThread { try PostgresConnection(server.conninfo).execute("CREATE DATABASE \(databaseName)") }
-        let conninfo = "host=127.0.0.1 port=\(server.port) user=postgres dbname=\(databaseName) connect_timeout=5"
-
-        let address = BrokerAddress(host: "127.0.0.1", port: broker.port)
-        var mqtt = address.clientConfiguration(clientID: "accuracy-ingest", tls: nil)
-        mqtt.reconnectDelayMinimum = .milliseconds(50)
-        var configuration = IngestConfiguration(mqtt: mqtt, database: conninfo, sites: sites)
-        // The scenario ends with the run: its last minutes are counted at stop, whatever the method's history lag.
-        configuration.finishZonesAtStop = true
-        let ingest = Ingest(configuration: configuration, logger: logger)
-        let ingestTask = Task { try await ingest.run() }
-        defer { ingest.requestStop() }
-        let connected = ContinuousClock.now + .seconds(30)
-        while !ingest.statistics.mqttConnected || !ingest.statistics.databaseConnected {
-            guard ContinuousClock.now < connected else { throw HarnessError("the ingest did not connect within 30 s") }
-            try await Task.sleep(for: .milliseconds(20))
-        }
+        let pipeline = try await PipelineUnderTest.start(sites: sites, database: server, name: "accuracy_" + method.name, logger: logger)
+        defer { pipeline.ingest.requestStop() }
+        let address = pipeline.address
 
         var spools: [String] = []
         defer { for spool in spools { try? FileManager.default.removeItem(atPath: spool) } }
@@ -71,39 +55,16 @@ public struct AccuracyRun: Sendable {
                 throw HarnessError("agent \(agent) ended with \(outcome) before delivering everything")
             }
         }
-        ingest.requestStop()
-        try await ingestTask.value
-
-        return try await onThread {
-            let connection = try PostgresConnection(conninfo)
-            var scores: [String: AccuracyScore] = [:]
-            for site in scenario.sites {
-                let visits = try connection.query(
-                    """
-                    SELECT beacon_id, zone_id, extract(epoch FROM enter_ts), extract(epoch FROM exit_ts)
-                    FROM beaconflow.visits WHERE site_id = $1
-                    """, [site.id]
-                ).map { row in
-                    AccuracyScore.Visit(
-                        beaconID: try row.decode(0), zone: try row.decode(1), enter: try row.decode(2),
-                        exit: try row.decode(3, as: Double?.self))
-                }
-                let minutes = try connection.query(
-                    "SELECT zone_id, extract(epoch FROM bucket), occupants FROM beaconflow.zone_occupancy WHERE site_id = $1",
-                    [site.id]
-                ).map { row in
-                    AccuracyScore.ZoneMinute(zone: try row.decode(0), minuteStart: try row.decode(1), occupants: try row.decode(2))
-                }
-                var score = AccuracyScore(
-                    scenario: scenario, site: site.id, beaconIDs: simulator.beaconIDs, visits: visits, minutes: minutes)
-                // Every beacon the site stored (sightings, telemetry, visits), not only those with visits.
-                let stored = try connection.query("SELECT beacon_id FROM beaconflow.beacons WHERE site_id = $1", [site.id])
-                    .map { try $0.decode(0, as: String.self) }
-                score.phantomBeacons = Set(stored).subtracting(simulator.beaconIDs.values).count
-                scores[site.id] = score
-            }
-            return scores
+        try await pipeline.finish()
+        var scores: [String: AccuracyScore] = [:]
+        for site in scenario.sites {
+            let views = try await pipeline.views(site: site.id)
+            var score = AccuracyScore(
+                scenario: scenario, site: site.id, beaconIDs: simulator.beaconIDs, visits: views.visits, minutes: views.minutes)
+            score.phantomBeacons = views.beacons.subtracting(simulator.beaconIDs.values).count
+            scores[site.id] = score
         }
+        return scores
     }
 }
 

@@ -202,24 +202,9 @@ public struct RecordedWalk: Sendable {
             try entry.allowOnly(ZoneRules.keys)
             sites.sites[0].zoneRules = try ZoneRules(reading: entry)
         }
-        let broker = try MosquittoServer()
-        let databaseName = "recording_\(UInt32.random(in: 0...UInt32.max))"
-        try await onThread { try PostgresConnection(server.conninfo).execute("CREATE DATABASE \(databaseName)") }
-        let conninfo = "host=127.0.0.1 port=\(server.port) user=postgres dbname=\(databaseName) connect_timeout=5"
-        let address = BrokerAddress(host: "127.0.0.1", port: broker.port)
-        var mqtt = address.clientConfiguration(clientID: "recording-ingest", tls: nil)
-        mqtt.reconnectDelayMinimum = .milliseconds(50)
-        var configuration = IngestConfiguration(mqtt: mqtt, database: conninfo, sites: sites)
-        // The recording ends with the run: its last minutes are counted at stop.
-        configuration.finishZonesAtStop = true
-        let ingest = Ingest(configuration: configuration, logger: logger)
-        let ingestTask = Task { try await ingest.run() }
-        defer { ingest.requestStop() }
-        let connected = ContinuousClock.now + .seconds(30)
-        while !ingest.statistics.mqttConnected || !ingest.statistics.databaseConnected {
-            guard ContinuousClock.now < connected else { throw HarnessError("the ingest did not connect within 30 s") }
-            try await Task.sleep(for: .milliseconds(20))
-        }
+        let pipeline = try await PipelineUnderTest.start(sites: sites, database: server, name: "recording", logger: logger)
+        defer { pipeline.ingest.requestStop() }
+        let address = pipeline.address
         let spools = try makeTemporaryDirectory(prefix: "recording-spools")
         defer { try? FileManager.default.removeItem(atPath: spools) }
         try await withThrowingTaskGroup(of: (String, Agent.Outcome).self) { group in
@@ -238,24 +223,11 @@ public struct RecordedWalk: Sendable {
                 throw HarnessError("agent \(agent) ended with \(outcome) before delivering everything")
             }
         }
-        ingest.requestStop()
-        try await ingestTask.value
-        return try await onThread { [site, stays, start, end] in
-            let connection = try PostgresConnection(conninfo)
-            let visits = try connection.query(
-                "SELECT beacon_id, zone_id, extract(epoch FROM enter_ts), extract(epoch FROM exit_ts) FROM beaconflow.visits WHERE site_id = $1",
-                [site.id]
-            ).map { row in
-                AccuracyScore.Visit(
-                    beaconID: try row.decode(0), zone: try row.decode(1), enter: try row.decode(2), exit: try row.decode(3, as: Double?.self))
-            }
-            let minutes = try connection.query(
-                "SELECT zone_id, extract(epoch FROM bucket), occupants FROM beaconflow.zone_occupancy WHERE site_id = $1", [site.id]
-            ).map { row in
-                AccuracyScore.ZoneMinute(zone: try row.decode(0), minuteStart: try row.decode(1), occupants: try row.decode(2))
-            }
-            return AccuracyScore(stays: stays, start: start, end: end, visits: visits, minutes: minutes)
-        }
+        try await pipeline.finish()
+        let views = try await pipeline.views(site: site.id)
+        var score = AccuracyScore(stays: stays, start: start, end: end, visits: views.visits, minutes: views.minutes)
+        score.phantomBeacons = views.beacons.subtracting(stays.keys).count
+        return score
     }
 
     /// The simplest method on the same readings (the harness's `nearest`): each second, the zone of the receiver

@@ -28,7 +28,7 @@ public struct RecordingReplaySource: ResumableSource {
         self.logger = logger
     }
 
-    public func inputIdentity() throws -> String { "recording:\(receiver):" + (try CaptureReplaySource.identity(of: path)) }
+    public func inputIdentity() throws -> String { "recording:\(receiver):" + (try CaptureReplaySource.identity(of: path, "recording")) }
 
     public func starting(at report: Int64, again: [Int64]) -> RecordingReplaySource {
         var source = self
@@ -38,11 +38,8 @@ public struct RecordingReplaySource: ResumableSource {
     }
 
     public func run(deliver: ([TimedReport]) -> Void, stop: StopSignal) throws {
-        guard let handle = FileHandle(forReadingAtPath: path) else {
-            throw SourceError(source: path, "cannot open the recording (\(String(cString: strerror(errno))))")
-        }
+        let handle = try openReplayInput(path, "recording")
         defer { try? handle.close() }
-        try requireNotDirectory(handle, path: path)
         var reader = RecordingReader()
         var buffer: [UInt8] = []
         var pending: [TimedReport] = []

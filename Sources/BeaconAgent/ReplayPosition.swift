@@ -78,12 +78,9 @@ public struct ReplayPosition: Codable, Sendable, Equatable {
 extension CaptureReplaySource {
     /// The capture's identity: its size and the SHA-256 of its first MiB (the same file wherever it lies; a
     /// capture still growing is another input).
-    public static func identity(of path: String) throws -> String {
-        guard let handle = FileHandle(forReadingAtPath: path) else {
-            throw SourceError(source: path, "cannot open the capture file (\(String(cString: strerror(errno))))")
-        }
+    public static func identity(of path: String, _ what: String = "capture file") throws -> String {
+        let handle = try openReplayInput(path, what)
         defer { try? handle.close() }
-        try requireNotDirectory(handle, path: path)
         let size = (try? handle.seekToEnd()) ?? 0
         try? handle.seek(toOffset: 0)
         let head: Data
@@ -97,13 +94,23 @@ extension CaptureReplaySource {
     }
 }
 
-/// A capture must not be a directory: one opens for reading but cannot be read.
-func requireNotDirectory(_ handle: FileHandle, path: String) throws(SourceError) {
+/// Opens a replay's input (`what`: a capture file, a recording) for reading; a directory, which opens but cannot be
+/// read, is refused.
+func openReplayInput(_ path: String, _ what: String) throws(SourceError) -> FileHandle {
+    guard let handle = FileHandle(forReadingAtPath: path) else {
+        throw SourceError(source: path, "cannot open the \(what) (\(String(cString: strerror(errno))))")
+    }
     var status = stat()
     guard fstat(handle.fileDescriptor, &status) == 0 else {
-        throw SourceError(source: path, "cannot examine the capture file (\(String(cString: strerror(errno))))")
+        let error = SourceError(source: path, "cannot examine the \(what) (\(String(cString: strerror(errno))))")
+        try? handle.close()
+        throw error
     }
-    guard status.st_mode & S_IFMT != S_IFDIR else { throw SourceError(source: path, "is a directory: give a capture file") }
+    guard status.st_mode & S_IFMT != S_IFDIR else {
+        try? handle.close()
+        throw SourceError(source: path, "is a directory: give a \(what)")
+    }
+    return handle
 }
 
 /// A replay the engine records as it goes: its input, the reports consumed, and the position of the last batch

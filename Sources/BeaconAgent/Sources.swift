@@ -96,11 +96,8 @@ public struct CaptureReplaySource: ResumableSource {
     }
 
     public func run(deliver: ([TimedReport]) -> Void, stop: StopSignal) throws {
-        guard let handle = FileHandle(forReadingAtPath: path) else {
-            throw SourceError(source: path, "cannot open the capture file (\(String(cString: strerror(errno))))")
-        }
+        let handle = try openReplayInput(path, "capture file")
         defer { try? handle.close() }
-        try requireNotDirectory(handle, path: path)
         var reader = CaptureReader()
         var decoder = AdvertisingReportDecoder()
         let started = ContinuousClock.now

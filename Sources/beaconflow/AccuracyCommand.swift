@@ -78,17 +78,7 @@ struct AccuracyCommand: AsyncParsableCommand {
         } catch {
             throw ValidationError("\(error)")
         }
-        bootstrapLogging(level: logLevel)
-        let logger = Logger(label: "beaconflow.accuracy")
-        guard MosquittoServer.executable != nil, PostgresServer.binaries != nil else {
-            FileHandle.standardError.write(Data("beaconflow accuracy: needs mosquitto and PostgreSQL (scripts/install-deps)\n".utf8))
-            throw ExitCode(69)
-        }
-        let database = try await PostgresServer.start()
-        if !json {
-            print("| method | recording | zone accuracy | false changes / beacon-h | enter error (median) | exit error (median) | occupancy error / zone-minute | missed stays | phantom beacons |")
-            print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
-        }
+        let (logger, database) = try await startPipelineRun(column: "recording")
         var centroids: [(name: String, errors: RecordedWalk.PositionErrors)] = []
         for walk in walks {
             let name = backToBack ? "\(paths.count) back to back" : ((walk.path as NSString).lastPathComponent as NSString).deletingPathExtension
@@ -227,18 +217,7 @@ struct AccuracyCommand: AsyncParsableCommand {
             }
             return method == .chosen ? try chosen() : method
         }
-        let level = logLevel
-        bootstrapLogging(level: level)
-        let logger = Logger(label: "beaconflow.accuracy")
-        guard MosquittoServer.executable != nil, PostgresServer.binaries != nil else {
-            FileHandle.standardError.write(Data("beaconflow accuracy: needs mosquitto and PostgreSQL (scripts/install-deps)\n".utf8))
-            throw ExitCode(69)
-        }
-        let database = try await PostgresServer.start()
-        if !json {
-            print("| method | site | zone accuracy | false changes / beacon-h | enter error (median) | exit error (median) | occupancy error / zone-minute | missed stays | phantom beacons |")
-            print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
-        }
+        let (logger, database) = try await startPipelineRun(column: "site")
         for method in methods {
             let scores = try await AccuracyRun(scenario: loaded, method: method).run(database: database, logger: logger)
             for site in loaded.sites.map(\.id) {
@@ -246,6 +225,22 @@ struct AccuracyCommand: AsyncParsableCommand {
                 print(json ? Self.json(score, method: method.name, site: site) : Self.row(score, method: method, site: site))
             }
         }
+    }
+
+    /// Logging, a throwaway PostgreSQL and the table's head, for runs through the real pipeline (`column`: what
+    /// the second column names).
+    func startPipelineRun(column: String) async throws -> (Logger, PostgresServer) {
+        bootstrapLogging(level: logLevel)
+        guard MosquittoServer.executable != nil, PostgresServer.binaries != nil else {
+            FileHandle.standardError.write(Data("beaconflow accuracy: needs mosquitto and PostgreSQL (scripts/install-deps)\n".utf8))
+            throw ExitCode(69)
+        }
+        let database = try await PostgresServer.start()
+        if !json {
+            print("| method | \(column) | zone accuracy | false changes / beacon-h | enter error (median) | exit error (median) | occupancy error / zone-minute | missed stays | phantom beacons |")
+            print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+        }
+        return (Logger(label: "beaconflow.accuracy"), database)
     }
 
     static func row(_ score: AccuracyScore, method: ZoneMethod, site: String) -> String { row(score, method: method.name, site: site) }
