@@ -154,6 +154,82 @@ public struct RecordedWalk: Sendable {
         }
     }
 
+    /// Where the transmitter truly was at `time` (its latest position then), if known.
+    func truePosition(of beacon: String, at time: Double, from index: inout Int) -> (x: Double, y: Double)? {
+        guard let track = positions[beacon], !track.isEmpty else { return nil }
+        while index + 1 < track.count, track[index + 1].time <= time { index += 1 }
+        guard track[index].time <= time else { return nil }
+        return (track[index].x, track[index].y)
+    }
+
+    /// The receivers with a position (`at`), in the sites file's order, for a `PositionGrid`.
+    var placedReceivers: [(id: String, position: SitesConfiguration.Position)] {
+        site.agents.compactMap { agent in agent.position.map { (agent.id, $0) } }
+    }
+
+    /// Every reading at its true distance from the receiver that heard it: a calibration walk's samples for
+    /// `PositionGrid.RadioModel.fit`.
+    public func calibrationSamples(transmitterHeight: Double = 1.2) -> [(receiver: Int, distance: Double, rssi: Double)] {
+        let placed = placedReceivers
+        let number = Dictionary(uniqueKeysWithValues: placed.enumerated().map { ($1.id, $0) })
+        var indices: [String: Int] = [:]
+        var samples: [(receiver: Int, distance: Double, rssi: Double)] = []
+        for row in rows {
+            guard let receiver = number[row.receiver] else { continue }
+            let beacon = Self.beaconID(row.address)
+            var index = indices[beacon] ?? 0
+            defer { indices[beacon] = index }
+            guard let truth = truePosition(of: beacon, at: Double(row.timeMicros) / 1e6, from: &index) else { continue }
+            let at = placed[receiver].position
+            let dz = transmitterHeight - (at.z ?? transmitterHeight)
+            let distance = ((truth.x - at.x) * (truth.x - at.x) + (truth.y - at.y) * (truth.y - at.y) + dz * dz).squareRoot()
+            samples.append((receiver, distance, Double(row.rssi)))
+        }
+        return samples
+    }
+
+    /// Positions from a `PositionGrid` over the site's zones with `model` and receivers' `offsets` (fitted on
+    /// other walks): each second, the grid's estimate against where the transmitter was.
+    public func gridPositions(model: PositionGrid.RadioModel, offsets: [Double], transmitterHeight: Double = 1.2) -> PositionErrors {
+        let placed = placedReceivers
+        let number = Dictionary(uniqueKeysWithValues: placed.enumerated().map { ($1.id, $0) })
+        let rects = site.zones.compactMap(\.rect)
+        let bounds: [Double] = [
+            rects.map { $0[0] }.min() ?? 0, rects.map { $0[1] }.min() ?? 0, rects.map { $0[2] }.max() ?? 1, rects.map { $0[3] }.max() ?? 1,
+        ]
+        let receivers = placed.enumerated().map { index, receiver in
+            PositionGrid.Receiver(x: receiver.position.x, y: receiver.position.y, z: receiver.position.z ?? transmitterHeight, offsetDb: offsets[index])
+        }
+        var grids: [String: PositionGrid] = [:]
+        var indices: [String: Int] = [:]
+        var errors: [Double] = []
+        let first = Int64(start.rounded(.down))
+        var index = 0
+        for second in 0..<Int((end - Double(first)).rounded(.up)) {
+            let limit = (first + Int64(second) + 1) * 1_000_000
+            var heard: Set<String> = []
+            while index < rows.count, rows[index].timeMicros < limit {
+                let row = rows[index]
+                index += 1
+                guard let receiver = number[row.receiver] else { continue }
+                let beacon = Self.beaconID(row.address)
+                var grid = grids[beacon] ?? PositionGrid(bounds: bounds, receivers: receivers, model: model, transmitterHeight: transmitterHeight)
+                grid.update(receiver: receiver, rssi: Double(row.rssi), timeMicros: row.timeMicros)
+                grids[beacon] = grid
+                heard.insert(beacon)
+            }
+            for beacon in heard {
+                guard let grid = grids[beacon] else { continue }
+                var truthIndex = indices[beacon] ?? 0
+                defer { indices[beacon] = truthIndex }
+                guard let truth = truePosition(of: beacon, at: Double(limit) / 1e6, from: &truthIndex) else { continue }
+                let estimate = grid.estimate
+                errors.append(((estimate.x - truth.x) * (estimate.x - truth.x) + (estimate.y - truth.y) * (estimate.y - truth.y)).squareRoot())
+            }
+        }
+        return PositionErrors(errors: errors)
+    }
+
     /// The usual baseline of positions: each second, the centroid of the `count` receivers whose latest reading
     /// (at most `freshSeconds` old) is loudest, weighted by received power (mW); its error against where the
     /// transmitter was at that second.

@@ -36,6 +36,8 @@ struct AccuracyCommand: AsyncParsableCommand {
     @Option(help: "Generated scenarios instead: easy, hard, harsh, large or all, scored without servers.") var preset: String?
     @Option(help: "A recording with its true positions instead (repeatable), played through the real pipeline.")
     var recording: [String] = []
+    @Option(help: "With --recording: a recording with true positions (repeatable) whose readings fit a model of the radio (power at 1 m, path-loss exponent, each receiver's offset), for positions from a grid filter on the recordings scored; keep it apart from them.")
+    var calibration: [String] = []
     @Flag(help: "With --recording: play the recordings back to back as one, 10 s apart (a recording given twice plays twice), so that the site's history learns over all of them.")
     var backToBack = false
     @Flag(help: "With --scenario: score the ingest's defaults and peers' methods without servers, as with --preset.")
@@ -80,6 +82,8 @@ struct AccuracyCommand: AsyncParsableCommand {
         }
         let (logger, database) = try await startPipelineRun(column: "recording")
         var centroids: [(name: String, errors: RecordedWalk.PositionErrors)] = []
+        var grids: [(name: String, errors: RecordedWalk.PositionErrors)] = []
+        let calibrated = try calibration.isEmpty ? nil : fitRadioModel(calibration)
         for walk in walks {
             let name = backToBack ? "\(paths.count) back to back" : ((walk.path as NSString).lastPathComponent as NSString).deletingPathExtension
             let settings = try chosen().siteKeys
@@ -90,7 +94,10 @@ struct AccuracyCommand: AsyncParsableCommand {
             for (method, score) in scores {
                 print(json ? Self.json(score, method: method, site: name) : Self.row(score, method: method, site: name))
             }
-            if walk.site.agents.contains(where: { $0.position != nil }) { centroids.append((name, walk.weightedCentroid())) }
+            if walk.site.agents.contains(where: { $0.position != nil }) {
+                centroids.append((name, walk.weightedCentroid()))
+                if let calibrated { grids.append((name, walk.gridPositions(model: calibrated.model, offsets: calibrated.offsets))) }
+            }
         }
         // Where the receivers' positions are known: the usual baseline of x/y.
         guard !centroids.isEmpty else { return }
@@ -99,11 +106,13 @@ struct AccuracyCommand: AsyncParsableCommand {
             print("\n| method | recording | x/y error (median) | x/y error (p95) | seconds |")
             print("|---|---|---:|---:|---:|")
         }
-        for (name, errors) in centroids {
-            print(
-                json
-                    ? #"{"method": "weighted-centroid", "recording": "\#(name)", "xy_error_median_m": \#(errors.median.map { String(format: "%.3f", $0) } ?? "null"), "xy_error_p95_m": \#(errors.p95.map { String(format: "%.3f", $0) } ?? "null"), "seconds": \#(errors.errors.count)}"#
-                    : "| weighted-centroid | \(name) | \(metres(errors.median)) | \(metres(errors.p95)) | \(errors.errors.count) |")
+        for (method, results) in [("weighted-centroid", centroids), ("grid", grids)] {
+            for (name, errors) in results {
+                print(
+                    json
+                        ? #"{"method": "\#(method)", "recording": "\#(name)", "xy_error_median_m": \#(errors.median.map { String(format: "%.3f", $0) } ?? "null"), "xy_error_p95_m": \#(errors.p95.map { String(format: "%.3f", $0) } ?? "null"), "seconds": \#(errors.errors.count)}"#
+                        : "| \(method) | \(name) | \(metres(errors.median)) | \(metres(errors.p95)) | \(errors.errors.count) |")
+            }
         }
     }
 
@@ -225,6 +234,25 @@ struct AccuracyCommand: AsyncParsableCommand {
                 print(json ? Self.json(score, method: method.name, site: site) : Self.row(score, method: method, site: site))
             }
         }
+    }
+
+    /// The radio model fitted on calibration recordings' readings at their true distances.
+    func fitRadioModel(_ paths: [String]) throws -> (model: PositionGrid.RadioModel, offsets: [Double]) {
+        let walks: [RecordedWalk]
+        do {
+            walks = try paths.map { try RecordedWalk(recording: $0) }
+        } catch {
+            throw ValidationError("\(error)")
+        }
+        let receivers = walks.first?.site.agents.filter { $0.position != nil }.count ?? 0
+        let fitted = PositionGrid.RadioModel.fit(walks.flatMap { $0.calibrationSamples() }, receivers: receivers)
+        FileHandle.standardError.write(
+            Data(
+                String(
+                    format: "radio model: %.1f dBm at 1 m, exponent %.2f, sigma %.1f dB\n", fitted.0.powerAt1mDbm, fitted.0.exponent,
+                    fitted.0.sigmaDb
+                ).utf8))
+        return (fitted.0, fitted.offsets)
     }
 
     /// Logging, a throwaway PostgreSQL and the table's head, for runs through the real pipeline (`column`: what
