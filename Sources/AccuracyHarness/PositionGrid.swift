@@ -74,6 +74,9 @@ public struct PositionGrid: Sendable {
     let expected: [[Float]]
     /// How fast a transmitter may move, metres a second.
     public var speed: Double = 1.5
+    /// How much wider than the model's noise a reading is taken to be: a receiver's readings come in bursts that
+    /// share their fading, so they are not independent evidence (chosen on walks kept for choosing settings).
+    public var noiseWidening = 1.5
     /// The belief, a probability per cell.
     private(set) var belief: [Float]
     private var scratch: [Float]
@@ -119,7 +122,8 @@ public struct PositionGrid: Sendable {
         }
         self.timeMicros = timeMicros
         let levels = expected[receiver]
-        let inverseVariance = Float(1 / (2 * model.sigmaDb * model.sigmaDb))
+        let sigma = model.sigmaDb * noiseWidening
+        let inverseVariance = Float(1 / (2 * sigma * sigma))
         let heard = Float(rssi)
         var total: Float = 0
         for cell in belief.indices {
