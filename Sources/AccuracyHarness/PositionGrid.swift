@@ -183,6 +183,21 @@ public struct PositionGrid: Sendable {
         swap(&belief, &scratch)
     }
 
+    /// How much of the belief lies in the rectangle `rect` (x0, y0, x1, y1), by cell centres.
+    public func probability(in rect: [Double]) -> Double {
+        guard rect.count == 4 else { return 0 }
+        var total: Float = 0
+        for row in 0..<rows {
+            let y = originY + (Double(row) + 0.5) * cellSize
+            guard y >= rect[1], y < rect[3] else { continue }
+            for column in 0..<columns {
+                let x = originX + (Double(column) + 0.5) * cellSize
+                if x >= rect[0], x < rect[2] { total += belief[row * columns + column] }
+            }
+        }
+        return Double(total)
+    }
+
     /// The belief's mean, and its spread (the root of the mean squared distance from it), in metres.
     public var estimate: (x: Double, y: Double, spread: Double) {
         var x = 0.0

@@ -189,8 +189,11 @@ public struct RecordedWalk: Sendable {
     }
 
     /// Positions from a `PositionGrid` over the site's zones with `model` and receivers' `offsets` (fitted on
-    /// other walks): each second, the grid's estimate against where the transmitter was.
-    public func gridPositions(model: PositionGrid.RadioModel, offsets: [Double], transmitterHeight: Double = 1.2) -> PositionErrors {
+    /// other walks): each second, the grid's estimate against where the transmitter was, and the zone that holds
+    /// most of the belief, scored as zones are (a transmitter unheard for 30 s has left).
+    public func gridPositions(
+        model: PositionGrid.RadioModel, offsets: [Double], transmitterHeight: Double = 1.2
+    ) -> (errors: PositionErrors, zones: AccuracyScore) {
         let placed = placedReceivers
         let number = Dictionary(uniqueKeysWithValues: placed.enumerated().map { ($1.id, $0) })
         let rects = site.zones.compactMap(\.rect)
@@ -204,8 +207,11 @@ public struct RecordedWalk: Sendable {
         var indices: [String: Int] = [:]
         var errors: [Double] = []
         let first = Int64(start.rounded(.down))
+        let seconds = Int((end - Double(first)).rounded(.up))
+        var zoneBySecond: [String: [String?]] = [:]
+        var lastHeard: [String: Int64] = [:]
         var index = 0
-        for second in 0..<Int((end - Double(first)).rounded(.up)) {
+        for second in 0..<seconds {
             let limit = (first + Int64(second) + 1) * 1_000_000
             var heard: Set<String> = []
             while index < rows.count, rows[index].timeMicros < limit {
@@ -217,6 +223,14 @@ public struct RecordedWalk: Sendable {
                 grid.update(receiver: receiver, rssi: Double(row.rssi), timeMicros: row.timeMicros)
                 grids[beacon] = grid
                 heard.insert(beacon)
+                lastHeard[beacon] = row.timeMicros
+            }
+            for (beacon, grid) in grids {
+                var series = zoneBySecond[beacon] ?? Array(repeating: nil, count: seconds)
+                if limit - (lastHeard[beacon] ?? .min) <= 30_000_000 {
+                    series[second] = site.zones.max { grid.probability(in: $0.rect ?? []) < grid.probability(in: $1.rect ?? []) }?.id
+                }
+                zoneBySecond[beacon] = series
             }
             for beacon in heard {
                 guard let grid = grids[beacon] else { continue }
@@ -227,7 +241,7 @@ public struct RecordedWalk: Sendable {
                 errors.append(((estimate.x - truth.x) * (estimate.x - truth.x) + (estimate.y - truth.y) * (estimate.y - truth.y)).squareRoot())
             }
         }
-        return PositionErrors(errors: errors)
+        return (PositionErrors(errors: errors), score(zoneBySecond: zoneBySecond, first: first, seconds: seconds))
     }
 
     /// The usual baseline of positions: each second, the centroid of the `count` receivers whose latest reading
@@ -335,6 +349,12 @@ public struct RecordedWalk: Sendable {
                 zoneBySecond[beacon] = series
             }
         }
+        return score(zoneBySecond: zoneBySecond, first: first, seconds: seconds)
+    }
+
+    /// Visits from each transmitter's runs of seconds in one zone (from second `first`, Unix), minutes by the
+    /// ingest's rule (the zone of most of the minute, from 30 s), scored.
+    func score(zoneBySecond: [String: [String?]], first: Int64, seconds: Int) -> AccuracyScore {
         var visits: [AccuracyScore.Visit] = []
         var occupants: [Int: [String: Int]] = [:]
         for (beacon, series) in zoneBySecond {

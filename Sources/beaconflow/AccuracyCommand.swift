@@ -96,7 +96,11 @@ struct AccuracyCommand: AsyncParsableCommand {
             }
             if walk.site.agents.contains(where: { $0.position != nil }) {
                 centroids.append((name, walk.weightedCentroid()))
-                if let calibrated { grids.append((name, walk.gridPositions(model: calibrated.model, offsets: calibrated.offsets))) }
+                if let calibrated {
+                    let grid = walk.gridPositions(model: calibrated.model, offsets: calibrated.offsets)
+                    grids.append((name, grid.errors))
+                    print(json ? Self.json(grid.zones, method: "grid", site: name) : Self.row(grid.zones, method: "grid", site: name))
+                }
             }
         }
         // Where the receivers' positions are known: the usual baseline of x/y.
