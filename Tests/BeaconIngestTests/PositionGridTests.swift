@@ -25,6 +25,9 @@ import Testing
         }
         #expect(abs(grid.estimate.x - 2.5) < 0.5 && abs(grid.estimate.y - 6) < 0.5, "\(grid.estimate)")
         #expect(grid.estimate.spread < 1.5)
+        // The belief sums to one over the floor, most of it in the quarter that holds the place.
+        #expect(abs(grid.probability(in: [0, 0, 10, 8]) - 1) < 1e-3)
+        #expect(grid.probability(in: [0, 4, 5, 8]) > 0.9 && grid.probability(in: [5, 0, 10, 4]) < 0.01)
         // It walks to (8, 2) at 1 m/s; a few seconds after it arrives, the estimate is there too.
         for step in 0..<100 {
             let progress = min(1, Double(step) / 75)
