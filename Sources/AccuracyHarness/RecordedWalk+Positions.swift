@@ -1,0 +1,146 @@
+import BeaconAgent
+import BeaconIngest
+import Foundation
+
+/// Positions on a recording: the weighted centroid of the loudest receivers, and the grid filter, each second
+/// against where the transmitter was.
+extension RecordedWalk {
+    /// Errors of a position estimate against the truth, in metres.
+    public struct PositionErrors: Sendable {
+        public var errors: [Double]
+        public var median: Double? { AccuracyScore.median(errors) }
+        /// The 95th percentile (nearest rank).
+        public var p95: Double? {
+            guard !errors.isEmpty else { return nil }
+            let sorted = errors.sorted()
+            return sorted[min(sorted.count - 1, Int((0.95 * Double(sorted.count)).rounded(.up)) - 1)]
+        }
+    }
+
+    /// Where the transmitter truly was at `time` (its latest position then), if known.
+    func truePosition(of beacon: String, at time: Double, from index: inout Int) -> (x: Double, y: Double)? {
+        guard let track = positions[beacon], !track.isEmpty else { return nil }
+        while index + 1 < track.count, track[index + 1].time <= time { index += 1 }
+        guard track[index].time <= time else { return nil }
+        return (track[index].x, track[index].y)
+    }
+
+    /// The receivers with a position (`at`), in the sites file's order, for a `PositionGrid`.
+    var placedReceivers: [(id: String, position: SitesConfiguration.Position)] {
+        site.agents.compactMap { agent in agent.position.map { (agent.id, $0) } }
+    }
+
+    /// Every reading at its true distance from the receiver that heard it: a calibration walk's samples for
+    /// `PositionGrid.RadioModel.fit`.
+    public func calibrationSamples(transmitterHeight: Double = 1.2) -> [(receiver: Int, distance: Double, rssi: Double)] {
+        let placed = placedReceivers
+        let number = Dictionary(uniqueKeysWithValues: placed.enumerated().map { ($1.id, $0) })
+        var indices: [String: Int] = [:]
+        var samples: [(receiver: Int, distance: Double, rssi: Double)] = []
+        for row in rows {
+            guard let receiver = number[row.receiver] else { continue }
+            let beacon = Self.beaconID(row.address)
+            var index = indices[beacon] ?? 0
+            defer { indices[beacon] = index }
+            guard let truth = truePosition(of: beacon, at: Double(row.timeMicros) / 1e6, from: &index) else { continue }
+            let at = placed[receiver].position
+            let dz = transmitterHeight - (at.z ?? transmitterHeight)
+            let distance = ((truth.x - at.x) * (truth.x - at.x) + (truth.y - at.y) * (truth.y - at.y) + dz * dz).squareRoot()
+            samples.append((receiver, distance, Double(row.rssi)))
+        }
+        return samples
+    }
+
+    /// Positions from a `PositionGrid` over the site's zones with `model` and receivers' `offsets` (fitted on
+    /// other walks): each second, the grid's estimate against where the transmitter was, and the zone that holds
+    /// most of the belief, scored as zones are (a transmitter unheard for 30 s has left).
+    public func gridPositions(
+        model: PositionGrid.RadioModel, offsets: [Double], transmitterHeight: Double = 1.2
+    ) -> (errors: PositionErrors, zones: AccuracyScore) {
+        let placed = placedReceivers
+        let number = Dictionary(uniqueKeysWithValues: placed.enumerated().map { ($1.id, $0) })
+        let rects = site.zones.compactMap(\.rect)
+        let bounds: [Double] = [
+            rects.map { $0[0] }.min() ?? 0, rects.map { $0[1] }.min() ?? 0, rects.map { $0[2] }.max() ?? 1, rects.map { $0[3] }.max() ?? 1,
+        ]
+        let receivers = placed.enumerated().map { index, receiver in
+            PositionGrid.Receiver(x: receiver.position.x, y: receiver.position.y, z: receiver.position.z ?? transmitterHeight, offsetDb: offsets[index])
+        }
+        var grids: [String: PositionGrid] = [:]
+        var indices: [String: Int] = [:]
+        var errors: [Double] = []
+        let first = Int64(start.rounded(.down))
+        let seconds = Int((end - Double(first)).rounded(.up))
+        var zoneBySecond: [String: [String?]] = [:]
+        var lastHeard: [String: Int64] = [:]
+        var index = 0
+        for second in 0..<seconds {
+            let limit = (first + Int64(second) + 1) * 1_000_000
+            var heard: Set<String> = []
+            while index < rows.count, rows[index].timeMicros < limit {
+                let row = rows[index]
+                index += 1
+                guard let receiver = number[row.receiver] else { continue }
+                let beacon = Self.beaconID(row.address)
+                var grid = grids[beacon] ?? PositionGrid(bounds: bounds, receivers: receivers, model: model, transmitterHeight: transmitterHeight)
+                grid.update(receiver: receiver, rssi: Double(row.rssi), timeMicros: row.timeMicros)
+                grids[beacon] = grid
+                heard.insert(beacon)
+                lastHeard[beacon] = row.timeMicros
+            }
+            for (beacon, grid) in grids {
+                var series = zoneBySecond[beacon] ?? Array(repeating: nil, count: seconds)
+                if limit - (lastHeard[beacon] ?? .min) <= 30_000_000 {
+                    series[second] = site.zones.max { grid.probability(in: $0.rect ?? []) < grid.probability(in: $1.rect ?? []) }?.id
+                }
+                zoneBySecond[beacon] = series
+            }
+            for beacon in heard {
+                guard let grid = grids[beacon] else { continue }
+                var truthIndex = indices[beacon] ?? 0
+                defer { indices[beacon] = truthIndex }
+                guard let truth = truePosition(of: beacon, at: Double(limit) / 1e6, from: &truthIndex) else { continue }
+                let estimate = grid.estimate
+                errors.append(((estimate.x - truth.x) * (estimate.x - truth.x) + (estimate.y - truth.y) * (estimate.y - truth.y)).squareRoot())
+            }
+        }
+        return (PositionErrors(errors: errors), score(zoneBySecond: zoneBySecond, first: first, seconds: seconds))
+    }
+
+    /// The usual baseline of positions: each second, the centroid of the `count` receivers whose latest reading
+    /// (at most `freshSeconds` old) is loudest, weighted by received power (mW); its error against where the
+    /// transmitter was at that second.
+    public func weightedCentroid(count: Int = 3, freshSeconds: Double = 2) -> PositionErrors {
+        let at = Dictionary(uniqueKeysWithValues: site.agents.compactMap { agent in agent.position.map { (agent.id, $0) } })
+        let offsets = Dictionary(uniqueKeysWithValues: site.agents.map { ($0.id, $0.rssiOffsetDb) })
+        var latest: [String: [String: (time: Int64, rssi: Double)]] = [:]
+        var truthIndex: [String: Int] = [:]
+        var errors: [Double] = []
+        let first = Int64(start.rounded(.down))
+        var index = 0
+        for second in 0..<Int((end - Double(first)).rounded(.up)) {
+            let limit = (first + Int64(second) + 1) * 1_000_000
+            while index < rows.count, rows[index].timeMicros < limit {
+                let row = rows[index]
+                latest[Self.beaconID(row.address), default: [:]][row.receiver] = (row.timeMicros, Double(row.rssi) + (offsets[row.receiver] ?? 0))
+                index += 1
+            }
+            let now = Double(limit) / 1e6
+            for (beacon, heard) in latest {
+                let loudest = heard.filter { limit - $0.value.time <= Int64(freshSeconds * 1_000_000) && at[$0.key] != nil }
+                    .sorted { ($0.value.rssi, $1.key) > ($1.value.rssi, $0.key) }.prefix(count)
+                guard !loudest.isEmpty, let track = positions[beacon] else { continue }
+                var next = truthIndex[beacon] ?? 0
+                while next + 1 < track.count, track[next + 1].time <= now { next += 1 }
+                truthIndex[beacon] = next
+                guard track[next].time <= now else { continue }
+                let weights = loudest.map { pow(10, $0.value.rssi / 10) }
+                let total = weights.reduce(0, +)
+                let x = zip(loudest, weights).reduce(0) { $0 + at[$1.0.key]!.x * $1.1 } / total
+                let y = zip(loudest, weights).reduce(0) { $0 + at[$1.0.key]!.y * $1.1 } / total
+                errors.append(((x - track[next].x) * (x - track[next].x) + (y - track[next].y) * (y - track[next].y)).squareRoot())
+            }
+        }
+        return PositionErrors(errors: errors)
+    }
+}
