@@ -69,17 +69,12 @@ extension RecordedWalk {
         var grids: [String: PositionGrid] = [:]
         var indices: [String: Int] = [:]
         var errors: [Double] = []
-        let first = Int64(start.rounded(.down))
-        let seconds = Int((end - Double(first)).rounded(.up))
+        let seconds = secondCount
         var zoneBySecond: [String: [String?]] = [:]
         var lastHeard: [String: Int64] = [:]
-        var index = 0
-        for second in 0..<seconds {
-            let limit = (first + Int64(second) + 1) * 1_000_000
+        forEachSecond { second, limit, readings in
             var heard: Set<String> = []
-            while index < rows.count, rows[index].timeMicros < limit {
-                let row = rows[index]
-                index += 1
+            for row in readings {
                 guard let receiver = number[row.receiver] else { continue }
                 let beacon = Self.beaconID(row.address)
                 var grid = grids[beacon] ?? PositionGrid(bounds: bounds, receivers: receivers, model: model, transmitterHeight: transmitterHeight)
@@ -91,7 +86,7 @@ extension RecordedWalk {
             for (beacon, grid) in grids {
                 var series = zoneBySecond[beacon] ?? Array(repeating: nil, count: seconds)
                 if limit - (lastHeard[beacon] ?? .min) <= 30_000_000 {
-                    series[second] = site.zones.max { grid.probability(in: $0.rect ?? []) < grid.probability(in: $1.rect ?? []) }?.id
+                    series[second] = site.zones.map { ($0.id, grid.probability(in: $0.rect ?? [])) }.max { $0.1 < $1.1 }?.0
                 }
                 zoneBySecond[beacon] = series
             }
@@ -104,7 +99,7 @@ extension RecordedWalk {
                 errors.append(((estimate.x - truth.x) * (estimate.x - truth.x) + (estimate.y - truth.y) * (estimate.y - truth.y)).squareRoot())
             }
         }
-        return (PositionErrors(errors: errors), score(zoneBySecond: zoneBySecond, first: first, seconds: seconds))
+        return (PositionErrors(errors: errors), score(zoneBySecond: zoneBySecond))
     }
 
     /// The usual baseline of positions: each second, the centroid of the `count` receivers whose latest reading
@@ -116,29 +111,22 @@ extension RecordedWalk {
         var latest: [String: [String: (time: Int64, rssi: Double)]] = [:]
         var truthIndex: [String: Int] = [:]
         var errors: [Double] = []
-        let first = Int64(start.rounded(.down))
-        var index = 0
-        for second in 0..<Int((end - Double(first)).rounded(.up)) {
-            let limit = (first + Int64(second) + 1) * 1_000_000
-            while index < rows.count, rows[index].timeMicros < limit {
-                let row = rows[index]
+        forEachSecond { _, limit, readings in
+            for row in readings {
                 latest[Self.beaconID(row.address), default: [:]][row.receiver] = (row.timeMicros, Double(row.rssi) + (offsets[row.receiver] ?? 0))
-                index += 1
             }
-            let now = Double(limit) / 1e6
             for (beacon, heard) in latest {
                 let loudest = heard.filter { limit - $0.value.time <= Int64(freshSeconds * 1_000_000) && at[$0.key] != nil }
                     .sorted { ($0.value.rssi, $1.key) > ($1.value.rssi, $0.key) }.prefix(count)
-                guard !loudest.isEmpty, let track = positions[beacon] else { continue }
-                var next = truthIndex[beacon] ?? 0
-                while next + 1 < track.count, track[next + 1].time <= now { next += 1 }
-                truthIndex[beacon] = next
-                guard track[next].time <= now else { continue }
+                guard !loudest.isEmpty else { continue }
+                var index = truthIndex[beacon] ?? 0
+                defer { truthIndex[beacon] = index }
+                guard let truth = truePosition(of: beacon, at: Double(limit) / 1e6, from: &index) else { continue }
                 let weights = loudest.map { pow(10, $0.value.rssi / 10) }
                 let total = weights.reduce(0, +)
                 let x = zip(loudest, weights).reduce(0) { $0 + at[$1.0.key]!.x * $1.1 } / total
                 let y = zip(loudest, weights).reduce(0) { $0 + at[$1.0.key]!.y * $1.1 } / total
-                errors.append(((x - track[next].x) * (x - track[next].x) + (y - track[next].y) * (y - track[next].y)).squareRoot())
+                errors.append(((x - truth.x) * (x - truth.x) + (y - truth.y) * (y - truth.y)).squareRoot())
             }
         }
         return PositionErrors(errors: errors)

@@ -52,15 +52,10 @@ extension RecordedWalk {
         let offsets = Dictionary(uniqueKeysWithValues: site.agents.map { ($0.id, $0.rssiOffsetDb) })
         var latest: [String: [String: (time: Int64, rssi: Double)]] = [:]
         var zoneBySecond: [String: [String?]] = [:]
-        let first = Int64(start.rounded(.down))
-        let seconds = Int((end - Double(first)).rounded(.up))
-        var index = 0
-        for second in 0..<seconds {
-            let limit = (first + Int64(second) + 1) * 1_000_000
-            while index < rows.count, rows[index].timeMicros < limit {
-                let row = rows[index]
+        let seconds = secondCount
+        forEachSecond { second, limit, readings in
+            for row in readings {
                 latest[Self.beaconID(row.address), default: [:]][row.receiver] = (row.timeMicros, Double(row.rssi) + (offsets[row.receiver] ?? 0))
-                index += 1
             }
             for (beacon, heard) in latest {
                 let fresh = heard.filter { limit - $0.value.time <= Int64(freshSeconds * 1_000_000) }
@@ -74,12 +69,14 @@ extension RecordedWalk {
                 zoneBySecond[beacon] = series
             }
         }
-        return score(zoneBySecond: zoneBySecond, first: first, seconds: seconds)
+        return score(zoneBySecond: zoneBySecond)
     }
 
-    /// Visits from each transmitter's runs of seconds in one zone (from second `first`, Unix), minutes by the
+    /// Visits from each transmitter's runs of seconds in one zone (second 0 being `firstSecond`), minutes by the
     /// ingest's rule (the zone of most of the minute, from 30 s), scored.
-    func score(zoneBySecond: [String: [String?]], first: Int64, seconds: Int) -> AccuracyScore {
+    func score(zoneBySecond: [String: [String?]]) -> AccuracyScore {
+        let first = firstSecond
+        let seconds = secondCount
         var visits: [AccuracyScore.Visit] = []
         var occupants: [Int: [String: Int]] = [:]
         for (beacon, series) in zoneBySecond {

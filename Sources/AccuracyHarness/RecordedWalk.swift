@@ -91,6 +91,21 @@ public struct RecordedWalk: Sendable {
         end = Double(rows.last?.timeMicros ?? 0) / 1e6
     }
 
+    /// The run's whole seconds, from the second of the first reading to that of the last.
+    var firstSecond: Int64 { Int64(start.rounded(.down)) }
+    var secondCount: Int { Int((end - Double(firstSecond)).rounded(.up)) }
+
+    /// Each second of the run in turn: its number (from 0), its end (Unix microseconds) and the readings within it.
+    func forEachSecond(_ body: (_ second: Int, _ endMicros: Int64, _ readings: ArraySlice<RecordingRow>) -> Void) {
+        var index = 0
+        for second in 0..<secondCount {
+            let endMicros = (firstSecond + Int64(second) + 1) * 1_000_000
+            let from = index
+            while index < rows.count, rows[index].timeMicros < endMicros { index += 1 }
+            body(second, endMicros, rows[from..<index])
+        }
+    }
+
     /// The id the ingest stores for a device known by its address.
     static func beaconID(_ address: DeviceAddress) -> String { "mac:" + address.description }
 

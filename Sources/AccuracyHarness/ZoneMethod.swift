@@ -80,20 +80,20 @@ extension SitesConfiguration {
     public static func forScenario(_ scenario: Scenario, beaconIDs: [String: String], method: ZoneMethod) throws(SitesError) -> SitesConfiguration {
         let settings = try SitesFileEntry(settings: method.siteKeys, place: "--set")
         try settings.allowOnly(Site.keys)
+        var rules = try ZoneRules(reading: settings)
+        // The method's own settings, where --set gives none.
+        if !settings.has("zone_switch_margin_db") { rules.switchMarginDb = method.switchMarginDb }
+        if !settings.has("zone_switch_dwell_s") { rules.switchDwellMicros = Int64(method.switchDwellSeconds * 1_000_000) }
+        if !settings.has("zone_switch_evidence_db_s") { rules.switchEvidenceDbSeconds = method.switchEvidenceDbSeconds }
+        var smoothing = method.smoothing
+        if let name = settings.text("rssi_smoothing") {
+            guard let given = RSSISmoothing(rawValue: name) else {
+                throw SitesError("--set rssi_smoothing must be 'kalman' or 'none', not '\(name)'")
+            }
+            smoothing = given
+        }
         var sites: [Site] = []
         for site in scenario.sites {
-            var rules = try ZoneRules(reading: settings)
-            // The method's own settings, where --set gives none.
-            if !settings.has("zone_switch_margin_db") { rules.switchMarginDb = method.switchMarginDb }
-            if !settings.has("zone_switch_dwell_s") { rules.switchDwellMicros = Int64(method.switchDwellSeconds * 1_000_000) }
-            if !settings.has("zone_switch_evidence_db_s") { rules.switchEvidenceDbSeconds = method.switchEvidenceDbSeconds }
-            var smoothing = method.smoothing
-            if let name = settings.text("rssi_smoothing") {
-                guard let given = RSSISmoothing(rawValue: name) else {
-                    throw SitesError("--set rssi_smoothing must be 'kalman' or 'none', not '\(name)'")
-                }
-                smoothing = given
-            }
             sites.append(
                 Site(
                     id: site.id, pathLossExponent: try settings.number("path_loss_exponent") ?? site.pathLossExponent,

@@ -388,9 +388,8 @@ final class AgentEngine: @unchecked Sendable {
         pump(now: now)
     }
 
-    /// The last status before a clean disconnect (which suppresses the will); nothing when not connected, since
-    /// the broker then already holds the will's offline status.
-    /// The offline status, while connected; returns its message id (nil when it was not sent).
+    /// The last status before a clean disconnect (which suppresses the will); its message id, or nil when not
+    /// connected (the broker then already holds the will's offline status) or not sent.
     func publishFinalStatus() -> Int32? {
         window.isConnected ? publishStatus(online: false) : nil
     }
