@@ -177,11 +177,14 @@ let package = Package(
             linkerSettings: compactLinking + hotFunctionsFirst
         ),
 
+        // Where a beacon is on a site's floor: the radio model, the floor's grid and a Bayes filter per beacon. Pure.
+        .target(name: "BeaconPositions"),
+
         // The ingest's services: intake, dedup, proximity, occupancy, fleet health, the PostgreSQL writer.
         .target(
             name: "BeaconIngest",
             dependencies: [
-                "BeaconMessaging", "BeaconWire", "BoundedYAML", "LibPQ", "MetricFamilies", "Mosquitto", "WorkQueue",
+                "BeaconMessaging", "BeaconPositions", "BeaconWire", "BoundedYAML", "LibPQ", "MetricFamilies", "Mosquitto", "WorkQueue",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Yams", package: "Yams"),
@@ -208,7 +211,7 @@ let package = Package(
         .target(
             name: "AccuracyHarness",
             dependencies: [
-                "BeaconAgent", "BeaconIngest", "BeaconMessaging", "BeaconSimulation", "LibPQ", "LocalServers", "Mosquitto", "WorkQueue",
+                "BeaconAgent", "BeaconIngest", "BeaconMessaging", "BeaconPositions", "BeaconSimulation", "LibPQ", "LocalServers", "Mosquitto", "WorkQueue",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -224,6 +227,7 @@ let package = Package(
                 "CommandLineSupport",
                 "BeaconIngest",
                 "BeaconMessaging",
+                "BeaconPositions",
                 "BoundedYAML",
                 "CMalloc",
                 "LibPQ",
@@ -254,6 +258,7 @@ let package = Package(
         .testTarget(name: "AgentDeliveryTests", dependencies: ["BeaconAgent", "BeaconSimulation", "BeaconMessaging", "BeaconWire", "LocalServers", "Mosquitto", "TestServers"]),
         .testTarget(name: "MosquittoTests", dependencies: ["LocalServers", "Mosquitto", "TestServers"]),
         .testTarget(name: "BoundedYAMLTests", dependencies: ["BoundedYAML"]),
+        .testTarget(name: "BeaconPositionsTests", dependencies: ["BeaconPositions"]),
         // The console's guard and routes in process, through Hummingbird's test client.
         .testTarget(
             name: "WebConsoleTests",

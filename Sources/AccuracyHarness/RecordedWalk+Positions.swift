@@ -1,5 +1,6 @@
 import BeaconAgent
 import BeaconIngest
+import BeaconPositions
 import Foundation
 
 /// Positions on a recording: the weighted centroid of the loudest receivers, and the grid filter, each second
@@ -31,12 +32,12 @@ extension RecordedWalk {
     }
 
     /// Every reading at its true distance from the receiver that heard it: a calibration walk's samples for
-    /// `PositionGrid.RadioModel.fit`.
-    public func calibrationSamples(transmitterHeight: Double = 1.2) -> [(receiver: Int, distance: Double, rssi: Double)] {
+    /// `RadioModel.fit`.
+    public func calibrationSamples() -> [RadioModel.Sample] {
         let placed = placedReceivers
         let number = Dictionary(uniqueKeysWithValues: placed.enumerated().map { ($1.id, $0) })
         var indices: [String: Int] = [:]
-        var samples: [(receiver: Int, distance: Double, rssi: Double)] = []
+        var samples: [RadioModel.Sample] = []
         for row in rows {
             guard let receiver = number[row.receiver] else { continue }
             let beacon = Self.beaconID(row.address)
@@ -44,29 +45,26 @@ extension RecordedWalk {
             defer { indices[beacon] = index }
             guard let truth = truePosition(of: beacon, at: Double(row.timeMicros) / 1e6, from: &index) else { continue }
             let at = placed[receiver].position
-            let dz = transmitterHeight - (at.z ?? transmitterHeight)
+            let dz = at.z.map { FloorModel.transmitterHeight - $0 } ?? 0
             let distance = ((truth.x - at.x) * (truth.x - at.x) + (truth.y - at.y) * (truth.y - at.y) + dz * dz).squareRoot()
-            samples.append((receiver, distance, Double(row.rssi)))
+            samples.append(RadioModel.Sample(receiver: receiver, distance: distance, rssi: Double(row.rssi)))
         }
         return samples
     }
 
-    /// Positions from a `PositionGrid` over the site's zones with `model` and receivers' `offsets` (fitted on
-    /// other walks): each second, the grid's estimate against where the transmitter was, and the zone that holds
-    /// most of the belief, scored as zones are (a transmitter unheard for 30 s has left).
-    public func gridPositions(
-        model: PositionGrid.RadioModel, offsets: [Double], transmitterHeight: Double = 1.2
-    ) -> (errors: PositionErrors, zones: AccuracyScore) {
+    /// Positions from a `PositionBelief` per transmitter on the site's floor with `model` and receivers' `offsets`
+    /// (fitted on other walks): each second, the estimate against where the transmitter was, and the zone that
+    /// holds most of the belief, scored as zones are (a transmitter unheard for 30 s has left).
+    public func gridPositions(model: RadioModel, offsets: [Double]) -> (errors: PositionErrors, zones: AccuracyScore) {
         let placed = placedReceivers
         let number = Dictionary(uniqueKeysWithValues: placed.enumerated().map { ($1.id, $0) })
-        let rects = site.zones.compactMap(\.rect)
-        let bounds: [Double] = [
-            rects.map { $0[0] }.min() ?? 0, rects.map { $0[1] }.min() ?? 0, rects.map { $0[2] }.max() ?? 1, rects.map { $0[3] }.max() ?? 1,
-        ]
         let receivers = placed.enumerated().map { index, receiver in
-            PositionGrid.Receiver(x: receiver.position.x, y: receiver.position.y, z: receiver.position.z ?? transmitterHeight, offsetDb: offsets[index])
+            FloorModel.Receiver(x: receiver.position.x, y: receiver.position.y, z: receiver.position.z, offsetDb: offsets[index])
         }
-        var grids: [String: PositionGrid] = [:]
+        let floor = FloorModel(zones: site.zones.map { $0.rect ?? [] }, receivers: receivers, model: model)
+        var scratch: [Float] = []
+        var shares: [Double] = []
+        var beliefs: [String: PositionBelief] = [:]
         var indices: [String: Int] = [:]
         var errors: [Double] = []
         let seconds = secondCount
@@ -77,25 +75,26 @@ extension RecordedWalk {
             for row in readings {
                 guard let receiver = number[row.receiver] else { continue }
                 let beacon = Self.beaconID(row.address)
-                var grid = grids[beacon] ?? PositionGrid(bounds: bounds, receivers: receivers, model: model, transmitterHeight: transmitterHeight)
-                grid.update(receiver: receiver, rssi: Double(row.rssi), timeMicros: row.timeMicros)
-                grids[beacon] = grid
+                var belief = beliefs[beacon] ?? PositionBelief(floor: floor)
+                belief.update(receiver: receiver, rssi: Double(row.rssi), timeMicros: row.timeMicros, on: floor, scratch: &scratch)
+                beliefs[beacon] = belief
                 heard.insert(beacon)
                 lastHeard[beacon] = row.timeMicros
             }
-            for (beacon, grid) in grids {
+            for (beacon, belief) in beliefs {
                 var series = zoneBySecond[beacon] ?? Array(repeating: nil, count: seconds)
                 if limit - (lastHeard[beacon] ?? .min) <= 30_000_000 {
-                    series[second] = site.zones.map { ($0.id, grid.probability(in: $0.rect ?? [])) }.max { $0.1 < $1.1 }?.0
+                    belief.zoneProbabilities(on: floor, into: &shares)
+                    series[second] = shares.indices.max { shares[$0] < shares[$1] }.map { site.zones[$0].id }
                 }
                 zoneBySecond[beacon] = series
             }
             for beacon in heard {
-                guard let grid = grids[beacon] else { continue }
+                guard let belief = beliefs[beacon] else { continue }
                 var truthIndex = indices[beacon] ?? 0
                 defer { indices[beacon] = truthIndex }
                 guard let truth = truePosition(of: beacon, at: Double(limit) / 1e6, from: &truthIndex) else { continue }
-                let estimate = grid.estimate
+                let estimate = belief.estimate(on: floor)
                 errors.append(((estimate.x - truth.x) * (estimate.x - truth.x) + (estimate.y - truth.y) * (estimate.y - truth.y)).squareRoot())
             }
         }

@@ -2,6 +2,7 @@ import AccuracyHarness
 import ArgumentParser
 import BeaconAgent
 import BeaconMessaging
+import BeaconPositions
 import BeaconSimulation
 import CommandLineSupport
 import Foundation
@@ -241,7 +242,7 @@ struct AccuracyCommand: AsyncParsableCommand {
     }
 
     /// The radio model fitted on calibration recordings' readings at their true distances.
-    func fitRadioModel(_ paths: [String]) throws -> (model: PositionGrid.RadioModel, offsets: [Double]) {
+    func fitRadioModel(_ paths: [String]) throws -> (model: RadioModel, offsets: [Double]) {
         let walks: [RecordedWalk]
         do {
             walks = try paths.map { try RecordedWalk(recording: $0) }
@@ -249,7 +250,7 @@ struct AccuracyCommand: AsyncParsableCommand {
             throw ValidationError("\(error)")
         }
         let receivers = walks.first?.site.agents.filter { $0.position != nil }.count ?? 0
-        let fitted = PositionGrid.RadioModel.fit(walks.flatMap { $0.calibrationSamples() }, receivers: receivers)
+        let fitted = RadioModel.fit(walks.flatMap { $0.calibrationSamples() }, receivers: receivers)
         FileHandle.standardError.write(
             Data(
                 String(

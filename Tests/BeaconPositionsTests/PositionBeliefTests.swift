@@ -1,0 +1,85 @@
+import BeaconPositions
+import Foundation
+import Testing
+
+/// The position filter, on readings made from its own model: it finds the transmitter and follows it.
+@Suite struct PositionBeliefTests {
+    let model = RadioModel(powerAt1mDbm: -60, exponent: 2, sigmaDb: 4)
+    let receivers = [
+        FloorModel.Receiver(x: 0, y: 0, z: 2.2), FloorModel.Receiver(x: 10, y: 0, z: 2.2),
+        FloorModel.Receiver(x: 0, y: 8, z: 2.2), FloorModel.Receiver(x: 10, y: 8, z: 2.2),
+    ]
+    /// The floor's four quarters as zones.
+    let quarters: [[Double]] = [[0, 0, 5, 4], [0, 4, 5, 8], [5, 0, 10, 4], [5, 4, 10, 8]]
+
+    func rssi(_ receiver: FloorModel.Receiver, x: Double, y: Double) -> Double {
+        model.expected(distance: ((receiver.x - x) * (receiver.x - x) + (receiver.y - y) * (receiver.y - y) + 1).squareRoot())
+    }
+
+    @Test func readingsOfAPlaceFindItAndAWalkIsFollowed() {
+        let floor = FloorModel(zones: quarters, receivers: receivers, model: model)
+        #expect(floor.cellSize == FloorModel.finestCell && floor.cellCount == 40 * 32)
+        var belief = PositionBelief(floor: floor)
+        var scratch: [Float] = []
+        var time: Int64 = 0
+        for _ in 0..<20 {
+            for (index, receiver) in receivers.enumerated() {
+                time += 50_000
+                belief.update(receiver: index, rssi: rssi(receiver, x: 2.5, y: 6), timeMicros: time, on: floor, scratch: &scratch)
+            }
+        }
+        let found = belief.estimate(on: floor)
+        #expect(abs(found.x - 2.5) < 0.5 && abs(found.y - 6) < 0.5, "\(found)")
+        #expect(found.spread < 1.5)
+        // The belief sums to one over the floor, most of it in the quarter that holds the place.
+        var shares: [Double] = []
+        belief.zoneProbabilities(on: floor, into: &shares)
+        #expect(abs(shares.reduce(0, +) - 1) < 1e-3)
+        #expect(shares[1] > 0.9 && shares[2] < 0.01, "\(shares)")
+        #expect(abs(belief.probability(in: [0, 4, 5, 8], on: floor) - shares[1]) < 1e-6)
+        // It walks to (8, 2) at 1 m/s; a few seconds after it arrives, the estimate is there too.
+        for step in 0..<100 {
+            let progress = min(1, Double(step) / 75)
+            let (x, y) = (2.5 + 5.5 * progress, 6 - 4 * progress)
+            for (index, receiver) in receivers.enumerated() {
+                time += 25_000
+                belief.update(receiver: index, rssi: rssi(receiver, x: x, y: y), timeMicros: time, on: floor, scratch: &scratch)
+            }
+        }
+        let arrived = belief.estimate(on: floor)
+        #expect(abs(arrived.x - 8) < 0.75 && abs(arrived.y - 2) < 0.75, "\(arrived)")
+        belief.zoneProbabilities(on: floor, into: &shares)
+        #expect(shares[2] > 0.9, "\(shares)")
+    }
+
+    @Test func aReadingOlderThanTheLastWeighsWithoutSpreading() {
+        let floor = FloorModel(zones: quarters, receivers: receivers, model: model)
+        var belief = PositionBelief(floor: floor)
+        var scratch: [Float] = []
+        belief.update(receiver: 0, rssi: rssi(receivers[0], x: 1, y: 1), timeMicros: 10_000_000, on: floor, scratch: &scratch)
+        var late = belief
+        late.update(receiver: 3, rssi: rssi(receivers[3], x: 1, y: 1), timeMicros: 9_000_000, on: floor, scratch: &scratch)
+        var now = belief
+        now.update(receiver: 3, rssi: rssi(receivers[3], x: 1, y: 1), timeMicros: 10_000_000, on: floor, scratch: &scratch)
+        #expect(late.estimate(on: floor).x == now.estimate(on: floor).x)
+    }
+
+    @Test func aLargeFloorGetsLargerCells() {
+        let floor = FloorModel(zones: [[0, 0, 100, 50]], receivers: receivers, model: model)
+        #expect(floor.cellCount <= FloorModel.maximumCells && floor.cellSize > 0.75 && floor.cellSize < 0.85)
+    }
+
+    @Test func theRadioModelIsFittedFromReadingsAtKnownDistances() {
+        var samples: [RadioModel.Sample] = []
+        for step in 1...200 {
+            let distance = Double(step) / 10
+            // Receiver 1 hears 3 dB more than receiver 0; noise of ±2 dB, alternating.
+            samples.append(.init(receiver: 0, distance: distance, rssi: model.expected(distance: distance) + (step % 2 == 0 ? 2 : -2)))
+            samples.append(.init(receiver: 1, distance: distance, rssi: model.expected(distance: distance) + 3 + (step % 2 == 0 ? -2 : 2)))
+        }
+        let (fitted, offsets) = RadioModel.fit(samples, receivers: 2)
+        #expect(abs(fitted.exponent - 2) < 0.1 && abs(fitted.powerAt1mDbm + 58.5) < 0.5, "\(fitted)")
+        #expect(abs(offsets[1] - offsets[0] - 3) < 0.1)
+        #expect(fitted.sigmaDb >= 2 && fitted.sigmaDb < 2.1)
+    }
+}
