@@ -438,6 +438,24 @@ $$;
 ALTER FUNCTION beaconflow.pack_readings(readings bigint[], reading_ms smallint[], reading_rssi "char"[], reading_smoothed smallint[], reading_smoothed_half "char"[]) OWNER TO postgres;
 
 --
+-- Name: prune_positions(); Type: FUNCTION; Schema: beaconflow; Owner: postgres
+--
+
+CREATE FUNCTION beaconflow.prune_positions() RETURNS bigint
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+    WITH pruned AS (
+        DELETE FROM beaconflow.beacon_position_minutes
+        WHERE minute < now() - (SELECT value::integer FROM beaconflow.settings WHERE key = 'retention_days')
+                               * interval '1 day'
+        RETURNING 1)
+    SELECT count(*) FROM pruned
+$$;
+
+ALTER FUNCTION beaconflow.prune_positions() OWNER TO postgres;
+
+--
 -- Name: prune_rejections(); Type: FUNCTION; Schema: beaconflow; Owner: postgres
 --
 
@@ -736,6 +754,22 @@ ALTER TABLE beaconflow.beacon_keys ALTER COLUMN beacon_key ADD GENERATED ALWAYS 
 );
 
 --
+-- Name: beacon_live_position; Type: TABLE; Schema: beaconflow; Owner: postgres
+--
+
+CREATE TABLE beaconflow.beacon_live_position (
+    site_id text NOT NULL,
+    beacon_id text NOT NULL,
+    ts timestamp with time zone NOT NULL,
+    x real NOT NULL,
+    y real NOT NULL,
+    error_m real NOT NULL,
+    zone_probabilities jsonb NOT NULL
+);
+
+ALTER TABLE beaconflow.beacon_live_position OWNER TO postgres;
+
+--
 -- Name: beacon_live_zone; Type: TABLE; Schema: beaconflow; Owner: postgres
 --
 
@@ -829,6 +863,51 @@ CREATE VIEW beaconflow.beacon_locations AS
                  LIMIT 1) w) v ON (true));
 
 ALTER TABLE beaconflow.beacon_locations OWNER TO postgres;
+
+--
+-- Name: beacon_position_minutes; Type: TABLE; Schema: beaconflow; Owner: postgres
+--
+
+CREATE TABLE beaconflow.beacon_position_minutes (
+    site_id text NOT NULL,
+    beacon_id text NOT NULL,
+    minute timestamp with time zone NOT NULL,
+    positions smallint[] NOT NULL
+);
+
+ALTER TABLE beaconflow.beacon_position_minutes OWNER TO postgres;
+
+--
+-- Name: beacon_position_history; Type: VIEW; Schema: beaconflow; Owner: postgres
+--
+
+CREATE VIEW beaconflow.beacon_position_history AS
+ SELECT (m.minute + ((((m.positions[i.i])::numeric / 10.0))::double precision * '00:00:01'::interval)) AS ts,
+    m.site_id,
+    m.beacon_id,
+    (((m.positions[(i.i + 1)])::numeric / 10.0))::real AS x,
+    (((m.positions[(i.i + 2)])::numeric / 10.0))::real AS y,
+    (((m.positions[(i.i + 3)])::numeric / 10.0))::real AS error_m
+   FROM beaconflow.beacon_position_minutes m,
+    LATERAL generate_series(1, COALESCE(array_length(m.positions, 1), 0), 4) i(i);
+
+ALTER TABLE beaconflow.beacon_position_history OWNER TO postgres;
+
+--
+-- Name: beacon_positions; Type: VIEW; Schema: beaconflow; Owner: postgres
+--
+
+CREATE VIEW beaconflow.beacon_positions AS
+ SELECT p.site_id,
+    p.beacon_id,
+    p.ts,
+    p.x,
+    p.y,
+    p.error_m,
+    p.zone_probabilities
+   FROM beaconflow.beacon_live_position p;
+
+ALTER TABLE beaconflow.beacon_positions OWNER TO postgres;
 
 --
 -- Name: beacons; Type: VIEW; Schema: beaconflow; Owner: postgres
@@ -1394,11 +1473,25 @@ ALTER TABLE ONLY beaconflow.beacon_keys
     ADD CONSTRAINT beacon_keys_pkey PRIMARY KEY (beacon_key);
 
 --
+-- Name: beacon_live_position beacon_live_position_pkey; Type: CONSTRAINT; Schema: beaconflow; Owner: postgres
+--
+
+ALTER TABLE ONLY beaconflow.beacon_live_position
+    ADD CONSTRAINT beacon_live_position_pkey PRIMARY KEY (site_id, beacon_id);
+
+--
 -- Name: beacon_live_zone beacon_live_zone_pkey; Type: CONSTRAINT; Schema: beaconflow; Owner: postgres
 --
 
 ALTER TABLE ONLY beaconflow.beacon_live_zone
     ADD CONSTRAINT beacon_live_zone_pkey PRIMARY KEY (site_id, beacon_id);
+
+--
+-- Name: beacon_position_minutes beacon_position_minutes_pkey; Type: CONSTRAINT; Schema: beaconflow; Owner: postgres
+--
+
+ALTER TABLE ONLY beaconflow.beacon_position_minutes
+    ADD CONSTRAINT beacon_position_minutes_pkey PRIMARY KEY (site_id, beacon_id, minute);
 
 --
 -- Name: beacon_registry beacon_registry_pkey; Type: CONSTRAINT; Schema: beaconflow; Owner: postgres
@@ -1511,6 +1604,12 @@ ALTER TABLE ONLY beaconflow.zone_occupancy_minute
 
 ALTER TABLE ONLY beaconflow.zone_registry
     ADD CONSTRAINT zone_registry_pkey PRIMARY KEY (site_id, zone_id);
+
+--
+-- Name: beacon_position_minutes_minute_idx; Type: INDEX; Schema: beaconflow; Owner: postgres
+--
+
+CREATE INDEX beacon_position_minutes_minute_idx ON beaconflow.beacon_position_minutes USING brin (minute);
 
 --
 -- Name: rejected_batches_agent; Type: INDEX; Schema: beaconflow; Owner: postgres
@@ -1695,6 +1794,13 @@ GRANT ALL ON FUNCTION beaconflow.pack_readings(readings bigint[], reading_ms sma
 GRANT ALL ON FUNCTION beaconflow.pack_readings(readings bigint[], reading_ms smallint[], reading_rssi "char"[], reading_smoothed smallint[], reading_smoothed_half "char"[]) TO beaconflow_writer;
 
 --
+-- Name: FUNCTION prune_positions(); Type: ACL; Schema: beaconflow; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION beaconflow.prune_positions() FROM PUBLIC;
+GRANT ALL ON FUNCTION beaconflow.prune_positions() TO beaconflow_writer;
+
+--
 -- Name: FUNCTION prune_rejections(); Type: ACL; Schema: beaconflow; Owner: postgres
 --
 
@@ -1794,6 +1900,12 @@ GRANT SELECT ON TABLE beaconflow.beacon_health TO beaconflow_reader;
 GRANT SELECT,INSERT ON TABLE beaconflow.beacon_keys TO beaconflow_writer;
 
 --
+-- Name: TABLE beacon_live_position; Type: ACL; Schema: beaconflow; Owner: postgres
+--
+
+GRANT SELECT,INSERT,UPDATE ON TABLE beaconflow.beacon_live_position TO beaconflow_writer;
+
+--
 -- Name: TABLE beacon_live_zone; Type: ACL; Schema: beaconflow; Owner: postgres
 --
 
@@ -1823,6 +1935,26 @@ GRANT SELECT,INSERT,UPDATE ON TABLE beaconflow.visits_raw TO beaconflow_writer;
 
 GRANT SELECT,INSERT ON TABLE beaconflow.beacon_locations TO beaconflow_writer;
 GRANT SELECT ON TABLE beaconflow.beacon_locations TO beaconflow_reader;
+
+--
+-- Name: TABLE beacon_position_minutes; Type: ACL; Schema: beaconflow; Owner: postgres
+--
+
+GRANT SELECT,INSERT,UPDATE ON TABLE beaconflow.beacon_position_minutes TO beaconflow_writer;
+
+--
+-- Name: TABLE beacon_position_history; Type: ACL; Schema: beaconflow; Owner: postgres
+--
+
+GRANT SELECT,INSERT ON TABLE beaconflow.beacon_position_history TO beaconflow_writer;
+GRANT SELECT ON TABLE beaconflow.beacon_position_history TO beaconflow_reader;
+
+--
+-- Name: TABLE beacon_positions; Type: ACL; Schema: beaconflow; Owner: postgres
+--
+
+GRANT SELECT,INSERT ON TABLE beaconflow.beacon_positions TO beaconflow_writer;
+GRANT SELECT ON TABLE beaconflow.beacon_positions TO beaconflow_reader;
 
 --
 -- Name: TABLE beacons; Type: ACL; Schema: beaconflow; Owner: postgres

@@ -37,6 +37,9 @@ public struct AccuracyScore: Sendable, Equatable {
     /// the pipeline did not tie to its beacon. Counted by a pipeline run (`AccuracyRun`) over every beacon the
     /// site stored; 0 without servers, where every reading is a scenario beacon's.
     public var phantomBeacons = 0
+    /// Where the truth is positions (a recording): the stored positions' (`beacon_position_history`) errors
+    /// against where the beacon was at each, in metres; empty where the site stored none.
+    public var positionErrors: [Double] = []
 
     public static let settleSeconds = 5.0
     /// Stays cut short by the end of the run are matched only when at least this long.

@@ -45,6 +45,16 @@ struct PipelineUnderTest {
         try await task.value
     }
 
+    /// A site's stored positions (`beacon_position_history`): beacon, time (s), x, y.
+    func positions(site: String) async throws -> [(beacon: String, time: Double, x: Double, y: Double)] {
+        try await onThread { [conninfo] in
+            try PostgresConnection(conninfo).query(
+                "SELECT beacon_id, extract(epoch FROM ts), x::float8, y::float8 FROM beaconflow.beacon_position_history WHERE site_id = $1 ORDER BY 1, 2",
+                [site]
+            ).map { row in (try row.decode(0), try row.decode(1), try row.decode(2), try row.decode(3)) }
+        }
+    }
+
     /// A site's `visits` and `zone_occupancy` rows, and every beacon it stored.
     func views(site: String) async throws -> (visits: [AccuracyScore.Visit], minutes: [AccuracyScore.ZoneMinute], beacons: Set<String>) {
         try await onThread { [conninfo] in

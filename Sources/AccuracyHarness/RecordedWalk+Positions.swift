@@ -9,6 +9,9 @@ extension RecordedWalk {
     /// Errors of a position estimate against the truth, in metres.
     public struct PositionErrors: Sendable {
         public var errors: [Double]
+
+        public init(errors: [Double]) { self.errors = errors }
+
         public var median: Double? { AccuracyScore.median(errors) }
         /// The 95th percentile (nearest rank).
         public var p95: Double? {
@@ -50,6 +53,21 @@ extension RecordedWalk {
             samples.append(RadioModel.Sample(receiver: receiver, distance: distance, rssi: Double(row.rssi)))
         }
         return samples
+    }
+
+    /// The radio model of the walks' site fitted on all their readings at their true distances (a calibration
+    /// walk), each placed receiver's offset by its id (what it hears above the model), and how many readings.
+    public static func calibration(_ walks: [RecordedWalk]) throws -> (model: RadioModel, offsets: [(agent: String, offsetDb: Double)], readings: Int) {
+        guard let first = walks.first else { throw HarnessError("no recording to calibrate on") }
+        guard walks.allSatisfy({ $0.site == first.site }) else { throw HarnessError("calibration recordings must share their site") }
+        let placed = first.placedReceivers
+        guard placed.count >= SitesConfiguration.Site.receiversForPositions else {
+            throw HarnessError("site '\(first.site.id)' places fewer than \(SitesConfiguration.Site.receiversForPositions) agents ('at')")
+        }
+        let samples = walks.flatMap { $0.calibrationSamples() }
+        guard samples.count >= 10 else { throw HarnessError("the recordings hold \(samples.count) readings with a true position; 10 at least") }
+        let fitted = RadioModel.fit(samples, receivers: placed.count)
+        return (fitted.model, zip(placed, fitted.offsets).map { ($0.id, $1) }, samples.count)
     }
 
     /// Positions from a `PositionBelief` per transmitter on the site's floor with `model` and receivers' `offsets`

@@ -1,5 +1,6 @@
 import BeaconAgent
 import BeaconIngest
+import BeaconPositions
 import Foundation
 import LocalServers
 import Logging
@@ -14,8 +15,9 @@ extension RecordedWalk {
         var sites = self.sites
         if !settings.isEmpty {
             let entry = try SitesFileEntry(settings: settings, place: "--set")
-            try entry.allowOnly(ZoneRules.keys)
-            sites.sites[0].zoneRules = try ZoneRules(reading: entry)
+            try entry.allowOnly(ZoneRules.keys + SitesConfiguration.Site.radioModelKeys)
+            sites.sites[0].zoneRules = try ZoneRules(reading: entry, positioned: sites.sites[0].hasFloor)
+            sites.sites[0].radioModel = try RadioModel(reading: entry)
         }
         let pipeline = try await PipelineUnderTest.start(sites: sites, database: server, name: "recording", logger: logger)
         defer { pipeline.ingest.requestStop() }
@@ -42,6 +44,13 @@ extension RecordedWalk {
         let views = try await pipeline.views(site: site.id)
         var score = AccuracyScore(stays: stays, start: start, end: end, visits: views.visits, minutes: views.minutes)
         score.phantomBeacons = views.beacons.subtracting(stays.keys).count
+        var truthIndex: [String: Int] = [:]
+        for stored in try await pipeline.positions(site: site.id) {
+            var index = truthIndex[stored.beacon] ?? 0
+            defer { truthIndex[stored.beacon] = index }
+            guard let truth = truePosition(of: stored.beacon, at: stored.time, from: &index) else { continue }
+            score.positionErrors.append(((stored.x - truth.x) * (stored.x - truth.x) + (stored.y - truth.y) * (stored.y - truth.y)).squareRoot())
+        }
         return score
     }
 

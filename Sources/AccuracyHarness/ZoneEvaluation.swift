@@ -133,7 +133,7 @@ public struct ZoneEvaluation: Sendable {
                 }
             case .occupancy(_, let zone, let minute, let occupants, _):
                 minutes.append(AccuracyScore.ZoneMinute(zone: zone, minuteStart: Double(minute) / 1e6, occupants: occupants))
-            case .agentState, .placement:
+            case .agentState, .placement, .position, .positionMinute:
                 break
             }
         }

@@ -80,7 +80,7 @@ extension SitesConfiguration {
     public static func forScenario(_ scenario: Scenario, beaconIDs: [String: String], method: ZoneMethod) throws(SitesError) -> SitesConfiguration {
         let settings = try SitesFileEntry(settings: method.siteKeys, place: "--set")
         try settings.allowOnly(Site.keys)
-        var rules = try ZoneRules(reading: settings)
+        var rules = try ZoneRules(reading: settings, positioned: false)
         // The method's own settings, where --set gives none.
         if !settings.has("zone_switch_margin_db") { rules.switchMarginDb = method.switchMarginDb }
         if !settings.has("zone_switch_dwell_s") { rules.switchDwellMicros = Int64(method.switchDwellSeconds * 1_000_000) }

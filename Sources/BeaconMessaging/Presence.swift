@@ -48,7 +48,8 @@ extension PresenceMessage {
 }
 
 /// Where a beacon is: `zone` is the zone it is in, or was last in when away; `since` when it entered it, or when
-/// it left (RFC 3339, event time).
+/// it left (RFC 3339, event time). Where its site has a floor: its position in metres, the position's error and
+/// each zone's probability (null elsewhere, and until the beacon has one).
 public struct BeaconPresence: PresenceMessage, Equatable {
     public var site: String
     public var beaconID: String
@@ -56,6 +57,10 @@ public struct BeaconPresence: PresenceMessage, Equatable {
     public var zone: String
     public var present: Bool
     public var since: String
+    public var x: Double?
+    public var y: Double?
+    public var errorM: Double?
+    public var zoneProbabilities: [String: Double]?
 
     public init(site: String, beaconID: String, label: String?, zone: String, present: Bool, sinceMicros: Int64) {
         self.site = site
@@ -67,11 +72,13 @@ public struct BeaconPresence: PresenceMessage, Equatable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case site, label, zone, present, since
+        case site, label, zone, present, since, x, y
         case beaconID = "beacon_id"
+        case errorM = "error_m"
+        case zoneProbabilities = "zone_probabilities"
     }
 
-    /// Every key, null included.
+    /// Every key, null included; metres to the centimetre.
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(site, forKey: .site)
@@ -80,6 +87,11 @@ public struct BeaconPresence: PresenceMessage, Equatable {
         try container.encode(zone, forKey: .zone)
         try container.encode(present, forKey: .present)
         try container.encode(since, forKey: .since)
+        func centimetres(_ metres: Double?) -> Double? { metres.map { ($0 * 100).rounded() / 100 } }
+        try container.encode(centimetres(x), forKey: .x)
+        try container.encode(centimetres(y), forKey: .y)
+        try container.encode(centimetres(errorM), forKey: .errorM)
+        try container.encode(zoneProbabilities, forKey: .zoneProbabilities)
     }
 }
 

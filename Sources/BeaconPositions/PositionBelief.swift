@@ -5,7 +5,8 @@ import Foundation
 /// is the belief's mean with its spread, and each zone's share of the belief. A pure value, a probability per cell.
 public struct PositionBelief: Sendable {
     private(set) var cells: [Float]
-    private var timeMicros: Int64?
+    /// The newest reading's time.
+    public private(set) var timeMicros: Int64?
     /// Time not spread yet: readings come faster than a walker crosses a cell.
     private var unspreadSeconds = 0.0
 

@@ -84,6 +84,7 @@ struct AccuracyCommand: AsyncParsableCommand {
         let (logger, database) = try await startPipelineRun(column: "recording")
         var centroids: [(name: String, errors: RecordedWalk.PositionErrors)] = []
         var grids: [(name: String, errors: RecordedWalk.PositionErrors)] = []
+        var stored: [(name: String, errors: RecordedWalk.PositionErrors)] = []
         let calibrated = try calibration.isEmpty ? nil : fitRadioModel(calibration)
         for walk in walks {
             let name = backToBack ? "\(paths.count) back to back" : ((walk.path as NSString).lastPathComponent as NSString).deletingPathExtension
@@ -97,6 +98,7 @@ struct AccuracyCommand: AsyncParsableCommand {
             }
             if walk.site.agents.contains(where: { $0.position != nil }) {
                 centroids.append((name, walk.weightedCentroid()))
+                if !scores[0].1.positionErrors.isEmpty { stored.append((name, RecordedWalk.PositionErrors(errors: scores[0].1.positionErrors))) }
                 if let calibrated {
                     let grid = walk.gridPositions(model: calibrated.model, offsets: calibrated.offsets)
                     grids.append((name, grid.errors))
@@ -108,14 +110,15 @@ struct AccuracyCommand: AsyncParsableCommand {
         guard !centroids.isEmpty else { return }
         func metres(_ value: Double?) -> String { value.map { String(format: "%.2f m", $0) } ?? "–" }
         if !json {
-            print("\n| method | recording | x/y error (median) | x/y error (p95) | seconds |")
+            print("\n| method | recording | x/y error (median) | x/y error (p95) | estimates |")
             print("|---|---|---:|---:|---:|")
         }
-        for (method, results) in [("weighted-centroid", centroids), ("grid", grids)] {
+        // Each second for the baselines; for `chosen`, the positions the ingest stored (one each 10 s a beacon).
+        for (method, results) in [("weighted-centroid", centroids), ("grid", grids), ("chosen", stored)] {
             for (name, errors) in results {
                 print(
                     json
-                        ? #"{"method": "\#(method)", "recording": "\#(name)", "xy_error_median_m": \#(errors.median.map { String(format: "%.3f", $0) } ?? "null"), "xy_error_p95_m": \#(errors.p95.map { String(format: "%.3f", $0) } ?? "null"), "seconds": \#(errors.errors.count)}"#
+                        ? #"{"method": "\#(method)", "recording": "\#(name)", "xy_error_median_m": \#(errors.median.map { String(format: "%.3f", $0) } ?? "null"), "xy_error_p95_m": \#(errors.p95.map { String(format: "%.3f", $0) } ?? "null"), "estimates": \#(errors.errors.count)}"#
                         : "| \(method) | \(name) | \(metres(errors.median)) | \(metres(errors.p95)) | \(errors.errors.count) |")
             }
         }
@@ -243,21 +246,19 @@ struct AccuracyCommand: AsyncParsableCommand {
 
     /// The radio model fitted on calibration recordings' readings at their true distances.
     func fitRadioModel(_ paths: [String]) throws -> (model: RadioModel, offsets: [Double]) {
-        let walks: [RecordedWalk]
+        let fitted: (model: RadioModel, offsets: [(agent: String, offsetDb: Double)], readings: Int)
         do {
-            walks = try paths.map { try RecordedWalk(recording: $0) }
+            fitted = try RecordedWalk.calibration(try paths.map { try RecordedWalk(recording: $0) })
         } catch {
             throw ValidationError("\(error)")
         }
-        let receivers = walks.first?.site.agents.filter { $0.position != nil }.count ?? 0
-        let fitted = RadioModel.fit(walks.flatMap { $0.calibrationSamples() }, receivers: receivers)
         FileHandle.standardError.write(
             Data(
                 String(
-                    format: "radio model: %.1f dBm at 1 m, exponent %.2f, sigma %.1f dB\n", fitted.0.powerAt1mDbm, fitted.0.exponent,
-                    fitted.0.sigmaDb
+                    format: "radio model: %.1f dBm at 1 m, exponent %.2f, sigma %.1f dB\n", fitted.model.powerAt1mDbm, fitted.model.exponent,
+                    fitted.model.sigmaDb
                 ).utf8))
-        return (fitted.0, fitted.offsets)
+        return (fitted.model, fitted.offsets.map(\.offsetDb))
     }
 
     /// Logging, a throwaway PostgreSQL and the table's head, for runs through the real pipeline (`column`: what

@@ -21,7 +21,7 @@ struct Beaconflow: AsyncParsableCommand {
         version: BuildInfo.version,
         subcommands: [
             AgentCommand.self, IngestCommand.self, DecodeCommand.self, MigrateCommand.self, SimulateCommand.self,
-            AccuracyCommand.self, ReportCommand.self, DemoCommand.self, ConsoleCommand.self,
+            AccuracyCommand.self, CalibrateCommand.self, ReportCommand.self, DemoCommand.self, ConsoleCommand.self,
         ]
     )
 }

@@ -94,7 +94,7 @@ import Testing
         ("identity_key: \"000102030405060708090a0b0c0d0e0f\"", "identity_key: \"00\"", "identity_key must be 32 hex digits"),
         ("{id: lobby}, {id: lab", "{id: lobby}, {id: lobby", "zone 'lobby' appears twice"),
         ("rssi_offset_db: 0}", "rssi_ofset_db: 0}", "unknown key 'rssi_ofset_db'"),
-        ("path_loss_exponent: 2.5", "path_loss_exponent: 2.5\n    zone_scoring: nearest", "zone_scoring must be 'pattern' or 'loudest', not 'nearest'"),
+        ("path_loss_exponent: 2.5", "path_loss_exponent: 2.5\n    zone_scoring: nearest", "zone_scoring must be one of 'pattern', 'loudest', 'position', not 'nearest'"),
         ("path_loss_exponent: 2.5", "path_loss_exponent: 2.5\n    doors: [[lobby, attic]]", "doors[0]: site 'hq' has no zone 'attic'"),
         ("path_loss_exponent: 2.5", "path_loss_exponent: 2.5\n    doors: [[lobby]]", "doors[0] must be two zones of the site"),
         ("path_loss_exponent: 2.5", "path_loss_exponent: 2.5\n    doors: lobby", "doors must be a list of zone pairs"),
@@ -394,7 +394,7 @@ extension ZoneChange {
     var isVisit: Bool {
         switch self {
         case .visitOpened, .visitClosed: true
-        case .placement, .occupancy, .agentState: false
+        case .placement, .occupancy, .agentState, .position, .positionMinute: false
         }
     }
 }

@@ -23,7 +23,7 @@ struct ZoneTables: Equatable {
                 visits[VisitKey(beaconID: beaconID, enterMicros: enter)]?.exitMicros = exit
             case .occupancy(_, let zone, let minute, let occupants, let seconds):
                 minutes[MinuteKey(zone: zone, minuteMicros: minute)] = Minute(occupants: occupants, seconds: seconds)
-            case .agentState, .placement:
+            case .agentState, .placement, .position, .positionMinute:
                 break
             }
         }

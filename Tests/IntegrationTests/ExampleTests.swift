@@ -140,7 +140,7 @@ struct Example: Hashable, CustomStringConvertible {
 struct ExampleTests {
     static let documents = ["README.md"] + ((try? FileManager.default.contentsOfDirectory(atPath: repositoryRoot + "/docs")) ?? [])
         .filter { $0.hasSuffix(".md") }.sorted().map { "docs/" + $0 }
-    static let subcommands = ["agent", "ingest", "decode", "simulate", "accuracy", "report", "migrate", "demo", "console"]
+    static let subcommands = ["agent", "ingest", "decode", "simulate", "accuracy", "calibrate", "report", "migrate", "demo", "console"]
 
     static func allExamples(executable: String) async throws -> [Example] {
         var examples: [Example] = []
@@ -276,6 +276,13 @@ struct ExampleTests {
         for example in bySubcommand["decode"] ?? [] {
             let result = try await run(example)
             #expect(result.status == 0 && !result.output.isEmpty && !result.output.contains(#""error""#), "\(example)\n\(result.output.prefix(2000))\(result.errors)")
+        }
+        for example in bySubcommand["calibrate"] ?? [] {
+            let result = try await run(example)
+            // The sites-file keys of the model, and an offset for each of the office's twelve receivers.
+            let lines = result.output.split(separator: "\n")
+            #expect(result.status == 0 && lines.contains { $0.hasPrefix("position_path_loss_exponent: ") }, "\(example)\n\(result.errors)")
+            #expect(lines.filter { $0.hasPrefix("sensor") }.count == 12, "\(result.output)")
         }
         for example in (bySubcommand["accuracy"] ?? []) + (bySubcommand["simulate"] ?? []) {
             let result = try await run(example, timeout: .seconds(400))

@@ -1,3 +1,4 @@
+import BeaconPositions
 import BeaconWire
 import BoundedYAML
 import Foundation
@@ -15,10 +16,13 @@ public struct SitesConfiguration: Sendable, Equatable {
         public var agents: [Agent]
         /// Pairs of zones a beacon can walk between directly (`doors`); empty: every pair.
         public var doors: [[String]] = []
+        /// The radio model positions are found with (`position_power_at_1m_dbm`, `position_path_loss_exponent`,
+        /// `position_noise_db`).
+        public var radioModel: RadioModel = .openPlan
 
         public init(
             id: String, timezone: String = "UTC", pathLossExponent: Double = 2.5, rssiSmoothing: RSSISmoothing = .kalman,
-            zoneRules: ZoneRules = ZoneRules(), zones: [Zone], agents: [Agent], doors: [[String]] = []
+            zoneRules: ZoneRules = ZoneRules(), zones: [Zone], agents: [Agent], doors: [[String]] = [], radioModel: RadioModel = .openPlan
         ) {
             self.id = id
             self.timezone = timezone
@@ -28,7 +32,16 @@ public struct SitesConfiguration: Sendable, Equatable {
             self.zones = zones
             self.agents = agents
             self.doors = doors
+            self.radioModel = radioModel
         }
+
+        /// Whether beacons get positions on the site's floor: at least three agents have a position (`at`) and every
+        /// zone a `rect`.
+        public var hasFloor: Bool {
+            agents.filter { $0.position != nil }.count >= Self.receiversForPositions && zones.allSatisfy { $0.rect != nil }
+        }
+
+        public static let receiversForPositions = 3
     }
 
     public struct Zone: Sendable, Equatable {
@@ -204,7 +217,9 @@ public struct SitesConfiguration: Sendable, Equatable {
 
 extension SitesConfiguration.Site {
     /// The keys of a site entry: its own and its zone rules'.
-    package static let keys = ["id", "timezone", "path_loss_exponent", "zones", "agents", "doors", "rssi_smoothing"] + ZoneRules.keys
+    package static let keys =
+        ["id", "timezone", "path_loss_exponent", "zones", "agents", "doors", "rssi_smoothing"] + radioModelKeys + ZoneRules.keys
+    package static let radioModelKeys = ["position_power_at_1m_dbm", "position_path_loss_exponent", "position_noise_db"]
 
     init(reading entry: SitesFileEntry) throws(SitesError) {
         let place = entry.place
@@ -253,7 +268,11 @@ extension SitesConfiguration.Site {
             throw SitesError("\(place).rssi_smoothing must be 'kalman' or 'none', not '\(smoothingName)'")
         }
         rssiSmoothing = smoothing
-        zoneRules = try ZoneRules(reading: entry)
+        radioModel = try RadioModel(reading: entry)
+        zoneRules = try ZoneRules(reading: entry, positioned: false)
+        if hasFloor || zoneRules.scoring == .position {
+            zoneRules = try ZoneRules(reading: entry, positioned: hasFloor)
+        }
     }
 }
 
@@ -330,13 +349,19 @@ extension ZoneRules {
         "zone_history", "zone_path_change_db_s",
     ]
 
-    /// The rules a site entry sets, the defaults for the others (the evidence's by the scoring and history).
-    package init(reading entry: SitesFileEntry) throws(SitesError) {
+    /// The rules a site entry sets, the defaults for the others (the scoring's by whether the site's beacons get
+    /// positions, the evidence's by the scoring and history).
+    package init(reading entry: SitesFileEntry, positioned: Bool) throws(SitesError) {
         self.init()
         let place = entry.place
-        let scoringName = entry.text("zone_scoring") ?? scoring.rawValue
+        let scoringName = entry.text("zone_scoring") ?? (positioned ? ZoneScoring.position : scoring).rawValue
         guard let scoring = ZoneScoring(rawValue: scoringName) else {
-            throw SitesError("\(place).zone_scoring must be 'pattern' or 'loudest', not '\(scoringName)'")
+            let names = ZoneScoring.allCases.map { "'\($0.rawValue)'" }.joined(separator: ", ")
+            throw SitesError("\(place).zone_scoring must be one of \(names), not '\(scoringName)'")
+        }
+        if scoring == .position, !positioned {
+            throw SitesError(
+                "\(place).zone_scoring 'position' needs a floor: at least \(SitesConfiguration.Site.receiversForPositions) agents with 'at' and a 'rect' for every zone")
         }
         self.scoring = scoring
         let historyName = entry.text("zone_history") ?? history.rawValue
@@ -345,6 +370,7 @@ extension ZoneRules {
         }
         self.history = history
         switchEvidenceDbSeconds = Self.defaultSwitchEvidenceDbSeconds(history: history, scoring: scoring)
+        pathChangeDbSeconds = Self.defaultPathChangeDbSeconds(scoring: scoring)
         if let cost = try entry.number("zone_path_change_db_s", within: 0...100_000) { pathChangeDbSeconds = cost }
         if let margin = try entry.number("zone_switch_margin_db", within: 0...30) { switchMarginDb = margin }
         if let factor = try entry.number("zone_switch_doorless_factor", within: 1...100) { doorlessEvidenceFactor = factor }
@@ -356,6 +382,17 @@ extension ZoneRules {
         ] {
             if let micros = try entry.seconds(key) { self[keyPath: path] = micros }
         }
+    }
+}
+
+extension RadioModel {
+    /// The model a site entry sets (`SitesConfiguration.Site.radioModelKeys`), the open-plan model's values for the
+    /// others.
+    package init(reading entry: SitesFileEntry) throws(SitesError) {
+        self = .openPlan
+        if let power = try entry.number("position_power_at_1m_dbm", within: -120...20) { powerAt1mDbm = power }
+        if let exponent = try entry.number("position_path_loss_exponent", within: 1...6) { self.exponent = exponent }
+        if let noise = try entry.number("position_noise_db", within: 1...30) { sigmaDb = noise }
     }
 }
 

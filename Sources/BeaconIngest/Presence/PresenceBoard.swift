@@ -3,7 +3,8 @@ import BeaconMessaging
 /// What live presence says now, kept from committed zone changes, and the messages that change it (retained, so
 /// each topic's latest message is its state). Pure: the publisher sends what it returns.
 ///
-/// Per served site: each beacon's placement (zone and since) and each zone's occupants (beacons placed there).
+/// Per served site: each beacon's placement (zone and since), its latest position where the site has a floor, and
+/// each zone's occupants (beacons placed there).
 /// Beacons get topics of their own only when in the registry, unless `allBeacons`; with `discovery`, a registry
 /// beacon's Home Assistant configs are made the first time it is placed at a site.
 struct PresenceBoard: Sendable {
@@ -20,6 +21,8 @@ struct PresenceBoard: Sendable {
     let discovery: HomeAssistantDiscovery?
     /// Per site: beacon → (zone, since).
     private var placed: [String: [String: (zone: String, since: Int64)]] = [:]
+    /// Per site: beacon → its latest position.
+    private var positions: [String: [String: BeaconPosition]] = [:]
     /// Per site and zone: the beacons placed there, and the count last published.
     private var counts: [String: [String: Int]] = [:]
     private var occupants: [String: [String: Int]] = [:]
@@ -43,6 +46,7 @@ struct PresenceBoard: Sendable {
         var board: [String: (zone: String, since: Int64)] = [:]
         for placement in placements { board[placement.beaconID] = (placement.zone, placement.enterMicros) }
         placed[site] = board
+        positions[site] = [:]
         counts[site] = Dictionary(board.values.map { ($0.zone, 1) }, uniquingKeysWith: +)
         occupants[site] = [:]
         var messages: [Message] = []
@@ -56,6 +60,7 @@ struct PresenceBoard: Sendable {
     /// A site served elsewhere now: its messages are the new owner's.
     mutating func forget(site: String) {
         placed[site] = nil
+        positions[site] = nil
         counts[site] = nil
         occupants[site] = nil
     }
@@ -64,6 +69,7 @@ struct PresenceBoard: Sendable {
     /// again.
     mutating func forgetAll() {
         placed = [:]
+        positions = [:]
         counts = [:]
         occupants = [:]
         discoveryPublished = []
@@ -92,7 +98,13 @@ struct PresenceBoard: Sendable {
                 counts[site]?[current.zone, default: 0] -= 1
                 touched[site, default: []].insert(current.zone)
                 messages += beaconMessages(site: site, beaconID: beaconID, zone: current.zone, present: false, since: since)
-            case .visitOpened, .visitClosed, .occupancy, .agentState:
+            case .position(let site, let beaconID, let position):
+                guard placed[site] != nil else { continue }
+                positions[site]?[beaconID] = position
+                if let current = placed[site]?[beaconID] {
+                    messages += beaconMessages(site: site, beaconID: beaconID, zone: current.zone, present: true, since: current.since)
+                }
+            case .visitOpened, .visitClosed, .occupancy, .agentState, .positionMinute:
                 continue
             }
         }
@@ -159,7 +171,13 @@ struct PresenceBoard: Sendable {
                 messages.append(Message(topic: discovery.topic(objectID: config.objectID), payload: config.payload))
             }
         }
-        let presence = BeaconPresence(site: site, beaconID: beaconID, label: label, zone: zone, present: present, sinceMicros: since)
+        var presence = BeaconPresence(site: site, beaconID: beaconID, label: label, zone: zone, present: present, sinceMicros: since)
+        if present, let position = positions[site]?[beaconID] {
+            presence.x = position.x
+            presence.y = position.y
+            presence.errorM = position.errorM
+            presence.zoneProbabilities = position.zoneShares
+        }
         messages.append(Message(topic: topic, payload: presence.payload, unregistered: labels[beaconID] == nil))
         return messages
     }

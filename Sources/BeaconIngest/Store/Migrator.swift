@@ -40,6 +40,7 @@ enum Schema {
         PackageResources.v024_sql,
         PackageResources.v025_sql,
         PackageResources.v026_sql,
+        PackageResources.v027_sql,
 
     ].enumerated().map { Migration(version: $0.offset + 1, file: $0.element) }
 }

@@ -39,6 +39,7 @@ struct PartitionMaintenance {
     /// for the next time) and deletes the rejected batches as old. Returns the number of partitions dropped.
     mutating func dropExpired() throws(PostgresError) -> Int {
         try connection.query("SELECT beaconflow.prune_rejections()")
+        try connection.query("SELECT beaconflow.prune_positions()")
         let rows = try connection.query(
             """
             SELECT beaconflow.drop_partitions_before((now() AT TIME ZONE 'UTC')::date

@@ -1,3 +1,4 @@
+import Foundation
 import LibPQ
 
 /// The zone tables: each beacon's live zone, visits, minute and hourly occupancy, each agent's state in its site's
@@ -10,6 +11,7 @@ struct ZoneStore {
     func write(_ changes: [ZoneChange]) throws(PostgresError) {
         guard !changes.isEmpty else { return }
         try writeLiveZones(changes)
+        try writePositions(changes)
         var opened: [(site: String, zone: String, beacon: String, enter: Int64)] = []
         var closed: [(site: String, beacon: String, enter: Int64, exit: Int64)] = []
         var occupancy: [(site: String, zone: String, minute: Int64, occupants: Int, seconds: Double)] = []
@@ -21,7 +23,7 @@ struct ZoneStore {
             case .occupancy(let site, let zone, let minute, let occupants, let seconds):
                 occupancy.append((site, zone, minute, occupants, seconds))
             case .agentState(let site, let agent, let state, let since): agentStates.append((site, agent, state, since))
-            case .placement: continue
+            case .placement, .position, .positionMinute: continue
             }
         }
         if !agentStates.isEmpty {
@@ -87,6 +89,76 @@ struct ZoneStore {
                 "SELECT beaconflow.refresh_zone_hours($1, $2, $3)",
                 [hours.map(\.site), hours.map(\.zone), hours.map { PostgresTimestamp(unixMicros: $0.time) }])
         }
+    }
+
+    /// Each beacon's latest position as the list leaves it, and the positions of the minutes passed
+    /// (`beacon_live_position`, `beacon_position_minutes`; v027.sql says how they are packed).
+    private func writePositions(_ changes: [ZoneChange]) throws(PostgresError) {
+        var latest: [String: (site: String, beacon: String, position: BeaconPosition)] = [:]
+        var order: [String] = []
+        var minutes: [(site: String, beacon: String, minute: Int64, packed: String)] = []
+        for change in changes {
+            switch change {
+            case .position(let site, let beacon, let position):
+                let key = site + "/" + beacon
+                if latest[key] == nil { order.append(key) }
+                latest[key] = (site, beacon, position)
+            case .positionMinute(let site, let beacon, let minute, let positions):
+                minutes.append((site, beacon, minute, Self.packed(positions, minute: minute)))
+            default: continue
+            }
+        }
+        if !order.isEmpty {
+            let rows = order.compactMap { latest[$0] }
+            try connection.query(
+                """
+                INSERT INTO beaconflow.beacon_live_position (site_id, beacon_id, ts, x, y, error_m, zone_probabilities)
+                SELECT site_id, beacon_id, ts, x, y, error_m, zone_probabilities::jsonb
+                FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::real[], $5::real[], $6::real[], $7::text[])
+                    AS p(site_id, beacon_id, ts, x, y, error_m, zone_probabilities)
+                ON CONFLICT (site_id, beacon_id) DO UPDATE
+                SET ts = excluded.ts, x = excluded.x, y = excluded.y, error_m = excluded.error_m,
+                    zone_probabilities = excluded.zone_probabilities
+                WHERE excluded.ts >= beacon_live_position.ts
+                """,
+                [
+                    rows.map(\.site), rows.map(\.beacon), rows.map { PostgresTimestamp(unixMicros: $0.position.timeMicros) },
+                    rows.map { Float($0.position.x) }, rows.map { Float($0.position.y) }, rows.map { Float($0.position.errorM) },
+                    rows.map { Self.json($0.position.zoneShares) },
+                ])
+        }
+        if !minutes.isEmpty {
+            // A minute written again (its readings replayed after a restart) keeps the fuller of the two.
+            try connection.query(
+                """
+                INSERT INTO beaconflow.beacon_position_minutes (site_id, beacon_id, minute, positions)
+                SELECT site_id, beacon_id, minute, positions::smallint[]
+                FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::text[]) AS m(site_id, beacon_id, minute, positions)
+                ON CONFLICT (site_id, beacon_id, minute) DO UPDATE SET positions = excluded.positions
+                WHERE array_length(excluded.positions, 1) >= array_length(beacon_position_minutes.positions, 1)
+                """,
+                [
+                    minutes.map(\.site), minutes.map(\.beacon), minutes.map { PostgresTimestamp(unixMicros: $0.minute) },
+                    minutes.map(\.packed),
+                ])
+        }
+    }
+
+    /// A minute's positions as a `smallint[]` literal: per position, tenths of a second into the minute, then x, y
+    /// and the error in decimetres (clamped to what a smallint holds: ±3.2 km).
+    static func packed(_ positions: [BeaconPosition], minute: Int64) -> String {
+        func decimetres(_ metres: Double) -> Int16 { Int16(clamping: Int((metres * 10).rounded())) }
+        let values = positions.flatMap { position in
+            [Int16(clamping: (position.timeMicros - minute) / 100_000), decimetres(position.x), decimetres(position.y), decimetres(position.errorM)]
+        }
+        return "{" + values.map(String.init).joined(separator: ",") + "}"
+    }
+
+    /// Zone shares as a JSON object, keys sorted.
+    static func json(_ shares: [String: Double]) -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        return (try? encoder.encode(shares)).flatMap { String(data: $0, encoding: .utf8) } ?? "{}"
     }
 
     /// Each beacon's live zone as the list leaves it: where it was placed last (and when it left, if it left after),

@@ -1,3 +1,6 @@
+import BeaconPositions
+import Foundation
+
 /// Zone assignment for one site, in event time. A pure state machine.
 ///
 /// Readings (RSSI per beacon and agent) wait until the site's watermark passes them (`EventTime`), then are smoothed
@@ -11,9 +14,10 @@
 /// (`eventTime`), each beacon's place and evidence (`beacons`), the minutes not counted yet (`presence`,
 /// `nextMinute`), and the patterns learned (`patterns`).
 ///
-/// Each zone has a level for a beacon: by default its score under the site's learned patterns (`ZonePatterns`),
-/// which weighs the fresh readings of every agent; with `zone_scoring: loudest`, the loudest fresh reading of the
-/// zone's own agents. A beacon is placed in the zone of the highest level and moves by change detection (Page's
+/// Each zone has a level for a beacon: where the site has a floor (agents with `at`, zones with `rect`), by default
+/// its share of where the beacon is (`PositionBelief`, which every reading of a placed agent moves), in dB;
+/// elsewhere by default its score under the site's learned patterns (`ZonePatterns`), which weighs the fresh
+/// readings of every agent; with `zone_scoring: loudest`, the loudest fresh reading of the zone's own agents. A beacon is placed in the zone of the highest level and moves by change detection (Page's
 /// CUSUM): each other zone gathers evidence, its excess over the current zone beyond a margin times how long it lasts,
 /// never below 0; the beacon moves when a zone's evidence reaches `switchEvidenceDbSeconds` after gathering for at
 /// least `switchDwellMicros`. So a brief shadow (a person between beacon and receiver) gathers a little and decays,
@@ -30,9 +34,14 @@ public struct SiteZoneTracker: Sendable {
     let zones: [String]
     /// A minute's presence before any: no beacon in any zone.
     let emptyMinute: [[String: Int64]]
-    /// The agents that serve a zone (the others' readings are ignored), numbered as in `patterns`, in the order
-    /// of their ids (readings at the same time are applied in that order).
+    /// The agents that serve a zone, and with `zone_scoring: position` those with a position (the others' readings
+    /// are ignored), numbered as in `patterns`, in the order of their ids (readings at the same time are applied
+    /// in that order).
     let agentNumbers: [String: Int]
+    /// With `zone_scoring: position`: the site's floor, and each agent's receiver on it by agent number (nil for
+    /// an agent without a position).
+    let floor: FloorModel?
+    let receiverOfAgent: [Int?]
     var patterns: ZonePatterns
     /// Whether two zones (by number) share a door; nil where the site lists none (every pair does).
     let doors: [[Bool]]?
@@ -103,6 +112,14 @@ public struct SiteZoneTracker: Sendable {
         var stays: [LiveStay] = []
         /// With `zone_history: path` or `confirmed` and `zone_scoring: pattern`: what the patterns learn from once decided.
         var samples = ZonePatternSamples()
+        /// With `zone_scoring: position`: where the beacon is on the floor, each zone's share of it, the slot of
+        /// event time of its newest reading, whether that slot's position was given, and the positions of the
+        /// current minute.
+        var position: PositionBelief?
+        var positionShares: [Double] = []
+        var positionSlot: Int64 = .min
+        var positionGiven = true
+        var minutePositions: [BeaconPosition] = []
     }
 
     struct AgentFilter: Sendable {
@@ -117,6 +134,8 @@ public struct SiteZoneTracker: Sendable {
     /// Storage for a reading's zone levels, smoothed and as heard (see `apply`).
     private var scratchLevels: [Double] = []
     private var scratchHeardLevels: [Double] = []
+    /// Storage for a position belief's spreading and its zone shares.
+    private var scratchCells: [Float] = []
     /// The tracker as it was at `beginTransaction()`, without its beacons (journaled instead).
     private var undo: [SiteZoneTracker] = []
     /// Microseconds of presence per minute, zone number and beacon, for minutes not yet counted.
@@ -148,14 +167,29 @@ public struct SiteZoneTracker: Sendable {
         smoothing = site.rssiSmoothing == .kalman ? ProximitySmoother.Configuration() : nil
         zones = site.zones.map(\.id)
         emptyMinute = Array(repeating: [:], count: zones.count)
-        let placed = site.agents.compactMap { agent in agent.zone.map { (id: agent.id, zone: $0) } }.sorted { $0.id < $1.id }
+        let positioned = rules.scoring == .position && site.hasFloor
+        let placed = site.agents.filter { $0.zone != nil || (positioned && $0.position != nil) }.sorted { $0.id < $1.id }
         agentNumbers = Dictionary(uniqueKeysWithValues: placed.enumerated().map { ($1.id, $0) })
         eventTime = EventTime(agents: agentNumbers.keys)
+        if positioned {
+            let withPosition = placed.filter { $0.position != nil }
+            floor = FloorModel(
+                zones: site.zones.map { $0.rect ?? [] },
+                // Readings come with each agent's offset already added.
+                receivers: withPosition.map { FloorModel.Receiver(x: $0.position!.x, y: $0.position!.y, z: $0.position!.z) },
+                model: site.radioModel)
+            receiverOfAgent = placed.map { agent in withPosition.firstIndex { $0.id == agent.id } }
+        } else {
+            floor = nil
+            receiverOfAgent = []
+        }
         let zoneIDs = zones
         doors = site.doors.isEmpty ? nil : zoneIDs.map { from in
             zoneIDs.map { to in from == to || site.doors.contains { Set($0) == Set([from, to]) } }
         }
-        patterns = ZonePatterns(zoneCount: zones.count, zoneOfAgent: placed.map { [zones] agent in zones.firstIndex(of: agent.zone) ?? 0 })
+        // An agent without a zone (placed by position only) counts for the first zone: patterns are not used there.
+        patterns = ZonePatterns(
+            zoneCount: zones.count, zoneOfAgent: placed.map { [zones] agent in agent.zone.flatMap { zones.firstIndex(of: $0) } ?? 0 })
     }
 
     /// Queues an agent's readings; each is applied once the watermark passes it.
@@ -198,10 +232,11 @@ public struct SiteZoneTracker: Sendable {
     /// the watermark passes, not when the next minute is counted.
     private mutating func closeVisitsOfSilentBeacons(at time: Int64, into changes: inout [ZoneChange]) {
         let silent = beacons.filter {
-            ($0.value.zone != nil || $0.value.path != nil || $0.value.historyZone != nil)
+            ($0.value.zone != nil || $0.value.path != nil || $0.value.historyZone != nil || !$0.value.minutePositions.isEmpty || !$0.value.positionGiven)
                 && time - $0.value.lastSeenMicros > rules.absenceTimeoutMicros
         }
         for (beaconID, var beacon) in silent.sorted(by: { $0.key < $1.key }) {
+            keepPositions(of: beaconID, &beacon, into: &changes)
             if !storesLiveHistory { endPath(of: beaconID, &beacon, into: &changes) }
             leave(beaconID, beacon, into: &changes)
             beacon.zone = nil
@@ -270,6 +305,14 @@ public struct SiteZoneTracker: Sendable {
         beacon.lastSeenMicros = max(beacon.lastSeenMicros, time)
 
         beacon.readings.removeAll { time - $0.time > rules.readingLifetimeMicros }
+        if let floor, let receiver = receiverOfAgent[reading.agentNumber] {
+            let slot = time.floorDivided(by: BeaconPosition.intervalMicros)
+            // A reading in a later slot ends the one before: its position is the belief after all its readings.
+            if slot > beacon.positionSlot { givePosition(of: reading.beaconID, &beacon, into: &changes) }
+            beacon.positionSlot = max(beacon.positionSlot, slot)
+            locate(&beacon, receiver: receiver, rssi: reading.rssi, at: time, on: floor)
+            beacon.positionGiven = false
+        }
         // The levels' storage is the tracker's, reused from reading to reading.
         var levels: [Double] = []
         var heardLevels: [Double] = []
@@ -279,7 +322,7 @@ public struct SiteZoneTracker: Sendable {
             swap(&levels, &scratchLevels)
             swap(&heardLevels, &scratchHeardLevels)
         }
-        zoneLevels(of: beacon.readings, heard: false, into: &levels)
+        zoneLevels(of: beacon, heard: false, into: &levels)
         if rules.history == .path { extendPath(of: reading.beaconID, &beacon, at: time, into: &changes) }
         if rules.scoring == .pattern, storesLiveHistory, let zone = beacon.zone, time - beacon.enterMicros >= ZonePatterns.learnAfterMicros {
             patterns.learn(zone: zone, agent: reading.agentNumber, levels: beacon.readings.lazy.map { (agent: $0.number, level: $0.rssi) })
@@ -320,9 +363,10 @@ public struct SiteZoneTracker: Sendable {
             }
             beacon.evidence = evidence
             // Without smoothing the levels are already those of the readings as heard.
-            if smoothing != nil { zoneLevels(of: beacon.readings, heard: true, into: &heardLevels) }
+            let levelsAsHeard = smoothing != nil && rules.scoring != .position
+            if levelsAsHeard { zoneLevels(of: beacon, heard: true, into: &heardLevels) }
             beacon.crossings.add(
-                levels: smoothing == nil ? levels : heardLevels, current: current, seconds: seconds, at: time, unheard: Self.unheardDbm)
+                levels: levelsAsHeard ? heardLevels : levels, current: current, seconds: seconds, at: time, unheard: Self.unheardDbm)
             // The most evidence for its threshold; between equal ones, the first zone id in alphabetical order.
             func share(_ entry: (zone: Int, dbSeconds: Double, sinceMicros: Int64)) -> Double {
                 entry.dbSeconds / (evidenceNeeded(from: current, to: entry.zone) * (1 + settled))
@@ -372,6 +416,19 @@ public struct SiteZoneTracker: Sendable {
         store(beacon)
     }
 
+    /// Moves the beacon's position belief by a reading of `receiver` (as heard, with its agent's offset), and each
+    /// zone's share of it.
+    private mutating func locate(_ beacon: inout Beacon, receiver: Int, rssi: Double, at time: Int64, on floor: FloorModel) {
+        var belief = beacon.position ?? PositionBelief(floor: floor)
+        beacon.position = nil
+        belief.update(receiver: receiver, rssi: rssi, timeMicros: time, on: floor, scratch: &scratchCells)
+        belief.zoneProbabilities(on: floor, into: &beacon.positionShares)
+        beacon.position = belief
+    }
+
+    /// The least share of a position belief a zone's level counts (-40 dB): so far off, the beacon is not there.
+    static let leastZoneShare = 1e-4
+
     /// A placed beacon left (absent, forgotten, or the site stopped): its live zone, and with `crossings` its visit,
     /// ends when it was last heard.
     func leave(_ beaconID: String, _ beacon: Beacon, into changes: inout [ZoneChange]) {
@@ -400,6 +457,7 @@ public struct SiteZoneTracker: Sendable {
         var forgotten: Set<String> = []
         for (_, beaconID) in oldest {
             if var beacon = beacons[beaconID] {
+                keepPositions(of: beaconID, &beacon, into: &changes)
                 if !storesLiveHistory { endPath(of: beaconID, &beacon, into: &changes) }
                 leave(beaconID, beacon, into: &changes)
             }

@@ -1,3 +1,5 @@
+import Foundation
+
 /// When a beacon most likely crossed into another zone, in hindsight: the history a site stores dates each move
 /// there rather than where the (smoothed, and so late) evidence for it began. Pure.
 ///
@@ -41,16 +43,23 @@ struct ZoneCrossings: Sendable, Equatable {
 }
 
 extension SiteZoneTracker {
-    /// Each zone's level for a beacon, by zone number, from its agents' fresh readings (smoothed, or as `heard`):
-    /// its score under the learned patterns, or its loudest reading (-infinity: not a candidate). Written to
+    /// Each zone's level for a beacon, by zone number: its share of the beacon's position in dB, or from its agents'
+    /// fresh readings (smoothed, or as `heard`) its score under the learned patterns or its loudest reading
+    /// (-infinity: not a candidate). Written to
     /// `levels`, whose storage is reused from reading to reading.
-    func zoneLevels(of readings: [AgentReading], heard: Bool, into levels: inout [Double]) {
+    func zoneLevels(of beacon: Beacon, heard: Bool, into levels: inout [Double]) {
         if levels.count == zones.count {
             for zone in levels.indices { levels[zone] = -.infinity }
         } else {
             levels = [Double](repeating: -.infinity, count: zones.count)
         }
+        let readings = beacon.readings
         switch rules.scoring {
+        case .position:
+            // A beacon not located yet (no reading of a placed agent) has no level anywhere.
+            for zone in beacon.positionShares.indices {
+                levels[zone] = 10 * log10(max(beacon.positionShares[zone], Self.leastZoneShare))
+            }
         case .pattern where !readings.isEmpty:
             patterns.score(levels: readings.lazy.map { (agent: $0.number, level: heard ? $0.heard : $0.rssi) }, into: &levels)
         default:

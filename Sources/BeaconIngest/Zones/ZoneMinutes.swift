@@ -100,6 +100,11 @@ extension SiteZoneTracker {
             minute += Self.minute
         }
         nextMinute = minute
+        // The positions of each beacon's last minute: the data ended.
+        for (beaconID, var beacon) in beacons.filter({ !$0.value.minutePositions.isEmpty || !$0.value.positionGiven }).sorted(by: { $0.key < $1.key }) {
+            keepPositions(of: beaconID, &beacon, into: &changes)
+            beacons[beaconID] = beacon
+        }
         if closingVisits {
             let placed = beacons.filter { $0.value.zone != nil || $0.value.path != nil || $0.value.historyZone != nil }
             for (beaconID, var beacon) in placed.sorted(by: { $0.key < $1.key }) {

@@ -13,7 +13,7 @@ extension SiteZoneTracker {
         let second = time.floorDivided(by: 1_000_000)
         if let path = beacon.path, second < path.newestSecond { return }
         var heard: [Double] = []
-        zoneLevels(of: beacon.readings, heard: true, into: &heard)
+        zoneLevels(of: beacon, heard: true, into: &heard)
         if rules.scoring == .pattern { beacon.samples.add(second: second, levels: beacon.readings.lazy.map { (agent: $0.number, level: $0.heard) }) }
         guard beacon.path != nil else {
             beacon.path = ZonePath(second: second, levels: heard, lagSeconds: pathLagSeconds)

@@ -7,6 +7,9 @@ public enum ZoneScoring: String, Sendable, Equatable, CaseIterable {
     case pattern
     /// Each zone by the loudest reading among its own agents.
     case loudest
+    /// Each zone by its share of where the beacon is on the site's floor (`PositionBelief`), in dB: the default
+    /// where the site has a floor (agents with `at`, zones with `rect`).
+    case position
 }
 
 /// What a site learns of its zones from the beacons in them: for each zone and agent, how loud that agent hears

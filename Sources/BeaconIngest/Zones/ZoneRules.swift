@@ -35,8 +35,9 @@ public struct ZoneRules: Sendable, Equatable {
     /// How the stored history (visits, minutes) is decided (`zone_history`): by the live decisions dated where the
     /// readings turned, those of them the likeliest path over the history lag confirms, or that path.
     public var history: ZoneHistory = .confirmed
-    /// What a change of zone costs the likeliest path (`zone_path_change_db_s`), in the zones' levels times seconds.
-    public var pathChangeDbSeconds: Double = 150
+    /// What a change of zone costs the likeliest path (`zone_path_change_db_s`), in the zones' levels times seconds
+    /// (by default `defaultPathChangeDbSeconds(scoring:)`).
+    public var pathChangeDbSeconds: Double = Self.defaultPathChangeDbSeconds(scoring: .pattern)
     /// How long a silent agent holds its site's decisions back, in the ingest's own time (`allowed_lateness_s`):
     /// its batches arriving within it are applied in event order, before any minute they fall in is counted.
     /// Past it the agent is let go, and what it brings back from behind the watermark is stored as sightings but
@@ -52,8 +53,20 @@ public struct ZoneRules: Sendable, Equatable {
     /// from a history decided in hindsight (`path`, `confirmed`: every agent's level teaches, so the patterns
     /// spread wider and their scores differ less, and the history leaves out the live rule's quick mistakes) than
     /// with the live decisions stored as they are (`crossings`) or each zone as loud as its loudest agent.
+    /// Zones scored by position move on less: a zone's share of the position is already smoothed over time by the
+    /// walking speed (chosen on recorded walks kept for choosing settings, BENCHMARKS.md "Positions in the ingest").
     public static func defaultSwitchEvidenceDbSeconds(history: ZoneHistory, scoring: ZoneScoring) -> Double {
-        scoring == .pattern && history != .crossings ? 120 : 200
+        switch scoring {
+        case .position: 60
+        case .pattern where history != .crossings: 120
+        default: 200
+        }
+    }
+
+    /// What a change of zone costs the likeliest path unless the sites file sets it: less where zones are scored
+    /// by position, whose levels (a zone's share of the position, in dB) span less than RSSI's.
+    public static func defaultPathChangeDbSeconds(scoring: ZoneScoring) -> Double {
+        scoring == .position ? 100 : 150
     }
 }
 
@@ -98,11 +111,18 @@ public enum ZoneChange: Sendable, Equatable {
     case occupancy(site: String, zone: String, minuteMicros: Int64, occupants: Int, occupantSeconds: Double)
     /// An agent's state changed, at `sinceMicros` of the ingest's clock.
     case agentState(site: String, agent: String, state: AgentZoneState, sinceMicros: Int64)
+    /// Where a beacon is on its site's floor (`zone_scoring: position`), once every `BeaconPosition.intervalMicros`
+    /// of event time while it is heard: the live position.
+    case position(site: String, beaconID: String, position: BeaconPosition)
+    /// A beacon's positions of the minute that starts at `minuteMicros`, once its readings have passed that minute
+    /// (or it left): the positions' history, one row a beacon-minute.
+    case positionMinute(site: String, beaconID: String, minuteMicros: Int64, positions: [BeaconPosition])
 
     public var site: String {
         switch self {
         case .placement(let site, _, _, _), .visitOpened(let site, _, _, _), .visitClosed(let site, _, _, _),
-            .occupancy(let site, _, _, _, _), .agentState(let site, _, _, _):
+            .occupancy(let site, _, _, _, _), .agentState(let site, _, _, _), .position(let site, _, _),
+            .positionMinute(let site, _, _, _):
             site
         }
     }
