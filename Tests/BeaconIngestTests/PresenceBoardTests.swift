@@ -117,3 +117,27 @@ import Testing
                 == #"{"battery_mv":2900,"battery_pct":null,"status":"ok","temperature_c":21.5}"#)
     }
 }
+
+extension PresenceBoardTests {
+    /// Where the site has a floor, a placed beacon's message carries its latest position (and only while present).
+    @Test func aPositionIsToldWithThePlacement() throws {
+        var board = PresenceBoard(sites: Self.sites, allBeacons: false, discovery: nil)
+        _ = board.serve(site: "hq", placements: [])
+        let position = BeaconPosition(timeMicros: 10_000_000, x: 3.14159, y: 2.5, errorM: 1.234, zoneShares: ["lobby": 0.9, "lab": 0.1])
+        // Not placed yet: nothing to tell.
+        #expect(board.apply([.position(site: "hq", beaconID: "ibeacon:a:1:1", position: position)]).isEmpty)
+        let placed = board.apply([.placement(site: "hq", beaconID: "ibeacon:a:1:1", zone: "lobby", sinceMicros: 0)])
+        let first = try #require(placed.compactMap { BeaconPresence(payload: $0.payload) }.first)
+        #expect(first.x == 3.14 && first.y == 2.5 && first.errorM == 1.23 && first.zoneProbabilities == ["lobby": 0.9, "lab": 0.1])
+        var moved = position
+        moved.x = 4
+        let told = board.apply([.position(site: "hq", beaconID: "ibeacon:a:1:1", position: moved)])
+        #expect(told.compactMap { BeaconPresence(payload: $0.payload) }.map(\.x) == [4])
+        #expect(String(decoding: told[0].payload, as: UTF8.self).contains(#""error_m":1.23"#))
+        // Away: the message says where it was last placed, not a position.
+        let left = board.apply([.placement(site: "hq", beaconID: "ibeacon:a:1:1", zone: nil, sinceMicros: 20_000_000)])
+        let away = try #require(left.compactMap { BeaconPresence(payload: $0.payload) }.first)
+        #expect(!away.present && away.x == nil && away.zoneProbabilities == nil)
+        #expect(String(decoding: left[0].payload, as: UTF8.self).contains(#""x":null"#))
+    }
+}

@@ -71,6 +71,16 @@ struct RecordingReplayTests {
         #expect(stored.map { [$0[0] ?? "", $0[1] ?? "", $0[2] ?? ""] }
             == expected.sorted { $0.key < $1.key }.map { [$0.key, "\($0.value.count)", "\($0.value.rssiSum)"] })
         #expect(try harness.query("SELECT DISTINCT beacon_id FROM beaconflow.sightings WHERE site_id = 'office'") == [["mac:E7:8F:13:56:24:CE"]])
+        // The office has a floor: the beacon's latest position, on the floor, with each quarter's share of it.
+        let positions = try harness.query(
+            """
+            SELECT beacon_id, x, y, error_m, (SELECT sum(value::float8) FROM jsonb_each_text(zone_probabilities))
+            FROM beaconflow.beacon_positions WHERE site_id = 'office'
+            """)
+        let position = try #require(positions.first, "no position")
+        #expect(positions.count == 1 && position[0] == "mac:E7:8F:13:56:24:CE")
+        let (x, y, error, shares) = (Double(position[1] ?? "") ?? -1, Double(position[2] ?? "") ?? -1, Double(position[3] ?? "") ?? -1, Double(position[4] ?? "") ?? 0)
+        #expect((0...20.67).contains(x) && (0...17.65).contains(y) && error > 0 && abs(shares - 1) < 0.03, "\(position)")
         try await harness.stop()
     }
 

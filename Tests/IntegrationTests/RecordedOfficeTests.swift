@@ -1,0 +1,39 @@
+import AccuracyHarness
+import BeaconIngest
+import Foundation
+import LocalServers
+import Logging
+import TestServers
+import Testing
+
+/// The office recording's walks kept for reporting (examples/recordings/open-office: rectangular and zigzagging,
+/// played back to back as one), through agents, mosquitto, the ingest and PostgreSQL with the sites file as it is:
+/// the zones from positions against the simplest method, the stored positions against the weighted centroid.
+@Suite(
+    .enabled(if: MosquittoServer.executable != nil && PostgresServer.binaries != nil, "mosquitto or PostgreSQL is not installed"),
+    .timeLimit(.minutes(5)))
+struct RecordedOfficeTests {
+    static let office = repositoryRoot + "/examples/recordings/open-office/"
+    static let reported = ["rectangular-with-rotation", "rectangular-without-rotation", "zigzagging-with-rotation", "zigzagging-without-rotation"]
+
+    @Test func zonesAndPositionsOnWalksKeptForReportingBeatTheBaselines() async throws {
+        let directory = try makeTemporaryDirectory(prefix: "office")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let walk = try RecordedWalk(backToBack: Self.reported.map { Self.office + $0 + ".csv" }, directory: directory)
+        let database = try await PostgresServer.start()
+        let score = try await walk.runThroughPipeline(database: database, logger: Logger(label: "office"))
+        let nearest = walk.loudestReceiver()
+        // While present: at least 10 points above the simplest method, no stay of 16 missed, no false change where
+        // the simplest method makes about a thousand an hour.
+        #expect(score.trueStays == 16 && score.missedStays == 0, "\(score)")
+        #expect(score.zoneAccuracy >= nearest.zoneAccuracy + 0.10, "\(score.zoneAccuracy) against \(nearest.zoneAccuracy)")
+        #expect(score.falseChangesPerBeaconHour <= nearest.falseChangesPerBeaconHour / 10)
+        // A position stored every 10 s of the beacon's readings, closer to the truth than the weighted centroid
+        // each second (median 2.2 m, p95 5.7 m).
+        let stored = RecordedWalk.PositionErrors(errors: score.positionErrors)
+        let centroid = walk.weightedCentroid()
+        #expect(stored.errors.count >= 36, "\(stored.errors.count)")
+        #expect(try #require(stored.median) <= 0.85 * (try #require(centroid.median)), "\(stored.median!) against \(centroid.median!)")
+        #expect(try #require(stored.p95) <= 0.7 * (try #require(centroid.p95)), "\(stored.p95!) against \(centroid.p95!)")
+    }
+}
