@@ -18,7 +18,7 @@ import Testing
 
     @Test func readingsOfAPlaceFindItAndAWalkIsFollowed() {
         let floor = FloorModel(zones: quarters, receivers: receivers, model: model)
-        #expect(floor.cellSize == FloorModel.finestCell && floor.cellCount == 40 * 32)
+        #expect(floor.cellSize == FloorModel.finestCell && floor.cellCount == 20 * 16)
         var belief = PositionBelief(floor: floor)
         var scratch: [Float] = []
         var time: Int64 = 0
@@ -30,7 +30,7 @@ import Testing
         }
         let found = belief.estimate(on: floor)
         #expect(abs(found.x - 2.5) < 0.5 && abs(found.y - 6) < 0.5, "\(found)")
-        #expect(found.spread < 1.5)
+        #expect(found.spread < 2)
         // The belief sums to one over the floor, most of it in the quarter that holds the place.
         var shares: [Double] = []
         belief.zoneProbabilities(on: floor, into: &shares)
@@ -66,7 +66,7 @@ import Testing
 
     @Test func aLargeFloorGetsLargerCells() {
         let floor = FloorModel(zones: [[0, 0, 100, 50]], receivers: receivers, model: model)
-        #expect(floor.cellCount <= FloorModel.maximumCells && floor.cellSize > 0.75 && floor.cellSize < 0.85)
+        #expect(floor.cellCount <= FloorModel.maximumCells && floor.cellSize > 1.1 && floor.cellSize < 1.2, "\(floor.cellSize)")
     }
 
     @Test func theRadioModelIsFittedFromReadingsAtKnownDistances() {

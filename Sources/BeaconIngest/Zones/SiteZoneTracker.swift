@@ -112,11 +112,12 @@ public struct SiteZoneTracker: Sendable {
         var stays: [LiveStay] = []
         /// With `zone_history: path` or `confirmed` and `zone_scoring: pattern`: what the patterns learn from once decided.
         var samples = ZonePatternSamples()
-        /// With `zone_scoring: position`: where the beacon is on the floor, each zone's share of it, the slot of
-        /// event time of its newest reading, whether that slot's position was given, and the positions of the
-        /// current minute.
+        /// With `zone_scoring: position`: where the beacon is on the floor, each zone's share of it, the readings
+        /// of the second not applied to it yet, the slot of event time of its newest reading, whether that slot's
+        /// position was given, and the positions of the current minute (`ZonePositions.swift`).
         var position: PositionBelief?
         var positionShares: [Double] = []
+        var heardThisSecond = HeardInSecond()
         var positionSlot: Int64 = .min
         var positionGiven = true
         var minutePositions: [BeaconPosition] = []
@@ -134,8 +135,8 @@ public struct SiteZoneTracker: Sendable {
     /// Storage for a reading's zone levels, smoothed and as heard (see `apply`).
     private var scratchLevels: [Double] = []
     private var scratchHeardLevels: [Double] = []
-    /// Storage for a position belief's spreading and its zone shares.
-    private var scratchCells: [Float] = []
+    /// Storage for a position belief's spreading.
+    var scratchCells: [Float] = []
     /// The tracker as it was at `beginTransaction()`, without its beacons (journaled instead).
     private var undo: [SiteZoneTracker] = []
     /// Microseconds of presence per minute, zone number and beacon, for minutes not yet counted.
@@ -305,13 +306,8 @@ public struct SiteZoneTracker: Sendable {
         beacon.lastSeenMicros = max(beacon.lastSeenMicros, time)
 
         beacon.readings.removeAll { time - $0.time > rules.readingLifetimeMicros }
-        if let floor, let receiver = receiverOfAgent[reading.agentNumber] {
-            let slot = time.floorDivided(by: BeaconPosition.intervalMicros)
-            // A reading in a later slot ends the one before: its position is the belief after all its readings.
-            if slot > beacon.positionSlot { givePosition(of: reading.beaconID, &beacon, into: &changes) }
-            beacon.positionSlot = max(beacon.positionSlot, slot)
-            locate(&beacon, receiver: receiver, rssi: reading.rssi, at: time, on: floor)
-            beacon.positionGiven = false
+        if floor != nil, let receiver = receiverOfAgent[reading.agentNumber] {
+            locate(reading.beaconID, &beacon, receiver: receiver, rssi: reading.rssi, at: time, into: &changes)
         }
         // The levels' storage is the tracker's, reused from reading to reading.
         var levels: [Double] = []
@@ -414,16 +410,6 @@ public struct SiteZoneTracker: Sendable {
         // After the live decision, so that a move it dates into the second the path decides now is seen there.
         if rules.history == .confirmed { extendPath(of: reading.beaconID, &beacon, at: time, into: &changes) }
         store(beacon)
-    }
-
-    /// Moves the beacon's position belief by a reading of `receiver` (as heard, with its agent's offset), and each
-    /// zone's share of it.
-    private mutating func locate(_ beacon: inout Beacon, receiver: Int, rssi: Double, at time: Int64, on floor: FloorModel) {
-        var belief = beacon.position ?? PositionBelief(floor: floor)
-        beacon.position = nil
-        belief.update(receiver: receiver, rssi: rssi, timeMicros: time, on: floor, scratch: &scratchCells)
-        belief.zoneProbabilities(on: floor, into: &beacon.positionShares)
-        beacon.position = belief
     }
 
     /// The least share of a position belief a zone's level counts (-40 dB): so far off, the beacon is not there.

@@ -27,14 +27,67 @@ public struct BeaconPosition: Sendable, Equatable {
     public static let leastShare = 0.005
 }
 
-/// The positions a site with `zone_scoring: position` gives: each beacon's position once a slot of event time,
-/// as the belief stands after the slot's readings (given at the first reading of a later slot, or when the beacon
-/// leaves or the data ends), and its positions of each minute once the beacon's readings have passed it.
+/// A beacon's readings of one second, per receiver: they move its position belief together, once the second has
+/// passed, as one reading each (their mean): a receiver's readings within a second share their fading, and the
+/// belief costs the same to move whether a receiver heard one advert or ten.
+struct HeardInSecond: Sendable {
+    var second: Int64 = .min
+    var newestMicros: Int64 = .min
+    var readings: [(receiver: Int, sum: Double, count: Int)] = []
+
+    mutating func add(receiver: Int, rssi: Double, at time: Int64) {
+        newestMicros = max(newestMicros, time)
+        if let index = readings.firstIndex(where: { $0.receiver == receiver }) {
+            readings[index].sum += rssi
+            readings[index].count += 1
+        } else {
+            readings.append((receiver, rssi, 1))
+        }
+    }
+}
+
+/// Positions where a site has a floor (`zone_scoring: position`): each beacon's belief moved once a second by what
+/// each receiver heard of it in that second, and its position given once a slot of event time, as the belief
+/// stands after the slot's readings (at the first reading of a later slot, or when the beacon leaves or the data
+/// ends), and kept per minute once the beacon's readings have passed the minute.
 extension SiteZoneTracker {
+    /// A reading of a placed receiver (as heard, with its agent's offset): the second before it, once passed,
+    /// moves the belief and each zone's share of it; the slot before it, once passed, gives its position.
+    mutating func locate(_ beaconID: String, _ beacon: inout Beacon, receiver: Int, rssi: Double, at time: Int64, into changes: inout [ZoneChange]) {
+        let slot = time.floorDivided(by: BeaconPosition.intervalMicros)
+        if slot > beacon.positionSlot { givePosition(of: beaconID, &beacon, into: &changes) }
+        beacon.positionSlot = max(beacon.positionSlot, slot)
+        let second = time.floorDivided(by: 1_000_000)
+        if second > beacon.heardThisSecond.second {
+            moveBelief(&beacon)
+            beacon.heardThisSecond.second = second
+        }
+        beacon.heardThisSecond.add(receiver: receiver, rssi: rssi, at: time)
+        beacon.positionGiven = false
+    }
+
+    /// Moves the beacon's belief by the readings of the second gathered (each receiver's mean), and each zone's
+    /// share of it.
+    private mutating func moveBelief(_ beacon: inout Beacon) {
+        guard let floor, !beacon.heardThisSecond.readings.isEmpty else { return }
+        var belief = beacon.position ?? PositionBelief(floor: floor)
+        beacon.position = nil
+        for heard in beacon.heardThisSecond.readings {
+            belief.update(
+                receiver: heard.receiver, rssi: heard.sum / Double(heard.count), timeMicros: beacon.heardThisSecond.newestMicros, on: floor,
+                scratch: &scratchCells)
+        }
+        belief.zoneProbabilities(on: floor, into: &beacon.positionShares)
+        beacon.position = belief
+        beacon.heardThisSecond.readings.removeAll(keepingCapacity: true)
+    }
+
     /// The position of the beacon's newest slot, unless given already; the minute before it first, once the
     /// position is in a later minute.
     mutating func givePosition(of beaconID: String, _ beacon: inout Beacon, into changes: inout [ZoneChange]) {
-        guard !beacon.positionGiven, let floor, let belief = beacon.position, let time = belief.timeMicros else { return }
+        guard !beacon.positionGiven else { return }
+        moveBelief(&beacon)
+        guard let floor, let belief = beacon.position, let time = belief.timeMicros else { return }
         beacon.positionGiven = true
         if let first = beacon.minutePositions.first, Self.minuteStart(first.timeMicros) != Self.minuteStart(time) {
             keepPositions(of: beaconID, &beacon, into: &changes)
