@@ -21,6 +21,8 @@ struct RecordingReplayTests {
         let harness = try await IngestHarness.start { configuration in
             configuration.sites = SitesConfiguration(
                 sites: configuration.sites.sites + officeSites.sites, beacons: configuration.sites.beacons + officeSites.beacons)
+            // The recording ends with the test: its last minute's positions are kept at the stop.
+            configuration.finishZonesAtStop = true
         }
         let recording = office + "/straight-04.csv"
         var reader = RecordingReader()
@@ -82,6 +84,16 @@ struct RecordingReplayTests {
         let (x, y, error, shares) = (Double(position[1] ?? "") ?? -1, Double(position[2] ?? "") ?? -1, Double(position[3] ?? "") ?? -1, Double(position[4] ?? "") ?? 0)
         #expect((0...20.67).contains(x) && (0...17.65).contains(y) && error > 0 && abs(shares - 1) < 0.03, "\(position)")
         try await harness.stop()
+        // The history: a position each 10 s of the 24 s walk, under a byte a sighting stored (each row with its line
+        // pointer and its primary key's index entry).
+        #expect(try harness.query("SELECT count(*) FROM beaconflow.beacon_position_history WHERE site_id = 'office'") == [["3"]])
+        let bytes = try harness.query(
+            """
+            SELECT sum(pg_column_size(m.*) + 4 + 8 + pg_column_size(row(m.site_id, m.beacon_id, m.minute)))
+            FROM beaconflow.beacon_position_minutes m WHERE site_id = 'office'
+            """)
+        let perSighting = (Double(bytes.first?[0] ?? "") ?? .infinity) / 558
+        #expect(perSighting < 1, "\(perSighting) bytes a sighting")
     }
 
     /// The agent's command line in docs/recordings.md, its continuation lines joined.

@@ -18,15 +18,19 @@ let siteID = "bench"
 /// The site of an agent when there are `sites` sites.
 func site(of agent: Int, sites: Int) -> String { sites == 1 ? siteID : "\(siteID)-\(agent % sites)" }
 
-func makeSitesText(sites: Int, siteKeys: String = "") -> String {
+/// `floor`: the zones are rooms of 6 × 6 m in a row, each agent placed in its room (`at`), so that beacons get
+/// positions and zones are scored by them.
+func makeSitesText(sites: Int, siteKeys: String = "", floor: Bool = false) -> String {
     "sites:\n" + (0..<sites).map { index in
         let id = site(of: index, sites: sites)
         let agents = (0..<agentCount).filter { site(of: $0, sites: sites) == id }
+        func rect(_ zone: Int) -> String { floor ? ", rect: [\(zone * 6), 0, \(zone * 6 + 6), 6]" : "" }
+        func at(_ agent: Int) -> String { floor ? ", at: [\(Double(agent % 5 * 6) + (agent < 5 ? 1.5 : 4.5)), 3, 2.5]" : "" }
         return """
               - id: \(id)\(siteKeys)
-                zones: [\((0..<5).map { "{id: zone-\($0)}" }.joined(separator: ", "))]
+                zones: [\((0..<5).map { "{id: zone-\($0)\(rect($0))}" }.joined(separator: ", "))]
                 agents:
-            \(agents.map { "      - {id: agent-\($0), zone: zone-\($0 % 5)}" }.joined(separator: "\n"))
+            \(agents.map { "      - {id: agent-\($0), zone: zone-\($0 % 5)\(at($0))}" }.joined(separator: "\n"))
 
             """
     }.joined()
@@ -224,9 +228,9 @@ final class PipelineRun: @unchecked Sendable {
     private var payloads: [[(agent: Int, payload: [UInt8])]] = []
     private var next = 0
 
-    /// `siteKeys`: further sites-file keys of the site.
-    init(siteKeys: String = "") throws {
-        let sites = try SitesConfiguration.parse(makeSitesText(sites: 1, siteKeys: siteKeys))
+    /// `siteKeys`: further sites-file keys of the site; `floor`: a site whose beacons get positions.
+    init(siteKeys: String = "", floor: Bool = false) throws {
+        let sites = try SitesConfiguration.parse(makeSitesText(sites: 1, siteKeys: siteKeys, floor: floor))
         intake = BatchIntake(sites: sites)
         pipeline = IngestPipeline(sites: sites)
         var builders = (0..<agentCount).map { makeBuilder(site: siteID, agent: $0) }
@@ -393,10 +397,12 @@ let benchmarks: @Sendable () -> Void = {
     // (10 agents, 100 beacons each, 1,000 sightings a batch) checked and decoded by the intake and applied by the
     // pipeline (identities, addresses, deduplication, smoothing, zones, fleet health). Each iteration's batches
     // follow the last one's in event time, as a live site's do. With the default history (`confirmed`: each beacon's
-    // likeliest path beside the live rule) and with the live decisions alone (`crossings`).
-    for (name, siteKeys) in [
-        ("Ingest pipeline, 100k sightings", ""),
-        ("Ingest pipeline, 100k sightings, history by crossings", crossingsHistoryKeys),
+    // likeliest path beside the live rule), with the live decisions alone (`crossings`), and on a site with a floor
+    // (each beacon's position followed, zones scored by it).
+    for (name, siteKeys, floor) in [
+        ("Ingest pipeline, 100k sightings", "", false),
+        ("Ingest pipeline, 100k sightings, history by crossings", crossingsHistoryKeys, false),
+        ("Ingest pipeline, 100k sightings, positions", "", true),
     ] {
         Benchmark(
             name,
@@ -410,7 +416,7 @@ let benchmarks: @Sendable () -> Void = {
                 for (agent, payload) in batches { blackHole(run.apply(payload, agent: agent)) }
                 benchmark.stopMeasurement()
             },
-            setup: { pipelineRun = try PipelineRun(siteKeys: siteKeys) },
+            setup: { pipelineRun = try PipelineRun(siteKeys: siteKeys, floor: floor) },
             teardown: { pipelineRun = nil })
     }
 
