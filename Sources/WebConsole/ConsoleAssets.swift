@@ -39,6 +39,7 @@ enum ConsoleAssets {
         .tile.busy { border-color: #2f6fed; background: #eef3ff; }
         svg.floor { background: #fff; border: 1px solid #d5dbe6; width: 100%; max-height: 380px; }
         svg.floor rect { fill: #eef1f6; stroke: #8a94a8; stroke-width: 0.08; } svg.floor rect.busy { fill: #cfdcff; }
+        svg.floor circle.dot { fill: #1f4fbf; } svg.floor circle.spread { fill: #1f4fbf; fill-opacity: 0.12; }
         table { border-collapse: collapse; background: #fff; } th, td { border: 1px solid #d5dbe6; padding: 4px 8px; text-align: left; }
         th { background: #e8ecf3; } tr.offline td, tr.away td { color: #8a94a8; } .bad { color: #b3261e; font-weight: bold; }
         .summary { margin: 8px 0 12px; } .error { background: #fde7e7; border: 1px solid #b3261e; padding: 8px; }
@@ -100,6 +101,14 @@ enum ConsoleAssets {
                 group.append(svg("text", { x: a + 0.3 * scale, y: b + 2.8 * scale, "font-size": 1.6 * scale, class: "count" },
                   zone.occupants + (zone.capacity ? " / " + zone.capacity : "")));
                 floor.append(group);
+              }
+              // Each present beacon with a position: a dot, and a disc as wide as its error.
+              for (const position of (doc.positions || []).filter((p) => p.site_id === site)) {
+                const dot = svg("g", { "data-beacon": position.beacon_id });
+                dot.append(svg("title", {}, (position.label || position.beacon_id) + " · ±" + position.error_m + " m"));
+                dot.append(svg("circle", { cx: position.x, cy: position.y, r: position.error_m, class: "spread" }));
+                dot.append(svg("circle", { cx: position.x, cy: position.y, r: 0.4 * scale, class: "dot" }));
+                floor.append(dot);
               }
               part.append(floor);
             } else {

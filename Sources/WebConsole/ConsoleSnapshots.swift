@@ -73,7 +73,8 @@ public final class ConsoleSnapshots: Sendable {
     public static let beaconLimit = 500
 
     /// One document from the public views (on one line, as jsonb prints it: an event's data is a line): zones (with live occupants: beacons present by `beacon_locations`),
-    /// beacons with their battery, agents, which instance serves each site, and the sightings of the last minute.
+    /// beacons with their battery, the positions of those present (`beacon_positions`), agents, which instance
+    /// serves each site, and the sightings of the last minute.
     static let query = """
         WITH loc AS MATERIALIZED (SELECT * FROM beaconflow.beacon_locations)
         SELECT json_build_object(
@@ -92,6 +93,13 @@ public final class ConsoleSnapshots: Sendable {
                     FROM loc LEFT JOIN beaconflow.beacon_health h USING (beacon_id)
                     ORDER BY loc.present DESC, loc.label IS NULL, loc.label, loc.beacon_id
                     LIMIT \(beaconLimit)) b), '[]'),
+            'positions', coalesce((
+                SELECT json_agg(p) FROM (
+                    SELECT p.site_id, p.beacon_id, loc.label, round(p.x::numeric, 2) AS x, round(p.y::numeric, 2) AS y,
+                           round(p.error_m::numeric, 2) AS error_m
+                    FROM beaconflow.beacon_positions p JOIN loc ON loc.beacon_id = p.beacon_id AND loc.site_id = p.site_id
+                    WHERE loc.present ORDER BY p.site_id, p.beacon_id
+                    LIMIT \(beaconLimit)) p), '[]'),
             'agents', coalesce((
                 SELECT json_agg(a) FROM (
                     SELECT site_id, agent_id, online, last_batch_at,

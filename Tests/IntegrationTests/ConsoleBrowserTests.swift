@@ -100,6 +100,9 @@ struct ConsoleBrowserTests {
         INSERT INTO beaconflow.agent_zone_state VALUES
             ('hq', 'hq-a1', 'live', now()), ('hq', 'hq-a2', 'let_go', now() - interval '1 h'), ('depot', 'depot-a1', 'live', now()),
             ('depot', 'depot-a2', 'awaited', now());
+        INSERT INTO beaconflow.beacon_live_position VALUES
+            ('hq', 'ibeacon:cart:1:7', now(), 4.5, 3.25, 1.4, '{"lobby": 0.97, "lab": 0.03}'),
+            ('hq', 'ibeacon:spare:1:1', now() - interval '1 h', 15, 4, 2, '{"lab": 1}');
         """
 
     @Test func everyPageOfASeededDatabaseShowsWhatTheViewsHold() async throws {
@@ -119,7 +122,9 @@ struct ConsoleBrowserTests {
             .open(base + "/beacons"), .eval("document.querySelector('h1')?.textContent + '|' + document.querySelectorAll('table').length"),
             .open(base + "/login?token=\(Self.token)"), .wait("document.querySelectorAll('[data-zone]').length === 4 ? 'four zones' : ''"),
             .eval(zones), .eval("[...document.querySelectorAll('h2')].map(e => e.textContent).join('|')"),
-            .eval("[...document.querySelectorAll('svg.floor')].map(e => e.dataset.site).join() + '|' + document.querySelectorAll('.tile').length"),
+            .eval(
+                "[...document.querySelectorAll('svg.floor')].map(e => e.dataset.site).join() + '|' + document.querySelectorAll('.tile').length + '|' + [...document.querySelectorAll('svg.floor circle.dot')].map(e => e.parentNode.dataset.beacon + '@' + e.getAttribute('cx') + ',' + e.getAttribute('cy')).join()"
+            ),
             .screenshot(screenshotPath("sites", in: work)),
             .open(base + "/beacons"), .wait("document.getElementById('beacon-summary')?.textContent"),
             .eval("[...document.querySelectorAll('tr[data-beacon]')].map(r => [...r.cells].slice(0, 5).map(c => c.textContent).join(',')).join('|')"),
@@ -136,7 +141,7 @@ struct ConsoleBrowserTests {
         #expect(values[1] == "four zones")
         #expect(values[2] == "depot/dock=0 depot/yard=1 hq/lobby=1 hq/lab=1", "sites by id, zones in the sites file's order")
         #expect(values[3] == "depot · 1 present|hq · 2 present")
-        #expect(values[4] == "hq|2", "hq on its floor plan, depot (no rects) as tiles")
+        #expect(values[4] == "hq|2|ibeacon:cart:1:7@4.5,3.25", "hq on its floor plan with its present beacon's position, depot (no rects) as tiles")
         #expect(values[5] == "6 beacons, 3 present")
         // Present first, then labelled, by label: the registry's spare never heard is listed, away.
         #expect(
