@@ -16,7 +16,7 @@ extension RecordedWalk {
         if !settings.isEmpty {
             let entry = try SitesFileEntry(settings: settings, place: "--set")
             try entry.allowOnly(ZoneRules.keys + SitesConfiguration.Site.radioModelKeys)
-            sites.sites[0].zoneRules = try ZoneRules(reading: entry, positioned: sites.sites[0].hasFloor)
+            sites.sites[0].zoneRules = try ZoneRules(reading: entry, floor: sites.sites[0].floor)
             sites.sites[0].radioModel = try RadioModel(reading: entry)
         }
         let pipeline = try await PipelineUnderTest.start(sites: sites, database: server, name: "recording", logger: logger)

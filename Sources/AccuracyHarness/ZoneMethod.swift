@@ -1,5 +1,6 @@
 import BeaconAgent
 import BeaconIngest
+import BeaconPositions
 import BeaconSimulation
 import Foundation
 
@@ -61,6 +62,13 @@ public struct ZoneMethod: Sendable, Equatable {
         smoothing: .kalman, switchMarginDb: defaults.switchMarginDb, switchEvidenceDbSeconds: liveEvidence,
         switchDwellSeconds: Double(defaults.switchDwellMicros) / 1_000_000, siteKeys: liveHistory)
 
+    /// The defaults where the site has a floor: zones scored by each zone's share of the beacon's position.
+    public static let positionZones = ZoneMethod(
+        name: "chosen-position", summary: "the defaults where the site has a floor: zones by position",
+        smoothing: .kalman, switchMarginDb: defaults.switchMarginDb,
+        switchEvidenceDbSeconds: ZoneRules.defaultSwitchEvidenceDbSeconds(history: defaults.history, scoring: .position),
+        switchDwellSeconds: Double(defaults.switchDwellMicros) / 1_000_000, siteKeys: [("zone_scoring", ZoneScoring.position.rawValue)])
+
     /// The history of the live decisions as they are (peers have no hindsight).
     private static let liveHistory: [(key: String, value: String)] = [("zone_history", ZoneHistory.crossings.rawValue), ("history_lag_s", "60")]
 
@@ -68,7 +76,7 @@ public struct ZoneMethod: Sendable, Equatable {
     /// The evidence a move needs where the live decisions are stored as they are.
     private static let liveEvidence = ZoneRules.defaultSwitchEvidenceDbSeconds(history: .crossings, scoring: defaults.scoring)
 
-    public static let all = [nearest, kalman, hysteresis, chosen, loudestZone, pathHistory, crossingsHistory]
+    public static let all = [nearest, kalman, hysteresis, chosen, loudestZone, pathHistory, crossingsHistory, positionZones]
 
     public static func named(_ name: String) -> ZoneMethod? { all.first { $0.name == name } }
 }
@@ -80,7 +88,10 @@ extension SitesConfiguration {
     public static func forScenario(_ scenario: Scenario, beaconIDs: [String: String], method: ZoneMethod) throws(SitesError) -> SitesConfiguration {
         let settings = try SitesFileEntry(settings: method.siteKeys, place: "--set")
         try settings.allowOnly(Site.keys)
-        var rules = try ZoneRules(reading: settings, positioned: false)
+        // The receivers' positions are given only where the zones are scored by them: elsewhere following each
+        // beacon's position would cost the harness's runs without changing a zone.
+        let placesReceivers = settings.text("zone_scoring") == ZoneScoring.position.rawValue
+        var rules = try ZoneRules(reading: settings, floor: placesReceivers ? .walled : .none)
         // The method's own settings, where --set gives none.
         if !settings.has("zone_switch_margin_db") { rules.switchMarginDb = method.switchMarginDb }
         if !settings.has("zone_switch_dwell_s") { rules.switchDwellMicros = Int64(method.switchDwellSeconds * 1_000_000) }
@@ -100,9 +111,18 @@ extension SitesConfiguration {
                     rssiSmoothing: smoothing, zoneRules: rules,
                     zones: site.zones.map { Zone(id: $0.id, capacity: $0.capacity, rect: $0.rect) },
                     // The simulated receiver hears `rssi_offset_db` more than the model; the sites file corrects it.
-                    agents: site.agents.map { Agent(id: $0.id, zone: $0.zone, rssiOffsetDb: -$0.rssiOffsetDb) },
+                    agents: site.agents.map {
+                        Agent(
+                            id: $0.id, zone: $0.zone, rssiOffsetDb: -$0.rssiOffsetDb,
+                            position: placesReceivers ? Position(x: $0.position[0], y: $0.position[1]) : nil)
+                    },
                     // The doors the operator knows.
-                    doors: site.doors.map(\.zones)))
+                    doors: site.doors.map(\.zones),
+                    // What a calibration walk would fit: the beacons' power at 1 m and the site's exponent.
+                    radioModel: RadioModel(
+                        powerAt1mDbm: try settings.number("position_power_at_1m_dbm") ?? -59,
+                        exponent: try settings.number("position_path_loss_exponent") ?? site.pathLossExponent,
+                        sigmaDb: try settings.number("position_noise_db") ?? 6)))
         }
         // The registry: every beacon with its scenario name as the label, and its identity key if it has one.
         var beacons: [Beacon] = []

@@ -14,7 +14,7 @@ struct AccuracyCommand: AsyncParsableCommand {
         commandName: "accuracy",
         abstract: "Score zone methods against simulated deployments' ground truth.",
         discussion: """
-            With --scenario, plays that scenario for each method through simulated agents, a throwaway mosquitto, the ingest and a throwaway PostgreSQL (all on loopback, removed afterwards), then compares the visits and zone_occupancy views with the scenario's ground truth. Methods: nearest (raw RSSI, loudest agent wins at once), kalman (Kalman-smoothed RSSI, at once), hysteresis (raw RSSI with the default switching rule), chosen (the ingest's defaults: the history of the live decisions the likeliest path over 120 s confirms), chosen-loudest (the defaults with each zone as loud as its loudest agent), chosen-path (the defaults with the history decided by the likeliest path: zone_history: path), chosen-crossings (the defaults with the history of the live decisions as they are: zone_history: crossings, history_lag_s: 60; nearest, kalman and hysteresis store theirs so too). Needs mosquitto and PostgreSQL installed (scripts/install-deps).
+            With --scenario, plays that scenario for each method through simulated agents, a throwaway mosquitto, the ingest and a throwaway PostgreSQL (all on loopback, removed afterwards), then compares the visits and zone_occupancy views with the scenario's ground truth. Methods: nearest (raw RSSI, loudest agent wins at once), kalman (Kalman-smoothed RSSI, at once), hysteresis (raw RSSI with the default switching rule), chosen (the ingest's defaults: the history of the live decisions the likeliest path over 120 s confirms), chosen-loudest (the defaults with each zone as loud as its loudest agent), chosen-path (the defaults with the history decided by the likeliest path: zone_history: path), chosen-crossings (the defaults with the history of the live decisions as they are: zone_history: crossings, history_lag_s: 60; nearest, kalman and hysteresis store theirs so too), chosen-position (zones scored by position, the default of a site with an open floor: the simulated sites are scored by patterns as sites with walls are, their receivers not placed). Needs mosquitto and PostgreSQL installed (scripts/install-deps).
 
             With --preset, compares the ingest's defaults (and chosen-loudest, chosen-path, chosen-crossings) with peers' methods on generated scenarios of that preset (easy, hard, harsh: one site of 2×3 rooms, 40 beacons; large: two sites of 3×3 rooms with harsh radio, 80 beacons; or all; an hour) for each seed and site, without servers: the same smoothing and zone tracker as the ingest, fed what the simulated agents hear. Peers' methods: nearest, kalman (room-assistant: Q 0.008, R 4, then nearest), kalman-bermuda (that with Bermuda's switching rule), trimmed-mean (ESPresense: 15 s, Tukey fences), one-euro (the 1€ filter). Prints the mean over seeds and sites with the lowest and highest in brackets.
 
@@ -46,7 +46,7 @@ struct AccuracyCommand: AsyncParsableCommand {
     @Option(help: "Seeds of the generated scenarios: a range (1-5) or a list (1,4,7).") var seeds = "1-5"
     @Option(help: "Beacons of each generated scenario, over its sites (default: 40, large 80).") var beacons: Int?
     @Option(help: "Seconds of each generated scenario.") var duration = 3600
-    @Option(help: "Comma-separated methods (with --scenario: nearest, kalman, hysteresis, chosen, chosen-loudest, chosen-path, chosen-crossings; with --preset or --offline: chosen, chosen-loudest, chosen-path, chosen-crossings, nearest, kalman, kalman-bermuda, trimmed-mean, one-euro). Default: all of them.")
+    @Option(help: "Comma-separated methods (with --scenario: nearest, kalman, hysteresis, chosen, chosen-loudest, chosen-path, chosen-crossings, chosen-position; with --preset or --offline: chosen, chosen-loudest, chosen-path, chosen-crossings, chosen-position, nearest, kalman, kalman-bermuda, trimmed-mean, one-euro). Default: all of them but chosen-position.")
     var method: String?
     @Option(name: .customLong("set"), help: "A sites-file key for every site, as key=value, applied to the chosen method (repeatable): for trying settings, e.g. --set zone_switch_evidence_db_s=20.")
     var siteKeys: [String] = []
@@ -143,7 +143,7 @@ struct AccuracyCommand: AsyncParsableCommand {
 
     /// Every method on each scenario; a table row per group of scenarios and method, or JSON per scenario.
     func runOffline(_ scenarios: [(group: String, scenario: Scenario)]) throws {
-        let all: [ZoneEvaluation.Method] = [.ingest(try chosen()), .ingest(.loudestZone), .ingest(.pathHistory), .ingest(.crossingsHistory)] + ZoneEvaluation.Method.baselines
+        let all: [ZoneEvaluation.Method] = [.ingest(try chosen()), .ingest(.loudestZone), .ingest(.pathHistory), .ingest(.crossingsHistory), .ingest(.positionZones)] + ZoneEvaluation.Method.baselines
         let methods = try method.map { list in
             try list.split(separator: ",").map { name in
                 guard let method = all.first(where: { $0.name == name }) else {
@@ -151,7 +151,7 @@ struct AccuracyCommand: AsyncParsableCommand {
                 }
                 return method
             }
-        } ?? all
+        } ?? all.filter { $0.name != ZoneMethod.positionZones.name }
         if !json {
             print("| preset | method | zone accuracy | false changes / beacon-h | enter error (median) | occupancy within ±1 | occupancy exact | occupancy error / zone-minute | missed stays |")
             print("|---|---|---:|---:|---:|---:|---:|---:|---:|")

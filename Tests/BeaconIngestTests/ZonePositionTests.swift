@@ -37,6 +37,15 @@ import Testing
         #expect(site.hasFloor && site.zoneRules.scoring == .position)
         #expect(site.radioModel == RadioModel(powerAt1mDbm: -60, exponent: 2, sigmaDb: 3))
         #expect(site.zoneRules.switchEvidenceDbSeconds == 60 && site.zoneRules.pathChangeDbSeconds == 100)
+        // A floor whose doors say where its walls are keeps the learned patterns, unless told; its beacons still
+        // get positions from the agents of its zones.
+        let walled = try SitesConfiguration.parse(
+            floorSites.replacingOccurrences(of: "    zones:", with: "    doors: [[west, east]]\n    zones:")
+                .replacingOccurrences(of: "r1, at", with: "r1, zone: west, at").replacingOccurrences(of: "r2, at", with: "r2, zone: east, at")
+                .replacingOccurrences(of: "r3, at", with: "r3, zone: west, at")
+        ).sites[0]
+        #expect(walled.floor == .walled && walled.zoneRules.scoring == .pattern && walled.zoneRules.switchEvidenceDbSeconds == 120)
+        #expect(SiteZoneTracker(site: walled).floor != nil)
         // Two receivers placed are not a floor: zones by patterns, as before, and scoring by position is refused.
         let twoPlaced = floorSites.replacingOccurrences(of: "r3, at: [0, 8, 2.2]", with: "r3, zone: west")
             .replacingOccurrences(of: "r4, at: [20, 8, 2.2]", with: "r4, zone: east")

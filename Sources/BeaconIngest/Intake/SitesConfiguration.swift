@@ -42,6 +42,9 @@ public struct SitesConfiguration: Sendable, Equatable {
         }
 
         public static let receiversForPositions = 3
+
+        /// The site's floor as its zone rules see it: none, with walls (its `doors` say where they open), or open.
+        public var floor: ZoneRules.Floor { !hasFloor ? .none : doors.isEmpty ? .open : .walled }
     }
 
     public struct Zone: Sendable, Equatable {
@@ -269,10 +272,9 @@ extension SitesConfiguration.Site {
         }
         rssiSmoothing = smoothing
         radioModel = try RadioModel(reading: entry)
-        zoneRules = try ZoneRules(reading: entry, positioned: false)
-        if hasFloor || zoneRules.scoring == .position {
-            zoneRules = try ZoneRules(reading: entry, positioned: hasFloor)
-        }
+        // The rules' defaults depend on the floor, which the rest of the entry gives.
+        zoneRules = ZoneRules()
+        zoneRules = try ZoneRules(reading: entry, floor: floor)
     }
 }
 
@@ -349,17 +351,17 @@ extension ZoneRules {
         "zone_history", "zone_path_change_db_s",
     ]
 
-    /// The rules a site entry sets, the defaults for the others (the scoring's by whether the site's beacons get
-    /// positions, the evidence's by the scoring and history).
-    package init(reading entry: SitesFileEntry, positioned: Bool) throws(SitesError) {
+    /// The rules a site entry sets, the defaults for the others (the scoring's by the site's floor, the
+    /// evidence's by the scoring and history).
+    package init(reading entry: SitesFileEntry, floor: Floor) throws(SitesError) {
         self.init()
         let place = entry.place
-        let scoringName = entry.text("zone_scoring") ?? (positioned ? ZoneScoring.position : scoring).rawValue
+        let scoringName = entry.text("zone_scoring") ?? (floor == .open ? ZoneScoring.position : scoring).rawValue
         guard let scoring = ZoneScoring(rawValue: scoringName) else {
             let names = ZoneScoring.allCases.map { "'\($0.rawValue)'" }.joined(separator: ", ")
             throw SitesError("\(place).zone_scoring must be one of \(names), not '\(scoringName)'")
         }
-        if scoring == .position, !positioned {
+        if scoring == .position, floor == .none {
             throw SitesError(
                 "\(place).zone_scoring 'position' needs a floor: at least \(SitesConfiguration.Site.receiversForPositions) agents with 'at' and a 'rect' for every zone")
         }

@@ -38,8 +38,8 @@ public struct SiteZoneTracker: Sendable {
     /// are ignored), numbered as in `patterns`, in the order of their ids (readings at the same time are applied
     /// in that order).
     let agentNumbers: [String: Int]
-    /// With `zone_scoring: position`: the site's floor, and each agent's receiver on it by agent number (nil for
-    /// an agent without a position).
+    /// Where the site has a floor: the floor, and each agent's receiver on it by agent number (nil for an agent
+    /// without a position).
     let floor: FloorModel?
     let receiverOfAgent: [Int?]
     var patterns: ZonePatterns
@@ -112,7 +112,7 @@ public struct SiteZoneTracker: Sendable {
         var stays: [LiveStay] = []
         /// With `zone_history: path` or `confirmed` and `zone_scoring: pattern`: what the patterns learn from once decided.
         var samples = ZonePatternSamples()
-        /// With `zone_scoring: position`: where the beacon is on the floor, each zone's share of it, the readings
+        /// Where the site has a floor: where the beacon is on it, each zone's share of it, the readings
         /// of the second not applied to it yet, the slot of event time of its newest reading, whether that slot's
         /// position was given, and the positions of the current minute (`ZonePositions.swift`).
         var position: PositionBelief?
@@ -168,12 +168,14 @@ public struct SiteZoneTracker: Sendable {
         smoothing = site.rssiSmoothing == .kalman ? ProximitySmoother.Configuration() : nil
         zones = site.zones.map(\.id)
         emptyMinute = Array(repeating: [:], count: zones.count)
-        let positioned = rules.scoring == .position && site.hasFloor
-        let placed = site.agents.filter { $0.zone != nil || (positioned && $0.position != nil) }.sorted { $0.id < $1.id }
+        // Zones scored by position take every agent with a position; otherwise the agents of a zone, those of
+        // them with a position moving the beacons' positions.
+        let scoredByPosition = rules.scoring == .position
+        let placed = site.agents.filter { $0.zone != nil || (scoredByPosition && $0.position != nil) }.sorted { $0.id < $1.id }
         agentNumbers = Dictionary(uniqueKeysWithValues: placed.enumerated().map { ($1.id, $0) })
         eventTime = EventTime(agents: agentNumbers.keys)
-        if positioned {
-            let withPosition = placed.filter { $0.position != nil }
+        let withPosition = placed.filter { $0.position != nil }
+        if site.hasFloor, withPosition.count >= SitesConfiguration.Site.receiversForPositions {
             floor = FloorModel(
                 zones: site.zones.map { $0.rect ?? [] },
                 // Readings come with each agent's offset already added.

@@ -46,7 +46,7 @@ struct HeardInSecond: Sendable {
     }
 }
 
-/// Positions where a site has a floor (`zone_scoring: position`): each beacon's belief moved once a second by what
+/// Positions where a site has a floor (its zones scored by them with `zone_scoring: position`): each beacon's belief moved once a second by what
 /// each receiver heard of it in that second, and its position given once a slot of event time, as the belief
 /// stands after the slot's readings (at the first reading of a later slot, or when the beacon leaves or the data
 /// ends), and kept per minute once the beacon's readings have passed the minute.

@@ -49,6 +49,15 @@ public struct ZoneRules: Sendable, Equatable {
 
     public init() {}
 
+    /// A site's floor, as far as zone scoring goes: none (fewer than three agents with `at`, or a zone without a
+    /// `rect`), with walls (the site lists its `doors`: patterns learned from the readings score its zones by
+    /// default, walls and all) or open (no doors listed: zones scored by position by default).
+    public enum Floor: Sendable, Equatable {
+        case none
+        case walled
+        case open
+    }
+
     /// The evidence a move needs unless the sites file sets it: less where zones are scored by patterns learned
     /// from a history decided in hindsight (`path`, `confirmed`: every agent's level teaches, so the patterns
     /// spread wider and their scores differ less, and the history leaves out the live rule's quick mistakes) than
