@@ -3,8 +3,8 @@ import BeaconIngest
 import BeaconPositions
 import Foundation
 
-/// Positions on a recording: the weighted centroid of the loudest receivers, and the grid filter, each second
-/// against where the transmitter was.
+/// Positions on a recording: the weighted centroid of the loudest receivers, and the position filter alone
+/// (`PositionBelief`), each second against where the transmitter was.
 extension RecordedWalk {
     /// Errors of a position estimate against the truth, in metres.
     public struct PositionErrors: Sendable {
@@ -29,7 +29,7 @@ extension RecordedWalk {
         return (track[index].x, track[index].y)
     }
 
-    /// The receivers with a position (`at`), in the sites file's order, for a `PositionGrid`.
+    /// The receivers with a position (`at`), in the sites file's order, for a `FloorModel`.
     var placedReceivers: [(id: String, position: SitesConfiguration.Position)] {
         site.agents.compactMap { agent in agent.position.map { (agent.id, $0) } }
     }

@@ -106,17 +106,6 @@ public struct PositionBelief: Sendable {
         for zone in sums.indices { shares[zone] = Double(sums[zone]) }
     }
 
-    /// The share of the belief in the rectangle `rect` (x0, y0, x1, y1), by cell centres.
-    public func probability(in rect: [Double], on floor: FloorModel) -> Double {
-        guard rect.count == 4 else { return 0 }
-        var total: Float = 0
-        for cell in cells.indices {
-            let (x, y) = floor.centre(of: cell)
-            if x >= rect[0], x < rect[2], y >= rect[1], y < rect[3] { total += cells[cell] }
-        }
-        return Double(total)
-    }
-
     /// Where the transmitter is: the belief's mean, and its spread (the root of the mean squared distance from
     /// it), metres.
     public func estimate(on floor: FloorModel) -> (x: Double, y: Double, spread: Double) {

@@ -141,3 +141,20 @@ extension PresenceBoardTests {
         #expect(String(decoding: left[0].payload, as: UTF8.self).contains(#""x":null"#))
     }
 }
+
+extension PresenceBoardTests {
+    /// Positions are kept only for beacons with a topic, and forgotten when they leave: a passer-by's are never
+    /// told, and a registry beacon placed again is told without its old position until a new one comes.
+    @Test func positionsAreKeptOnlyForPublishedBeaconsWhileTheyStay() throws {
+        var board = PresenceBoard(sites: Self.sites, allBeacons: false, discovery: nil)
+        _ = board.serve(site: "hq", placements: [])
+        let position = BeaconPosition(timeMicros: 10_000_000, x: 1, y: 2, errorM: 1, zoneShares: ["lobby": 1])
+        #expect(board.apply([.position(site: "hq", beaconID: "passer-by", position: position)]).isEmpty)
+        _ = board.apply([.placement(site: "hq", beaconID: "ibeacon:a:1:1", zone: "lobby", sinceMicros: 0)])
+        #expect(board.apply([.position(site: "hq", beaconID: "ibeacon:a:1:1", position: position)]).count == 1)
+        _ = board.apply([.placement(site: "hq", beaconID: "ibeacon:a:1:1", zone: nil, sinceMicros: 20_000_000)])
+        let back = board.apply([.placement(site: "hq", beaconID: "ibeacon:a:1:1", zone: "lab", sinceMicros: 60_000_000)])
+        let told = try #require(back.compactMap { BeaconPresence(payload: $0.payload) }.first)
+        #expect(told.present && told.zone == "lab" && told.x == nil)
+    }
+}

@@ -36,7 +36,11 @@ import Testing
         belief.zoneProbabilities(on: floor, into: &shares)
         #expect(abs(shares.reduce(0, +) - 1) < 1e-3)
         #expect(shares[1] > 0.9 && shares[2] < 0.01, "\(shares)")
-        #expect(abs(belief.probability(in: [0, 4, 5, 8], on: floor) - shares[1]) < 1e-6)
+        // A cell counts for the first zone that holds its centre: the same cells under zones listed otherwise.
+        let overlapping = FloorModel(zones: [[0, 4, 5, 8], [0, 0, 10, 8]], receivers: receivers, model: model)
+        var overlappingShares: [Double] = []
+        belief.zoneProbabilities(on: overlapping, into: &overlappingShares)
+        #expect(abs(overlappingShares[0] - shares[1]) < 1e-6 && abs(overlappingShares[1] - (1 - shares[1])) < 1e-3)
         // It walks to (8, 2) at 1 m/s; a few seconds after it arrives, the estimate is there too.
         for step in 0..<100 {
             let progress = min(1, Double(step) / 75)

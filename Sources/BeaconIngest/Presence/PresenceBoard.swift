@@ -21,7 +21,7 @@ struct PresenceBoard: Sendable {
     let discovery: HomeAssistantDiscovery?
     /// Per site: beacon → (zone, since).
     private var placed: [String: [String: (zone: String, since: Int64)]] = [:]
-    /// Per site: beacon → its latest position.
+    /// Per site: beacon with a topic → its latest position, until it leaves.
     private var positions: [String: [String: BeaconPosition]] = [:]
     /// Per site and zone: the beacons placed there, and the count last published.
     private var counts: [String: [String: Int]] = [:]
@@ -95,11 +95,13 @@ struct PresenceBoard: Sendable {
             case .placement(let site, let beaconID, nil, let since):
                 guard let current = placed[site]?[beaconID] else { continue }
                 placed[site]?[beaconID] = nil
+                positions[site]?[beaconID] = nil
                 counts[site]?[current.zone, default: 0] -= 1
                 touched[site, default: []].insert(current.zone)
                 messages += beaconMessages(site: site, beaconID: beaconID, zone: current.zone, present: false, since: since)
             case .position(let site, let beaconID, let position):
-                guard placed[site] != nil else { continue }
+                // Kept only for a beacon with a topic, from before its placement until it leaves.
+                guard placed[site] != nil, publishes(beaconID) else { continue }
                 positions[site]?[beaconID] = position
                 if let current = placed[site]?[beaconID] {
                     messages += beaconMessages(site: site, beaconID: beaconID, zone: current.zone, present: true, since: current.since)

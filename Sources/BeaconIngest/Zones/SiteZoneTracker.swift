@@ -14,11 +14,12 @@ import Foundation
 /// (`eventTime`), each beacon's place and evidence (`beacons`), the minutes not counted yet (`presence`,
 /// `nextMinute`), and the patterns learned (`patterns`).
 ///
-/// Each zone has a level for a beacon: where the site has a floor (agents with `at`, zones with `rect`), by default
-/// its share of where the beacon is (`PositionBelief`, which every reading of a placed agent moves), in dB;
-/// elsewhere by default its score under the site's learned patterns (`ZonePatterns`), which weighs the fresh
-/// readings of every agent; with `zone_scoring: loudest`, the loudest fresh reading of the zone's own agents. A beacon is placed in the zone of the highest level and moves by change detection (Page's
-/// CUSUM): each other zone gathers evidence, its excess over the current zone beyond a margin times how long it lasts,
+/// Each zone has a level for a beacon: where the site has an open floor (agents with `at`, zones with `rect`, no
+/// `doors`), by default its share of where the beacon is (`PositionBelief`, which every reading of a placed agent
+/// moves), in dB; elsewhere by default its score under the site's learned patterns (`ZonePatterns`), which weighs
+/// the fresh readings of every agent; with `zone_scoring: loudest`, the loudest fresh reading of the zone's own
+/// agents. A beacon is placed in the zone of the highest level and moves by change detection (Page's CUSUM):
+/// each other zone gathers evidence, its excess over the current zone beyond a margin times how long it lasts,
 /// never below 0; the beacon moves when a zone's evidence reaches `switchEvidenceDbSeconds` after gathering for at
 /// least `switchDwellMicros`. So a brief shadow (a person between beacon and receiver) gathers a little and decays,
 /// while a move gathers steadily, sooner the clearer it is. How settled a beacon is in its zone (`settledMicros`)
@@ -112,8 +113,8 @@ public struct SiteZoneTracker: Sendable {
         var stays: [LiveStay] = []
         /// With `zone_history: path` or `confirmed` and `zone_scoring: pattern`: what the patterns learn from once decided.
         var samples = ZonePatternSamples()
-        /// Where the site has a floor: where the beacon is on it, each zone's share of it, the readings
-        /// of the second not applied to it yet, the slot of event time of its newest reading, whether that slot's
+        /// Where the site has a floor: where the beacon is on it, each zone's share of it, the readings of the
+        /// second not applied to it yet, the slot of event time of its newest reading, whether that slot's
         /// position was given, and the positions of the current minute (`ZonePositions.swift`).
         var position: PositionBelief?
         var positionShares: [Double] = []
@@ -121,6 +122,9 @@ public struct SiteZoneTracker: Sendable {
         var positionSlot: Int64 = .min
         var positionGiven = true
         var minutePositions: [BeaconPosition] = []
+
+        /// Whether positions are still to be given or kept (`keepPositions`).
+        var hasPositionsToKeep: Bool { !positionGiven || !minutePositions.isEmpty }
     }
 
     struct AgentFilter: Sendable {
@@ -235,7 +239,7 @@ public struct SiteZoneTracker: Sendable {
     /// the watermark passes, not when the next minute is counted.
     private mutating func closeVisitsOfSilentBeacons(at time: Int64, into changes: inout [ZoneChange]) {
         let silent = beacons.filter {
-            ($0.value.zone != nil || $0.value.path != nil || $0.value.historyZone != nil || !$0.value.minutePositions.isEmpty || !$0.value.positionGiven)
+            ($0.value.zone != nil || $0.value.path != nil || $0.value.historyZone != nil || $0.value.hasPositionsToKeep)
                 && time - $0.value.lastSeenMicros > rules.absenceTimeoutMicros
         }
         for (beaconID, var beacon) in silent.sorted(by: { $0.key < $1.key }) {

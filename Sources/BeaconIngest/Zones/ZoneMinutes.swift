@@ -101,7 +101,7 @@ extension SiteZoneTracker {
         }
         nextMinute = minute
         // The positions of each beacon's last minute: the data ended.
-        for (beaconID, var beacon) in beacons.filter({ !$0.value.minutePositions.isEmpty || !$0.value.positionGiven }).sorted(by: { $0.key < $1.key }) {
+        for (beaconID, var beacon) in beacons.filter({ $0.value.hasPositionsToKeep }).sorted(by: { $0.key < $1.key }) {
             keepPositions(of: beaconID, &beacon, into: &changes)
             beacons[beaconID] = beacon
         }

@@ -8,7 +8,7 @@ public enum ZoneScoring: String, Sendable, Equatable, CaseIterable {
     /// Each zone by the loudest reading among its own agents.
     case loudest
     /// Each zone by its share of where the beacon is on the site's floor (`PositionBelief`), in dB: the default
-    /// where the site has a floor (agents with `at`, zones with `rect`).
+    /// where the site has an open floor (agents with `at`, zones with `rect`, no `doors`).
     case position
 }
 

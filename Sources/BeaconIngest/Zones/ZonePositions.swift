@@ -46,10 +46,10 @@ struct HeardInSecond: Sendable {
     }
 }
 
-/// Positions where a site has a floor (its zones scored by them with `zone_scoring: position`): each beacon's belief moved once a second by what
-/// each receiver heard of it in that second, and its position given once a slot of event time, as the belief
-/// stands after the slot's readings (at the first reading of a later slot, or when the beacon leaves or the data
-/// ends), and kept per minute once the beacon's readings have passed the minute.
+/// Positions where a site has a floor (its zones scored by them with `zone_scoring: position`): each beacon's
+/// belief moved once a second by what each receiver heard of it in that second, and its position given once a slot
+/// of event time, as the belief stands after the slot's readings (at the first reading of a later slot, or when the
+/// beacon leaves or the data ends), and kept per minute once the beacon's readings have passed the minute.
 extension SiteZoneTracker {
     /// A reading of a placed receiver (as heard, with its agent's offset): the second before it, once passed,
     /// moves the belief and each zone's share of it; the slot before it, once passed, gives its position.
