@@ -18,6 +18,10 @@ import Foundation
 public struct AccuracyScore: Sendable, Equatable {
     public var beaconSeconds = 0
     public var correctSeconds = 0
+    /// Every second of every true stay, the first ones too, and those not placed in the stay's zone: what a
+    /// method identifies wrong from the first reading on (the share a room trial reports as rooms mis-identified).
+    public var everySecond = 0
+    public var everySecondWrong = 0
     public var visits = 0
     public var trueStays = 0
     /// Visits beyond the true stays, summed over beacons.
@@ -37,15 +41,16 @@ public struct AccuracyScore: Sendable, Equatable {
     /// the pipeline did not tie to its beacon. Counted by a pipeline run (`AccuracyRun`) over every beacon the
     /// site stored; 0 without servers, where every reading is a scenario beacon's.
     public var phantomBeacons = 0
-    /// Where the truth is positions (a recording): the stored positions' (`beacon_position_history`) errors
-    /// against where the beacon was at each, in metres; empty where the site stored none.
-    public var positionErrors: [Double] = []
+    /// Where the truth is positions (a recording): the stored positions (`beacon_position_history`) against
+    /// where the beacon was at each; empty where the site stored none.
+    public var positions = RecordedWalk.PositionErrors()
 
     public static let settleSeconds = 5.0
     /// Stays cut short by the end of the run are matched only when at least this long.
     public static let decidableSeconds = 10.0
 
     public var zoneAccuracy: Double { beaconSeconds == 0 ? 0 : Double(correctSeconds) / Double(beaconSeconds) }
+    public var zoneWrongEverySecond: Double { everySecond == 0 ? 0 : Double(everySecondWrong) / Double(everySecond) }
     public var falseChangesPerBeaconHour: Double { beaconHours == 0 ? 0 : Double(extraVisits) / beaconHours }
     public var medianEnterErrorSeconds: Double? { Self.median(enterErrors) }
     public var medianExitErrorSeconds: Double? { Self.median(exitErrors) }
@@ -130,14 +135,19 @@ public struct AccuracyScore: Sendable, Equatable {
                 }.sorted { $0.enter < $1.enter }
                 var next = 0
                 var coveredUntil = -Double.infinity
-                var second = stay.enter + Self.settleSeconds
+                var second = stay.enter
                 while second < stay.exit {
-                    beaconSeconds += 1
                     while next < covering.count, covering[next].enter <= second {
                         coveredUntil = max(coveredUntil, covering[next].exit ?? .infinity)
                         next += 1
                     }
-                    if second < coveredUntil { correctSeconds += 1 }
+                    let correct = second < coveredUntil
+                    everySecond += 1
+                    if !correct { everySecondWrong += 1 }
+                    if second >= stay.enter + Self.settleSeconds {
+                        beaconSeconds += 1
+                        if correct { correctSeconds += 1 }
+                    }
                     second += 1
                 }
                 // A stay that began just before the run ended cannot have been decided yet.

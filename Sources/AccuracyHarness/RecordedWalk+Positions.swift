@@ -6,12 +6,24 @@ import Foundation
 /// Positions on a recording: the weighted centroid of the loudest receivers, and the position filter alone
 /// (`PositionBelief`), each second against where the transmitter was.
 extension RecordedWalk {
-    /// Errors of a position estimate against the truth, in metres.
-    public struct PositionErrors: Sendable {
-        public var errors: [Double]
+    /// Errors of position estimates against the truth: the distance in metres, and whether the estimate lies in
+    /// another zone than the transmitter (or in none).
+    public struct PositionErrors: Sendable, Equatable {
+        public var errors: [Double] = []
+        public var roomMisses = 0
 
-        public init(errors: [Double]) { self.errors = errors }
+        public init() {}
 
+        /// One estimate against the truth, each in the zone `zoneOf` gives it.
+        mutating func add(
+            _ estimate: (x: Double, y: Double), truth: (x: Double, y: Double), zoneOf: ((x: Double, y: Double)) -> String?
+        ) {
+            errors.append(((estimate.x - truth.x) * (estimate.x - truth.x) + (estimate.y - truth.y) * (estimate.y - truth.y)).squareRoot())
+            if zoneOf(estimate) != zoneOf(truth) { roomMisses += 1 }
+        }
+
+        /// The share of estimates in the wrong zone.
+        public var roomMissRate: Double? { errors.isEmpty ? nil : Double(roomMisses) / Double(errors.count) }
         public var median: Double? { AccuracyScore.median(errors) }
         /// The 95th percentile (nearest rank).
         public var p95: Double? {
@@ -84,7 +96,7 @@ extension RecordedWalk {
         var shares: [Double] = []
         var beliefs: [String: PositionBelief] = [:]
         var indices: [String: Int] = [:]
-        var errors: [Double] = []
+        var errors = PositionErrors()
         let seconds = secondCount
         var zoneBySecond: [String: [String?]] = [:]
         var lastHeard: [String: Int64] = [:]
@@ -113,10 +125,10 @@ extension RecordedWalk {
                 defer { indices[beacon] = truthIndex }
                 guard let truth = truePosition(of: beacon, at: Double(limit) / 1e6, from: &truthIndex) else { continue }
                 let estimate = belief.estimate(on: floor)
-                errors.append(((estimate.x - truth.x) * (estimate.x - truth.x) + (estimate.y - truth.y) * (estimate.y - truth.y)).squareRoot())
+                errors.add((estimate.x, estimate.y), truth: truth, zoneOf: zone(at:))
             }
         }
-        return (PositionErrors(errors: errors), score(zoneBySecond: zoneBySecond))
+        return (errors, score(zoneBySecond: zoneBySecond))
     }
 
     /// The usual baseline of positions: each second, the centroid of the `count` receivers whose latest reading
@@ -127,7 +139,7 @@ extension RecordedWalk {
         let offsets = Dictionary(uniqueKeysWithValues: site.agents.map { ($0.id, $0.rssiOffsetDb) })
         var latest: [String: [String: (time: Int64, rssi: Double)]] = [:]
         var truthIndex: [String: Int] = [:]
-        var errors: [Double] = []
+        var errors = PositionErrors()
         forEachSecond { _, limit, readings in
             for row in readings {
                 latest[Self.beaconID(row.address), default: [:]][row.receiver] = (row.timeMicros, Double(row.rssi) + (offsets[row.receiver] ?? 0))
@@ -143,9 +155,9 @@ extension RecordedWalk {
                 let total = weights.reduce(0, +)
                 let x = zip(loudest, weights).reduce(0) { $0 + at[$1.0.key]!.x * $1.1 } / total
                 let y = zip(loudest, weights).reduce(0) { $0 + at[$1.0.key]!.y * $1.1 } / total
-                errors.append(((x - truth.x) * (x - truth.x) + (y - truth.y) * (y - truth.y)).squareRoot())
+                errors.add((x, y), truth: truth, zoneOf: zone(at:))
             }
         }
-        return PositionErrors(errors: errors)
+        return errors
     }
 }

@@ -49,7 +49,7 @@ extension RecordedWalk {
             var index = truthIndex[stored.beacon] ?? 0
             defer { truthIndex[stored.beacon] = index }
             guard let truth = truePosition(of: stored.beacon, at: stored.time, from: &index) else { continue }
-            score.positionErrors.append(((stored.x - truth.x) * (stored.x - truth.x) + (stored.y - truth.y) * (stored.y - truth.y)).squareRoot())
+            score.positions.add((stored.x, stored.y), truth: truth, zoneOf: zone(at:))
         }
         return score
     }

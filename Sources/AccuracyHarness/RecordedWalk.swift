@@ -49,6 +49,17 @@ public struct RecordedWalk: Sendable {
         stays = Self.stays(positions: positions, zones: site.zones, end: end)
     }
 
+    /// The first of `zones` whose rectangle holds the point (its lower and left edges in, the others out).
+    static func zone(at point: (x: Double, y: Double), in zones: [SitesConfiguration.Zone]) -> String? {
+        zones.first { zone in
+            guard let rect = zone.rect else { return false }
+            return point.x >= rect[0] && point.x < rect[2] && point.y >= rect[1] && point.y < rect[3]
+        }?.id
+    }
+
+    /// The zone of the site holding the point.
+    func zone(at point: (x: Double, y: Double)) -> String? { Self.zone(at: point, in: site.zones) }
+
     /// Recordings of one site played back to back as one (`gapSeconds` apart, each moved in time to follow the
     /// one before), written to `directory` for the agents to replay: what a site's history learned over several
     /// walks does. The stays are each walk's own, moved with it (the gaps hold none).
@@ -139,10 +150,7 @@ public struct RecordedWalk: Sendable {
                 stays[beacon, default: []].append(AccuracyScore.Stay(beacon: beacon, zone: zone, enter: open.since, exit: time))
             }
             for point in track {
-                let zone = zones.first { zone in
-                    guard let rect = zone.rect else { return false }
-                    return point.x >= rect[0] && point.x < rect[2] && point.y >= rect[1] && point.y < rect[3]
-                }?.id
+                let zone = Self.zone(at: (point.x, point.y), in: zones)
                 if let current = open, current.zone == zone { continue }
                 close(at: point.time)
                 open = (zone, point.time)

@@ -19,10 +19,10 @@ public struct SeededGenerator: RandomNumberGenerator, Sendable {
     }
 
     /// A uniform value in [0, 1).
-    mutating func unit() -> Double { Double(next() >> 11) / Double(1 << 53) }
+    public mutating func unit() -> Double { Double(next() >> 11) / Double(1 << 53) }
 
     /// A standard normal value (Box-Muller).
-    mutating func gaussian() -> Double {
+    public mutating func gaussian() -> Double {
         let u = max(unit(), .leastNonzeroMagnitude)
         return (-2 * Foundation.log(u)).squareRoot() * cos(2 * .pi * unit())
     }

@@ -98,7 +98,7 @@ struct AccuracyCommand: AsyncParsableCommand {
             }
             if walk.site.agents.contains(where: { $0.position != nil }) {
                 centroids.append((name, walk.weightedCentroid()))
-                if !scores[0].1.positionErrors.isEmpty { stored.append((name, RecordedWalk.PositionErrors(errors: scores[0].1.positionErrors))) }
+                if !scores[0].1.positions.errors.isEmpty { stored.append((name, scores[0].1.positions)) }
                 if let calibrated {
                     let grid = walk.gridPositions(model: calibrated.model, offsets: calibrated.offsets)
                     grids.append((name, grid.errors))
@@ -110,16 +110,16 @@ struct AccuracyCommand: AsyncParsableCommand {
         guard !centroids.isEmpty else { return }
         func metres(_ value: Double?) -> String { value.map { String(format: "%.2f m", $0) } ?? "–" }
         if !json {
-            print("\n| method | recording | x/y error (median) | x/y error (p95) | estimates |")
-            print("|---|---|---:|---:|---:|")
+            print("\n| method | recording | x/y error (median) | x/y error (p95) | zone of the estimate wrong | estimates |")
+            print("|---|---|---:|---:|---:|---:|")
         }
         // Each second for the baselines; for `chosen`, the positions the ingest stored (one each 10 s a beacon).
         for (method, results) in [("weighted-centroid", centroids), ("grid", grids), ("chosen", stored)] {
             for (name, errors) in results {
                 print(
                     json
-                        ? #"{"method": "\#(method)", "recording": "\#(name)", "xy_error_median_m": \#(errors.median.map { String(format: "%.3f", $0) } ?? "null"), "xy_error_p95_m": \#(errors.p95.map { String(format: "%.3f", $0) } ?? "null"), "estimates": \#(errors.errors.count)}"#
-                        : "| \(method) | \(name) | \(metres(errors.median)) | \(metres(errors.p95)) | \(errors.errors.count) |")
+                        ? #"{"method": "\#(method)", "recording": "\#(name)", "xy_error_median_m": \#(errors.median.map { String(format: "%.3f", $0) } ?? "null"), "xy_error_p95_m": \#(errors.p95.map { String(format: "%.3f", $0) } ?? "null"), "zone_miss_rate": \#(errors.roomMissRate.map { String(format: "%.3f", $0) } ?? "null"), "estimates": \#(errors.errors.count)}"#
+                        : "| \(method) | \(name) | \(metres(errors.median)) | \(metres(errors.p95)) | \(errors.roomMissRate.map { String(format: "%.1f %%", $0 * 100) } ?? "–") | \(errors.errors.count) |")
             }
         }
     }
@@ -271,8 +271,8 @@ struct AccuracyCommand: AsyncParsableCommand {
         }
         let database = try await PostgresServer.start()
         if !json {
-            print("| method | \(column) | zone accuracy | false changes / beacon-h | enter error (median) | exit error (median) | occupancy error / zone-minute | missed stays | phantom beacons |")
-            print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+            print("| method | \(column) | zone accuracy | zone wrong, every second | false changes / beacon-h | enter error (median) | exit error (median) | occupancy error / zone-minute | missed stays | phantom beacons |")
+            print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
         }
         return (Logger(label: "beaconflow.accuracy"), database)
     }
@@ -282,8 +282,8 @@ struct AccuracyCommand: AsyncParsableCommand {
     static func row(_ score: AccuracyScore, method: String, site: String) -> String {
         func seconds(_ value: Double?) -> String { value.map { String(format: "%.1f s", $0) } ?? "–" }
         return String(
-            format: "| %@ | %@ | %.1f %% | %.2f | %@ | %@ | %.3f | %d of %d | %d |", method, site, score.zoneAccuracy * 100,
-            score.falseChangesPerBeaconHour, seconds(score.medianEnterErrorSeconds), seconds(score.medianExitErrorSeconds),
+            format: "| %@ | %@ | %.1f %% | %.1f %% | %.2f | %@ | %@ | %.3f | %d of %d | %d |", method, site, score.zoneAccuracy * 100,
+            score.zoneWrongEverySecond * 100, score.falseChangesPerBeaconHour, seconds(score.medianEnterErrorSeconds), seconds(score.medianExitErrorSeconds),
             score.occupancyMeanAbsoluteError, score.missedStays, score.trueStays, score.phantomBeacons)
     }
 
@@ -291,6 +291,7 @@ struct AccuracyCommand: AsyncParsableCommand {
         func number(_ value: Double?) -> String { value.map { String(format: "%.3f", $0) } ?? "null" }
         return """
             {"method": "\(method)", "site_id": "\(site)", "zone_accuracy": \(number(score.zoneAccuracy)), \
+            "zone_wrong_every_second": \(number(score.zoneWrongEverySecond)), \
             "beacon_seconds": \(score.beaconSeconds), "visits": \(score.visits), "true_stays": \(score.trueStays), \
             "missed_stays": \(score.missedStays), "false_changes_per_beacon_hour": \(number(score.falseChangesPerBeaconHour)), \
             "median_enter_error_s": \(number(score.medianEnterErrorSeconds)), \

@@ -30,7 +30,7 @@ struct RecordedOfficeTests {
         #expect(score.falseChangesPerBeaconHour <= nearest.falseChangesPerBeaconHour / 10)
         // A position stored every 10 s of the beacon's readings, closer to the truth than the weighted centroid
         // each second (median 2.2 m, p95 5.7 m).
-        let stored = RecordedWalk.PositionErrors(errors: score.positionErrors)
+        let stored = score.positions
         let centroid = walk.weightedCentroid()
         #expect(stored.errors.count >= 36, "\(stored.errors.count)")
         #expect(try #require(stored.median) <= 0.85 * (try #require(centroid.median)), "\(stored.median!) against \(centroid.median!)")
