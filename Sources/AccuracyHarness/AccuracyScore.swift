@@ -21,6 +21,9 @@ public struct AccuracyScore: Sendable, Equatable {
     /// Every second of every true stay, the first ones too, and those not placed in the stay's zone: what a
     /// method identifies wrong from the first reading on (the share a room trial reports as rooms mis-identified).
     public var everySecond = 0
+    /// True stays of at least `longStaySeconds`, and those of them no visit overlaps.
+    public var longStays = 0
+    public var missedLongStays = 0
     public var everySecondWrong = 0
     public var visits = 0
     public var trueStays = 0
@@ -46,6 +49,7 @@ public struct AccuracyScore: Sendable, Equatable {
     public var positions = RecordedWalk.PositionErrors()
 
     public static let settleSeconds = 5.0
+    public static let longStaySeconds = 30.0
     /// Stays cut short by the end of the run are matched only when at least this long.
     public static let decidableSeconds = 10.0
 
@@ -152,8 +156,11 @@ public struct AccuracyScore: Sendable, Equatable {
                 }
                 // A stay that began just before the run ended cannot have been decided yet.
                 guard stay.exit - stay.enter >= Self.decidableSeconds || stay.exit < end else { continue }
+                let long = stay.exit - stay.enter >= Self.longStaySeconds
+                if long { longStays += 1 }
                 guard let first = covering.first, let last = covering.last else {
                     missedStays += 1
+                    if long { missedLongStays += 1 }
                     continue
                 }
                 enterErrors.append(abs(first.enter - stay.enter))

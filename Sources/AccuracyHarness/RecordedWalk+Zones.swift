@@ -8,7 +8,8 @@ import Logging
 /// Zones on a recording: through the real pipeline, and the simplest method on the same readings.
 extension RecordedWalk {
     /// The walk through agents, a broker, the ingest and PostgreSQL, scored: with the sites file as it is, or with
-    /// `settings` (zone keys of a site entry, as `--set` gives them) in place of its zone rules.
+    /// `settings` (zone keys of a site entry, as `--set` gives them) in place of its zone rules, and any of the radio
+    /// model's keys in place of the sites file's.
     public func runThroughPipeline(
         database server: PostgresServer, logger: Logger, settings: [(key: String, value: String)] = []
     ) async throws -> AccuracyScore {
@@ -17,7 +18,7 @@ extension RecordedWalk {
             let entry = try SitesFileEntry(settings: settings, place: "--set")
             try entry.allowOnly(ZoneRules.keys + SitesConfiguration.Site.radioModelKeys)
             sites.sites[0].zoneRules = try ZoneRules(reading: entry, floor: sites.sites[0].floor)
-            sites.sites[0].radioModel = try RadioModel(reading: entry)
+            sites.sites[0].radioModel = try RadioModel(reading: entry, over: sites.sites[0].radioModel)
         }
         let pipeline = try await PipelineUnderTest.start(sites: sites, database: server, name: "recording", logger: logger)
         defer { pipeline.ingest.requestStop() }

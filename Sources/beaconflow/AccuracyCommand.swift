@@ -293,7 +293,7 @@ struct AccuracyCommand: AsyncParsableCommand {
             {"method": "\(method)", "site_id": "\(site)", "zone_accuracy": \(number(score.zoneAccuracy)), \
             "zone_wrong_every_second": \(number(score.zoneWrongEverySecond)), \
             "beacon_seconds": \(score.beaconSeconds), "visits": \(score.visits), "true_stays": \(score.trueStays), \
-            "missed_stays": \(score.missedStays), "false_changes_per_beacon_hour": \(number(score.falseChangesPerBeaconHour)), \
+            "missed_stays": \(score.missedStays), "stays_of_30s": \(score.longStays), "missed_stays_of_30s": \(score.missedLongStays), "false_changes_per_beacon_hour": \(number(score.falseChangesPerBeaconHour)), \
             "median_enter_error_s": \(number(score.medianEnterErrorSeconds)), \
             "median_exit_error_s": \(number(score.medianExitErrorSeconds)), \
             "occupancy_mean_absolute_error": \(number(score.occupancyMeanAbsoluteError)), \

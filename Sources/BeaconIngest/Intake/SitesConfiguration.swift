@@ -388,10 +388,9 @@ extension ZoneRules {
 }
 
 extension RadioModel {
-    /// The model a site entry sets (`SitesConfiguration.Site.radioModelKeys`), the open-plan model's values for the
-    /// others.
-    package init(reading entry: SitesFileEntry) throws(SitesError) {
-        self = .openPlan
+    /// The model a site entry sets (`SitesConfiguration.Site.radioModelKeys`), `base`'s values for the others.
+    package init(reading entry: SitesFileEntry, over base: RadioModel = .openPlan) throws(SitesError) {
+        self = base
         if let power = try entry.number("position_power_at_1m_dbm", within: -120...20) { powerAt1mDbm = power }
         if let exponent = try entry.number("position_path_loss_exponent", within: 1...6) { self.exponent = exponent }
         if let noise = try entry.number("position_noise_db", within: 1...30) { sigmaDb = noise }

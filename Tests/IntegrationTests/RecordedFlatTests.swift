@@ -1,0 +1,40 @@
+import AccuracyHarness
+import BeaconIngest
+import Foundation
+import LocalServers
+import Logging
+import TestServers
+import Testing
+
+/// The furnished flat's robot run (examples/recordings/furnished-flat: rooms with walls and doors, six receivers,
+/// the radio model fitted on the calibration survey, kept apart) through agents, mosquitto, the ingest and
+/// PostgreSQL with the sites file as it is: the zones against the simplest method, the stored positions against
+/// the weighted centroid.
+@Suite(
+    .enabled(if: MosquittoServer.executable != nil && PostgresServer.binaries != nil, "mosquitto or PostgreSQL is not installed"),
+    .timeLimit(.minutes(5)))
+struct RecordedFlatTests {
+    static let flat = repositoryRoot + "/examples/recordings/furnished-flat/"
+
+    @Test func zonesAndPositionsOfTheRobotRunBeatTheBaselines() async throws {
+        let walk = try RecordedWalk(recording: Self.flat + "robot-test.csv")
+        #expect(walk.site.floor == .walled)
+        let database = try await PostgresServer.start()
+        let nearest = walk.loudestReceiver()
+        for scoring in ["pattern", "position"] {
+            let score = try await walk.runThroughPipeline(
+                database: database, logger: Logger(label: "flat"), settings: [("zone_scoring", scoring)])
+            // At least 10 points above the simplest method (98 % against 87 %), no stay of 30 s missed (3), no
+            // false change where the simplest makes hundreds an hour.
+            #expect(score.zoneAccuracy >= nearest.zoneAccuracy + 0.10, "\(scoring): \(score.zoneAccuracy) against \(nearest.zoneAccuracy)")
+            #expect(score.longStays == 3 && score.missedLongStays == 0, "\(scoring): \(score)")
+            #expect(score.falseChangesPerBeaconHour <= nearest.falseChangesPerBeaconHour / 10, "\(scoring): \(score)")
+            // A position every 10 s, closer than the centroid each second (1.4 m and 3.3 m against 1.6 m and 3.7 m).
+            let stored = score.positions
+            let centroid = walk.weightedCentroid()
+            #expect(stored.errors.count >= 34, "\(stored.errors.count)")
+            #expect(try #require(stored.median) < (try #require(centroid.median)), "\(stored.median!) against \(centroid.median!)")
+            #expect(try #require(stored.p95) < (try #require(centroid.p95)), "\(stored.p95!) against \(centroid.p95!)")
+        }
+    }
+}
