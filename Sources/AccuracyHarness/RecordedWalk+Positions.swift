@@ -91,7 +91,7 @@ extension RecordedWalk {
         let receivers = placed.enumerated().map { index, receiver in
             FloorModel.Receiver(x: receiver.position.x, y: receiver.position.y, z: receiver.position.z, offsetDb: offsets[index])
         }
-        let floor = FloorModel(zones: site.zones.map { $0.rect ?? [] }, receivers: receivers, model: model)
+        let floor = FloorModel(zones: site.zones.map { $0.rect ?? [] }, receivers: receivers, model: model, doors: site.passages)
         var scratch: [Float] = []
         var shares: [Double] = []
         var beliefs: [String: PositionBelief] = [:]

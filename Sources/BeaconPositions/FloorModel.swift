@@ -46,14 +46,20 @@ public struct FloorModel: Sendable {
     let expected: [[Float]]
     /// The zone (by index into the rectangles given) of each cell's centre, -1 outside every zone.
     let zoneOfCell: [Int32]
+    /// Where a walled floor's walls are, for each cell: 1 where a wall lies between it and the next cell of its row
+    /// (`wallAfterInRow`) or of its column (`wallAfterInColumn`); nil on an open floor.
+    let wallAfterInRow: [UInt8]?
+    let wallAfterInColumn: [UInt8]?
     public let zoneCount: Int
     /// A reading's likelihood by its distance from the expected level, in steps of `likelihoodStep` dB.
     let likelihood: [Float]
     static let likelihoodStep: Float = 0.1
 
     /// A floor over the bounding box of `zones` (rectangles x0, y0, x1, y1; the first that holds a cell's centre
-    /// is its zone), with `receivers` and `model`.
-    public init(zones: [[Double]], receivers: [Receiver], model: RadioModel) {
+    /// is its zone), with `receivers` and `model`. With `doors` (for each two zones, whether a door joins them),
+    /// a wall stands between neighbouring cells of two zones that no door joins; a door joins its zones all along
+    /// their shared edge, and the floor outside every zone is open to all.
+    public init(zones: [[Double]], receivers: [Receiver], model: RadioModel, doors: [[Bool]]? = nil) {
         let rects = zones.filter { $0.count == 4 }
         let x0 = rects.map { $0[0] }.min() ?? 0
         let y0 = rects.map { $0[1] }.min() ?? 0
@@ -91,6 +97,21 @@ public struct FloorModel: Sendable {
         }
         self.zoneOfCell = zoneOfCell
         self.expected = expected
+        if let doors {
+            let columns = columns
+            let rows = rows
+            func wall(_ a: Int, _ b: Int) -> UInt8 {
+                let from = Int(zoneOfCell[a])
+                let to = Int(zoneOfCell[b])
+                guard from >= 0, to >= 0, from != to, doors.indices.contains(from), doors[from].indices.contains(to) else { return 0 }
+                return doors[from][to] ? 0 : 1
+            }
+            wallAfterInRow = (0..<(columns * rows)).map { cell in cell % columns + 1 < columns ? wall(cell, cell + 1) : 0 }
+            wallAfterInColumn = (0..<(columns * rows)).map { cell in cell / columns + 1 < rows ? wall(cell, cell + columns) : 0 }
+        } else {
+            wallAfterInRow = nil
+            wallAfterInColumn = nil
+        }
         let sigma = model.sigmaDb * Self.noiseWidening
         let steps = Int((5 * Float(sigma)) / Self.likelihoodStep) + 1
         likelihood = (0..<steps).map { step in

@@ -49,7 +49,7 @@ public struct PositionBelief: Sendable {
     }
 
     /// Spreads the belief as far as a walker goes in `seconds` (with the time not spread before): a box blur of
-    /// that many whole cells along each axis, twice (close to a Gaussian).
+    /// that many whole cells along each axis, twice (close to a Gaussian), stopped by the floor's walls.
     mutating func spread(seconds: Double, on floor: FloorModel, scratch: inout [Float]) {
         unspreadSeconds += seconds
         let radius = Int(FloorModel.walkingSpeed * unspreadSeconds / floor.cellSize)
@@ -58,35 +58,46 @@ public struct PositionBelief: Sendable {
         if scratch.count != cells.count { scratch = cells }
         let bounded = min(radius, max(floor.columns, floor.rows))
         for _ in 0..<2 {
-            blur(radius: bounded, lines: floor.rows, length: floor.columns, stride: 1, lineStride: floor.columns, scratch: &scratch)
-            blur(radius: bounded, lines: floor.columns, length: floor.rows, stride: floor.columns, lineStride: 1, scratch: &scratch)
+            blur(radius: bounded, lines: floor.rows, length: floor.columns, stride: 1, lineStride: floor.columns, walls: floor.wallAfterInRow, scratch: &scratch)
+            blur(radius: bounded, lines: floor.columns, length: floor.rows, stride: floor.columns, lineStride: 1, walls: floor.wallAfterInColumn, scratch: &scratch)
         }
     }
 
-    /// A moving average of `2 × radius + 1` cells along each of `lines` lines of `length` cells.
-    private mutating func blur(radius: Int, lines: Int, length: Int, stride: Int, lineStride: Int, scratch: inout [Float]) {
+    /// A moving average of `2 × radius + 1` cells along each of `lines` lines of `length` cells, each stretch
+    /// between walls (`walls`: 1 where one follows a cell) on its own.
+    private mutating func blur(radius: Int, lines: Int, length: Int, stride: Int, lineStride: Int, walls: [UInt8]?, scratch: inout [Float]) {
         cells.withUnsafeBufferPointer { belief in
             scratch.withUnsafeMutableBufferPointer { out in
                 for line in 0..<lines {
                     let base = line * lineStride
-                    var sum: Float = 0
-                    var count: Float = 0
-                    for position in 0..<min(radius, length) {
-                        sum += belief[base + position * stride]
-                        count += 1
-                    }
-                    for position in 0..<length {
-                        let entering = position + radius
-                        if entering < length {
-                            sum += belief[base + entering * stride]
+                    var start = 0
+                    while start < length {
+                        var end = start + 1
+                        if let walls {
+                            while end < length, walls[base + (end - 1) * stride] == 0 { end += 1 }
+                        } else {
+                            end = length
+                        }
+                        var sum: Float = 0
+                        var count: Float = 0
+                        for position in start..<min(start + radius, end) {
+                            sum += belief[base + position * stride]
                             count += 1
                         }
-                        let leaving = position - radius - 1
-                        if leaving >= 0 {
-                            sum -= belief[base + leaving * stride]
-                            count -= 1
+                        for position in start..<end {
+                            let entering = position + radius
+                            if entering < end {
+                                sum += belief[base + entering * stride]
+                                count += 1
+                            }
+                            let leaving = position - radius - 1
+                            if leaving >= start {
+                                sum -= belief[base + leaving * stride]
+                                count -= 1
+                            }
+                            out[base + position * stride] = sum / count
                         }
-                        out[base + position * stride] = sum / count
+                        start = end
                     }
                 }
             }

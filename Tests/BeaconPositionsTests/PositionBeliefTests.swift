@@ -56,6 +56,38 @@ import Testing
         #expect(shares[2] > 0.9, "\(shares)")
     }
 
+    /// Found in the lower left quarter, then nothing learnt for 10 s: on an open floor the belief spreads over the
+    /// whole floor; with walls (the quarters on the left joined by a door, every other pair walled) it spreads
+    /// through the door and no share crosses a wall.
+    @Test func theBeliefSpreadsThroughDoorsAndNotThroughWalls() {
+        var doors = [[Bool]](repeating: [Bool](repeating: false, count: 4), count: 4)
+        for zone in 0..<4 { doors[zone][zone] = true }
+        doors[0][1] = true
+        doors[1][0] = true
+        for walls in [nil, doors] as [[[Bool]]?] {
+            let floor = FloorModel(zones: quarters, receivers: receivers, model: model, doors: walls)
+            var belief = PositionBelief(floor: floor)
+            var scratch: [Float] = []
+            for _ in 0..<5 {
+                for (index, receiver) in receivers.enumerated() {
+                    belief.update(receiver: index, rssi: rssi(receiver, x: 1, y: 1), timeMicros: 1_000_000, on: floor, scratch: &scratch)
+                }
+            }
+            var before: [Double] = []
+            belief.zoneProbabilities(on: floor, into: &before)
+            #expect(before[0] > 0.9 && before[1] < 0.1, "\(before)")
+            // A reading as likely everywhere (far below every cell's level), 10 s later.
+            belief.update(receiver: 0, rssi: -127, timeMicros: 11_000_000, on: floor, scratch: &scratch)
+            var after: [Double] = []
+            belief.zoneProbabilities(on: floor, into: &after)
+            if walls == nil {
+                #expect(abs(after[0] + after[1] - 0.5) < 0.1, "\(after)")
+            } else {
+                #expect(abs(after[0] + after[1] - before[0] - before[1]) < 1e-3 && after[1] > 0.3, "\(before) then \(after)")
+            }
+        }
+    }
+
     @Test func aReadingOlderThanTheLastWeighsWithoutSpreading() {
         let floor = FloorModel(zones: quarters, receivers: receivers, model: model)
         var belief = PositionBelief(floor: floor)

@@ -45,6 +45,14 @@ public struct SitesConfiguration: Sendable, Equatable {
 
         /// The site's floor as its zone rules see it: none, with walls (its `doors` say where they open), or open.
         public var floor: ZoneRules.Floor { !hasFloor ? .none : doors.isEmpty ? .open : .walled }
+
+        /// For each two zones (by index), whether one can walk from the one into the other: always within a zone,
+        /// through a listed door between two; nil where the site lists no doors (no walls are known).
+        public var passages: [[Bool]]? {
+            guard !doors.isEmpty else { return nil }
+            let ids = zones.map(\.id)
+            return ids.map { from in ids.map { to in from == to || doors.contains { Set($0) == Set([from, to]) } } }
+        }
     }
 
     public struct Zone: Sendable, Equatable {

@@ -179,20 +179,17 @@ public struct SiteZoneTracker: Sendable {
         agentNumbers = Dictionary(uniqueKeysWithValues: placed.enumerated().map { ($1.id, $0) })
         eventTime = EventTime(agents: agentNumbers.keys)
         let withPosition = placed.filter { $0.position != nil }
+        doors = site.passages
         if site.hasFloor, withPosition.count >= SitesConfiguration.Site.receiversForPositions {
             floor = FloorModel(
                 zones: site.zones.map { $0.rect ?? [] },
                 // Readings come with each agent's offset already added.
                 receivers: withPosition.map { FloorModel.Receiver(x: $0.position!.x, y: $0.position!.y, z: $0.position!.z) },
-                model: site.radioModel)
+                model: site.radioModel, doors: site.passages)
             receiverOfAgent = placed.map { agent in withPosition.firstIndex { $0.id == agent.id } }
         } else {
             floor = nil
             receiverOfAgent = []
-        }
-        let zoneIDs = zones
-        doors = site.doors.isEmpty ? nil : zoneIDs.map { from in
-            zoneIDs.map { to in from == to || site.doors.contains { Set($0) == Set([from, to]) } }
         }
         // An agent without a zone (placed by position only) counts for the first zone: patterns are not used there.
         patterns = ZonePatterns(
