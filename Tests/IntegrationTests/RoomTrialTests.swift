@@ -5,6 +5,7 @@ import LocalServers
 import Logging
 import TestServers
 import Testing
+import WorkQueue
 
 /// The two-room flat of examples/rooms (the ESPresense accuracy harness's baseline room, its radio and tracks as
 /// published) turned into recordings and played through agents, mosquitto, the ingest and PostgreSQL with the
@@ -56,21 +57,22 @@ struct RoomTrialTests {
     @Test func positionsAndRoomsOfTheTrialMeetTheirTargets() async throws {
         let directory = try makeTemporaryDirectory(prefix: "room-trial")
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        _ = try RoomTrial(path: Self.room).write(to: directory, seeds: Array(11...30))
+        // Writing and reading the recordings is seconds of CPU in a debug build: off the cooperative pool.
+        _ = try await onThread { try RoomTrial(path: Self.room).write(to: directory, seeds: Array(11...30)) }
         let database = try await PostgresServer.start()
         let logger = Logger(label: "room-trial")
         for (track, roomWrong) in [("diagonal-walk", 0.03), ("living-to-bedroom", 0.08)] {
-            let walk = try RecordedWalk(recording: "\(directory)/\(track).csv")
+            let walk = try await onThread { try RecordedWalk(recording: "\(directory)/\(track).csv") }
             let score = try await walk.runThroughPipeline(database: database, logger: logger)
             let stored = score.positions
             #expect(stored.errors.count == 20 * (track == "diagonal-walk" ? 7 : 13), "\(track): \(stored.errors.count)")
             #expect(try #require(stored.median) <= 0.5 && (try #require(stored.p95)) <= 1.2, "\(track): \(stored)")
             #expect(1 - score.zoneAccuracy <= roomWrong && score.missedStays == 0 && score.falseChangesPerBeaconHour == 0, "\(track): \(score)")
-            let centroid = walk.weightedCentroid()
+            let centroid = try await onThread { walk.weightedCentroid() }
             #expect(try #require(centroid.median) > 2 * (try #require(stored.median)), "\(track): \(centroid.median!) against \(stored.median!)")
         }
         for station in ["node-living-nw", "node-living-sw", "node-bedroom-ne", "node-bedroom-se"] {
-            let walk = try RecordedWalk(recording: "\(directory)/diagonal-walk-without-\(station).csv")
+            let walk = try await onThread { try RecordedWalk(recording: "\(directory)/diagonal-walk-without-\(station).csv") }
             let stored = try await walk.runThroughPipeline(database: database, logger: logger).positions
             #expect(try #require(stored.p95) <= 1.6, "without \(station): \(stored)")
         }
