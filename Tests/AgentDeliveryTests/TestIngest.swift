@@ -114,9 +114,10 @@ final class TestIngest: Sendable {
         return (try? JSONSerialization.jsonObject(with: Data(payload))) as? [String: Any]
     }
 
-    /// Waits until `condition` holds, polling, at most `timeout`.
+    /// Waits until `condition` holds, polling, at most `timeout` (long: the first run's parallel load can hold a
+    /// two-core machine's threads for tens of seconds).
     func wait(
-        for description: String, timeout: Duration = .seconds(30), _ condition: @Sendable (TestIngest) -> Bool
+        for description: String, timeout: Duration = .seconds(90), _ condition: @Sendable (TestIngest) -> Bool
     ) async throws {
         let deadline = ContinuousClock.now + timeout
         while true {
