@@ -9,7 +9,7 @@ import Mosquitto
 import TestServers
 import Testing
 
-@Suite(.enabled(if: MosquittoServer.executable != nil, "mosquitto is not installed"), .timeLimit(.minutes(2)))
+@Suite(.enabled(if: MosquittoServer.executable != nil, "mosquitto is not installed"), .timeLimit(.minutes(4)))
 struct AgentDeliveryTests {
     let logger = Logger(label: "agent-test")
 
@@ -401,7 +401,7 @@ struct AgentDeliveryTests {
 @Suite(
     .enabled(if: MosquittoServer.executable != nil && findExecutable("openssl") != nil, "mosquitto or openssl missing"),
     .enabled(if: beaconflowExecutable != nil, "the beaconflow executable is not built"),
-    .timeLimit(.minutes(2)))
+    .timeLimit(.minutes(4)))
 struct AgentSecurityTests {
     @Test func tlsCredentialsAndTheACL() async throws {
         let executable = try #require(beaconflowExecutable)
