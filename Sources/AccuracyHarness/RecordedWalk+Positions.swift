@@ -48,11 +48,11 @@ extension RecordedWalk {
 
     /// Every reading at its true distance from the receiver that heard it: a calibration walk's samples for
     /// `RadioModel.fit`.
-    public func calibrationSamples() -> [RadioModel.Sample] {
+    public func calibrationSamples() -> [(receiver: Int, distance: Double, rssi: Double, x: Double, y: Double)] {
         let placed = placedReceivers
         let number = Dictionary(uniqueKeysWithValues: placed.enumerated().map { ($1.id, $0) })
         var indices: [String: Int] = [:]
-        var samples: [RadioModel.Sample] = []
+        var samples: [(receiver: Int, distance: Double, rssi: Double, x: Double, y: Double)] = []
         for row in rows {
             guard let receiver = number[row.receiver] else { continue }
             let beacon = Self.beaconID(row.address)
@@ -62,36 +62,44 @@ extension RecordedWalk {
             let at = placed[receiver].position
             let dz = at.z.map { FloorModel.transmitterHeight - $0 } ?? 0
             let distance = ((truth.x - at.x) * (truth.x - at.x) + (truth.y - at.y) * (truth.y - at.y) + dz * dz).squareRoot()
-            samples.append(RadioModel.Sample(receiver: receiver, distance: distance, rssi: Double(row.rssi)))
+            samples.append((receiver, distance, Double(row.rssi), truth.x, truth.y))
         }
         return samples
     }
 
     /// The radio model of the walks' site fitted on all their readings at their true distances (a calibration
-    /// walk), each placed receiver's offset by its id (what it hears above the model), and how many readings.
-    public static func calibration(_ walks: [RecordedWalk]) throws -> (model: RadioModel, offsets: [(agent: String, offsetDb: Double)], readings: Int) {
+    /// walk), each placed receiver's offset by its id (what it hears above the model), the radio map of what each
+    /// heard above both where it was heard, and how many readings.
+    public static func calibration(
+        _ walks: [RecordedWalk]
+    ) throws -> (model: RadioModel, offsets: [(agent: String, offsetDb: Double)], map: RadioMap, readings: Int) {
         guard let first = walks.first else { throw HarnessError("no recording to calibrate on") }
         guard walks.allSatisfy({ $0.site == first.site }) else { throw HarnessError("calibration recordings must share their site") }
         let placed = first.placedReceivers
         guard placed.count >= SitesConfiguration.Site.receiversForPositions else {
             throw HarnessError("site '\(first.site.id)' places fewer than \(SitesConfiguration.Site.receiversForPositions) agents ('at')")
         }
-        let samples = walks.flatMap { $0.calibrationSamples() }
+        let samples = walks.flatMap { $0.calibrationSamples() }.map { RadioModel.Sample(receiver: $0.receiver, distance: $0.distance, rssi: $0.rssi) }
         guard samples.count >= 10 else { throw HarnessError("the recordings hold \(samples.count) readings with a true position; 10 at least") }
         let fitted = RadioModel.fit(samples, receivers: placed.count)
-        return (fitted.model, zip(placed, fitted.offsets).map { ($0.id, $1) }, samples.count)
+        let residuals = walks.flatMap { $0.calibrationSamples() }.map { sample in
+            RadioMap.Sample(
+                receiver: placed[sample.receiver].id, x: sample.x, y: sample.y,
+                residualDb: sample.rssi - fitted.model.expected(distance: sample.distance) - fitted.offsets[sample.receiver])
+        }
+        return (fitted.model, zip(placed, fitted.offsets).map { ($0.id, $1) }, RadioMap.fit(residuals), samples.count)
     }
 
-    /// Positions from a `PositionBelief` per transmitter on the site's floor with `model` and receivers' `offsets`
-    /// (fitted on other walks): each second, the estimate against where the transmitter was, and the zone that
+    /// Positions from a `PositionBelief` per transmitter on the site's floor with `model`, receivers' `offsets` and
+    /// `map` (fitted on other walks): each second, the estimate against where the transmitter was, and the zone that
     /// holds most of the belief, scored as zones are (a transmitter unheard for 30 s has left).
-    public func gridPositions(model: RadioModel, offsets: [Double]) -> (errors: PositionErrors, zones: AccuracyScore) {
+    public func gridPositions(model: RadioModel, offsets: [Double], map: RadioMap? = nil) -> (errors: PositionErrors, zones: AccuracyScore) {
         let placed = placedReceivers
         let number = Dictionary(uniqueKeysWithValues: placed.enumerated().map { ($1.id, $0) })
         let receivers = placed.enumerated().map { index, receiver in
-            FloorModel.Receiver(x: receiver.position.x, y: receiver.position.y, z: receiver.position.z, offsetDb: offsets[index])
+            FloorModel.Receiver(x: receiver.position.x, y: receiver.position.y, z: receiver.position.z, offsetDb: offsets[index], id: receiver.id)
         }
-        let floor = FloorModel(zones: site.zones.map { $0.rect ?? [] }, receivers: receivers, model: model, doors: site.passages)
+        let floor = FloorModel(zones: site.zones.map { $0.rect ?? [] }, receivers: receivers, model: model, doors: site.passages, map: map)
         var scratch: [Float] = []
         var shares: [Double] = []
         var beliefs: [String: PositionBelief] = [:]

@@ -4,18 +4,21 @@ import Foundation
 /// receiver is expected to hear from each cell under the site's `RadioModel`, the zone each cell lies in, and how
 /// likely a reading is given the level expected. Fixed for a site; shared by every transmitter's `PositionBelief`.
 public struct FloorModel: Sendable {
-    /// A receiver's position in metres (its height where known) and its RSSI offset: what it hears above the model.
+    /// A receiver's position in metres (its height where known), its RSSI offset (what it hears above the model)
+    /// and its id in a `RadioMap`.
     public struct Receiver: Sendable, Equatable {
         public var x: Double
         public var y: Double
         public var z: Double?
         public var offsetDb: Double
+        public var id: String
 
-        public init(x: Double, y: Double, z: Double? = nil, offsetDb: Double = 0) {
+        public init(x: Double, y: Double, z: Double? = nil, offsetDb: Double = 0, id: String = "") {
             self.x = x
             self.y = y
             self.z = z
             self.offsetDb = offsetDb
+            self.id = id
         }
     }
 
@@ -59,7 +62,8 @@ public struct FloorModel: Sendable {
     /// is its zone), with `receivers` and `model`. With `doors` (for each two zones, whether a door joins them),
     /// a wall stands between neighbouring cells of two zones that no door joins; a door joins its zones all along
     /// their shared edge, and the floor outside every zone is open to all.
-    public init(zones: [[Double]], receivers: [Receiver], model: RadioModel, doors: [[Bool]]? = nil) {
+    /// A `map` corrects the model place by place for each receiver it has points for.
+    public init(zones: [[Double]], receivers: [Receiver], model: RadioModel, doors: [[Bool]]? = nil, map: RadioMap? = nil) {
         let rects = zones.filter { $0.count == 4 }
         let x0 = rects.map { $0[0] }.min() ?? 0
         let y0 = rects.map { $0[1] }.min() ?? 0
@@ -91,7 +95,8 @@ public struct FloorModel: Sendable {
                 for (index, receiver) in receivers.enumerated() {
                     let dz = receiver.z.map { Self.transmitterHeight - $0 } ?? 0
                     let distance = ((x - receiver.x) * (x - receiver.x) + (y - receiver.y) * (y - receiver.y) + dz * dz).squareRoot()
-                    expected[index][cell] = Float(model.expected(distance: distance) + receiver.offsetDb)
+                    let correction = map?.correction(receiver: receiver.id, x: x, y: y) ?? 0
+                    expected[index][cell] = Float(model.expected(distance: distance) + receiver.offsetDb + correction)
                 }
             }
         }

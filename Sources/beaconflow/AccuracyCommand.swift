@@ -100,7 +100,7 @@ struct AccuracyCommand: AsyncParsableCommand {
                 centroids.append((name, walk.weightedCentroid()))
                 if !scores[0].1.positions.errors.isEmpty { stored.append((name, scores[0].1.positions)) }
                 if let calibrated {
-                    let grid = walk.gridPositions(model: calibrated.model, offsets: calibrated.offsets)
+                    let grid = walk.gridPositions(model: calibrated.model, offsets: calibrated.offsets, map: calibrated.map)
                     grids.append((name, grid.errors))
                     print(json ? Self.json(grid.zones, method: "grid", site: name) : Self.row(grid.zones, method: "grid", site: name))
                 }
@@ -244,9 +244,9 @@ struct AccuracyCommand: AsyncParsableCommand {
         }
     }
 
-    /// The radio model fitted on calibration recordings' readings at their true distances.
-    func fitRadioModel(_ paths: [String]) throws -> (model: RadioModel, offsets: [Double]) {
-        let fitted: (model: RadioModel, offsets: [(agent: String, offsetDb: Double)], readings: Int)
+    /// The radio model and map fitted on calibration recordings' readings at their true positions.
+    func fitRadioModel(_ paths: [String]) throws -> (model: RadioModel, offsets: [Double], map: RadioMap) {
+        let fitted: (model: RadioModel, offsets: [(agent: String, offsetDb: Double)], map: RadioMap, readings: Int)
         do {
             fitted = try RecordedWalk.calibration(try paths.map { try RecordedWalk(recording: $0) })
         } catch {
@@ -258,7 +258,7 @@ struct AccuracyCommand: AsyncParsableCommand {
                     format: "radio model: %.1f dBm at 1 m, exponent %.2f, sigma %.1f dB\n", fitted.model.powerAt1mDbm, fitted.model.exponent,
                     fitted.model.sigmaDb
                 ).utf8))
-        return (fitted.model, fitted.offsets.map(\.offsetDb))
+        return (fitted.model, fitted.offsets.map(\.offsetDb), fitted.map)
     }
 
     /// Logging, a throwaway PostgreSQL and the table's head, for runs through the real pipeline (`column`: what

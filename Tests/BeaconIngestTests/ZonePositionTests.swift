@@ -56,6 +56,32 @@ import Testing
         }
     }
 
+    /// A site's radio map is read from the file it names, beside the sites file; what cannot be used is named.
+    @Test func aRadioMapIsReadBesideTheSitesFile() throws {
+        let directory = NSTemporaryDirectory() + "radio-map-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let mapped = floorSites.replacingOccurrences(of: "position_noise_db: 3", with: "position_noise_db: 3\n    position_radio_map: map.csv")
+        try mapped.write(toFile: directory + "/sites.yaml", atomically: true, encoding: .utf8)
+        try "receiver,x_m,y_m,correction_db\nr1,5.0,4.0,3.5\n".write(toFile: directory + "/map.csv", atomically: true, encoding: .utf8)
+        let loaded = try SitesConfiguration.load(path: directory + "/sites.yaml")
+        #expect(loaded.sites[0].radioMap?.correction(receiver: "r1", x: 5.1, y: 3.9) == 3.5)
+        // A changed map is a changed file, for a reload to see.
+        try "receiver,x_m,y_m,correction_db\nr1,5.0,4.0,2.0\n".write(toFile: directory + "/map.csv", atomically: true, encoding: .utf8)
+        #expect(try SitesConfiguration.load(path: directory + "/sites.yaml").digest != loaded.digest)
+        for (map, message) in [
+            ("receiver,x_m,y_m,correction_db\nr9,5.0,4.0,3.5\n", "'r9' is no agent of site 'hall'"),
+            ("receiver,x_m,y_m,correction_db\nr1,five,4.0,3.5\n", "map.csv: line 2:"),
+        ] {
+            try map.write(toFile: directory + "/map.csv", atomically: true, encoding: .utf8)
+            let error = #expect(throws: SitesError.self) { try SitesConfiguration.load(path: directory + "/sites.yaml") }
+            #expect(error?.message.contains(message) == true, "\(String(describing: error))")
+        }
+        try FileManager.default.removeItem(atPath: directory + "/map.csv")
+        let missing = #expect(throws: SitesError.self) { try SitesConfiguration.load(path: directory + "/sites.yaml") }
+        #expect(missing?.message.contains("position_radio_map: cannot read \(directory)/map.csv") == true, "\(String(describing: missing))")
+    }
+
     @Test func aWalkerIsFollowedAcrossAnOpenFloorAndItsPositionsAreGivenAndKept() throws {
         var tracker = SiteZoneTracker(site: try SitesConfiguration.parse(floorSites).sites[0])
         var changes: [ZoneChange] = []

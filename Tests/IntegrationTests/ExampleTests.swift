@@ -1,3 +1,4 @@
+import BeaconPositions
 import Foundation
 import LibPQ
 import LocalServers
@@ -279,10 +280,17 @@ struct ExampleTests {
         }
         for example in bySubcommand["calibrate"] ?? [] {
             let result = try await run(example)
-            // The sites-file keys of the model, and an offset for each of the office's twelve receivers.
+            // The sites-file keys of the model, and an offset for each receiver (the office's twelve, the flat's six).
             let lines = result.output.split(separator: "\n")
             #expect(result.status == 0 && lines.contains { $0.hasPrefix("position_path_loss_exponent: ") }, "\(example)\n\(result.errors)")
-            #expect(lines.filter { $0.hasPrefix("sensor") }.count == 12, "\(result.output)")
+            let office = example.line.contains("open-office")
+            #expect(lines.filter { $0.hasPrefix(office ? "sensor" : "anchor-") }.count == (office ? 12 : 6), "\(result.output)")
+            // The radio map it was asked for, readable as the sites file reads it.
+            let words = Example.shellWords(example.line)
+            if let flag = words.firstIndex(of: "--radio-map") {
+                let text = try String(contentsOfFile: world.directory + "/" + words[flag + 1], encoding: .utf8)
+                #expect(try RadioMap(csv: text).receivers.count == 6, "\(text.prefix(200))")
+            }
         }
         // What `simulate` writes, `accuracy` may score.
         for example in (bySubcommand["simulate"] ?? []) + (bySubcommand["accuracy"] ?? []) {

@@ -29,12 +29,13 @@ struct RecordedFlatTests {
             #expect(score.zoneAccuracy >= nearest.zoneAccuracy + 0.10, "\(scoring): \(score.zoneAccuracy) against \(nearest.zoneAccuracy)")
             #expect(score.longStays == 3 && score.missedLongStays == 0, "\(scoring): \(score)")
             #expect(score.falseChangesPerBeaconHour <= nearest.falseChangesPerBeaconHour / 10, "\(scoring): \(score)")
-            // A position every 10 s, closer than the centroid each second (1.4 m and 3.3 m against 1.6 m and 3.7 m).
+            // A position every 10 s, closer than the centroid each second: with the survey's radio map 1.1 m and
+            // 2.1 m against 1.6 m and 3.7 m (the p95 target: at most 60 % of the centroid's).
             let stored = score.positions
             let centroid = walk.weightedCentroid()
             #expect(stored.errors.count >= 34, "\(stored.errors.count)")
-            #expect(try #require(stored.median) < (try #require(centroid.median)), "\(stored.median!) against \(centroid.median!)")
-            #expect(try #require(stored.p95) < (try #require(centroid.p95)), "\(stored.p95!) against \(centroid.p95!)")
+            #expect(try #require(stored.median) <= 0.7 * (try #require(centroid.median)), "\(stored.median!) against \(centroid.median!)")
+            #expect(try #require(stored.p95) <= 0.6 * (try #require(centroid.p95)), "\(stored.p95!) against \(centroid.p95!)")
         }
     }
 }

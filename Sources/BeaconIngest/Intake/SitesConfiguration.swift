@@ -19,6 +19,9 @@ public struct SitesConfiguration: Sendable, Equatable {
         /// The radio model positions are found with (`position_power_at_1m_dbm`, `position_path_loss_exponent`,
         /// `position_noise_db`).
         public var radioModel: RadioModel = .openPlan
+        /// What each receiver hears above the model, place by place (`position_radio_map`: a file `beaconflow
+        /// calibrate --radio-map` writes).
+        public var radioMap: RadioMap?
 
         public init(
             id: String, timezone: String = "UTC", pathLossExponent: Double = 2.5, rssiSmoothing: RSSISmoothing = .kalman,
@@ -155,7 +158,7 @@ public struct SitesConfiguration: Sendable, Equatable {
         guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
             throw SitesError("cannot read the sites file \(path)")
         }
-        return try parse(text, name: path)
+        return try parse(text, name: path, directory: (path as NSString).deletingLastPathComponent)
     }
 
     /// FNV-1a over the text's UTF-8 bytes, as 16 hex digits.
@@ -170,8 +173,9 @@ public struct SitesConfiguration: Sendable, Equatable {
     public static let maximumZones = 100_000
     public static let maximumBeacons = 1_000_000
 
-    /// Parses and checks the file; every error names the entry and what is wrong with it.
-    public static func parse(_ text: String, name: String = "sites") throws(SitesError) -> SitesConfiguration {
+    /// Parses and checks the file; every error names the entry and what is wrong with it. Files it names (a
+    /// site's radio map) are found in `directory` unless their path is absolute.
+    public static func parse(_ text: String, name: String = "sites", directory: String = "") throws(SitesError) -> SitesConfiguration {
         let root: Any?
         do {
             root = try BoundedYAML.load(text)
@@ -193,19 +197,20 @@ public struct SitesConfiguration: Sendable, Equatable {
         }
         var configuration = try SitesConfiguration(
             sites: siteList.enumerated().map { SitesFileEntry($1, place: "\(name): sites[\($0)]") },
-            beacons: beaconList.enumerated().map { SitesFileEntry($1, place: "\(name): beacons[\($0)]") })
-        configuration.digest = digest(of: text)
+            beacons: beaconList.enumerated().map { SitesFileEntry($1, place: "\(name): beacons[\($0)]") }, directory: directory)
+        // A changed radio map is a changed file.
+        configuration.digest = digest(of: text + configuration.sites.compactMap { $0.radioMap?.csv }.joined())
         return configuration
     }
 
     /// The sites and beacons read from their entries, checked across entries (ids once, the file's maximums).
-    init(sites siteEntries: [SitesFileEntry], beacons beaconEntries: [SitesFileEntry]) throws(SitesError) {
+    init(sites siteEntries: [SitesFileEntry], beacons beaconEntries: [SitesFileEntry], directory: String = "") throws(SitesError) {
         var sites: [Site] = []
         var siteIDs: Set<String> = []
         var agentCount = 0
         var zoneCount = 0
         for entry in siteEntries {
-            let site = try Site(reading: entry)
+            let site = try Site(reading: entry, directory: directory)
             guard siteIDs.insert(site.id).inserted else { throw SitesError("\(entry.place): site '\(site.id)' appears twice") }
             zoneCount += site.zones.count
             guard zoneCount <= Self.maximumZones else { throw SitesError("\(entry.place): more than \(Self.maximumZones) zones in all") }
@@ -229,10 +234,11 @@ public struct SitesConfiguration: Sendable, Equatable {
 extension SitesConfiguration.Site {
     /// The keys of a site entry: its own and its zone rules'.
     package static let keys =
-        ["id", "timezone", "path_loss_exponent", "zones", "agents", "doors", "rssi_smoothing"] + radioModelKeys + ZoneRules.keys
+        ["id", "timezone", "path_loss_exponent", "zones", "agents", "doors", "rssi_smoothing", "position_radio_map"] + radioModelKeys
+        + ZoneRules.keys
     package static let radioModelKeys = ["position_power_at_1m_dbm", "position_path_loss_exponent", "position_noise_db"]
 
-    init(reading entry: SitesFileEntry) throws(SitesError) {
+    init(reading entry: SitesFileEntry, directory: String = "") throws(SitesError) {
         let place = entry.place
         try entry.allowOnly(Self.keys)
         id = try entry.identifier("id")
@@ -280,9 +286,31 @@ extension SitesConfiguration.Site {
         }
         rssiSmoothing = smoothing
         radioModel = try RadioModel(reading: entry)
+        if let file = entry.text("position_radio_map") {
+            radioMap = try Self.radioMap(file, directory: directory, place: place)
+            let placed = Set(agents.filter { $0.position != nil }.map(\.id))
+            if let stranger = radioMap?.receivers.subtracting(placed).sorted().first {
+                throw SitesError("\(place).position_radio_map \(file): '\(stranger)' is no agent of site '\(id)' with a position ('at')")
+            }
+        }
         // The rules' defaults depend on the floor, which the rest of the entry gives.
         zoneRules = ZoneRules()
         zoneRules = try ZoneRules(reading: entry, floor: floor)
+    }
+}
+
+extension SitesConfiguration.Site {
+    /// The radio map in `file` (relative to `directory` unless absolute).
+    static func radioMap(_ file: String, directory: String, place: String) throws(SitesError) -> RadioMap {
+        let path = file.hasPrefix("/") || directory.isEmpty ? file : directory + "/" + file
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
+            throw SitesError("\(place).position_radio_map: cannot read \(path)")
+        }
+        do {
+            return try RadioMap(csv: text)
+        } catch {
+            throw SitesError("\(place).position_radio_map \(path): \(error)")
+        }
     }
 }
 

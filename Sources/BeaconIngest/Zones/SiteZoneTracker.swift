@@ -184,8 +184,8 @@ public struct SiteZoneTracker: Sendable {
             floor = FloorModel(
                 zones: site.zones.map { $0.rect ?? [] },
                 // Readings come with each agent's offset already added.
-                receivers: withPosition.map { FloorModel.Receiver(x: $0.position!.x, y: $0.position!.y, z: $0.position!.z) },
-                model: site.radioModel, doors: site.passages)
+                receivers: withPosition.map { FloorModel.Receiver(x: $0.position!.x, y: $0.position!.y, z: $0.position!.z, id: $0.id) },
+                model: site.radioModel, doors: site.passages, map: site.radioMap)
             receiverOfAgent = placed.map { agent in withPosition.firstIndex { $0.id == agent.id } }
         } else {
             floor = nil
