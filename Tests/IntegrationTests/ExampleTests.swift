@@ -132,7 +132,8 @@ struct Example: Hashable, CustomStringConvertible {
 /// (`127.0.0.1:1883`, `broker.example:8883`, `127.0.0.1:5432`, `host=db`, `/run/postgresql`) are this test's
 /// mosquitto (plain, and TLS as deploy/ configures it), and PostgreSQL; `/etc/beaconflow/` and
 /// `/var/lib/beaconflow/` are directories of the test; the environment has `PGPORT` and `PGUSER=postgres` as a
-/// user's shell would; and the demo runs 5 s instead of its 60 or 300.
+/// user's shell would; the ingest's metrics listen on a free port instead of 9464; and the demo runs 5 s instead of
+/// its 60 or 300.
 @Suite(
     .enabled(if: MosquittoServer.executable != nil && PostgresServer.binaries != nil, "mosquitto or PostgreSQL is not installed"),
     .enabled(if: beaconflowExecutable != nil, "the beaconflow executable is not built"),
@@ -392,6 +393,8 @@ final class ExampleWorld: @unchecked Sendable {
     func command(_ example: Example) -> (environment: [String: String], arguments: [String]) {
         var (environment, arguments) = Example(origin: example.origin, line: mapped(example.line)).command
         if arguments.first == "demo", !arguments.contains("--duration") { arguments += ["--duration", "5"] }
+        // The ingest's metrics on a port of their own, not the default 9464 something else on the machine may hold.
+        if arguments.first == "ingest", !arguments.contains("--metrics-listen") { arguments += ["--metrics-listen", "127.0.0.1:0"] }
         var merged = ProcessInfo.processInfo.environment
         merged["PGPORT"] = String(postgres.port)
         merged["PGUSER"] = "postgres"
