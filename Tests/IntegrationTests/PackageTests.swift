@@ -19,8 +19,9 @@ let packageRoot = repositoryRoot + "/.build-package-root"
     .timeLimit(.minutes(6)))
 struct PackageTests {
     /// The guest's script: the settings in place, the ingest (and with it the migration) and an agent started by
-    /// systemd from the packaged units, the ingest healthy and the agent's batches acknowledged, then both
-    /// stopped as `systemctl stop` does; what systemd and the journal say is left in the work directory.
+    /// systemd from the packaged units, the ingest healthy, reloaded by `systemctl reload` and the agent's batches
+    /// acknowledged, then both stopped as `systemctl stop` does; what systemd and the journal say is left in the
+    /// work directory.
     static let guestScript = #"""
         [ -n "${BASH_VERSION:-}" ] || exec bash "$0"  # for /dev/tcp
         set -u
@@ -33,6 +34,12 @@ struct PackageTests {
             sleep 1
         done
         echo "$health" > ingest-health
+        systemctl reload beaconflow-ingest.service
+        echo $? > reload-status
+        for attempt in $(seq 30); do
+            journalctl --no-pager -o cat -u beaconflow-ingest | grep -q 'Sites file read again' && break
+            sleep 1
+        done
         for attempt in $(seq 90); do
             acknowledged=$(http 9465 /metrics 2>/dev/null | sed -n 's/^beaconflow_agent_batches_acknowledged_total //p')
             [ "${acknowledged:-0}" -ge 3 ] && break
@@ -101,6 +108,9 @@ struct PackageTests {
             #expect(unit.contains("ActiveState=inactive") && unit.contains("Result=success") && unit.contains("ExecMainStatus=0"), "\(unit)\n\(context)")
         }
         #expect(read("journal").contains("Connected to PostgreSQL") && read("journal").contains("Ingest stopped"), "\(context)")
+        // `systemctl reload` in a root with no procps: the sites file read again, nothing changed.
+        #expect(read("reload-status").trimmingCharacters(in: .whitespacesAndNewlines) == "0", "\(context)")
+        #expect(read("journal").contains("Sites file read again; nothing changed"), "\(context)")
 
         // What the agent heard is in the host's database, written by the packaged ingest.
         let connection = try PostgresConnection(database.conninfo)
