@@ -21,10 +21,10 @@ public struct AccuracyScore: Sendable, Equatable {
     /// Every second of every true stay, the first ones too, and those not placed in the stay's zone: what a
     /// method identifies wrong from the first reading on (the share a room trial reports as rooms mis-identified).
     public var everySecond = 0
+    public var everySecondWrong = 0
     /// True stays of at least `longStaySeconds`, and those of them no visit overlaps.
     public var longStays = 0
     public var missedLongStays = 0
-    public var everySecondWrong = 0
     public var visits = 0
     public var trueStays = 0
     /// Visits beyond the true stays, summed over beacons.

@@ -79,10 +79,11 @@ extension RecordedWalk {
         guard placed.count >= SitesConfiguration.Site.receiversForPositions else {
             throw HarnessError("site '\(first.site.id)' places fewer than \(SitesConfiguration.Site.receiversForPositions) agents ('at')")
         }
-        let samples = walks.flatMap { $0.calibrationSamples() }.map { RadioModel.Sample(receiver: $0.receiver, distance: $0.distance, rssi: $0.rssi) }
+        let readings = walks.flatMap { $0.calibrationSamples() }
+        let samples = readings.map { RadioModel.Sample(receiver: $0.receiver, distance: $0.distance, rssi: $0.rssi) }
         guard samples.count >= 10 else { throw HarnessError("the recordings hold \(samples.count) readings with a true position; 10 at least") }
         let fitted = RadioModel.fit(samples, receivers: placed.count)
-        let residuals = walks.flatMap { $0.calibrationSamples() }.map { sample in
+        let residuals = readings.map { sample in
             RadioMap.Sample(
                 receiver: placed[sample.receiver].id, x: sample.x, y: sample.y,
                 residualDb: sample.rssi - fitted.model.expected(distance: sample.distance) - fitted.offsets[sample.receiver])

@@ -141,7 +141,8 @@ public struct RoomTrial: Sendable {
         let samples = track.samples()
         for (index, seed) in seeds.enumerated() {
             let address = String(format: "c0:00:00:00:%02x:%02x/random", (index >> 8) & 0xFF, index & 0xFF)
-            var random = SeededGenerator(seed: seed &* 0x9E37_79B9_7F4A_7C15 ^ UInt64(truncatingIfNeeded: Self.hash(track.name)))
+            // Each track's noise its own for a seed, and the same on every machine.
+            var random = SeededGenerator(seed: seed &* 0x9E37_79B9_7F4A_7C15 ^ FNV1a.digest(track.name.utf8))
             for (second, point) in samples.enumerated() {
                 let secondStart = (Self.startSeconds + Int64(second)) * 1_000_000
                 positions += "\(Self.startSeconds + Int64(second)),\(address),\(point.x),\(point.y)\n"
@@ -159,11 +160,6 @@ public struct RoomTrial: Sendable {
         }
         rows.sort { $0.time < $1.time }
         return ("time_s,receiver,transmitter,rssi\n" + rows.map(\.line).joined(separator: "\n") + "\n", positions)
-    }
-
-    /// FNV-1a, so that each track's noise is its own for a seed and the same on every machine.
-    static func hash(_ text: String) -> UInt64 {
-        text.utf8.reduce(0xCBF2_9CE4_8422_2325) { ($0 ^ UInt64($1)) &* 0x100_0000_01B3 }
     }
 
     /// Writes the trial to `directory`: `survey.csv` (a calibration walk, seed 0), `sites.yaml` with the radio

@@ -7,18 +7,6 @@ import Foundation
 /// log-distance model cannot; the map keeps what the walk measured. Points the walk did not come near are left
 /// out (the model alone holds there).
 public struct RadioMap: Sendable, Equatable {
-    public struct Point: Sendable, Equatable {
-        public var x: Double
-        public var y: Double
-        public var correctionDb: Double
-
-        public init(x: Double, y: Double, correctionDb: Double) {
-            self.x = x
-            self.y = y
-            self.correctionDb = correctionDb
-        }
-    }
-
     /// A reading of the walk: its receiver, where the transmitter truly was, and how far above the model it was heard.
     public struct Sample: Sendable {
         public var receiver: String
@@ -58,36 +46,31 @@ public struct RadioMap: Sendable, Equatable {
         }
     }
 
-    public init(points: [String: [Point]]) {
-        corrections = points.mapValues { list in
-            Dictionary(list.map { (GridIndex(x: $0.x, y: $0.y), $0.correctionDb) }, uniquingKeysWith: { first, _ in first })
-        }
-    }
+    private init(corrections: [String: [GridIndex: Double]]) { self.corrections = corrections }
 
     /// The map of a walk's samples.
     public static func fit(_ samples: [Sample]) -> RadioMap {
         var sums: [String: [GridIndex: (sum: Double, weight: Double)]] = [:]
         let reach = Int((2 * kernelMetres / spacing).rounded(.up))
+        func add(_ weight: Double, residual: Double, to point: inout (sum: Double, weight: Double)) {
+            point.sum += weight * residual
+            point.weight += weight
+        }
         for sample in samples {
             let centre = GridIndex(x: sample.x, y: sample.y)
-            var points = sums[sample.receiver] ?? [:]
             for row in (centre.row - reach)...(centre.row + reach) {
                 for column in (centre.column - reach)...(centre.column + reach) {
                     let dx = Double(column) * spacing - sample.x
                     let dy = Double(row) * spacing - sample.y
                     let weight = exp(-(dx * dx + dy * dy) / (2 * kernelMetres * kernelMetres))
-                    let index = GridIndex(column: column, row: row)
-                    let before = points[index] ?? (0, 0)
-                    points[index] = (before.sum + weight * sample.residualDb, before.weight + weight)
+                    // In place: the receiver's points are not copied for each sample.
+                    add(weight, residual: sample.residualDb, to: &sums[sample.receiver, default: [:]][GridIndex(column: column, row: row), default: (0, 0)])
                 }
             }
-            sums[sample.receiver] = points
         }
-        var map = RadioMap(points: [:])
-        map.corrections = sums.mapValues { points in
+        return RadioMap(corrections: sums.mapValues { points in
             points.filter { $0.value.weight >= leastWeight }.mapValues { $0.sum / ($0.weight + shrinkReadings) }
-        }
-        return map
+        })
     }
 
     /// What `receiver` hears above the model at (x, y): the nearest grid point's correction, 0 where the map has none.
