@@ -101,7 +101,7 @@ extension RecordedWalk {
             FloorModel.Receiver(x: receiver.position.x, y: receiver.position.y, z: receiver.position.z, offsetDb: offsets[index], id: receiver.id)
         }
         let floor = FloorModel(zones: site.zones.map { $0.rect ?? [] }, receivers: receivers, model: model, doors: site.passages, map: map)
-        var scratch: [Float] = []
+        var scratch = PositionBelief.Scratch()
         var shares: [Double] = []
         var beliefs: [String: PositionBelief] = [:]
         var indices: [String: Int] = [:]

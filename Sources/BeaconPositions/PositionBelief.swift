@@ -4,6 +4,14 @@ import Foundation
 /// spreads as far as a walker goes; each reading weighs every cell by how likely that RSSI is there. The estimate
 /// is the belief's mean with its spread, and each zone's share of the belief. A pure value, a probability per cell.
 public struct PositionBelief: Sendable {
+    /// Storage a belief borrows while it moves, kept by its owner between moves so that moving allocates nothing.
+    public struct Scratch: Sendable {
+        var cells: [Float] = []
+        /// 1 / n for each window width n.
+        var reciprocals: [Float] = [0]
+        public init() {}
+    }
+
     private(set) var cells: [Float]
     /// The newest reading's time.
     public private(set) var timeMicros: Int64?
@@ -17,26 +25,39 @@ public struct PositionBelief: Sendable {
 
     /// A reading of `receiver` (an index into the floor's receivers) at `timeMicros`: the belief spreads for the
     /// time since the previous reading (none for a reading older than it), then is weighed by this one.
-    public mutating func update(receiver: Int, rssi: Double, timeMicros: Int64, on floor: FloorModel, scratch: inout [Float]) {
-        guard floor.expected.indices.contains(receiver), cells.count == floor.cellCount else { return }
-        if let last = self.timeMicros, timeMicros > last {
-            spread(seconds: Double(timeMicros - last) / 1e6, on: floor, scratch: &scratch)
-        }
-        self.timeMicros = max(self.timeMicros ?? timeMicros, timeMicros)
-        let heard = Float(rssi)
+    public mutating func update(receiver: Int, rssi: Double, timeMicros: Int64, on floor: FloorModel, scratch: inout Scratch) {
+        update(readings: [(receiver, rssi)], timeMicros: timeMicros, on: floor, scratch: &scratch)
+    }
+
+    /// Readings of one moment (a receiver, as an index into the floor's receivers, and its RSSI): the belief
+    /// spreads for the time since the previous moment (none for an older one), is weighed by each reading, and is
+    /// normalized once.
+    public mutating func update(readings: [(receiver: Int, rssi: Double)], timeMicros: Int64, on floor: FloorModel, scratch: inout Scratch) {
+        let heard = readings.filter { floor.expected.indices.contains($0.receiver) }
+        guard !heard.isEmpty, cells.count == floor.cellCount else { return }
+        advance(to: timeMicros, on: floor, scratch: &scratch)
         let inverseStep = 1 / FloorModel.likelihoodStep
         let table = floor.likelihood
-        let last = table.count - 1
+        let last = Float(table.count - 1)
+        // Each pass weighs the cells by one reading and scales them by the sum the pass before left (so many
+        // small likelihoods in a row never underflow); the last sum normalizes.
+        var scale: Float = 1
         var total: Float = 0
-        floor.expected[receiver].withUnsafeBufferPointer { levels in
-            table.withUnsafeBufferPointer { likelihood in
-                cells.withUnsafeMutableBufferPointer { belief in
-                    for cell in 0..<belief.count {
-                        let step = Int(min(abs(heard - levels[cell]) * inverseStep, Float(last)))
-                        let weight = belief[cell] * likelihood[step]
-                        belief[cell] = weight
-                        total += weight
+        table.withUnsafeBufferPointer { likelihood in
+            cells.withUnsafeMutableBufferPointer { belief in
+                for reading in heard {
+                    let level = Float(reading.rssi)
+                    total = 0
+                    floor.expected[reading.receiver].withUnsafeBufferPointer { levels in
+                        for cell in 0..<belief.count {
+                            let step = Int(min(abs(level - levels[cell]) * inverseStep, last))
+                            let weight = belief[cell] * likelihood[step] * scale
+                            belief[cell] = weight
+                            total += weight
+                        }
                     }
+                    guard total > 0, total.isFinite else { return }
+                    scale = 1 / total
                 }
             }
         }
@@ -44,18 +65,42 @@ public struct PositionBelief: Sendable {
             cells = [Float](repeating: 1 / Float(cells.count), count: cells.count)
             return
         }
+        for cell in cells.indices { cells[cell] *= scale }
+    }
+
+    /// Spreads the belief for the time from its newest reading to `timeMicros` (nothing for an earlier time).
+    public mutating func advance(to timeMicros: Int64, on floor: FloorModel, scratch: inout Scratch) {
+        guard cells.count == floor.cellCount else { return }
+        if let last = self.timeMicros, timeMicros > last {
+            spread(seconds: Double(timeMicros - last) / 1e6, on: floor, scratch: &scratch)
+        }
+        self.timeMicros = max(self.timeMicros ?? timeMicros, timeMicros)
+    }
+
+    /// This belief weighed cell by cell by `other` (what readings this one has not seen say of the same moment),
+    /// renormalized; unchanged where the two share nothing.
+    public mutating func weigh(by other: PositionBelief) {
+        guard other.cells.count == cells.count else { return }
+        var total: Float = 0
+        var weighed = cells
+        for cell in weighed.indices {
+            weighed[cell] *= other.cells[cell]
+            total += weighed[cell]
+        }
+        guard total > 0, total.isFinite else { return }
         let inverse = 1 / total
-        for cell in cells.indices { cells[cell] *= inverse }
+        for cell in weighed.indices { weighed[cell] *= inverse }
+        cells = weighed
     }
 
     /// Spreads the belief as far as a walker goes in `seconds` (with the time not spread before): a box blur of
     /// that many whole cells along each axis, twice (close to a Gaussian), stopped by the floor's walls.
-    mutating func spread(seconds: Double, on floor: FloorModel, scratch: inout [Float]) {
+    mutating func spread(seconds: Double, on floor: FloorModel, scratch: inout Scratch) {
         unspreadSeconds += seconds
         let radius = Int(FloorModel.walkingSpeed * unspreadSeconds / floor.cellSize)
         guard radius > 0 else { return }
         unspreadSeconds -= Double(radius) * floor.cellSize / FloorModel.walkingSpeed
-        if scratch.count != cells.count { scratch = cells }
+        if scratch.cells.count != cells.count { scratch.cells = cells }
         let bounded = min(radius, max(floor.columns, floor.rows))
         for _ in 0..<2 {
             blur(radius: bounded, lines: floor.rows, length: floor.columns, stride: 1, lineStride: floor.columns, walls: floor.wallAfterInRow, scratch: &scratch)
@@ -65,44 +110,51 @@ public struct PositionBelief: Sendable {
 
     /// A moving average of `2 × radius + 1` cells along each of `lines` lines of `length` cells, each stretch
     /// between walls (`walls`: 1 where one follows a cell) on its own.
-    private mutating func blur(radius: Int, lines: Int, length: Int, stride: Int, lineStride: Int, walls: [UInt8]?, scratch: inout [Float]) {
+    private mutating func blur(radius: Int, lines: Int, length: Int, stride: Int, lineStride: Int, walls: [UInt8]?, scratch: inout Scratch) {
+        while scratch.reciprocals.count <= 2 * radius + 1 { scratch.reciprocals.append(1 / Float(scratch.reciprocals.count)) }
+        let reciprocals = scratch.reciprocals
         cells.withUnsafeBufferPointer { belief in
-            scratch.withUnsafeMutableBufferPointer { out in
-                for line in 0..<lines {
-                    let base = line * lineStride
-                    var start = 0
-                    while start < length {
-                        var end = start + 1
-                        if let walls {
-                            while end < length, walls[base + (end - 1) * stride] == 0 { end += 1 }
-                        } else {
-                            end = length
-                        }
-                        var sum: Float = 0
-                        var count: Float = 0
-                        for position in start..<min(start + radius, end) {
-                            sum += belief[base + position * stride]
-                            count += 1
-                        }
-                        for position in start..<end {
-                            let entering = position + radius
-                            if entering < end {
-                                sum += belief[base + entering * stride]
-                                count += 1
+            scratch.cells.withUnsafeMutableBufferPointer { out in
+                reciprocals.withUnsafeBufferPointer { reciprocal in
+                    for line in 0..<lines {
+                        let base = line &* lineStride
+                        var start = 0
+                        while start < length {
+                            var end = start &+ 1
+                            if let walls {
+                                while end < length, walls[base &+ (end &- 1) &* stride] == 0 { end &+= 1 }
+                            } else {
+                                end = length
                             }
-                            let leaving = position - radius - 1
-                            if leaving >= start {
-                                sum -= belief[base + leaving * stride]
-                                count -= 1
+                            var sum: Float = 0
+                            var count = 0
+                            for position in start..<min(start &+ radius, end) {
+                                sum += belief[base &+ position &* stride]
+                                count &+= 1
                             }
-                            out[base + position * stride] = sum / count
+                            for position in start..<end {
+                                // What enters less what leaves, so that the running sum waits on one addition a cell.
+                                var change: Float = 0
+                                let entering = position &+ radius
+                                if entering < end {
+                                    change = belief[base &+ entering &* stride]
+                                    count &+= 1
+                                }
+                                let leaving = position &- radius &- 1
+                                if leaving >= start {
+                                    change -= belief[base &+ leaving &* stride]
+                                    count &-= 1
+                                }
+                                sum += change
+                                out[base &+ position &* stride] = max(0, sum) * reciprocal[count]
+                            }
+                            start = end
                         }
-                        start = end
                     }
                 }
             }
         }
-        swap(&cells, &scratch)
+        swap(&cells, &scratch.cells)
     }
 
     /// Each zone's share of the belief (by cell centres; the floor outside every zone is no zone's).

@@ -122,12 +122,29 @@ import Testing
             #expect(abs(position.zoneShares.values.reduce(0, +) - 1) < 0.02)
         }
         #expect((positions.first?.zoneShares["west"] ?? 0) > 0.95 && (positions.last?.zoneShares["east"] ?? 0) > 0.95)
-        // Kept per minute: the first minute's six, then the last 40 s's four, each as given live.
+        // Kept per minute: the first minute's six, then the last 40 s's four, at the same moments as given live
+        // but decided with the next 10 s's readings too: narrower, and nearer where the beacon was overall (a
+        // metre nearer while it walked); the last, with nothing after it, as given live.
         let minutes = changes.compactMap { change -> (Int64, [BeaconPosition])? in
             if case .positionMinute(_, "tag", let minute, let kept) = change { (minute, kept) } else { nil }
         }
         #expect(minutes.map(\.0) == [start, start + 60 * second])
-        #expect(minutes.flatMap(\.1) == positions)
+        let kept = minutes.flatMap(\.1)
+        #expect(kept.map(\.timeMicros) == positions.map(\.timeMicros))
+        #expect(kept.last == positions.last)
+        func error(_ position: BeaconPosition) -> Double {
+            let seconds = Double(position.timeMicros - start) / 1e6
+            return abs(position.x - (seconds < 40 ? 4 : min(16, 4 + (seconds - 40))))
+        }
+        let keptErrors: [Double] = kept.map(error)
+        let liveErrors: [Double] = positions.map(error)
+        let keptTotal = keptErrors.reduce(0, +)
+        let liveTotal = liveErrors.reduce(0, +)
+        #expect(keptTotal < liveTotal - 1, "\(keptErrors) against \(liveErrors)")
+        for (smoothed, live) in zip(kept, positions) {
+            #expect(smoothed.errorM <= live.errorM + 1e-6, "\(smoothed) against \(live)")
+            #expect(abs(smoothed.zoneShares.values.reduce(0, +) - 1) < 0.02)
+        }
     }
 
     @Test func aMinuteOfPositionsIsPackedToTheDecimetre() {

@@ -20,7 +20,7 @@ import Testing
         let floor = FloorModel(zones: quarters, receivers: receivers, model: model)
         #expect(floor.cellSize == FloorModel.finestCell && floor.cellCount == 20 * 16)
         var belief = PositionBelief(floor: floor)
-        var scratch: [Float] = []
+        var scratch = PositionBelief.Scratch()
         var time: Int64 = 0
         for _ in 0..<20 {
             for (index, receiver) in receivers.enumerated() {
@@ -67,7 +67,7 @@ import Testing
         for walls in [nil, doors] as [[[Bool]]?] {
             let floor = FloorModel(zones: quarters, receivers: receivers, model: model, doors: walls)
             var belief = PositionBelief(floor: floor)
-            var scratch: [Float] = []
+            var scratch = PositionBelief.Scratch()
             for _ in 0..<5 {
                 for (index, receiver) in receivers.enumerated() {
                     belief.update(receiver: index, rssi: rssi(receiver, x: 1, y: 1), timeMicros: 1_000_000, on: floor, scratch: &scratch)
@@ -91,13 +91,37 @@ import Testing
     @Test func aReadingOlderThanTheLastWeighsWithoutSpreading() {
         let floor = FloorModel(zones: quarters, receivers: receivers, model: model)
         var belief = PositionBelief(floor: floor)
-        var scratch: [Float] = []
+        var scratch = PositionBelief.Scratch()
         belief.update(receiver: 0, rssi: rssi(receivers[0], x: 1, y: 1), timeMicros: 10_000_000, on: floor, scratch: &scratch)
         var late = belief
         late.update(receiver: 3, rssi: rssi(receivers[3], x: 1, y: 1), timeMicros: 9_000_000, on: floor, scratch: &scratch)
         var now = belief
         now.update(receiver: 3, rssi: rssi(receivers[3], x: 1, y: 1), timeMicros: 10_000_000, on: floor, scratch: &scratch)
         #expect(late.estimate(on: floor).x == now.estimate(on: floor).x)
+    }
+
+    /// A transmitter heard at (1, 1) by one receiver only, then by all four for the next seconds: with hindsight
+    /// its position at the first moment is found, and narrower; readings past the lag, or before the moment, are
+    /// not taken; with no later reading the belief is as it was.
+    @Test func hindsightFindsWhereTheTransmitterWasFromTheSecondsAfter() throws {
+        let floor = FloorModel(zones: quarters, receivers: receivers, model: model)
+        var belief = PositionBelief(floor: floor)
+        var scratch = PositionBelief.Scratch()
+        belief.update(receiver: 0, rssi: rssi(receivers[0], x: 1, y: 1), timeMicros: 10_000_000, on: floor, scratch: &scratch)
+        var hindsight = try #require(PositionHindsight(belief: belief))
+        #expect(hindsight.smoothed(on: floor, scratch: &scratch).estimate(on: floor) == belief.estimate(on: floor))
+        #expect(!hindsight.wants(10_000_000) && !hindsight.wants(10_000_000 + PositionHindsight.lagMicros + 1))
+        // Readings far from (1, 1) before the moment and past the lag are left out.
+        hindsight.add([(3, rssi(receivers[3], x: 10, y: 8))], at: 9_000_000)
+        hindsight.add([(3, rssi(receivers[3], x: 10, y: 8))], at: 10_000_000 + PositionHindsight.lagMicros + 1)
+        #expect(hindsight.smoothed(on: floor, scratch: &scratch).estimate(on: floor) == belief.estimate(on: floor))
+        for second in 1...5 {
+            hindsight.add(receivers.indices.map { ($0, rssi(receivers[$0], x: 1, y: 1)) }, at: 10_000_000 + Int64(second) * 1_000_000)
+        }
+        let before = belief.estimate(on: floor)
+        let after = hindsight.smoothed(on: floor, scratch: &scratch).estimate(on: floor)
+        #expect(hypot(after.x - 1, after.y - 1) < 1 && hypot(after.x - 1, after.y - 1) < hypot(before.x - 1, before.y - 1) / 2, "\(after) against \(before)")
+        #expect(after.spread < before.spread * 0.6, "\(after) against \(before)")
     }
 
     @Test func aLargeFloorGetsLargerCells() {

@@ -67,7 +67,7 @@ import Testing
         for withMap in [false, true] {
             let floor = FloorModel(zones: [[0, 0, 10, 8]], receivers: receivers, model: model, map: withMap ? map : nil)
             var belief = PositionBelief(floor: floor)
-            var scratch: [Float] = []
+            var scratch = PositionBelief.Scratch()
             for _ in 0..<10 {
                 for receiver in 0..<4 {
                     belief.update(receiver: receiver, rssi: heard(receiver, x: 7, y: 5), timeMicros: 1_000_000, on: floor, scratch: &scratch)

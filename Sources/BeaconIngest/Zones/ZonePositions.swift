@@ -49,7 +49,8 @@ struct HeardInSecond: Sendable {
 /// Positions where a site has a floor (its zones scored by them with `zone_scoring: position`): each beacon's
 /// belief moved once a second by what each receiver heard of it in that second, and its position given once a slot
 /// of event time, as the belief stands after the slot's readings (at the first reading of a later slot, or when the
-/// beacon leaves or the data ends), and kept per minute once the beacon's readings have passed the minute.
+/// beacon leaves or the data ends). The live position is that belief; the history's is the same moment decided
+/// with hindsight (`PositionHindsight`, given a slot later), kept per minute once the minute has passed.
 extension SiteZoneTracker {
     /// A reading of a placed receiver (as heard, with its agent's offset): the second before it, once passed,
     /// moves the belief and each zone's share of it; the slot before it, once passed, gives its position.
@@ -67,48 +68,68 @@ extension SiteZoneTracker {
     }
 
     /// Moves the beacon's belief by the readings of the second gathered (each receiver's mean), and each zone's
-    /// share of it.
+    /// share of it; the readings go to the position waiting for hindsight too.
     private mutating func moveBelief(_ beacon: inout Beacon) {
         guard let floor, !beacon.heardThisSecond.readings.isEmpty else { return }
         var belief = beacon.position ?? PositionBelief(floor: floor)
         beacon.position = nil
-        for heard in beacon.heardThisSecond.readings {
-            belief.update(
-                receiver: heard.receiver, rssi: heard.sum / Double(heard.count), timeMicros: beacon.heardThisSecond.newestMicros, on: floor,
-                scratch: &scratchCells)
-        }
+        let readings = beacon.heardThisSecond.readings.map { (receiver: $0.receiver, rssi: $0.sum / Double($0.count)) }
+        let time = beacon.heardThisSecond.newestMicros
+        belief.update(readings: readings, timeMicros: time, on: floor, scratch: &scratchCells)
+        beacon.hindsight?.add(readings, at: time)
         belief.zoneProbabilities(on: floor, into: &beacon.positionShares)
         beacon.position = belief
         beacon.heardThisSecond.readings.removeAll(keepingCapacity: true)
     }
 
-    /// The position of the beacon's newest slot, unless given already; the minute before it first, once the
-    /// position is in a later minute.
+    /// The live position of the beacon's newest slot, unless given already; the slot before it, now with
+    /// hindsight, for the history.
     mutating func givePosition(of beaconID: String, _ beacon: inout Beacon, into changes: inout [ZoneChange]) {
         guard !beacon.positionGiven else { return }
         moveBelief(&beacon)
         guard let floor, let belief = beacon.position, let time = belief.timeMicros else { return }
         beacon.positionGiven = true
-        if let first = beacon.minutePositions.first, Self.minuteStart(first.timeMicros) != Self.minuteStart(time) {
-            keepPositions(of: beaconID, &beacon, into: &changes)
-        }
-        let estimate = belief.estimate(on: floor)
-        var shares: [String: Double] = [:]
-        for (zone, share) in beacon.positionShares.enumerated() where share >= BeaconPosition.leastShare {
-            shares[zones[zone]] = (share * 1000).rounded() / 1000
-        }
-        let position = BeaconPosition(timeMicros: time, x: estimate.x, y: estimate.y, errorM: estimate.spread, zoneShares: shares)
-        beacon.minutePositions.append(position)
-        changes.append(.position(site: site, beaconID: beaconID, position: position))
+        changes.append(.position(site: site, beaconID: beaconID, position: position(belief, at: time, shares: beacon.positionShares, on: floor)))
+        if let earlier = beacon.hindsight { record(earlier, of: beaconID, &beacon, into: &changes) }
+        beacon.hindsight = PositionHindsight(belief: belief)
     }
 
     /// The beacon's positions of its current minute, for the history (the minute passed, or the beacon left), its
-    /// newest slot's first.
+    /// newest slot's first, with what hindsight there is.
     mutating func keepPositions(of beaconID: String, _ beacon: inout Beacon, into changes: inout [ZoneChange]) {
         givePosition(of: beaconID, &beacon, into: &changes)
+        if let last = beacon.hindsight { record(last, of: beaconID, &beacon, into: &changes) }
+        beacon.hindsight = nil
+        keepMinute(of: beaconID, &beacon, into: &changes)
+    }
+
+    /// A position decided with hindsight, for the history: the minute before it kept first, once it is in a
+    /// later minute.
+    private mutating func record(_ hindsight: PositionHindsight, of beaconID: String, _ beacon: inout Beacon, into changes: inout [ZoneChange]) {
+        guard let floor else { return }
+        let smoothed = hindsight.smoothed(on: floor, scratch: &scratchCells)
+        smoothed.zoneProbabilities(on: floor, into: &scratchShares)
+        let kept = position(smoothed, at: hindsight.timeMicros, shares: scratchShares, on: floor)
+        if let first = beacon.minutePositions.first, Self.minuteStart(first.timeMicros) != Self.minuteStart(kept.timeMicros) {
+            keepMinute(of: beaconID, &beacon, into: &changes)
+        }
+        beacon.minutePositions.append(kept)
+    }
+
+    private mutating func keepMinute(of beaconID: String, _ beacon: inout Beacon, into changes: inout [ZoneChange]) {
         guard let first = beacon.minutePositions.first else { return }
         changes.append(
             .positionMinute(site: site, beaconID: beaconID, minuteMicros: Self.minuteStart(first.timeMicros), positions: beacon.minutePositions))
         beacon.minutePositions = []
+    }
+
+    /// A belief as a position: its mean, spread and zone shares (each to a thousandth, the least left out).
+    private func position(_ belief: PositionBelief, at time: Int64, shares: [Double], on floor: FloorModel) -> BeaconPosition {
+        let estimate = belief.estimate(on: floor)
+        var byZone: [String: Double] = [:]
+        for (zone, share) in shares.enumerated() where share >= BeaconPosition.leastShare {
+            byZone[zones[zone]] = (share * 1000).rounded() / 1000
+        }
+        return BeaconPosition(timeMicros: time, x: estimate.x, y: estimate.y, errorM: estimate.spread, zoneShares: byZone)
     }
 }
