@@ -62,8 +62,11 @@ public struct FloorModel: Sendable {
     /// is its zone), with `receivers` and `model`. With `doors` (for each two zones, whether a door joins them),
     /// a wall stands between neighbouring cells of two zones that no door joins; a door joins its zones all along
     /// their shared edge, and the floor outside every zone is open to all.
-    /// A `map` corrects the model place by place for each receiver it has points for.
-    public init(zones: [[Double]], receivers: [Receiver], model: RadioModel, doors: [[Bool]]? = nil, map: RadioMap? = nil) {
+    /// A `map` corrects the model place by place for each receiver it has points for. With a `coarsening` above 1,
+    /// cells that many times as wide (a `HindsightFloor`'s).
+    public init(
+        zones: [[Double]], receivers: [Receiver], model: RadioModel, doors: [[Bool]]? = nil, map: RadioMap? = nil, coarsening: Int = 1
+    ) {
         let rects = zones.filter { $0.count == 4 }
         let x0 = rects.map { $0[0] }.min() ?? 0
         let y0 = rects.map { $0[1] }.min() ?? 0
@@ -75,6 +78,7 @@ public struct FloorModel: Sendable {
         }
         // Whole cells cover a little more than the floor: a few percent larger cells at most keep to the bound.
         for _ in 0..<10 where cells(of: cellSize).columns * cells(of: cellSize).rows > Self.maximumCells { cellSize *= 1.01 }
+        cellSize *= Double(max(1, coarsening))
         self.cellSize = cellSize
         self.model = model
         self.receivers = receivers
@@ -126,6 +130,13 @@ public struct FloorModel: Sendable {
     }
 
     public var cellCount: Int { columns * rows }
+
+    /// The cell that holds a point (the nearest one for a point off the floor).
+    func cell(containing x: Double, _ y: Double) -> Int {
+        let column = min(columns - 1, max(0, Int(((x - originX) / cellSize).rounded(.down))))
+        let row = min(rows - 1, max(0, Int(((y - originY) / cellSize).rounded(.down))))
+        return row * columns + column
+    }
 
     /// The centre of a cell, metres.
     func centre(of cell: Int) -> (x: Double, y: Double) {

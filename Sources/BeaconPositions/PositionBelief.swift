@@ -7,6 +7,8 @@ public struct PositionBelief: Sendable {
     /// Storage a belief borrows while it moves, kept by its owner between moves so that moving allocates nothing.
     public struct Scratch: Sendable {
         var cells: [Float] = []
+        /// Each line's running sum.
+        var sums: [Float] = []
         /// 1 / n for each window width n.
         var reciprocals: [Float] = [0]
         public init() {}
@@ -33,8 +35,7 @@ public struct PositionBelief: Sendable {
     /// spreads for the time since the previous moment (none for an older one), is weighed by each reading, and is
     /// normalized once.
     public mutating func update(readings: [(receiver: Int, rssi: Double)], timeMicros: Int64, on floor: FloorModel, scratch: inout Scratch) {
-        let heard = readings.filter { floor.expected.indices.contains($0.receiver) }
-        guard !heard.isEmpty, cells.count == floor.cellCount else { return }
+        guard readings.contains(where: { floor.expected.indices.contains($0.receiver) }), cells.count == floor.cellCount else { return }
         advance(to: timeMicros, on: floor, scratch: &scratch)
         let inverseStep = 1 / FloorModel.likelihoodStep
         let table = floor.likelihood
@@ -45,7 +46,7 @@ public struct PositionBelief: Sendable {
         var total: Float = 0
         table.withUnsafeBufferPointer { likelihood in
             cells.withUnsafeMutableBufferPointer { belief in
-                for reading in heard {
+                for reading in readings where floor.expected.indices.contains(reading.receiver) {
                     let level = Float(reading.rssi)
                     total = 0
                     floor.expected[reading.receiver].withUnsafeBufferPointer { levels in
@@ -77,20 +78,18 @@ public struct PositionBelief: Sendable {
         self.timeMicros = max(self.timeMicros ?? timeMicros, timeMicros)
     }
 
-    /// This belief weighed cell by cell by `other` (what readings this one has not seen say of the same moment),
+    /// This belief weighed cell by cell by `other` (what readings this one has not seen say of the same moment) on
+    /// the same floor, or on a coarser one through `cellOf` (the other's cell for each of this one's),
     /// renormalized; unchanged where the two share nothing.
-    public mutating func weigh(by other: PositionBelief) {
-        guard other.cells.count == cells.count else { return }
+    public mutating func weigh(by other: PositionBelief, cellOf: [Int32]? = nil) {
+        guard (cellOf?.count ?? other.cells.count) == cells.count else { return }
+        if let cellOf, !cellOf.allSatisfy({ other.cells.indices.contains(Int($0)) }) { return }
+        func theirs(_ cell: Int) -> Int { cellOf.map { Int($0[cell]) } ?? cell }
         var total: Float = 0
-        var weighed = cells
-        for cell in weighed.indices {
-            weighed[cell] *= other.cells[cell]
-            total += weighed[cell]
-        }
+        for cell in cells.indices { total += cells[cell] * other.cells[theirs(cell)] }
         guard total > 0, total.isFinite else { return }
         let inverse = 1 / total
-        for cell in weighed.indices { weighed[cell] *= inverse }
-        cells = weighed
+        for cell in cells.indices { cells[cell] *= other.cells[theirs(cell)] * inverse }
     }
 
     /// Spreads the belief as far as a walker goes in `seconds` (with the time not spread before): a box blur of
@@ -103,14 +102,58 @@ public struct PositionBelief: Sendable {
         if scratch.cells.count != cells.count { scratch.cells = cells }
         let bounded = min(radius, max(floor.columns, floor.rows))
         for _ in 0..<2 {
-            blur(radius: bounded, lines: floor.rows, length: floor.columns, stride: 1, lineStride: floor.columns, walls: floor.wallAfterInRow, scratch: &scratch)
-            blur(radius: bounded, lines: floor.columns, length: floor.rows, stride: floor.columns, lineStride: 1, walls: floor.wallAfterInColumn, scratch: &scratch)
+            if let walls = floor.wallAfterInRow {
+                blur(radius: bounded, lines: floor.rows, length: floor.columns, stride: 1, lineStride: floor.columns, walls: walls, scratch: &scratch)
+            } else {
+                blurOpen(radius: bounded, lines: floor.rows, length: floor.columns, stride: 1, lineStride: floor.columns, scratch: &scratch)
+            }
+            if let walls = floor.wallAfterInColumn {
+                blur(radius: bounded, lines: floor.columns, length: floor.rows, stride: floor.columns, lineStride: 1, walls: walls, scratch: &scratch)
+            } else {
+                blurOpen(radius: bounded, lines: floor.columns, length: floor.rows, stride: floor.columns, lineStride: 1, scratch: &scratch)
+            }
         }
+    }
+
+    /// `blur` where no wall cuts a line: the lines move side by side, each with its own running sum, and what
+    /// enters and leaves the window depends on the position alone, so that no cell waits on the one before it
+    /// (and the lines of the column pass, next to each other in memory, are summed as vectors).
+    private mutating func blurOpen(radius: Int, lines: Int, length: Int, stride: Int, lineStride: Int, scratch: inout Scratch) {
+        while scratch.reciprocals.count <= 2 * radius + 1 { scratch.reciprocals.append(1 / Float(scratch.reciprocals.count)) }
+        if scratch.sums.count < lines { scratch.sums = [Float](repeating: 0, count: lines) }
+        let reciprocals = scratch.reciprocals
+        cells.withUnsafeBufferPointer { belief in
+            scratch.cells.withUnsafeMutableBufferPointer { out in
+                scratch.sums.withUnsafeMutableBufferPointer { sums in
+                    for line in 0..<lines { sums[line] = 0 }
+                    for position in 0..<min(radius, length) {
+                        let along = position &* stride
+                        for line in 0..<lines { sums[line] += belief[line &* lineStride &+ along] }
+                    }
+                    for position in 0..<length {
+                        let entering = position &+ radius
+                        let leaving = position &- radius &- 1
+                        let along = position &* stride
+                        if entering < length {
+                            let enteringAlong = entering &* stride
+                            for line in 0..<lines { sums[line] += belief[line &* lineStride &+ enteringAlong] }
+                        }
+                        if leaving >= 0 {
+                            let leavingAlong = leaving &* stride
+                            for line in 0..<lines { sums[line] -= belief[line &* lineStride &+ leavingAlong] }
+                        }
+                        let scale = reciprocals[min(entering &+ 1, length) &- max(leaving &+ 1, 0)]
+                        for line in 0..<lines { out[line &* lineStride &+ along] = max(0, sums[line]) * scale }
+                    }
+                }
+            }
+        }
+        swap(&cells, &scratch.cells)
     }
 
     /// A moving average of `2 × radius + 1` cells along each of `lines` lines of `length` cells, each stretch
     /// between walls (`walls`: 1 where one follows a cell) on its own.
-    private mutating func blur(radius: Int, lines: Int, length: Int, stride: Int, lineStride: Int, walls: [UInt8]?, scratch: inout Scratch) {
+    private mutating func blur(radius: Int, lines: Int, length: Int, stride: Int, lineStride: Int, walls: [UInt8], scratch: inout Scratch) {
         while scratch.reciprocals.count <= 2 * radius + 1 { scratch.reciprocals.append(1 / Float(scratch.reciprocals.count)) }
         let reciprocals = scratch.reciprocals
         cells.withUnsafeBufferPointer { belief in
@@ -121,11 +164,7 @@ public struct PositionBelief: Sendable {
                         var start = 0
                         while start < length {
                             var end = start &+ 1
-                            if let walls {
-                                while end < length, walls[base &+ (end &- 1) &* stride] == 0 { end &+= 1 }
-                            } else {
-                                end = length
-                            }
+                            while end < length, walls[base &+ (end &- 1) &* stride] == 0 { end &+= 1 }
                             var sum: Float = 0
                             var count = 0
                             for position in start..<min(start &+ radius, end) {
@@ -160,30 +199,49 @@ public struct PositionBelief: Sendable {
     /// Each zone's share of the belief (by cell centres; the floor outside every zone is no zone's).
     public func zoneProbabilities(on floor: FloorModel, into shares: inout [Double]) {
         if shares.count != floor.zoneCount { shares = [Double](repeating: 0, count: floor.zoneCount) }
-        for zone in shares.indices { shares[zone] = 0 }
-        var sums = [Float](repeating: 0, count: floor.zoneCount)
-        for cell in cells.indices {
-            let zone = Int(floor.zoneOfCell[cell])
-            if zone >= 0 { sums[zone] += cells[cell] }
+        shares.withUnsafeMutableBufferPointer { shares in
+            for zone in shares.indices { shares[zone] = 0 }
+            cells.withUnsafeBufferPointer { belief in
+                floor.zoneOfCell.withUnsafeBufferPointer { zoneOfCell in
+                    for cell in 0..<belief.count {
+                        let zone = Int(zoneOfCell[cell])
+                        if zone >= 0 { shares[zone] += Double(belief[cell]) }
+                    }
+                }
+            }
         }
-        for zone in sums.indices { shares[zone] = Double(sums[zone]) }
     }
 
     /// Where the transmitter is: the belief's mean, and its spread (the root of the mean squared distance from
     /// it), metres.
     public func estimate(on floor: FloorModel) -> (x: Double, y: Double, spread: Double) {
-        var x = 0.0
-        var y = 0.0
-        for cell in cells.indices {
-            let centre = floor.centre(of: cell)
-            x += Double(cells[cell]) * centre.x
-            y += Double(cells[cell]) * centre.y
+        // One pass: the belief's weight, and its first and second moments along each axis, row by row.
+        var weight = 0.0
+        var sumX = 0.0
+        var sumY = 0.0
+        var sumSquares = 0.0
+        cells.withUnsafeBufferPointer { belief in
+            for row in 0..<floor.rows {
+                let y = floor.originY + (Double(row) + 0.5) * floor.cellSize
+                var rowWeight = 0.0
+                var rowX = 0.0
+                var rowXX = 0.0
+                for column in 0..<floor.columns {
+                    let x = floor.originX + (Double(column) + 0.5) * floor.cellSize
+                    let w = Double(belief[row * floor.columns + column])
+                    rowWeight += w
+                    rowX += w * x
+                    rowXX += w * x * x
+                }
+                weight += rowWeight
+                sumX += rowX
+                sumY += rowWeight * y
+                sumSquares += rowXX + rowWeight * y * y
+            }
         }
-        var spread = 0.0
-        for cell in cells.indices {
-            let centre = floor.centre(of: cell)
-            spread += Double(cells[cell]) * ((centre.x - x) * (centre.x - x) + (centre.y - y) * (centre.y - y))
-        }
-        return (x, y, spread.squareRoot())
+        guard weight > 0 else { return (floor.originX, floor.originY, 0) }
+        let x = sumX / weight
+        let y = sumY / weight
+        return (x, y, max(0, sumSquares / weight - x * x - y * y).squareRoot())
     }
 }

@@ -32,18 +32,40 @@ public struct PositionHindsight: Sendable {
         later.append((time, readings))
     }
 
-    /// The belief at the moment given the later readings too (the belief alone when there are none).
-    public func smoothed(on floor: FloorModel, scratch: inout PositionBelief.Scratch) -> PositionBelief {
+    /// The belief at the moment given the later readings too (the belief alone when there are none), those run
+    /// backwards on `backwardFloor`.
+    public func smoothed(on floor: FloorModel, backwardOn backwardFloor: HindsightFloor, scratch: inout PositionBelief.Scratch) -> PositionBelief {
         guard !later.isEmpty else { return belief }
         // Backwards in time, as forwards on negated times: each moment's readings weigh it, the time between
         // moments spreads it.
-        var backward = PositionBelief(floor: floor)
+        var backward = PositionBelief(floor: backwardFloor.floor)
         for moment in later.sorted(by: { $0.timeMicros > $1.timeMicros }) {
-            backward.update(readings: moment.readings, timeMicros: -moment.timeMicros, on: floor, scratch: &scratch)
+            backward.update(readings: moment.readings, timeMicros: -moment.timeMicros, on: backwardFloor.floor, scratch: &scratch)
         }
-        backward.advance(to: -timeMicros, on: floor, scratch: &scratch)
+        backward.advance(to: -timeMicros, on: backwardFloor.floor, scratch: &scratch)
         var smoothed = belief
-        smoothed.weigh(by: backward)
+        smoothed.weigh(by: backward, cellOf: backwardFloor.cellOf)
         return smoothed
+    }
+}
+
+/// The floor the readings after a moment run backwards on: a floor's cells two by two, each of the floor's cells
+/// knowing the one it lies in, so that hindsight costs a quarter of a second's move. The backward belief only weighs
+/// the forward one, whose own cells keep the detail.
+public struct HindsightFloor: Sendable {
+    /// How many of the floor's cells wide a cell of the backward floor is.
+    public static let coarsening = 2
+
+    public let floor: FloorModel
+    /// For each cell of the forward floor, its cell here.
+    let cellOf: [Int32]
+
+    /// `coarse`, a floor made as `floor` was with `coarsening`, for `floor`.
+    public init(_ coarse: FloorModel, for floor: FloorModel) {
+        self.floor = coarse
+        cellOf = (0..<floor.cellCount).map { cell in
+            let centre = floor.centre(of: cell)
+            return Int32(coarse.cell(containing: centre.x, centre.y))
+        }
     }
 }

@@ -88,6 +88,28 @@ import Testing
         }
     }
 
+    /// A floor whose zones a door joins everywhere spreads the belief as an open floor does (its own pass for lines
+    /// no wall cuts), to float rounding.
+    @Test func anOpenFloorSpreadsAsAFloorOfDoorsEverywhere() {
+        let open = FloorModel(zones: quarters, receivers: receivers, model: model)
+        let doors = FloorModel(
+            zones: quarters, receivers: receivers, model: model, doors: [[Bool]](repeating: [Bool](repeating: true, count: 4), count: 4))
+        var beliefs = [PositionBelief(floor: open), PositionBelief(floor: doors)]
+        var scratch = PositionBelief.Scratch()
+        for (index, floor) in [open, doors].enumerated() {
+            for second in 0..<6 {
+                let x = 1 + Double(second)
+                for (receiver, at) in receivers.enumerated() {
+                    beliefs[index].update(
+                        receiver: receiver, rssi: rssi(at, x: x, y: 2), timeMicros: Int64(second) * 1_000_000, on: floor, scratch: &scratch)
+                }
+            }
+        }
+        let (a, b) = (beliefs[0].estimate(on: open), beliefs[1].estimate(on: doors))
+        #expect(abs(a.x - b.x) < 1e-4 && abs(a.y - b.y) < 1e-4 && abs(a.spread - b.spread) < 1e-4, "\(a) against \(b)")
+        #expect(a.x > 4 && a.x < 7, "\(a)")
+    }
+
     @Test func aReadingOlderThanTheLastWeighsWithoutSpreading() {
         let floor = FloorModel(zones: quarters, receivers: receivers, model: model)
         var belief = PositionBelief(floor: floor)
@@ -105,21 +127,24 @@ import Testing
     /// not taken; with no later reading the belief is as it was.
     @Test func hindsightFindsWhereTheTransmitterWasFromTheSecondsAfter() throws {
         let floor = FloorModel(zones: quarters, receivers: receivers, model: model)
+        let backwardFloor = HindsightFloor(
+            FloorModel(zones: quarters, receivers: receivers, model: model, coarsening: HindsightFloor.coarsening), for: floor)
+        #expect(backwardFloor.floor.cellCount == floor.cellCount / 4)
         var belief = PositionBelief(floor: floor)
         var scratch = PositionBelief.Scratch()
         belief.update(receiver: 0, rssi: rssi(receivers[0], x: 1, y: 1), timeMicros: 10_000_000, on: floor, scratch: &scratch)
         var hindsight = try #require(PositionHindsight(belief: belief))
-        #expect(hindsight.smoothed(on: floor, scratch: &scratch).estimate(on: floor) == belief.estimate(on: floor))
+        #expect(hindsight.smoothed(on: floor, backwardOn: backwardFloor, scratch: &scratch).estimate(on: floor) == belief.estimate(on: floor))
         #expect(!hindsight.wants(10_000_000) && !hindsight.wants(10_000_000 + PositionHindsight.lagMicros + 1))
         // Readings far from (1, 1) before the moment and past the lag are left out.
         hindsight.add([(3, rssi(receivers[3], x: 10, y: 8))], at: 9_000_000)
         hindsight.add([(3, rssi(receivers[3], x: 10, y: 8))], at: 10_000_000 + PositionHindsight.lagMicros + 1)
-        #expect(hindsight.smoothed(on: floor, scratch: &scratch).estimate(on: floor) == belief.estimate(on: floor))
+        #expect(hindsight.smoothed(on: floor, backwardOn: backwardFloor, scratch: &scratch).estimate(on: floor) == belief.estimate(on: floor))
         for second in 1...5 {
             hindsight.add(receivers.indices.map { ($0, rssi(receivers[$0], x: 1, y: 1)) }, at: 10_000_000 + Int64(second) * 1_000_000)
         }
         let before = belief.estimate(on: floor)
-        let after = hindsight.smoothed(on: floor, scratch: &scratch).estimate(on: floor)
+        let after = hindsight.smoothed(on: floor, backwardOn: backwardFloor, scratch: &scratch).estimate(on: floor)
         #expect(hypot(after.x - 1, after.y - 1) < 1 && hypot(after.x - 1, after.y - 1) < hypot(before.x - 1, before.y - 1) / 2, "\(after) against \(before)")
         #expect(after.spread < before.spread * 0.6, "\(after) against \(before)")
     }

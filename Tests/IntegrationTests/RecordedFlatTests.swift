@@ -30,7 +30,7 @@ struct RecordedFlatTests {
             #expect(score.longStays == 3 && score.missedLongStays == 0, "\(scoring): \(score)")
             #expect(score.falseChangesPerBeaconHour <= nearest.falseChangesPerBeaconHour / 10, "\(scoring): \(score)")
             // A position every 10 s, decided with the next 10 s's readings, closer than the centroid each second:
-            // with the survey's radio map 0.9 m and 1.7 m against 1.6 m and 3.7 m (the p95 target: at most 60 % of
+            // with the survey's radio map 0.9 m and 1.6 m against 1.6 m and 3.7 m (the p95 target: at most 60 % of
             // the centroid's).
             let stored = score.positions
             let centroid = walk.weightedCentroid()

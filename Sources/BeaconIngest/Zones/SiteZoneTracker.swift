@@ -42,6 +42,8 @@ public struct SiteZoneTracker: Sendable {
     /// Where the site has a floor: the floor, and each agent's receiver on it by agent number (nil for an agent
     /// without a position).
     let floor: FloorModel?
+    /// The floor the positions kept run their hindsight on (`PositionHindsight`).
+    let hindsightFloor: HindsightFloor?
     let receiverOfAgent: [Int?]
     var patterns: ZonePatterns
     /// Whether two zones (by number) share a door; nil where the site lists none (every pair does).
@@ -141,8 +143,9 @@ public struct SiteZoneTracker: Sendable {
     /// Storage for a reading's zone levels, smoothed and as heard (see `apply`).
     private var scratchLevels: [Double] = []
     private var scratchHeardLevels: [Double] = []
-    /// Storage for a position belief's spreading.
+    /// Storage for a position belief's spreading, on the floor and on the hindsight's.
     var scratchCells = PositionBelief.Scratch()
+    var scratchHindsightCells = PositionBelief.Scratch()
     /// Storage for the zone shares of a position decided with hindsight.
     var scratchShares: [Double] = []
     /// The tracker as it was at `beginTransaction()`, without its beacons (journaled instead).
@@ -185,14 +188,20 @@ public struct SiteZoneTracker: Sendable {
         let withPosition = placed.filter { $0.position != nil }
         doors = site.passages
         if site.hasFloor, withPosition.count >= SitesConfiguration.Site.receiversForPositions {
-            floor = FloorModel(
-                zones: site.zones.map { $0.rect ?? [] },
-                // Readings come with each agent's offset already added.
-                receivers: withPosition.map { FloorModel.Receiver(x: $0.position!.x, y: $0.position!.y, z: $0.position!.z, id: $0.id) },
-                model: site.radioModel, doors: site.passages, map: site.radioMap)
+            func floor(coarsening: Int) -> FloorModel {
+                FloorModel(
+                    zones: site.zones.map { $0.rect ?? [] },
+                    // Readings come with each agent's offset already added.
+                    receivers: withPosition.map { FloorModel.Receiver(x: $0.position!.x, y: $0.position!.y, z: $0.position!.z, id: $0.id) },
+                    model: site.radioModel, doors: site.passages, map: site.radioMap, coarsening: coarsening)
+            }
+            let fine = floor(coarsening: 1)
+            self.floor = fine
+            hindsightFloor = HindsightFloor(floor(coarsening: HindsightFloor.coarsening), for: fine)
             receiverOfAgent = placed.map { agent in withPosition.firstIndex { $0.id == agent.id } }
         } else {
             floor = nil
+            hindsightFloor = nil
             receiverOfAgent = []
         }
         // An agent without a zone (placed by position only) counts for the first zone: patterns are not used there.

@@ -106,8 +106,8 @@ extension SiteZoneTracker {
     /// A position decided with hindsight, for the history: the minute before it kept first, once it is in a
     /// later minute.
     private mutating func record(_ hindsight: PositionHindsight, of beaconID: String, _ beacon: inout Beacon, into changes: inout [ZoneChange]) {
-        guard let floor else { return }
-        let smoothed = hindsight.smoothed(on: floor, scratch: &scratchCells)
+        guard let floor, let hindsightFloor else { return }
+        let smoothed = hindsight.smoothed(on: floor, backwardOn: hindsightFloor, scratch: &scratchHindsightCells)
         smoothed.zoneProbabilities(on: floor, into: &scratchShares)
         let kept = position(smoothed, at: hindsight.timeMicros, shares: scratchShares, on: floor)
         if let first = beacon.minutePositions.first, Self.minuteStart(first.timeMicros) != Self.minuteStart(kept.timeMicros) {
