@@ -117,7 +117,7 @@ public struct PositionBelief: Sendable {
 
     /// `blur` where no wall cuts a line: the lines move side by side, each with its own running sum, and what
     /// enters and leaves the window depends on the position alone, so that no cell waits on the one before it
-    /// (and the lines of the column pass, next to each other in memory, are summed as vectors).
+    /// (the column pass's lines lie next to each other in memory).
     private mutating func blurOpen(radius: Int, lines: Int, length: Int, stride: Int, lineStride: Int, scratch: inout Scratch) {
         while scratch.reciprocals.count <= 2 * radius + 1 { scratch.reciprocals.append(1 / Float(scratch.reciprocals.count)) }
         if scratch.sums.count < lines { scratch.sums = [Float](repeating: 0, count: lines) }
