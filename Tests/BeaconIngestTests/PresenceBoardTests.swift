@@ -115,6 +115,17 @@ import Testing
         #expect(
             String(decoding: messages[0].payload, as: UTF8.self)
                 == #"{"battery_mv":2900,"battery_pct":null,"status":"ok","temperature_c":21.5}"#)
+        // Unchanged, nothing again; a TLM's 1/256 °C step is given to a hundredth of a degree, and is news.
+        #expect(board.condition([health]).isEmpty)
+        var warmer = health
+        warmer.temperatureCelsius = 22.00390625
+        let again = board.condition([warmer])
+        #expect(again.map { String(decoding: $0.payload, as: UTF8.self) } == [#"{"battery_mv":2900,"battery_pct":null,"status":"ok","temperature_c":22}"#])
+        #expect(board.condition([warmer]).isEmpty)
+        // After the broker came back (or the site was served elsewhere and back), given again.
+        board.forgetAll()
+        _ = board.serve(site: "hq", placements: [])
+        #expect(board.condition([warmer]).count == 1)
     }
 }
 

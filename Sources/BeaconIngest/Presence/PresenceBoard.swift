@@ -28,6 +28,8 @@ struct PresenceBoard: Sendable {
     private var occupants: [String: [String: Int]] = [:]
     /// The beacon configs published (or found on the broker), by object id.
     private(set) var discoveryPublished: Set<String> = []
+    /// Per site: beacon → its condition's payload last given, so that an unchanged one is not sent again.
+    private var conditions: [String: [String: [UInt8]]] = [:]
 
     init(sites: SitesConfiguration, allBeacons: Bool, discovery: HomeAssistantDiscovery?) {
         labels = Dictionary(sites.beacons.map { ($0.id, $0.label) }, uniquingKeysWith: { first, _ in first })
@@ -63,6 +65,7 @@ struct PresenceBoard: Sendable {
         positions[site] = nil
         counts[site] = nil
         occupants[site] = nil
+        conditions[site] = nil
     }
 
     /// Forgets every site and which beacon configs were published: following the sites served publishes it all
@@ -72,6 +75,7 @@ struct PresenceBoard: Sendable {
         positions = [:]
         counts = [:]
         occupants = [:]
+        conditions = [:]
         discoveryPublished = []
     }
 
@@ -116,19 +120,21 @@ struct PresenceBoard: Sendable {
         return messages
     }
 
-    /// Battery and temperature of the published beacons at the sites served.
-    func condition(_ health: [BeaconHealth]) -> [Message] {
+    /// Battery and temperature of the published beacons at the sites served, where they changed since last given
+    /// (the temperature to a hundredth of a degree: a TLM's 1/256 °C steps are not news).
+    mutating func condition(_ health: [BeaconHealth]) -> [Message] {
         health.compactMap { beacon in
             guard placed[beacon.siteID] != nil, publishes(beacon.beaconID),
                 let topic = PresenceTopics.beaconCondition(site: beacon.siteID, beaconID: beacon.beaconID)
             else { return nil }
             let status = beacon.status == .stale ? BeaconHealth.Status.ok : beacon.status
-            return Message(
-                topic: topic,
-                payload: BeaconCondition(
-                    batteryMillivolts: beacon.batteryMillivolts.map(Int.init), batteryPercent: beacon.batteryPercent,
-                    temperatureCelsius: beacon.temperatureCelsius, status: status.rawValue
-                ).payload, unregistered: labels[beacon.beaconID] == nil)
+            let payload = BeaconCondition(
+                batteryMillivolts: beacon.batteryMillivolts.map(Int.init), batteryPercent: beacon.batteryPercent,
+                temperatureCelsius: beacon.temperatureCelsius.map { ($0 * 100).rounded() / 100 }, status: status.rawValue
+            ).payload
+            guard conditions[beacon.siteID, default: [:]][beacon.beaconID] != payload else { return nil }
+            conditions[beacon.siteID, default: [:]][beacon.beaconID] = payload
+            return Message(topic: topic, payload: payload, unregistered: labels[beacon.beaconID] == nil)
         }
     }
 
