@@ -10,8 +10,14 @@ public struct PositionBelief: Sendable {
         /// Each line's running sum.
         var sums: [Float] = []
         /// 1 / n for each window width n.
-        var reciprocals: [Float] = [0]
+        private var reciprocals: [Float] = [0]
         public init() {}
+
+        /// 1 / n for each width n up to `width` (0 for none), grown once and kept.
+        mutating func reciprocals(through width: Int) -> [Float] {
+            while reciprocals.count <= width { reciprocals.append(1 / Float(reciprocals.count)) }
+            return reciprocals
+        }
     }
 
     private(set) var cells: [Float]
@@ -79,17 +85,15 @@ public struct PositionBelief: Sendable {
     }
 
     /// This belief weighed cell by cell by `other` (what readings this one has not seen say of the same moment) on
-    /// the same floor, or on a coarser one through `cellOf` (the other's cell for each of this one's),
-    /// renormalized; unchanged where the two share nothing.
-    public mutating func weigh(by other: PositionBelief, cellOf: [Int32]? = nil) {
-        guard (cellOf?.count ?? other.cells.count) == cells.count else { return }
-        if let cellOf, !cellOf.allSatisfy({ other.cells.indices.contains(Int($0)) }) { return }
-        func theirs(_ cell: Int) -> Int { cellOf.map { Int($0[cell]) } ?? cell }
+    /// a coarser floor, through `cellOf` (the other's cell for each of this one's), renormalized; unchanged where
+    /// the two share nothing.
+    public mutating func weigh(by other: PositionBelief, cellOf: [Int32]) {
+        guard cellOf.count == cells.count, cellOf.allSatisfy({ other.cells.indices.contains(Int($0)) }) else { return }
         var total: Float = 0
-        for cell in cells.indices { total += cells[cell] * other.cells[theirs(cell)] }
+        for cell in cells.indices { total += cells[cell] * other.cells[Int(cellOf[cell])] }
         guard total > 0, total.isFinite else { return }
         let inverse = 1 / total
-        for cell in cells.indices { cells[cell] *= other.cells[theirs(cell)] * inverse }
+        for cell in cells.indices { cells[cell] *= other.cells[Int(cellOf[cell])] * inverse }
     }
 
     /// Spreads the belief as far as a walker goes in `seconds` (with the time not spread before): a box blur of
@@ -119,9 +123,8 @@ public struct PositionBelief: Sendable {
     /// enters and leaves the window depends on the position alone, so that no cell waits on the one before it
     /// (the column pass's lines lie next to each other in memory).
     private mutating func blurOpen(radius: Int, lines: Int, length: Int, stride: Int, lineStride: Int, scratch: inout Scratch) {
-        while scratch.reciprocals.count <= 2 * radius + 1 { scratch.reciprocals.append(1 / Float(scratch.reciprocals.count)) }
         if scratch.sums.count < lines { scratch.sums = [Float](repeating: 0, count: lines) }
-        let reciprocals = scratch.reciprocals
+        let reciprocals = scratch.reciprocals(through: 2 * radius + 1)
         cells.withUnsafeBufferPointer { belief in
             scratch.cells.withUnsafeMutableBufferPointer { out in
                 scratch.sums.withUnsafeMutableBufferPointer { sums in
@@ -154,8 +157,7 @@ public struct PositionBelief: Sendable {
     /// A moving average of `2 × radius + 1` cells along each of `lines` lines of `length` cells, each stretch
     /// between walls (`walls`: 1 where one follows a cell) on its own.
     private mutating func blur(radius: Int, lines: Int, length: Int, stride: Int, lineStride: Int, walls: [UInt8], scratch: inout Scratch) {
-        while scratch.reciprocals.count <= 2 * radius + 1 { scratch.reciprocals.append(1 / Float(scratch.reciprocals.count)) }
-        let reciprocals = scratch.reciprocals
+        let reciprocals = scratch.reciprocals(through: 2 * radius + 1)
         cells.withUnsafeBufferPointer { belief in
             scratch.cells.withUnsafeMutableBufferPointer { out in
                 reciprocals.withUnsafeBufferPointer { reciprocal in

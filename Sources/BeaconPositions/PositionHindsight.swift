@@ -34,7 +34,7 @@ public struct PositionHindsight: Sendable {
 
     /// The belief at the moment given the later readings too (the belief alone when there are none), those run
     /// backwards on `backwardFloor`.
-    public func smoothed(on floor: FloorModel, backwardOn backwardFloor: HindsightFloor, scratch: inout PositionBelief.Scratch) -> PositionBelief {
+    public func smoothed(backwardOn backwardFloor: HindsightFloor, scratch: inout PositionBelief.Scratch) -> PositionBelief {
         guard !later.isEmpty else { return belief }
         // Backwards in time, as forwards on negated times: each moment's readings weigh it, the time between
         // moments spreads it.

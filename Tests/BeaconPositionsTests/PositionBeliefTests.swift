@@ -134,17 +134,17 @@ import Testing
         var scratch = PositionBelief.Scratch()
         belief.update(receiver: 0, rssi: rssi(receivers[0], x: 1, y: 1), timeMicros: 10_000_000, on: floor, scratch: &scratch)
         var hindsight = try #require(PositionHindsight(belief: belief))
-        #expect(hindsight.smoothed(on: floor, backwardOn: backwardFloor, scratch: &scratch).estimate(on: floor) == belief.estimate(on: floor))
+        #expect(hindsight.smoothed(backwardOn: backwardFloor, scratch: &scratch).estimate(on: floor) == belief.estimate(on: floor))
         #expect(!hindsight.wants(10_000_000) && !hindsight.wants(10_000_000 + PositionHindsight.lagMicros + 1))
         // Readings far from (1, 1) before the moment and past the lag are left out.
         hindsight.add([(3, rssi(receivers[3], x: 10, y: 8))], at: 9_000_000)
         hindsight.add([(3, rssi(receivers[3], x: 10, y: 8))], at: 10_000_000 + PositionHindsight.lagMicros + 1)
-        #expect(hindsight.smoothed(on: floor, backwardOn: backwardFloor, scratch: &scratch).estimate(on: floor) == belief.estimate(on: floor))
+        #expect(hindsight.smoothed(backwardOn: backwardFloor, scratch: &scratch).estimate(on: floor) == belief.estimate(on: floor))
         for second in 1...5 {
             hindsight.add(receivers.indices.map { ($0, rssi(receivers[$0], x: 1, y: 1)) }, at: 10_000_000 + Int64(second) * 1_000_000)
         }
         let before = belief.estimate(on: floor)
-        let after = hindsight.smoothed(on: floor, backwardOn: backwardFloor, scratch: &scratch).estimate(on: floor)
+        let after = hindsight.smoothed(backwardOn: backwardFloor, scratch: &scratch).estimate(on: floor)
         #expect(hypot(after.x - 1, after.y - 1) < 1 && hypot(after.x - 1, after.y - 1) < hypot(before.x - 1, before.y - 1) / 2, "\(after) against \(before)")
         #expect(after.spread < before.spread * 0.6, "\(after) against \(before)")
     }

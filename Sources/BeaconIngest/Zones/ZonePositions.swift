@@ -107,7 +107,7 @@ extension SiteZoneTracker {
     /// later minute.
     private mutating func record(_ hindsight: PositionHindsight, of beaconID: String, _ beacon: inout Beacon, into changes: inout [ZoneChange]) {
         guard let floor, let hindsightFloor else { return }
-        let smoothed = hindsight.smoothed(on: floor, backwardOn: hindsightFloor, scratch: &scratchHindsightCells)
+        let smoothed = hindsight.smoothed(backwardOn: hindsightFloor, scratch: &scratchHindsightCells)
         smoothed.zoneProbabilities(on: floor, into: &scratchShares)
         let kept = position(smoothed, at: hindsight.timeMicros, shares: scratchShares, on: floor)
         if let first = beacon.minutePositions.first, Self.minuteStart(first.timeMicros) != Self.minuteStart(kept.timeMicros) {
