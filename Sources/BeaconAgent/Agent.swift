@@ -77,7 +77,7 @@ public final class Agent: Sendable {
             if start.reports > 0 {
                 logger.info(
                     "Replay resumes after what the spool holds",
-                    metadata: ["reports_skipped": "\(start.reports - Int64(start.unbatched.count))"])
+                    metadata: ["reports_skipped": .stringConvertible(start.reports - Int64(start.unbatched.count))])
                 source = resumable.starting(at: start.reports, again: start.unbatched)
             }
             engine.replay = ReplayProgress(input: input, consumed: start.reports, spooled: start.reports, spooledUnbatched: start.unbatched)
@@ -179,7 +179,7 @@ public final class Agent: Sendable {
                 // The last batches (the open one, frames held for an identity) go out while the broker is there,
                 // for a moment; whatever is not acknowledged stays spooled for the next start.
                 guard engine.pendingBatches == 0 || !engine.isConnected || now >= stopDeadline ?? 0 else { continue }
-                logger.info("Agent stopped", metadata: ["pending_batches": "\(engine.pendingBatches)"])
+                logger.info("Agent stopped", metadata: ["pending_batches": .stringConvertible(engine.pendingBatches)])
                 return .stopped(pendingBatches: engine.pendingBatches)
             }
             guard engine.sourceEnded else { continue }

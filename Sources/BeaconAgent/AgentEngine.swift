@@ -214,7 +214,7 @@ final class AgentEngine: @unchecked Sendable {
         } catch {
             // The batch cannot be kept: count it and say why (the spool error names the file and errno).
             record(error: "batch \(sequence) not spooled: \(error)")
-            logger.error("Batch could not be written to the spool", metadata: ["sequence": "\(sequence)", "error": "\(error)"])
+            logger.error("Batch could not be written to the spool", metadata: ["sequence": .stringConvertible(sequence), "error": "\(error)"])
         }
         let dropped = spool.droppedBatches
         if dropped > droppedReported {
@@ -264,8 +264,8 @@ final class AgentEngine: @unchecked Sendable {
             "No ingest acknowledges this agent's batches; check that an ingest runs on this broker with this site and agent in its sites file",
             metadata: [
                 "site": "\(configuration.siteID)", "agent": "\(configuration.agentID)", "broker": "\(client.currentBroker)",
-                "timeouts": "\(window.timeoutsWithoutAcknowledgement)",
-                "waited_s": "\(Double(window.timeoutsWithoutAcknowledgement) * Double(window.acknowledgementTimeoutNanoseconds) / 1e9)",
+                "timeouts": .stringConvertible(window.timeoutsWithoutAcknowledgement),
+                "waited_s": .stringConvertible(Double(window.timeoutsWithoutAcknowledgement) * Double(window.acknowledgementTimeoutNanoseconds) / 1e9),
             ])
     }
 
@@ -296,7 +296,7 @@ final class AgentEngine: @unchecked Sendable {
         case .connected(let sessionPresent):
             logger.info(
                 "Connected to the broker",
-                metadata: ["broker": "\(client.currentBroker)", "session_present": "\(sessionPresent)"])
+                metadata: ["broker": "\(client.currentBroker)", "session_present": .stringConvertible(sessionPresent)])
             window.connected()
             brokerConnectedGauge.record(1)
             publishStatus(online: true)
@@ -310,7 +310,7 @@ final class AgentEngine: @unchecked Sendable {
             brokerConnectedGauge.record(0)
         case .published(_, let reasonCode) where reasonCode >= 0x80:
             record(error: "the broker refused a publish (MQTT reason code \(reasonCode))")
-            logger.error("Broker refused a publish", metadata: ["reason_code": "\(reasonCode)"])
+            logger.error("Broker refused a publish", metadata: ["reason_code": .stringConvertible(reasonCode)])
         case .published:
             break
         case .message(let topic, let payload, _) where topic == topics.rejection:
@@ -338,7 +338,7 @@ final class AgentEngine: @unchecked Sendable {
     /// The ingest refused a batch: said in the log and the status, so that the cause is seen here.
     private func refused(_ payload: [UInt8]) {
         guard let notice = RejectionNotice(payload: payload) else {
-            logger.warning("A rejection notice could not be read", metadata: ["bytes": "\(payload.count)"])
+            logger.warning("A rejection notice could not be read", metadata: ["bytes": .stringConvertible(payload.count)])
             return
         }
         refusedBatches += 1
@@ -349,8 +349,8 @@ final class AgentEngine: @unchecked Sendable {
         logger.error(
             "The ingest refused a batch",
             metadata: [
-                "sequence": "\(notice.sequence.map(String.init) ?? "unknown")", "reason": "\(escapedForLog(notice.reason.prefix(64)))",
-                "error": "\(escapedForLog(notice.detail))", "acknowledged": "\(notice.acknowledged)",
+                "sequence": .stringConvertible(notice.sequence.map(String.init) ?? "unknown"), "reason": "\(escapedForLog(notice.reason.prefix(64)))",
+                "error": "\(escapedForLog(notice.detail))", "acknowledged": .stringConvertible(notice.acknowledged),
             ])
     }
 
@@ -381,7 +381,7 @@ final class AgentEngine: @unchecked Sendable {
         window.acknowledge(through: sequence)
         if warnedUnacknowledged, window.timeoutsWithoutAcknowledgement == 0 {
             warnedUnacknowledged = false
-            logger.info("An ingest acknowledges this agent's batches again", metadata: ["through": "\(sequence)"])
+            logger.info("An ingest acknowledges this agent's batches again", metadata: ["through": .stringConvertible(sequence)])
         }
         spoolBytesGauge.record(spool.byteCount)
         spoolPendingGauge.record(spool.pendingCount)

@@ -57,7 +57,7 @@ public struct GATTPoller: Sendable {
                     failuresInARow[address] = 0
                     logger.info(
                         "GATT poll done",
-                        metadata: ["address": "\(address)", "readings": "\(result.readings.count)", "refused": "\(result.refused.count)"])
+                        metadata: ["address": "\(address)", "readings": .stringConvertible(result.readings.count), "refused": .stringConvertible(result.refused.count)])
                 } catch {
                     failures.increment()
                     failuresInARow[address, default: 0] += 1

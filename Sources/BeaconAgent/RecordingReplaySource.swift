@@ -58,7 +58,7 @@ public struct RecordingReplaySource: ResumableSource {
             } catch where reader.headerRead {
                 skipped += 1
                 if skipped <= Self.rowsSaid {
-                    logger.warning("Recording line skipped", metadata: ["path": "\(path)", "line": "\(error.line)", "error": "\(error.message)"])
+                    logger.warning("Recording line skipped", metadata: ["path": "\(path)", "line": .stringConvertible(error.line), "error": "\(error.message)"])
                 }
                 return
             } catch {
@@ -101,6 +101,6 @@ public struct RecordingReplaySource: ResumableSource {
         }
         if !stop.isStopped, !buffer.isEmpty { try take(buffer[...]) }
         flush()
-        if skipped > 0 { logger.warning("Recording lines skipped", metadata: ["path": "\(path)", "lines": "\(skipped)"]) }
+        if skipped > 0 { logger.warning("Recording lines skipped", metadata: ["path": "\(path)", "lines": .stringConvertible(skipped)]) }
     }
 }

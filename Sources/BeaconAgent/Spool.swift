@@ -248,7 +248,7 @@ public final class Spool {
         if !moving.isEmpty {
             logger.warning(
                 "Acknowledgement from an earlier life of this agent; pending batches renumbered after it",
-                metadata: ["acknowledged": "\(sequence)", "renumbered": "\(moved)"])
+                metadata: ["acknowledged": .stringConvertible(sequence), "renumbered": .stringConvertible(moved)])
         }
         try acknowledge(through: sequence)
         return moved
@@ -290,12 +290,12 @@ public final class Spool {
                     // The write a crash interrupted: cut it off and append after the last good record.
                     logger.warning(
                         "Spool segment ends in a torn record; truncating",
-                        metadata: ["path": "\(path)", "kept_bytes": "\(kept)", "file_bytes": "\(bytes.count)"])
+                        metadata: ["path": "\(path)", "kept_bytes": .stringConvertible(kept), "file_bytes": .stringConvertible(bytes.count)])
                 } else {
                     corruptRecords += 1
                     logger.error(
                         "Spool segment is damaged; keeping the records before the damage",
-                        metadata: ["path": "\(path)", "kept_bytes": "\(kept)"])
+                        metadata: ["path": "\(path)", "kept_bytes": .stringConvertible(kept)])
                 }
                 if bytes.count < Self.magic.count || Array(bytes[0..<Self.magic.count]) != Self.magic {
                     try writeAll(Self.magic, to: segment, at: 0)
@@ -313,8 +313,8 @@ public final class Spool {
             logger.info(
                 "Spool recovered",
                 metadata: [
-                    "segments": "\(segments.count)", "pending": "\(pendingCount)",
-                    "next_sequence": "\(nextSequence)", "acknowledged_through": "\(acknowledgedThrough)",
+                    "segments": .stringConvertible(segments.count), "pending": .stringConvertible(pendingCount),
+                    "next_sequence": .stringConvertible(nextSequence), "acknowledged_through": .stringConvertible(acknowledgedThrough),
                 ])
         }
     }
@@ -359,8 +359,8 @@ public final class Spool {
             logger.warning(
                 "Spool full; dropped its oldest batches",
                 metadata: [
-                    "dropped_batches": "\(lost)", "first_sequence": "\(oldest.firstSequence)",
-                    "maximum_bytes": "\(configuration.maximumBytes)",
+                    "dropped_batches": .stringConvertible(lost), "first_sequence": .stringConvertible(oldest.firstSequence),
+                    "maximum_bytes": .stringConvertible(configuration.maximumBytes),
                 ])
         }
     }

@@ -44,8 +44,11 @@ public struct BrokerAddress: Sendable, Hashable {
         password = components.password?.removingPercentEncoding
     }
 
-    /// Takes the password from the first line of a file (which keeps it out of the process list).
-    public mutating func readPassword(file path: String) throws(ConfigurationError) {
+    /// Takes the password from the first line of a file (which keeps it out of the process list). An empty first
+    /// line is no password (a packaged unit's default where no password file is installed: an anonymous broker or
+    /// the URL's own login); returns whether there was one.
+    @discardableResult
+    public mutating func readPassword(file path: String) throws(ConfigurationError) -> Bool {
         let descriptor = open(path, O_RDONLY)
         guard descriptor >= 0 else {
             let code = errno
@@ -56,7 +59,10 @@ public struct BrokerAddress: Sendable, Hashable {
         guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
             throw ConfigurationError("the password file \(path) is not UTF-8 text")
         }
-        password = String(text.split(separator: "\n", omittingEmptySubsequences: false).first ?? "")
+        let line = text.split(separator: "\n", omittingEmptySubsequences: false).first ?? ""
+        guard !line.isEmpty else { return false }
+        password = String(line)
+        return true
     }
 
     /// The URL without the password, for logs and messages.

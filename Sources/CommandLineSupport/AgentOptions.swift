@@ -161,7 +161,7 @@ public struct AgentOptions: ParsableArguments {
         case .undelivered(let pending)?:
             logger.error(
                 "Batches still unacknowledged at exit; they stay in the spool and are sent on the next start",
-                metadata: ["pending_batches": "\(pending)"])
+                metadata: ["pending_batches": .stringConvertible(pending)])
             throw ExitCode(75)
         case .sourceFailed(let message)?:
             logger.error("Source failed", metadata: ["error": "\(message)"])

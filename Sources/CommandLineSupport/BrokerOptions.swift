@@ -13,7 +13,7 @@ public struct BrokerOptions: ParsableArguments {
     @Option(help: "CA certificate file (PEM) for mqtts://; default: the system's CAs.") var caFile: String?
     @Option(help: "Client certificate (PEM) for TLS client authentication.") var certFile: String?
     @Option(help: "Client key (PEM) for --cert-file.") var keyFile: String?
-    @Option(help: "File whose first line is the MQTT password (keeps it out of the process list).")
+    @Option(help: "File whose first line is the MQTT password (keeps it out of the process list); an empty file is none.")
     var passwordFile: String?
 
     /// The broker's address with the password read from its file, logging in as `defaultUser` when the URL names
@@ -25,9 +25,8 @@ public struct BrokerOptions: ParsableArguments {
         var addresses: [BrokerAddress] = []
         for url in broker.isEmpty ? ["mqtt://127.0.0.1:1883"] : broker {
             var address = try BrokerAddress(url: url)
-            if let passwordFile {
-                try address.readPassword(file: passwordFile)
-                if address.username == nil { address.username = defaultUser }
+            if let passwordFile, try address.readPassword(file: passwordFile), address.username == nil {
+                address.username = defaultUser
             }
             addresses.append(address)
         }

@@ -9,7 +9,7 @@ import Logging
 public enum LogFormat: String, CaseIterable, ExpressibleByArgument, Sendable {
     /// swift-log's own lines: time, level, logger, message, then the fields as `key=value`.
     case text
-    /// One JSON object per line: `ts`, `level`, `logger`, `msg`, then each field (strings).
+    /// One JSON object per line: `ts`, `level`, `logger`, `msg`, then each field (numbers and booleans as such).
     case json
     /// logfmt: `ts=... level=... logger=... msg="..."`, then each field as `key=value`.
     case logfmt
@@ -33,10 +33,11 @@ struct StructuredLogHandler: LogHandler {
         var fields = metadata
         if let provided = metadataProvider?.get() { fields.merge(provided) { $1 } }
         if let given = event.metadata { fields.merge(given) { $1 } }
-        let head: [(String, String)] = [
-            ("ts", Self.timestamp()), ("level", event.level.rawValue), ("logger", label), ("msg", event.message.description),
+        let head: [(String, Logger.MetadataValue)] = [
+            ("ts", .string(Self.timestamp())), ("level", .string(event.level.rawValue)), ("logger", .string(label)),
+            ("msg", .string(event.message.description)),
         ]
-        let all = head + fields.sorted { $0.key < $1.key }.map { ($0.key, $0.value.description) }
+        let all = head + fields.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
         let line = Self.line(all, format: format) + "\n"
         var bytes = Array(line.utf8)
         var written = 0
@@ -49,12 +50,33 @@ struct StructuredLogHandler: LogHandler {
     }
 
     /// One record in the format (not `text`).
-    static func line(_ fields: [(String, String)], format: LogFormat) -> String {
+    static func line(_ fields: [(String, Logger.MetadataValue)], format: LogFormat) -> String {
         switch format {
         case .json:
-            return JSONValue.object(fields.map { JSONField($0.0, .string($0.1)) }).text
+            return JSONValue.object(fields.map { JSONField($0.0, json($0.1)) }).text
         case .logfmt, .text:
-            return fields.map { "\($0.0)=\(logfmtValue($0.1))" }.joined(separator: " ")
+            return fields.map { "\($0.0)=\(logfmtValue($0.1.description))" }.joined(separator: " ")
+        }
+    }
+
+    /// A field as JSON: a number or boolean given as a value (`.stringConvertible`) stays one, lists and
+    /// dictionaries nest, anything else is its text.
+    static func json(_ value: Logger.MetadataValue) -> JSONValue {
+        switch value {
+        case .string(let text):
+            return .string(text)
+        case .stringConvertible(let value):
+            switch value {
+            case let flag as Bool: return .bool(flag)
+            case let number as any BinaryInteger: return .int(Int64(clamping: number))
+            case let number as Double where number.isFinite: return .double(number)
+            case let number as Float where number.isFinite: return .double(Double(number))
+            default: return .string(value.description)
+            }
+        case .array(let values):
+            return .array(values.map(json))
+        case .dictionary(let fields):
+            return .object(fields.sorted { $0.key < $1.key }.map { JSONField($0.key, json($0.value)) })
         }
     }
 

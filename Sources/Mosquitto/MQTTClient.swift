@@ -352,7 +352,7 @@ public final class MQTTClient: Sendable {
                 context.logger.warning(
                     "MQTT connect failed; retrying",
                     metadata: [
-                        "host": "\(broker.host)", "port": "\(broker.port)", "error": "\(error.message)",
+                        "host": "\(broker.host)", "port": .stringConvertible(broker.port), "error": "\(error.message)",
                         "retry_in": "\(delay)",
                     ])
                 context.continuation.yield(.disconnected(reason: error.message))
@@ -384,7 +384,7 @@ public final class MQTTClient: Sendable {
             guard rc == 0 else {
                 let reason = MQTTError.refusal(reasonCode: rc)
                 context.logger.error(
-                    "MQTT broker refused the connection", metadata: ["reason": "\(reason)", "reason_code": "\(rc)"])
+                    "MQTT broker refused the connection", metadata: ["reason": "\(reason)", "reason_code": .stringConvertible(rc)])
                 context.continuation.yield(.disconnected(reason: reason))
                 return
             }

@@ -100,7 +100,8 @@ struct WebConsoleService: Service, CustomStringConvertible {
     /// Whether the login link carries the token (a token nobody else knows: one made at this start).
     let showToken: Bool
     let logger: Logger
-    var onListening: @Sendable (String) async -> Void = { _ in }
+    /// Told the login link and the port once the server listens.
+    var onListening: @Sendable (_ link: String, _ port: Int) async -> Void = { _, _ in }
 
     func run() async throws {
         let snapshots = ConsoleSnapshots(conninfo: conninfo, refresh: refresh, logger: logger)
@@ -113,7 +114,7 @@ struct WebConsoleService: Service, CustomStringConvertible {
             let shown = host.contains(":") ? "[\(host)]" : host
             let link = "http://\(shown):\(port)/login?token=\(showToken ? token : "<the token>")"
             logger.info("Console listening", metadata: ["login": "\(link)"])
-            await onListening(link)
+            await onListening(link, port)
         }
         try await withThrowingDiscardingTaskGroup { group in
             group.addTask { await snapshots.run() }

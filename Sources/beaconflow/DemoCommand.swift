@@ -27,9 +27,9 @@ struct DemoCommand: AsyncParsableCommand {
             agents, batches and rows committed, the ingest's lag), then stops the agents, lets the ingest commit \
             everything, prints the report (as `beaconflow report` does) and the psql command to explore the views.
 
-            Ctrl-C stops everything at any point and leaves no process behind. --keep leaves mosquitto and \
-            PostgreSQL running afterwards (for psql, mosquitto_sub and Grafana; their addresses are printed); \
-            `beaconflow demo --stop` stops them, and the next `beaconflow demo` stops them and starts afresh. Needs \
+            Ctrl-C stops everything at any point and leaves no process behind. --keep leaves mosquitto, \
+            PostgreSQL and the console running afterwards (for psql, mosquitto_sub, Grafana and the browser: their \
+            addresses are printed, the console's link unchanged); `beaconflow demo --stop` stops them, and the next `beaconflow demo` stops them and starts afresh. Needs \
             mosquitto and PostgreSQL installed (scripts/install-deps).
 
             Examples:
@@ -40,7 +40,7 @@ struct DemoCommand: AsyncParsableCommand {
     )
 
     @Option(help: "Seconds of simulated traffic.") var duration = 60
-    @Flag(help: "Leave mosquitto and PostgreSQL running afterwards.") var keep = false
+    @Flag(help: "Leave mosquitto, PostgreSQL and the console running afterwards.") var keep = false
     @Flag(help: "Stop the servers an earlier --keep left running under --directory, and exit.") var stop = false
     @Option(help: "Where the servers, their data and the agents' spools go.") var directory = ".beaconflow"
     @Option(help: "Seed of the simulated deployment.") var seed: UInt64 = 7
@@ -142,10 +142,12 @@ struct DemoCommand: AsyncParsableCommand {
                 service: DemoAgentsService(agents: agents, ingest: ingest, duration: duration, conninfo: conninfo),
                 successTerminationBehavior: .gracefullyShutdownGroup),
         ]
+        let consoleToken = ConsoleCommand.newToken()
+        let consoleListened = DemoConsoleAddress()
         if let consoleAddress {
             let console = DemoConsoleService(
                 ingest: ingest, conninfo: conninfo, ownDatabase: servers.database != nil, host: consoleAddress.host,
-                port: consoleAddress.port, say: { say($0) }, logger: logger)
+                port: consoleAddress.port, token: consoleToken, address: consoleListened, say: { say($0) }, logger: logger)
             services.append(.init(service: console, successTerminationBehavior: .ignore))
         }
         let group = ServiceGroup(
@@ -164,10 +166,22 @@ struct DemoCommand: AsyncParsableCommand {
         }
         let startedDatabasePort = servers.database?.port
         let brokerPort = servers.broker?.port
-        if keep, servers.broker != nil || servers.database != nil {
+        if keep, let consoleAddress, let listened = consoleListened.listened {
+            do {
+                servers.console = try keepConsole(
+                    in: home, host: consoleAddress.host, port: listened.port, conninfo: listened.conninfo, token: consoleToken)
+            } catch {
+                say("The console could not be kept (\(error)); `beaconflow console` starts one.")
+            }
+        }
+        if keep, servers.broker != nil || servers.database != nil || servers.console != nil {
             servers.keep(in: home)
             say("The servers the demo started are still running (pids in \(home)/servers.pid); `beaconflow demo --stop` stops them.")
             if let port = brokerPort { say("  broker: mqtt://127.0.0.1:\(port)") }
+            if let listened = consoleListened.listened, servers.keptConsole {
+                let host = consoleAddress.map { $0.host.contains(":") ? "[\($0.host)]" : $0.host } ?? "127.0.0.1"
+                say("  console: http://\(host):\(listened.port)/login?token=\(consoleToken) (the same link; its log in \(home)/console.log)")
+            }
         }
         if let port = startedDatabasePort {
             say(keep ? "Explore the views:" : "Explore the views next time with --keep, then:")
@@ -175,6 +189,20 @@ struct DemoCommand: AsyncParsableCommand {
         } else {
             say("Explore the views with psql on your --database, e.g. SELECT * FROM beaconflow.zone_occupancy_hourly")
         }
+    }
+
+    /// A console like the demo's, as a process of its own that outlives the demo: at the address it listened on
+    /// and with its token (in a file only this user reads), so that the link printed stays good.
+    private func keepConsole(in home: String, host: String, port: Int, conninfo: String, token: String) throws -> ChildProcess {
+        let tokenFile = home + "/console.token"
+        guard FileManager.default.createFile(atPath: tokenFile, contents: Data((token + "\n").utf8), attributes: [.posixPermissions: 0o600]) else {
+            throw ConfigurationError("cannot write \(tokenFile)")
+        }
+        let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        return try ChildProcess(
+            executable,
+            ["console", "--database", conninfo, "--listen", "\(host.contains(":") ? "[\(host)]" : host):\(port)", "--token-file", tokenFile],
+            standardOutputPath: home + "/console.log", standardErrorPath: home + "/console.log", newProcessGroup: true)
     }
 
     /// Stops servers a previous `--keep` left running here, and removes what the last run left; returns how many
@@ -189,7 +217,7 @@ struct DemoCommand: AsyncParsableCommand {
                 stopped += 1
             }
         }
-        for leftover in ["servers.pid", "mosquitto", "postgres", "spool"] {
+        for leftover in ["servers.pid", "mosquitto", "postgres", "spool", "console.token", "console.log"] {
             try? FileManager.default.removeItem(atPath: home + "/" + leftover)
         }
         return stopped
@@ -266,16 +294,25 @@ private struct DemoAgentsService: Service, CustomStringConvertible {
 private struct DemoServers {
     var broker: MosquittoServer?
     var database: PostgresServer?
+    /// A console started to outlive the demo (`--keep`).
+    var console: ChildProcess?
+    private(set) var keptConsole = false
 
+    /// Leaves them running, their pids in `servers.pid` (the console's first: `--stop` stops it before the database
+    /// it reads).
     mutating func keep(in home: String) {
-        let pids = [broker?.leaveRunning(), database?.leaveRunning()].compactMap { $0 }
+        console?.detach()
+        keptConsole = console != nil
+        let pids = [console?.pid, broker?.leaveRunning(), database?.leaveRunning()].compactMap { $0 }
         try? pids.map(String.init).joined(separator: " ").appending("\n").write(
             toFile: home + "/servers.pid", atomically: true, encoding: .utf8)
         broker = nil
         database = nil
+        console = nil
     }
 
     mutating func stopUnlessKept() {
+        console = nil
         broker?.stop()
         database?.stop()
         broker = nil

@@ -3,8 +3,18 @@ import Foundation
 import LibPQ
 import Logging
 import ServiceLifecycle
+import Synchronization
 import WebConsole
 import WorkQueue
+
+/// Where the demo's console listened and as whom it read the views: a console kept after the demo (`--keep`)
+/// takes the same address and token, so that its link stays good.
+final class DemoConsoleAddress: Sendable {
+    private let state = Mutex<(port: Int, conninfo: String)?>(nil)
+
+    var listened: (port: Int, conninfo: String)? { state.withLock { $0 } }
+    func set(port: Int, conninfo: String) { state.withLock { $0 = (port, conninfo) } }
+}
 
 /// The demo's web console: once the ingest has made the schema, as a reader login of its own on a server the demo
 /// started (as the given login on a database given), printing its login link. A console that cannot start is
@@ -19,6 +29,8 @@ struct DemoConsoleService: Service, CustomStringConvertible {
     let ownDatabase: Bool
     let host: String
     let port: Int
+    let token: String
+    let address: DemoConsoleAddress
     let say: @Sendable (String) -> Void
     let logger: Logger
 
@@ -48,9 +60,12 @@ struct DemoConsoleService: Service, CustomStringConvertible {
             }
         }
         let console = WebConsoleService(
-            conninfo: readerConninfo, host: host, port: port, token: ConsoleCommand.newToken(), refresh: .seconds(1),
+            conninfo: readerConninfo, host: host, port: port, token: token, refresh: .seconds(1),
             maxConnections: 64, maxStreams: 32, showToken: true, logger: logger,
-            onListening: { [say] link in say("Console (live while the demo runs): \(link)") })
+            onListening: { [say, address, readerConninfo] link, port in
+                address.set(port: port, conninfo: readerConninfo)
+                say("Console (live while the demo runs): \(link)")
+            })
         do {
             try await console.run()
         } catch {

@@ -264,4 +264,17 @@ func payload(_ sequence: UInt64, size: Int = 100) -> [UInt8] {
             #expect("\(error)".contains("is not UTF-8 text") || "\(error)".contains("Is a directory"), "\(error)")
         }
     }
+
+    /// An empty password file (a packaged unit's default credential) is no password; a first line is one.
+    @Test func anEmptyPasswordFileIsNoPassword() throws {
+        let directory = try makeTemporaryDirectory(prefix: "pw")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var address = BrokerAddress(host: "127.0.0.1", port: 1883)
+        try "".write(toFile: directory + "/empty.pw", atomically: true, encoding: .utf8)
+        #expect(try !address.readPassword(file: directory + "/empty.pw"))
+        #expect(address.password == nil)
+        try "secret\nignored\n".write(toFile: directory + "/agent.pw", atomically: true, encoding: .utf8)
+        #expect(try address.readPassword(file: directory + "/agent.pw"))
+        #expect(address.password == "secret")
+    }
 }

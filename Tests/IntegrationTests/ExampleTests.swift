@@ -315,10 +315,25 @@ struct ExampleTests {
                 // The servers it left are running, their addresses said; `demo --stop` stops them.
                 let pids = try String(contentsOfFile: world.directory + "/.beaconflow/servers.pid", encoding: .utf8)
                     .split(whereSeparator: \.isWhitespace).compactMap { pid_t($0) }
-                #expect(pids.count == 2 && pids.allSatisfy { kill($0, 0) == 0 }, "\(pids)")
+                #expect(pids.count == 3 && pids.allSatisfy { kill($0, 0) == 0 }, "\(pids)")
                 #expect(result.output.contains("  broker: mqtt://127.0.0.1:") && result.output.contains("beaconflow demo --stop"), "\(result.output)")
+                // The console stays at the link the demo printed while it ran.
+                let links = result.output.split(separator: "\n").compactMap { line in
+                    line.range(of: "http://127.0.0.1:").map { String(line[$0.lowerBound...].split(separator: " ")[0]) }
+                }
+                #expect(links.count == 2 && links[0] == links[1], "\(result.output)")
+                if let link = links.last, let port = Int(link.dropFirst("http://127.0.0.1:".count).prefix { $0.isNumber }),
+                    let login = link.range(of: "/login").map({ String(link[$0.lowerBound...]) })
+                {
+                    var answer: (status: String, body: String)?
+                    for _ in 0..<50 where answer == nil {
+                        answer = try? httpGet(port: port, path: login)
+                        if answer == nil { try await Task.sleep(for: .milliseconds(100)) }
+                    }
+                    #expect(answer?.status.contains("303") == true, "\(String(describing: answer))")
+                }
                 let stop = try await run(Example(origin: example.origin, line: "beaconflow demo --stop"))
-                #expect(stop.status == 0 && stop.output.contains("Stopped the 2 server(s)"), "\(stop.output)\(stop.errors)")
+                #expect(stop.status == 0 && stop.output.contains("Stopped the 3 server(s)"), "\(stop.output)\(stop.errors)")
             }
         }
     }

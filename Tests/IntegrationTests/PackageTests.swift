@@ -9,7 +9,8 @@ let packageRoot = repositoryRoot + "/.build-package-root"
 
 /// The Debian package as an operator meets it: installed by apt into a clean Debian 12 root (scripts/package-root,
 /// from scripts/build-packages), booted in a VM with its own systemd, the packaged units started with settings
-/// in /etc/beaconflow against this test's broker and PostgreSQL on the host (10.0.2.2 from the guest).
+/// in /etc/beaconflow against this test's broker and PostgreSQL on the host (10.0.2.2 from the guest), the
+/// agent with a password file and the ingest and migration without any.
 @Suite(
     .enabled(
         if: FileManager.default.fileExists(atPath: packageRoot + "/.beaconflow-installed"),
@@ -26,7 +27,7 @@ struct PackageTests {
         [ -n "${BASH_VERSION:-}" ] || exec bash "$0"  # for /dev/tcp
         set -u
         http() { exec 3<>"/dev/tcp/127.0.0.1/$1" || return; printf 'GET %s HTTP/1.0\r\n\r\n' "$2" >&3; cat <&3; exec 3<&-; }
-        cp etc/* /etc/beaconflow/ && chmod 0600 /etc/beaconflow/*.pw /etc/beaconflow/*.pgpass
+        cp etc/* /etc/beaconflow/ && chmod 0600 /etc/beaconflow/*.pw
         systemctl start beaconflow-ingest.service beaconflow-agent.service
         for attempt in $(seq 90); do
             health=$(http 9464 /healthz 2>/dev/null)
@@ -81,8 +82,9 @@ struct PackageTests {
                 ack_timeout: 2
                 """,
             "migrate.env": "BEACONFLOW_OWNER_DATABASE=\(databaseURL)\n",
-            "ingest-mqtt.pw": "unused\n", "agent-mqtt.pw": "unused\n",
-            "ingest.pgpass": "*:*:*:*:unused\n", "owner.pgpass": "*:*:*:*:unused\n",
+            // The agent's password goes through its credential; the ingest and the migration have none (an
+            // anonymous broker, a database that trusts the address): their units start all the same.
+            "agent-mqtt.pw": "unused\n",
         ]
         for (name, text) in files { try text.write(toFile: work + "/etc/" + name, atomically: true, encoding: .utf8) }
         try FileManager.default.copyItem(atPath: exampleFile("mixed-beacons.btsnoop"), toPath: work + "/etc/capture.btsnoop")

@@ -121,7 +121,7 @@ public final class Ingest: Sendable {
         await withDiscardingTaskGroup { group in
             group.addTask { await client.run() }
             logger.info(
-                "Ingest started", metadata: ["instance": "\(configuration.mqtt.clientID)", "sites": "\(configuration.sites.sites.count)"])
+                "Ingest started", metadata: ["instance": "\(configuration.mqtt.clientID)", "sites": .stringConvertible(configuration.sites.sites.count)])
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 Thread.detachNewThread { [self] in
                     var writer = WriterThread(ingest: self, queue: queue, client: client)

@@ -23,6 +23,8 @@ enum IngestEvent {
     /// This instance's clock was compared with the database's.
     case clockCompared(offsetMicros: Int64, skewed: Bool, ClockComparison.Change)
     case statusIgnored(topic: String, StatusIgnored)
+    /// The statuses of one agent id come from two running agents (`SharedAgentIDs`): their boot ids.
+    case agentIDShared(AgentKey, bootIDs: (String, String))
     /// PostgreSQL refused a statement for its data: retrying cannot help, so it is counted, logged and left.
     case statementError(PostgresError, Logger.Message)
     case databaseConnected
@@ -97,6 +99,7 @@ final class IngestInstruments: Sendable {
     private let databaseConnectedGauge = Gauge(IngestMetrics.databaseConnected)
     /// Status messages not used: not on a known agent's status topic, or not a valid status.
     private let statusesIgnoredCounter = Counter(IngestMetrics.statusesIgnored)
+    private let agentIDsSharedCounter = Counter(IngestMetrics.agentIDsShared)
     /// Statements PostgreSQL refused for their data (not the connection): the batch or status is set aside.
     private let statementErrorsCounter = Counter(IngestMetrics.statementErrors)
     private let commitTimer = Timer(IngestMetrics.commitSeconds)
@@ -173,11 +176,11 @@ final class IngestInstruments: Sendable {
             case .becameSkewed:
                 logger.error(
                     "This instance's clock differs from the database's; times are judged by the database's",
-                    metadata: ["database_minus_instance_s": "\(Double(offset) / 1e6)"])
+                    metadata: ["database_minus_instance_s": .stringConvertible(Double(offset) / 1e6)])
             case .cameBack:
                 logger.notice(
                     "This instance's clock agrees with the database's again",
-                    metadata: ["database_minus_instance_s": "\(Double(offset) / 1e6)"])
+                    metadata: ["database_minus_instance_s": .stringConvertible(Double(offset) / 1e6)])
             case .none:
                 break
             }
@@ -191,13 +194,20 @@ final class IngestInstruments: Sendable {
             case .older:
                 logger.debug("Older status ignored", metadata: ["topic": "\(escapedForLog(topic))"])
             }
+        case .agentIDShared(let agent, let bootIDs):
+            agentIDsSharedCounter.increment()
+            logger.error(
+                "Two running agents use one agent id; give each its own (a copied SD card or configuration?)",
+                metadata: [
+                    "site": "\(agent.site)", "agent": "\(agent.agent)", "boot_ids": "\(bootIDs.0), \(bootIDs.1)",
+                ])
         case .statementError(let error, let message):
             statementErrorsCounter.increment()
             logger.error(message, metadata: ["error": "\(escapedForLog(error.description))"])
         case .databaseConnected:
             statisticsState.withLock { $0.databaseConnected = true }
             databaseConnectedGauge.record(1)
-            logger.info("Connected to PostgreSQL", metadata: ["schema_version": "\(Migrator.latestVersion)"])
+            logger.info("Connected to PostgreSQL", metadata: ["schema_version": .stringConvertible(Migrator.latestVersion)])
         case .databaseLost(let error):
             statisticsState.withLock {
                 $0.databaseConnected = false
@@ -233,24 +243,24 @@ final class IngestInstruments: Sendable {
             logger.info(
                 "Sites claimed",
                 metadata: [
-                    "sites": "\(claimed.sorted().joined(separator: " "))", "taken_over": "\(takenOver)",
-                    "sites_from_checkpoints": "\(resumption.restoredSites)",
-                    "sightings_replayed": "\(resumption.replayedSightings)", "serving": "\(serving)",
-                    "other_instances": "\(otherInstances)",
+                    "sites": "\(claimed.sorted().joined(separator: " "))", "taken_over": .stringConvertible(takenOver),
+                    "sites_from_checkpoints": .stringConvertible(resumption.restoredSites),
+                    "sightings_replayed": .stringConvertible(resumption.replayedSightings), "serving": .stringConvertible(serving),
+                    "other_instances": .stringConvertible(otherInstances),
                 ])
         case .sitesHandedOver(let sites, let serving):
             handedOverCounter.increment(by: sites.count)
             statisticsState.withLock { $0.sitesHandedOver += sites.count }
             record(.sitesServed(serving))
             logger.info(
-                "Sites handed over", metadata: ["sites": "\(sites.sorted().joined(separator: " "))", "serving": "\(serving)"])
+                "Sites handed over", metadata: ["sites": "\(sites.sorted().joined(separator: " "))", "serving": .stringConvertible(serving)])
         case .sitesLost(let sites, let serving):
             sitesLostCounter.increment(by: sites.count)
             statisticsState.withLock { $0.sitesLost += sites.count }
             record(.sitesServed(serving))
             logger.warning(
                 "Sites taken over by another instance; their leases had lapsed",
-                metadata: ["sites": "\(sites.sorted().joined(separator: " "))", "serving": "\(serving)"])
+                metadata: ["sites": "\(sites.sorted().joined(separator: " "))", "serving": .stringConvertible(serving)])
         case .sitesReloaded(let path, let change):
             reloadCounters[change.isEmpty ? "unchanged" : "applied"]?.increment()
             statisticsState.withLock { $0.sitesFileReads += 1 }
@@ -260,7 +270,7 @@ final class IngestInstruments: Sendable {
                     "path": "\(path)", "sites_added": "\(change.added.sorted().joined(separator: " "))",
                     "sites_removed": "\(change.removed.sorted().joined(separator: " "))",
                     "sites_changed": "\(change.changed.sorted().joined(separator: " "))",
-                    "registry_changed": "\(change.registryChanged)",
+                    "registry_changed": .stringConvertible(change.registryChanged),
                 ])
         case .sitesFilesCompared(let differing, let digest):
             sitesFileDiffersGauge.record(differing.count)

@@ -31,6 +31,9 @@ public enum IngestMetrics {
     static let statusesIgnored = MetricFamily(
         "beaconflow_ingest_statuses_ignored_total", .counter,
         help: "Status messages not used: not on a known agent's status topic, or not a valid status.")
+    static let agentIDsShared = MetricFamily(
+        "beaconflow_ingest_agent_ids_shared_total", .counter,
+        help: "Reports of two running agents using one agent id (their statuses alternating between two boot ids), at most one a minute per agent.")
     static let statementErrors = MetricFamily(
         "beaconflow_ingest_statement_errors_total", .counter,
         help: "Statements PostgreSQL refused for their data; the batch or status is set aside.")
@@ -86,7 +89,7 @@ public enum IngestMetrics {
 
     public static let all: [MetricFamily] = [
         batches, rejectedBatches, sightings, telemetry, sensorReadings, lateReadings, evictedBeacons, clonedBeacons, databaseReconnects,
-        databaseConnected, statusesIgnored, statementErrors, commitSeconds, queueDepth, lag, clockOffset, agentsHeld, brokersConnected, siteClaims,
+        databaseConnected, statusesIgnored, agentIDsShared, statementErrors, commitSeconds, queueDepth, lag, clockOffset, agentsHeld, brokersConnected, siteClaims,
         sitesTakenOver, sitesHandedOver, sitesServed, sitesUnserved, sitesLost, unusableCheckpoints, undecodableFrames, sitesReloads,
         sitesFileDiffers,
         presenceMessages, presenceReplaced, presenceDropped, presenceWaiting,

@@ -1,8 +1,8 @@
 import BeaconMessaging
 import LibPQ
 
-/// Agents' status messages, on the writer thread: the clock they report feeds the pipeline's clock offsets, and
-/// the status is recorded in `agent_state`.
+/// Agents' status messages, on the writer thread: the clock they report feeds the pipeline's clock offsets, their
+/// boot ids tell two agents given one id apart, and the status is recorded in `agent_state`.
 struct StatusIntake {
     let sites: SitesConfiguration
     let instruments: IngestInstruments
@@ -23,6 +23,9 @@ struct StatusIntake {
             return
         }
         let agent = AgentKey(site: agentTopics.site, agent: agentTopics.agent)
+        if let bootID = status.bootID, let bootIDs = pipeline.sharedAgentIDs.observe(agent, bootID: bootID, atMicros: receivedAtMicros) {
+            instruments.record(.agentIDShared(agent, bootIDs: bootIDs))
+        }
         var offsetMillis: Double?
         var stale = false
         if let clock = status.clockMicros {

@@ -86,6 +86,7 @@ public struct IngestPipeline: Sendable {
     public var frameDecoder: FrameDecoder
     public var health: FleetHealth
     public var clocks = AgentClocks()
+    public var sharedAgentIDs = SharedAgentIDs()
     public var proximity = ProximitySmoother()
     /// How long a device address stays attached to the identity the site last heard from it
     /// (`BeaconIdentity.addressLifetimeMicros`).

@@ -92,7 +92,7 @@ public enum Migrator {
                 throw PostgresError(
                     "migration \(migration.version) (\(migration.name))", sqlState: error.sqlState, error.message + advice)
             }
-            logger.info("Schema migration applied", metadata: ["version": "\(migration.version)", "name": "\(migration.name)"])
+            logger.info("Schema migration applied", metadata: ["version": .stringConvertible(migration.version), "name": "\(migration.name)"])
             done.append(migration.version)
         }
         return done

@@ -78,21 +78,21 @@ extension Ingest {
                     machine.didTake(taken)
                 case .dropExpiredPartitions:
                     if let dropped = step("Expired partitions could not be dropped", { (_, writer) throws(PostgresError) in try writer.dropExpiredPartitions() }) {
-                        ingest.logger.info("Expired partitions dropped", metadata: ["dropped": "\(dropped)"])
+                        ingest.logger.info("Expired partitions dropped", metadata: ["dropped": .stringConvertible(dropped)])
                     }
                 case .makePartitionsAhead:
                     if let made = step("Partitions ahead could not be made", { (_, writer) throws(PostgresError) in try writer.makePartitionsAhead() }) {
-                        ingest.logger.info("Partitions ahead made", metadata: ["made": "\(made)"])
+                        ingest.logger.info("Partitions ahead made", metadata: ["made": .stringConvertible(made)])
                     }
                 case .compactPacks:
                     if let written = step("Compaction failed", { (this, writer) throws(PostgresError) in try writer.compactPacks(sites: this.state.servedSites) }), written > 0 {
-                        ingest.logger.info("Closed minutes compacted", metadata: ["packs_written": "\(written)"])
+                        ingest.logger.info("Closed minutes compacted", metadata: ["packs_written": .stringConvertible(written)])
                     }
                 case .foldBatches:
                     if let folded = step("Folding acknowledged batches failed", { (this, writer) throws(PostgresError) in
                         try writer.foldBatches(sites: this.state.servedSites)
                     }), folded > 0 {
-                        ingest.logger.info("Acknowledged batches folded", metadata: ["batches": "\(folded)"])
+                        ingest.logger.info("Acknowledged batches folded", metadata: ["batches": .stringConvertible(folded)])
                     }
                 case .advanceZones:
                     // Agents gone idle stop holding their site's decisions back even when no batch arrives.
@@ -168,7 +168,7 @@ extension Ingest {
                 if machine.stopRequested {
                     ingest.logger.error(
                         "Stopping without PostgreSQL; unacknowledged batches stay with the agents",
-                        metadata: ["queued": "\(machine.backlog.count)", "error": "\(error)"])
+                        metadata: ["queued": .stringConvertible(machine.backlog.count), "error": "\(error)"])
                 } else {
                     ingest.logger.warning("PostgreSQL unavailable; intake paused", metadata: ["error": "\(error)", "retry_in": "\(delay)"])
                 }

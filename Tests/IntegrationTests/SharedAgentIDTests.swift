@@ -1,0 +1,47 @@
+import Foundation
+import LocalServers
+import TestServers
+import Testing
+
+/// Two agents started with one id (a gateway's SD card copied to another) take the broker connection from each
+/// other; the ingest names the agent, in its log and a metric, from their statuses' boot ids.
+@Suite(
+    .enabled(if: MosquittoServer.executable != nil && PostgresServer.binaries != nil, "mosquitto or PostgreSQL is not installed"),
+    .enabled(if: beaconflowExecutable != nil, "the beaconflow executable is not built"),
+    .timeLimit(.minutes(3)))
+struct SharedAgentIDTests {
+    @Test func twoAgentsWithOneIDAreNamedByTheIngest() async throws {
+        let executable = try #require(beaconflowExecutable)
+        let work = try makeTemporaryDirectory(prefix: "shared-id")
+        defer { try? FileManager.default.removeItem(atPath: work) }
+        let broker = try MosquittoServer()
+        let database = try await PostgresServer.start()
+        try testSites.write(toFile: work + "/sites.yaml", atomically: true, encoding: .utf8)
+        let metricsPort = try freeLoopbackPort()
+        let ingestLog = work + "/ingest.log"
+        let ingest = try ChildProcess(
+            executable,
+            ["ingest", "--sites", work + "/sites.yaml", "--broker", broker.url, "--database", database.conninfo,
+             "--metrics-listen", "127.0.0.1:\(metricsPort)"],
+            standardOutputPath: ingestLog, standardErrorPath: ingestLog)
+        let log = { (try? String(contentsOfFile: ingestLog, encoding: .utf8)) ?? "" }
+        try await eventuallyTrue("the ingest serves its sites", timeout: .seconds(60)) { log().contains("Sites claimed") }
+        let agents = try ["first", "second"].map { name in
+            try ChildProcess(
+                executable,
+                ["agent", "--site", "hq", "--agent", "hq-a1", "--source", "btsnoop:" + exampleFile("mixed-beacons.btsnoop"),
+                 "--speed", "0.05", "--broker", broker.url, "--spool", work + "/spool-" + name],
+                standardOutputPath: work + "/\(name).log", standardErrorPath: work + "/\(name).log")
+        }
+        try await eventuallyTrue("the ingest names the shared id", timeout: .seconds(90)) {
+            log().contains("Two running agents use one agent id")
+        }
+        let line = log().split(separator: "\n").first { $0.contains("Two running agents use one agent id") } ?? ""
+        #expect(line.contains("site=hq") && line.contains("agent=hq-a1") && line.contains("boot_ids="), "\(line)")
+        let metrics = try httpGet(port: metricsPort, path: "/metrics").body
+        let reported = metrics.split(separator: "\n").first { $0.hasPrefix("beaconflow_ingest_agent_ids_shared_total ") }
+        #expect(reported.flatMap { Double($0.split(separator: " ")[1]) }.map { $0 >= 1 } == true, "\(metrics.prefix(4000))")
+        for agent in agents { agent.terminate() }
+        ingest.terminate()
+    }
+}
