@@ -46,6 +46,13 @@ public final class BlockingQueue<Element: Sendable>: @unchecked Sendable {
         return taken
     }
 
+    /// Whether `close()` was called and nothing is left to take.
+    public var isClosedAndEmpty: Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        return closed && items.isEmpty
+    }
+
     /// Wakes every waiter; later pushes are refused.
     public func close() {
         condition.lock()

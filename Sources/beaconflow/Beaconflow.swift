@@ -22,6 +22,7 @@ struct Beaconflow: AsyncParsableCommand {
         subcommands: [
             AgentCommand.self, IngestCommand.self, DecodeCommand.self, MigrateCommand.self, SimulateCommand.self,
             AccuracyCommand.self, CalibrateCommand.self, ReportCommand.self, DemoCommand.self, ConsoleCommand.self,
+            BridgeCommand.self,
         ]
     )
 }

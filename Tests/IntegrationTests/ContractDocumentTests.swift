@@ -83,8 +83,8 @@ struct ContractDocumentTests {
     @Test func everyDocumentedOptionExists() throws {
         let reference = try Self.read("docs/cli.md")
         let existing = Set(reference.matches(of: #/--[a-z][a-z0-9-]*/#).map { String($0.output) })
-        // Named in the docs for other tools: swift test and build, systemctl, pg_dump.
-        let otherTools: Set = ["--filter", "--package-path", "--scratch-path", "--now", "--schema", "--schema-only"]
+        // Named in the docs for other tools: swift test and build, systemctl, pg_dump, Theengs Gateway.
+        let otherTools: Set = ["--filter", "--package-path", "--scratch-path", "--now", "--schema", "--schema-only", "--discovery", "--publish"]
         let documents = ["README.md"] + ((try? FileManager.default.contentsOfDirectory(atPath: repositoryRoot + "/docs")) ?? [])
             .filter { $0.hasSuffix(".md") && $0 != "cli.md" }.map { "docs/" + $0 }
         var named = 0

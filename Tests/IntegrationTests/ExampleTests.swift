@@ -2,6 +2,8 @@ import BeaconPositions
 import Foundation
 import LibPQ
 import LocalServers
+import Logging
+import Mosquitto
 import TestServers
 import Testing
 
@@ -142,7 +144,7 @@ struct Example: Hashable, CustomStringConvertible {
 struct ExampleTests {
     static let documents = ["README.md"] + ((try? FileManager.default.contentsOfDirectory(atPath: repositoryRoot + "/docs")) ?? [])
         .filter { $0.hasSuffix(".md") }.sorted().map { "docs/" + $0 }
-    static let subcommands = ["agent", "ingest", "decode", "simulate", "accuracy", "calibrate", "report", "migrate", "demo", "console"]
+    static let subcommands = ["agent", "ingest", "decode", "simulate", "accuracy", "calibrate", "report", "migrate", "demo", "console", "bridge"]
 
     static func allExamples(executable: String) async throws -> [Example] {
         var examples: [Example] = []
@@ -197,6 +199,40 @@ struct ExampleTests {
         #expect(!Example(origin: "", line: "beaconflow agent --site hq").runsAgentProgram)
     }
 
+    /// A bridge example with an ingest running: each receiver it names publishes as its firmware does until the
+    /// bridge hears it; SIGTERM then stops it cleanly.
+    func runBridge(_ example: Example, in world: ExampleWorld, executable: String) async throws {
+        let command = world.command(example)
+        let arguments = command.arguments
+        let format = arguments.firstIndex(of: "--format").map { arguments[$0 + 1] } ?? ""
+        let receivers = arguments.indices.filter { arguments[$0] == "--receiver" }.map {
+            String(arguments[$0 + 1].split(separator: "=")[0])
+        }
+        let bridge = try world.start(executable, command)
+        var configuration = MQTTClient.Configuration(host: "127.0.0.1", port: world.broker.port, clientID: "example-receivers")
+        configuration.reconnectDelayMinimum = .milliseconds(50)
+        let client = try MQTTClient(configuration, logger: Logger(label: "example-receivers"))
+        client.start()
+        defer { client.stop() }
+        let iBeacon = "e2c56db5-dffb-48d2-b060-d0f5a71096e0"
+        func heardAll() -> Bool { receivers.allSatisfy { bridge.errors.contains("receiver=\($0) [beaconflow] A receiver is heard") } }
+        let deadline = ContinuousClock.now + .seconds(30)
+        while !heardAll(), bridge.process.isRunning, ContinuousClock.now < deadline {
+            for receiver in receivers {
+                let (topic, payload) =
+                    format == "espresense"
+                    ? ("espresense/devices/iBeacon:\(iBeacon)-1-2/\(receiver)", #"{"mac":"c12ade547355","id":"iBeacon:\#(iBeacon)-1-2","rssi":-60}"#)
+                    : ("home/\(receiver)/BTtoMQTT/C12ADE547355", #"{"id":"C1:2A:DE:54:73:55","rssi":-60,"manufacturerdata":"4c000215e2c56db5dffb48d2b060d0f5a71096e000010002c5"}"#)
+                _ = try? client.publish(topic: topic, payload: Array(payload.utf8), qos: 0)
+            }
+            try await Task.sleep(for: .milliseconds(200))
+        }
+        #expect(heardAll(), "\(example)\n\(bridge.errors.suffix(3000))")
+        bridge.process.terminate(SIGTERM)
+        _ = await bridge.process.exit()
+        #expect(bridge.process.exitCode == 0, "\(example)\n\(bridge.errors.suffix(3000))")
+    }
+
     @Test func everyExampleRuns() async throws {
         let executable = try #require(beaconflowExecutable)
         var examples: [Example] = []
@@ -226,6 +262,7 @@ struct ExampleTests {
         // Each ingest with the agents of its broker: an agent's replay ends when the ingest acknowledged it all.
         let agents = bySubcommand["agent"] ?? []
         var agentsRun: Set<Example> = []
+        var bridgesRun = 0
         for ingest in bySubcommand["ingest"] ?? [] {
             let secure = ingest.line.contains("mqtts://")
             try world.writePassword(user: "ingest")
@@ -250,6 +287,19 @@ struct ExampleTests {
             #expect(server.process.exitCode == 0, "\(ingest) exit \(status)\n\(server.errors.suffix(3000))")
         }
         #expect(agentsRun == Set(agents), "agents with no ingest: \(Set(agents).subtracting(agentsRun))")
+        // The bridges, with the first plain ingest again: after the agents, whose spools the first one's agents
+        // continue (the same ids, in the same place).
+        if let ingest = bySubcommand["ingest"]?.first(where: { !$0.line.contains("mqtts://") }) {
+            let server = try world.start(executable, world.command(ingest))
+            try await eventuallyTrue("\(ingest) serves its sites", timeout: .seconds(60)) { server.errors.contains("Sites claimed") }
+            for bridge in bySubcommand["bridge"] ?? [] {
+                try await runBridge(bridge, in: world, executable: executable)
+                bridgesRun += 1
+            }
+            server.process.terminate(SIGTERM)
+            _ = await server.process.exit()
+        }
+        #expect(bridgesRun == (bySubcommand["bridge"] ?? []).count, "bridges with no ingest")
         let stored = try world.database.query("SELECT agent_id, count(*) FROM beaconflow.sightings GROUP BY 1 ORDER BY 1")
         #expect(stored.map { $0[0] ?? "" } == ["hq-a1", "hq-a2", "hq-a3"], "\(stored)")
 
