@@ -43,11 +43,14 @@ public struct PeerGatewayError: Error, Equatable, CustomStringConvertible {
     public var description: String { message }
 }
 
-/// One peer message as the receiver that heard it and the advertising report it stands for.
+/// One peer message as the receiver that heard it and the advertising reports it stands for.
 public struct PeerGatewayMessage: Sendable, Equatable {
     /// The gateway's name (Theengs, OpenMQTTGateway) or room (ESPresense) from the topic.
     public var receiver: String
-    public var report: AdvertisingReport
+    /// One report, or one for each of its frames where a message carries both manufacturer and service data:
+    /// BlueZ (under Theengs Gateway) keeps what a device advertised last of each, so a beacon that sends an
+    /// iBeacon and an Eddystone frame from one address arrives with both in every message, and each names a beacon.
+    public var reports: [AdvertisingReport]
 
     public init(topic: String, payload: [UInt8], format: PeerGatewayFormat) throws(PeerGatewayError) {
         let levels = topic.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
@@ -57,13 +60,13 @@ public struct PeerGatewayMessage: Sendable, Equatable {
                 throw PeerGatewayError(.otherTopic, "not a BTtoMQTT device topic: \(escapedForLog(topic.prefix(200)))")
             }
             receiver = levels[index - 1]
-            report = try Self.theengs(payload)
+            reports = try Self.theengs(payload)
         case .espresense:
             guard levels.count == 4, levels[1] == "devices", !levels[3].isEmpty else {
                 throw PeerGatewayError(.otherTopic, "not an ESPresense device topic: \(escapedForLog(topic.prefix(200)))")
             }
             receiver = levels[3]
-            report = try Self.espresense(payload)
+            reports = [try Self.espresense(payload)]
         }
         guard !receiver.isEmpty else { throw PeerGatewayError(.otherTopic, "the topic names no receiver") }
     }
@@ -110,28 +113,38 @@ public struct PeerGatewayMessage: Sendable, Equatable {
         }
     }
 
-    private static func theengs(_ payload: [UInt8]) throws(PeerGatewayError) -> AdvertisingReport {
+    private static func theengs(_ payload: [UInt8]) throws(PeerGatewayError) -> [AdvertisingReport] {
         let device = try decode(TheengsDevice.self, payload)
         guard let address = DeviceAddress(device.id, kind: .public) else {
             throw PeerGatewayError(.invalid, "'id' is not a device address: \(escapedForLog(device.id.prefix(40)))")
         }
-        var data = AdvertisingDataBuilder()
+        var frames: [AdvertisingDataBuilder] = []
         if let text = device.manufacturerdata {
             guard let bytes = hexBytes(text), bytes.count >= 2 else {
                 throw PeerGatewayError(.invalid, "'manufacturerdata' is not hex with a company id")
             }
+            var data = AdvertisingDataBuilder()
             try data.add(0xFF, bytes)
+            frames.append(data)
         }
         if let text = device.servicedata {
             guard let bytes = hexBytes(text) else { throw PeerGatewayError(.invalid, "'servicedata' is not hex") }
             guard let uuid = device.servicedatauuid.flatMap(serviceUUID) else {
                 throw PeerGatewayError(.invalid, "'servicedata' without a 16-, 32- or 128-bit 'servicedatauuid'")
             }
+            var data = AdvertisingDataBuilder()
             try data.add(uuid.type, uuid.bytes + bytes)
+            frames.append(data)
         }
-        if let name = device.name, !name.isEmpty { try data.add(0x09, Array(name.utf8.prefix(29))) }
-        return AdvertisingReport(
-            eventType: 3, isExtended: false, address: addressWithKind(address), rssi: try rssi(device.rssi), data: data.bytes)
+        if frames.isEmpty { frames.append(AdvertisingDataBuilder()) }
+        let level = try rssi(device.rssi)
+        var reports: [AdvertisingReport] = []
+        for var data in frames {
+            if let name = device.name, !name.isEmpty { try data.add(0x09, Array(name.utf8.prefix(29))) }
+            reports.append(
+                AdvertisingReport(eventType: 3, isExtended: false, address: addressWithKind(address), rssi: level, data: data.bytes))
+        }
+        return reports
     }
 
     private static func espresense(_ payload: [UInt8]) throws(PeerGatewayError) -> AdvertisingReport {
@@ -188,12 +201,13 @@ public struct PeerGatewayMessage: Sendable, Equatable {
         }
     }
 
-    /// A whole dBm level a receiver can report (-127 to 20).
-    private static func rssi(_ value: Double?) throws(PeerGatewayError) -> Int8 {
-        guard let value, value.isFinite, (-127...20).contains(value.rounded()) else {
+    /// A whole dBm level a receiver can report (-127 to 20); 127, what a controller reports when it has none
+    /// (Theengs Gateway passes it on), is none, as it is from a controller of ours.
+    private static func rssi(_ value: Double?) throws(PeerGatewayError) -> Int8? {
+        guard let value, value.isFinite, (-127...20).contains(value.rounded()) || value == 127 else {
             throw PeerGatewayError(.invalid, "'rssi' is missing or not a level in dBm")
         }
-        return Int8(value.rounded())
+        return value == 127 ? nil : Int8(value.rounded())
     }
 
     /// Neither format says whether an address is public or random: one whose two top bits are set is taken as a

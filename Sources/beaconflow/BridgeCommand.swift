@@ -198,7 +198,7 @@ final class BridgeService: Service, Sendable, CustomStringConvertible {
                     logger.info("A receiver is heard", metadata: ["receiver": "\(message.receiver)"])
                 }
                 let now = Int64(Date().timeIntervalSince1970 * 1_000_000)
-                if !entry.source.hand(TimedReport(timeMicros: now, report: message.report)) {
+                for report in message.reports where !entry.source.hand(TimedReport(timeMicros: now, report: report)) {
                     dropped += 1
                     if dropped == 1 || dropped % 1000 == 0 {
                         logger.warning(
