@@ -2,33 +2,55 @@ import BeaconWire
 import Foundation
 
 /// Home Assistant MQTT discovery for live presence (`--home-assistant`, docs/presence.md): retained configs under
-/// `<prefix>/sensor/beaconflow/<object id>/config` for a device per registry beacon (a zone sensor per site it has
-/// been placed at, with battery and temperature sensors there) and a device per site (an occupancy sensor per
-/// zone). Object and unique ids come from the beacon, site and zone ids only, so they stay the same across
-/// restarts and ingest instances.
+/// `<prefix>/<component>/beaconflow/<object id>/config` for a device per registry beacon (per site it has been
+/// placed at: a device tracker, home while present there, a zone sensor, battery and temperature sensors, and with
+/// `binarySensors` a binary sensor per zone of the site) and a device per site (an occupancy sensor per zone, and
+/// with `binarySensors` an occupied binary sensor). Object and unique ids come from the beacon, site and zone ids
+/// only, so they stay the same across restarts and ingest instances.
 public struct HomeAssistantDiscovery: Sendable {
     public let prefix: String
+    /// Whether to publish the binary sensors (`--home-assistant-binary-sensors`).
+    public let binarySensors: Bool
 
-    public init(prefix: String = "homeassistant") {
+    public init(prefix: String = "homeassistant", binarySensors: Bool = false) {
         self.prefix = prefix
+        self.binarySensors = binarySensors
     }
 
-    /// The filter of every config this integration publishes (to find the ones to remove).
-    public var filter: String { "\(prefix)/sensor/beaconflow/+/config" }
+    static let components = ["sensor", "device_tracker", "binary_sensor"]
 
-    public func topic(objectID: String) -> String { "\(prefix)/sensor/beaconflow/\(objectID)/config" }
+    /// The filters of every config this integration publishes (to find the ones to remove): one per component, as
+    /// the broker's ACL grants them.
+    public var filters: [String] { Self.components.map { "\(prefix)/\($0)/beaconflow/+/config" } }
 
-    /// The object id in a config topic of `filter`, or nil.
-    public func objectID(inTopic topic: String) -> String? {
-        let head = "\(prefix)/sensor/beaconflow/"
-        guard topic.hasPrefix(head), topic.hasSuffix("/config") else { return nil }
-        let id = topic.dropFirst(head.count).dropLast("/config".count)
-        return id.isEmpty || id.contains("/") ? nil : String(id)
+    /// A config's topic, by its key (`<component>/<object id>`).
+    public func topic(key: String) -> String {
+        let parts = key.split(separator: "/", maxSplits: 1)
+        return "\(prefix)/\(parts.first ?? "")/beaconflow/\(parts.count == 2 ? parts[1] : "")/config"
+    }
+
+    /// The key (`<component>/<object id>`) of a config topic of `filters`, or nil.
+    public func key(inTopic topic: String) -> String? {
+        guard topic.hasPrefix(prefix + "/"), topic.hasSuffix("/config") else { return nil }
+        let levels = topic.dropFirst(prefix.count + 1).dropLast("/config".count).split(separator: "/", omittingEmptySubsequences: false)
+        guard levels.count == 3, Self.components.contains(String(levels[0])), levels[1] == "beaconflow", !levels[2].isEmpty else { return nil }
+        return "\(levels[0])/\(levels[2])"
+    }
+
+    /// The topics a retained config reads its states from (`state_topic`, `json_attributes_topic`), for clearing
+    /// them with it; none from a payload that is not a config.
+    public static func stateTopics(inConfig payload: [UInt8]) -> Set<String> {
+        guard payload.count <= 16_384, let object = try? JSONSerialization.jsonObject(with: Data(payload)) as? [String: Any] else { return [] }
+        return Set(["state_topic", "json_attributes_topic"].compactMap { object[$0] as? String }.filter { !$0.isEmpty && !$0.contains("#") && !$0.contains("+") })
     }
 
     public struct Config: Sendable, Equatable {
+        public var component: String
         public var objectID: String
         public var payload: [UInt8]
+
+        /// `<component>/<object id>`: what tells two configs apart.
+        public var key: String { "\(component)/\(objectID)" }
     }
 
     /// A beacon's object ids start with this: a digest of its id (beacon ids may hold characters object ids may not).
@@ -36,8 +58,9 @@ public struct HomeAssistantDiscovery: Sendable {
         "b" + hexString(FNV1a.digest(beaconID.utf8), digits: 16)
     }
 
-    /// The zone sensor of a beacon at a site, and its battery, battery voltage and temperature sensors there.
-    public func beaconConfigs(site: String, beaconID: String, label: String?) -> [Config] {
+    /// The device tracker and zone sensor of a beacon at a site, its battery, battery voltage and temperature
+    /// sensors there, and with `binarySensors` one binary sensor per zone of `zones`.
+    public func beaconConfigs(site: String, beaconID: String, label: String?, zones: [String]) -> [Config] {
         guard let presence = PresenceTopics.beacon(site: site, beaconID: beaconID),
             let condition = PresenceTopics.beaconCondition(site: site, beaconID: beaconID)
         else { return [] }
@@ -46,10 +69,12 @@ public struct HomeAssistantDiscovery: Sendable {
             JSONField("identifiers", .array([.string("beaconflow_\(key)")])), JSONField("name", .string(label ?? beaconID)),
             JSONField("manufacturer", .string("beaconflow")), JSONField("model", .string(beaconID)),
         ])
-        func sensor(_ suffix: String, name: String, state: String, template: String, extra: [JSONField]) -> Config {
+        func sensor(
+            _ suffix: String, component: String = "sensor", name: String, state: String, template: String, extra: [JSONField]
+        ) -> Config {
             let objectID = "\(key)_\(site)_\(suffix)"
             return Config(
-                objectID: objectID,
+                component: component, objectID: objectID,
                 payload: encode(
                     [
                         JSONField("name", .string(name)), JSONField("unique_id", .string("beaconflow_\(objectID)")),
@@ -58,7 +83,25 @@ public struct HomeAssistantDiscovery: Sendable {
                     ] + extra))
         }
         let measurement = JSONField("state_class", .string("measurement"))
+        let zoneSensors =
+            binarySensors
+            ? zones.map { zone in
+                sensor(
+                    "in_\(zone)", component: "binary_sensor", name: "In \(zone) at \(site)", state: presence,
+                    template: "{{ 'ON' if value_json.present and value_json.zone == '\(zone)' else 'OFF' }}",
+                    extra: [JSONField("device_class", .string("presence"))])
+            } : []
         return [
+            // home while present at the site, not_home otherwise; its zone and position as attributes. A person in
+            // Home Assistant can have it as a tracker.
+            sensor(
+                "tracker", component: "device_tracker", name: "At \(site)", state: presence,
+                template: "{{ 'home' if value_json.present else 'not_home' }}",
+                extra: [
+                    JSONField("json_attributes_topic", .string(presence)), JSONField("source_type", .string("bluetooth_le")),
+                    JSONField("payload_home", .string("home")), JSONField("payload_not_home", .string("not_home")),
+                    JSONField("icon", .string("mdi:map-marker-radius")),
+                ]),
             sensor(
                 "zone", name: "Zone at \(site)", state: presence,
                 template: "{{ value_json.zone if value_json.present else 'away' }}",
@@ -72,30 +115,42 @@ public struct HomeAssistantDiscovery: Sendable {
             sensor(
                 "temperature", name: "Temperature at \(site)", state: condition, template: "{{ value_json.temperature_c }}",
                 extra: [JSONField("device_class", .string("temperature")), JSONField("unit_of_measurement", .string("°C")), measurement]),
-        ]
+        ] + zoneSensors
     }
 
-    /// A zone's occupancy sensor, on its site's device.
-    public func zoneConfig(site: String, zone: String) -> Config {
+    /// A zone's occupancy sensor, and with `binarySensors` its occupied binary sensor, on its site's device.
+    public func zoneConfigs(site: String, zone: String) -> [Config] {
         let objectID = "site_\(site)_\(zone)_occupancy"
         let device: JSONValue = .object([
             JSONField("identifiers", .array([.string("beaconflow_site_\(site)")])), JSONField("name", .string(site)),
             JSONField("manufacturer", .string("beaconflow")), JSONField("model", .string("site")),
         ])
-        return Config(
-            objectID: objectID,
-            payload: encode([
-                JSONField("name", .string("\(zone) occupancy")), JSONField("unique_id", .string("beaconflow_\(objectID)")),
-                JSONField("object_id", .string("beaconflow_\(objectID)")),
-                JSONField("state_topic", .string(PresenceTopics.zone(site: site, zone: zone))),
-                JSONField("value_template", .string("{{ value_json.occupants }}")), JSONField("unit_of_measurement", .string("beacons")),
-                JSONField("state_class", .string("measurement")), JSONField("icon", .string("mdi:account-group")),
-                JSONField("device", device),
-            ]))
+        let state = JSONField("state_topic", .string(PresenceTopics.zone(site: site, zone: zone)))
+        var configs = [
+            Config(
+                component: "sensor", objectID: objectID,
+                payload: encode([
+                    JSONField("name", .string("\(zone) occupancy")), JSONField("unique_id", .string("beaconflow_\(objectID)")),
+                    JSONField("object_id", .string("beaconflow_\(objectID)")), state,
+                    JSONField("value_template", .string("{{ value_json.occupants }}")), JSONField("unit_of_measurement", .string("beacons")),
+                    JSONField("state_class", .string("measurement")), JSONField("icon", .string("mdi:account-group")),
+                    JSONField("device", device),
+                ]))
+        ]
+        if binarySensors {
+            let occupied = "site_\(site)_\(zone)_occupied"
+            configs.append(
+                Config(
+                    component: "binary_sensor", objectID: occupied,
+                    payload: encode([
+                        JSONField("name", .string("\(zone) occupied")), JSONField("unique_id", .string("beaconflow_\(occupied)")),
+                        JSONField("object_id", .string("beaconflow_\(occupied)")), state,
+                        JSONField("value_template", .string("{{ 'ON' if value_json.occupants > 0 else 'OFF' }}")),
+                        JSONField("device_class", .string("occupancy")), JSONField("device", device),
+                    ])))
+        }
+        return configs
     }
-
-    /// Whether a config of `objectID` belongs to a beacon (`beaconKey`) rather than a site.
-    public static func isBeaconObject(_ objectID: String) -> Bool { !objectID.hasPrefix("site_") }
 
     private func encode(_ fields: [JSONField]) -> [UInt8] {
         let availability = [

@@ -76,6 +76,8 @@ struct IngestCommand: AsyncParsableCommand {
     @Flag(help: "Home Assistant MQTT discovery (implies --presence): a device per registry beacon and one per site.")
     var homeAssistant = false
     @Option(help: "The Home Assistant discovery prefix.") var homeAssistantPrefix = "homeassistant"
+    @Flag(help: "With --home-assistant, binary sensors too: each zone occupied, each registry beacon in each zone of its site.")
+    var homeAssistantBinarySensors = false
     @Option(help: "Where /metrics (Prometheus: docs/metrics.md) and /healthz listen: HOST:PORT, [IPv6]:PORT, or 'none'.")
     var metricsListen = "127.0.0.1:9464"
     @Option(help: "Log level.") var logLevel: Logger.Level = .info
@@ -123,6 +125,7 @@ struct IngestCommand: AsyncParsableCommand {
             presenceConfiguration.allBeacons = presenceAllBeacons
             presenceConfiguration.messagesPerSecond = presenceRate
             presenceConfiguration.discoveryPrefix = homeAssistant ? homeAssistantPrefix : nil
+            presenceConfiguration.discoveryBinarySensors = homeAssistantBinarySensors
             configuration.presence = presenceConfiguration
         }
         return configuration

@@ -72,7 +72,8 @@ import Testing
         let key = HomeAssistantDiscovery.beaconKey("ibeacon:a:1:1")
         #expect(
             messages.map(\.topic) == [
-                "beaconflow/v1/hq/presence/beacons/passer-by", "ha/sensor/beaconflow/\(key)_hq_zone/config",
+                "beaconflow/v1/hq/presence/beacons/passer-by", "ha/device_tracker/beaconflow/\(key)_hq_tracker/config",
+                "ha/sensor/beaconflow/\(key)_hq_zone/config",
                 "ha/sensor/beaconflow/\(key)_hq_battery/config", "ha/sensor/beaconflow/\(key)_hq_battery_voltage/config",
                 "ha/sensor/beaconflow/\(key)_hq_temperature/config", "beaconflow/v1/hq/presence/beacons/ibeacon:a:1:1",
                 "beaconflow/v1/hq/presence/zones/lobby",
@@ -82,18 +83,46 @@ import Testing
         #expect(!board.apply([.placement(site: "hq", beaconID: "ibeacon:a:1:1", zone: "lab", sinceMicros: 2)]).contains { $0.topic.hasPrefix("ha/") })
     }
 
+    /// Configs found at start that this ingest would not publish now go, with the retained states they read that no
+    /// beacon or zone uses any more (a beacon gone from the registry, a zone gone from the sites file); a config
+    /// no longer asked for (a binary sensor) goes, its state, still a beacon's, stays.
     @Test func configsOfBeaconsZonesAndSitesNoLongerListedAreRemoved() {
         var board = PresenceBoard(sites: Self.sites, allBeacons: false, discovery: HomeAssistantDiscovery())
         let key = HomeAssistantDiscovery.beaconKey("ibeacon:a:1:1")
         let gone = HomeAssistantDiscovery.beaconKey("ibeacon:gone:1:1")
-        let removals = board.discoveryFound(objectIDs: [
-            "\(key)_hq_zone", "\(key)_old-site_zone", "\(gone)_hq_zone", "site_hq_lobby_occupancy", "site_hq_attic_occupancy",
+        let presence = PresenceTopics.beacon(site: "hq", beaconID: "ibeacon:a:1:1")!
+        let gonePresence = PresenceTopics.beacon(site: "hq", beaconID: "ibeacon:gone:1:1")!
+        let goneCondition = PresenceTopics.beaconCondition(site: "hq", beaconID: "ibeacon:gone:1:1")!
+        let removals = board.discoveryFound([
+            "sensor/\(key)_hq_zone": [presence], "device_tracker/\(key)_hq_tracker": [presence],
+            "sensor/\(key)_old-site_zone": [], "sensor/\(gone)_hq_zone": [gonePresence], "sensor/\(gone)_hq_battery": [goneCondition],
+            "binary_sensor/\(key)_hq_in_lobby": [presence],
+            "sensor/site_hq_lobby_occupancy": [PresenceTopics.zone(site: "hq", zone: "lobby")],
+            "sensor/site_hq_attic_occupancy": [PresenceTopics.zone(site: "hq", zone: "attic")],
         ])
         #expect(removals.allSatisfy { $0.payload.isEmpty })
         #expect(
             Set(removals.map(\.topic)) == Set(
-                ["\(key)_old-site_zone", "\(gone)_hq_zone", "site_hq_attic_occupancy"].map { "homeassistant/sensor/beaconflow/\($0)/config" }))
-        #expect(board.discoveryPublished == ["\(key)_hq_zone", "site_hq_lobby_occupancy"])
+                ["sensor/\(key)_old-site_zone", "sensor/\(gone)_hq_zone", "sensor/\(gone)_hq_battery", "binary_sensor/\(key)_hq_in_lobby", "sensor/site_hq_attic_occupancy"]
+                    .map { "homeassistant/\($0.split(separator: "/")[0])/beaconflow/\($0.split(separator: "/")[1])/config" }
+                    + [gonePresence, goneCondition, PresenceTopics.zone(site: "hq", zone: "attic")]))
+        #expect(board.discoveryPublished == ["sensor/\(key)_hq_zone", "device_tracker/\(key)_hq_tracker", "sensor/site_hq_lobby_occupancy"])
+    }
+
+    /// With binary sensors: one per zone of the beacon's site, on its device; one per zone on the site's.
+    @Test func binarySensorsWhenAsked() {
+        let discovery = HomeAssistantDiscovery(binarySensors: true)
+        let beacon = discovery.beaconConfigs(site: "hq", beaconID: "ibeacon:a:1:1", label: "Cart", zones: ["lobby", "lab"])
+        let key = HomeAssistantDiscovery.beaconKey("ibeacon:a:1:1")
+        #expect(beacon.filter { $0.component == "binary_sensor" }.map(\.objectID) == ["\(key)_hq_in_lobby", "\(key)_hq_in_lab"])
+        let lobby = String(decoding: beacon.first { $0.objectID == "\(key)_hq_in_lobby" }!.payload, as: UTF8.self)
+        #expect(lobby.contains(#""value_template":"{{ 'ON' if value_json.present and value_json.zone == 'lobby' else 'OFF' }}""#), "\(lobby)")
+        #expect(discovery.zoneConfigs(site: "hq", zone: "lobby").map(\.key) == ["sensor/site_hq_lobby_occupancy", "binary_sensor/site_hq_lobby_occupied"])
+        #expect(HomeAssistantDiscovery().zoneConfigs(site: "hq", zone: "lobby").map(\.key) == ["sensor/site_hq_lobby_occupancy"])
+        #expect(discovery.key(inTopic: "homeassistant/binary_sensor/beaconflow/site_hq_lobby_occupied/config") == "binary_sensor/site_hq_lobby_occupied")
+        #expect(discovery.key(inTopic: "homeassistant/light/beaconflow/x/config") == nil)
+        #expect(discovery.topic(key: "device_tracker/x") == "homeassistant/device_tracker/beaconflow/x/config")
+        #expect(HomeAssistantDiscovery.stateTopics(inConfig: Array(#"{"state_topic":"a/b","json_attributes_topic":"a/c","name":"x"}"#.utf8)) == ["a/b", "a/c"])
     }
 
     @Test func theAgentIDPresenceIsReserved() {

@@ -185,7 +185,10 @@ struct DeployTests {
         defer { reader.0.stop() }
         for filter in ["beaconflow/v1/+/presence/#", "homeassistant/#", "beaconflow/v1/+/+/batch"] { try reader.0.subscribe(topic: filter) }
         try await Task.sleep(for: .milliseconds(300))
-        for topic in ["beaconflow/v1/hq/presence/zones/lobby", "beaconflow/v1/presence/availability", "homeassistant/sensor/beaconflow/x/config"] {
+        for topic in [
+            "beaconflow/v1/hq/presence/zones/lobby", "beaconflow/v1/presence/availability", "homeassistant/sensor/beaconflow/x/config",
+            "homeassistant/device_tracker/beaconflow/x/config", "homeassistant/binary_sensor/beaconflow/x/config",
+        ] {
             #expect(try await reason(ingest, topic) < 0x80, "\(topic)")
             #expect(try await reason(reader, topic) == 135, "\(topic)")
             #expect(try await reason(agent, topic) == 135, "\(topic)")

@@ -65,7 +65,7 @@ struct PresenceTests {
     }
 
     static func configs(_ state: [String: [UInt8]]) -> Set<String> {
-        Set(state.keys.filter { $0.hasPrefix("homeassistant/sensor/beaconflow/") })
+        Set(state.keys.filter { $0.hasPrefix("homeassistant/") && $0.contains("/beaconflow/") })
     }
 
     @Test func presenceFollowsTheSiteSurvivesARestartAndTheRegistryDecidesTheEntities() async throws {
@@ -98,7 +98,7 @@ struct PresenceTests {
         let key = HomeAssistantDiscovery.beaconKey(Self.cart)
         let expectedConfigs = Set(
             ["site_hq_lobby_occupancy", "site_hq_lab_occupancy", "\(key)_hq_zone", "\(key)_hq_battery", "\(key)_hq_battery_voltage", "\(key)_hq_temperature"]
-                .map { "homeassistant/sensor/beaconflow/\($0)/config" })
+                .map { "homeassistant/sensor/beaconflow/\($0)/config" } + ["homeassistant/device_tracker/beaconflow/\(key)_hq_tracker/config"])
         try await harness.eventually("the discovery configs are published") { Self.configs(Self.state(events.all)) == expectedConfigs }
         state = Self.state(events.all)
         let zoneConfig = try #require(state["homeassistant/sensor/beaconflow/\(key)_hq_zone/config"].map { String(decoding: $0, as: UTF8.self) })
@@ -134,12 +134,14 @@ struct PresenceTests {
         restarted.ingest.requestStop()
         try await restarted.task.value
 
-        // The cart leaves the registry: its entities go, the site's stay.
+        // The cart leaves the registry: its entities go, and its retained states with them; the site's stay.
         let edited = harness.anotherIngest(clientID: "test-ingest-edited") { Self.configure(&$0, registry: false) }
         try await harness.eventually("the cart's configs are removed", timeout: .seconds(20)) {
             Self.configs(Self.state(events.all)).count == 2
         }
-        #expect(Self.configs(try await Self.retained(harness)).allSatisfy { $0.contains("site_hq_") })
+        let left = try await Self.retained(harness)
+        #expect(Self.configs(left).allSatisfy { $0.contains("site_hq_") })
+        #expect(left[PresenceTopics.beacon(site: "hq", beaconID: Self.cart)!] == nil, "the cart's presence is no longer retained")
         edited.ingest.requestStop()
         try await edited.task.value
     }
@@ -168,7 +170,7 @@ struct PresenceTests {
         try await harness.eventually("the cart is present", timeout: .seconds(30)) { Self.beacon(Self.state(events.all))?.present == true }
         try await Task.sleep(for: .seconds(4))  // both instances have published their zone configs
         let configs = Self.configs(Self.state(events.all))
-        #expect(configs.count == 6, "\(configs.sorted())")
+        #expect(configs.count == 7, "\(configs.sorted())")
         let before = Self.beacon(Self.state(events.all))
 
         events.reset()

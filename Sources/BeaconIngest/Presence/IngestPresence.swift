@@ -6,8 +6,9 @@ struct PresenceEvents: Sendable {
     /// A broker (re)connected: the whole state is published again (it may have lost what was retained).
     var republish = false
     var firstConnected: ContinuousClock.Instant?
-    /// Home Assistant configs found retained on the broker, until they are looked at.
-    var discoveryFound: Set<String> = []
+    /// Home Assistant configs found retained on the broker, until they are looked at: by key, the state topics
+    /// each reads.
+    var discoveryFound: [String: Set<String>] = [:]
     var discoveryScanned = false
 }
 
@@ -20,12 +21,12 @@ extension Ingest {
     func presenceEvent(_ event: MQTTEvent, client: MQTTClient) -> Bool {
         guard let presenceConfiguration = configuration.presence else { return false }
         // From the configuration: every broker event passes here, and the publisher's lock is the writer's.
-        let discovery = presenceConfiguration.discoveryPrefix.map { HomeAssistantDiscovery(prefix: $0) }
+        let discovery = presenceConfiguration.discovery
         switch event {
         case .connected:
             try? client.subscribe(topic: PresenceTopics.availability)
             let scanned = presenceEvents.withLock { $0.discoveryScanned }
-            if let discovery, !scanned { try? client.subscribe(topic: discovery.filter) }
+            if let discovery, !scanned { for filter in discovery.filters { try? client.subscribe(topic: filter) } }
             _ = try? client.publish(topic: PresenceTopics.availability, payload: PresenceTopics.online, retain: true)
             presenceEvents.withLock { events in
                 events.republish = true
@@ -39,8 +40,11 @@ extension Ingest {
             }
             return true
         case .message(let topic, let payload, _):
-            guard let objectID = discovery?.objectID(inTopic: topic) else { return false }
-            if !payload.isEmpty { presenceEvents.withLock { events in if !events.discoveryScanned { events.discoveryFound.insert(objectID) } } }
+            guard let key = discovery?.key(inTopic: topic) else { return false }
+            if !payload.isEmpty {
+                let stateTopics = HomeAssistantDiscovery.stateTopics(inConfig: payload)
+                presenceEvents.withLock { events in if !events.discoveryScanned { events.discoveryFound[key] = stateTopics } }
+            }
             return true
         default:
             return false
@@ -51,12 +55,12 @@ extension Ingest {
     /// and publishes what the rate allows.
     func presencePublish(_ state: WriterState, client: BrokerConnections) {
         guard configuration.presence != nil else { return }
-        let (republish, found) = presenceEvents.withLock { events -> (Bool, Set<String>?) in
+        let (republish, found) = presenceEvents.withLock { events -> (Bool, [String: Set<String>]?) in
             defer { events.republish = false }
             guard !events.discoveryScanned, let first = events.firstConnected, ContinuousClock.now - first >= Self.discoveryScanDelay
             else { return (events.republish, nil) }
             events.discoveryScanned = true
-            defer { events.discoveryFound = [] }
+            defer { events.discoveryFound = [:] }
             return (events.republish, events.discoveryFound)
         }
         presence.withLock { publisher in
@@ -64,8 +68,8 @@ extension Ingest {
             if republish { publisher.forgetAll() }
             publisher.follow(servedSites: state.servedSites, pipeline: state.pipeline)
             if let found {
-                publisher.discoveryFound(objectIDs: found)
-                if let discovery = publisher.discovery { try? client.unsubscribe(topic: discovery.filter) }
+                publisher.discoveryFound(found)
+                if let discovery = publisher.discovery { for filter in discovery.filters { try? client.unsubscribe(topic: filter) } }
             }
             publisher.flush(to: client)
         }

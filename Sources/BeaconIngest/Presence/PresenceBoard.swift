@@ -26,7 +26,7 @@ struct PresenceBoard: Sendable {
     /// Per site and zone: the beacons placed there, and the count last published.
     private var counts: [String: [String: Int]] = [:]
     private var occupants: [String: [String: Int]] = [:]
-    /// The beacon configs published (or found on the broker), by object id.
+    /// The beacon configs published (or found on the broker), by key (`<component>/<object id>`).
     private(set) var discoveryPublished: Set<String> = []
     /// Per site: beacon → its condition's payload last given, so that an unchanged one is not sent again.
     private var conditions: [String: [String: [UInt8]]] = [:]
@@ -138,34 +138,44 @@ struct PresenceBoard: Sendable {
         }
     }
 
-    /// Configs found on the broker at start: those of beacons no longer in the registry, and of sites or zones no
-    /// longer in the sites file, are removed (an empty retained message); the others count as published.
-    mutating func discoveryFound(objectIDs: Set<String>) -> [Message] {
+    /// Configs found on the broker at start (by key, with the state topics each reads): those this ingest would
+    /// not publish now (beacons no longer in the registry, sites or zones no longer in the sites file, binary
+    /// sensors no longer asked for) are removed (an empty retained message), and with them the retained state
+    /// topics they read that no beacon or zone of now uses; the others count as published.
+    mutating func discoveryFound(_ found: [String: Set<String>]) -> [Message] {
         guard let discovery else { return [] }
-        let registry = Set(labels.keys.map(HomeAssistantDiscovery.beaconKey))
-        let zones = Set(zonesOfSite.flatMap { site, zones in zones.map { discovery.zoneConfig(site: site, zone: $0).objectID } })
+        var expected: Set<String> = []
+        var live: Set<String> = []
+        for (site, zones) in zonesOfSite {
+            for (beaconID, label) in labels {
+                expected.formUnion(discovery.beaconConfigs(site: site, beaconID: beaconID, label: label, zones: zones).map(\.key))
+                live.formUnion([PresenceTopics.beacon(site: site, beaconID: beaconID), PresenceTopics.beaconCondition(site: site, beaconID: beaconID)].compactMap { $0 })
+            }
+            for zone in zones {
+                expected.formUnion(discovery.zoneConfigs(site: site, zone: zone).map(\.key))
+                live.insert(PresenceTopics.zone(site: site, zone: zone))
+            }
+        }
         var removals: [Message] = []
-        for objectID in objectIDs.sorted() {
-            // A beacon's: <key>_<site>_<sensor> (site ids have no '_').
-            let parts = objectID.split(separator: "_", maxSplits: 2)
-            let keep =
-                HomeAssistantDiscovery.isBeaconObject(objectID)
-                ? parts.count == 3 && registry.contains(String(parts[0])) && zonesOfSite[String(parts[1])] != nil
-                : zones.contains(objectID)
-            if keep {
-                discoveryPublished.insert(objectID)
-            } else {
-                removals.append(Message(topic: discovery.topic(objectID: objectID), payload: []))
+        var cleared: Set<String> = []
+        for (key, stateTopics) in found.sorted(by: { $0.key < $1.key }) {
+            if expected.contains(key) {
+                discoveryPublished.insert(key)
+                continue
+            }
+            removals.append(Message(topic: discovery.topic(key: key), payload: []))
+            for topic in stateTopics.sorted() where !live.contains(topic) && cleared.insert(topic).inserted {
+                removals.append(Message(topic: topic, payload: []))
             }
         }
         return removals
     }
 
-    /// Every zone's occupancy config (published by every instance: the same retained messages).
+    /// Every zone's configs (published by every instance: the same retained messages).
     var zoneDiscovery: [Message] {
         guard let discovery else { return [] }
         return zonesOfSite.sorted(by: { $0.key < $1.key }).flatMap { site, zones in
-            zones.map { discovery.zoneConfig(site: site, zone: $0) }.map { Message(topic: discovery.topic(objectID: $0.objectID), payload: $0.payload) }
+            zones.flatMap { discovery.zoneConfigs(site: site, zone: $0) }.map { Message(topic: discovery.topic(key: $0.key), payload: $0.payload) }
         }
     }
 
@@ -174,9 +184,9 @@ struct PresenceBoard: Sendable {
         let label = labels[beaconID] ?? nil
         var messages: [Message] = []
         if let discovery, labels[beaconID] != nil {
-            for config in discovery.beaconConfigs(site: site, beaconID: beaconID, label: label)
-            where discoveryPublished.insert(config.objectID).inserted {
-                messages.append(Message(topic: discovery.topic(objectID: config.objectID), payload: config.payload))
+            for config in discovery.beaconConfigs(site: site, beaconID: beaconID, label: label, zones: zonesOfSite[site] ?? [])
+            where discoveryPublished.insert(config.key).inserted {
+                messages.append(Message(topic: discovery.topic(key: config.key), payload: config.payload))
             }
         }
         var presence = BeaconPresence(site: site, beaconID: beaconID, label: label, zone: zone, present: present, sinceMicros: since)

@@ -13,6 +13,12 @@ public struct PresenceConfiguration: Sendable {
     public var conditionInterval: Duration = .seconds(60)
     /// Home Assistant MQTT discovery under this prefix; nil: none.
     public var discoveryPrefix: String?
+    /// With discovery, the binary sensors too: a zone occupied, a beacon in a zone.
+    public var discoveryBinarySensors = false
+
+    var discovery: HomeAssistantDiscovery? {
+        discoveryPrefix.map { HomeAssistantDiscovery(prefix: $0, binarySensors: discoveryBinarySensors) }
+    }
 
     public init() {}
 }
@@ -44,7 +50,7 @@ final class PresencePublisher {
         self.configuration = configuration
         board = PresenceBoard(
             sites: sites, allBeacons: configuration.allBeacons,
-            discovery: configuration.discoveryPrefix.map { HomeAssistantDiscovery(prefix: $0) })
+            discovery: configuration.discovery)
         tokens = configuration.messagesPerSecond
     }
 
@@ -86,11 +92,11 @@ final class PresencePublisher {
         }
     }
 
-    /// The discovery configs found retained on the broker: removes what the registry and sites file no longer
-    /// have, and publishes every zone's.
-    func discoveryFound(objectIDs: Set<String>) {
+    /// The discovery configs found retained on the broker (by key, with the state topics each reads): removes what
+    /// the registry and sites file no longer have, and publishes every zone's.
+    func discoveryFound(_ found: [String: Set<String>]) {
         discoveryDone = true
-        enqueue(board.discoveryFound(objectIDs: objectIDs) + board.zoneDiscovery)
+        enqueue(board.discoveryFound(found) + board.zoneDiscovery)
     }
 
     /// Publishes what the rate allows, oldest topic first.
