@@ -13,6 +13,9 @@ public struct SightingExtractor: Sendable {
         public var associationWindowMicroseconds = BeaconIdentity.associationWindowMicros
         /// Also report devices that send no beacon or sensor frame, as `mac:`/`anon:` sightings.
         public var includeUnknownDevices = false
+        /// Also report devices that advertise from a resolvable private address (phones, watches), for the ingest to
+        /// resolve with the registry's identity resolving keys.
+        public var includePrivateAddresses = false
         /// When not empty, only beacons whose id or address starts with one of these are kept.
         public var allow: [String] = []
         /// Beacons whose id or address starts with one of these are dropped (checked after `allow`).
@@ -86,7 +89,9 @@ public struct SightingExtractor: Sendable {
             elapsed(from: known.timeMicros, to: timeMicros) <= configuration.associationWindowMicroseconds
         {
             beacon = known.key
-        } else if !content.isEmpty || configuration.includeUnknownDevices {
+        } else if !content.isEmpty || configuration.includeUnknownDevices
+            || (configuration.includePrivateAddresses && ResolvablePrivateAddress.isResolvable(address))
+        {
             beacon = anonymousKey(address)
         } else if let malformed = classified.malformed {
             return .failure(SkipReason(skip: .malformed, error: malformed))

@@ -54,6 +54,7 @@ extension AgentOptions {
         configuration.extractor.allow = allow
         configuration.extractor.deny = deny
         configuration.extractor.includeUnknownDevices = includeUnknownDevices ?? false
+        configuration.extractor.includePrivateAddresses = privateAddresses ?? false
         if let pseudonymKeyFile {
             guard let text = try? String(contentsOfFile: pseudonymKeyFile, encoding: .utf8),
                 let key = try? [UInt8](hex: text.trimmingCharacters(in: .whitespacesAndNewlines)), key.count >= 16

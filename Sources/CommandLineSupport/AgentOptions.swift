@@ -82,6 +82,8 @@ public struct AgentOptions: ParsableArguments {
     @Option(help: "Drop beacons whose id or address starts with this (repeatable).") var deny: [String] = []
     @Flag(inversion: .prefixedNo, help: "Also report devices that send no beacon or sensor frame (default no).")
     var includeUnknownDevices: Bool?
+    @Flag(inversion: .prefixedNo, help: "Also report devices that advertise from a resolvable private address (phones, watches), for the ingest to resolve with the registry's irk keys (default no).")
+    var privateAddresses: Bool?
     @Option(help: "File holding the site's key (hex) for pseudonymising device addresses.")
     var pseudonymKeyFile: String?
     @Flag(inversion: .prefixedNo, help: "hci: active scanning (scan requests, so scan responses arrive too); default passive.")

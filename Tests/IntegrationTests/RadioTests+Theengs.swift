@@ -43,7 +43,7 @@ extension RadioTests {
             theengs=$!
             for attempt in $(seq 1 240); do grep -q "Starting BLE scan" theengs.log && break; sleep 0.5; done
             advertise() {
-                hcitool -i hci1 cmd 0x08 0x0036 00 10 00 08 00 00 08 00 07 00 00 00 00 00 00 00 00 00 7f 01 00 01 00 00 > /dev/null
+                hcitool -i hci1 cmd 0x08 0x0036 00 10 00 00 08 00 00 08 00 07 00 00 00 00 00 00 00 00 00 7f 01 00 01 00 00 > /dev/null
                 hcitool -i hci1 cmd 0x08 0x0037 00 03 01 $1 > /dev/null
                 hcitool -i hci1 cmd 0x08 0x0039 01 01 00 00 00 00 > /dev/null
                 sleep 1

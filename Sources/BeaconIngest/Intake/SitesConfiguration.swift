@@ -106,12 +106,16 @@ public struct SitesConfiguration: Sendable, Equatable {
         public var identityKey: [UInt8]?
         /// 16 bytes, for decrypting BTHome (the beacon id is then `mac:<address>`, the address being the nonce's).
         public var bthomeBindkey: [UInt8]?
+        /// 16 bytes, most significant first: a phone's or watch's identity resolving key, which ties each of its
+        /// resolvable private addresses to this beacon.
+        public var irk: [UInt8]?
 
-        public init(id: String, label: String? = nil, identityKey: [UInt8]? = nil, bthomeBindkey: [UInt8]? = nil) {
+        public init(id: String, label: String? = nil, identityKey: [UInt8]? = nil, bthomeBindkey: [UInt8]? = nil, irk: [UInt8]? = nil) {
             self.id = id
             self.label = label
             self.identityKey = identityKey
             self.bthomeBindkey = bthomeBindkey
+            self.irk = irk
         }
     }
 
@@ -137,6 +141,11 @@ public struct SitesConfiguration: Sendable, Equatable {
         beacons.compactMap { beacon in
             beacon.identityKey.map { EddystoneIdentity(beaconID: beacon.id, identityKey: $0) }
         }
+    }
+
+    /// Identity resolving keys of the registry, by beacon.
+    public var irks: [(beaconID: String, irk: [UInt8])] {
+        beacons.compactMap { beacon in beacon.irk.map { (beacon.id, $0) } }
     }
 
     /// BTHome bindkeys of the registry, by device address.
@@ -353,7 +362,7 @@ extension SitesConfiguration.Agent {
 extension SitesConfiguration.Beacon {
     init(reading entry: SitesFileEntry) throws(SitesError) {
         let place = entry.place
-        try entry.allowOnly(["id", "label", "identity_key", "bthome_bindkey"])
+        try entry.allowOnly(["id", "label", "identity_key", "bthome_bindkey", "irk"])
         guard let id = entry.text("id"), !id.isEmpty else { throw SitesError("\(place).id is missing") }
         self.id = id
         func key(_ name: String) throws(SitesError) -> [UInt8]? {
@@ -376,6 +385,14 @@ extension SitesConfiguration.Beacon {
         }
         label = entry.text("label")
         identityKey = try key("identity_key")
+        if let text = entry.text("irk") {
+            irk = try Self.irk(text, place: place)
+            guard BeaconIdentity.Kind(of: id) == nil else {
+                throw SitesError("\(place).irk names a phone or watch: give it an id of its own such as phone-alice, not '\(id)'")
+            }
+        } else if entry.has("irk") {
+            throw SitesError("\(place).irk must be 32 hex digits, or base64 as iOS keeps it")
+        }
     }
 }
 
@@ -438,4 +455,20 @@ public struct SitesError: Error, CustomStringConvertible, Sendable {
     public var message: String
     public init(_ message: String) { self.message = message }
     public var description: String { message }
+}
+
+extension SitesConfiguration.Beacon {
+    /// An IRK as given: 32 hex digits, most significant octet first (as the Core Specification prints keys and
+    /// Home Assistant's Private BLE Device takes them in hex), or base64 ending in `=`, as iOS keeps it (least
+    /// significant first); an `irk:` prefix is allowed.
+    static func irk(_ text: String, place: String) throws(SitesError) -> [UInt8] {
+        let given = text.hasPrefix("irk:") ? String(text.dropFirst(4)) : text
+        if given.hasSuffix("="), let decoded = Foundation.Data(base64Encoded: given), decoded.count == 16 {
+            return Array(decoded.reversed())
+        }
+        guard let bytes = try? [UInt8](hex: given), bytes.count == 16 else {
+            throw SitesError("\(place).irk must be 32 hex digits, or base64 as iOS keeps it")
+        }
+        return bytes
+    }
 }

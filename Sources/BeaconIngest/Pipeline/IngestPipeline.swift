@@ -80,6 +80,8 @@ public struct IngestPipeline: Sendable {
     /// EIDs resolved (an EID stands for its beacon for its rotation period) and eTLM frames decrypted, with the
     /// registry's identity keys.
     public var eids: EIDResolver
+    /// Phones and watches by the registry's IRKs.
+    public var privateAddresses: PrivateAddressResolver
     public var telemetry = TelemetryDeduplicator()
     public var sensorReadings = SensorDeduplicator()
     /// Decodes the data frames of sightings, with the registry's BTHome bindkeys.
@@ -136,6 +138,7 @@ public struct IngestPipeline: Sendable {
     public init(sites: SitesConfiguration, health: FleetHealth.Configuration = .init()) {
         self.sites = sites
         self.eids = EIDResolver(keyring: EddystoneKeyring(identities: sites.identities))
+        self.privateAddresses = PrivateAddressResolver(keys: sites.irks)
         self.frameDecoder = FrameDecoder(bindkeys: sites.bindkeys)
         self.health = FleetHealth(configuration: health)
         placements = Self.placements(of: sites)
@@ -161,6 +164,7 @@ public struct IngestPipeline: Sendable {
         self.sites = sites
         placements = Self.placements(of: sites)
         eids.keyring = EddystoneKeyring(identities: sites.identities)
+        privateAddresses = PrivateAddressResolver(keys: sites.irks)
         frameDecoder = FrameDecoder(bindkeys: sites.bindkeys)
         let ids = Set(sites.sites.map(\.id))
         zoneTrackers = zoneTrackers.filter { ids.contains($0.key) && !reset.contains($0.key) }
@@ -424,6 +428,11 @@ public struct IngestPipeline: Sendable {
             beacon = ResolvedBeacon(id: resolution.identity.beaconID, kind: .eddystone)
         }
         let address = AddressKey(site: site, address: sighting.beacon.address)
+        if kind == .mac, sighting.beacon.addressIsRandom, !privateAddresses.isEmpty,
+            let registered = privateAddresses.beaconID(of: DeviceAddress(value: sighting.beacon.address, kind: .random))
+        {
+            return ResolvedBeacon(id: beaconIDs.intern(registered, holdingAtMost: 2 * maximumBeacons))
+        }
         if kind == .mac {
             if let known = identities[address], timeMicros - known.timeMicros <= addressLifetimeMicros,
                 timeMicros >= known.timeMicros - addressLifetimeMicros
