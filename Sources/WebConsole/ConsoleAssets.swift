@@ -39,6 +39,10 @@ enum ConsoleAssets {
         .tile.busy { border-color: #2f6fed; background: #eef3ff; }
         svg.floor { background: #fff; border: 1px solid #d5dbe6; width: 100%; max-height: 380px; }
         svg.floor rect { fill: #eef1f6; stroke: #8a94a8; stroke-width: 0.08; } svg.floor rect.busy { fill: #cfdcff; }
+        svg.floor rect.full { fill: #ffe3a8; } svg.floor rect.over { fill: #f7b4ae; } svg.floor text.name { fill: #3d4659; }
+        .tile.full { border-color: #c98a00; background: #fff4dc; } .tile.over { border-color: #b3261e; background: #fde7e7; }
+        .tile .name { font-size: 12px; color: #3d4659; }
+        .filters { display: flex; gap: 8px; margin: 4px 0 8px; } .filters input { min-width: 220px; }
         svg.floor circle.dot { fill: #1f4fbf; } svg.floor circle.spread { fill: #1f4fbf; fill-opacity: 0.12; }
         table { border-collapse: collapse; background: #fff; } th, td { border: 1px solid #d5dbe6; padding: 4px 8px; text-align: left; }
         th { background: #e8ecf3; } tr.offline td, tr.away td { color: #8a94a8; } .bad { color: #b3261e; font-weight: bold; }
@@ -65,13 +69,34 @@ enum ConsoleAssets {
           if (text !== undefined) node.textContent = text;
           return node;
         }
+        // One style for every time: how long ago, as a person says it, with the time itself (UTC) on hover.
         function ago(time, now) {
           if (!time) return "never";
           const seconds = Math.max(0, Math.round((Date.parse(now) - Date.parse(time)) / 1000));
-          if (seconds < 120) return seconds + " s ago";
-          if (seconds < 7200) return Math.round(seconds / 60) + " min ago";
-          if (seconds < 172800) return Math.round(seconds / 3600) + " h ago";
-          return Math.round(seconds / 86400) + " d ago";
+          if (seconds < 10) return "just now";
+          if (seconds < 60) return seconds + " s ago";
+          if (seconds < 3600) return Math.floor(seconds / 60) + " min ago";
+          if (seconds < 86400) {
+            const minutes = Math.floor(seconds % 3600 / 60);
+            return Math.floor(seconds / 3600) + " h" + (minutes ? " " + minutes + " min" : "") + " ago";
+          }
+          return Math.floor(seconds / 86400) + " d ago";
+        }
+        function at(time) { return time ? new Date(time).toISOString().slice(0, 19).replace("T", " ") + " UTC" : null; }
+        function when(time, now) { return el("td", { title: at(time) }, ago(time, now)); }
+        const natural = new Intl.Collator("en", { numeric: true, sensitivity: "base" });
+        // The present beacons of a zone, by name, for the floor and the tiles: at most `shown`, then how many more.
+        function names(doc, site, zone, shown) {
+          const here = doc.beacons.filter((b) => b.present && b.site_id === site && b.zone_id === zone)
+            .map((b) => b.label || b.beacon_id).sort(natural.compare);
+          return here.length > shown ? [...here.slice(0, shown), "+" + (here.length - shown) + " more"] : here;
+        }
+        // How full a zone is against its capacity: busy, full from 80 %, over past it; busy when it has none.
+        function fullness(zone) {
+          if (zone.occupants === 0) return "";
+          if (!zone.capacity) return "busy";
+          const ratio = zone.occupants / zone.capacity;
+          return ratio > 1 ? "over" : ratio >= 0.8 ? "full" : "busy";
         }
         function table(headings, rows) {
           return el("table", {}, el("thead", {}, el("tr", {}, ...headings.map((h) => el("th", {}, h)))), el("tbody", {}, ...rows));
@@ -96,10 +121,12 @@ enum ConsoleAssets {
               for (const zone of zones) {
                 const [a, b, c, d] = zone.rect;
                 const group = svg("g", { "data-zone": site + "/" + zone.zone_id, "data-occupants": zone.occupants });
-                group.append(svg("rect", { x: a, y: b, width: c - a, height: d - b, class: zone.occupants > 0 ? "busy" : "" }));
+                group.append(svg("rect", { x: a, y: b, width: c - a, height: d - b, class: fullness(zone) }));
                 group.append(svg("text", { x: a + 0.3 * scale, y: b + 1.2 * scale, "font-size": scale }, zone.zone_id));
                 group.append(svg("text", { x: a + 0.3 * scale, y: b + 2.8 * scale, "font-size": 1.6 * scale, class: "count" },
                   zone.occupants + (zone.capacity ? " / " + zone.capacity : "")));
+                names(doc, site, zone.zone_id, 3).forEach((name, index) =>
+                  group.append(svg("text", { x: a + 0.3 * scale, y: b + (4 + 1.1 * index) * scale, "font-size": 0.9 * scale, class: "name" }, name)));
                 floor.append(group);
               }
               // Each present beacon with a position: a dot, and a disc as wide as its error.
@@ -113,25 +140,63 @@ enum ConsoleAssets {
               part.append(floor);
             } else {
               part.append(el("div", { class: "tiles" }, ...zones.map((zone) =>
-                el("div", { class: "tile" + (zone.occupants > 0 ? " busy" : ""), "data-zone": site + "/" + zone.zone_id, "data-occupants": zone.occupants },
-                  el("div", {}, zone.zone_id), el("div", { class: "count" }, zone.occupants + (zone.capacity ? " / " + zone.capacity : ""))))));
+                el("div", { class: "tile " + fullness(zone), "data-zone": site + "/" + zone.zone_id, "data-occupants": zone.occupants },
+                  el("div", {}, zone.zone_id), el("div", { class: "count" }, zone.occupants + (zone.capacity ? " / " + zone.capacity : "")),
+                  ...names(doc, site, zone.zone_id, 5).map((name) => el("div", { class: "name" }, name))))));
             }
           }
           if (parts.length === 0) return [el("p", {}, "No sites yet: the ingest writes them when it starts.")];
           return [el("div", { class: "sites" }, ...parts)];
         }
 
+        // The beacons page's search and filters, made once and kept across updates (so that typing is not lost).
+        const filter = { text: "", site: "", zone: "", status: "" };
+        let controls = null;
+        function choices(select, values) {
+          const kept = select.value;
+          select.replaceChildren(el("option", { value: "" }, select.dataset.all), ...values.map((v) => el("option", { value: v }, v)));
+          select.value = values.includes(kept) ? kept : "";
+        }
+        function beaconControls(doc) {
+          if (!controls) {
+            const search = el("input", { id: "beacon-search", type: "search", placeholder: "Search label or id", "aria-label": "Search" });
+            const selects = ["site", "zone", "status"].map((key) => el("select", { id: "beacon-" + key, "data-all": "any " + key, "aria-label": key }));
+            controls = el("div", { class: "filters" }, search, ...selects);
+            search.addEventListener("input", () => { filter.text = search.value.trim().toLowerCase(); render(last); });
+            selects.forEach((select, index) => select.addEventListener("change", () => {
+              filter[["site", "zone", "status"][index]] = select.value; render(last);
+            }));
+          }
+          const unique = (values) => [...new Set(values.filter((v) => v))].sort(natural.compare);
+          const [site, zone, status] = [...controls.querySelectorAll("select")];
+          choices(site, unique(doc.beacons.map((b) => b.site_id)));
+          choices(zone, unique(doc.beacons.map((b) => b.zone_id)));
+          choices(status, unique(["present", "away", ...doc.beacons.map((b) => b.status)]));
+          return controls;
+        }
+        function matches(b) {
+          if (filter.text && !((b.label || "").toLowerCase().includes(filter.text) || b.beacon_id.toLowerCase().includes(filter.text))) return false;
+          if (filter.site && b.site_id !== filter.site) return false;
+          if (filter.zone && b.zone_id !== filter.zone) return false;
+          if (filter.status === "present" || filter.status === "away") return b.present === (filter.status === "present");
+          return !filter.status || b.status === filter.status;
+        }
         function beacons(doc) {
           const present = doc.beacons.filter((b) => b.present).length;
-          const rows = doc.beacons.map((b) => el("tr", { class: b.present ? "present" : "away", "data-beacon": b.beacon_id, "data-zone": b.zone_id },
+          // Present first, then those with a label; by label or id in natural order (tag-2 before tag-10).
+          const listed = doc.beacons.filter(matches).sort((a, b) =>
+            (b.present - a.present) || ((b.label ? 1 : 0) - (a.label ? 1 : 0)) || natural.compare(a.label || a.beacon_id, b.label || b.beacon_id));
+          const rows = listed.map((b) => el("tr", { class: b.present ? "present" : "away", "data-beacon": b.beacon_id, "data-zone": b.zone_id },
             el("td", {}, b.label || ""), el("td", {}, b.beacon_id), el("td", {}, b.site_id), el("td", {}, b.zone_id || ""),
-            el("td", {}, b.present ? "present" : "away"), el("td", {}, ago(b.since, doc.generated_at)), el("td", {}, ago(b.last_heard, doc.generated_at)),
+            el("td", {}, b.present ? "present" : "away"), when(b.since, doc.generated_at), when(b.last_heard, doc.generated_at),
             el("td", { class: b.status === "low_battery" ? "bad" : null }, b.battery_mv ? b.battery_mv + " mV" : b.battery_pct !== null && b.battery_pct !== undefined ? Math.round(b.battery_pct) + " %" : ""),
             el("td", {}, b.temperature_c !== null && b.temperature_c !== undefined ? b.temperature_c.toFixed(1) + " °C" : ""),
             el("td", {}, b.status || "")));
+          const filtered = listed.length < doc.beacons.length ? ` · ${listed.length} shown` : "";
           return [
+            beaconControls(doc),
             el("p", { class: "summary", id: "beacon-summary" }, `${doc.beacon_count} beacons, ${present} present` +
-              (doc.beacon_count > doc.beacons.length ? ` (the first ${doc.beacons.length} listed)` : "")),
+              (doc.beacon_count > doc.beacons.length ? ` (the first ${doc.beacons.length} listed)` : "") + filtered),
             table(["Label", "Beacon", "Site", "Zone", "Presence", "Since", "Last heard", "Battery", "Temperature", "Status"], rows),
           ];
         }
@@ -140,7 +205,7 @@ enum ConsoleAssets {
           const online = doc.agents.filter((a) => a.online).length;
           const rows = doc.agents.map((a) => el("tr", { class: a.online ? "online" : "offline", "data-agent": a.site_id + "/" + a.agent_id },
             el("td", {}, a.site_id), el("td", {}, a.agent_id), el("td", { class: a.online ? null : "bad" }, a.online ? "online" : "offline"),
-            el("td", {}, ago(a.last_batch_at, doc.generated_at)),
+            when(a.last_batch_at, doc.generated_at),
             el("td", {}, a.clock_offset_ms !== null && a.clock_offset_ms !== undefined ? Math.round(a.clock_offset_ms) + " ms" : ""),
             el("td", {}, a.zone_state || ""), el("td", {}, a.last_error || "")));
           return [
@@ -154,7 +219,7 @@ enum ConsoleAssets {
           const sitesKnown = new Set(doc.zones.map((z) => z.site_id));
           const unserved = [...sitesKnown].filter((s) => !served.has(s));
           const rows = doc.owners.map((o) => el("tr", { "data-owner": o.site_id },
-            el("td", {}, o.site_id), el("td", {}, o.instance), el("td", {}, ago(o.since, doc.generated_at)), el("td", {}, o.lease_expires)));
+            el("td", {}, o.site_id), el("td", {}, o.instance), when(o.since, doc.generated_at), el("td", {}, at(o.lease_expires))));
           return [
             el("p", { class: "summary", id: "pipeline-summary" },
               `${doc.sightings_last_minute} sightings in the last minute · ${doc.agents.filter((a) => a.online).length} of ${doc.agents.length} agents online · ` +
@@ -165,14 +230,24 @@ enum ConsoleAssets {
         }
 
         const views = { "/": sites, "/beacons": beacons, "/agents": agents, "/pipeline": pipeline };
+        let last = null;
         function render(doc) {
+          if (!doc) return;
+          last = doc;
           if (doc.error) {
             content.replaceChildren(el("p", { class: "error" }, "The console cannot read the database: " + doc.error));
             status.textContent = "database unavailable";
             return;
           }
-          content.replaceChildren(...views[page](doc));
-          status.textContent = "live · " + new Date(doc.generated_at).toISOString().slice(11, 19) + " UTC";
+          const nodes = views[page](doc);
+          // A node the page keeps (the beacons' search) stays where it is, so that it keeps its focus.
+          if (nodes[0] === controls && content.firstChild === controls) {
+            while (controls.nextSibling) controls.nextSibling.remove();
+            controls.after(...nodes.slice(1));
+          } else {
+            content.replaceChildren(...nodes);
+          }
+          status.textContent = "live · " + at(doc.generated_at);
           document.body.dataset.generatedAt = doc.generated_at;
         }
         async function poll() {

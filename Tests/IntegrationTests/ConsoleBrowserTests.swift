@@ -81,7 +81,8 @@ struct ConsoleBrowserTests {
             ('depot', 'dock', 0, NULL, NULL), ('depot', 'yard', 1, 40, NULL);
         INSERT INTO beaconflow.beacon_registry (beacon_id, label, identity_key, bthome_bindkey) VALUES
             ('ibeacon:cart:1:7', 'Cart 7', false, false), ('ibeacon:cart:1:8', '<img src=x onerror=alert(1)>', false, false),
-            ('ibeacon:spare:1:1', 'Spare', false, false);
+            ('ibeacon:spare:1:1', 'Spare', false, false), ('ibeacon:tag:1:10', 'Tag 10', false, false),
+            ('ibeacon:tag:1:9', 'Tag 9', false, false);
         INSERT INTO beaconflow.beacon_state (beacon_id, site_id, last_seen, battery_mv, temperature_c, status, first_seen) VALUES
             ('ibeacon:cart:1:7', 'hq', now() - interval '2 s', 2950, 21.5, 'ok', now() - interval '1 h'),
             ('ibeacon:cart:1:8', 'hq', now() - interval '3 s', 2300, NULL, 'low_battery', now() - interval '1 h'),
@@ -130,6 +131,11 @@ struct ConsoleBrowserTests {
             .eval("[...document.querySelectorAll('tr[data-beacon]')].map(r => [...r.cells].slice(0, 5).map(c => c.textContent).join(',')).join('|')"),
             .eval("document.querySelectorAll('img').length + '|' + [...document.querySelectorAll('td.bad')].map(c => c.textContent).join()"),
             .screenshot(screenshotPath("beacons", in: work)),
+            // Search and filters, kept while the page updates; ages as a person says them, the time on hover.
+            .eval("(() => { const s = document.getElementById('beacon-search'); s.value = 'TAG'; s.dispatchEvent(new Event('input')); return 'typed' })()"),
+            .wait("document.getElementById('beacon-summary').textContent.includes('2 shown') && [...document.querySelectorAll('tr[data-beacon]')].map(r => r.cells[0].textContent).join()"),
+            .eval("(() => { const s = document.getElementById('beacon-search'); s.value = ''; s.dispatchEvent(new Event('input')); const z = document.getElementById('beacon-status'); z.value = 'low_battery'; z.dispatchEvent(new Event('change')); return [...document.querySelectorAll('tr[data-beacon]')].map(r => r.dataset.beacon).join() })()"),
+            .eval("const z = document.getElementById('beacon-status'); z.value = ''; z.dispatchEvent(new Event('change')); const t = document.querySelector('tr[data-beacon=\"ibeacon:cart:1:7\"]').cells[5]; t.textContent + '|' + /^\\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d:\\d\\d UTC$/.test(t.title)"),
             .open(base + "/agents"), .wait("document.getElementById('agent-summary')?.textContent"),
             .eval("[...document.querySelectorAll('tr[data-agent]')].map(r => r.dataset.agent + ':' + r.cells[2].textContent + ':' + r.cells[5].textContent).join('|')"),
             .screenshot(screenshotPath("agents", in: work)),
@@ -142,17 +148,23 @@ struct ConsoleBrowserTests {
         #expect(values[2] == "depot/dock=0 depot/yard=1 hq/lobby=1 hq/lab=1", "sites by id, zones in the sites file's order")
         #expect(values[3] == "depot · 1 present|hq · 2 present")
         #expect(values[4] == "hq|2|ibeacon:cart:1:7@4.5,3.25", "hq on its floor plan with its present beacon's position, depot (no rects) as tiles")
-        #expect(values[5] == "6 beacons, 3 present")
-        // Present first, then labelled, by label: the registry's spare never heard is listed, away.
+        #expect(values[5] == "8 beacons, 3 present")
+        // Present first, then labelled, by label in natural order (Tag 9 before Tag 10): the registry's beacons never
+        // heard are listed, away.
         #expect(
             values[6] == [
                 "<img src=x onerror=alert(1)>,ibeacon:cart:1:8,hq,lab,present", "Cart 7,ibeacon:cart:1:7,hq,lobby,present",
-                ",mac:AA:BB:CC:DD:EE:01,depot,yard,present", "Spare,ibeacon:spare:1:1,,,away", ",mac:AA:BB:CC:DD:EE:02,depot,dock,away", ",mac:AA:BB:CC:DD:EE:03,depot,,away",
+                ",mac:AA:BB:CC:DD:EE:01,depot,yard,present", "Spare,ibeacon:spare:1:1,,,away", "Tag 9,ibeacon:tag:1:9,,,away",
+                "Tag 10,ibeacon:tag:1:10,,,away", ",mac:AA:BB:CC:DD:EE:02,depot,dock,away", ",mac:AA:BB:CC:DD:EE:03,depot,,away",
             ].joined(separator: "|"))
         #expect(values[7] == "0|2300 mV", "a label is text, never markup")
-        #expect(values[9] == "depot/depot-a1:online:live|depot/depot-a2:offline:awaited|hq/hq-a1:online:live|hq/hq-a2:offline:let_go")
-        #expect(values[8] == "4 agents, 2 online")
-        #expect(values[11] == "Not served by any ingest instance: depot, hq")
+        // Searching (any case), a status filter, and a human age with its time on hover.
+        #expect(values[9] == "Tag 9,Tag 10")
+        #expect(values[10] == "ibeacon:cart:1:8")
+        #expect(values[11] == "20 min ago|true")
+        #expect(values[13] == "depot/depot-a1:online:live|depot/depot-a2:offline:awaited|hq/hq-a1:online:live|hq/hq-a2:offline:let_go")
+        #expect(values[12] == "4 agents, 2 online")
+        #expect(values[15] == "Not served by any ingest instance: depot, hq")
     }
 
     /// A live pipeline: two simulated agents, the broker, the ingest and PostgreSQL. With its pages left open, the
