@@ -543,6 +543,19 @@ $$;
 ALTER FUNCTION beaconflow.renew_sites(instance text, sites text[], epochs bigint[], lease_seconds double precision) OWNER TO postgres;
 
 --
+-- Name: set_instance_status(text, jsonb); Type: FUNCTION; Schema: beaconflow; Owner: postgres
+--
+
+CREATE FUNCTION beaconflow.set_instance_status(instance text, status jsonb) RETURNS void
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $_$
+    UPDATE beaconflow.ingest_instances SET status = $2, status_at = now() WHERE instance = $1 AND backend_pid = pg_backend_pid()
+$_$;
+
+ALTER FUNCTION beaconflow.set_instance_status(instance text, status jsonb) OWNER TO postgres;
+
+--
 -- Name: set_sites_digest(text, text); Type: FUNCTION; Schema: beaconflow; Owner: postgres
 --
 
@@ -1010,10 +1023,35 @@ CREATE TABLE beaconflow.ingest_instances (
     backend_pid integer NOT NULL,
     joined_at timestamp with time zone NOT NULL,
     expires_at timestamp with time zone NOT NULL,
-    sites_digest text
+    sites_digest text,
+    status jsonb,
+    status_at timestamp with time zone
 );
 
 ALTER TABLE beaconflow.ingest_instances OWNER TO postgres;
+
+--
+-- Name: ingest_status; Type: VIEW; Schema: beaconflow; Owner: postgres
+--
+
+CREATE VIEW beaconflow.ingest_status AS
+ SELECT i.instance,
+    i.joined_at,
+    i.status_at,
+    ((i.status ->> 'lag_s'::text))::double precision AS lag_s,
+    ((i.status ->> 'batches_per_s'::text))::double precision AS batches_per_s,
+    ((i.status ->> 'sightings_per_s'::text))::double precision AS sightings_per_s,
+    ((i.status ->> 'batches_committed'::text))::bigint AS batches_committed,
+    ((i.status ->> 'batches_rejected'::text))::bigint AS batches_rejected,
+    ((i.status ->> 'brokers_connected'::text))::integer AS brokers_connected,
+    ((i.status ->> 'brokers'::text))::integer AS brokers,
+    ((i.status ->> 'database_connected'::text))::boolean AS database_connected
+   FROM beaconflow.ingest_instances i
+  WHERE ((i.expires_at > now()) AND (EXISTS ( SELECT 1
+           FROM pg_stat_activity a
+          WHERE (a.pid = i.backend_pid))));
+
+ALTER TABLE beaconflow.ingest_status OWNER TO postgres;
 
 --
 -- Name: rejected_batches; Type: TABLE; Schema: beaconflow; Owner: postgres
@@ -1829,6 +1867,13 @@ REVOKE ALL ON FUNCTION beaconflow.renew_sites(instance text, sites text[], epoch
 GRANT ALL ON FUNCTION beaconflow.renew_sites(instance text, sites text[], epochs bigint[], lease_seconds double precision) TO beaconflow_writer;
 
 --
+-- Name: FUNCTION set_instance_status(instance text, status jsonb); Type: ACL; Schema: beaconflow; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION beaconflow.set_instance_status(instance text, status jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION beaconflow.set_instance_status(instance text, status jsonb) TO beaconflow_writer;
+
+--
 -- Name: FUNCTION set_sites_digest(instance text, digest text); Type: ACL; Schema: beaconflow; Owner: postgres
 --
 
@@ -1981,6 +2026,13 @@ GRANT SELECT ON TABLE beaconflow.device_info TO beaconflow_reader;
 --
 
 GRANT SELECT ON TABLE beaconflow.ingest_instances TO beaconflow_writer;
+
+--
+-- Name: TABLE ingest_status; Type: ACL; Schema: beaconflow; Owner: postgres
+--
+
+GRANT SELECT,INSERT ON TABLE beaconflow.ingest_status TO beaconflow_writer;
+GRANT SELECT ON TABLE beaconflow.ingest_status TO beaconflow_reader;
 
 --
 -- Name: TABLE rejected_batches; Type: ACL; Schema: beaconflow; Owner: postgres

@@ -220,11 +220,23 @@ enum ConsoleAssets {
           const unserved = [...sitesKnown].filter((s) => !served.has(s));
           const rows = doc.owners.map((o) => el("tr", { "data-owner": o.site_id },
             el("td", {}, o.site_id), el("td", {}, o.instance), when(o.since, doc.generated_at), el("td", {}, at(o.lease_expires))));
+          const number = (value, digits) => value === null || value === undefined ? "" : Number(value).toFixed(digits);
+          const ingests = (doc.ingests || []).map((i) => el("tr", { "data-ingest": i.instance },
+            el("td", {}, i.instance), el("td", { class: i.lag_s > 5 ? "bad" : null }, i.lag_s === null ? "" : number(i.lag_s, 2) + " s"),
+            el("td", {}, number(i.batches_per_s, 1)), el("td", {}, number(i.sightings_per_s, 0)), el("td", {}, i.batches_committed ?? ""),
+            el("td", { class: i.batches_rejected > 0 ? "bad" : null }, i.batches_rejected ?? ""),
+            el("td", { class: i.brokers_connected < i.brokers ? "bad" : null }, i.brokers === null ? "" : i.brokers_connected + " of " + i.brokers),
+            el("td", { class: i.database_connected === false ? "bad" : null }, i.database_connected === null ? "" : i.database_connected ? "connected" : "lost"),
+            when(i.status_at, doc.generated_at)));
           return [
             el("p", { class: "summary", id: "pipeline-summary" },
               `${doc.sightings_last_minute} sightings in the last minute · ${doc.agents.filter((a) => a.online).length} of ${doc.agents.length} agents online · ` +
               `${served.size} of ${sitesKnown.size} sites served`),
             unserved.length ? el("p", { class: "error" }, "Not served by any ingest instance: " + unserved.join(", ")) : "",
+            el("h2", {}, "Ingest instances"),
+            ingests.length ? table(["Instance", "Lag", "Batches/s", "Sightings/s", "Batches committed", "Batches refused", "Brokers", "Database", "Updated"], ingests)
+              : el("p", {}, "No ingest instance is running."),
+            el("h2", {}, "Sites"),
             table(["Site", "Ingest instance", "Serving since", "Lease ends"], rows),
           ];
         }

@@ -107,6 +107,7 @@ public final class ConsoleSnapshots: Sendable {
                            clock_offset_ms, zone_state, last_error
                     FROM beaconflow.agent_health ORDER BY site_id, agent_id) a), '[]'),
             'owners', coalesce((SELECT json_agg(o) FROM (SELECT * FROM beaconflow.site_owners ORDER BY site_id) o), '[]'),
+            'ingests', coalesce((SELECT json_agg(i) FROM (SELECT * FROM beaconflow.ingest_status ORDER BY instance) i), '[]'),
             'sightings_last_minute', (
                 SELECT coalesce(sum(sightings), 0) FROM beaconflow.sightings_minute
                 WHERE minute >= date_trunc('minute', now()) - interval '1 minute' AND minute < date_trunc('minute', now()))

@@ -227,6 +227,8 @@ struct ConsoleBrowserTests {
             .wait("document.querySelectorAll('svg.floor[data-site=\"hq\"] [data-zone]').length === 2 && /^hq · [12] present$/.test(document.querySelector('h2[data-site=\"hq\"]').textContent) && 'floor'"),
             .open(base + "/pipeline"),
             .wait("(document.getElementById('pipeline-summary')?.textContent || '').includes('1 of 2 agents online · 1 of 1 sites served') && 'served'"),
+            // The ingest's own figures: its lag, commits, its broker and database.
+            .wait("(() => { const r = document.querySelector('tr[data-ingest]'); return r && /^\\d+\\.\\d\\d s$/.test(r.cells[1].textContent) && Number(r.cells[4].textContent) > 0 && r.cells[6].textContent === '1 of 1' && r.cells[7].textContent === 'connected' && 'ingest' })()"),
         ]
         // The browser runs the plan while the test stops hq-a2 once the agents page shows it online.
         let output = work + "/browser.out"
@@ -252,6 +254,7 @@ struct ConsoleBrowserTests {
         #expect(
             values == [
                 "beacons", "present", "present", "beacons", "agents", "online", "offline", "agents|2 agents, 1 online", "floor", "served",
+                "ingest",
             ],
             "the same pages followed the moves: \(results)")
     }

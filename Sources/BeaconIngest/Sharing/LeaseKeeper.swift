@@ -32,6 +32,9 @@ final class LeaseKeeper: Sendable {
         var started = false
         var stopping = false
         var leaveOnStop = false
+        /// The instance's figures the writer gave last, and those recorded last.
+        var status: String?
+        var statusRecorded: String?
     }
 
     /// Opens the session and counts `instance` among the live instances for one lease; `start()` begins renewing.
@@ -97,6 +100,9 @@ final class LeaseKeeper: Sendable {
     @discardableResult
     func forget(_ site: String) -> Int64? { state.withLock { $0.epochs.removeValue(forKey: site) } }
 
+    /// The instance's own figures (`InstanceStatus`), recorded with the next renewal when they changed.
+    func report(status: String) { state.withLock { $0.status = status } }
+
     /// Records the digest of the sites file this instance runs with, in its row among the live instances.
     func publish(sitesDigest: String) throws(PostgresError) {
         try session.withLock { (connection) throws(PostgresError) in
@@ -122,11 +128,21 @@ final class LeaseKeeper: Sendable {
             if ContinuousClock.now - writerTurn > writerStallBound { continue }
             do throws(PostgresError) {
                 try renew()
+                try recordStatus()
             } catch {
                 state.withLock { $0.failure = error }
                 return
             }
         }
+    }
+
+    /// Records the figures the writer gave, when they changed since they were last recorded.
+    private func recordStatus() throws(PostgresError) {
+        guard let status = state.withLock({ $0.status == $0.statusRecorded ? nil : $0.status }) else { return }
+        try session.withLock { (connection) throws(PostgresError) in
+            try LeaseStore(connection: connection).setInstanceStatus(instance, status: status)
+        }
+        state.withLock { $0.statusRecorded = status }
     }
 
     /// Renews every lease held; the sites whose lease was taken over meanwhile go to `lost`.

@@ -42,6 +42,9 @@ extension BatchWriter {
         return lost
     }
 
+    /// The instance's own figures (JSON), recorded with the leases' next renewal.
+    func report(status: String) { leases?.keeper.report(status: status) }
+
     /// What ended the leases' session, if it has: the writer reconnects.
     public var leaseFailure: PostgresError? { leases?.keeper.failure }
 

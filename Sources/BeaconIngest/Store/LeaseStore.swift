@@ -33,6 +33,11 @@ struct LeaseStore {
         try connection.query("SELECT beaconflow.set_sites_digest($1, $2)", [instance, digest])
     }
 
+    /// Records `instance`'s own figures (`InstanceStatus`, JSON) in its row among the live instances.
+    func setInstanceStatus(_ instance: String, status: String) throws(PostgresError) {
+        try connection.query("SELECT beaconflow.set_instance_status($1, $2::jsonb)", [instance, status])
+    }
+
     func leaveInstances(_ instance: String) throws(PostgresError) {
         try connection.query("SELECT beaconflow.leave_instances($1)", [instance])
     }

@@ -41,6 +41,7 @@ enum Schema {
         PackageResources.v025_sql,
         PackageResources.v026_sql,
         PackageResources.v027_sql,
+        PackageResources.v028_sql,
 
     ].enumerated().map { Migration(version: $0.offset + 1, file: $0.element) }
 }

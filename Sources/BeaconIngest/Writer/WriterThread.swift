@@ -1,3 +1,4 @@
+import Foundation
 import LibPQ
 import Logging
 import WorkQueue
@@ -17,6 +18,8 @@ extension Ingest {
         var clocks: ClockComparison
         var coordinator: SiteCoordinator
         var statuses: StatusIntake
+        var instanceStatus = InstanceStatus()
+        var statusReportedAt = ContinuousClock.now - .seconds(1)
         var pace: CommitPace
         var budgets: AgentBudgets
         /// What the writer holds in memory about the data, across sessions.
@@ -184,6 +187,15 @@ extension Ingest {
                 return
             }
             coordinator.sitesLost(writer.leasesTurned(state: &state), servedSites: state.servedSites)
+            // The instance's figures, for `ingest_status`: once a second at most.
+            let now = ContinuousClock.now
+            if now - statusReportedAt >= .seconds(1) {
+                statusReportedAt = now
+                writer.report(
+                    status: instanceStatus.json(
+                        ingest.instruments.statistics, brokers: ingest.configuration.mqtt.failover.count + 1,
+                        nowMicros: Int64(Date().timeIntervalSince1970 * 1_000_000)))
+            }
         }
 
         /// A sites file read again: in memory first (it stays in force if the connection drops), then the database.
