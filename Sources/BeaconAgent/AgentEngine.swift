@@ -55,6 +55,9 @@ final class AgentEngine: @unchecked Sendable {
     /// Timeouts in a row after which the agent says that no ingest acknowledges it (once per such stretch).
     static let unacknowledgedWarningTimeouts = 3
     private var warnedUnacknowledged = false
+    /// Whether an ingest acknowledged anything since the agent started: if not, the first late acknowledgement is
+    /// already worth saying (a site or agent no ingest knows, more often than a slow one).
+    private var acknowledgedSinceStart = false
     /// Batches the ingest refused, by the reason it gave.
     private let refusedBatchesCounters = Dictionary(
         uniqueKeysWithValues: (RejectionReason.allCases.map(\.rawValue) + ["other"]).map {
@@ -254,14 +257,17 @@ final class AgentEngine: @unchecked Sendable {
         }
     }
 
-    /// Counts a late acknowledgement; after a few in a row, says once what to check: the broker takes the batches
-    /// but no ingest commits them (no ingest running, or none whose sites file lists this site and agent).
+    /// Counts a late acknowledgement; after a few in a row (the first, when nothing was acknowledged since the
+    /// agent started), says once what to check: the broker takes the batches but no ingest commits them (no
+    /// ingest running, or none whose sites file lists this site and agent: the ingest's log names a site or agent
+    /// it does not know).
     private func acknowledgementTimedOut() {
         acknowledgementTimeoutsCounter.increment()
-        guard !warnedUnacknowledged, window.timeoutsWithoutAcknowledgement >= Self.unacknowledgedWarningTimeouts else { return }
+        let bound = acknowledgedSinceStart ? Self.unacknowledgedWarningTimeouts : 1
+        guard !warnedUnacknowledged, window.timeoutsWithoutAcknowledgement >= bound else { return }
         warnedUnacknowledged = true
         logger.warning(
-            "No ingest acknowledges this agent's batches; check that an ingest runs on this broker with this site and agent in its sites file",
+            "No ingest acknowledges this agent's batches; check that an ingest runs on this broker with this site and agent in its sites file (its log names a site or agent it does not know)",
             metadata: [
                 "site": "\(configuration.siteID)", "agent": "\(configuration.agentID)", "broker": "\(client.currentBroker)",
                 "timeouts": .stringConvertible(window.timeoutsWithoutAcknowledgement),
@@ -355,6 +361,7 @@ final class AgentEngine: @unchecked Sendable {
     }
 
     private func acknowledge(through sequence: UInt64, adopting: Bool, now: UInt64) {
+        acknowledgedSinceStart = true
         do {
             if adopting {
                 // Beyond anything this spool wrote: not about these batches (see Spool.adoptAcknowledgement).

@@ -41,4 +41,8 @@ public struct AgentTopics: Sendable, Hashable {
 
     /// The filter for one kind of message of every agent of a site (what the ingest subscribes to).
     public static func siteFilter(site: String, kind: AgentTopicKind) -> String { "\(prefix)/\(site)/+/\(kind.rawValue)" }
+
+    /// Every agent's status, of every site: an ingest hears them all, to record its own sites' and to say which
+    /// agents report for a site or as an agent its sites file does not have.
+    public static let statusFilter = "\(prefix)/+/+/\(AgentTopicKind.status.rawValue)"
 }

@@ -80,12 +80,17 @@ public final class Ingest: Sendable {
             mqtt.will = MQTTClient.Will(topic: PresenceTopics.availability, payload: PresenceTopics.offline, retain: true)
         }
         let client = try BrokerConnections(mqtt, logger: logger)
-        // A site's topics are subscribed once it is claimed. A session the broker kept may hold any of them.
+        // A site's batches are subscribed once it is claimed. A session the broker kept may hold any of them, and
+        // the per-site status filters of earlier versions.
         for site in configuration.sites.sites {
-            for filter in SiteCoordinator.subscriptionFilters(site: site.id, group: configuration.sharedSubscriptionGroup) {
+            for filter in SiteCoordinator.subscriptionFilters(site: site.id, group: configuration.sharedSubscriptionGroup)
+                + [AgentTopics.siteFilter(site: site.id, kind: .status)]
+            {
                 try client.unsubscribe(topic: filter)
             }
         }
+        // Every status, of every site: those of sites served elsewhere are passed over at the writer.
+        try client.subscribe(topic: AgentTopics.statusFilter, qos: 1)
 
         let forwarders = client.clients.map { single in
             Task { [self] in

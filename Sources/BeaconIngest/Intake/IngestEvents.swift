@@ -49,8 +49,12 @@ enum IngestEvent {
     case lag(seconds: Double)
 
     enum StatusIgnored {
-        /// Not on the status topic of an agent of the sites file.
-        case unknownAgent
+        /// Not an agent's status topic.
+        case notAnAgentTopic
+        /// From an agent of a site the sites file does not have (a mistyped `--site`); the nearest site id.
+        case unknownSite(site: String, agent: String, nearest: String?)
+        /// From an agent its site does not list; the nearest agent id of the site.
+        case unknownAgent(site: String, agent: String, nearest: String?)
         case invalid(String)
         /// Older than the newest status of the agent already heard.
         case older
@@ -99,6 +103,8 @@ final class IngestInstruments: Sendable {
     private let databaseConnectedGauge = Gauge(IngestMetrics.databaseConnected)
     /// Status messages not used: not on a known agent's status topic, or not a valid status.
     private let statusesIgnoredCounter = Counter(IngestMetrics.statusesIgnored)
+    /// Agents the sites file does not have, said once an hour each.
+    private let unknownAgents = OncePerInterval(interval: .seconds(3600))
     private let agentIDsSharedCounter = Counter(IngestMetrics.agentIDsShared)
     /// Statements PostgreSQL refused for their data (not the connection): the batch or status is set aside.
     private let statementErrorsCounter = Counter(IngestMetrics.statementErrors)
@@ -187,8 +193,25 @@ final class IngestInstruments: Sendable {
         case .statusIgnored(let topic, let why):
             statusesIgnoredCounter.increment()
             switch why {
-            case .unknownAgent:
+            case .notAnAgentTopic:
                 logger.debug("Status message ignored", metadata: ["topic": "\(escapedForLog(topic.prefix(200)))"])
+            case .unknownSite(let site, let agent, let nearest):
+                if unknownAgents.firstTime(site + "/" + agent) {
+                    logger.warning(
+                        "An agent reports for a site the sites file does not have; its batches are not taken",
+                        metadata: [
+                            "site": "\(escapedForLog(site.prefix(100)))", "agent": "\(escapedForLog(agent.prefix(100)))",
+                            "did_you_mean": "\(nearest ?? "")",
+                        ])
+                }
+            case .unknownAgent(let site, let agent, let nearest):
+                if unknownAgents.firstTime(site + "/" + agent) {
+                    logger.warning(
+                        "An agent its site does not list reports; its batches are not taken",
+                        metadata: [
+                            "site": "\(site)", "agent": "\(escapedForLog(agent.prefix(100)))", "did_you_mean": "\(nearest ?? "")",
+                        ])
+                }
             case .invalid(let error):
                 logger.warning("Status message ignored", metadata: ["topic": "\(escapedForLog(topic))", "error": "\(error)"])
             case .older:
@@ -341,6 +364,28 @@ final class IngestInstruments: Sendable {
             $0.sightingsCommitted += group.sightings
             $0.transactions += 1
             $0.agentsHeld = held
+        }
+    }
+}
+
+/// Whether something is said for the first time in `interval`, for at most `bound` things (past it they are all
+/// forgotten and said again): an agent the sites file does not have reports every 10 s, and is said once an hour.
+final class OncePerInterval: Sendable {
+    private let said = Mutex<[String: ContinuousClock.Instant]>([:])
+    let interval: Duration
+    let bound: Int
+
+    init(interval: Duration, bound: Int = 1000) {
+        self.interval = interval
+        self.bound = bound
+    }
+
+    func firstTime(_ key: String, now: ContinuousClock.Instant = .now) -> Bool {
+        said.withLock { said in
+            if let last = said[key], now - last < interval { return false }
+            if said.count >= bound { said.removeAll() }
+            said[key] = now
+            return true
         }
     }
 }

@@ -1,4 +1,5 @@
 import BeaconMessaging
+import BoundedYAML
 import LibPQ
 
 /// Agents' status messages, on the writer thread: the clock they report feeds the pipeline's clock offsets, their
@@ -11,8 +12,12 @@ struct StatusIntake {
         topic: String, agentTopics: AgentTopics?, payload: [UInt8], receivedAtMicros: Int64, retained: Bool,
         writer: BatchWriter, pipeline: inout IngestPipeline
     ) throws(PostgresError) {
-        guard let agentTopics, sites.agent(site: agentTopics.site, agent: agentTopics.agent) != nil else {
-            instruments.record(.statusIgnored(topic: topic, .unknownAgent))
+        guard let agentTopics else {
+            instruments.record(.statusIgnored(topic: topic, .notAnAgentTopic))
+            return
+        }
+        guard sites.agent(site: agentTopics.site, agent: agentTopics.agent) != nil else {
+            instruments.record(.statusIgnored(topic: topic, unknown(agentTopics)))
             return
         }
         let status: AgentStatus
@@ -40,5 +45,14 @@ struct StatusIntake {
             return
         }
         try writer.recordStatus(agent, status, clockOffsetMillis: offsetMillis)
+    }
+
+    /// An agent the sites file does not have: its site unknown (with the nearest site id), or the site known and
+    /// the agent not (with the nearest agent id of the site).
+    private func unknown(_ agentTopics: AgentTopics) -> IngestEvent.StatusIgnored {
+        guard let site = sites.sites.first(where: { $0.id == agentTopics.site }) else {
+            return .unknownSite(site: agentTopics.site, agent: agentTopics.agent, nearest: BoundedYAML.nearestKey(to: agentTopics.site, among: sites.sites.map(\.id)))
+        }
+        return .unknownAgent(site: site.id, agent: agentTopics.agent, nearest: BoundedYAML.nearestKey(to: agentTopics.agent, among: site.agents.map(\.id)))
     }
 }

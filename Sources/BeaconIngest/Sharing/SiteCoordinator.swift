@@ -32,7 +32,7 @@ struct SiteCoordinator {
     /// The topic filters of a site's batches and statuses, as an instance of `group` subscribes to them.
     static func subscriptionFilters(site: String, group: String?) -> [String] {
         let batches = AgentTopics.siteFilter(site: site, kind: .batch)
-        return [group.map { "$share/\($0)/\(batches)" } ?? batches, AgentTopics.siteFilter(site: site, kind: .status)]
+        return [group.map { "$share/\($0)/\(batches)" } ?? batches]
     }
 
     /// Claims and hands over sites as `SiteShare` says, then subscribes to the topics of the sites served (and
