@@ -65,10 +65,7 @@ public struct HomeAssistantDiscovery: Sendable {
             let condition = PresenceTopics.beaconCondition(site: site, beaconID: beaconID)
         else { return [] }
         let key = Self.beaconKey(beaconID)
-        let device: JSONValue = .object([
-            JSONField("identifiers", .array([.string("beaconflow_\(key)")])), JSONField("name", .string(label ?? beaconID)),
-            JSONField("manufacturer", .string("beaconflow")), JSONField("model", .string(beaconID)),
-        ])
+        let device = beaconDevice(key: key, beaconID: beaconID, label: label)
         func sensor(
             _ suffix: String, component: String = "sensor", name: String, state: String, template: String, extra: [JSONField]
         ) -> Config {
@@ -116,6 +113,77 @@ public struct HomeAssistantDiscovery: Sendable {
                 "temperature", name: "Temperature at \(site)", state: condition, template: "{{ value_json.temperature_c }}",
                 extra: [JSONField("device_class", .string("temperature")), JSONField("unit_of_measurement", .string("°C")), measurement]),
         ] + zoneSensors
+    }
+
+    /// Quantities the beacon's own sensors show already (from its condition): no entity of their own.
+    static let conditionQuantities: Set = ["temperature", "battery", "battery_voltage"]
+
+    /// Home Assistant's unit and device class for a reading's unit (`sensor_readings`' names), and the device class
+    /// a quantity takes when its unit alone does not say (as Home Assistant's BTHome integration names them).
+    static let units: [String: (unit: String?, deviceClass: String?)] = [
+        "celsius": ("°C", "temperature"), "percent": ("%", nil), "hectopascal": ("hPa", "pressure"), "millivolt": ("mV", "voltage"),
+        "volt": ("V", "voltage"), "ampere": ("A", "current"), "watt": ("W", "power"), "kilowatt_hour": ("kWh", "energy"),
+        "lux": ("lx", "illuminance"), "kilogram": ("kg", "weight"), "ppm": ("ppm", nil), "microgram_per_cubic_metre": ("µg/m³", nil),
+        "metre": ("m", "distance"), "second": ("s", "duration"), "metre_per_second": ("m/s", "speed"), "litre": ("L", "volume"),
+        "cubic_metre": ("m³", "gas"), "cubic_metre_per_hour": ("m³/h", "volume_flow_rate"), "microsiemens_per_centimetre": ("µS/cm", "conductivity"),
+        "millimetre": ("mm", "precipitation"), "dbm": ("dBm", "signal_strength"), "degree": ("°", nil), "degree_per_second": ("°/s", nil),
+        "metre_per_second_squared": ("m/s²", nil), "revolutions_per_minute": ("rpm", nil), "count": (nil, nil), "index": (nil, nil),
+    ]
+    static let quantityClasses: [String: String] = [
+        "humidity": "humidity", "moisture": "moisture", "battery": "battery", "carbon_dioxide": "carbon_dioxide", "pm25": "pm25",
+        "pm10": "pm10", "volatile_organic_compounds": "volatile_organic_compounds", "water": "water", "volume_storage": "volume_storage",
+        "dew_point": "temperature",
+    ]
+    /// A binary reading's device class, where Home Assistant has one of that name (`battery_low` is its `battery`).
+    static let binaryClasses: [String: String] = [
+        "battery_low": "battery", "power_on": "power", "gas_detected": "gas", "moisture_detected": "moisture",
+        "battery_charging": "battery_charging", "carbon_monoxide": "carbon_monoxide", "cold": "cold", "connectivity": "connectivity",
+        "door": "door", "garage_door": "garage_door", "heat": "heat", "light": "light", "lock": "lock", "motion": "motion",
+        "moving": "moving", "occupancy": "occupancy", "opening": "opening", "plug": "plug", "presence": "presence", "problem": "problem",
+        "running": "running", "safety": "safety", "smoke": "smoke", "sound": "sound", "tamper": "tamper", "vibration": "vibration",
+        "window": "window",
+    ]
+
+    /// The entity of one quantity a registry beacon reports at a site (a sensor, or a binary sensor for a BTHome
+    /// binary reading), reading the beacon's readings topic; nil for one its condition's sensors show.
+    public func readingConfig(site: String, beaconID: String, label: String?, quantity: String, unit: String) -> Config? {
+        guard !Self.conditionQuantities.contains(quantity), let readings = PresenceTopics.beaconReadings(site: site, beaconID: beaconID),
+            quantity.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "_" })
+        else { return nil }
+        let key = Self.beaconKey(beaconID)
+        let objectID = "\(key)_\(site)_r_\(quantity)"
+        let name = quantity.replacingOccurrences(of: "_", with: " ").capitalized(with: nil) + " at \(site)"
+        var fields = [
+            JSONField("name", .string(name)), JSONField("unique_id", .string("beaconflow_\(objectID)")),
+            JSONField("object_id", .string("beaconflow_\(objectID)")), JSONField("state_topic", .string(readings)),
+            JSONField("device", beaconDevice(key: key, beaconID: beaconID, label: label)),
+        ]
+        if unit == "boolean" {
+            fields.append(JSONField("value_template", .string("{{ 'ON' if value_json.\(quantity) == 1 else 'OFF' }}")))
+            if let deviceClass = Self.binaryClasses[quantity] { fields.append(JSONField("device_class", .string(deviceClass))) }
+            return Config(component: "binary_sensor", objectID: objectID, payload: encode(fields))
+        }
+        fields.append(JSONField("value_template", .string("{{ value_json.\(quantity) }}")))
+        let mapped = Self.units[unit]
+        if let haUnit = mapped?.unit ?? (mapped == nil ? unit : nil) { fields.append(JSONField("unit_of_measurement", .string(haUnit))) }
+        if let deviceClass = Self.quantityClasses[quantity] ?? mapped?.deviceClass { fields.append(JSONField("device_class", .string(deviceClass))) }
+        fields.append(JSONField("state_class", .string(unit == "kilowatt_hour" ? "total_increasing" : "measurement")))
+        return Config(component: "sensor", objectID: objectID, payload: encode(fields))
+    }
+
+    /// Whether a config key is of a beacon's reading (`readingConfig`) of a registry beacon at a site: kept at start
+    /// like the others it would publish, though it publishes these only as readings come.
+    public static func isReading(_ key: String, beaconKeys: Set<String>, sites: Set<String>) -> Bool {
+        guard let objectID = key.split(separator: "/", maxSplits: 1).last else { return false }
+        let parts = objectID.split(separator: "_", maxSplits: 3)
+        return parts.count == 4 && parts[2] == "r" && beaconKeys.contains(String(parts[0])) && sites.contains(String(parts[1]))
+    }
+
+    private func beaconDevice(key: String, beaconID: String, label: String?) -> JSONValue {
+        .object([
+            JSONField("identifiers", .array([.string("beaconflow_\(key)")])), JSONField("name", .string(label ?? beaconID)),
+            JSONField("manufacturer", .string("beaconflow")), JSONField("model", .string(beaconID)),
+        ])
     }
 
     /// A zone's occupancy sensor, and with `binarySensors` its occupied binary sensor, on its site's device.

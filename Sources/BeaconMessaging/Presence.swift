@@ -23,6 +23,16 @@ public enum PresenceTopics {
         beacon(site: site, beaconID: beaconID).map { $0 + "/condition" }
     }
 
+    /// A beacon's latest sensor readings: each quantity's value (`sensor_readings`' names and units), as JSON.
+    public static func beaconReadings(site: String, beaconID: String) -> String? {
+        beacon(site: site, beaconID: beaconID).map { $0 + "/readings" }
+    }
+
+    /// A `beaconReadings` payload: each quantity and its latest value, to four significant decimals at most.
+    public static func readingsPayload(_ values: [String: Double]) -> [UInt8] {
+        Array(JSONValue.object(values.sorted { $0.key < $1.key }.map { JSONField($0.key, .double(($0.value * 10_000).rounded() / 10_000)) }).text.utf8)
+    }
+
     /// A zone's `ZonePresence`.
     public static func zone(site: String, zone: String) -> String { "\(AgentTopics.prefix)/\(site)/presence/zones/\(zone)" }
 

@@ -109,6 +109,38 @@ import Testing
         #expect(board.discoveryPublished == ["sensor/\(key)_hq_zone", "device_tracker/\(key)_hq_tracker", "sensor/site_hq_lobby_occupancy"])
     }
 
+    /// Readings stored go to a registry beacon's readings topic, the latest of each quantity, when they changed;
+    /// with discovery, an entity per quantity the first time it comes, with Home Assistant's device class and unit
+    /// (a binary one as a binary sensor), none for what its condition's sensors show.
+    @Test func readingsOnTheirTopicWithAnEntityEach() {
+        var board = PresenceBoard(sites: Self.sites, allBeacons: false, discovery: HomeAssistantDiscovery())
+        _ = board.serve(site: "hq", placements: [])
+        func row(_ beaconID: String, _ quantity: String, _ value: Double, _ unit: String) -> SensorReadingRow {
+            SensorReadingRow(
+                timeMicros: 0, siteID: "hq", agentID: "hq-a1", beaconID: beaconID, reading: SensorReading(quantity: quantity, value: value, unit: unit),
+                frameType: "bthome", frameHash: 0, toleranceMicros: 0)
+        }
+        let key = HomeAssistantDiscovery.beaconKey("ibeacon:a:1:1")
+        let topic = PresenceTopics.beaconReadings(site: "hq", beaconID: "ibeacon:a:1:1")!
+        let first = board.readings([
+            row("ibeacon:a:1:1", "humidity", 53.49, "percent"), row("ibeacon:a:1:1", "temperature", 21.5, "celsius"),
+            row("ibeacon:a:1:1", "door", 1, "boolean"), row("passer-by", "humidity", 40, "percent"),
+        ])
+        #expect(first.map(\.topic) == [
+            "homeassistant/sensor/beaconflow/\(key)_hq_r_humidity/config", "homeassistant/binary_sensor/beaconflow/\(key)_hq_r_door/config", topic,
+        ])
+        let humidity = String(decoding: first[0].payload, as: UTF8.self)
+        #expect(humidity.contains(#""device_class":"humidity""#) && humidity.contains(#""unit_of_measurement":"%""#), "\(humidity)")
+        #expect(humidity.contains(#""value_template":"{{ value_json.humidity }}""#) && humidity.contains(#""state_topic":"\#(topic)""#))
+        #expect(String(decoding: first[1].payload, as: UTF8.self).contains(#""device_class":"door""#))
+        #expect(String(decoding: first[2].payload, as: UTF8.self) == #"{"door":1,"humidity":53.49,"temperature":21.5}"#)
+        // The same values again: nothing; a new one: the topic alone.
+        #expect(board.readings([row("ibeacon:a:1:1", "humidity", 53.49, "percent")]).isEmpty)
+        #expect(board.readings([row("ibeacon:a:1:1", "humidity", 54, "percent")]).map(\.topic) == [topic])
+        // Kept at start like the beacon's other entities.
+        #expect(board.discoveryFound(["sensor/\(key)_hq_r_humidity": [topic]]).isEmpty)
+    }
+
     /// With binary sensors: one per zone of the beacon's site, on its device; one per zone on the site's.
     @Test func binarySensorsWhenAsked() {
         let discovery = HomeAssistantDiscovery(binarySensors: true)

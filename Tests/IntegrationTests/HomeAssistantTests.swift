@@ -71,9 +71,12 @@ struct HomeAssistantTests {
     }
 
     @Test func theEntitiesAppearInHomeAssistantWithTheirStates() async throws {
+        // The capture's Ruuvi tag (humidity, pressure, ...) in the registry too.
+        let ruuvi = "mac:C0:04:00:00:00:04"
         let harness = try await IngestHarness.start(brokerPersistence: true) { configuration in
             PresenceTests.configure(&configuration)
             configuration.presence?.discoveryBinarySensors = true
+            configuration.sites.beacons.append(SitesConfiguration.Beacon(id: ruuvi, label: "Fridge"))
         }
         let (agent, _) = try await harness.client(id: "test-agent")
         defer { agent.stop() }
@@ -97,15 +100,28 @@ struct HomeAssistantTests {
         try await harness.eventually("the cart is present on its topic", timeout: .seconds(30)) {
             (try? harness.count("beaconflow.beacon_locations WHERE present")) == 2
         }
+        // The real agent replays the capture as hq-a2: the tag's readings are stored, and go to its readings topic.
+        let executable = try #require(beaconflowExecutable)
+        let replay = try ChildProcess(
+            executable,
+            ["agent", "--site", "hq", "--agent", "hq-a2", "--source", "btsnoop:" + exampleFile("mixed-beacons.btsnoop"), "--speed", "max",
+             "--broker", harness.broker.url, "--spool", work + "/spool"],
+            standardErrorPath: work + "/agent.log")
+        _ = await replay.exit()
+        try await harness.eventually("the tag's readings are stored", timeout: .seconds(30)) {
+            (try? harness.count("beaconflow.sensor_readings WHERE beacon_id = '\(ruuvi)' AND quantity = 'humidity'")) ?? 0 > 0
+        }
         try Self.configure(work, brokerPort: harness.broker.port)
         let home = try ChildProcess(try #require(homeAssistantExecutable), ["-c", work], standardErrorPath: work + "/hass.log")
         defer { home.terminate(SIGKILL) }
         let key = HomeAssistantDiscovery.beaconKey(PresenceTests.cart)
+        let ruuviKey = HomeAssistantDiscovery.beaconKey(ruuvi)
         let expected = [
             "beaconflow_\(key)_hq_zone", "beaconflow_\(key)_hq_battery", "beaconflow_\(key)_hq_battery_voltage",
             "beaconflow_\(key)_hq_temperature", "beaconflow_site_hq_lobby_occupancy", "beaconflow_site_hq_lab_occupancy",
             "beaconflow_\(key)_hq_tracker", "beaconflow_\(key)_hq_in_lobby", "beaconflow_\(key)_hq_in_lab",
             "beaconflow_site_hq_lobby_occupied", "beaconflow_site_hq_lab_occupied",
+            "beaconflow_\(ruuviKey)_hq_r_humidity", "beaconflow_\(ruuviKey)_hq_r_pressure",
         ]
         // Home Assistant writes its entity registry a few seconds after the entities appear.
         var entities: [String: String] = [:]
@@ -144,6 +160,9 @@ struct HomeAssistantTests {
         #expect(stateOf[entities["beaconflow_\(key)_hq_in_lab"] ?? ""] == "off", "\(stateOf)")
         #expect(stateOf[entities["beaconflow_site_hq_lobby_occupied"] ?? ""] == "on", "\(stateOf)")
         #expect(stateOf[entities["beaconflow_site_hq_lab_occupied"] ?? ""] == "off", "\(stateOf)")
+        // The tag's readings as entities of their own, in Home Assistant's units.
+        #expect(stateOf[entities["beaconflow_\(ruuviKey)_hq_r_humidity"] ?? ""] == "53.49", "\(stateOf)")
+        #expect(stateOf[entities["beaconflow_\(ruuviKey)_hq_r_pressure"] ?? ""] == "1000.44", "\(stateOf)")
         try await harness.stop()
     }
 }

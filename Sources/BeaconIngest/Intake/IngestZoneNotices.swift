@@ -4,8 +4,8 @@ import Logging
 extension Ingest {
     /// What committed zone changes tell the operator: each change of whether a site's zone decisions wait for an
     /// agent is logged once; live presence follows them.
-    func zonesChanged(_ changes: [ZoneChange], health: [BeaconHealth] = []) {
-        presence.withLock { $0?.committed(changes, health: health) }
+    func zonesChanged(_ changes: [ZoneChange], health: [BeaconHealth] = [], readings: [SensorReadingRow] = []) {
+        presence.withLock { $0?.committed(changes, health: health, readings: readings) }
         for case .agentState(let site, let agent, let state, let since) in changes {
             let metadata: Logger.Metadata = [
                 "site": "\(site)", "agent": "\(agent)", "zone_state": "\(state.rawValue)",

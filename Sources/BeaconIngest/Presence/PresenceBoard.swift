@@ -30,6 +30,8 @@ struct PresenceBoard: Sendable {
     private(set) var discoveryPublished: Set<String> = []
     /// Per site: beacon → its condition's payload last given, so that an unchanged one is not sent again.
     private var conditions: [String: [String: [UInt8]]] = [:]
+    /// Per site: beacon → its latest value of each quantity it reports, and the payload last given.
+    private var readings: [String: [String: (values: [String: Double], payload: [UInt8])]] = [:]
 
     init(sites: SitesConfiguration, allBeacons: Bool, discovery: HomeAssistantDiscovery?) {
         labels = Dictionary(sites.beacons.map { ($0.id, $0.label) }, uniquingKeysWith: { first, _ in first })
@@ -66,6 +68,7 @@ struct PresenceBoard: Sendable {
         counts[site] = nil
         occupants[site] = nil
         conditions[site] = nil
+        readings[site] = nil
     }
 
     /// Forgets every site and which beacon configs were published: following the sites served publishes it all
@@ -76,6 +79,7 @@ struct PresenceBoard: Sendable {
         counts = [:]
         occupants = [:]
         conditions = [:]
+        readings = [:]
         discoveryPublished = []
     }
 
@@ -138,6 +142,38 @@ struct PresenceBoard: Sendable {
         }
     }
 
+    /// Sensor readings stored: each published beacon's latest value of each quantity on its readings topic, when
+    /// they changed; with discovery, a registry beacon's entity of a quantity the first time it reports it at a site.
+    mutating func readings(_ rows: [SensorReadingRow]) -> [Message] {
+        var changed: [String: Set<String>] = [:]
+        var messages: [Message] = []
+        for row in rows where placed[row.siteID] != nil && publishes(row.beaconID) {
+            var entry = readings[row.siteID, default: [:]][row.beaconID] ?? ([:], [])
+            if entry.values[row.reading.quantity] == nil, let discovery, labels[row.beaconID] != nil,
+                let config = discovery.readingConfig(
+                    site: row.siteID, beaconID: row.beaconID, label: labels[row.beaconID] ?? nil, quantity: row.reading.quantity,
+                    unit: row.reading.unit),
+                discoveryPublished.insert(config.key).inserted
+            {
+                messages.append(Message(topic: discovery.topic(key: config.key), payload: config.payload))
+            }
+            entry.values[row.reading.quantity] = row.reading.value
+            readings[row.siteID, default: [:]][row.beaconID] = entry
+            changed[row.siteID, default: []].insert(row.beaconID)
+        }
+        for (site, beacons) in changed.sorted(by: { $0.key < $1.key }) {
+            for beaconID in beacons.sorted() {
+                guard var entry = readings[site]?[beaconID], let topic = PresenceTopics.beaconReadings(site: site, beaconID: beaconID) else { continue }
+                let payload = PresenceTopics.readingsPayload(entry.values)
+                guard payload != entry.payload else { continue }
+                entry.payload = payload
+                readings[site]?[beaconID] = entry
+                messages.append(Message(topic: topic, payload: payload, unregistered: labels[beaconID] == nil))
+            }
+        }
+        return messages
+    }
+
     /// Configs found on the broker at start (by key, with the state topics each reads): those this ingest would
     /// not publish now (beacons no longer in the registry, sites or zones no longer in the sites file, binary
     /// sensors no longer asked for) are removed (an empty retained message), and with them the retained state
@@ -149,7 +185,11 @@ struct PresenceBoard: Sendable {
         for (site, zones) in zonesOfSite {
             for (beaconID, label) in labels {
                 expected.formUnion(discovery.beaconConfigs(site: site, beaconID: beaconID, label: label, zones: zones).map(\.key))
-                live.formUnion([PresenceTopics.beacon(site: site, beaconID: beaconID), PresenceTopics.beaconCondition(site: site, beaconID: beaconID)].compactMap { $0 })
+                live.formUnion(
+                    [
+                        PresenceTopics.beacon(site: site, beaconID: beaconID), PresenceTopics.beaconCondition(site: site, beaconID: beaconID),
+                        PresenceTopics.beaconReadings(site: site, beaconID: beaconID),
+                    ].compactMap { $0 })
             }
             for zone in zones {
                 expected.formUnion(discovery.zoneConfigs(site: site, zone: zone).map(\.key))
@@ -158,8 +198,10 @@ struct PresenceBoard: Sendable {
         }
         var removals: [Message] = []
         var cleared: Set<String> = []
+        let beaconKeys = Set(labels.keys.map(HomeAssistantDiscovery.beaconKey))
+        let sites = Set(zonesOfSite.keys)
         for (key, stateTopics) in found.sorted(by: { $0.key < $1.key }) {
-            if expected.contains(key) {
+            if expected.contains(key) || HomeAssistantDiscovery.isReading(key, beaconKeys: beaconKeys, sites: sites) {
                 discoveryPublished.insert(key)
                 continue
             }

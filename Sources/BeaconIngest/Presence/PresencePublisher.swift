@@ -79,10 +79,15 @@ final class PresencePublisher {
         enqueue(zoneConfigs)
     }
 
-    func committed(_ changes: [ZoneChange], health: [BeaconHealth]) {
+    func committed(_ changes: [ZoneChange], health: [BeaconHealth], readings: [SensorReadingRow]) {
         enqueue(board.apply(changes))
         let now = ContinuousClock.now
-        for message in board.condition(health) {
+        // Configs go at once; a beacon's condition and readings at most once per `conditionInterval` each.
+        let (configs, states) = board.readings(readings).reduce(into: ([PresenceBoard.Message](), [PresenceBoard.Message]())) { split, message in
+            if message.topic.hasSuffix("/config") { split.0.append(message) } else { split.1.append(message) }
+        }
+        enqueue(configs)
+        for message in board.condition(health) + states {
             if let sent = conditionSent[message.topic], now - sent < configuration.conditionInterval {
                 conditionHeld[message.topic] = message
             } else {

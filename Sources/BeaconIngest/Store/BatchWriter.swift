@@ -36,6 +36,8 @@ public final class BatchWriter {
         public var zoneChanges: [ZoneChange] = []
         /// The beacons whose fleet health the group changed, as committed.
         public var healthChanges: [BeaconHealth] = []
+        /// The sensor readings the group stored (each transmission once), for live presence.
+        public var sensorReadings: [SensorReadingRow] = []
         /// Identities the group found advertised from two addresses at once.
         public var newlyCloned: [ClonedBeacon] = []
     }
@@ -168,7 +170,7 @@ public final class BatchWriter {
             outcomes: outcomes, acknowledgements: acknowledgements, telemetryRows: stored.count,
             sensorReadingRows: storedReadings.count, undecodableFrames: output.undecodableFrames,
             lateReadings: output.lateReadings, evictedBeacons: output.evictedBeacons, zoneChanges: output.zoneChanges,
-            healthChanges: healthChanges, newlyCloned: state.pipeline.health.takeNewlyCloned())
+            healthChanges: healthChanges, sensorReadings: storedReadings, newlyCloned: state.pipeline.health.takeNewlyCloned())
     }
 
     /// Zone decisions that only time moved (agents gone idle), in a transaction of their own; with `finish`, every

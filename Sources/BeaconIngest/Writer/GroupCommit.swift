@@ -174,7 +174,7 @@ extension Ingest {
         }
         instruments.record(.groupCommitted(counts))
         publish(result.acknowledgements, client: client)
-        zonesChanged(result.zoneChanges, health: result.healthChanges)
+        zonesChanged(result.zoneChanges, health: result.healthChanges, readings: result.sensorReadings)
     }
 
     /// Publishes each agent's retained "committed through N" (only after the commit that made it true).
