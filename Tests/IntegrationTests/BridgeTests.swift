@@ -27,16 +27,8 @@ struct BridgeTests {
         defer { try? FileManager.default.removeItem(atPath: work) }
         let broker = try MosquittoServer()
         let database = try await PostgresServer.start()
-        try testSites.write(toFile: work + "/sites.yaml", atomically: true, encoding: .utf8)
-        let ingestLog = work + "/ingest.log"
-        let ingest = try ChildProcess(
-            executable,
-            ["ingest", "--sites", work + "/sites.yaml", "--broker", broker.url, "--database", database.conninfo, "--metrics-listen", "none"],
-            standardOutputPath: ingestLog, standardErrorPath: ingestLog)
-        defer { ingest.terminate() }
-        try await eventuallyTrue("the ingest serves its sites", timeout: .seconds(60)) {
-            ((try? String(contentsOfFile: ingestLog, encoding: .utf8)) ?? "").contains("Sites claimed")
-        }
+        let ingest = try await startIngestProcess(broker: broker, database: database, work: work)
+        defer { ingest.process.terminate() }
         let bridgeLog = work + "/bridge.log"
         let bridge = try ChildProcess(
             executable, ["bridge", "--from", broker.url, "--broker", broker.url, "--spool", work + "/spool"] + arguments,

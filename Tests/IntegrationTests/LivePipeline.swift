@@ -57,3 +57,20 @@ func startConsoleProcess(
     let port = try #require(log().firstMatch(of: /http:\/\/127\.0\.0\.1:(\d+)\/login/).flatMap { Int($0.1) })
     return (console, "http://127.0.0.1:\(port)")
 }
+
+/// `beaconflow ingest` with the test sites (`testSites`) on `broker` and `database`, its log in `work`, once it
+/// serves its sites; returns it and a reader of its log.
+func startIngestProcess(
+    broker: MosquittoServer, database: PostgresServer, work: String, options: [String] = []
+) async throws -> (process: ChildProcess, log: @Sendable () -> String) {
+    try testSites.write(toFile: work + "/sites.yaml", atomically: true, encoding: .utf8)
+    let path = work + "/ingest.log"
+    let ingest = try ChildProcess(
+        try #require(beaconflowExecutable),
+        ["ingest", "--sites", work + "/sites.yaml", "--broker", broker.url, "--database", database.conninfo]
+            + (options.contains("--metrics-listen") ? [] : ["--metrics-listen", "none"]) + options,
+        standardOutputPath: path, standardErrorPath: path)
+    let log: @Sendable () -> String = { (try? String(contentsOfFile: path, encoding: .utf8)) ?? "" }
+    try await eventuallyTrue("the ingest serves its sites", timeout: .seconds(60)) { log().contains("Sites claimed") }
+    return (ingest, log)
+}

@@ -19,12 +19,8 @@ extension RadioTests {
         let database = try await PostgresServer.start()
         let work = try makeTemporaryDirectory(prefix: "radio-theengs")
         defer { try? FileManager.default.removeItem(atPath: work) }
-        try testSites.write(toFile: work + "/sites.yaml", atomically: true, encoding: .utf8)
-        let ingest = try ChildProcess(
-            executable,
-            ["ingest", "--sites", work + "/sites.yaml", "--broker", broker.url, "--database", database.conninfo, "--metrics-listen", "none"],
-            standardOutputPath: work + "/ingest.log", standardErrorPath: work + "/ingest.log")
-        defer { ingest.terminate() }
+        let ingest = try await startIngestProcess(broker: broker, database: database, work: work)
+        defer { ingest.process.terminate() }
         let bridge = try ChildProcess(
             executable,
             ["bridge", "--format", "theengs", "--from", broker.url, "--broker", broker.url, "--site", "hq",

@@ -18,16 +18,9 @@ struct SharedAgentIDTests {
         defer { try? FileManager.default.removeItem(atPath: work) }
         let broker = try MosquittoServer()
         let database = try await PostgresServer.start()
-        try testSites.write(toFile: work + "/sites.yaml", atomically: true, encoding: .utf8)
         let metricsPort = try freeLoopbackPort()
-        let ingestLog = work + "/ingest.log"
-        let ingest = try ChildProcess(
-            executable,
-            ["ingest", "--sites", work + "/sites.yaml", "--broker", broker.url, "--database", database.conninfo,
-             "--metrics-listen", "127.0.0.1:\(metricsPort)"],
-            standardOutputPath: ingestLog, standardErrorPath: ingestLog)
-        let log = { (try? String(contentsOfFile: ingestLog, encoding: .utf8)) ?? "" }
-        try await eventuallyTrue("the ingest serves its sites", timeout: .seconds(60)) { log().contains("Sites claimed") }
+        let (ingest, log) = try await startIngestProcess(
+            broker: broker, database: database, work: work, options: ["--metrics-listen", "127.0.0.1:\(metricsPort)"])
         let agents = try ["first", "second"].map { name in
             try ChildProcess(
                 executable,
@@ -55,15 +48,8 @@ struct SharedAgentIDTests {
         defer { try? FileManager.default.removeItem(atPath: work) }
         let broker = try MosquittoServer()
         let database = try await PostgresServer.start()
-        try testSites.write(toFile: work + "/sites.yaml", atomically: true, encoding: .utf8)
-        let ingestLog = work + "/ingest.log"
-        let ingest = try ChildProcess(
-            executable,
-            ["ingest", "--sites", work + "/sites.yaml", "--broker", broker.url, "--database", database.conninfo, "--metrics-listen", "none"],
-            standardOutputPath: ingestLog, standardErrorPath: ingestLog)
+        let (ingest, log) = try await startIngestProcess(broker: broker, database: database, work: work)
         defer { ingest.terminate() }
-        let log = { (try? String(contentsOfFile: ingestLog, encoding: .utf8)) ?? "" }
-        try await eventuallyTrue("the ingest serves its sites", timeout: .seconds(60)) { log().contains("Sites claimed") }
         let agentLog = work + "/agent.log"
         let agent = try ChildProcess(
             executable,
