@@ -6,6 +6,7 @@ import BeaconWire
 import CommandLineSupport
 import Foundation
 import Logging
+import MetricsEndpoint
 import Mosquitto
 import ServiceLifecycle
 import Synchronization
@@ -46,6 +47,8 @@ struct BridgeCommand: AsyncParsableCommand {
     @OptionGroup(title: "Broker of beaconflow (the agents')") var brokerOptions: BrokerOptions
     @Option(help: "Directory of the agents' spools, one each (<site>-<agent>, as `beaconflow agent` keeps its own).")
     var spool = ".beaconflow/spool"
+    @Option(help: "Where /metrics (the agents' families of docs/metrics.md, summed over the receivers) and /healthz (200 while every receiver's agent is connected to the broker) listen: HOST:PORT, [IPv6]:PORT, or 'none'.")
+    var metricsListen = "none"
     @Option(help: "Log level.") var logLevel: Logger.Level = .info
     @Option(help: "Log lines as 'text' (the default), 'json' (one object per line) or 'logfmt'.")
     var logFormat: LogFormat = .text
@@ -54,6 +57,9 @@ struct BridgeCommand: AsyncParsableCommand {
         guard !receiver.isEmpty else { throw ValidationError("name at least one --receiver NAME=AGENT") }
         guard Set(routes.map(\.agent)).count == routes.count else { throw ValidationError("each --receiver needs an agent of its own") }
         guard Set(routes.map(\.name)).count == routes.count else { throw ValidationError("a --receiver is named twice") }
+        guard (try? MetricsListenAddress.parse(metricsListen)) != nil else {
+            throw ValidationError("--metrics-listen must be HOST:PORT, [IPv6]:PORT or 'none', not '\(metricsListen)'")
+        }
     }
 
     /// Each receiver's name and the agent id it runs as.
@@ -67,6 +73,9 @@ struct BridgeCommand: AsyncParsableCommand {
     func run() async throws {
         bootstrapLogging(level: logLevel, format: logFormat)
         let logger = Logger(label: "beaconflow.bridge")
+        let metrics = try? MetricsListenAddress.parse(metricsListen)
+        // Before the agents make their counters, so that they report here.
+        let registry = metrics.flatMap { $0 }.map { _ in MetricsListenAddress.bootstrapRegistry(families: AgentMetrics.all) }
         var peerBroker: BrokerAddress
         var agents: [String: (source: HandedSource, agent: Agent)] = [:]
         do {
@@ -88,8 +97,23 @@ struct BridgeCommand: AsyncParsableCommand {
             clientID: "beaconflow-bridge-\(site)", tls: try peerBroker.tls(caFile: nil, certificateFile: nil, keyFile: nil))
         let service = BridgeService(
             format: format, topic: topic ?? format.topicFilter, peer: peer, agents: agents, logger: logger)
+        var endpoint: MetricsEndpoint?
+        if let metrics = metrics.flatMap({ $0 }), let registry {
+            let running = agents.values.map(\.agent)
+            do {
+                endpoint = try metrics.serve(registry, logger: logger) {
+                    let health = running.map(\.health)
+                    let connected = health.filter(\.brokerConnected).count
+                    return MetricsEndpoint.Health(
+                        healthy: connected == health.count,
+                        json: #"{"agents":\#(health.count),"agents_connected":\#(connected),"pending_batches":\#(health.reduce(0) { $0 + $1.pendingBatches })}"#)
+                }
+            } catch {
+                throw ValidationError("\(error)")
+            }
+        }
         do {
-            try await runUntilSignalled(service, metrics: nil, logger: logger)
+            try await runUntilSignalled(service, metrics: endpoint, logger: logger)
         } catch let error as MQTTError {
             logger.critical("MQTT client setup failed", metadata: ["error": "\(error)"])
             throw ExitCode(69)

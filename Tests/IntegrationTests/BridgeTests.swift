@@ -18,10 +18,10 @@ struct BridgeTests {
     static let iBeacon = "ibeacon:e2c56db5-dffb-48d2-b060-d0f5a71096e0:1:2"
 
     /// Publishes `messages` (topic, JSON) every 200 ms while the bridge runs, until `done` holds or 60 s pass;
-    /// then stops the bridge with SIGTERM and returns its log and exit code.
+    /// then reads its `/healthz` and `/metrics`, stops it with SIGTERM and returns its log, exit code and both.
     func bridge(
         _ arguments: [String], messages: [(String, String)], until done: (PostgresConnection) throws -> Bool
-    ) async throws -> (log: String, exitCode: Int32?, done: Bool) {
+    ) async throws -> (log: String, exitCode: Int32?, done: Bool, health: String, metrics: String) {
         let executable = try #require(beaconflowExecutable)
         let work = try makeTemporaryDirectory(prefix: "bridge")
         defer { try? FileManager.default.removeItem(atPath: work) }
@@ -30,8 +30,11 @@ struct BridgeTests {
         let ingest = try await startIngestProcess(broker: broker, database: database, work: work)
         defer { ingest.process.terminate() }
         let bridgeLog = work + "/bridge.log"
+        let metricsPort = try freeLoopbackPort()
         let bridge = try ChildProcess(
-            executable, ["bridge", "--from", broker.url, "--broker", broker.url, "--spool", work + "/spool"] + arguments,
+            executable,
+            ["bridge", "--from", broker.url, "--broker", broker.url, "--spool", work + "/spool", "--metrics-listen", "127.0.0.1:\(metricsPort)"]
+                + arguments,
             standardOutputPath: bridgeLog, standardErrorPath: bridgeLog)
         var configuration = MQTTClient.Configuration(host: "127.0.0.1", port: broker.port, clientID: "receivers")
         configuration.reconnectDelayMinimum = .milliseconds(50)
@@ -49,9 +52,11 @@ struct BridgeTests {
             }
             try await Task.sleep(for: .milliseconds(200))
         }
+        let health = (try? httpGet(port: metricsPort, path: "/healthz")).map { $0.status + " " + $0.body } ?? ""
+        let metrics = (try? httpGet(port: metricsPort, path: "/metrics").body) ?? ""
         bridge.terminate(SIGTERM)
         _ = await bridge.exit()
-        return ((try? String(contentsOfFile: bridgeLog, encoding: .utf8)) ?? "", bridge.exitCode, finished)
+        return ((try? String(contentsOfFile: bridgeLog, encoding: .utf8)) ?? "", bridge.exitCode, finished, health, metrics)
     }
 
     func sightingsByAgent(_ connection: PostgresConnection, _ beacon: String) throws -> [String: Int] {
@@ -89,6 +94,10 @@ struct BridgeTests {
         #expect(result.exitCode == 0, "\(result.log)")
         #expect(result.log.contains("A receiver no --receiver names is passed over") && result.log.contains("attic"), "\(result.log)")
         #expect(!result.log.contains("could not be read"), "\(result.log)")
+        // Its /healthz says both receivers' agents are connected; /metrics counts what they sent.
+        #expect(result.health.contains("200") && result.health.contains(#""agents":2,"agents_connected":2"#), "\(result.health)")
+        let acknowledged = result.metrics.split(separator: "\n").first { $0.hasPrefix("beaconflow_agent_batches_acknowledged_total ") }
+        #expect(acknowledged.flatMap { Double($0.split(separator: " ")[1]) }.map { $0 > 0 } == true, "\(result.metrics.prefix(3000))")
     }
 
     @Test func espresenseRoomsRunAsTheSitesAgents() async throws {
