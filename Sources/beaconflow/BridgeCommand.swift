@@ -57,7 +57,9 @@ struct BridgeCommand: AsyncParsableCommand {
         guard !receiver.isEmpty else { throw ValidationError("name at least one --receiver NAME=AGENT") }
         guard Set(routes.map(\.agent)).count == routes.count else { throw ValidationError("each --receiver needs an agent of its own") }
         guard Set(routes.map(\.name)).count == routes.count else { throw ValidationError("a --receiver is named twice") }
-        guard (try? MetricsListenAddress.parse(metricsListen)) != nil else {
+        do {
+            _ = try MetricsListenAddress.parse(metricsListen)
+        } catch {
             throw ValidationError("--metrics-listen must be HOST:PORT, [IPv6]:PORT or 'none', not '\(metricsListen)'")
         }
     }
@@ -73,9 +75,10 @@ struct BridgeCommand: AsyncParsableCommand {
     func run() async throws {
         bootstrapLogging(level: logLevel, format: logFormat)
         let logger = Logger(label: "beaconflow.bridge")
-        let metrics = try? MetricsListenAddress.parse(metricsListen)
+        // Checked by `validate()`: an address, or nil for 'none'.
+        let metrics = (try? MetricsListenAddress.parse(metricsListen)) ?? nil
         // Before the agents make their counters, so that they report here.
-        let registry = metrics.flatMap { $0 }.map { _ in MetricsListenAddress.bootstrapRegistry(families: AgentMetrics.all) }
+        let registry = metrics.map { _ in MetricsListenAddress.bootstrapRegistry(families: AgentMetrics.all) }
         var peerBroker: BrokerAddress
         var agents: [String: (source: HandedSource, agent: Agent)] = [:]
         do {
@@ -98,7 +101,7 @@ struct BridgeCommand: AsyncParsableCommand {
         let service = BridgeService(
             format: format, topic: topic ?? format.topicFilter, peer: peer, agents: agents, logger: logger)
         var endpoint: MetricsEndpoint?
-        if let metrics = metrics.flatMap({ $0 }), let registry {
+        if let metrics, let registry {
             let running = agents.values.map(\.agent)
             do {
                 endpoint = try metrics.serve(registry, logger: logger) {
