@@ -120,7 +120,7 @@ public struct PeerGatewayMessage: Sendable, Equatable {
         }
         var frames: [AdvertisingDataBuilder] = []
         if let text = device.manufacturerdata {
-            guard let bytes = hexBytes(text), bytes.count >= 2 else {
+            guard let bytes = try? [UInt8](hex: text), bytes.count >= 2 else {
                 throw PeerGatewayError(.invalid, "'manufacturerdata' is not hex with a company id")
             }
             var data = AdvertisingDataBuilder()
@@ -128,7 +128,7 @@ public struct PeerGatewayMessage: Sendable, Equatable {
             frames.append(data)
         }
         if let text = device.servicedata {
-            guard let bytes = hexBytes(text) else { throw PeerGatewayError(.invalid, "'servicedata' is not hex") }
+            guard let bytes = try? [UInt8](hex: text) else { throw PeerGatewayError(.invalid, "'servicedata' is not hex") }
             guard let uuid = device.servicedatauuid.flatMap(serviceUUID) else {
                 throw PeerGatewayError(.invalid, "'servicedata' without a 16-, 32- or 128-bit 'servicedatauuid'")
             }
@@ -170,7 +170,7 @@ public struct PeerGatewayMessage: Sendable, Equatable {
         case "iBeacon", "altBeacon":
             // <uuid with its four dashes>-<major>-<minor>
             let parts = rest.split(separator: "-", omittingEmptySubsequences: false)
-            guard parts.count == 7, let uuid = hexBytes(parts[0..<5].joined()), uuid.count == 16,
+            guard parts.count == 7, let uuid = try? [UInt8](hex: parts[0..<5].joined()), uuid.count == 16,
                 let major = UInt16(parts[5]), let minor = UInt16(parts[6])
             else {
                 throw PeerGatewayError(.invalid, "'id' is not \(kind):<uuid>-<major>-<minor>: \(escapedForLog(id.prefix(80)))")
@@ -187,7 +187,7 @@ public struct PeerGatewayMessage: Sendable, Equatable {
         case "eddy":
             // ESPresense prints the namespace's fifth byte twice (eleven bytes for ten); an id of ten is taken as is.
             let parts = rest.split(separator: "-")
-            guard parts.count == 2, var namespace = hexBytes(parts[0]), let instance = hexBytes(parts[1]), instance.count == 6,
+            guard parts.count == 2, var namespace = try? [UInt8](hex: parts[0]), let instance = try? [UInt8](hex: parts[1]), instance.count == 6,
                 namespace.count == 10 || (namespace.count == 11 && namespace[4] == namespace[5])
             else {
                 throw PeerGatewayError(.invalid, "'id' is not eddy:<namespace>-<instance>: \(escapedForLog(id.prefix(80)))")
@@ -219,35 +219,12 @@ public struct PeerGatewayMessage: Sendable, Equatable {
     /// A service data UUID as its AD type and little-endian bytes: `feaa`, `0xfeaa`, 8 or 32 hex digits (dashes
     /// allowed).
     private static func serviceUUID(_ text: String) -> (type: UInt8, bytes: [UInt8])? {
-        var digits = text.lowercased().replacingOccurrences(of: "-", with: "")
-        if digits.hasPrefix("0x") { digits.removeFirst(2) }
-        guard let bytes = hexBytes(digits) else { return nil }
+        guard let bytes = try? [UInt8](hex: text) else { return nil }
         switch bytes.count {
         case 2: return (0x16, bytes.reversed())
         case 4: return (0x20, bytes.reversed())
         case 16: return (0x21, bytes.reversed())
         default: return nil
-        }
-    }
-
-    private static func hexBytes<S: StringProtocol>(_ text: S) -> [UInt8]? {
-        let digits = Array(text.utf8)
-        guard digits.count % 2 == 0 else { return nil }
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(digits.count / 2)
-        for index in stride(from: 0, to: digits.count, by: 2) {
-            guard let high = hexValue(digits[index]), let low = hexValue(digits[index + 1]) else { return nil }
-            bytes.append(high << 4 | low)
-        }
-        return bytes
-    }
-
-    private static func hexValue(_ digit: UInt8) -> UInt8? {
-        switch digit {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): digit - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): digit - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): digit - UInt8(ascii: "A") + 10
-        default: nil
         }
     }
 }

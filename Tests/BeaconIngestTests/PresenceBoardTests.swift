@@ -126,17 +126,20 @@ import Testing
             row("ibeacon:a:1:1", "humidity", 53.49, "percent"), row("ibeacon:a:1:1", "temperature", 21.5, "celsius"),
             row("ibeacon:a:1:1", "door", 1, "boolean"), row("passer-by", "humidity", 40, "percent"),
         ])
-        #expect(first.map(\.topic) == [
-            "homeassistant/sensor/beaconflow/\(key)_hq_r_humidity/config", "homeassistant/binary_sensor/beaconflow/\(key)_hq_r_door/config", topic,
+        #expect(first.configs.map(\.topic) == [
+            "homeassistant/sensor/beaconflow/\(key)_hq_r_humidity/config", "homeassistant/binary_sensor/beaconflow/\(key)_hq_r_door/config",
         ])
-        let humidity = String(decoding: first[0].payload, as: UTF8.self)
+        #expect(first.states.map(\.topic) == [topic])
+        let humidity = String(decoding: first.configs[0].payload, as: UTF8.self)
         #expect(humidity.contains(#""device_class":"humidity""#) && humidity.contains(#""unit_of_measurement":"%""#), "\(humidity)")
         #expect(humidity.contains(#""value_template":"{{ value_json.humidity }}""#) && humidity.contains(#""state_topic":"\#(topic)""#))
-        #expect(String(decoding: first[1].payload, as: UTF8.self).contains(#""device_class":"door""#))
-        #expect(String(decoding: first[2].payload, as: UTF8.self) == #"{"door":1,"humidity":53.49,"temperature":21.5}"#)
+        #expect(String(decoding: first.configs[1].payload, as: UTF8.self).contains(#""device_class":"door""#))
+        #expect(String(decoding: first.states[0].payload, as: UTF8.self) == #"{"door":1,"humidity":53.49,"temperature":21.5}"#)
         // The same values again: nothing; a new one: the topic alone.
-        #expect(board.readings([row("ibeacon:a:1:1", "humidity", 53.49, "percent")]).isEmpty)
-        #expect(board.readings([row("ibeacon:a:1:1", "humidity", 54, "percent")]).map(\.topic) == [topic])
+        let again = board.readings([row("ibeacon:a:1:1", "humidity", 53.49, "percent")])
+        #expect(again.configs.isEmpty && again.states.isEmpty)
+        let newer = board.readings([row("ibeacon:a:1:1", "humidity", 54, "percent")])
+        #expect(newer.configs.isEmpty && newer.states.map(\.topic) == [topic])
         // Kept at start like the beacon's other entities.
         #expect(board.discoveryFound(["sensor/\(key)_hq_r_humidity": [topic]]).isEmpty)
     }

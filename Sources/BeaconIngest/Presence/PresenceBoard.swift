@@ -143,10 +143,12 @@ struct PresenceBoard: Sendable {
     }
 
     /// Sensor readings stored: each published beacon's latest value of each quantity on its readings topic, when
-    /// they changed; with discovery, a registry beacon's entity of a quantity the first time it reports it at a site.
-    mutating func readings(_ rows: [SensorReadingRow]) -> [Message] {
+    /// they changed (`states`); with discovery, a registry beacon's entity of a quantity the first time it reports it
+    /// at a site (`configs`).
+    mutating func readings(_ rows: [SensorReadingRow]) -> (configs: [Message], states: [Message]) {
         var changed: [String: Set<String>] = [:]
-        var messages: [Message] = []
+        var configs: [Message] = []
+        var states: [Message] = []
         for row in rows where placed[row.siteID] != nil && publishes(row.beaconID) {
             var entry = readings[row.siteID, default: [:]][row.beaconID] ?? ([:], [])
             if entry.values[row.reading.quantity] == nil, let discovery, labels[row.beaconID] != nil,
@@ -155,7 +157,7 @@ struct PresenceBoard: Sendable {
                     unit: row.reading.unit),
                 discoveryPublished.insert(config.key).inserted
             {
-                messages.append(Message(topic: discovery.topic(key: config.key), payload: config.payload))
+                configs.append(Message(topic: discovery.topic(key: config.key), payload: config.payload))
             }
             entry.values[row.reading.quantity] = row.reading.value
             readings[row.siteID, default: [:]][row.beaconID] = entry
@@ -168,10 +170,10 @@ struct PresenceBoard: Sendable {
                 guard payload != entry.payload else { continue }
                 entry.payload = payload
                 readings[site]?[beaconID] = entry
-                messages.append(Message(topic: topic, payload: payload, unregistered: labels[beaconID] == nil))
+                states.append(Message(topic: topic, payload: payload, unregistered: labels[beaconID] == nil))
             }
         }
-        return messages
+        return (configs, states)
     }
 
     /// Configs found on the broker at start (by key, with the state topics each reads): those this ingest would

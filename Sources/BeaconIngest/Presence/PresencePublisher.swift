@@ -83,9 +83,7 @@ final class PresencePublisher {
         enqueue(board.apply(changes))
         let now = ContinuousClock.now
         // Configs go at once; a beacon's condition and readings at most once per `conditionInterval` each.
-        let (configs, states) = board.readings(readings).reduce(into: ([PresenceBoard.Message](), [PresenceBoard.Message]())) { split, message in
-            if message.topic.hasSuffix("/config") { split.0.append(message) } else { split.1.append(message) }
-        }
+        let (configs, states) = board.readings(readings)
         enqueue(configs)
         for message in board.condition(health) + states {
             if let sent = conditionSent[message.topic], now - sent < configuration.conditionInterval {

@@ -1,4 +1,3 @@
-import Foundation
 import LibPQ
 import Logging
 import WorkQueue
@@ -194,7 +193,7 @@ extension Ingest {
                 writer.report(
                     status: instanceStatus.json(
                         ingest.instruments.statistics, brokers: ingest.configuration.mqtt.failover.count + 1,
-                        nowMicros: Int64(Date().timeIntervalSince1970 * 1_000_000)))
+                        nowMicros: ingest.clock.nowMicros()))
             }
         }
 
