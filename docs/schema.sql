@@ -1366,6 +1366,20 @@ CREATE VIEW beaconflow.visits AS
 ALTER TABLE beaconflow.visits OWNER TO postgres;
 
 --
+-- Name: waiting_frames; Type: TABLE; Schema: beaconflow; Owner: postgres
+--
+
+CREATE TABLE beaconflow.waiting_frames (
+    site_id text NOT NULL,
+    agent_id text NOT NULL,
+    address bigint NOT NULL,
+    ts bigint NOT NULL,
+    frame bytea NOT NULL
+);
+
+ALTER TABLE beaconflow.waiting_frames OWNER TO postgres;
+
+--
 -- Name: zone_checkpoints; Type: TABLE; Schema: beaconflow; Owner: postgres
 --
 
@@ -1614,6 +1628,13 @@ ALTER TABLE ONLY beaconflow.site_registry
 
 ALTER TABLE ONLY beaconflow.visits_raw
     ADD CONSTRAINT visits_raw_pkey PRIMARY KEY (site_id, beacon_id, enter_ts);
+
+--
+-- Name: waiting_frames waiting_frames_pkey; Type: CONSTRAINT; Schema: beaconflow; Owner: postgres
+--
+
+ALTER TABLE ONLY beaconflow.waiting_frames
+    ADD CONSTRAINT waiting_frames_pkey PRIMARY KEY (site_id, agent_id, address, ts);
 
 --
 -- Name: zone_checkpoints zone_checkpoints_pkey; Type: CONSTRAINT; Schema: beaconflow; Owner: postgres
@@ -2136,6 +2157,12 @@ GRANT SELECT ON TABLE beaconflow.telemetry TO beaconflow_reader;
 
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE beaconflow.visits TO beaconflow_writer;
 GRANT SELECT ON TABLE beaconflow.visits TO beaconflow_reader;
+
+--
+-- Name: TABLE waiting_frames; Type: ACL; Schema: beaconflow; Owner: postgres
+--
+
+GRANT SELECT,INSERT,DELETE ON TABLE beaconflow.waiting_frames TO beaconflow_writer;
 
 --
 -- Name: TABLE zone_checkpoints; Type: ACL; Schema: beaconflow; Owner: postgres

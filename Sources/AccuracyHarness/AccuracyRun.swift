@@ -62,6 +62,9 @@ public struct AccuracyRun: Sendable {
             var score = AccuracyScore(
                 scenario: scenario, site: site.id, beaconIDs: simulator.beaconIDs, visits: views.visits, minutes: views.minutes)
             score.phantomBeacons = views.beacons.subtracting(simulator.beaconIDs.values).count
+            let beacons = Set(simulator.beaconIDs.values)
+            score.addressRows = views.addressRows.filter { !beacons.contains($0.key) }.values.reduce(0, +)
+            score.runHours = Double(scenario.durationSeconds) / 3600
             scores[site.id] = score
         }
         return scores

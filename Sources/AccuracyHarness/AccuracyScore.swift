@@ -44,6 +44,12 @@ public struct AccuracyScore: Sendable, Equatable {
     /// the pipeline did not tie to its beacon. Counted by a pipeline run (`AccuracyRun`) over every beacon the
     /// site stored; 0 without servers, where every reading is a scenario beacon's.
     public var phantomBeacons = 0
+    /// Sighting and telemetry rows stored under an address id (`mac:`) that is no beacon of the scenario: frames
+    /// the pipeline did not tie to the identity sent from the same address. Counted by a pipeline run.
+    public var addressRows = 0
+    /// The length of the run scored, for `addressRowsPerHour`.
+    public var runHours = 0.0
+    public var addressRowsPerHour: Double { runHours == 0 ? 0 : Double(addressRows) / runHours }
     /// Where the truth is positions (a recording): the stored positions (`beacon_position_history`) against
     /// where the beacon was at each; empty where the site stored none.
     public var positions = RecordedWalk.PositionErrors()

@@ -55,8 +55,11 @@ struct PipelineUnderTest {
         }
     }
 
-    /// A site's `visits` and `zone_occupancy` rows, and every beacon it stored.
-    func views(site: String) async throws -> (visits: [AccuracyScore.Visit], minutes: [AccuracyScore.ZoneMinute], beacons: Set<String>) {
+    /// A site's `visits` and `zone_occupancy` rows, every beacon it stored, and the sighting and telemetry rows it
+    /// stored under each address id (`mac:`).
+    func views(site: String) async throws -> (
+        visits: [AccuracyScore.Visit], minutes: [AccuracyScore.ZoneMinute], beacons: Set<String>, addressRows: [String: Int]
+    ) {
         try await onThread { [conninfo] in
             let connection = try PostgresConnection(conninfo)
             let visits = try connection.query(
@@ -74,7 +77,15 @@ struct PipelineUnderTest {
             // Every beacon the site stored (sightings, telemetry, visits), not only those with visits.
             let beacons = try connection.query("SELECT beacon_id FROM beaconflow.beacons WHERE site_id = $1", [site])
                 .map { try $0.decode(0, as: String.self) }
-            return (visits, minutes, Set(beacons))
+            var addressRows: [String: Int] = [:]
+            for view in ["sightings", "telemetry"] {
+                for row in try connection.query(
+                    "SELECT beacon_id, count(*) FROM beaconflow.\(view) WHERE site_id = $1 AND beacon_id LIKE 'mac:%' GROUP BY 1", [site])
+                {
+                    addressRows[try row.decode(0), default: 0] += Int(try row.decode(1, as: Int64.self))
+                }
+            }
+            return (visits, minutes, Set(beacons), addressRows)
         }
     }
 }

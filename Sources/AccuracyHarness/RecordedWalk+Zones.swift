@@ -45,6 +45,8 @@ extension RecordedWalk {
         let views = try await pipeline.views(site: site.id)
         var score = AccuracyScore(stays: stays, start: start, end: end, visits: views.visits, minutes: views.minutes)
         score.phantomBeacons = views.beacons.subtracting(stays.keys).count
+        score.addressRows = views.addressRows.filter { stays[$0.key] == nil }.values.reduce(0, +)
+        score.runHours = (end - start) / 3600
         var truthIndex: [String: Int] = [:]
         for stored in try await pipeline.positions(site: site.id) {
             var index = truthIndex[stored.beacon] ?? 0

@@ -20,7 +20,7 @@ struct AccuracyCommand: AsyncParsableCommand {
 
             With --recording, plays a recording of real radio (docs/recordings.md: the readings, <name>.positions.csv the true positions, sites.yaml beside them) through agents, a throwaway mosquitto, the ingest and a throwaway PostgreSQL with that sites file as it is (chosen; with --set, the zone keys given replace its own), and scores nearest on the same readings; the true stays are the zones the positions lie in. Where the sites file gives the receivers' positions (at), also the x/y error of the weighted centroid of the three loudest receivers (received power as weights), each second.
 
-            Columns: zone accuracy (beacon-seconds in the right zone, the first 5 s of each stay not counted); false changes (visits beyond the true stays, per beacon-hour); enter and exit error (median |recorded − true| time of the visit that matches each stay); occupancy within one (zone-minutes counted within ±1 of the truth, a beacon counting where it spent at least 30 s of the minute); occupancy exact (zone-minutes counted exactly right); occupancy error (mean |counted − true| per zone-minute); missed stays (true stays without any visit in their zone); phantom beacons (--scenario: beacons stored of their own, with sightings, telemetry or visits, that are no beacon of the scenario: an address whose identity the pipeline did not tie to it).
+            Columns: zone accuracy (beacon-seconds in the right zone, the first 5 s of each stay not counted); false changes (visits beyond the true stays, per beacon-hour); enter and exit error (median |recorded − true| time of the visit that matches each stay); occupancy within one (zone-minutes counted within ±1 of the truth, a beacon counting where it spent at least 30 s of the minute); occupancy exact (zone-minutes counted exactly right); occupancy error (mean |counted − true| per zone-minute); missed stays (true stays without any visit in their zone); phantom beacons (through the pipeline: beacons stored of their own, with sightings, telemetry or visits, that are no beacon of the scenario: an address whose identity the pipeline did not tie to it); address rows per hour (through the pipeline: sighting and telemetry rows stored under such addresses, per hour of the run).
 
             Examples:
               beaconflow accuracy --scenario deploy/scenarios/boundaries.yaml
@@ -41,6 +41,8 @@ struct AccuracyCommand: AsyncParsableCommand {
     var calibration: [String] = []
     @Flag(help: "With --recording: play the recordings back to back as one, 10 s apart (a recording given twice plays twice), so that the site's history learns over all of them.")
     var backToBack = false
+    @Flag(help: "With --preset: play each generated scenario through the real pipeline (agents, mosquitto, the ingest, PostgreSQL) with the defaults, instead of every method without servers.")
+    var throughPipeline = false
     @Flag(help: "With --scenario: score the ingest's defaults and peers' methods without servers, as with --preset.")
     var offline = false
     @Option(help: "Seeds of the generated scenarios: a range (1-5) or a list (1,4,7).") var seeds = "1-5"
@@ -58,6 +60,7 @@ struct AccuracyCommand: AsyncParsableCommand {
             guard scenario == nil, preset == nil else { throw ValidationError("give --recording, --scenario or --preset, not two") }
             return try await runRecordings(recording)
         }
+        guard !throughPipeline || preset != nil else { throw ValidationError("--through-pipeline goes with --preset") }
         switch (scenario, preset) {
         case (let path?, nil) where offline:
             do {
@@ -66,7 +69,7 @@ struct AccuracyCommand: AsyncParsableCommand {
                 throw ValidationError(error.message)
             }
         case (let path?, nil): try await runPipeline(path)
-        case (nil, let preset?): try runGenerated(preset)
+        case (nil, let preset?): try await runGenerated(preset)
         default: throw ValidationError("give either --scenario or --preset")
         }
     }
@@ -125,7 +128,7 @@ struct AccuracyCommand: AsyncParsableCommand {
     }
 
     /// Generated scenarios, every method, no servers.
-    func runGenerated(_ presetName: String) throws {
+    func runGenerated(_ presetName: String) async throws {
         let presets = presetName == "all" ? ScenarioFamily.presets : try ScenarioFamily.preset(named: presetName).map { [$0] }
             ?? { throw ValidationError("unknown --preset '\(presetName)'; known: easy, hard, harsh, large, all") }()
         let seedList = try Self.seeds(seeds)
@@ -138,7 +141,17 @@ struct AccuracyCommand: AsyncParsableCommand {
                 scenarios.append((preset.name, try ScenarioFamily.scenario(preset, seed: seed, beacons: beacons, durationSeconds: duration)))
             }
         }
-        try runOffline(scenarios)
+        guard throughPipeline else { return try runOffline(scenarios) }
+        let method = try chosen()
+        let (logger, database) = try await startPipelineRun(column: "site")
+        for (group, scenario) in scenarios {
+            let scores = try await AccuracyRun(scenario: scenario, method: method).run(database: database, logger: logger)
+            for site in scenario.sites.map(\.id) {
+                guard let score = scores[site] else { continue }
+                let name = scenario.sites.count == 1 ? "\(group) seed \(scenario.seed)" : "\(group) seed \(scenario.seed) \(site)"
+                print(json ? Self.json(score, method: method.name, site: name) : Self.row(score, method: method, site: name))
+            }
+        }
     }
 
     /// Every method on each scenario; a table row per group of scenarios and method, or JSON per scenario.
@@ -271,8 +284,8 @@ struct AccuracyCommand: AsyncParsableCommand {
         }
         let database = try await PostgresServer.start()
         if !json {
-            print("| method | \(column) | zone accuracy | zone wrong, every second | false changes / beacon-h | enter error (median) | exit error (median) | occupancy error / zone-minute | missed stays | phantom beacons |")
-            print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+            print("| method | \(column) | zone accuracy | zone wrong, every second | false changes / beacon-h | enter error (median) | exit error (median) | occupancy error / zone-minute | missed stays | phantom beacons | address rows / h |")
+            print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         }
         return (Logger(label: "beaconflow.accuracy"), database)
     }
@@ -282,9 +295,10 @@ struct AccuracyCommand: AsyncParsableCommand {
     static func row(_ score: AccuracyScore, method: String, site: String) -> String {
         func seconds(_ value: Double?) -> String { value.map { String(format: "%.1f s", $0) } ?? "–" }
         return String(
-            format: "| %@ | %@ | %.1f %% | %.1f %% | %.2f | %@ | %@ | %.3f | %d of %d | %d |", method, site, score.zoneAccuracy * 100,
+            format: "| %@ | %@ | %.1f %% | %.1f %% | %.2f | %@ | %@ | %.3f | %d of %d | %d | %.1f |", method, site, score.zoneAccuracy * 100,
             score.zoneWrongEverySecond * 100, score.falseChangesPerBeaconHour, seconds(score.medianEnterErrorSeconds), seconds(score.medianExitErrorSeconds),
-            score.occupancyMeanAbsoluteError, score.missedStays, score.trueStays, score.phantomBeacons)
+            score.occupancyMeanAbsoluteError, score.missedStays, score.trueStays, score.phantomBeacons,
+            score.addressRowsPerHour)
     }
 
     static func json(_ score: AccuracyScore, method: String, site: String) -> String {
@@ -299,7 +313,7 @@ struct AccuracyCommand: AsyncParsableCommand {
             "occupancy_mean_absolute_error": \(number(score.occupancyMeanAbsoluteError)), \
             "occupancy_within_one": \(number(score.occupancyWithinOne)), "occupancy_exact": \(number(score.occupancyExact)), \
             "zone_minutes": \(score.zoneMinutes), \
-            "phantom_beacons": \(score.phantomBeacons)}
+            "phantom_beacons": \(score.phantomBeacons), "address_rows_per_hour": \(number(score.addressRowsPerHour))}
             """
     }
 }

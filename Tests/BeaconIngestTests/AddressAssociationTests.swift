@@ -50,17 +50,86 @@ import Testing
         #expect(output.sightings.map(\.beaconID) == [Self.ibeacon])
     }
 
-    /// An address no agent tied to an identity, or tied longer ago than an address lives, stays an address beacon.
+    /// An address no agent tied to an identity, or tied longer ago than an address lives, stays an address beacon:
+    /// its frames wait for an identity, then are stored under the address.
     @Test func anAddressWithoutAKnownIdentityStaysAnAddressBeacon() throws {
         var pipeline = IngestPipeline(sites: try SitesConfiguration.parse(testSites))
-        let unknown = pipeline.apply(
+        let first = pipeline.apply(
             Self.batch("hq-a1", 1, [Sighting(timeMicros: Self.at(0), beacon: Self.bare, rssi: -70, data: Self.url)]), nowMicros: Self.at(1))
-        #expect(unknown.sightings.map(\.beaconID) == ["mac:C0:FF:EE:00:00:01"])
-        _ = pipeline.apply(Self.batch("hq-a1", 2, [Sighting(timeMicros: Self.at(10), beacon: Self.identified, rssi: -60)]), nowMicros: Self.at(11))
+        #expect(first.sightings.isEmpty && pipeline.framesWaiting == 1)
+        // Another beacon's batch after the wait: the frame is stored under its address.
+        let other = BeaconKey(beaconID: "mac:C0:FF:EE:00:00:09", address: 0xC0FF_EE00_0009, addressIsRandom: true)
+        let unknown = pipeline.apply(
+            Self.batch("hq-a2", 1, [Sighting(timeMicros: Self.at(40), beacon: other, rssi: -80)]), nowMicros: Self.at(41))
+        #expect(unknown.sightings.map(\.beaconID) == ["mac:C0:FF:EE:00:00:09", "mac:C0:FF:EE:00:00:01"])
+        #expect(unknown.waitingFrames.storedUnderAddress == 1 && pipeline.framesWaiting == 0)
+        _ = pipeline.apply(Self.batch("hq-a1", 2, [Sighting(timeMicros: Self.at(50), beacon: Self.identified, rssi: -60)]), nowMicros: Self.at(51))
         let lifetime = BeaconIdentity.addressLifetimeMicros / 1_000_000
         let late = pipeline.apply(
-            Self.batch("hq-a1", 3, [Sighting(timeMicros: Self.at(10 + lifetime + 1), beacon: Self.bare, rssi: -70, data: Self.url)]),
-            nowMicros: Self.at(11 + lifetime + 1))
-        #expect(late.sightings.map(\.beaconID) == ["mac:C0:FF:EE:00:00:01"])
+            Self.batch("hq-a1", 3, [Sighting(timeMicros: Self.at(50 + lifetime + 1), beacon: Self.bare, rssi: -70, data: Self.url)]),
+            nowMicros: Self.at(51 + lifetime + 1))
+        #expect(late.sightings.isEmpty && pipeline.framesWaiting == 1)
+        let expired = pipeline.expireWaiting(sites: nil, nowMicros: Self.at(51 + lifetime + 1) + AddressWait.waitMicros + 1)
+        #expect(expired.sightings.map(\.beaconID) == ["mac:C0:FF:EE:00:00:01"])
+    }
+}
+
+/// The frames a beacon sends before any receiver of the site has heard its identity wait for it.
+extension AddressAssociationTests {
+    /// hq-a1 hears the beacon's URL and TLM first; its iBeacon frame reaches hq-a2 four seconds later: every row is
+    /// the beacon's, the URL's and TLM's under hq-a1, and the telemetry once.
+    @Test func framesWaitForTheIdentityAnotherAgentHearsLater() throws {
+        var pipeline = IngestPipeline(sites: try SitesConfiguration.parse(testSites))
+        let early = pipeline.apply(
+            Self.batch("hq-a1", 1, [
+                Sighting(timeMicros: Self.at(0), beacon: Self.bare, rssi: -70, data: Self.url),
+                Sighting(timeMicros: Self.at(1), beacon: Self.bare, rssi: -71, data: Self.tlm),
+            ]),
+            nowMicros: Self.at(2))
+        #expect(early.sightings.isEmpty && early.telemetry.isEmpty)
+        #expect(early.waitingFrames.held.map(\.agent.agent) == ["hq-a1", "hq-a1"] && pipeline.framesWaiting == 2)
+        let identity = pipeline.apply(
+            Self.batch("hq-a2", 1, [Sighting(timeMicros: Self.at(4), beacon: Self.identified, rssi: -60)]), nowMicros: Self.at(5))
+        #expect(identity.sightings.map(\.beaconID) == [Self.ibeacon, Self.ibeacon, Self.ibeacon])
+        #expect(identity.sightings.map(\.agentID) == ["hq-a2", "hq-a1", "hq-a1"])
+        #expect(identity.sightings.map(\.timeMicros) == [Self.at(4), Self.at(0), Self.at(1)])
+        #expect(identity.telemetry.map(\.row.beaconID) == [Self.ibeacon] && identity.telemetry.map(\.row.agentID) == ["hq-a1"])
+        #expect(identity.waitingFrames.claimed == 2 && identity.waitingFrames.done.count == 2 && pipeline.framesWaiting == 0)
+        // Nothing is left to be stored under the address.
+        #expect(pipeline.expireWaiting(sites: nil, nowMicros: Self.at(100)).sightings.isEmpty)
+    }
+
+    /// Frames of devices that never send an identity (sensors, plain advertisers) are stored at once.
+    @Test func framesWithoutEddystoneDataDoNotWait() throws {
+        var pipeline = IngestPipeline(sites: try SitesConfiguration.parse(testSites))
+        let output = pipeline.apply(
+            Self.batch("hq-a1", 1, [Sighting(timeMicros: Self.at(0), beacon: Self.bare, rssi: -70)]), nowMicros: Self.at(1))
+        #expect(output.sightings.map(\.beaconID) == ["mac:C0:FF:EE:00:00:01"] && pipeline.framesWaiting == 0)
+    }
+
+    /// A transaction rolled back takes the frames it began to hold, or claimed, back with it.
+    @Test func aRolledBackTransactionRestoresTheWaitingFrames() throws {
+        var pipeline = IngestPipeline(sites: try SitesConfiguration.parse(testSites))
+        _ = pipeline.apply(
+            Self.batch("hq-a1", 1, [Sighting(timeMicros: Self.at(0), beacon: Self.bare, rssi: -70, data: Self.url)]), nowMicros: Self.at(1))
+        pipeline.beginTransaction()
+        let claimed = pipeline.apply(
+            Self.batch("hq-a2", 1, [Sighting(timeMicros: Self.at(2), beacon: Self.identified, rssi: -60)]), nowMicros: Self.at(3))
+        #expect(claimed.waitingFrames.claimed == 1 && pipeline.framesWaiting == 0)
+        pipeline.rollbackTransaction()
+        #expect(pipeline.framesWaiting == 1)
+    }
+
+    /// At most `maximumPerAddress` frames wait per address: beyond, the oldest is stored under the address.
+    @Test func anAddressHoldsABoundedNumberOfFrames() {
+        var wait = AddressWait()
+        let agent = AgentKey(site: "hq", agent: "hq-a1")
+        var overflow: [AddressWait.Frame] = []
+        for second in 0...Int64(AddressWait.maximumPerAddress) {
+            let sighting = Sighting(timeMicros: Self.at(second), beacon: Self.bare, rssi: -70, data: Self.tlm)
+            overflow += wait.hold(.init(agent: agent, sighting: sighting, arrivalMicros: Self.at(second)))
+        }
+        #expect(overflow.map(\.sighting.timeMicros) == [Self.at(0)] && wait.count == AddressWait.maximumPerAddress)
+        #expect(wait.claim(site: "hq", address: Self.address).count == AddressWait.maximumPerAddress && wait.count == 0)
     }
 }

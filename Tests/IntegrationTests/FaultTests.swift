@@ -63,7 +63,8 @@ struct FaultTests {
 
     /// Kill -9 of the ingest, SIGKILL of the broker (persistence off), an immediate stop of PostgreSQL, kill -9 of an
     /// agent and the same command again, all during one replay: every sighting is stored once with its capture
-    /// time to the microsecond (compared key by key with the captures), and every TLM transmission once.
+    /// time to the microsecond (compared key by key with the captures), every TLM transmission once, and every row
+    /// under its beacon's identity.
     @Test func everyPartFailsOnceDuringAReplayAndEverySightingIsStoredOnce() async throws {
         let executable = try #require(beaconflowExecutable)
         let work = try await Self.simulate(Self.scenario, sites: Self.sites, in: "faults", executable)
@@ -158,6 +159,12 @@ struct FaultTests {
         }
         #expect(telemetry.first?[0] == telemetry.first?[1], "a TLM transmission stored twice: \(telemetry)")
         #expect(telemetry.first?[0] == String(transmissions.count), "\(telemetry) rows for \(transmissions.count) transmissions")
+        // Every beacon of the scenario sends an identity: no row is stored under an address.
+        let addressRows = try await onThread {
+            try PostgresConnection(database.conninfo).query(
+                "SELECT (SELECT count(*) FROM beaconflow.sightings WHERE beacon_id LIKE 'mac:%'), (SELECT count(*) FROM beaconflow.telemetry WHERE beacon_id LIKE 'mac:%')")
+        }
+        #expect(addressRows.first?.values == ["0", "0"], "rows stored under an address: \(addressRows)")
         // Every fault happened: the ingest lost the broker and PostgreSQL and reconnected, and the agent resumed.
         #expect(ingestLog.contains("Broker connection lost") && ingestLog.contains("PostgreSQL connection lost; reconnecting"), "\(ingestLog.suffix(3000))")
         let againLog = (try? String(contentsOfFile: work + "/a1-again.log", encoding: .utf8)) ?? ""

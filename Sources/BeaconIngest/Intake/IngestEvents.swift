@@ -16,6 +16,8 @@ enum IngestEvent {
     /// For a site another instance serves (now): the agent sends them again, to the owner.
     case batchesNotServed(Int)
     case groupCommitted(CommittedGroup)
+    /// Frames that waited in vain for their address's identity were stored under it, when no batch came to.
+    case waitingFramesExpired(stored: Int, waiting: Int)
     case batchRejected(topic: String, Rejection)
     /// Not refused and not acknowledged: a condition of the database (a lock, a limit, a privilege) kept it out.
     /// The agent sends it again; it commits once the condition clears.
@@ -72,6 +74,8 @@ enum IngestEvent {
         var sensorReadings = 0
         var lateReadings = 0
         var evictedBeacons = 0
+        var framesWaiting = 0
+        var framesStoredUnderAddress = 0
         var newlyCloned: [ClonedBeacon] = []
         var undecodableFrames: [UndecodableFrame] = []
         var nanoseconds: Int64 = 0
@@ -99,6 +103,8 @@ final class IngestInstruments: Sendable {
     private let lateReadingsCounter = Counter(IngestMetrics.lateReadings)
     private let evictedBeaconsCounter = Counter(IngestMetrics.evictedBeacons)
     private let clonedBeaconsCounter = Counter(IngestMetrics.clonedBeacons)
+    private let framesWaitingGauge = Gauge(IngestMetrics.framesWaiting)
+    private let addressFramesCounter = Counter(IngestMetrics.addressFrames)
     private let reconnectCounter = Counter(IngestMetrics.databaseReconnects)
     private let databaseConnectedGauge = Gauge(IngestMetrics.databaseConnected)
     /// Status messages not used: not on a known agent's status topic, or not a valid status.
@@ -146,6 +152,9 @@ final class IngestInstruments: Sendable {
             statisticsState.withLock { $0.batchesNotServed += count }
         case .groupCommitted(let group):
             record(group)
+        case .waitingFramesExpired(let stored, let waiting):
+            addressFramesCounter.increment(by: stored)
+            framesWaitingGauge.record(waiting)
         case .batchRejected(let topic, let rejection):
             logger.warning(
                 "Batch rejected",
@@ -334,6 +343,8 @@ final class IngestInstruments: Sendable {
         sensorReadingsCounter.increment(by: group.sensorReadings)
         lateReadingsCounter.increment(by: group.lateReadings)
         evictedBeaconsCounter.increment(by: group.evictedBeacons)
+        addressFramesCounter.increment(by: group.framesStoredUnderAddress)
+        framesWaitingGauge.record(group.framesWaiting)
         clonedBeaconsCounter.increment(by: group.newlyCloned.count)
         for clone in group.newlyCloned {
             logger.warning(

@@ -21,6 +21,12 @@ public enum IngestMetrics {
     static let evictedBeacons = MetricFamily(
         "beaconflow_ingest_beacons_evicted_total", .counter,
         help: "Beacons whose in-memory state was let go to stay within --max-beacons.")
+    static let framesWaiting = MetricFamily(
+        "beaconflow_ingest_frames_waiting", .gauge,
+        help: "Eddystone URL and TLM frames of device addresses waiting (30 s at most) for an identity frame from the same address.")
+    static let addressFrames = MetricFamily(
+        "beaconflow_ingest_address_frames_total", .counter,
+        help: "Eddystone URL and TLM frames stored under their device address: no identity frame came from it while they waited.")
     static let clonedBeacons = MetricFamily(
         "beaconflow_ingest_cloned_beacons_total", .counter,
         help: "Beacon identities found advertised from two addresses at once (a copy of the beacon).")
@@ -88,7 +94,8 @@ public enum IngestMetrics {
         "beaconflow_ingest_presence_messages_waiting", .gauge, help: "Presence messages waiting for the publish rate.")
 
     public static let all: [MetricFamily] = [
-        batches, rejectedBatches, sightings, telemetry, sensorReadings, lateReadings, evictedBeacons, clonedBeacons, databaseReconnects,
+        batches, rejectedBatches, sightings, telemetry, sensorReadings, lateReadings, evictedBeacons, framesWaiting, addressFrames, clonedBeacons,
+        databaseReconnects,
         databaseConnected, statusesIgnored, agentIDsShared, statementErrors, commitSeconds, queueDepth, lag, clockOffset, agentsHeld, brokersConnected, siteClaims,
         sitesTakenOver, sitesHandedOver, sitesServed, sitesUnserved, sitesLost, unusableCheckpoints, undecodableFrames, sitesReloads,
         sitesFileDiffers,

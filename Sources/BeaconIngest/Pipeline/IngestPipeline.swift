@@ -53,6 +53,8 @@ public struct PipelineOutput: Sendable {
     public var deviceInfo: [DeviceInfoRow] = []
     public var undecodableFrames: [UndecodableFrame] = []
     public var zoneChanges: [ZoneChange] = []
+    /// Address frames that began or ended waiting for their identity (`AddressWait`).
+    var waitingFrames = WaitingFrames()
     /// Readings that came too late to move zones (from an agent its site had let go).
     public var lateReadings = 0
     /// Beacons forgotten to stay within `IngestPipeline.maximumBeacons`.
@@ -66,6 +68,7 @@ public struct PipelineOutput: Sendable {
         deviceInfo += other.deviceInfo
         undecodableFrames += other.undecodableFrames
         zoneChanges += other.zoneChanges
+        waitingFrames.append(other.waitingFrames)
         lateReadings += other.lateReadings
         evictedBeacons += other.evictedBeacons
     }
@@ -103,34 +106,36 @@ public struct IngestPipeline: Sendable {
     /// few, usually).
     static let filtersPerBeacon = 4
 
-    private var placements: [AgentKey: Placement] = [:]
+    var placements: [AgentKey: Placement] = [:]
     /// Zone assignment per site.
-    public private(set) var zoneTrackers: [String: SiteZoneTracker] = [:]
+    public internal(set) var zoneTrackers: [String: SiteZoneTracker] = [:]
     private var sightingsSincePrune = 0
     static let pruneEverySightings = 100_000
+    /// Address frames waiting for their identity.
+    var waiting = AddressWait()
     /// Identities by device address per site, for frames that arrived as `mac:` sightings.
-    private var identities = JournaledDictionary<AddressKey, AddressIdentity>()
+    var identities = JournaledDictionary<AddressKey, AddressIdentity>()
     /// The addresses each agent sent, for the batches that leave them out.
     private var addresses = AgentAddresses()
     /// Each beacon id once, shared by the per-beacon tables (not rolled back: a cache).
-    private var beaconIDs = BeaconIDInterner()
+    var beaconIDs = BeaconIDInterner()
     /// The pipeline as it was at `beginTransaction()`, without its per-beacon tables (journaled instead).
     private var undo: [IngestPipeline] = []
 
-    private struct AddressIdentity {
+    struct AddressIdentity {
         var beacon: ResolvedBeacon
         var timeMicros: Int64
     }
 
     /// What the sites file says about an agent.
-    private struct Placement {
+    struct Placement {
         var zone: String?
         var rssiOffsetDb: Double = 0
         var pathLossExponent: Double = 2.5
         var smoothing = RSSISmoothing.kalman
     }
 
-    private struct AddressKey: Hashable {
+    struct AddressKey: Hashable {
         var site: String
         var address: UInt64
     }
@@ -190,31 +195,24 @@ public struct IngestPipeline: Sendable {
         output.sightings.reserveCapacity(batch.sightings.count)
         var zoneReadings: [SiteZoneTracker.BeaconReading] = []
         zoneReadings.reserveCapacity(batch.sightings.count)
-        let agentNumber = proximity.number(of: agentKey)
+        let heardBy = HeardBy(agent: agentKey, number: proximity.number(of: agentKey), placement: placement, source: source)
         for (sighting, time) in zip(batch.sightings, timed.sightingTimes) {
             let beacon = identity(of: sighting, site: batch.siteID, timeMicros: time)
-            let beaconID = beacon.id
-            let (rssi, filtered) = smoothedReading(
-                beaconID: beaconID, agent: agentNumber, placement: placement, rssi: Double(sighting.rssi), timeMicros: time)
-            // A copy of the identity is stored as heard, but does not move the beacon's zone. A sighting whose
-            // address is unknown (left out, and not yet learnt) leaves the address last heard as it was.
-            let heardAs = sighting.beacon.addressAsBefore ? nil : HeardAs(sighting.beacon)
-            if !health.seen(beacon, siteID: batch.siteID, timeMicros: time, heardAs: heardAs) {
-                zoneReadings.append(SiteZoneTracker.BeaconReading(beaconID: beaconID, timeMicros: time, rssi: rssi))
+            if beacon.kind == .mac, AddressWait.waits(sighting) {
+                wait(sighting, at: time, heardBy: agentKey, nowMicros: nowMicros, into: &output)
+                continue
             }
-            output.sightings.append(
-                SightingRow(
-                    timeMicros: time, source: source, beaconID: beaconID, rssi: sighting.rssi,
-                    powerAt1mDbm: sighting.beacon.powerAt1mDbm, smoothedRSSI: filtered))
-            for content in sighting.frames {
-                dataFrame(content, of: sighting.beacon, resolved: beacon, batch: batch, timeMicros: time, into: &output)
+            if let reading = record(sighting, at: time, as: beacon, heardBy: heardBy, into: &output) { zoneReadings.append(reading) }
+            if beacon.kind != .mac, sighting.beacon.address != 0 {
+                claimWaiting(site: batch.siteID, address: sighting.beacon.address, as: beacon, into: &output)
             }
         }
         for (read, time) in zip(batch.characteristicReads, timed.readTimes) {
-            characteristicRead(read, batch: batch, timeMicros: time, into: &output)
+            characteristicRead(read, agent: agentKey, timeMicros: time, into: &output)
         }
         let lateBefore = zoneTrackers[batch.siteID]?.lateReadings ?? 0
         zoneTrackers[batch.siteID]?.add(zoneReadings, agent: batch.agentID)
+        output.append(expireWaiting(sites: nil, nowMicros: nowMicros))
         if let newest = output.sightings.map(\.timeMicros).max() {
             if inOrder {
                 agentProgressed(agentKey, newestMicros: max(newest, heldProgress.removeValue(forKey: agentKey) ?? .min), arrivalMicros: nowMicros)
@@ -255,7 +253,7 @@ public struct IngestPipeline: Sendable {
     }
 
     /// The agent's RSSI offset and its site's smoothing.
-    private mutating func smoothedReading(
+    mutating func smoothedReading(
         beaconID: String, agent: UInt32, placement: Placement, rssi heard: Double, timeMicros: Int64
     ) -> (rssi: Double, smoothed: Double) {
         let rssi = heard + placement.rssiOffsetDb
@@ -341,6 +339,8 @@ public struct IngestPipeline: Sendable {
     /// site handed over to another instance.
     public mutating func resetZones(sites: Set<String>) {
         for site in self.sites.sites where sites.contains(site.id) { zoneTrackers[site.id] = SiteZoneTracker(site: site) }
+        // Their waiting frames are in the database, for whoever serves the sites next.
+        waiting.forget(sites: sites)
     }
 
     /// Starts a transaction: what the pipeline does until `commitTransaction()` can be undone by
@@ -452,8 +452,8 @@ public struct IngestPipeline: Sendable {
 
     /// A sighting's data frame: TLM telemetry, and the readings of every other format that has them, once per
     /// transmission.
-    private mutating func dataFrame(
-        _ content: DataFrameContent, of beacon: BeaconKey, resolved: ResolvedBeacon, batch: DecodedBatch, timeMicros: Int64,
+    mutating func dataFrame(
+        _ content: DataFrameContent, of beacon: BeaconKey, resolved: ResolvedBeacon, agent: AgentKey, timeMicros: Int64,
         into output: inout PipelineOutput
     ) {
         let beaconID = resolved.id
@@ -465,7 +465,7 @@ public struct IngestPipeline: Sendable {
                 return
             }
             guard bytes.first == Eddystone.tlmFrameType,
-                let row = telemetryRow(bytes, beaconID: beaconID, batch: batch, timeMicros: timeMicros)
+                let row = telemetryRow(bytes, beaconID: beaconID, agent: agent, timeMicros: timeMicros)
             else { return }
             // Its readings are the telemetry row's (the `sensor_readings` view shows them from `telemetry_raw`).
             let (new, rebooted) = telemetry.observe(beaconID: beaconID, tlm: row.tlm, timeMicros: timeMicros)
@@ -502,7 +502,7 @@ public struct IngestPipeline: Sendable {
         for reading in readings {
             output.sensorReadings.append(
                 SensorReadingRow(
-                    timeMicros: timeMicros, siteID: batch.siteID, agentID: batch.agentID, beaconID: beaconID,
+                    timeMicros: timeMicros, siteID: agent.site, agentID: agent.agent, beaconID: beaconID,
                     reading: reading, frameType: frame.typeName, frameHash: hash, toleranceMicros: tolerance))
         }
     }
@@ -523,7 +523,7 @@ public struct IngestPipeline: Sendable {
     /// A GATT poll result: numeric characteristics are readings (`gatt-read`), Device Information strings and
     /// listed characteristics without a decoder (as hex) are `device_info`.
     private mutating func characteristicRead(
-        _ read: CharacteristicRead, batch: DecodedBatch, timeMicros time: Int64, into output: inout PipelineOutput
+        _ read: CharacteristicRead, agent: AgentKey, timeMicros time: Int64, into output: inout PipelineOutput
     ) {
         let beaconID = read.beacon.beaconID
         let decoded = try? GATTCharacteristic.decode(read.characteristic, read.value)
@@ -534,7 +534,7 @@ public struct IngestPipeline: Sendable {
             else { return }
             output.sensorReadings.append(
                 SensorReadingRow(
-                    timeMicros: time, siteID: batch.siteID, agentID: batch.agentID, beaconID: beaconID, reading: reading,
+                    timeMicros: time, siteID: agent.site, agentID: agent.agent, beaconID: beaconID, reading: reading,
                     frameType: "gatt-read", frameHash: hash, toleranceMicros: tolerance))
             return
         }
@@ -548,11 +548,11 @@ public struct IngestPipeline: Sendable {
         }
         output.deviceInfo.append(
             DeviceInfoRow(
-                timeMicros: time, siteID: batch.siteID, agentID: batch.agentID, beaconID: beaconID, name: name, value: value))
+                timeMicros: time, siteID: agent.site, agentID: agent.agent, beaconID: beaconID, name: name, value: value))
     }
 
     private mutating func telemetryRow(
-        _ bytes: FrameBytes, beaconID: String, batch: DecodedBatch, timeMicros: Int64
+        _ bytes: FrameBytes, beaconID: String, agent: AgentKey, timeMicros: Int64
     ) -> (row: TelemetryRow, tlm: EddystoneTLM)? {
         let tlm: EddystoneTLM
         switch try? Eddystone.decode(Array(bytes)[...]) {
@@ -567,7 +567,7 @@ public struct IngestPipeline: Sendable {
             return nil
         }
         let row = TelemetryRow(
-            timeMicros: timeMicros, siteID: batch.siteID, agentID: batch.agentID, beaconID: beaconID,
+            timeMicros: timeMicros, siteID: agent.site, agentID: agent.agent, beaconID: beaconID,
             batteryMillivolts: tlm.batteryMillivolts.map(Int32.init), temperatureCelsius: tlm.temperatureCelsius,
             advertisingCount: tlm.advertisingCount, uptimeSeconds: tlm.uptimeSeconds)
         return (row, tlm)

@@ -40,6 +40,10 @@ public final class BatchWriter {
         public var sensorReadings: [SensorReadingRow] = []
         /// Identities the group found advertised from two addresses at once.
         public var newlyCloned: [ClonedBeacon] = []
+        /// Address frames waiting for their identity after the group, and those it stored under their address
+        /// after all (`AddressWait`).
+        public var framesWaiting = 0
+        public var framesStoredUnderAddress = 0
     }
 
     let connection: PostgresConnection
@@ -50,6 +54,7 @@ public final class BatchWriter {
     private let transmissions: TransmissionStore
     private let beaconStates: BeaconStateStore
     let zoneStore: ZoneStore
+    private let waitingFrames: WaitingFrameStore
     private let registry: RegistryStore
     private var partitions: PartitionMaintenance
     private let compaction: PackCompaction
@@ -66,6 +71,7 @@ public final class BatchWriter {
         transmissions = TransmissionStore(connection: connection)
         beaconStates = BeaconStateStore(connection: connection)
         zoneStore = ZoneStore(connection: connection)
+        waitingFrames = WaitingFrameStore(connection: connection)
         registry = RegistryStore(connection: connection)
         partitions = PartitionMaintenance(connection: connection)
         compaction = PackCompaction(connection: connection)
@@ -151,6 +157,32 @@ public final class BatchWriter {
             }
             if inOrder { state.pipeline.releaseHeldProgress(key, arrivalMicros: nowMicros) }
         }
+        let rows = try store(output, state: &state)
+        try ledger.recordProgress(after)
+        var acknowledgements: [AgentKey: UInt64] = [:]
+        for (key, through) in after where through != before[key] || (redelivered.contains(key) && through > 0) {
+            acknowledgements[key] = through
+        }
+        return GroupResult(
+            outcomes: outcomes, acknowledgements: acknowledgements, telemetryRows: rows.telemetry.count,
+            sensorReadingRows: rows.sensorReadings.count, undecodableFrames: output.undecodableFrames,
+            lateReadings: output.lateReadings, evictedBeacons: output.evictedBeacons, zoneChanges: output.zoneChanges,
+            healthChanges: rows.health, sensorReadings: rows.sensorReadings, newlyCloned: state.pipeline.health.takeNewlyCloned(),
+            framesWaiting: state.pipeline.framesWaiting, framesStoredUnderAddress: output.waitingFrames.storedUnderAddress)
+    }
+
+    /// What `store` wrote that the callers report: the telemetry and readings new to the database, and the beacons
+    /// whose fleet health changed.
+    private struct StoredRows {
+        var telemetry: [NewTelemetry]
+        var sensorReadings: [SensorReadingRow]
+        var health: [BeaconHealth]
+    }
+
+    /// The rows the pipeline derived, in the caller's transaction: sightings, the telemetry and readings the
+    /// database does not hold yet, device information, fleet health, the frames waiting for their identity, zone
+    /// changes and the checkpoints due.
+    private func store(_ output: PipelineOutput, state: inout WriterState) throws(PostgresError) -> StoredRows {
         try sightingStore.store(output.sightings, keys: &state.keys)
         let stored = try transmissions.storeNew(output.telemetry, TransmissionStore.telemetry)
         state.pipeline.telemetryStored(stored)
@@ -159,18 +191,30 @@ public final class BatchWriter {
         try beaconStates.upsertDeviceInfo(output.deviceInfo)
         let healthChanges = state.pipeline.health.takeChanged()
         try beaconStates.upsertHealth(healthChanges)
+        try waitingFrames.write(output.waitingFrames)
         try zoneStore.write(output.zoneChanges)
         try zoneStore.save(state.pipeline.takeZoneCheckpoints(sites: state.servedSites))
-        try ledger.recordProgress(after)
-        var acknowledgements: [AgentKey: UInt64] = [:]
-        for (key, through) in after where through != before[key] || (redelivered.contains(key) && through > 0) {
-            acknowledgements[key] = through
+        return StoredRows(telemetry: stored, sensorReadings: storedReadings, health: healthChanges)
+    }
+
+    /// The frames that waited their time for an identity (`AddressWait`) when no batch came to store them, stored
+    /// under their addresses in a transaction of their own. Returns how many, and how many still wait.
+    public func expireWaitingFrames(state: inout WriterState, nowMicros: Int64? = nil) throws(PostgresError) -> (stored: Int, waiting: Int) {
+        let nowMicros = nowMicros ?? clock.nowMicros()
+        var lost: Set<String> = []
+        let stored = try state.withTransaction { (state) throws(PostgresError) -> TransactionEnd<Int> in
+            let output = state.pipeline.expireWaiting(sites: state.servedSites, nowMicros: nowMicros)
+            guard !output.waitingFrames.done.isEmpty else { return .commit(0) }
+            return try connection.transaction(deciding: { () throws(PostgresError) -> TransactionEnd<Int> in
+                lost = try hold(Set(output.sightings.map(\.siteID)))
+                guard lost.isEmpty else { return .rollback(0) }
+                // The frames' days have partitions: the batches that brought them made them.
+                _ = try store(output, state: &state)
+                return .commit(output.waitingFrames.storedUnderAddress)
+            })
         }
-        return GroupResult(
-            outcomes: outcomes, acknowledgements: acknowledgements, telemetryRows: stored.count,
-            sensorReadingRows: storedReadings.count, undecodableFrames: output.undecodableFrames,
-            lateReadings: output.lateReadings, evictedBeacons: output.evictedBeacons, zoneChanges: output.zoneChanges,
-            healthChanges: healthChanges, sensorReadings: storedReadings, newlyCloned: state.pipeline.health.takeNewlyCloned())
+        lose(lost, state: &state)
+        return (stored, state.pipeline.framesWaiting)
     }
 
     /// Zone decisions that only time moved (agents gone idle), in a transaction of their own; with `finish`, every
@@ -208,9 +252,13 @@ public final class BatchWriter {
     /// process had served the site throughout. A site that has not counted a minute yet reads back all its
     /// sightings. A site without a usable checkpoint that has counted minutes (a database written before
     /// checkpoints, an edited sites file) resumes from its open visits and last counted minute. What the trackers
-    /// held before is dropped: the database is the reference.
+    /// held before is dropped: the database is the reference. The frames waiting for their identity at the sites
+    /// wait again (`waiting_frames`).
     public func resumeZones(sites: Set<String>, state: inout WriterState, nowMicros: Int64? = nil) throws(PostgresError) -> ZoneResumption {
-        try ZoneResumer(store: zoneStore).resume(sites: sites, into: &state.pipeline, nowMicros: nowMicros ?? clock.nowMicros())
+        let nowMicros = nowMicros ?? clock.nowMicros()
+        let resumption = try ZoneResumer(store: zoneStore).resume(sites: sites, into: &state.pipeline, nowMicros: nowMicros)
+        state.pipeline.restoreWaitingFrames(try waitingFrames.frames(sites: sites), nowMicros: nowMicros)
+        return resumption
     }
 
     /// Keeps a refused batch whole, with why. A refused batch that names its agent and sequence (bad timestamps,

@@ -42,6 +42,7 @@ enum Schema {
         PackageResources.v026_sql,
         PackageResources.v027_sql,
         PackageResources.v028_sql,
+        PackageResources.v029_sql,
 
     ].enumerated().map { Migration(version: $0.offset + 1, file: $0.element) }
 }

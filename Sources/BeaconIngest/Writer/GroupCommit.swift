@@ -148,7 +148,8 @@ extension Ingest {
         var counts = IngestEvent.CommittedGroup(
             agents: Set(group.map { AgentKey(site: $0.batch.siteID, agent: $0.batch.agentID) }), telemetry: result.telemetryRows,
             sensorReadings: result.sensorReadingRows, lateReadings: result.lateReadings,
-            evictedBeacons: result.evictedBeacons, newlyCloned: result.newlyCloned, undecodableFrames: result.undecodableFrames,
+            evictedBeacons: result.evictedBeacons, framesWaiting: result.framesWaiting,
+            framesStoredUnderAddress: result.framesStoredUnderAddress, newlyCloned: result.newlyCloned, undecodableFrames: result.undecodableFrames,
             nanoseconds: Int64(DispatchTime.now().uptimeNanoseconds - started))
         for (outcome, accepted) in zip(result.outcomes, group) {
             switch outcome {

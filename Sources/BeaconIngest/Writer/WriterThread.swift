@@ -97,6 +97,12 @@ extension Ingest {
                         ingest.logger.info("Acknowledged batches folded", metadata: ["batches": .stringConvertible(folded)])
                     }
                 case .advanceZones:
+                    // Frames that waited in vain for their identity are stored even when no batch arrives.
+                    if let expired = step("Waiting frames could not be stored", { (this, writer) throws(PostgresError) in
+                        try writer.expireWaitingFrames(state: &this.state)
+                    }), expired.stored > 0 {
+                        ingest.instruments.record(.waitingFramesExpired(stored: expired.stored, waiting: expired.waiting))
+                    }
                     // Agents gone idle stop holding their site's decisions back even when no batch arrives.
                     if let changes = step("Zone changes could not be written", { (this, writer) throws(PostgresError) in
                         try writer.advanceZones(state: &this.state)

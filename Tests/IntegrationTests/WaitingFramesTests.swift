@@ -1,0 +1,98 @@
+import BeaconIngest
+import BeaconWire
+import LibPQ
+import LocalServers
+import Logging
+import TestServers
+import Testing
+
+/// The frames a beacon sends before any receiver of its site has heard its identity, against PostgreSQL: they wait
+/// in `waiting_frames`, across a restart, and are stored as the beacon's once its identity comes.
+@Suite(.enabled(if: PostgresServer.binaries != nil, "PostgreSQL is not installed"), .timeLimit(.minutes(2)))
+struct WaitingFramesTests {
+    static let start: Int64 = 1_767_225_600_000_000
+    static let ibeacon = "ibeacon:e2c56db5-dffb-48d2-b060-d0f5a71096e0:1:2"
+    static let address: UInt64 = 0xC0FF_EE00_0001
+    /// Eddystone-URL https://example.com/ and Eddystone-TLM (3000 mV, 24.5 °C, count 256, uptime 51.2 s).
+    static let url = DataFrameContent.eddystone([0x10, 0xEB, 0x03, 0x65, 0x78, 0x61, 0x6D, 0x70, 0x6C, 0x65, 0x00])
+    static let tlm = DataFrameContent.eddystone([0x20, 0x00, 0x0B, 0xB8, 0x18, 0x80, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x02, 0x00])
+
+    static func at(_ seconds: Int64) -> Int64 { start + seconds * 1_000_000 }
+
+    /// A batch of `agent` as it comes off the wire.
+    static func batch(_ agent: String, _ sequence: UInt64, _ sightings: [Sighting]) throws -> DecodedBatch {
+        var builder = BatchBuilder(siteID: "hq", agentID: agent, bootID: 1)
+        for sighting in sightings { _ = builder.add(sighting, nowNanoseconds: 0) }
+        let sealed = builder.seal(sequence: sequence, firstUnacknowledgedSequence: sequence, agentClockMicros: sightings[0].timeMicros)
+        return try BatchReader.decode(try #require(sealed).wireBytes())
+    }
+
+    static func address(_ value: UInt64) -> BeaconKey {
+        BeaconKey(beaconID: "mac:" + DeviceAddress(value: value, kind: .random).description, address: value, addressIsRandom: true)
+    }
+
+    /// hq-a1 hears the beacon's URL and TLM; the ingest restarts; hq-a2 hears its iBeacon frame four seconds after
+    /// the URL. Every row is the beacon's, the telemetry once, nothing waits; the same after both batches come
+    /// again, to the running ingest and to another restarted one.
+    @Test func framesHeardBeforeTheIdentityAreTheBeaconsAcrossARestart() async throws {
+        let server = try await SharedDatabase.create()
+        let connection = try PostgresConnection(server.conninfo)
+        try await Migrator.migrateOffThePool(connection, logger: Logger(label: "test"))
+        let sites = try SitesConfiguration.parse(testSites)
+        let first = try Self.batch("hq-a1", 1, [
+            Sighting(timeMicros: Self.at(0), beacon: Self.address(Self.address), rssi: -70, data: Self.url),
+            Sighting(timeMicros: Self.at(1), beacon: Self.address(Self.address), rssi: -71, data: Self.tlm),
+        ])
+        let identified = BeaconKey(beaconID: Self.ibeacon, address: Self.address, addressIsRandom: true, powerAt1mDbm: -59)
+        let second = try Self.batch("hq-a2", 1, [Sighting(timeMicros: Self.at(4), beacon: identified, rssi: -60)])
+
+        var writer = BatchWriter(connection: connection)
+        var state = WriterState(pipeline: IngestPipeline(sites: sites))
+        let held = try writer.commit([first], state: &state, nowMicros: Self.at(2))
+        #expect(held.acknowledgements[AgentKey(site: "hq", agent: "hq-a1")] == 1 && held.framesWaiting == 2)
+        #expect(try connection.query("SELECT agent_id, count(*) FROM beaconflow.waiting_frames GROUP BY 1") == [["hq-a1", "2"]])
+        #expect(try connection.query("SELECT count(*) FROM beaconflow.sightings") == [["0"]])
+
+        // A restart: the frames wait again, taken back from the database.
+        writer = BatchWriter(connection: connection)
+        state = WriterState(pipeline: IngestPipeline(sites: sites))
+        _ = try writer.resumeZones(sites: ["hq"], state: &state, nowMicros: Self.at(3))
+        #expect(state.pipeline.framesWaiting == 2)
+        let claimed = try writer.commit([second], state: &state, nowMicros: Self.at(5))
+        #expect(claimed.framesWaiting == 0 && claimed.telemetryRows == 1)
+
+        let rows = "SELECT beacon_id, agent_id, count(*) FROM beaconflow.sightings GROUP BY 1, 2 ORDER BY 2"
+        let telemetry = "SELECT beacon_id, agent_id, adv_count FROM beaconflow.telemetry"
+        let expected: [[String?]] = [[Self.ibeacon, "hq-a1", "2"], [Self.ibeacon, "hq-a2", "1"]]
+        #expect(try connection.query(rows).map(\.values) == expected)
+        #expect(try connection.query(telemetry) == [[Self.ibeacon, "hq-a1", "256"]])
+        #expect(try connection.query("SELECT count(*) FROM beaconflow.waiting_frames") == [["0"]])
+
+        // Both batches again, to this ingest and to a restarted one: duplicates, nothing changes.
+        _ = try writer.commit([first, second], state: &state, nowMicros: Self.at(6))
+        writer = BatchWriter(connection: connection)
+        state = WriterState(pipeline: IngestPipeline(sites: sites))
+        _ = try writer.resumeZones(sites: ["hq"], state: &state, nowMicros: Self.at(7))
+        let replayed = try writer.commit([first, second], state: &state, nowMicros: Self.at(8))
+        #expect(replayed.outcomes == [.duplicate, .duplicate])
+        #expect(try connection.query(rows).map(\.values) == expected)
+        #expect(try connection.query(telemetry) == [[Self.ibeacon, "hq-a1", "256"]])
+        #expect(try connection.query("SELECT count(*) FROM beaconflow.beacons WHERE beacon_id LIKE 'mac:%'") == [["0"]])
+    }
+
+    /// A frame whose address shows no identity waits its time, then is stored under the address even when no
+    /// batch comes: by the writer's tick.
+    @Test func aFrameNoIdentityClaimsIsStoredUnderItsAddressAfterTheWait() async throws {
+        let server = try await SharedDatabase.create()
+        let connection = try PostgresConnection(server.conninfo)
+        try await Migrator.migrateOffThePool(connection, logger: Logger(label: "test"))
+        let writer = BatchWriter(connection: connection)
+        var state = WriterState(pipeline: IngestPipeline(sites: try SitesConfiguration.parse(testSites)))
+        _ = try writer.commit([try Self.batch("hq-a1", 1, [Sighting(timeMicros: Self.at(0), beacon: Self.address(0xC0FF_EE00_0002), rssi: -70, data: Self.tlm)])], state: &state, nowMicros: Self.at(1))
+        #expect(try writer.expireWaitingFrames(state: &state, nowMicros: Self.at(20)) == (0, 1))
+        #expect(try writer.expireWaitingFrames(state: &state, nowMicros: Self.at(32)) == (1, 0))
+        #expect(try connection.query("SELECT beacon_id, agent_id FROM beaconflow.sightings") == [["mac:C0:FF:EE:00:00:02", "hq-a1"]])
+        #expect(try connection.query("SELECT beacon_id, adv_count FROM beaconflow.telemetry") == [["mac:C0:FF:EE:00:00:02", "256"]])
+        #expect(try connection.query("SELECT count(*) FROM beaconflow.waiting_frames") == [["0"]])
+    }
+}
