@@ -36,7 +36,7 @@ struct IdentityHold: Sendable {
             }
         }
         let frame = Frame(sighting: sighting, ordinal: ordinal)
-        guard anonymous, sighting.frames.contains(where: { if case .eddystone = $0 { true } else { false } }) else {
+        guard anonymous, sighting.carriesEddystoneData else {
             ready.append(frame)
             return
         }

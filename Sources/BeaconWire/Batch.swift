@@ -96,6 +96,10 @@ public struct Sighting: Hashable, Sendable {
         self.frames = frames
     }
 
+    /// Whether it carries an Eddystone URL, TLM or eTLM frame: data that names no beacon and belongs to the UID or
+    /// EID beacon sending from the same address.
+    public var carriesEddystoneData: Bool { frames.contains { if case .eddystone = $0 { true } else { false } } }
+
     /// The first data frame; setting it replaces them all.
     public var data: DataFrameContent? {
         get { frames.first }

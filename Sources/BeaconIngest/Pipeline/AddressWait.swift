@@ -43,8 +43,8 @@ struct AddressWait: Sendable {
     /// Whether `sighting` waits: an address's frame of an Eddystone beacon (URL, TLM, eTLM) that no identity of
     /// the site claims yet. Sensors that never send an identity (Ruuvi, BTHome) are stored at once.
     static func waits(_ sighting: Sighting) -> Bool {
-        guard sighting.beacon.identity?.kind == .mac, sighting.beacon.address != 0, !sighting.beacon.addressAsBefore else { return false }
-        return sighting.frames.contains { if case .eddystone = $0 { true } else { false } }
+        sighting.beacon.identity?.kind == .mac && sighting.beacon.address != 0 && !sighting.beacon.addressAsBefore
+            && sighting.carriesEddystoneData
     }
 
     /// Holds a frame; returns those that no longer fit (oldest first), to be stored under their address.
