@@ -149,7 +149,7 @@ let package = Package(
         // agents' `sim:` source.
         .target(
             name: "BeaconSimulation",
-            dependencies: ["BeaconAgent", "BeaconMessaging", "BeaconWire", "BoundedYAML", "WorkQueue", .product(name: "Yams", package: "Yams")]
+            dependencies: ["BeaconAgent", "BeaconBatteries", "BeaconMessaging", "BeaconWire", "BoundedYAML", "WorkQueue", .product(name: "Yams", package: "Yams")]
         ),
 
         // What every command line of the project shares (the `--config` file, broker options, log format, the
@@ -179,6 +179,10 @@ let package = Package(
 
         // Where a beacon is on a site's floor: the radio model, the floor's grid and a Bayes filter per beacon. Pure.
         .target(name: "BeaconPositions"),
+
+        // What a beacon's battery is and how long it lasts: chemistries' published curves, and forecasts from TLM.
+        // Pure.
+        .target(name: "BeaconBatteries"),
 
         // The ingest's services: intake, dedup, proximity, occupancy, fleet health, the PostgreSQL writer.
         .target(
@@ -211,7 +215,8 @@ let package = Package(
         .target(
             name: "AccuracyHarness",
             dependencies: [
-                "BeaconAgent", "BeaconIngest", "BeaconMessaging", "BeaconPositions", "BeaconSimulation", "LibPQ", "LocalServers", "Mosquitto", "WorkQueue",
+                "BeaconAgent", "BeaconBatteries", "BeaconIngest", "BeaconMessaging", "BeaconPositions", "BeaconSimulation", "LibPQ", "LocalServers", "Mosquitto",
+                "WorkQueue",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -259,6 +264,7 @@ let package = Package(
         .testTarget(name: "MosquittoTests", dependencies: ["LocalServers", "Mosquitto", "TestServers"]),
         .testTarget(name: "BoundedYAMLTests", dependencies: ["BoundedYAML"]),
         .testTarget(name: "BeaconPositionsTests", dependencies: ["BeaconPositions"]),
+        .testTarget(name: "BeaconBatteriesTests", dependencies: ["BeaconBatteries"]),
         // The console's guard and routes in process, through Hummingbird's test client.
         .testTarget(
             name: "WebConsoleTests",

@@ -30,6 +30,7 @@ struct AccuracyCommand: AsyncParsableCommand {
               beaconflow accuracy --scenario deploy/scenarios/demo.yaml --offline
               beaconflow accuracy \\
                 --recording examples/recordings/open-office/straight-04.csv
+              beaconflow accuracy --battery-fleet --beacons 20 --days 120 --seeds 1
             """
     )
 
@@ -41,6 +42,9 @@ struct AccuracyCommand: AsyncParsableCommand {
     var calibration: [String] = []
     @Flag(help: "With --recording: play the recordings back to back as one, 10 s apart (a recording given twice plays twice), so that the site's history learns over all of them.")
     var backToBack = false
+    @Flag(help: "Instead: a simulated fleet's batteries over months (--beacons, 200 by default; --days; --seeds), each day's forecast of days left from charge counting and the voltage curve, and from the voltage's trend, against when each cell really stopped its beacon; without servers.")
+    var batteryFleet = false
+    @Option(help: "With --battery-fleet: days of the fleet's life.") var days = 300
     @Flag(help: "With --preset: play each generated scenario through the real pipeline (agents, mosquitto, the ingest, PostgreSQL) with the defaults, instead of every method without servers.")
     var throughPipeline = false
     @Flag(help: "With --scenario: score the ingest's defaults and peers' methods without servers, as with --preset.")
@@ -56,6 +60,7 @@ struct AccuracyCommand: AsyncParsableCommand {
     @Option(help: "Log level of the pipeline's own logs.") var logLevel: Logger.Level = .error
 
     func run() async throws {
+        if batteryFleet { return try runBatteryFleet() }
         if !recording.isEmpty {
             guard scenario == nil, preset == nil else { throw ValidationError("give --recording, --scenario or --preset, not two") }
             return try await runRecordings(recording)
@@ -151,6 +156,40 @@ struct AccuracyCommand: AsyncParsableCommand {
                 let name = scenario.sites.count == 1 ? "\(group) seed \(scenario.seed)" : "\(group) seed \(scenario.seed) \(site)"
                 print(json ? Self.json(score, method: method.name, site: name) : Self.row(score, method: method, site: name))
             }
+        }
+    }
+
+    /// Battery forecasts on simulated fleets: a row per method and chemistry, over the seeds.
+    func runBatteryFleet() throws {
+        let seedList = try Self.seeds(seeds)
+        guard (1...10_000).contains(beacons ?? 200), (30...3650).contains(days) else {
+            throw ValidationError("--beacons must be 1-10000 and --days 30-3650")
+        }
+        var merged: [String: BatteryFleet.Score] = [:]
+        var order: [String] = []
+        for seed in seedList {
+            var fleet = BatteryFleet()
+            fleet.seed = seed
+            fleet.beacons = beacons ?? 200
+            fleet.days = days
+            for score in fleet.run() {
+                let key = score.method + "/" + score.chemistry
+                if merged[key] == nil { order.append(key) }
+                var entry = merged[key] ?? BatteryFleet.Score(method: score.method, chemistry: score.chemistry)
+                entry.add(score)
+                merged[key] = entry
+            }
+        }
+        func share(_ value: Double?) -> String { value.map { String(format: "%.1f %%", $0 * 100) } ?? "–" }
+        func inDays(_ value: Double?) -> String { value.map { String(format: "%.1f d", $0) } ?? "–" }
+        print("| method | battery | error 15-90 days left (median) | days without a forecast | error under 15 days left (median) | cells ended | flagged under 7 days before | days flagged with > 60 left | swaps found at once |")
+        print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+        for key in order.sorted() {
+            guard let score = merged[key] else { continue }
+            print(
+                "| \(score.method) | \(score.chemistry) | \(share(score.medianRelativeError)) | \(score.daysWithout) | \(inDays(score.medianShortError)) | "
+                    + "\(score.cellsEnded) | \(score.flaggedLate) | \(score.falseFlagDays) | "
+                    + (score.method == "charge-and-voltage" ? "\(score.swapsFoundAtOnce) of \(score.swaps) |" : "– |"))
         }
     }
 

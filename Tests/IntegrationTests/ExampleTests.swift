@@ -353,6 +353,10 @@ struct ExampleTests {
                 let methods = rows.map { $0.split(separator: "|")[1].trimmingCharacters(in: .whitespaces) }
                 #expect(methods == ["chosen", "chosen-loudest", "chosen-path", "chosen-crossings", "nearest", "kalman", "kalman-bermuda", "trimmed-mean", "one-euro"], "\(result.output)")
             }
+            if example.line.contains("--battery-fleet") {
+                // Both forecasts, over all the fleet's cells and per chemistry.
+                #expect(rows.contains { $0.hasPrefix("| charge-and-voltage | all |") } && rows.contains { $0.hasPrefix("| voltage-trend | all |") }, "\(result.output)")
+            }
         }
         for example in bySubcommand["demo"] ?? [] {
             let result = try await run(example)

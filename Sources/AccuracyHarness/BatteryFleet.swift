@@ -1,0 +1,232 @@
+import BeaconBatteries
+import BeaconIngest
+import BeaconSimulation
+import Foundation
+
+/// A simulated fleet's batteries over months, and how well battery forecasts knew their ends: the forecast from
+/// charge counting and the voltage curve (`BatteryLife`) beside the trend of the voltage the ingest used before
+/// (`FleetHealth`'s Theil-Sen slope to 2000 mV), each fed the fleet's TLM, scored against when each cell really
+/// stopped its beacon.
+///
+/// Each beacon has a cell of a chemistry (half CR2032, a quarter CR2477, 15 % two lithium AA, 10 % a CR2032 the
+/// sites file does not name), a transmit power, an advertising interval (100 ms to 1 s) and a place: indoors
+/// (21 °C, ±1.5 °C a day), a cold room (12 °C, ±3 °C a day, ±4 °C a year) or outdoors (8 °C, ±6 °C a day,
+/// ±10 °C a year, and cold snaps of a night down to -15 °C); its cell starts with 10-100 % of its charge (a
+/// fleet's cells are of all ages). A share of beacons get a fresh cell at a random time (their counters restart,
+/// or for half of them go on), and every beacon reboots about once in 100 days. Deterministic for its seed.
+public struct BatteryFleet: Sendable {
+    public var beacons = 200
+    public var days = 300
+    public var seed: UInt64 = 1
+    /// The share of beacons whose cell is swapped during the run.
+    public var swapShare = 0.05
+    /// How often a beacon's TLM reaches the forecasts, seconds (real beacons send it every few seconds; an hour
+    /// keeps months of a fleet in seconds of computing, and the forecasts need no more).
+    public var telemetryIntervalSeconds = 3600.0
+    /// A forecast flags its cell for replacement when it leaves fewer days than this (`FleetHealth`'s
+    /// `lowBatteryDays`).
+    public var flagDays = 30.0
+
+    public init() {}
+
+    /// The scores of one method on one chemistry (or all).
+    public struct Score: Sendable {
+        public var method: String
+        public var chemistry: String
+        /// |forecast − truth| / truth on the days 15-90 days remained; |forecast − truth| (days) on those fewer
+        /// than 15 remained.
+        public var relativeErrors: [Double] = []
+        public var shortErrors: [Double] = []
+        /// Days some cell had no forecast at all (15-90 days left).
+        public var daysWithout = 0
+        public var cellsEnded = 0
+        /// Cells first flagged less than 7 days before their end, or never.
+        public var flaggedLate = 0
+        /// Beacon-days flagged while more than twice `flagDays` remained.
+        public var falseFlagDays = 0
+        public var swaps = 0
+        public var swapsFoundAtOnce = 0
+
+        public init(method: String, chemistry: String) {
+            self.method = method
+            self.chemistry = chemistry
+        }
+
+        /// Another run's scores of the same method and chemistry added to these.
+        public mutating func add(_ other: Score) {
+            relativeErrors += other.relativeErrors
+            shortErrors += other.shortErrors
+            daysWithout += other.daysWithout
+            cellsEnded += other.cellsEnded
+            flaggedLate += other.flaggedLate
+            falseFlagDays += other.falseFlagDays
+            swaps += other.swaps
+            swapsFoundAtOnce += other.swapsFoundAtOnce
+        }
+
+        public var medianRelativeError: Double? { AccuracyScore.median(relativeErrors) }
+        public var medianShortError: Double? { AccuracyScore.median(shortErrors) }
+    }
+
+    private struct Beacon {
+        var chemistry: BatteryChemistry
+        var named: Bool
+        var transmitPowerDbm: Double
+        var intervalSeconds: Double
+        var place: Int
+        var phase: Double
+        var snaps: [Double]
+        var swapAtDay: Double?
+        var swapKeepsCounters: Bool
+        var rebootDays: [Double]
+    }
+
+    /// Runs the fleet; the scores of both methods per chemistry, then over all.
+    public func run() -> [Score] {
+        var random = SeededGenerator(seed: seed)
+        var scores: [String: Score] = [:]
+        func score(_ method: String, _ chemistry: String, _ update: (inout Score) -> Void) {
+            for key in [chemistry, "all"] {
+                var entry = scores[method + "/" + key] ?? Score(method: method, chemistry: key)
+                update(&entry)
+                scores[method + "/" + key] = entry
+            }
+        }
+        for index in 0..<beacons {
+            let beacon = makeBeacon(&random)
+            let name = beacon.named ? beacon.chemistry.rawValue : "unnamed cr2032"
+            var cell = SimulatedCell(
+                chemistry: beacon.chemistry, transmitPowerDbm: beacon.transmitPowerDbm,
+                chargeLeft: Double.random(in: 0.1...1, using: &random), random: &random)
+            var life = BatteryLife(
+                description: BatteryDescription(chemistry: beacon.named ? beacon.chemistry : .unknown, transmitPowerDbm: beacon.transmitPowerDbm))
+            var health = FleetHealth()
+            let beaconID = "fleet-\(index)"
+            var cellEnd = end(of: cell, beacon: beacon, fromSecond: 0)
+            // The beacon has run on this cell since it was fitted: its counters say how long (a reboot since
+            // restarts them; none before the run).
+            let perSecond = (cell.chargePerAdvertMicrocoulombs / beacon.intervalSeconds + cell.sleepMicroamps) / 3.6e6
+            var uptime = cell.usedMilliampHours / perSecond
+            var advertisingCount = uptime / beacon.intervalSeconds
+            var flaggedSince: [String: Double] = [:]
+            var swapped = false
+            var nextReboot = 0
+            let step = telemetryIntervalSeconds
+            let runSeconds = Double(days) * 86_400
+            var second = 0.0
+            var awaitingSwap = false
+            while second < runSeconds, second < cellEnd {
+                second += step
+                let celsius = temperature(beacon, second: second)
+                cell.use(seconds: step, adverts: step / beacon.intervalSeconds)
+                advertisingCount += step / beacon.intervalSeconds
+                uptime += step
+                if nextReboot < beacon.rebootDays.count, second >= beacon.rebootDays[nextReboot] * 86_400 {
+                    nextReboot += 1
+                    advertisingCount = 0
+                    uptime = 0
+                }
+                if !swapped, let day = beacon.swapAtDay, second >= day * 86_400 {
+                    swapped = true
+                    cell = SimulatedCell(chemistry: beacon.chemistry, transmitPowerDbm: beacon.transmitPowerDbm, chargeLeft: 1, random: &random)
+                    cellEnd = end(of: cell, beacon: beacon, fromSecond: second)
+                    if !beacon.swapKeepsCounters {
+                        advertisingCount = 0
+                        uptime = 0
+                    }
+                    awaitingSwap = true
+                    flaggedSince = [:]
+                }
+                let millivolts = (cell.loadedVolts(celsius: celsius) * 1000).rounded()
+                let micros = Int64(second * 1_000_000)
+                let found = life.observe(
+                    micros: micros, millivolts: millivolts, celsius: celsius, advertisingCount: UInt32(min(advertisingCount, 4e9)),
+                    uptimeSeconds: uptime)
+                if awaitingSwap {
+                    score("charge-and-voltage", name) {
+                        $0.swaps += 1
+                        $0.swapsFoundAtOnce += found ? 1 : 0
+                    }
+                    awaitingSwap = false
+                }
+                health.telemetry(
+                    TelemetryRow(
+                        timeMicros: micros, siteID: "fleet", agentID: "fleet", beaconID: beaconID, batteryMillivolts: Int32(millivolts),
+                        temperatureCelsius: celsius, advertisingCount: UInt32(min(advertisingCount, 4e9)), uptimeSeconds: uptime),
+                    rebooted: false)
+                // Scored once a day.
+                guard Int(second) % 86_400 < Int(step) else { continue }
+                let truth = (cellEnd - second) / 86_400
+                let old = health.health(of: beaconID)
+                let forecast = life.forecast()
+                let forecasts: [(String, Double?, Bool)] = [
+                    ("charge-and-voltage", forecast?.daysLeft, (forecast?.daysLeft ?? .infinity) < flagDays),
+                    ("voltage-trend", old?.estimatedDaysLeft, old?.status == .lowBattery),
+                ]
+                for (method, forecast, flagged) in forecasts {
+                    score(method, name) { entry in
+                        if (15...90).contains(truth) {
+                            if let forecast { entry.relativeErrors.append(abs(forecast - truth) / truth) } else { entry.daysWithout += 1 }
+                        } else if truth < 15, let forecast {
+                            entry.shortErrors.append(abs(forecast - truth))
+                        }
+                        if flagged, truth > 2 * flagDays { entry.falseFlagDays += 1 }
+                    }
+                    if flagged { flaggedSince[method] = flaggedSince[method] ?? second }
+                }
+            }
+            // A cell that stopped its beacon within the run: first flagged at least 7 days before?
+            if cellEnd <= runSeconds {
+                for method in ["charge-and-voltage", "voltage-trend"] {
+                    score(method, name) { entry in
+                        entry.cellsEnded += 1
+                        if (flaggedSince[method].map { cellEnd - $0 < 7 * 86_400 } ?? true) { entry.flaggedLate += 1 }
+                    }
+                }
+            }
+        }
+        return scores.values.sorted { ($0.method, $0.chemistry) < ($1.method, $1.chemistry) }
+    }
+
+    private func makeBeacon(_ random: inout SeededGenerator) -> Beacon {
+        let draw = Double.random(in: 0..<1, using: &random)
+        let chemistry: BatteryChemistry = draw < 0.5 ? .cr2032 : draw < 0.75 ? .cr2477 : draw < 0.9 ? .lithiumAA2 : .cr2032
+        let intervals = chemistry == .lithiumAA2 ? [0.1, 0.1, 0.2] : chemistry == .cr2477 ? [0.1, 0.2, 0.35] : [0.1, 0.2, 0.35, 0.5, 1.0]
+        let place = Int.random(in: 0..<3, using: &random)
+        let snaps = place == 2 ? (0..<Int.random(in: 2...8, using: &random)).map { _ in Double(Int.random(in: 0..<(3 * days), using: &random)) } : []
+        return Beacon(
+            chemistry: chemistry, named: draw < 0.9, transmitPowerDbm: [-8, -4, 0, 4].randomElement(using: &random)!,
+            intervalSeconds: intervals.randomElement(using: &random)!, place: place, phase: Double.random(in: 0..<1, using: &random),
+            snaps: snaps, swapAtDay: Double.random(in: 0..<1, using: &random) < swapShare ? Double.random(in: 10..<Double(days - 10), using: &random) : nil,
+            swapKeepsCounters: Bool.random(using: &random),
+            rebootDays: (0..<(days / 100 + 1)).map { _ in Double.random(in: 0..<Double(days), using: &random) }.sorted())
+    }
+
+    /// The temperature at the beacon's place, °C.
+    private func temperature(_ beacon: Beacon, second: Double) -> Double {
+        let day = second / 86_400
+        let daily = sin(2 * .pi * (day + beacon.phase))
+        let yearly = cos(2 * .pi * (day / 365 + beacon.phase))
+        switch beacon.place {
+        case 0: return 21 + 1.5 * daily
+        case 1: return 12 + 3 * daily + 4 * yearly
+        default:
+            let snap = beacon.snaps.contains { day >= $0 && day < $0 + 0.5 } ? -15.0 : nil
+            return snap ?? (8 + 6 * daily + 10 * yearly)
+        }
+    }
+
+    /// When `cell` stops the beacon (seconds into the run), followed from `fromSecond` a step at a time; at most
+    /// five years on.
+    private func end(of cell: SimulatedCell, beacon: Beacon, fromSecond start: Double) -> Double {
+        var cell = cell
+        var second = start
+        let step = telemetryIntervalSeconds
+        while second < start + 5 * 365 * 86_400 {
+            second += step
+            cell.use(seconds: step, adverts: step / beacon.intervalSeconds)
+            if !cell.powers(celsius: temperature(beacon, second: second)) { return second }
+        }
+        return .infinity
+    }
+}

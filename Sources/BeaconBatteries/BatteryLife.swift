@@ -1,0 +1,264 @@
+import Foundation
+
+/// What a beacon's battery is and how it is used, as far as the sites file knows: its chemistry, its capacity
+/// when the file names one, and the transmit power its adverts go out at.
+public struct BatteryDescription: Sendable, Equatable {
+    public var chemistry: BatteryChemistry
+    public var capacityMilliampHours: Double?
+    public var transmitPowerDbm: Double
+
+    public init(chemistry: BatteryChemistry = .unknown, capacityMilliampHours: Double? = nil, transmitPowerDbm: Double = 0) {
+        self.chemistry = chemistry
+        self.capacityMilliampHours = capacityMilliampHours
+        self.transmitPowerDbm = transmitPowerDbm
+    }
+
+    /// The charge one advertising event takes, µC: about 10 µC at 0 dBm for a BLE SoC sending on three channels
+    /// at 3 V, 4 % more or less a dB of transmit power (the radio's amplifier), within 5-15 µC.
+    public var chargePerAdvertMicrocoulombs: Double { min(15, max(5, 10 * (1 + 0.04 * transmitPowerDbm))) }
+    /// What the beacon draws between adverts, µA.
+    public static let sleepMicroamps = 2.5
+}
+
+/// A beacon's battery life from its Eddystone TLM: a pure state machine fed each transmission (time, voltage,
+/// temperature, advertising count and time since boot).
+///
+/// Charge counting: the counters give the adverts sent and the time awake since boot; with the charge an advert
+/// takes (`BatteryDescription`) they give the charge used, summed over reboots, since the cell was fitted. With the
+/// cell's nominal capacity that is a share of charge left, good to the spread of capacities (±10 %) and of the
+/// charge an advert really takes (±25 %). The voltage, corrected to 25 °C by the chemistry's sag, reads a share of
+/// charge left off the chemistry's curve, good to how far its published curves lie apart there: little on a coin
+/// cell's plateau, much near its knee. The two are weighed by how much each knows (as Gaussian estimates of the
+/// charge a counted mAh really takes of the cell), and the days left are the share left above the cutoff at the
+/// cold end of the last week's temperatures, at the rate the counters say. A swapped cell (its voltage up by more
+/// than a reboot explains) starts again.
+public struct BatteryLife: Sendable {
+    /// One forecast.
+    public struct Forecast: Sendable, Equatable {
+        /// Days until the cell reaches the cutoff, with a 90 % interval.
+        public var daysLeft: Double
+        public var daysLeftLow: Double
+        public var daysLeftHigh: Double
+        /// The share of its charge the cell has left.
+        public var chargeLeft: Double
+    }
+
+    public var description: BatteryDescription
+    /// When the cell now in the beacon was first heard or found fitted, µs.
+    public private(set) var fittedMicros: Int64?
+    /// Swaps found so far.
+    public private(set) var swaps = 0
+    private var usedBeforeThisBootMilliampHours = 0.0
+    /// The charge counted in this boot when the cell was fitted (a swap without a reboot).
+    private var bootBaselineMilliampHours = 0.0
+    private var last: Reading?
+    /// Corrected voltages of the last day, for a median.
+    private var recentVolts: [(micros: Int64, volts: Double)] = []
+    /// The cell's voltage against the charge counted, a point a day (the day's median corrected voltage), at most
+    /// `maximumPoints` (thinned evenly): what the fit of the cell's curve reads.
+    private var points: [(counted: Double, volts: Double)] = []
+    static let maximumPoints = 24
+    /// Temperatures of the last week, one an hour at most.
+    private var temperatures: [(micros: Int64, celsius: Double)] = []
+    /// The counted consumption, mAh a day: from the counters' last day, else the description.
+    private var rateMilliampHoursPerDay: Double?
+
+    private struct Reading {
+        var micros: Int64
+        var volts: Double
+        var celsius: Double
+        var advertisingCount: UInt32
+        var uptimeSeconds: Double
+        /// The charge counted in this boot so far, mAh.
+        var bootMilliampHours: Double
+    }
+
+    /// How much more a swapped cell's corrected voltage reads than the last reading of the old one, volts: a
+    /// reboot leaves the voltage within a few mV.
+    static let swapRiseVolts = 0.04
+    /// A swap without a reboot (the counters go on) must show a larger rise: the cold's correction is not exact.
+    static let swapRiseWithoutRebootVolts = 0.1
+    static let day: Int64 = 86_400_000_000
+
+    public init(description: BatteryDescription) {
+        self.description = description
+    }
+
+    /// One TLM transmission. Returns whether it found the cell swapped.
+    @discardableResult
+    public mutating func observe(
+        micros: Int64, millivolts: Double, celsius: Double?, advertisingCount: UInt32, uptimeSeconds: Double
+    ) -> Bool {
+        let celsius = celsius ?? last?.celsius ?? 25
+        let chemistry = description.chemistry
+        let guessLeft = max(0, 1 - totalUsed(boot: last?.bootMilliampHours ?? 0) / capacity)
+        let volts = millivolts / 1000 + chemistry.sag(celsius: celsius, chargeLeft: guessLeft) - chemistry.sag(celsius: 25, chargeLeft: guessLeft)
+        let advertCharge = description.chargePerAdvertMicrocoulombs / 3.6e6
+        let sleepCharge = BatteryDescription.sleepMicroamps / 3.6e6
+        let bootCharge = Double(advertisingCount) * advertCharge + uptimeSeconds * sleepCharge
+        var swapped = false
+        if let last {
+            let rebooted = advertisingCount < last.advertisingCount || uptimeSeconds < last.uptimeSeconds
+            let rise = volts - last.volts
+            if rebooted {
+                usedBeforeThisBootMilliampHours += last.bootMilliampHours - bootBaselineMilliampHours
+                bootBaselineMilliampHours = 0
+                swapped = rise >= Self.swapRiseVolts
+            } else {
+                swapped = rise >= Self.swapRiseWithoutRebootVolts
+            }
+            if swapped {
+                swaps += 1
+                fittedMicros = micros
+                usedBeforeThisBootMilliampHours = 0
+                bootBaselineMilliampHours = rebooted ? 0 : bootCharge
+                recentVolts = []
+                points = []
+            } else if !rebooted, micros > last.micros, bootCharge >= last.bootMilliampHours {
+                // The counters' own rate, smoothed over about a day.
+                let days = Double(micros - last.micros) / Double(Self.day)
+                let rate = (bootCharge - last.bootMilliampHours) / days
+                let weight = min(1, days)
+                rateMilliampHoursPerDay = rateMilliampHoursPerDay.map { $0 + (rate - $0) * weight } ?? rate
+            }
+        } else {
+            fittedMicros = micros
+            // A cell first heard has been in use since the counters started, unless it was swapped without a reboot.
+        }
+        if let last, !swapped, micros / Self.day != last.micros / Self.day, !recentVolts.isEmpty {
+            // The day is over: its point.
+            let sorted = recentVolts.filter { $0.micros / Self.day == last.micros / Self.day }.map(\.volts).sorted()
+            if !sorted.isEmpty { addPoint(counted: totalUsed(boot: last.bootMilliampHours), volts: sorted[sorted.count / 2]) }
+        }
+        last = Reading(micros: micros, volts: volts, celsius: celsius, advertisingCount: advertisingCount, uptimeSeconds: uptimeSeconds, bootMilliampHours: bootCharge)
+        recentVolts.append((micros, volts))
+        recentVolts.removeAll { micros - $0.micros > Self.day }
+        if temperatures.last.map({ micros - $0.micros >= Self.day / 24 }) ?? true { temperatures.append((micros, celsius)) }
+        temperatures.removeAll { micros - $0.micros > 7 * Self.day }
+        return swapped
+    }
+
+    private mutating func addPoint(counted: Double, volts: Double) {
+        points.append((counted, volts))
+        if points.count > 2 * Self.maximumPoints {
+            // Every other one, the newest kept.
+            points = points.enumerated().filter { ($0.offset - points.count + 1) % 2 == 0 }.map(\.element)
+        }
+    }
+
+    /// The capacity taken as the cell's, mAh.
+    var capacity: Double { description.capacityMilliampHours ?? description.chemistry.nominalMilliampHours }
+
+    /// The charge counted since the cell was fitted, mAh (this boot's as given).
+    private func totalUsed(boot: Double) -> Double {
+        usedBeforeThisBootMilliampHours + max(0, boot - bootBaselineMilliampHours)
+    }
+
+    /// The forecast as of the newest transmission; nil before one.
+    public func forecast() -> Forecast? {
+        guard let last, let fitted = fittedMicros else { return nil }
+        let chemistry = description.chemistry
+        let elapsedYears = Double(last.micros - fitted) / Double(Self.day) / 365
+        let counted = totalUsed(boot: last.bootMilliampHours) + capacity * chemistry.selfDischargePerYear * elapsedYears
+        // The day so far counts as a point too.
+        let today = recentVolts.filter { $0.micros / Self.day == last.micros / Self.day }.map(\.volts).sorted()
+        let trajectory = points + (today.isEmpty ? [] : [(counted, today[today.count / 2])])
+        let fit = Self.fit(trajectory, chemistry: chemistry, capacity: capacity, priorSpread: priorSpread)
+        let coldest = Self.percentile(temperatures.map(\.celsius), 0.1) ?? 25
+        let cutoff = Self.cutoffChargeLeft(chemistry, celsius: coldest, shape: fit.shape)
+        // Before a day of counting, this boot's average.
+        let rate = rateMilliampHoursPerDay
+            ?? (last.uptimeSeconds > 0 ? last.bootMilliampHours / (last.uptimeSeconds / 86_400) : BatteryDescription.sleepMicroamps * 86_400 / 3.6e6)
+        let selfDischarge = capacity * chemistry.selfDischargePerYear / 365
+        func days(_ k: Double) -> Double {
+            let left = 1 - k * counted
+            return max(0, (left - cutoff) / (max(1e-12, k) * (rate + selfDischarge)))
+        }
+        return Forecast(
+            daysLeft: days(fit.k), daysLeftLow: days(fit.kHigh), daysLeftHigh: days(fit.kLow), chargeLeft: max(0, 1 - fit.k * counted))
+    }
+
+    /// How far the charge a counted mAh really takes of the cell may lie from 1 / capacity, relative (1σ): the
+    /// spreads of capacities (±10 %) and of the charge an advert really takes (±25 %) make 15 %; taken as 30 %,
+    /// which let the cell's own curve weigh more on the fleet seeds kept for choosing; 50 % for a cell not known.
+    private var priorSpread: Double {
+        description.chemistry == .unknown && description.capacityMilliampHours == nil ? 0.5 : 0.3
+    }
+
+    /// A reading's voltage against its curve, volts: the resolution, the cold's correction, and how a cell's curve
+    /// departs from both published ones.
+    static let voltsSpread = 0.015
+
+    /// The cell's curve fitted to its trajectory: k, the share of the cell a counted mAh takes, and where its curve
+    /// lies between the published ones, by least squares with the counting's prior on k; k's 90 % interval where
+    /// the cost rises by 2.71.
+    static func fit(
+        _ points: [(counted: Double, volts: Double)], chemistry: BatteryChemistry, capacity: Double, priorSpread: Double
+    ) -> (k: Double, kLow: Double, kHigh: Double, shape: Double) {
+        let prior = 1 / capacity
+        let priorSigma = prior * priorSpread
+        // A cell's curve may lie above or below both published ones by tens of mV: an offset, fitted with them
+        // (for each k and shape the least-squares offset, drawn towards none).
+        let offsetSigma = 0.02
+        var residuals = [Double](repeating: 0, count: points.count)
+        func cost(_ k: Double, _ shape: Double) -> Double {
+            var sum = 0.0
+            for (index, point) in points.enumerated() {
+                // The readings are corrected to a burst at 25 °C: the curve less the sag there.
+                let left = 1 - k * point.counted
+                residuals[index] = point.volts - chemistry.volts(chargeLeft: left, shape: shape) + chemistry.sag(celsius: 25, chargeLeft: left)
+                sum += residuals[index]
+            }
+            let weight = 1 / (voltsSpread * voltsSpread)
+            let offset = sum * weight / (Double(points.count) * weight + 1 / (offsetSigma * offsetSigma))
+            var total = ((k - prior) / priorSigma) * ((k - prior) / priorSigma) + (offset / offsetSigma) * (offset / offsetSigma)
+            for residual in residuals { total += (residual - offset) * (residual - offset) * weight }
+            return total
+        }
+        // Coarse over k from half to twice the prior, then k in steps of 2 % around the best for every shape.
+        let shapes = stride(from: 0.0, through: 1.0, by: 0.1).map { $0 }
+        var best = (cost: Double.infinity, k: prior, shape: 0.5)
+        for shape in shapes {
+            for k in stride(from: 0.5, through: 2.0, by: 0.1).map({ $0 * prior }) {
+                let value = cost(k, shape)
+                if value < best.cost { best = (value, k, shape) }
+            }
+        }
+        let ks = (-12...12).map { best.k + Double($0) * 0.02 * prior }.filter { $0 > 0 }
+        var profile = [Double](repeating: .infinity, count: ks.count)
+        for shape in shapes {
+            for (index, k) in ks.enumerated() {
+                let value = cost(k, shape)
+                profile[index] = min(profile[index], value)
+                if value < best.cost { best = (value, k, shape) }
+            }
+        }
+        let within = ks.indices.filter { profile[$0] <= best.cost + 2.71 }
+        let step = 0.02 * prior
+        // An interval that reaches the end of the range searched goes on as far again.
+        let low = within.first.map { $0 == 0 ? ks[$0] - 12 * step : ks[$0] - step / 2 } ?? best.k
+        let high = within.last.map { $0 == ks.count - 1 ? ks[$0] + 12 * step : ks[$0] + step / 2 } ?? best.k
+        return (best.k, max(prior * 0.5, low), high, best.shape)
+    }
+
+    /// The share of charge left at which the cell, sagging at `celsius`, reads the cutoff.
+    static func cutoffChargeLeft(_ chemistry: BatteryChemistry, celsius: Double, shape: Double = 0.5) -> Double {
+        var low = 0.0
+        var high = 1.0
+        for _ in 0..<40 {
+            let middle = (low + high) / 2
+            if chemistry.volts(chargeLeft: middle, shape: shape) - chemistry.sag(celsius: celsius, chargeLeft: middle) < BatteryChemistry.cutoffVolts {
+                low = middle
+            } else {
+                high = middle
+            }
+        }
+        return high
+    }
+
+    static func percentile(_ values: [Double], _ share: Double) -> Double? {
+        guard !values.isEmpty else { return nil }
+        let sorted = values.sorted()
+        return sorted[min(sorted.count - 1, Int(share * Double(sorted.count)))]
+    }
+}
