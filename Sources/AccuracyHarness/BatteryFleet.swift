@@ -39,6 +39,7 @@ public struct BatteryFleet: Sendable {
         public var shortErrors: [Double] = []
         /// Days some cell had no forecast at all (15-90 days left).
         public var daysWithout = 0
+        /// Cells that stopped their beacon within the run, at least two weeks after the forecasts first heard them.
         public var cellsEnded = 0
         /// Cells first flagged less than 7 days before their end, or never.
         public var flaggedLate = 0
@@ -103,6 +104,8 @@ public struct BatteryFleet: Sendable {
             var health = FleetHealth()
             let beaconID = "fleet-\(index)"
             var cellEnd = end(of: cell, beacon: beacon, fromSecond: 0)
+            /// When the forecasts first heard the cell now in the beacon.
+            var cellStart = 0.0
             // The beacon has run on this cell since it was fitted: its counters say how long (a reboot since
             // restarts them; none before the run).
             let perSecond = (cell.chargePerAdvertMicrocoulombs / beacon.intervalSeconds + cell.sleepMicroamps) / 3.6e6
@@ -130,6 +133,7 @@ public struct BatteryFleet: Sendable {
                     swapped = true
                     cell = SimulatedCell(chemistry: beacon.chemistry, transmitPowerDbm: beacon.transmitPowerDbm, chargeLeft: 1, random: &random)
                     cellEnd = end(of: cell, beacon: beacon, fromSecond: second)
+                    cellStart = second
                     if !beacon.swapKeepsCounters {
                         advertisingCount = 0
                         uptime = 0
@@ -176,7 +180,9 @@ public struct BatteryFleet: Sendable {
                 }
             }
             // A cell that stopped its beacon within the run: first flagged at least 7 days before?
-            if cellEnd <= runSeconds {
+            // Cells that ended within two weeks of being first heard are left out: a week's notice is not theirs to
+            // give.
+            if cellEnd <= runSeconds, cellEnd - cellStart >= 14 * 86_400 {
                 for method in ["charge-and-voltage", "voltage-trend"] {
                     score(method, name) { entry in
                         entry.cellsEnded += 1
