@@ -99,6 +99,18 @@ extension AddressAssociationTests {
         #expect(pipeline.expireWaiting(sites: nil, nowMicros: Self.at(100)).sightings.isEmpty)
     }
 
+    /// An address whose frames waited in vain is not waited on again within the address lifetime: a beacon that
+    /// sends only URL or TLM frames waits once.
+    @Test func anAddressThatWaitedInVainIsNotWaitedOnAgain() throws {
+        var pipeline = IngestPipeline(sites: try SitesConfiguration.parse(testSites))
+        _ = pipeline.apply(
+            Self.batch("hq-a1", 1, [Sighting(timeMicros: Self.at(0), beacon: Self.bare, rssi: -70, data: Self.tlm)]), nowMicros: Self.at(1))
+        #expect(pipeline.expireWaiting(sites: nil, nowMicros: Self.at(40)).sightings.count == 1)
+        let next = pipeline.apply(
+            Self.batch("hq-a1", 2, [Sighting(timeMicros: Self.at(41), beacon: Self.bare, rssi: -70, data: Self.url)]), nowMicros: Self.at(42))
+        #expect(next.sightings.map(\.beaconID) == ["mac:C0:FF:EE:00:00:01"] && pipeline.framesWaiting == 0)
+    }
+
     /// Frames of devices that never send an identity (sensors, plain advertisers) are stored at once.
     @Test func framesWithoutEddystoneDataDoNotWait() throws {
         var pipeline = IngestPipeline(sites: try SitesConfiguration.parse(testSites))

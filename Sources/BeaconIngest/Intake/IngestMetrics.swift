@@ -23,7 +23,7 @@ public enum IngestMetrics {
         help: "Beacons whose in-memory state was let go to stay within --max-beacons.")
     static let framesWaiting = MetricFamily(
         "beaconflow_ingest_frames_waiting", .gauge,
-        help: "Eddystone URL and TLM frames of device addresses waiting (30 s at most) for an identity frame from the same address.")
+        help: "Eddystone URL and TLM frames of device addresses waiting (15 s at most) for an identity frame from the same address.")
     static let addressFrames = MetricFamily(
         "beaconflow_ingest_address_frames_total", .counter,
         help: "Eddystone URL and TLM frames stored under their device address: no identity frame came from it while they waited.")

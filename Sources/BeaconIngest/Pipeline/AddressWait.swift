@@ -30,12 +30,15 @@ struct AddressWait: Sendable {
     }
 
     /// How long a frame waits for its identity, by the ingest's clock: an identity heard by another receiver
-    /// comes within a batch interval or two (a second each by default); agents hold their own for 10 s.
-    static let waitMicros: Int64 = 30_000_000
+    /// comes within a batch interval or two (a second each by default); agents hold their own for 10 s first.
+    static let waitMicros: Int64 = 15_000_000
     static let maximumPerAddress = 64
     static let maximumPerSite = 10_000
 
     private var held: [String: [UInt64: [Frame]]] = [:]
+    /// Addresses whose frames waited in vain, per site, with when: their frames are stored at once for the address
+    /// lifetime (a beacon that sends only URL or TLM waits once, not at every frame). At most `maximumPerSite`.
+    private var waitedInVain: [String: [UInt64: Int64]] = [:]
     private(set) var count = 0
     /// The earliest arrival held, to look for expired frames only when some may be.
     private var earliestArrival: Int64 = .max
@@ -72,6 +75,25 @@ struct AddressWait: Sendable {
         return frames.sorted { $0.sighting.timeMicros < $1.sighting.timeMicros }
     }
 
+    /// Whether frames from `address` at `site` are stored at once: its frames waited in vain less than
+    /// `lifetimeMicros` before `timeMicros` (event time).
+    func waitedInVain(site: String, address: UInt64, timeMicros: Int64, lifetimeMicros: Int64) -> Bool {
+        guard let since = waitedInVain[site]?[address] else { return false }
+        return timeMicros &- since <= lifetimeMicros
+    }
+
+    /// Remembers that frames of these addresses waited in vain (their newest event time), within the bound.
+    mutating func rememberWaitedInVain(_ frames: [Frame]) {
+        for frame in frames {
+            let site = frame.agent.site
+            let address = frame.sighting.beacon.address
+            waitedInVain[site, default: [:]][address] = max(waitedInVain[site]?[address] ?? .min, frame.sighting.timeMicros)
+            if waitedInVain[site]!.count > Self.maximumPerSite, let oldest = waitedInVain[site]!.min(by: { $0.value < $1.value }) {
+                waitedInVain[site]![oldest.key] = nil
+            }
+        }
+    }
+
     /// The frames of `sites` (nil: all) that have waited longer than `waitMicros` at `nowMicros`, in time order.
     mutating func expire(sites: Set<String>?, nowMicros: Int64) -> [Frame] {
         guard count > 0, nowMicros &- earliestArrival > Self.waitMicros else { return [] }
@@ -102,6 +124,7 @@ struct AddressWait: Sendable {
     /// Forgets the frames of `sites` (handed over: the database keeps them for the new owner).
     mutating func forget(sites: Set<String>) {
         for site in sites {
+            waitedInVain[site] = nil
             count -= held.removeValue(forKey: site)?.values.reduce(0) { $0 + $1.count } ?? 0
         }
     }

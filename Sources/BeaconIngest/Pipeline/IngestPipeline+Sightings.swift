@@ -61,7 +61,9 @@ extension IngestPipeline {
     /// The frames that waited their time (of `sites`; nil: every site), stored under their addresses.
     mutating func expireWaiting(sites: Set<String>?, nowMicros: Int64) -> PipelineOutput {
         var output = PipelineOutput()
-        storeUnderAddress(waiting.expire(sites: sites, nowMicros: nowMicros), into: &output)
+        let expired = waiting.expire(sites: sites, nowMicros: nowMicros)
+        waiting.rememberWaitedInVain(expired)
+        storeUnderAddress(expired, into: &output)
         return output
     }
 

@@ -198,7 +198,9 @@ public struct IngestPipeline: Sendable {
         let heardBy = HeardBy(agent: agentKey, number: proximity.number(of: agentKey), placement: placement, source: source)
         for (sighting, time) in zip(batch.sightings, timed.sightingTimes) {
             let beacon = identity(of: sighting, site: batch.siteID, timeMicros: time)
-            if beacon.kind == .mac, AddressWait.waits(sighting) {
+            if beacon.kind == .mac, AddressWait.waits(sighting),
+                !waiting.waitedInVain(site: batch.siteID, address: sighting.beacon.address, timeMicros: time, lifetimeMicros: addressLifetimeMicros)
+            {
                 wait(sighting, at: time, heardBy: agentKey, nowMicros: nowMicros, into: &output)
                 continue
             }

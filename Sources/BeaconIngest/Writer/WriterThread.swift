@@ -248,6 +248,10 @@ extension Ingest {
                 try this.coordinator.rebalance(writer, state: &this.state)
             }
             guard let writer else { return }
+            // The end of the data: no identity can come for the frames still waiting.
+            if case .failure(let error) = Result(catching: { () throws(PostgresError) in try writer.expireWaitingFrames(state: &state, nowMicros: .max) }) {
+                ingest.logger.error("Could not store the frames waiting for their identity", metadata: ["error": "\(error)"])
+            }
             if case .failure(let error) = Result(catching: { () throws(PostgresError) in try writer.advanceZones(state: &state, finish: true) }) {
                 ingest.logger.error("Could not count the last minutes", metadata: ["error": "\(error)"])
             }

@@ -1,8 +1,8 @@
 -- frames waiting for their address's identity
 --
 -- Eddystone URL, TLM and eTLM frames from a device address that no receiver of the site has tied to an identity
--- yet wait (30 s of the ingest's clock at most) for an identity frame from the same address. The instance serving
--- the site keeps each waiting frame here, in the transaction of the batch that brought it, and deletes it in the
+-- yet wait seconds (docs/proximity-and-occupancy.md) for an identity frame from the same address. The instance
+-- serving the site keeps each waiting frame here, in the transaction of the batch that brought it, and deletes it in the
 -- transaction that stores its rows (as the identity's, or under its address once the wait is over): an instance
 -- that restarts, or takes the site over, takes them back from here. `frame` is the sighting as a batch of one
 -- (docs/wire-format.md), its time the event time; `ts` is the same time, in microseconds.
