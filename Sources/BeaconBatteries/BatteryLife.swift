@@ -26,12 +26,12 @@ public struct BatteryDescription: Sendable, Equatable {
 /// Charge counting: the counters give the adverts sent and the time awake since boot; with the charge an advert
 /// takes (`BatteryDescription`) they give the charge used, summed over reboots, since the cell was fitted. With the
 /// cell's nominal capacity that is a share of charge left, good to the spread of capacities (±10 %) and of the
-/// charge an advert really takes (±25 %). The voltage, corrected to 25 °C by the chemistry's sag, reads a share of
-/// charge left off the chemistry's curve, good to how far its published curves lie apart there: little on a coin
-/// cell's plateau, much near its knee. The two are weighed by how much each knows (as Gaussian estimates of the
-/// charge a counted mAh really takes of the cell), and the days left are the share left above the cutoff at the
-/// cold end of the last week's temperatures, at the rate the counters say. A swapped cell (its voltage up by more
-/// than a reboot explains) starts again.
+/// charge an advert really takes (±25 %). The voltage, corrected to a burst at 25 °C by the chemistry's sag, is kept
+/// a point a day against the charge counted, and the cell's curve is fitted to those points (`fit`): where it lies
+/// between the chemistry's published curves, an offset of its own, and the share of the cell a counted mAh really
+/// takes, drawn towards 1 / capacity. On a coin cell's plateau the counting decides, near its knee the voltage. The
+/// days left are the share left above the cutoff at the cold end of the last week's temperatures, at the rate the
+/// counters say. A swapped cell (its voltage up by more than a reboot explains) starts again.
 public struct BatteryLife: Sendable {
     /// One forecast.
     public struct Forecast: Sendable, Equatable {

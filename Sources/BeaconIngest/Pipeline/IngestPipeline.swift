@@ -214,7 +214,8 @@ public struct IngestPipeline: Sendable {
         }
         let lateBefore = zoneTrackers[batch.siteID]?.lateReadings ?? 0
         zoneTrackers[batch.siteID]?.add(zoneReadings, agent: batch.agentID)
-        output.append(expireWaiting(sites: nil, nowMicros: nowMicros))
+        // Only this batch's site: the transaction holds its lease, not necessarily the others'.
+        output.append(expireWaiting(sites: [batch.siteID], nowMicros: nowMicros))
         if let newest = output.sightings.map(\.timeMicros).max() {
             if inOrder {
                 agentProgressed(agentKey, newestMicros: max(newest, heldProgress.removeValue(forKey: agentKey) ?? .min), arrivalMicros: nowMicros)

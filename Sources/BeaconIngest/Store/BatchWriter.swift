@@ -200,6 +200,7 @@ public final class BatchWriter {
     /// The frames that waited their time for an identity (`AddressWait`) when no batch came to store them, stored
     /// under their addresses in a transaction of their own. Returns how many, and how many still wait.
     public func expireWaitingFrames(state: inout WriterState, nowMicros: Int64? = nil) throws(PostgresError) -> (stored: Int, waiting: Int) {
+        guard state.pipeline.framesWaiting > 0 else { return (0, 0) }
         let nowMicros = nowMicros ?? clock.nowMicros()
         var lost: Set<String> = []
         let stored = try state.withTransaction { (state) throws(PostgresError) -> TransactionEnd<Int> in
