@@ -711,6 +711,13 @@ CREATE TABLE beaconflow.beacon_state (
     advertising_event smallint,
     url text,
     cloned_since timestamp with time zone,
+    days_left_low real,
+    days_left_high real,
+    replace_by timestamp with time zone,
+    charge_left_pct real,
+    cell_since timestamp with time zone,
+    forecast text,
+    CONSTRAINT beacon_state_forecast_check CHECK ((forecast = ANY (ARRAY['charge_counting'::text, 'voltage_trend'::text, 'percent_trend'::text]))),
     CONSTRAINT beacon_state_status_check CHECK ((status = ANY (ARRAY['ok'::text, 'low_battery'::text, 'stale'::text, 'rebooting'::text, 'cloned'::text])))
 );
 
@@ -737,50 +744,16 @@ CREATE VIEW beaconflow.beacon_health AS
         END AS status,
     beacon_state.battery_pct,
     beacon_state.battery_trend_pct_per_day,
-    beacon_state.cloned_since
+    beacon_state.cloned_since,
+    beacon_state.days_left_low,
+    beacon_state.days_left_high,
+    beacon_state.replace_by,
+    beacon_state.charge_left_pct,
+    beacon_state.cell_since,
+    beacon_state.forecast
    FROM beaconflow.beacon_state;
 
 ALTER TABLE beaconflow.beacon_health OWNER TO postgres;
-
---
--- Name: beacon_keys; Type: TABLE; Schema: beaconflow; Owner: postgres
---
-
-CREATE TABLE beaconflow.beacon_keys (
-    beacon_key integer NOT NULL,
-    beacon_id text NOT NULL
-);
-
-ALTER TABLE beaconflow.beacon_keys OWNER TO postgres;
-
---
--- Name: beacon_keys_beacon_key_seq; Type: SEQUENCE; Schema: beaconflow; Owner: postgres
---
-
-ALTER TABLE beaconflow.beacon_keys ALTER COLUMN beacon_key ADD GENERATED ALWAYS AS IDENTITY (
-    SEQUENCE NAME beaconflow.beacon_keys_beacon_key_seq
-    START WITH 1
-    INCREMENT BY 1
-    NO MINVALUE
-    NO MAXVALUE
-    CACHE 1
-);
-
---
--- Name: beacon_live_position; Type: TABLE; Schema: beaconflow; Owner: postgres
---
-
-CREATE TABLE beaconflow.beacon_live_position (
-    site_id text NOT NULL,
-    beacon_id text NOT NULL,
-    ts timestamp with time zone NOT NULL,
-    x real NOT NULL,
-    y real NOT NULL,
-    error_m real NOT NULL,
-    zone_probabilities jsonb NOT NULL
-);
-
-ALTER TABLE beaconflow.beacon_live_position OWNER TO postgres;
 
 --
 -- Name: beacon_live_zone; Type: TABLE; Schema: beaconflow; Owner: postgres
@@ -876,6 +849,70 @@ CREATE VIEW beaconflow.beacon_locations AS
                  LIMIT 1) w) v ON (true));
 
 ALTER TABLE beaconflow.beacon_locations OWNER TO postgres;
+
+--
+-- Name: battery_replacements; Type: VIEW; Schema: beaconflow; Owner: postgres
+--
+
+CREATE VIEW beaconflow.battery_replacements AS
+ SELECT h.site_id,
+    h.beacon_id,
+    l.label,
+    h.replace_by,
+    h.est_days_left,
+    h.days_left_low,
+    h.days_left_high,
+    h.forecast,
+    h.battery_mv,
+    h.battery_pct,
+    h.status,
+    l.zone_id AS last_zone_id,
+    h.last_seen
+   FROM (beaconflow.beacon_health h
+     LEFT JOIN beaconflow.beacon_locations l USING (beacon_id))
+  WHERE (h.replace_by IS NOT NULL);
+
+ALTER TABLE beaconflow.battery_replacements OWNER TO postgres;
+
+--
+-- Name: beacon_keys; Type: TABLE; Schema: beaconflow; Owner: postgres
+--
+
+CREATE TABLE beaconflow.beacon_keys (
+    beacon_key integer NOT NULL,
+    beacon_id text NOT NULL
+);
+
+ALTER TABLE beaconflow.beacon_keys OWNER TO postgres;
+
+--
+-- Name: beacon_keys_beacon_key_seq; Type: SEQUENCE; Schema: beaconflow; Owner: postgres
+--
+
+ALTER TABLE beaconflow.beacon_keys ALTER COLUMN beacon_key ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME beaconflow.beacon_keys_beacon_key_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
+-- Name: beacon_live_position; Type: TABLE; Schema: beaconflow; Owner: postgres
+--
+
+CREATE TABLE beaconflow.beacon_live_position (
+    site_id text NOT NULL,
+    beacon_id text NOT NULL,
+    ts timestamp with time zone NOT NULL,
+    x real NOT NULL,
+    y real NOT NULL,
+    error_m real NOT NULL,
+    zone_probabilities jsonb NOT NULL
+);
+
+ALTER TABLE beaconflow.beacon_live_position OWNER TO postgres;
 
 --
 -- Name: beacon_position_minutes; Type: TABLE; Schema: beaconflow; Owner: postgres
@@ -1960,18 +1997,6 @@ GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE beaconflow.beacon_health TO beaconflo
 GRANT SELECT ON TABLE beaconflow.beacon_health TO beaconflow_reader;
 
 --
--- Name: TABLE beacon_keys; Type: ACL; Schema: beaconflow; Owner: postgres
---
-
-GRANT SELECT,INSERT ON TABLE beaconflow.beacon_keys TO beaconflow_writer;
-
---
--- Name: TABLE beacon_live_position; Type: ACL; Schema: beaconflow; Owner: postgres
---
-
-GRANT SELECT,INSERT,UPDATE ON TABLE beaconflow.beacon_live_position TO beaconflow_writer;
-
---
 -- Name: TABLE beacon_live_zone; Type: ACL; Schema: beaconflow; Owner: postgres
 --
 
@@ -2001,6 +2026,25 @@ GRANT SELECT,INSERT,UPDATE ON TABLE beaconflow.visits_raw TO beaconflow_writer;
 
 GRANT SELECT,INSERT ON TABLE beaconflow.beacon_locations TO beaconflow_writer;
 GRANT SELECT ON TABLE beaconflow.beacon_locations TO beaconflow_reader;
+
+--
+-- Name: TABLE battery_replacements; Type: ACL; Schema: beaconflow; Owner: postgres
+--
+
+GRANT SELECT,INSERT ON TABLE beaconflow.battery_replacements TO beaconflow_writer;
+GRANT SELECT ON TABLE beaconflow.battery_replacements TO beaconflow_reader;
+
+--
+-- Name: TABLE beacon_keys; Type: ACL; Schema: beaconflow; Owner: postgres
+--
+
+GRANT SELECT,INSERT ON TABLE beaconflow.beacon_keys TO beaconflow_writer;
+
+--
+-- Name: TABLE beacon_live_position; Type: ACL; Schema: beaconflow; Owner: postgres
+--
+
+GRANT SELECT,INSERT,UPDATE ON TABLE beaconflow.beacon_live_position TO beaconflow_writer;
 
 --
 -- Name: TABLE beacon_position_minutes; Type: ACL; Schema: beaconflow; Owner: postgres

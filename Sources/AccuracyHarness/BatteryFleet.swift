@@ -3,10 +3,10 @@ import BeaconIngest
 import BeaconSimulation
 import Foundation
 
-/// A simulated fleet's batteries over months, and how well battery forecasts knew their ends: the forecast from
-/// charge counting and the voltage curve (`BatteryLife`) beside the trend of the voltage the ingest used before
-/// (`FleetHealth`'s Theil-Sen slope to 2000 mV), each fed the fleet's TLM, scored against when each cell really
-/// stopped its beacon.
+/// A simulated fleet's batteries over months, and how well battery forecasts knew their ends: the ingest's fleet
+/// health (`FleetHealth`) forecasting from charge counting and the voltage curve, beside the same with the trend of
+/// the voltage the ingest used before (its Theil-Sen slope to 2000 mV), each fed the fleet's TLM, scored against
+/// when each cell really stopped its beacon.
 ///
 /// Each beacon has a cell of a chemistry (half CR2032, a quarter CR2477, 15 % two lithium AA, 10 % a CR2032 the
 /// sites file does not name), a transmit power, an advertising interval (100 ms to 1 s) and a place: indoors
@@ -23,9 +23,9 @@ public struct BatteryFleet: Sendable {
     /// How often a beacon's TLM reaches the forecasts, seconds (real beacons send it every few seconds; an hour
     /// keeps months of a fleet in seconds of computing, and the forecasts need no more).
     public var telemetryIntervalSeconds = 3600.0
-    /// A forecast flags its cell for replacement when it leaves fewer days than this (`FleetHealth`'s
-    /// `lowBatteryDays`).
-    public var flagDays = 30.0
+    /// A forecast flags its cell for replacement when it leaves fewer days than this: `FleetHealth`'s
+    /// `lowBatteryDays`, whose `low_battery` status is the flag.
+    public var flagDays: Double { FleetHealth.Configuration().lowBatteryDays }
 
     public init() {}
 
@@ -99,10 +99,14 @@ public struct BatteryFleet: Sendable {
             var cell = SimulatedCell(
                 chemistry: beacon.chemistry, transmitPowerDbm: beacon.transmitPowerDbm,
                 chargeLeft: Double.random(in: 0.1...1, using: &random), random: &random)
-            var life = BatteryLife(
-                description: BatteryDescription(chemistry: beacon.named ? beacon.chemistry : .unknown, transmitPowerDbm: beacon.transmitPowerDbm))
-            var health = FleetHealth()
             let beaconID = "fleet-\(index)"
+            var counting = FleetHealth()
+            if beacon.named {
+                counting.batteries[beaconID] = BatteryDescription(chemistry: beacon.chemistry, transmitPowerDbm: beacon.transmitPowerDbm)
+            }
+            var trendConfiguration = FleetHealth.Configuration()
+            trendConfiguration.chargeCounting = false
+            var trend = FleetHealth(configuration: trendConfiguration)
             var cellEnd = end(of: cell, beacon: beacon, fromSecond: 0)
             /// When the forecasts first heard the cell now in the beacon.
             var cellStart = 0.0
@@ -143,28 +147,26 @@ public struct BatteryFleet: Sendable {
                 }
                 let millivolts = (cell.loadedVolts(celsius: celsius) * 1000).rounded()
                 let micros = Int64(second * 1_000_000)
-                let found = life.observe(
-                    micros: micros, millivolts: millivolts, celsius: celsius, advertisingCount: UInt32(min(advertisingCount, 4e9)),
-                    uptimeSeconds: uptime)
+                let row = TelemetryRow(
+                    timeMicros: micros, siteID: "fleet", agentID: "fleet", beaconID: beaconID, batteryMillivolts: Int32(millivolts),
+                    temperatureCelsius: celsius, advertisingCount: UInt32(min(advertisingCount, 4e9)), uptimeSeconds: uptime)
+                counting.telemetry(row, rebooted: false)
+                trend.telemetry(row, rebooted: false)
                 if awaitingSwap {
+                    let found = counting.health(of: beaconID)?.forecast?.cellSinceMicros == micros
                     score("charge-and-voltage", name) {
                         $0.swaps += 1
                         $0.swapsFoundAtOnce += found ? 1 : 0
                     }
                     awaitingSwap = false
                 }
-                health.telemetry(
-                    TelemetryRow(
-                        timeMicros: micros, siteID: "fleet", agentID: "fleet", beaconID: beaconID, batteryMillivolts: Int32(millivolts),
-                        temperatureCelsius: celsius, advertisingCount: UInt32(min(advertisingCount, 4e9)), uptimeSeconds: uptime),
-                    rebooted: false)
                 // Scored once a day.
                 guard Int(second) % 86_400 < Int(step) else { continue }
                 let truth = (cellEnd - second) / 86_400
-                let old = health.health(of: beaconID)
-                let forecast = life.forecast()
+                let health = counting.health(of: beaconID)
+                let old = trend.health(of: beaconID)
                 let forecasts: [(String, Double?, Bool)] = [
-                    ("charge-and-voltage", forecast?.daysLeft, (forecast?.daysLeft ?? .infinity) < flagDays),
+                    ("charge-and-voltage", health?.estimatedDaysLeft, health?.status == .lowBattery),
                     ("voltage-trend", old?.estimatedDaysLeft, old?.status == .lowBattery),
                 ]
                 for (method, forecast, flagged) in forecasts {

@@ -27,11 +27,13 @@ public struct BatteryDescription: Sendable, Equatable {
 /// takes (`BatteryDescription`) they give the charge used, summed over reboots, since the cell was fitted. With the
 /// cell's nominal capacity that is a share of charge left, good to the spread of capacities (±10 %) and of the
 /// charge an advert really takes (±25 %). The voltage, corrected to a burst at 25 °C by the chemistry's sag, is kept
-/// a point a day against the charge counted, and the cell's curve is fitted to those points (`fit`): where it lies
-/// between the chemistry's published curves, an offset of its own, and the share of the cell a counted mAh really
-/// takes, drawn towards 1 / capacity. On a coin cell's plateau the counting decides, near its knee the voltage. The
-/// days left are the share left above the cutoff at the cold end of the last week's temperatures, at the rate the
-/// counters say. A swapped cell (its voltage up by more than a reboot explains) starts again.
+/// a point a day (the median of its hourly means) against the charge counted, and the cell's curve is fitted to
+/// those points (`fit`, again each new day and when the day so far moves): where it lies between the chemistry's published curves,
+/// an offset of its own, and the share of the cell a counted mAh really takes, drawn towards 1 / capacity. On a coin
+/// cell's plateau the counting decides, near its knee the voltage. The days left are the share left above the
+/// cutoff at the cold end of the last week's temperatures (the 10th percentile of its 4-hour minima), at the rate
+/// the counters say. A swapped cell (its voltage up by more than a reboot explains) starts again. What it keeps is
+/// bounded: 48 points, 24 hourly means, 42 temperatures and 24 bands' voltages.
 public struct BatteryLife: Sendable {
     /// One forecast.
     public struct Forecast: Sendable, Equatable {
@@ -48,18 +50,30 @@ public struct BatteryLife: Sendable {
     public private(set) var fittedMicros: Int64?
     /// Swaps found so far.
     public private(set) var swaps = 0
+    /// The newest transmission's time, µs.
+    public var lastReadingMicros: Int64? { last?.micros }
     private var usedBeforeThisBootMilliampHours = 0.0
     /// The charge counted in this boot when the cell was fitted (a swap without a reboot).
     private var bootBaselineMilliampHours = 0.0
     private var last: Reading?
-    /// Corrected voltages of the last day, for a median.
-    private var recentVolts: [(micros: Int64, volts: Double)] = []
+    /// Corrected voltages of the last day, an hour's mean each, for a median.
+    private var recentHours: [(hour: Int64, sum: Double, count: Int32)] = []
+    /// The newest corrected voltage in each band of `bandKelvin` from -40 °C (NaN for none): what a swap's rise is
+    /// measured against.
+    private var bandVolts = [Float](repeating: .nan, count: 24)
+    static let bandKelvin = 4.0
     /// The cell's voltage against the charge counted, a point a day (the day's median corrected voltage), at most
     /// `maximumPoints` (thinned evenly): what the fit of the cell's curve reads.
     private var points: [(counted: Double, volts: Double)] = []
     static let maximumPoints = 24
-    /// Temperatures of the last week, one an hour at most.
-    private var temperatures: [(micros: Int64, celsius: Double)] = []
+    /// The coldest temperature of each 4 hours of the last week.
+    private var coldest: [(bucket: Int32, celsius: Float)] = []
+    static let temperatureBucket: Int64 = 4 * 3_600_000_000
+    /// The curve fitted to the trajectory (`fit`), refitted when a day's point is added or the day so far has moved
+    /// by `refitVolts` since (its median of hourly means: on a plateau, seldom).
+    private var curve: (k: Double, kLow: Double, kHigh: Double, shape: Double)?
+    private var curveToday: Double?
+    static let refitVolts = 0.005
     /// The counted consumption, mAh a day: from the counters' last day, else the description.
     private var rateMilliampHoursPerDay: Double?
 
@@ -76,7 +90,10 @@ public struct BatteryLife: Sendable {
     /// How much more a swapped cell's corrected voltage reads than the last reading of the old one, volts: a
     /// reboot leaves the voltage within a few mV.
     static let swapRiseVolts = 0.04
-    /// A swap without a reboot (the counters go on) must show a larger rise: the cold's correction is not exact.
+    /// A swap without a reboot (the counters go on) must show a larger rise. Both rises are measured against the
+    /// newest reading in the same band of temperatures (`bandVolts`), else the previous reading when its temperature
+    /// was as close, else not at all: the cold's correction is not exact, and a coin cell warming after a frost
+    /// reads 100 mV and more above its corrected cold readings.
     static let swapRiseWithoutRebootVolts = 0.1
     static let day: Int64 = 86_400_000_000
 
@@ -99,7 +116,9 @@ public struct BatteryLife: Sendable {
         var swapped = false
         if let last {
             let rebooted = advertisingCount < last.advertisingCount || uptimeSeconds < last.uptimeSeconds
-            let rise = volts - last.volts
+            let band = bandVolts[Self.band(celsius)]
+            let reference = !band.isNaN ? Double(band) : abs(celsius - last.celsius) <= Self.bandKelvin ? last.volts : nil
+            let rise = reference.map { volts - $0 } ?? 0
             if rebooted {
                 usedBeforeThisBootMilliampHours += last.bootMilliampHours - bootBaselineMilliampHours
                 bootBaselineMilliampHours = 0
@@ -112,8 +131,10 @@ public struct BatteryLife: Sendable {
                 fittedMicros = micros
                 usedBeforeThisBootMilliampHours = 0
                 bootBaselineMilliampHours = rebooted ? 0 : bootCharge
-                recentVolts = []
+                recentHours = []
+                bandVolts = bandVolts.map { _ in .nan }
                 points = []
+                curve = nil
             } else if !rebooted, micros > last.micros, bootCharge >= last.bootMilliampHours {
                 // The counters' own rate, smoothed over about a day.
                 let days = Double(micros - last.micros) / Double(Self.day)
@@ -125,17 +146,61 @@ public struct BatteryLife: Sendable {
             fittedMicros = micros
             // A cell first heard has been in use since the counters started, unless it was swapped without a reboot.
         }
-        if let last, !swapped, micros / Self.day != last.micros / Self.day, !recentVolts.isEmpty {
+        var newPoint = false
+        if let last, !swapped, micros / Self.day != last.micros / Self.day, let volts = median(ofDay: last.micros / Self.day) {
             // The day is over: its point.
-            let sorted = recentVolts.filter { $0.micros / Self.day == last.micros / Self.day }.map(\.volts).sorted()
-            if !sorted.isEmpty { addPoint(counted: totalUsed(boot: last.bootMilliampHours), volts: sorted[sorted.count / 2]) }
+            addPoint(counted: totalUsed(boot: last.bootMilliampHours), volts: volts)
+            newPoint = true
         }
         last = Reading(micros: micros, volts: volts, celsius: celsius, advertisingCount: advertisingCount, uptimeSeconds: uptimeSeconds, bootMilliampHours: bootCharge)
-        recentVolts.append((micros, volts))
-        recentVolts.removeAll { micros - $0.micros > Self.day }
-        if temperatures.last.map({ micros - $0.micros >= Self.day / 24 }) ?? true { temperatures.append((micros, celsius)) }
-        temperatures.removeAll { micros - $0.micros > 7 * Self.day }
+        let hour = micros / Self.hour
+        if let index = recentHours.indices.last, recentHours[index].hour == hour {
+            recentHours[index].sum += volts
+            recentHours[index].count += 1
+        } else {
+            recentHours.append((hour, volts, 1))
+        }
+        bandVolts[Self.band(celsius)] = Float(volts)
+        recentHours.removeAll { hour - $0.hour >= 24 }
+        let bucket = Int32(truncatingIfNeeded: micros / Self.temperatureBucket)
+        if let index = coldest.indices.last, coldest[index].bucket == bucket {
+            coldest[index].celsius = min(coldest[index].celsius, Float(celsius))
+        } else {
+            coldest.append((bucket, Float(celsius)))
+        }
+        coldest.removeAll { Int64(bucket - $0.bucket) * Self.temperatureBucket >= 7 * Self.day }
+        let today = median(ofDay: micros / Self.day)
+        if newPoint || swapped || curve == nil || abs((today ?? 0) - (curveToday ?? 0)) >= Self.refitVolts {
+            curve = Self.fit(trajectory, chemistry: description.chemistry, capacity: capacity, priorSpread: priorSpread)
+            curveToday = today
+        }
         return swapped
+    }
+
+    static let hour: Int64 = 3_600_000_000
+
+    /// The band of temperatures `celsius` falls in.
+    static func band(_ celsius: Double) -> Int {
+        Int(min(23, max(0, ((celsius + 40) / bandKelvin).rounded(.down))))
+    }
+
+    /// The median of the hourly mean voltages of a day, or nil when none were heard in it.
+    private func median(ofDay day: Int64) -> Double? {
+        let means = recentHours.filter { $0.hour * Self.hour / Self.day == day }.map { $0.sum / Double($0.count) }.sorted()
+        return means.isEmpty ? nil : means[means.count / 2]
+    }
+
+    /// The points a day, and the day so far as one more.
+    private var trajectory: [(counted: Double, volts: Double)] {
+        guard let last, let today = median(ofDay: last.micros / Self.day) else { return points }
+        return points + [(countedWithSelfDischarge, today)]
+    }
+
+    /// The charge counted since the cell was fitted, with its self-discharge since, mAh.
+    private var countedWithSelfDischarge: Double {
+        guard let last, let fitted = fittedMicros else { return 0 }
+        let elapsedYears = Double(last.micros - fitted) / Double(Self.day) / 365
+        return totalUsed(boot: last.bootMilliampHours) + capacity * description.chemistry.selfDischargePerYear * elapsedYears
     }
 
     private mutating func addPoint(counted: Double, volts: Double) {
@@ -156,16 +221,11 @@ public struct BatteryLife: Sendable {
 
     /// The forecast as of the newest transmission; nil before one.
     public func forecast() -> Forecast? {
-        guard let last, let fitted = fittedMicros else { return nil }
+        guard let last, let fit = curve else { return nil }
         let chemistry = description.chemistry
-        let elapsedYears = Double(last.micros - fitted) / Double(Self.day) / 365
-        let counted = totalUsed(boot: last.bootMilliampHours) + capacity * chemistry.selfDischargePerYear * elapsedYears
-        // The day so far counts as a point too.
-        let today = recentVolts.filter { $0.micros / Self.day == last.micros / Self.day }.map(\.volts).sorted()
-        let trajectory = points + (today.isEmpty ? [] : [(counted, today[today.count / 2])])
-        let fit = Self.fit(trajectory, chemistry: chemistry, capacity: capacity, priorSpread: priorSpread)
-        let coldest = Self.percentile(temperatures.map(\.celsius), 0.1) ?? 25
-        let cutoff = Self.cutoffChargeLeft(chemistry, celsius: coldest, shape: fit.shape)
+        let counted = countedWithSelfDischarge
+        let cold = Self.percentile(coldest.map { Double($0.celsius) }, 0.1) ?? 25
+        let cutoff = Self.cutoffChargeLeft(chemistry, celsius: cold, shape: fit.shape)
         // Before a day of counting, this boot's average.
         let rate = rateMilliampHoursPerDay
             ?? (last.uptimeSeconds > 0 ? last.bootMilliampHours / (last.uptimeSeconds / 86_400) : BatteryDescription.sleepMicroamps * 86_400 / 3.6e6)
@@ -200,34 +260,47 @@ public struct BatteryLife: Sendable {
         // A cell's curve may lie above or below both published ones by tens of mV: an offset, fitted with them
         // (for each k and shape the least-squares offset, drawn towards none).
         let offsetSigma = 0.02
-        var residuals = [Double](repeating: 0, count: points.count)
-        func cost(_ k: Double, _ shape: Double) -> Double {
-            var sum = 0.0
+        let curves = BatteryChemistry.curves(chemistry)
+        let weight = 1 / (voltsSpread * voltsSpread)
+        // For one k, each point's residual is `base - span * shape` (the curve runs linearly between the published
+        // ones): worked out once a k, then every shape costs a pass over the points.
+        var bases = [Double](repeating: 0, count: points.count)
+        var spans = [Double](repeating: 0, count: points.count)
+        func prepare(_ k: Double) {
             for (index, point) in points.enumerated() {
                 // The readings are corrected to a burst at 25 °C: the curve less the sag there.
-                let left = 1 - k * point.counted
-                residuals[index] = point.volts - chemistry.volts(chargeLeft: left, shape: shape) + chemistry.sag(celsius: 25, chargeLeft: left)
-                sum += residuals[index]
+                let left = min(1, max(0, 1 - k * point.counted))
+                let low = BatteryChemistry.interpolate(curves.0, at: left)
+                bases[index] = point.volts - low + chemistry.sag(celsius: 25, chargeLeft: left)
+                spans[index] = BatteryChemistry.interpolate(curves.1, at: left) - low
             }
-            let weight = 1 / (voltsSpread * voltsSpread)
+        }
+        func cost(_ k: Double, _ shape: Double) -> Double {
+            var sum = 0.0
+            for index in bases.indices { sum += bases[index] - spans[index] * shape }
             let offset = sum * weight / (Double(points.count) * weight + 1 / (offsetSigma * offsetSigma))
             var total = ((k - prior) / priorSigma) * ((k - prior) / priorSigma) + (offset / offsetSigma) * (offset / offsetSigma)
-            for residual in residuals { total += (residual - offset) * (residual - offset) * weight }
+            for index in bases.indices {
+                let residual = bases[index] - spans[index] * shape - offset
+                total += residual * residual * weight
+            }
             return total
         }
         // Coarse over k from half to twice the prior, then k in steps of 2 % around the best for every shape.
         let shapes = stride(from: 0.0, through: 1.0, by: 0.1).map { $0 }
         var best = (cost: Double.infinity, k: prior, shape: 0.5)
-        for shape in shapes {
-            for k in stride(from: 0.5, through: 2.0, by: 0.1).map({ $0 * prior }) {
+        for k in stride(from: 0.5, through: 2.0, by: 0.1).map({ $0 * prior }) {
+            prepare(k)
+            for shape in shapes {
                 let value = cost(k, shape)
                 if value < best.cost { best = (value, k, shape) }
             }
         }
         let ks = (-12...12).map { best.k + Double($0) * 0.02 * prior }.filter { $0 > 0 }
         var profile = [Double](repeating: .infinity, count: ks.count)
-        for shape in shapes {
-            for (index, k) in ks.enumerated() {
+        for (index, k) in ks.enumerated() {
+            prepare(k)
+            for shape in shapes {
                 let value = cost(k, shape)
                 profile[index] = min(profile[index], value)
                 if value < best.cost { best = (value, k, shape) }

@@ -181,6 +181,14 @@ enum ConsoleAssets {
           if (filter.status === "present" || filter.status === "away") return b.present === (filter.status === "present");
           return !filter.status || b.status === filter.status;
         }
+        // The day to have replaced its cell by (UTC), red within 30 days; the days left and their interval on hover.
+        function replaceBy(b, now) {
+          if (!b.replace_by) return el("td", {}, "");
+          const soon = Date.parse(b.replace_by) - Date.parse(now) < 30 * 86400000;
+          const interval = b.days_left_low !== null && b.days_left_low !== undefined ? ` (${Math.round(b.days_left_low)}-${Math.round(b.days_left_high)})` : "";
+          const left = b.est_days_left !== null && b.est_days_left !== undefined ? `${Math.round(b.est_days_left)} days left${interval}` : null;
+          return el("td", { class: soon ? "bad" : null, title: left }, b.replace_by.slice(0, 10));
+        }
         function beacons(doc) {
           const present = doc.beacons.filter((b) => b.present).length;
           // Present first, then those with a label; by label or id in natural order (tag-2 before tag-10).
@@ -190,6 +198,7 @@ enum ConsoleAssets {
             el("td", {}, b.label || ""), el("td", {}, b.beacon_id), el("td", {}, b.site_id), el("td", {}, b.zone_id || ""),
             el("td", {}, b.present ? "present" : "away"), when(b.since, doc.generated_at), when(b.last_heard, doc.generated_at),
             el("td", { class: b.status === "low_battery" ? "bad" : null }, b.battery_mv ? b.battery_mv + " mV" : b.battery_pct !== null && b.battery_pct !== undefined ? Math.round(b.battery_pct) + " %" : ""),
+            replaceBy(b, doc.generated_at),
             el("td", {}, b.temperature_c !== null && b.temperature_c !== undefined ? b.temperature_c.toFixed(1) + " °C" : ""),
             el("td", {}, b.status || "")));
           const filtered = listed.length < doc.beacons.length ? ` · ${listed.length} shown` : "";
@@ -197,7 +206,7 @@ enum ConsoleAssets {
             beaconControls(doc),
             el("p", { class: "summary", id: "beacon-summary" }, `${doc.beacon_count} beacons, ${present} present` +
               (doc.beacon_count > doc.beacons.length ? ` (the first ${doc.beacons.length} listed)` : "") + filtered),
-            table(["Label", "Beacon", "Site", "Zone", "Presence", "Since", "Last heard", "Battery", "Temperature", "Status"], rows),
+            table(["Label", "Beacon", "Site", "Zone", "Presence", "Since", "Last heard", "Battery", "Replace by", "Temperature", "Status"], rows),
           ];
         }
 

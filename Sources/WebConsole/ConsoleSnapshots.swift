@@ -73,7 +73,7 @@ public final class ConsoleSnapshots: Sendable {
     public static let beaconLimit = 500
 
     /// One document from the public views (on one line, as jsonb prints it: an event's data is a line): zones (with live occupants: beacons present by `beacon_locations`),
-    /// beacons with their battery, the positions of those present (`beacon_positions`), agents, which instance
+    /// beacons with their battery and when to replace it, the positions of those present (`beacon_positions`), agents, which instance
     /// serves each site, and the sightings of the last minute.
     static let query = """
         WITH loc AS MATERIALIZED (SELECT * FROM beaconflow.beacon_locations)
@@ -89,7 +89,8 @@ public final class ConsoleSnapshots: Sendable {
             'beacons', coalesce((
                 SELECT json_agg(b) FROM (
                     SELECT loc.beacon_id, loc.label, loc.site_id, loc.zone_id, loc.present, loc.since, loc.last_heard,
-                           h.battery_mv, h.battery_pct, h.temperature_c, h.status
+                           h.battery_mv, h.battery_pct, h.temperature_c, h.status, h.replace_by, h.est_days_left,
+                           h.days_left_low, h.days_left_high
                     FROM loc LEFT JOIN beaconflow.beacon_health h USING (beacon_id)
                     ORDER BY loc.present DESC, loc.label IS NULL, loc.label, loc.beacon_id
                     LIMIT \(beaconLimit)) b), '[]'),

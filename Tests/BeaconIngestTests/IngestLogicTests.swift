@@ -1,3 +1,4 @@
+import BeaconBatteries
 import BeaconMessaging
 import BeaconWire
 @testable import BeaconIngest
@@ -62,6 +63,15 @@ import Testing
         #expect(configuration.agent(site: "hq", agent: "hq-a9") == nil)
         #expect(configuration.identities.map(\.beaconID) == ["eddystone:0102030405060708090a:0000000000a1"])
         #expect(configuration.beacons[0].label == "cart 7")
+        #expect(configuration.batteries.isEmpty)
+    }
+
+    @Test func theRegistryNamesABeaconsCell() throws {
+        let text = valid.replacingOccurrences(of: "label: \"cart 7\"", with: "label: \"cart 7\", battery: cr2477, battery_mah: 950, transmit_power_dbm: -4")
+        let battery = try #require(try SitesConfiguration.parse(text).batteries["eddystone:0102030405060708090a:0000000000a1"])
+        #expect(battery == BatteryDescription(chemistry: .cr2477, capacityMilliampHours: 950, transmitPowerDbm: -4))
+        // The charge an advert takes falls with the transmit power.
+        #expect(battery.chargePerAdvertMicrocoulombs < BatteryDescription().chargePerAdvertMicrocoulombs)
     }
 
     /// Counts beyond what one writer takes on at a reload are refused before anything is built; duplicates among
@@ -99,6 +109,9 @@ import Testing
         ("path_loss_exponent: 2.5", "path_loss_exponent: 2.5\n    doors: [[lobby]]", "doors[0] must be two zones of the site"),
         ("path_loss_exponent: 2.5", "path_loss_exponent: 2.5\n    doors: lobby", "doors must be a list of zone pairs"),
         ("path_loss_exponent: 2.5", "path_loss_exponent: 2.5\n    zone_switch_settled_s: -1", "zone_switch_settled_s must be 0-86400 seconds"),
+        ("label: \"cart 7\"", "label: \"cart 7\", battery: cr2023", "battery must be one of 'cr2032', 'cr2477', '2xaa-lithium', 'unknown'"),
+        ("label: \"cart 7\"", "label: \"cart 7\", battery_mah: 0", "battery_mah must be 1-100000"),
+        ("label: \"cart 7\"", "label: \"cart 7\", transmit_power_dbm: 30", "transmit_power_dbm must be -40-20"),
     ])
     func mistakesAreNamed(replace: String, with replacement: String, message: String) {
         let text = valid.replacingOccurrences(of: replace, with: replacement)
@@ -255,8 +268,15 @@ import Testing
             temperatureCelsius: 21.5, advertisingCount: UInt32(time / 1_000_000 % 1_000_000), uptimeSeconds: 0)
     }
 
+    /// The trend, as beacons without TLM counters have it.
+    var trendOnly: FleetHealth.Configuration {
+        var configuration = FleetHealth.Configuration()
+        configuration.chargeCounting = false
+        return configuration
+    }
+
     @Test func theTrendIsRobustToSagsAndForecastsTheCutoff() throws {
-        var health = FleetHealth()
+        var health = FleetHealth(configuration: trendOnly)
         // 3000 mV falling 10 mV a day, a reading every hour for 7 days, every 10th one sagging by 300 mV.
         for hour in 0..<(7 * 24) {
             let time = start + Int64(hour) * 3_600_000_000
@@ -274,7 +294,7 @@ import Testing
     }
 
     @Test func lowBatteryAndRebootingStates() throws {
-        var health = FleetHealth()
+        var health = FleetHealth(configuration: trendOnly)
         health.telemetry(row(start, 2350), rebooted: false)
         #expect(health.health(of: "b")?.status == .lowBattery)
         for index in 1...3 { health.telemetry(row(start + Int64(index) * day, 2350), rebooted: true) }

@@ -77,6 +77,32 @@ struct BatchWriterTests {
         #expect(try connection.query("SELECT count(*) FROM beaconflow.telemetry WHERE adv_count = 90") == [["2"]])
     }
 
+    /// A TLM beacon's battery forecast reaches `beacon_health` and `battery_replacements` whole, and a row without
+    /// one (an ingest restarted, hearing the beacon without its TLM) leaves the stored forecast as it was.
+    @Test func aBatteryForecastIsStoredAndListedForReplacement() async throws {
+        let server = try await SharedDatabase.create()
+        let connection = try PostgresConnection(server.conninfo)
+        try await Migrator.migrateOffThePool(connection, logger: Logger(label: "test"))
+        let sites = try SitesConfiguration.parse(testSites)
+        let midnight: Int64 = 1_767_225_600_000_000
+        let hour: Int64 = 3_600_000_000
+        var writer = BatchWriter(connection: connection)
+        var state = WriterState(pipeline: IngestPipeline(sites: sites))
+        _ = try writer.commit(try telemetryBatch(agent: "hq-a1", sequence: 1, transmissions: [(midnight - 2 * hour, 10), (midnight + hour, 36_000)]), state: &state)
+        let forecast = """
+            SELECT forecast, days_left_low <= est_days_left AND est_days_left <= days_left_high, replace_by IS NOT NULL,
+                   charge_left_pct > 99, cell_since = to_timestamp(\(midnight - 2 * hour) / 1e6)
+            FROM beaconflow.beacon_health WHERE beacon_id = 'eddystone:0102030405060708090a:0000000000a1'
+            """
+        #expect(try connection.query(forecast) == [["charge_counting", "t", "t", "t", "t"]])
+        let listed = "SELECT beacon_id, site_id, replace_by = (SELECT replace_by FROM beaconflow.beacon_health) FROM beaconflow.battery_replacements"
+        #expect(try connection.query(listed) == [["eddystone:0102030405060708090a:0000000000a1", "hq", "t"]])
+        writer = BatchWriter(connection: connection)
+        state = WriterState(pipeline: IngestPipeline(sites: sites))
+        _ = try writer.commit(try decodedBatch(sequence: 2), state: &state)
+        #expect(try connection.query(forecast) == [["charge_counting", "t", "t", "t", "t"]])
+    }
+
     /// A site read back from ten minutes of stored sightings (no minute counted yet) ends in the zones of the
     /// run that stored them, while the tracker holds a few windows of readings at a time, never the whole backlog.
     @Test func aSiteIsReadBackAWindowAtATime() async throws {

@@ -1,3 +1,4 @@
+import BeaconBatteries
 import BeaconPositions
 import BeaconWire
 import BoundedYAML
@@ -109,13 +110,20 @@ public struct SitesConfiguration: Sendable, Equatable {
         /// 16 bytes, most significant first: a phone's or watch's identity resolving key, which ties each of its
         /// resolvable private addresses to this beacon.
         public var irk: [UInt8]?
+        /// Its cell, its capacity and its radio's transmit power, for the battery forecast; nil when the file
+        /// names none of them.
+        public var battery: BatteryDescription?
 
-        public init(id: String, label: String? = nil, identityKey: [UInt8]? = nil, bthomeBindkey: [UInt8]? = nil, irk: [UInt8]? = nil) {
+        public init(
+            id: String, label: String? = nil, identityKey: [UInt8]? = nil, bthomeBindkey: [UInt8]? = nil, irk: [UInt8]? = nil,
+            battery: BatteryDescription? = nil
+        ) {
             self.id = id
             self.label = label
             self.identityKey = identityKey
             self.bthomeBindkey = bthomeBindkey
             self.irk = irk
+            self.battery = battery
         }
     }
 
@@ -146,6 +154,13 @@ public struct SitesConfiguration: Sendable, Equatable {
     /// Identity resolving keys of the registry, by beacon.
     public var irks: [(beaconID: String, irk: [UInt8])] {
         beacons.compactMap { beacon in beacon.irk.map { (beacon.id, $0) } }
+    }
+
+    /// The cells the registry names, by beacon.
+    public var batteries: [String: BatteryDescription] {
+        var batteries: [String: BatteryDescription] = [:]
+        for beacon in beacons { if let battery = beacon.battery { batteries[beacon.id] = battery } }
+        return batteries
     }
 
     /// BTHome bindkeys of the registry, by device address.
@@ -362,7 +377,7 @@ extension SitesConfiguration.Agent {
 extension SitesConfiguration.Beacon {
     init(reading entry: SitesFileEntry) throws(SitesError) {
         let place = entry.place
-        try entry.allowOnly(["id", "label", "identity_key", "bthome_bindkey", "irk"])
+        try entry.allowOnly(["id", "label", "identity_key", "bthome_bindkey", "irk", "battery", "battery_mah", "transmit_power_dbm"])
         guard let id = entry.text("id"), !id.isEmpty else { throw SitesError("\(place).id is missing") }
         self.id = id
         func key(_ name: String) throws(SitesError) -> [UInt8]? {
@@ -393,6 +408,23 @@ extension SitesConfiguration.Beacon {
         } else if entry.has("irk") {
             throw SitesError("\(place).irk must be 32 hex digits, or base64 as iOS keeps it")
         }
+        battery = try Self.battery(entry)
+    }
+
+    /// `battery` (the cell's chemistry), `battery_mah` and `transmit_power_dbm`, or nil when none is given.
+    private static func battery(_ entry: SitesFileEntry) throws(SitesError) -> BatteryDescription? {
+        guard entry.has("battery") || entry.has("battery_mah") || entry.has("transmit_power_dbm") else { return nil }
+        var description = BatteryDescription()
+        if entry.has("battery") {
+            guard let name = entry.text("battery"), let chemistry = BatteryChemistry(rawValue: name) else {
+                let names = BatteryChemistry.allCases.map { "'\($0.rawValue)'" }.joined(separator: ", ")
+                throw SitesError("\(entry.place).battery must be one of \(names)")
+            }
+            description.chemistry = chemistry
+        }
+        description.capacityMilliampHours = try entry.number("battery_mah", within: 1...100_000)
+        description.transmitPowerDbm = try entry.number("transmit_power_dbm", within: -40...20) ?? 0
+        return description
     }
 }
 

@@ -1,3 +1,4 @@
+import BeaconBatteries
 import BeaconWire
 
 /// What `beacon_health` says about one beacon.
@@ -33,6 +34,32 @@ public struct BeaconHealth: Sendable, Equatable {
     public var url: String?
     /// Since when it has been `cloned` (event time), or nil.
     public var clonedSinceMicros: Int64?
+    /// How `estimatedDaysLeft` was found, or nil without a forecast.
+    public var forecast: BatteryForecast?
+}
+
+/// A beacon's battery forecast beyond its point estimate.
+public struct BatteryForecast: Sendable, Equatable {
+    public enum Method: String, Sendable {
+        /// From the TLM's counters and its voltage (`BatteryLife`), with a 90 % interval.
+        case chargeCounting = "charge_counting"
+        /// The voltage's trend over a week, for beacons that report a voltage without counters.
+        case voltageTrend = "voltage_trend"
+        /// The percent's trend over a week.
+        case percentTrend = "percent_trend"
+    }
+
+    public var method: Method
+    /// The 90 % interval of the days left; nil for the trends.
+    public var daysLeftLow: Double?
+    public var daysLeftHigh: Double?
+    /// When to have replaced the cell: the forecast's reading plus the interval's low end (else the point
+    /// estimate), µs.
+    public var replaceByMicros: Int64
+    /// The share of its charge the cell has left, for charge counting.
+    public var chargeLeft: Double?
+    /// When the cell now in the beacon was first heard or found swapped for a fresh one, for charge counting, µs.
+    public var cellSinceMicros: Int64?
 }
 
 /// An identity found advertised from two addresses at once, and since when.
@@ -60,10 +87,14 @@ public struct HeardAs: Sendable, Equatable {
 /// Fleet health per beacon: last seen, battery level and its trend, days left, reboots. A pure state machine fed
 /// in event time.
 ///
-/// The trend is the Theil–Sen slope (the median of pairwise slopes, robust to the odd sagging reading under radio
-/// load or cold) of 4-hour battery means over the last 7 days; days left extrapolate it down to the cutoff. Voltage
-/// (TLM, Ruuvi, ATC/pvvx) and percent (BTHome, ATC/pvvx, GATT Battery Level) are followed each in its own unit;
-/// days left and `low_battery` come from the voltage when the beacon reports one, else from the percent.
+/// Days left come from `BatteryLife` for beacons whose Eddystone TLM reports a voltage: the charge its counters
+/// say was used, against the cell the registry names (`batteries`), corrected by the voltage's curve, with a 90 %
+/// interval; `low_battery` when fewer than `lowBatteryDays` are left, whatever a cold night reads. Other beacons
+/// have a trend: the Theil–Sen slope (the median of pairwise slopes, robust to the odd sagging reading under radio
+/// load or cold) of 4-hour battery means over the last 7 days, extrapolated down to the cutoff, and `low_battery`
+/// also at a low level. Voltage (TLM, Ruuvi, ATC/pvvx) and percent (BTHome, ATC/pvvx, GATT Battery Level) are
+/// followed each in its own unit; the trend's days left come from the voltage when the beacon reports one, else
+/// from the percent.
 public struct FleetHealth: Sendable {
     public struct Configuration: Sendable {
         /// The battery level at which a beacon stops working (a CR2032 is spent near 2.0 V).
@@ -77,6 +108,9 @@ public struct FleetHealth: Sendable {
         /// The same cutoff and low level for beacons that report percent only.
         public var cutoffPercent: Double = 0
         public var lowBatteryPercent: Double = 20
+        /// Forecast TLM beacons from their counters (`BatteryLife`); false keeps the trend for every beacon (the
+        /// accuracy harness's baseline).
+        public var chargeCounting = true
 
         public init() {}
     }
@@ -138,6 +172,10 @@ public struct FleetHealth: Sendable {
             get { reports?.value.reboots ?? [] }
             set { update(\.reboots, to: newValue, unless: newValue.isEmpty) }
         }
+        var battery: BatteryLife? {
+            get { reports?.value.battery }
+            set { update(\.battery, to: newValue, unless: newValue == nil) }
+        }
 
         /// Sets one report, without making room for reports where the beacon has none and the value is the default.
         private mutating func update<Value>(_ report: WritableKeyPath<Reports, Value>, to value: Value, unless isDefault: Bool) {
@@ -164,9 +202,12 @@ public struct FleetHealth: Sendable {
         var buckets: [BatteryBucket] = []
         var percentBuckets: [BatteryBucket] = []
         var reboots: [Int64] = []
+        var battery: BatteryLife?
     }
 
     public var configuration: Configuration
+    /// The cells the registry names, by beacon id; a beacon not named has `BatteryDescription()`'s.
+    public var batteries: [String: BatteryDescription] = [:]
     private var beacons = JournaledDictionary<String, Beacon>()
     private var changed: Set<String> = []
     private var changedAtBegin: Set<String> = []
@@ -320,6 +361,18 @@ public struct FleetHealth: Sendable {
         guard var beacon = beacons[row.beaconID] else { return }
         if let temperature = row.temperatureCelsius { beacon.temperatureCelsius = temperature }
         if rebooted { beacon.reboots.append(row.timeMicros) }
+        if configuration.chargeCounting, let millivolts = row.batteryMillivolts {
+            let description = batteries[row.beaconID] ?? BatteryDescription()
+            var life = beacon.battery ?? BatteryLife(description: description)
+            beacon.battery = nil  // the only reference while it changes
+            life.description = description
+            let swapped = life.observe(
+                micros: row.timeMicros, millivolts: Double(millivolts), celsius: row.temperatureCelsius,
+                advertisingCount: row.advertisingCount, uptimeSeconds: row.uptimeSeconds)
+            beacon.battery = life
+            // A fresh cell's trend starts afresh too.
+            if swapped { beacon.buckets = [] }
+        }
         beacons[row.beaconID] = beacon
         if let battery = row.batteryMillivolts {
             self.battery(beaconID: row.beaconID, millivolts: battery, timeMicros: row.timeMicros)
@@ -355,12 +408,21 @@ public struct FleetHealth: Sendable {
         let percentTrend = slope(beacon.percentBuckets)
         var low = false
         var left: Double?
-        if let battery = beacon.batteryMillivolts {
+        var forecast: BatteryForecast?
+        if let life = beacon.battery, let counted = life.forecast(), let read = life.lastReadingMicros {
+            left = counted.daysLeft
+            forecast = BatteryForecast(
+                method: .chargeCounting, daysLeftLow: counted.daysLeftLow, daysLeftHigh: counted.daysLeftHigh,
+                replaceByMicros: read + Self.micros(days: counted.daysLeftLow), chargeLeft: counted.chargeLeft,
+                cellSinceMicros: life.fittedMicros)
+        } else if let battery = beacon.batteryMillivolts {
             left = daysLeft(level: Double(battery), cutoff: configuration.cutoffMillivolts, trend: trend)
             low = Double(battery) <= configuration.lowBatteryMillivolts
+            if let left { forecast = BatteryForecast(method: .voltageTrend, replaceByMicros: beacon.lastSeenMicros + Self.micros(days: left)) }
         } else if let percent = beacon.batteryPercent {
             left = daysLeft(level: percent, cutoff: configuration.cutoffPercent, trend: percentTrend)
             low = percent <= configuration.lowBatteryPercent
+            if let left { forecast = BatteryForecast(method: .percentTrend, replaceByMicros: beacon.lastSeenMicros + Self.micros(days: left)) }
         }
         let status: BeaconHealth.Status
         if beacon.clones?.clonedSinceMicros != nil {
@@ -378,7 +440,12 @@ public struct FleetHealth: Sendable {
             estimatedDaysLeft: left, temperatureCelsius: beacon.temperatureCelsius,
             rebootsIn7Days: beacon.reboots.count, status: status, batteryPercent: beacon.batteryPercent,
             batteryTrendPercentPerDay: percentTrend, kind: beacon.kind, firstSeenMicros: beacon.firstSeenMicros,
-            heardAs: beacon.heardAs, url: beacon.url, clonedSinceMicros: beacon.clones?.clonedSinceMicros)
+            heardAs: beacon.heardAs, url: beacon.url, clonedSinceMicros: beacon.clones?.clonedSinceMicros, forecast: forecast)
+    }
+
+    /// Days as µs, bounded to a century (a forecast on a full plateau can run to years).
+    static func micros(days: Double) -> Int64 {
+        Int64(min(max(0, days), 36_500) * 86_400_000_000)
     }
 
     /// The median of the slopes between every pair of points; nil with fewer than two points a day apart.

@@ -146,6 +146,7 @@ public struct IngestPipeline: Sendable {
         self.privateAddresses = PrivateAddressResolver(keys: sites.irks)
         self.frameDecoder = FrameDecoder(bindkeys: sites.bindkeys)
         self.health = FleetHealth(configuration: health)
+        self.health.batteries = sites.batteries
         placements = Self.placements(of: sites)
         for site in sites.sites { zoneTrackers[site.id] = SiteZoneTracker(site: site) }
     }
@@ -171,6 +172,7 @@ public struct IngestPipeline: Sendable {
         eids.keyring = EddystoneKeyring(identities: sites.identities)
         privateAddresses = PrivateAddressResolver(keys: sites.irks)
         frameDecoder = FrameDecoder(bindkeys: sites.bindkeys)
+        health.batteries = sites.batteries
         let ids = Set(sites.sites.map(\.id))
         zoneTrackers = zoneTrackers.filter { ids.contains($0.key) && !reset.contains($0.key) }
         for site in sites.sites where zoneTrackers[site.id] == nil { zoneTrackers[site.id] = SiteZoneTracker(site: site) }

@@ -50,10 +50,12 @@ struct BeaconStateStore {
             """
             INSERT INTO beaconflow.beacon_state AS s (beacon_id, site_id, last_seen, battery_mv, battery_trend_mv_per_day,
                 est_days_left, temperature_c, reboots_7d, status, battery_pct, battery_trend_pct_per_day, kind, first_seen,
-                address, address_random, advertising_event, url, cloned_since)
+                address, address_random, advertising_event, url, cloned_since, days_left_low, days_left_high, replace_by,
+                charge_left_pct, cell_since, forecast)
             SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::integer[], $5::real[], $6::real[],
                 $7::real[], $8::integer[], $9::text[], $10::real[], $11::real[], $12::text[], $13::timestamptz[],
-                $14::macaddr[], $15::boolean[], $16::smallint[], $17::text[], $18::timestamptz[])
+                $14::macaddr[], $15::boolean[], $16::smallint[], $17::text[], $18::timestamptz[], $19::real[], $20::real[],
+                $21::timestamptz[], $22::real[], $23::timestamptz[], $24::text[])
             ON CONFLICT (beacon_id) DO UPDATE SET
                 site_id = excluded.site_id,
                 last_seen = greatest(s.last_seen, excluded.last_seen),
@@ -72,7 +74,14 @@ struct BeaconStateStore {
                 address_random = CASE WHEN \(Self.newerHearing) THEN excluded.address_random ELSE s.address_random END,
                 advertising_event = CASE WHEN \(Self.newerHearing) THEN excluded.advertising_event ELSE s.advertising_event END,
                 url = coalesce(excluded.url, s.url),
-                cloned_since = excluded.cloned_since
+                cloned_since = excluded.cloned_since,
+                -- The forecast's columns together, from the row that has one.
+                days_left_low = CASE WHEN excluded.forecast IS NULL THEN s.days_left_low ELSE excluded.days_left_low END,
+                days_left_high = CASE WHEN excluded.forecast IS NULL THEN s.days_left_high ELSE excluded.days_left_high END,
+                replace_by = CASE WHEN excluded.forecast IS NULL THEN s.replace_by ELSE excluded.replace_by END,
+                charge_left_pct = CASE WHEN excluded.forecast IS NULL THEN s.charge_left_pct ELSE excluded.charge_left_pct END,
+                cell_since = CASE WHEN excluded.forecast IS NULL THEN s.cell_since ELSE excluded.cell_since END,
+                forecast = coalesce(excluded.forecast, s.forecast)
             """,
             [
                 rows.map(\.beaconID), rows.map(\.siteID), rows.map { PostgresTimestamp(unixMicros: $0.lastSeenMicros) },
@@ -83,6 +92,10 @@ struct BeaconStateStore {
                 rows.map { $0.heardAs?.address.map { DeviceAddress(value: $0, kind: .public).description } },
                 rows.map { $0.heardAs?.addressIsRandom }, rows.map { $0.heardAs?.advertisingEvent.map { Int16($0) } },
                 rows.map(\.url), rows.map { $0.clonedSinceMicros.map(PostgresTimestamp.init(unixMicros:)) },
+                rows.map { $0.forecast?.daysLeftLow }, rows.map { $0.forecast?.daysLeftHigh },
+                rows.map { $0.forecast.map { PostgresTimestamp(unixMicros: $0.replaceByMicros) } },
+                rows.map { $0.forecast?.chargeLeft.map { $0 * 100 } },
+                rows.map { $0.forecast?.cellSinceMicros.map(PostgresTimestamp.init(unixMicros:)) }, rows.map { $0.forecast?.method.rawValue },
             ])
     }
 

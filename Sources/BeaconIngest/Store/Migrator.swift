@@ -43,6 +43,7 @@ enum Schema {
         PackageResources.v027_sql,
         PackageResources.v028_sql,
         PackageResources.v029_sql,
+        PackageResources.v030_sql,
 
     ].enumerated().map { Migration(version: $0.offset + 1, file: $0.element) }
 }

@@ -1,0 +1,150 @@
+import BeaconBatteries
+@testable import BeaconIngest
+import BeaconSimulation
+import BeaconWire
+import Testing
+
+/// `beacon_health`'s battery forecast: TLM beacons forecast from their counters and voltage, with an interval and a
+/// date to replace them by, not flagged by a cold night; beacons with a voltage or percent only keep the trend.
+@Suite struct BatteryForecastTests {
+    static let hour: Int64 = 3_600_000_000
+    let start: Int64 = 1_767_225_600_000_000
+    let beaconID = "eddystone:0102030405060708090a:0000000000a1"
+
+    /// A CR2032 beacon advertising every 200 ms, its TLM heard once an hour.
+    struct Beacon {
+        var cell: SimulatedCell
+        var count = 0.0
+        var uptime = 0.0
+
+        init(chargeLeft: Double, seed: UInt64) {
+            var random = SeededGenerator(seed: seed)
+            cell = SimulatedCell(chemistry: .cr2032, transmitPowerDbm: 0, chargeLeft: chargeLeft, random: &random)
+            // Running on this cell since it was fitted, without a reboot.
+            uptime = cell.usedMilliampHours * 3.6e6 / (cell.chargePerAdvertMicrocoulombs / 0.2 + cell.sleepMicroamps)
+            count = uptime / 0.2
+        }
+
+        mutating func hour() {
+            cell.use(seconds: 3600, adverts: 3600 / 0.2)
+            count += 3600 / 0.2
+            uptime += 3600
+        }
+
+        func row(_ time: Int64, beaconID: String, celsius: Double) -> TelemetryRow {
+            TelemetryRow(
+                timeMicros: time, siteID: "hq", agentID: "hq-a1", beaconID: beaconID,
+                batteryMillivolts: Int32((cell.loadedVolts(celsius: celsius) * 1000).rounded()), temperatureCelsius: celsius,
+                advertisingCount: UInt32(count), uptimeSeconds: uptime)
+        }
+
+        /// Hours until the beacon stops at `celsius`.
+        func hoursLeft(celsius: Double) -> Int {
+            var future = self
+            var hours = 0
+            while future.cell.powers(celsius: celsius), hours < 24 * 3650 {
+                future.hour()
+                hours += 1
+            }
+            return hours
+        }
+    }
+
+    /// The health of the beacon fed `hours` of TLM, charge counting and the trend side by side.
+    func run(_ beacon: inout Beacon, hours: Int, from first: Int = 0, celsius: (Int) -> Double, into health: inout [FleetHealth]) {
+        for index in first..<(first + hours) {
+            beacon.hour()
+            let row = beacon.row(start + Int64(index) * Self.hour, beaconID: beaconID, celsius: celsius(index))
+            for part in health.indices { health[part].telemetry(row, rebooted: false) }
+        }
+    }
+
+    var bothMethods: [FleetHealth] {
+        var trend = FleetHealth.Configuration()
+        trend.chargeCounting = false
+        var counting = FleetHealth()
+        counting.batteries[beaconID] = BatteryDescription(chemistry: .cr2032)
+        return [counting, FleetHealth(configuration: trend)]
+    }
+
+    @Test func aTLMBeaconIsForecastFromItsCountersWithAnIntervalAndADateToReplaceItBy() throws {
+        var beacon = Beacon(chargeLeft: 0.5, seed: 3)
+        var health = bothMethods
+        run(&beacon, hours: 20 * 24, celsius: { _ in 21 }, into: &health)
+        let counted = try #require(health[0].health(of: beaconID))
+        let forecast = try #require(counted.forecast)
+        #expect(forecast.method == .chargeCounting)
+        let days = try #require(counted.estimatedDaysLeft)
+        let low = try #require(forecast.daysLeftLow)
+        let high = try #require(forecast.daysLeftHigh)
+        #expect(low <= days && days <= high)
+        let truth = Double(beacon.hoursLeft(celsius: 21)) / 24
+        #expect(low <= truth && truth <= high, "\(low)-\(high) against \(truth)")
+        #expect(abs(days - truth) < 0.35 * truth, "\(days) against \(truth)")
+        let lastReading = start + Int64(20 * 24 - 1) * Self.hour
+        #expect(forecast.replaceByMicros == lastReading + FleetHealth.micros(days: low))
+        #expect(forecast.cellSinceMicros == start)
+        #expect(try #require(forecast.chargeLeft) > 0.2)
+        #expect(counted.status == .ok)
+        // The trend, on the same transmissions: on the plateau it has no idea (a flat or rising slope), or a wrong one.
+        let trend = try #require(health[1].health(of: beaconID))
+        #expect(trend.forecast?.method ?? .voltageTrend == .voltageTrend)
+        #expect(trend.estimatedDaysLeft.map { abs($0 - truth) > abs(days - truth) } ?? true)
+    }
+
+    @Test func aColdNightDoesNotFlagACellWithMonthsLeftButItsLastWeeksDo() throws {
+        var beacon = Beacon(chargeLeft: 0.6, seed: 5)
+        var health = bothMethods
+        // Two weeks indoors, then a night at -18 °C: a coin cell on its plateau reads under 2.4 V under load, and
+        // still runs.
+        run(&beacon, hours: 14 * 24, celsius: { _ in 21 }, into: &health)
+        run(&beacon, hours: 8, from: 14 * 24, celsius: { _ in -18 }, into: &health)
+        let coldReading = try #require(beacon.row(0, beaconID: beaconID, celsius: -18).batteryMillivolts)
+        #expect(coldReading < 2400 && coldReading > 2000)
+        #expect(health[1].health(of: beaconID)?.status == .lowBattery)
+        let cold = try #require(health[0].health(of: beaconID))
+        #expect(cold.status == .ok, "\(cold)")
+        // Months left indoors; fewer should such nights come again (the cold end of the week's temperatures).
+        let truth = Double(beacon.hoursLeft(celsius: 21)) / 24
+        #expect(truth > 60 && cold.estimatedDaysLeft.map { $0 > 30 } == true, "\(cold) truth \(truth)")
+        // Back indoors until three weeks are left: flagged, a week or more before the end.
+        let left = beacon.hoursLeft(celsius: 21)
+        run(&beacon, hours: left - 21 * 24, from: 14 * 24 + 8, celsius: { _ in 21 }, into: &health)
+        let end = try #require(health[0].health(of: beaconID))
+        #expect(end.status == .lowBattery, "\(end)")
+        #expect(abs(try #require(end.estimatedDaysLeft) - 21) < 7, "\(end)")
+    }
+
+    @Test func aFreshCellStartsTheForecastAgain() throws {
+        var beacon = Beacon(chargeLeft: 0.15, seed: 7)
+        var health = bothMethods
+        run(&beacon, hours: 5 * 24, celsius: { _ in 21 }, into: &health)
+        let before = try #require(health[0].health(of: beaconID)?.forecast)
+        // A technician fits a fresh cell: the beacon boots again.
+        var random = SeededGenerator(seed: 8)
+        beacon.cell = SimulatedCell(chemistry: .cr2032, transmitPowerDbm: 0, chargeLeft: 1, random: &random)
+        beacon.count = 0
+        beacon.uptime = 0
+        run(&beacon, hours: 1, from: 5 * 24, celsius: { _ in 21 }, into: &health)
+        let after = try #require(health[0].health(of: beaconID)?.forecast)
+        #expect(after.cellSinceMicros == start + Int64(5 * 24) * Self.hour)
+        let freshLeft = try #require(after.chargeLeft)
+        let oldLeft = try #require(before.chargeLeft)
+        #expect(freshLeft > 0.95 && oldLeft < 0.3)
+        #expect(after.replaceByMicros > before.replaceByMicros + 100 * 86_400_000_000)
+    }
+
+    @Test func beaconsWithAVoltageOrAPercentOnlyKeepTheTrend() throws {
+        var health = FleetHealth()
+        for day in 0..<7 {
+            let time = start + Int64(day) * 24 * Self.hour
+            health.reading(SensorReading(quantity: "battery_voltage", value: 3000 - Double(day) * 10, unit: SensorUnit.millivolt), beaconID: "ruuvi", siteID: "hq", timeMicros: time)
+            health.reading(SensorReading(quantity: "battery", value: 90 - Double(day), unit: SensorUnit.percent), beaconID: "bthome", siteID: "hq", timeMicros: time)
+        }
+        let voltage = try #require(health.health(of: "ruuvi")?.forecast)
+        #expect(voltage.method == .voltageTrend && voltage.daysLeftLow == nil)
+        // 2940 mV falling 10 mV a day: 94 days to 2000 mV.
+        #expect(abs(Double(voltage.replaceByMicros - (start + 6 * 24 * Self.hour)) / 86_400_000_000 - 94) < 1)
+        #expect(health.health(of: "bthome")?.forecast?.method == .percentTrend)
+    }
+}
