@@ -33,7 +33,7 @@ public struct BatteryDescription: Sendable, Equatable {
 /// cell's plateau the counting decides, near its knee the voltage. The days left are the share left above the
 /// cutoff at the cold end of the last week's temperatures (the 10th percentile of its 4-hour minima), at the rate
 /// the counters say. A swapped cell (its voltage up by more than a reboot explains) starts again. What it keeps is
-/// bounded: 48 points, 24 hourly means, 42 temperatures and 24 bands' voltages.
+/// bounded: 48 points, 24 hourly means, 42 temperatures and 24 bands' voltages, in single precision.
 public struct BatteryLife: Sendable {
     /// One forecast.
     public struct Forecast: Sendable, Equatable {
@@ -57,14 +57,14 @@ public struct BatteryLife: Sendable {
     private var bootBaselineMilliampHours = 0.0
     private var last: Reading?
     /// Corrected voltages of the last day, an hour's mean each, for a median.
-    private var recentHours: [(hour: Int64, sum: Double, count: Int32)] = []
+    private var recentHours: [(hour: Int32, sum: Float, count: Int32)] = []
     /// The newest corrected voltage in each band of `bandKelvin` from -40 °C (NaN for none): what a swap's rise is
     /// measured against.
     private var bandVolts = [Float](repeating: .nan, count: 24)
     static let bandKelvin = 4.0
     /// The cell's voltage against the charge counted, a point a day (the day's median corrected voltage), at most
     /// `maximumPoints` (thinned evenly): what the fit of the cell's curve reads.
-    private var points: [(counted: Double, volts: Double)] = []
+    private var points: [(counted: Float, volts: Float)] = []
     static let maximumPoints = 24
     /// The coldest temperature of each 4 hours of the last week.
     private var coldest: [(bucket: Int32, celsius: Float)] = []
@@ -153,12 +153,12 @@ public struct BatteryLife: Sendable {
             newPoint = true
         }
         last = Reading(micros: micros, volts: volts, celsius: celsius, advertisingCount: advertisingCount, uptimeSeconds: uptimeSeconds, bootMilliampHours: bootCharge)
-        let hour = micros / Self.hour
+        let hour = Int32(truncatingIfNeeded: micros / Self.hour)
         if let index = recentHours.indices.last, recentHours[index].hour == hour {
-            recentHours[index].sum += volts
+            recentHours[index].sum += Float(volts)
             recentHours[index].count += 1
         } else {
-            recentHours.append((hour, volts, 1))
+            recentHours.append((hour, Float(volts), 1))
         }
         bandVolts[Self.band(celsius)] = Float(volts)
         recentHours.removeAll { hour - $0.hour >= 24 }
@@ -186,14 +186,15 @@ public struct BatteryLife: Sendable {
 
     /// The median of the hourly mean voltages of a day, or nil when none were heard in it.
     private func median(ofDay day: Int64) -> Double? {
-        let means = recentHours.filter { $0.hour * Self.hour / Self.day == day }.map { $0.sum / Double($0.count) }.sorted()
+        let means = recentHours.filter { Int64($0.hour) * Self.hour / Self.day == day }.map { Double($0.sum) / Double($0.count) }.sorted()
         return means.isEmpty ? nil : means[means.count / 2]
     }
 
     /// The points a day, and the day so far as one more.
     private var trajectory: [(counted: Double, volts: Double)] {
-        guard let last, let today = median(ofDay: last.micros / Self.day) else { return points }
-        return points + [(countedWithSelfDischarge, today)]
+        let days = points.map { (counted: Double($0.counted), volts: Double($0.volts)) }
+        guard let last, let today = median(ofDay: last.micros / Self.day) else { return days }
+        return days + [(countedWithSelfDischarge, today)]
     }
 
     /// The charge counted since the cell was fitted, with its self-discharge since, mAh.
@@ -204,7 +205,7 @@ public struct BatteryLife: Sendable {
     }
 
     private mutating func addPoint(counted: Double, volts: Double) {
-        points.append((counted, volts))
+        points.append((Float(counted), Float(volts)))
         if points.count > 2 * Self.maximumPoints {
             // Every other one, the newest kept.
             points = points.enumerated().filter { ($0.offset - points.count + 1) % 2 == 0 }.map(\.element)

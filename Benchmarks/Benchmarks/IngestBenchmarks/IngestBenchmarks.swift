@@ -206,12 +206,24 @@ func benchmarkBeacon(_ beacon: Int) -> BeaconKey {
         address: 0xC000_0000_0000 | UInt64(beacon), addressIsRandom: true, powerAt1mDbm: -59)
 }
 
-/// `sightingsPerBatch` sightings of `beacons` (round robin) from `start`, `step` apart, sealed as batch `sequence`.
-func sealedBatch(_ builder: inout BatchBuilder, beacons: Range<Int>, start: Int64, step: Int64, sequence: UInt64) throws -> [UInt8] {
+/// `sightingsPerBatch` sightings of `beacons` (round robin) from `start`, `step` apart, sealed as batch `sequence`;
+/// with `telemetryEvery`, every so many of them carry an Eddystone TLM frame (its counters those of a beacon that
+/// booted a day before `start` and advertises every 100 ms).
+func sealedBatch(
+    _ builder: inout BatchBuilder, beacons: Range<Int>, start: Int64, step: Int64, sequence: UInt64, telemetryEvery: Int? = nil
+) throws -> [UInt8] {
     for index in 0..<sightingsPerBatch {
         let key = benchmarkBeacon(beacons.lowerBound + index % beacons.count)
-        _ = builder.add(
-            Sighting(timeMicros: start + Int64(index) * step, beacon: key, rssi: Int8(-50 - (index * 7) % 40)), nowNanoseconds: 0)
+        let time = start + Int64(index) * step
+        var sighting = Sighting(timeMicros: time, beacon: key, rssi: Int8(-50 - (index * 7) % 40))
+        if let telemetryEvery, index % telemetryEvery == 0 {
+            let tenths = UInt32((time - telemetryBootMicros) / 100_000)
+            let tlm = EddystoneTLM(
+                batteryMillivolts: UInt16(2950 - index % 7), temperatureRaw: Int16(21 * 256 + index % 3 * 64), advertisingCount: tenths,
+                uptimeTenths: tenths)
+            sighting.data = .eddystone(FrameBytes([0x20, 0x00] + tlm.fieldBytes))
+        }
+        _ = builder.add(sighting, nowNanoseconds: 0)
     }
     return try builder.seal(sequence: sequence, firstUnacknowledgedSequence: sequence, agentClockMicros: start)!.wireBytes()
 }
@@ -219,20 +231,30 @@ func sealedBatch(_ builder: inout BatchBuilder, beacons: Range<Int>, start: Int6
 /// The sites-file keys of a site whose history is the live decisions alone.
 let crossingsHistoryKeys = "\n    zone_history: crossings\n    history_lag_s: 60"
 
+/// When the beacons of the TLM benchmarks booted, µs.
+let telemetryBootMicros = wallClockMicros() - 2 * 86_400_000_000
+
 /// The pipeline of `Ingest pipeline, 100k sightings` and its batches, built before any is measured: one set of
 /// 100 per iteration, each set following the one before in event time.
 final class PipelineRun: @unchecked Sendable {
     static let iterations = 22
     let intake: BatchIntake
     var pipeline: IngestPipeline
+    /// Whether each batch's telemetry goes on to fleet health and its changed rows are taken, as the writer does
+    /// once the database took them.
+    let healthAsStored: Bool
     private var payloads: [[(agent: Int, payload: [UInt8])]] = []
     private var next = 0
 
-    /// `siteKeys`: further sites-file keys of the site; `floor`: a site whose beacons get positions.
-    init(siteKeys: String = "", floor: Bool = false) throws {
+    /// `siteKeys`: further sites-file keys of the site; `floor`: a site whose beacons get positions;
+    /// `telemetryEvery`: a TLM frame in so many sightings, forecast by `chargeCounting`.
+    init(siteKeys: String = "", floor: Bool = false, telemetryEvery: Int? = nil, chargeCounting: Bool = true) throws {
         let sites = try SitesConfiguration.parse(makeSitesText(sites: 1, siteKeys: siteKeys, floor: floor))
         intake = BatchIntake(sites: sites)
-        pipeline = IngestPipeline(sites: sites)
+        var health = FleetHealth.Configuration()
+        health.chargeCounting = chargeCounting
+        pipeline = IngestPipeline(sites: sites, health: health)
+        healthAsStored = telemetryEvery != nil
         var builders = (0..<agentCount).map { makeBuilder(site: siteID, agent: $0) }
         let start = wallClockMicros() - 3_600_000_000
         for iteration in 0..<Self.iterations {
@@ -242,7 +264,9 @@ final class PipelineRun: @unchecked Sendable {
                 for agent in 0..<agentCount {
                     let beacons = (agent * beaconsPerAgent)..<((agent + 1) * beaconsPerAgent)
                     batches.append(
-                        (agent, try sealedBatch(&builders[agent], beacons: beacons, start: start + Int64(sequence) * 1_000_000, step: 1000, sequence: sequence)))
+                        (agent, try sealedBatch(
+                            &builders[agent], beacons: beacons, start: start + Int64(sequence) * 1_000_000, step: 1000, sequence: sequence,
+                            telemetryEvery: telemetryEvery)))
                 }
             }
             payloads.append(batches)
@@ -261,7 +285,12 @@ final class PipelineRun: @unchecked Sendable {
         let now = wallClockMicros()
         guard case .success(let batch) = intake.check(topic: "beaconflow/v1/\(siteID)/agent-\(agent)/batch", payload: payload, nowMicros: now)
         else { fatalError("the intake refused a batch") }
-        return pipeline.apply(batch, nowMicros: now)
+        let output = pipeline.apply(batch, nowMicros: now)
+        if healthAsStored {
+            pipeline.telemetryStored(output.telemetry)
+            blackHole(pipeline.health.takeChanged())
+        }
+        return output
     }
 }
 nonisolated(unsafe) var pipelineRun: PipelineRun!
@@ -399,11 +428,16 @@ let benchmarks: @Sendable () -> Void = {
     // follow the last one's in event time, as a live site's do. With the default history (`confirmed`: each beacon's
     // likeliest path beside the live rule), with the live decisions alone (`crossings`), and on a site with a floor
     // (each beacon's position followed, zones scored by it).
-    for (name, siteKeys, floor) in [
-        ("Ingest pipeline, 100k sightings", "", false),
-        ("Ingest pipeline, 100k sightings, history by crossings", crossingsHistoryKeys, false),
-        ("Ingest pipeline, 100k sightings, positions", "", true),
-    ] {
+    // And with a TLM frame in every ten sightings (each beacon's TLM every second, ten times as often as beacons send
+    // it), its rows going on to fleet health and the changed beacons' rows taken as the writer does after each
+    // commit, forecast by charge counting, and by the voltage's trend alone.
+    for (name, siteKeys, floor, telemetryEvery, chargeCounting) in [
+        ("Ingest pipeline, 100k sightings", "", false, nil, true),
+        ("Ingest pipeline, 100k sightings, history by crossings", crossingsHistoryKeys, false, nil, true),
+        ("Ingest pipeline, 100k sightings, positions", "", true, nil, true),
+        ("Ingest pipeline, 100k sightings, a TLM frame in ten", "", false, 10, true),
+        ("Ingest pipeline, 100k sightings, a TLM frame in ten, battery trend only", "", false, 10, false),
+    ] as [(String, String, Bool, Int?, Bool)] {
         Benchmark(
             name,
             configuration: .init(
@@ -416,7 +450,9 @@ let benchmarks: @Sendable () -> Void = {
                 for (agent, payload) in batches { blackHole(run.apply(payload, agent: agent)) }
                 benchmark.stopMeasurement()
             },
-            setup: { pipelineRun = try PipelineRun(siteKeys: siteKeys, floor: floor) },
+            setup: {
+                pipelineRun = try PipelineRun(siteKeys: siteKeys, floor: floor, telemetryEvery: telemetryEvery, chargeCounting: chargeCounting)
+            },
             teardown: { pipelineRun = nil })
     }
 
@@ -490,6 +526,42 @@ let benchmarks: @Sendable () -> Void = {
                     }
                 }
                 blackHole(pipeline)
+                benchmark.measurement(.custom("VmHWM (MB)", polarity: .prefersSmaller, useScalingFactor: false), peakResidentMegabytes())
+            })
+    }
+
+    // Fleet health alone for 10,000 TLM beacons, each heard an hour at a time for 30 days (its state at its fullest:
+    // a week of battery buckets, and for charge counting a month of daily points, a day of hourly means and a
+    // week of temperatures), forecast by charge counting and by the voltage's trend alone: the peak resident set
+    // of each, run alone; their difference over 10,000 is what charge counting keeps per TLM beacon.
+    for (name, chargeCounting) in [
+        ("Fleet health of 10k TLM beacons over 30 days", true), ("Fleet health of 10k TLM beacons over 30 days, battery trend only", false),
+    ] {
+        Benchmark(
+            name,
+            configuration: .init(
+                metrics: [.custom("VmHWM (MB)", polarity: .prefersSmaller, useScalingFactor: false), .cpuTotal],
+                timeUnits: .seconds, warmupIterations: 0, maxDuration: .seconds(600), maxIterations: 1),
+            closure: { benchmark in
+                var configuration = FleetHealth.Configuration()
+                configuration.chargeCounting = chargeCounting
+                var health = FleetHealth(configuration: configuration)
+                let start = wallClockMicros() - 30 * 86_400_000_000
+                let ids = (0..<10_000).map { "eddystone:0102030405060708090a:\(String(format: "%012x", $0))" }
+                for hour in 0..<(30 * 24) {
+                    for (index, id) in ids.enumerated() {
+                        let seconds = Double(hour * 3600 + index)
+                        health.telemetry(
+                            TelemetryRow(
+                                timeMicros: start + Int64(seconds * 1_000_000), siteID: siteID, agentID: "agent-0", beaconID: id,
+                                batteryMillivolts: Int32(2980 - hour / 24), temperatureCelsius: 21 + Double(hour % 24) / 8,
+                                advertisingCount: UInt32(seconds * 10), uptimeSeconds: seconds),
+                            rebooted: false)
+                    }
+                    // The writer's commits: the changed beacons' rows.
+                    blackHole(health.takeChanged())
+                }
+                blackHole(health)
                 benchmark.measurement(.custom("VmHWM (MB)", polarity: .prefersSmaller, useScalingFactor: false), peakResidentMegabytes())
             })
     }
