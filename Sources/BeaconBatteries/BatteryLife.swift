@@ -6,6 +6,8 @@ public struct BatteryDescription: Sendable, Equatable {
     public var chemistry: BatteryChemistry
     public var capacityMilliampHours: Double?
     public var transmitPowerDbm: Double
+    /// The voltage under a burst at which the beacon stops (its radio's brown-out), volts.
+    public var cutoffVolts = BatteryChemistry.cutoffVolts
 
     public init(chemistry: BatteryChemistry = .unknown, capacityMilliampHours: Double? = nil, transmitPowerDbm: Double = 0) {
         self.chemistry = chemistry
@@ -226,7 +228,7 @@ public struct BatteryLife: Sendable {
         let chemistry = description.chemistry
         let counted = countedWithSelfDischarge
         let cold = Self.percentile(coldest.map { Double($0.celsius) }, 0.1) ?? 25
-        let cutoff = Self.cutoffChargeLeft(chemistry, celsius: cold, shape: fit.shape)
+        let cutoff = Self.cutoffChargeLeft(chemistry, celsius: cold, shape: fit.shape, cutoffVolts: description.cutoffVolts)
         // Before a day of counting, this boot's average.
         let rate = rateMilliampHoursPerDay
             ?? (last.uptimeSeconds > 0 ? last.bootMilliampHours / (last.uptimeSeconds / 86_400) : BatteryDescription.sleepMicroamps * 86_400 / 3.6e6)
@@ -316,12 +318,14 @@ public struct BatteryLife: Sendable {
     }
 
     /// The share of charge left at which the cell, sagging at `celsius`, reads the cutoff.
-    static func cutoffChargeLeft(_ chemistry: BatteryChemistry, celsius: Double, shape: Double = 0.5) -> Double {
+    static func cutoffChargeLeft(
+        _ chemistry: BatteryChemistry, celsius: Double, shape: Double = 0.5, cutoffVolts: Double = BatteryChemistry.cutoffVolts
+    ) -> Double {
         var low = 0.0
         var high = 1.0
         for _ in 0..<40 {
             let middle = (low + high) / 2
-            if chemistry.volts(chargeLeft: middle, shape: shape) - chemistry.sag(celsius: celsius, chargeLeft: middle) < BatteryChemistry.cutoffVolts {
+            if chemistry.volts(chargeLeft: middle, shape: shape) - chemistry.sag(celsius: celsius, chargeLeft: middle) < cutoffVolts {
                 low = middle
             } else {
                 high = middle

@@ -59,9 +59,9 @@ struct IngestCommand: AsyncParsableCommand {
     var maxGroup = 64
     @Option(help: "Sightings each agent's batches may bring a second (twice the wire's largest batch at once); beyond it its batches are deferred to its resends.")
     var agentMaxSightingsPerSecond = 20_000
-    @Option(help: "Battery level (mV) at which a beacon stops working, for the days-left forecast.")
+    @Option(help: "Battery level (mV) under load at which a beacon stops working, for the days-left forecasts.")
     var batteryCutoffMv = 2000.0
-    @Option(help: "low_battery at or below this level in mV, or with fewer than --low-battery-days left.")
+    @Option(help: "low_battery at or below this level in mV, for beacons without TLM counters (those with them: on days left alone).")
     var lowBatteryMv = 2400.0
     @Option(help: "low_battery when the forecast leaves fewer days than this.") var lowBatteryDays = 30.0
     @Option(help: "Beacons the ingest keeps state for at most; past it those not seen the longest are forgotten and counted, whatever ids arrive.")

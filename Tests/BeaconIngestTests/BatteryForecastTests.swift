@@ -92,6 +92,18 @@ import Testing
         #expect(trend.estimatedDaysLeft.map { abs($0 - truth) > abs(days - truth) } ?? true)
     }
 
+    @Test func theCutoffIsTheBeaconsBrownOut() throws {
+        var beacon = Beacon(chargeLeft: 0.3, seed: 4)
+        var higher = FleetHealth.Configuration()
+        higher.cutoffMillivolts = 2400
+        var health = [FleetHealth(), FleetHealth(configuration: higher)]
+        run(&beacon, hours: 5 * 24, celsius: { _ in 21 }, into: &health)
+        let atDefault = try #require(health[0].health(of: beaconID)?.estimatedDaysLeft)
+        let atHigher = try #require(health[1].health(of: beaconID)?.estimatedDaysLeft)
+        // A radio that browns out at 2.4 V under load stops well before the cell is spent.
+        #expect(atHigher < 0.8 * atDefault, "\(atHigher) against \(atDefault)")
+    }
+
     @Test func aColdNightDoesNotFlagACellWithMonthsLeftButItsLastWeeksDo() throws {
         var beacon = Beacon(chargeLeft: 0.6, seed: 5)
         var health = bothMethods

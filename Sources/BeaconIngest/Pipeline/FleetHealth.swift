@@ -97,9 +97,9 @@ public struct HeardAs: Sendable, Equatable {
 /// from the percent.
 public struct FleetHealth: Sendable {
     public struct Configuration: Sendable {
-        /// The battery level at which a beacon stops working (a CR2032 is spent near 2.0 V).
+        /// The battery level at which a beacon stops working (a CR2032 is spent near 2.0 V): for both forecasts.
         public var cutoffMillivolts: Double = 2000
-        /// `low_battery` at or below this level...
+        /// `low_battery` at or below this level (beacons without TLM counters)...
         public var lowBatteryMillivolts: Double = 2400
         /// ...or when the forecast leaves fewer days than this.
         public var lowBatteryDays: Double = 30
@@ -362,7 +362,8 @@ public struct FleetHealth: Sendable {
         if let temperature = row.temperatureCelsius { beacon.temperatureCelsius = temperature }
         if rebooted { beacon.reboots.append(row.timeMicros) }
         if configuration.chargeCounting, let millivolts = row.batteryMillivolts {
-            let description = batteries[row.beaconID] ?? BatteryDescription()
+            var description = batteries[row.beaconID] ?? BatteryDescription()
+            description.cutoffVolts = configuration.cutoffMillivolts / 1000
             var life = beacon.battery ?? BatteryLife(description: description)
             beacon.battery = nil  // the only reference while it changes
             life.description = description
