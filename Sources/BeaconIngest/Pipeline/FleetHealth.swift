@@ -365,7 +365,6 @@ public struct FleetHealth: Sendable {
             var description = batteries[row.beaconID] ?? BatteryDescription()
             description.cutoffVolts = configuration.cutoffMillivolts / 1000
             var life = beacon.battery ?? BatteryLife(description: description)
-            beacon.battery = nil  // the only reference while it changes
             life.description = description
             let swapped = life.observe(
                 micros: row.timeMicros, millivolts: Double(millivolts), celsius: row.temperatureCelsius,
