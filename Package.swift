@@ -273,7 +273,7 @@ let package = Package(
                 .product(name: "HTTPTypes", package: "swift-http-types"), .product(name: "Logging", package: "swift-log"),
             ]),
         // The ingest's pure logic: no servers.
-        .testTarget(name: "BeaconIngestTests", dependencies: ["AccuracyHarness", "BeaconAgent", "BeaconBatteries", "BeaconSimulation", "BeaconIngest", "BeaconMessaging", "BeaconWire", "LocalServers", "TestServers"]),
+        .testTarget(name: "BeaconIngestTests", dependencies: ["AccuracyHarness", "BeaconAgent", "BeaconBatteries", "BeaconSimulation", "BeaconIngest", "BeaconMessaging", "BeaconWire", "LocalServers", "TestServers", "WorkQueue"]),
         // The parts together against real servers started by the tests (mosquitto, PostgreSQL, the beaconflow
         // executable, a browser, Home Assistant, a VM with the kernel's Bluetooth stack).
         .testTarget(

@@ -1,16 +1,20 @@
 import AccuracyHarness
 import Testing
+import WorkQueue
 
 /// Battery forecasts on a short simulated fleet: charge counting with the cell's own curve against the voltage's
 /// trend the views use today, on the same transmissions.
 @Suite struct BatteryFleetTests {
-    @Test func chargeCountingKnowsTheEndsBetterThanTheVoltagesTrend() throws {
-        var fleet = BatteryFleet()
-        fleet.beacons = 16
-        fleet.days = 200
-        fleet.seed = 7
-        fleet.swapShare = 0.25
-        let scores = fleet.run()
+    /// (Seconds of computation: on a thread of its own, not the few threads of the cooperative pool.)
+    @Test func chargeCountingKnowsTheEndsBetterThanTheVoltagesTrend() async throws {
+        let scores = try await onThread {
+            var fleet = BatteryFleet()
+            fleet.beacons = 16
+            fleet.days = 200
+            fleet.seed = 7
+            fleet.swapShare = 0.25
+            return fleet.run()
+        }
         let counting = try #require(scores.first { $0.method == "charge-and-voltage" && $0.chemistry == "all" })
         let trend = try #require(scores.first { $0.method == "voltage-trend" && $0.chemistry == "all" })
         #expect(counting.cellsEnded == trend.cellsEnded && counting.cellsEnded > 3)

@@ -254,10 +254,13 @@ public final class BatchWriter {
     /// sightings. A site without a usable checkpoint that has counted minutes (a database written before
     /// checkpoints, an edited sites file) resumes from its open visits and last counted minute. What the trackers
     /// held before is dropped: the database is the reference. The frames waiting for their identity at the sites
-    /// wait again (`waiting_frames`).
+    /// wait again (`waiting_frames`). Each page read back counts as a turn of the writer, so that a long read-back
+    /// keeps the leases renewed.
     public func resumeZones(sites: Set<String>, state: inout WriterState, nowMicros: Int64? = nil) throws(PostgresError) -> ZoneResumption {
         let nowMicros = nowMicros ?? clock.nowMicros()
-        let resumption = try ZoneResumer(store: zoneStore).resume(sites: sites, into: &state.pipeline, nowMicros: nowMicros)
+        let keeper = leases?.keeper
+        let resumer = ZoneResumer(store: zoneStore) { keeper?.writerTurned() }
+        let resumption = try resumer.resume(sites: sites, into: &state.pipeline, nowMicros: nowMicros)
         state.pipeline.restoreWaitingFrames(try waitingFrames.frames(sites: sites), nowMicros: nowMicros)
         return resumption
     }

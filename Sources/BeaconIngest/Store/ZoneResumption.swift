@@ -18,6 +18,9 @@ public struct ZoneResumption: Sendable {
 /// Restores sites' zone trackers from the database (`resume`).
 struct ZoneResumer {
     let store: ZoneStore
+    /// Called after each page read back: the read-back is progress, so the writer counts as turning (busy, not
+    /// stuck) however long a large backlog takes.
+    var pageApplied: () -> Void = {}
 
     /// How much event time one read of `replaySightings` covers at most, and how many sightings it aims at: a
     /// window that returned more makes the next one shorter (down to a second), so a busy stretch is read in
@@ -113,6 +116,7 @@ struct ZoneResumer {
                     pipeline.agentProgressed(AgentKey(site: site, agent: agent), newestMicros: time, arrivalMicros: arrivalMicros)
                 }
                 try store.write(pipeline.advanceZones(site: site, nowMicros: arrivalMicros))
+                pageApplied()
             }
             replayed += count
             from = through
