@@ -133,6 +133,11 @@ public struct ZoneEvaluation: Sendable {
                 }
             case .occupancy(_, let zone, let minute, let occupants, _):
                 minutes.append(AccuracyScore.ZoneMinute(zone: zone, minuteStart: Double(minute) / 1e6, occupants: occupants))
+            case .merged(_, let addressBeaconID, let beaconID):
+                if var visit = open.removeValue(forKey: addressBeaconID) {
+                    visit.beaconID = beaconID
+                    open[beaconID] = visit
+                }
             case .agentState, .placement, .position, .positionMinute:
                 break
             }

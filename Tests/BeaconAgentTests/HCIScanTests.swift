@@ -117,35 +117,39 @@ func advertisingEvents(_ name: String, limit: Int) throws -> [[UInt8]] {
 @Suite(.timeLimit(.minutes(1))) struct HCIScanTests {
     let logger = Logger(label: "hci-test")
 
-    /// Runs the source against `controller` until `until` holds (or 5 s), then stops it.
+    /// Runs the source against `controller` until `until` holds (or 5 s), then stops it: on a thread of its own, as
+    /// the agent runs it, not on one of the cooperative pool's few threads.
     func scan(
-        _ controller: FakeController, configure: (inout HCIScanSource) -> Void = { _ in },
+        _ controller: FakeController, configure: @escaping @Sendable (inout HCIScanSource) -> Void = { _ in },
         until: @escaping @Sendable ([TimedReport]) -> Bool
-    ) -> (reports: [TimedReport], error: Error?) {
-        var source = HCIScanSource(
-            device: "hci0", parameters: ScanParameters(), logger: logger, socket: controller.hostSocket)
-        configure(&source)
-        let collected = Mutex<[TimedReport]>([])
-        let stop = StopSignal()
-        Thread.detachNewThread { stop.wait(until: .now + .seconds(5)); stop.stop() }
-        var failure: Error?
-        do {
-            try source.run(
-                deliver: { reports in if until(collected.withLock { $0 += reports; return $0 }) { stop.stop() } },
-                stop: stop)
-        } catch {
-            failure = error
+    ) async throws -> (reports: [TimedReport], error: Error?) {
+        let logger = logger
+        return try await onThread {
+            var source = HCIScanSource(
+                device: "hci0", parameters: ScanParameters(), logger: logger, socket: controller.hostSocket)
+            configure(&source)
+            let collected = Mutex<[TimedReport]>([])
+            let stop = StopSignal()
+            Thread.detachNewThread { stop.wait(until: .now + .seconds(5)); stop.stop() }
+            var failure: Error?
+            do {
+                try source.run(
+                    deliver: { reports in if until(collected.withLock { $0 += reports; return $0 }) { stop.stop() } },
+                    stop: stop)
+            } catch {
+                failure = error
+            }
+            controller.stop()
+            return (collected.withLock { $0 }, failure)
         }
-        controller.stop()
-        return (collected.withLock { $0 }, failure)
     }
 
-    @Test func extendedScanningOnABluetooth5Controller() throws {
+    @Test func extendedScanningOnABluetooth5Controller() async throws {
         let events = try advertisingEvents("mabip-btsnoop_hci.log", limit: 40)
         var decoder = AdvertisingReportDecoder()
         let legacy = try events.flatMap { try decoder.reports(fromEvent: Array($0.dropFirst())) }
         let controller = FakeController(extended: true, events: events)
-        let result = scan(controller) { $0.count >= legacy.count }
+        let result = try await scan(controller) { $0.count >= legacy.count }
         #expect(result.error == nil)
         // The same advertisements, now in extended reports: same addresses, data, RSSI and advertising event.
         let reports = result.reports.map(\.report)
@@ -161,12 +165,12 @@ func advertisingEvents(_ name: String, limit: Int) throws -> [[UInt8]] {
         #expect(commands[4] == [0x01, 0x42, 0x20, 6, 0, 0, 0, 0, 0, 0])
     }
 
-    @Test func legacyScanningAndTheRecordedCapture() throws {
+    @Test func legacyScanningAndTheRecordedCapture() async throws {
         let events = try advertisingEvents("wban-python-btsnoop_hci.log", limit: 30)
         let directory = TemporaryDirectory()
         defer { directory.remove() }
         let controller = FakeController(extended: false, events: events)
-        let result = scan(controller, configure: {
+        let result = try await scan(controller, configure: {
             $0.parameters.active = true
             $0.recordPath = directory.path + "/record.btsnoop"
         }) { $0.count >= 30 }
@@ -182,9 +186,9 @@ func advertisingEvents(_ name: String, limit: Int) throws -> [[UInt8]] {
         #expect(recorded.filter { $0.kind == .event && $0.packet.first == 0x3E }.map { [0x04] + $0.packet } == events)
     }
 
-    @Test func aRefusedCommandIsAClearError() throws {
+    @Test func aRefusedCommandIsAClearError() async throws {
         let controller = FakeController(extended: false, refuse: [0x200B: 0x0C], events: [])
-        let result = scan(controller) { _ in false }
+        let result = try await scan(controller) { _ in false }
         let message = "\(try #require(result.error))"
         #expect(message.contains("LE Set Scan Parameters"))
         #expect(message.contains("Command Disallowed"))
@@ -195,11 +199,11 @@ func advertisingEvents(_ name: String, limit: Int) throws -> [[UInt8]] {
     /// parameters the agent did not send means another program (bluetoothd's discovery, hcitool) took the scan.
     /// Once it has been quiet for the settle time the agent sets its own scan again; a refused foreign command
     /// changed nothing and is ignored.
-    @Test func aScanAnotherProgramChangedIsSetAgain() throws {
+    @Test func aScanAnotherProgramChangedIsSetAgain() async throws {
         let events = try advertisingEvents("wban-python-btsnoop_hci.log", limit: 3)
         let controller = FakeController(extended: false, events: events)
         let sent = Mutex(false)
-        let result = scan(controller, configure: { $0.settleAfterChangeElsewhere = .milliseconds(200) }) { reports in
+        let result = try await scan(controller, configure: { $0.settleAfterChangeElsewhere = .milliseconds(200) }) { reports in
             guard reports.count >= 3 else { return false }
             if !sent.withLock({ $0 }) {
                 sent.withLock { $0 = true }
@@ -214,11 +218,11 @@ func advertisingEvents(_ name: String, limit: Int) throws -> [[UInt8]] {
         #expect(result.reports.count == 6)
     }
 
-    @Test func theWatchdogRestartsAScanThatWentQuiet() throws {
+    @Test func theWatchdogRestartsAScanThatWentQuiet() async throws {
         let events = try advertisingEvents("wban-python-btsnoop_hci.log", limit: 5)
         // The controller sends reports after the first enable only, then nothing.
         let controller = FakeController(extended: false, events: events, repeatEventsOnEveryEnable: false)
-        let result = scan(controller, configure: { $0.watchdogTimeout = .milliseconds(300) }) { _ in
+        let result = try await scan(controller, configure: { $0.watchdogTimeout = .milliseconds(300) }) { _ in
             controller.enables >= 3
         }
         #expect(result.error == nil)

@@ -145,3 +145,51 @@ extension AddressAssociationTests {
         #expect(wait.claim(site: "hq", address: Self.address).count == AddressWait.maximumPerAddress && wait.count == 0)
     }
 }
+
+/// An address beacon whose identity frame comes after the wait, within the address's lifetime, is merged into it.
+extension AddressAssociationTests {
+    /// hq-a1 hears the beacon's URL and TLM frames for 40 s, and no receiver its identity: they wait 15 s, then are
+    /// stored under the address, which is placed in the lobby. At 60 s hq-a1 hears its iBeacon frame: the address
+    /// beacon becomes the iBeacon, once: its rows of the batch, its fleet health and its place in the lobby.
+    @Test func anAddressBeaconTiedLaterIsMergedIntoItsIdentityOnce() throws {
+        var pipeline = IngestPipeline(sites: try SitesConfiguration.parse(testSites))
+        let mac = "mac:C0:FF:EE:00:00:01"
+        let other = BeaconKey(beaconID: "mac:C0:FF:EE:00:00:09", address: 0xC0FF_EE00_0009, addressIsRandom: true)
+        var stored: [String] = []
+        for second in Int64(0)..<40 {
+            let frame = second % 10 == 1 ? Self.tlm : Self.url
+            let output = pipeline.apply(
+                Self.batch("hq-a1", UInt64(second + 1), [Sighting(timeMicros: Self.at(second), beacon: Self.bare, rssi: -60, data: frame)]),
+                nowMicros: Self.at(second + 1))
+            pipeline.telemetryStored(output.telemetry)
+            _ = pipeline.apply(
+                Self.batch("hq-a2", UInt64(second + 1), [Sighting(timeMicros: Self.at(second), beacon: other, rssi: -80)]),
+                nowMicros: Self.at(second + 1))
+            stored += output.sightings.map(\.beaconID)
+        }
+        #expect(Set(stored) == [mac] && stored.count >= 39 - Int(AddressWait.waitMicros / 1_000_000))
+        #expect(pipeline.health.health(of: mac)?.batteryMillivolts == 3000)
+        #expect(pipeline.placements(site: "hq").contains { $0.beaconID == mac && $0.zone == "lobby" })
+
+        let tied = pipeline.apply(
+            Self.batch("hq-a1", 41, [
+                Sighting(timeMicros: Self.at(40), beacon: Self.bare, rssi: -60, data: Self.url),
+                Sighting(timeMicros: Self.at(41), beacon: Self.identified, rssi: -60),
+            ]),
+            nowMicros: Self.at(42))
+        #expect(tied.addressMerges == [AddressMerge(site: "hq", addressBeaconID: mac, beaconID: Self.ibeacon)])
+        #expect(tied.zoneChanges.contains(.merged(site: "hq", addressBeaconID: mac, beaconID: Self.ibeacon)))
+        // The URL frame before the identity in the same batch is the iBeacon's too.
+        #expect(tied.sightings.map(\.beaconID) == [Self.ibeacon, Self.ibeacon])
+        #expect(pipeline.health.health(of: mac) == nil && pipeline.health.health(of: Self.ibeacon)?.batteryMillivolts == 3000)
+        _ = pipeline.apply(
+            Self.batch("hq-a2", 41, [Sighting(timeMicros: Self.at(45), beacon: other, rssi: -80)]), nowMicros: Self.at(46))
+        let placed = pipeline.placements(site: "hq")
+        #expect(!placed.contains { $0.beaconID == mac })
+        #expect(placed.contains { $0.beaconID == Self.ibeacon && $0.zone == "lobby" && $0.enterMicros < Self.at(40) }, "\(placed)")
+        // Once: the next identity frame merges nothing.
+        let again = pipeline.apply(
+            Self.batch("hq-a1", 42, [Sighting(timeMicros: Self.at(50), beacon: Self.identified, rssi: -60)]), nowMicros: Self.at(51))
+        #expect(again.addressMerges.isEmpty)
+    }
+}

@@ -415,7 +415,7 @@ extension ZoneChange {
     var isVisit: Bool {
         switch self {
         case .visitOpened, .visitClosed: true
-        case .placement, .occupancy, .agentState, .position, .positionMinute: false
+        case .placement, .occupancy, .agentState, .position, .positionMinute, .merged: false
         }
     }
 }

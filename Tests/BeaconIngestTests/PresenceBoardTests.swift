@@ -62,6 +62,27 @@ import Testing
                 == ["ibeacon:a:1:1 in lab 1970-01-01T00:01:00.000000Z", "lobby 0", "lab 1"])
     }
 
+    /// An address beacon found to be a registry beacon (`ZoneChange.merged`): the address's topic says it left, the
+    /// beacon is where the address was, since the address came, and the device counts once.
+    @Test func anAddressBeaconMergedIntoABeaconTakesItsPlace() {
+        var board = PresenceBoard(sites: Self.sites, allBeacons: true, discovery: nil)
+        _ = board.serve(site: "hq", placements: [])
+        _ = board.apply([
+            .placement(site: "hq", beaconID: "ibeacon:a:1:1", zone: "lab", sinceMicros: 0),
+            .placement(site: "hq", beaconID: "mac:C0:FF:EE:00:00:01", zone: "lobby", sinceMicros: 60_000_000),
+        ])
+        let merged = board.apply([.merged(site: "hq", addressBeaconID: "mac:C0:FF:EE:00:00:01", beaconID: "ibeacon:a:1:1")])
+        #expect(
+            decoded(merged.filter { !$0.topic.hasSuffix("/config") }) == [
+                "mac:C0:FF:EE:00:00:01 left lobby 1970-01-01T00:01:00.000000Z", "ibeacon:a:1:1 in lobby 1970-01-01T00:01:00.000000Z",
+                "lab 0",
+            ])
+        // The lobby's count stays 1 (not sent again); the beacon leaving takes it to 0.
+        #expect(decoded(board.apply([.placement(site: "hq", beaconID: "ibeacon:a:1:1", zone: nil, sinceMicros: 90_000_000)])).last == "lobby 0")
+        // Nothing more when the address beacon is no longer placed.
+        #expect(board.apply([.merged(site: "hq", addressBeaconID: "mac:C0:FF:EE:00:00:01", beaconID: "ibeacon:a:1:1")]).isEmpty)
+    }
+
     @Test func everyBeaconWhenAskedAndDiscoveryOnlyForTheRegistry() {
         var board = PresenceBoard(sites: Self.sites, allBeacons: true, discovery: HomeAssistantDiscovery(prefix: "ha"))
         _ = board.serve(site: "hq", placements: [])

@@ -24,6 +24,12 @@ struct ZoneTables: Equatable {
                 visits[VisitKey(beaconID: beaconID, enterMicros: enter)]?.exitMicros = exit
             case .occupancy(_, let zone, let minute, let occupants, let seconds):
                 minutes[MinuteKey(zone: zone, minuteMicros: minute)] = Minute(occupants: occupants, seconds: seconds)
+            case .merged(_, let addressBeaconID, let beaconID):
+                // As `merge_address_beacon` files the address beacon's visits under the beacon.
+                for (key, visit) in visits where key.beaconID == addressBeaconID {
+                    visits[key] = nil
+                    visits[VisitKey(beaconID: beaconID, enterMicros: key.enterMicros)] = visit
+                }
             case .agentState, .placement, .position, .positionMinute:
                 break
             }

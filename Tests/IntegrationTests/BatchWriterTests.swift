@@ -144,51 +144,6 @@ struct BatchWriterTests {
         #expect(try connection.query("SELECT count(*) > 0 FROM beaconflow.zone_occupancy_minute").first?[0] == "t")
     }
 
-    /// 300,000 sightings stored at one instant (three batches of the wire's largest, as one credential can send)
-    /// beside a neighbour's ordinary minute: a claim reads them back a page at a time, never all at once, and
-    /// every stored sighting goes through the zone tracker.
-    @Test func sightingsThatShareOneInstantAreReadBackAPageAtATime() async throws {
-        let server = try await SharedDatabase.create()
-        let conninfo = server.conninfo
-        try await Migrator.migrateOffThePool(try PostgresConnection(conninfo), logger: Logger(label: "test"))
-        // Seconds of synchronous work: on a thread of its own, not one of the few the other tests wait on.
-        try await onThread {
-            let connection = try PostgresConnection(conninfo)
-            let sites = try SitesConfiguration.parse(testSites)
-            let instant: Int64 = 1_767_225_630_000_000
-            let writer = BatchWriter(connection: connection)
-            var state = WriterState(pipeline: IngestPipeline(sites: sites))
-            let key = BeaconKey(beaconID: "mac:C0:00:00:00:00:01", address: 0xC000_0000_0001, addressIsRandom: true)
-            for sequence in UInt64(1)...3 {
-                var builder = BatchBuilder(siteID: "hq", agentID: "hq-a1", bootID: 1)
-                builder.configuration.maximumSightings = BatchReader.maximumSightings
-                for _ in 0..<BatchReader.maximumSightings {
-                    _ = builder.add(Sighting(timeMicros: instant, beacon: key, rssi: -60), nowNanoseconds: 0)
-                }
-                let sealed = builder.seal(sequence: sequence, firstUnacknowledgedSequence: 1, agentClockMicros: instant)
-                _ = try writer.commit([BatchReader.decode(try #require(sealed).wireBytes())], state: &state, nowMicros: instant + 1_000_000)
-            }
-            var neighbour = BatchBuilder(siteID: "hq", agentID: "hq-a2", bootID: 1)
-            for second in 0..<60 {
-                _ = neighbour.add(Sighting(timeMicros: instant - 30_000_000 + Int64(second) * 1_000_000, beacon: key, rssi: -75), nowNanoseconds: 0)
-            }
-            let sealed = neighbour.seal(sequence: 1, firstUnacknowledgedSequence: 1, agentClockMicros: instant)
-            _ = try writer.commit([BatchReader.decode(try #require(sealed).wireBytes())], state: &state, nowMicros: instant + 31_000_000)
-            #expect(try connection.query("SELECT count(*) FROM beaconflow.sightings").first?[0] == "300060")
-            let visits = "SELECT zone_id, enter_ts, exit_ts FROM beaconflow.visits ORDER BY 2"
-            let placed = try connection.query(visits).map(\.values)
-
-            try connection.execute("DELETE FROM beaconflow.zone_checkpoints; DELETE FROM beaconflow.zone_occupancy_minute; DELETE FROM beaconflow.visits_raw")
-            let resumed = BatchWriter(connection: connection)
-            var resumedState = WriterState(pipeline: IngestPipeline(sites: sites))
-            let resumption = try resumed.resumeZones(sites: ["hq"], state: &resumedState, nowMicros: instant + 60_000_000)
-            #expect(resumption.replayedSightings == 300_060)
-            #expect(resumption.peakReadSightings <= 50_000, "\(resumption.peakReadSightings) sightings read at once")
-            #expect(try connection.query(visits).map(\.values) == placed)
-        }
-        withExtendedLifetime(server) {}
-    }
-
     @Test func aRedeliveredBatchGivesOneSetOfRows() async throws {
         let server = try await SharedDatabase.create()
         let connection = try PostgresConnection(server.conninfo)
@@ -393,5 +348,55 @@ struct BatchWriterTests {
         }
         #expect(try connection.query("SELECT count(*) FROM beaconflow.batches") == [["0"]])
         #expect(try writer.commit(try decodedBatch(sequence: 3), state: &state) == .committed(rows: 100))
+    }
+}
+
+/// A claim's read-back of a flood at one instant, against PostgreSQL: seconds of work alone, minutes beside the
+/// rest of the suite on two cores, so under a limit of its own.
+@Suite(.enabled(if: PostgresServer.binaries != nil, "PostgreSQL is not installed"), .timeLimit(.minutes(5)))
+struct OneInstantReadBackTests {
+    /// 300,000 sightings stored at one instant (three batches of the wire's largest, as one credential can send)
+    /// beside a neighbour's ordinary minute: a claim reads them back a page at a time, never all at once, and
+    /// every stored sighting goes through the zone tracker.
+    @Test func sightingsThatShareOneInstantAreReadBackAPageAtATime() async throws {
+        let server = try await SharedDatabase.create()
+        let conninfo = server.conninfo
+        try await Migrator.migrateOffThePool(try PostgresConnection(conninfo), logger: Logger(label: "test"))
+        // Seconds of synchronous work: on a thread of its own, not one of the few the other tests wait on.
+        try await onThread {
+            let connection = try PostgresConnection(conninfo)
+            let sites = try SitesConfiguration.parse(testSites)
+            let instant: Int64 = 1_767_225_630_000_000
+            let writer = BatchWriter(connection: connection)
+            var state = WriterState(pipeline: IngestPipeline(sites: sites))
+            let key = BeaconKey(beaconID: "mac:C0:00:00:00:00:01", address: 0xC000_0000_0001, addressIsRandom: true)
+            for sequence in UInt64(1)...3 {
+                var builder = BatchBuilder(siteID: "hq", agentID: "hq-a1", bootID: 1)
+                builder.configuration.maximumSightings = BatchReader.maximumSightings
+                for _ in 0..<BatchReader.maximumSightings {
+                    _ = builder.add(Sighting(timeMicros: instant, beacon: key, rssi: -60), nowNanoseconds: 0)
+                }
+                let sealed = builder.seal(sequence: sequence, firstUnacknowledgedSequence: 1, agentClockMicros: instant)
+                _ = try writer.commit([BatchReader.decode(try #require(sealed).wireBytes())], state: &state, nowMicros: instant + 1_000_000)
+            }
+            var neighbour = BatchBuilder(siteID: "hq", agentID: "hq-a2", bootID: 1)
+            for second in 0..<60 {
+                _ = neighbour.add(Sighting(timeMicros: instant - 30_000_000 + Int64(second) * 1_000_000, beacon: key, rssi: -75), nowNanoseconds: 0)
+            }
+            let sealed = neighbour.seal(sequence: 1, firstUnacknowledgedSequence: 1, agentClockMicros: instant)
+            _ = try writer.commit([BatchReader.decode(try #require(sealed).wireBytes())], state: &state, nowMicros: instant + 31_000_000)
+            #expect(try connection.query("SELECT count(*) FROM beaconflow.sightings").first?[0] == "300060")
+            let visits = "SELECT zone_id, enter_ts, exit_ts FROM beaconflow.visits ORDER BY 2"
+            let placed = try connection.query(visits).map(\.values)
+
+            try connection.execute("DELETE FROM beaconflow.zone_checkpoints; DELETE FROM beaconflow.zone_occupancy_minute; DELETE FROM beaconflow.visits_raw")
+            let resumed = BatchWriter(connection: connection)
+            var resumedState = WriterState(pipeline: IngestPipeline(sites: sites))
+            let resumption = try resumed.resumeZones(sites: ["hq"], state: &resumedState, nowMicros: instant + 60_000_000)
+            #expect(resumption.replayedSightings == 300_060)
+            #expect(resumption.peakReadSightings <= 50_000, "\(resumption.peakReadSightings) sightings read at once")
+            #expect(try connection.query(visits).map(\.values) == placed)
+        }
+        withExtendedLifetime(server) {}
     }
 }

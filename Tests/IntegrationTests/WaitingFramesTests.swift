@@ -95,4 +95,69 @@ struct WaitingFramesTests {
         #expect(try connection.query("SELECT beacon_id, adv_count FROM beaconflow.telemetry") == [["mac:C0:FF:EE:00:00:02", "256"]])
         #expect(try connection.query("SELECT count(*) FROM beaconflow.waiting_frames") == [["0"]])
     }
+
+    /// hq-a1 hears only the beacon's URL and TLM frames for two minutes: after the wait they are stored under the
+    /// address, which gets its own place in the lobby and a visit. The ingest restarts; then hq-a2 hears the
+    /// beacon's iBeacon frame from the same address. Everything stored under the address is the beacon's, in that
+    /// transaction: sightings and their minutes, the telemetry once, the visit, the live zone, fleet health; no
+    /// address beacon is left. Both agents' batches again, to a restarted ingest: nothing changes.
+    @Test func anAddressBeaconTiedLaterIsMergedIntoTheBeaconAcrossARestart() async throws {
+        let server = try await SharedDatabase.create()
+        let connection = try PostgresConnection(server.conninfo)
+        try await Migrator.migrateOffThePool(connection, logger: Logger(label: "test"))
+        let sites = try SitesConfiguration.parse(testSites)
+        let other = Self.address(0xC0FF_EE00_0009)
+        var batches: [[DecodedBatch]] = []
+        for second in Int64(0)..<120 {
+            let frame = second % 10 == 1 ? Self.tlm : Self.url
+            batches.append([
+                try Self.batch("hq-a1", UInt64(second + 1), [Sighting(timeMicros: Self.at(second), beacon: Self.address(Self.address), rssi: -60, data: frame)]),
+                try Self.batch("hq-a2", UInt64(second + 1), [Sighting(timeMicros: Self.at(second), beacon: other, rssi: -85)]),
+            ])
+        }
+        let identified = BeaconKey(beaconID: Self.ibeacon, address: Self.address, addressIsRandom: true, powerAt1mDbm: -59)
+        let identity = try Self.batch("hq-a2", 121, [Sighting(timeMicros: Self.at(120), beacon: identified, rssi: -75)])
+
+        var writer = BatchWriter(connection: connection)
+        var state = WriterState(pipeline: IngestPipeline(sites: sites))
+        for (second, group) in batches.enumerated() {
+            _ = try writer.commit(group, state: &state, nowMicros: Self.at(Int64(second) + 1))
+        }
+        let mac = "mac:C0:FF:EE:00:00:01"
+        let perBeacon = """
+            SELECT beacon_id, (SELECT count(*) FROM beaconflow.sightings s WHERE s.beacon_id = b.beacon_id),
+                   (SELECT sum(sightings) FROM beaconflow.sightings_minute m WHERE m.beacon_id = b.beacon_id),
+                   (SELECT count(*) FROM beaconflow.telemetry t WHERE t.beacon_id = b.beacon_id),
+                   (SELECT count(*) FROM beaconflow.visits v WHERE v.beacon_id = b.beacon_id),
+                   (SELECT zone_id FROM beaconflow.beacon_locations l WHERE l.beacon_id = b.beacon_id),
+                   (SELECT battery_mv FROM beaconflow.beacon_health h WHERE h.beacon_id = b.beacon_id)
+            FROM beaconflow.beacons b WHERE b.beacon_id <> '\(other.beaconID)' ORDER BY 1
+            """
+        let before = try connection.query(perBeacon).map(\.values)
+        // The frames of the first 15 s waited, and were stored after them (the ingest's clock runs a second ahead).
+        #expect(before.count == 1 && before.first?[0] == mac, "\(before)")
+        let macSightings = Int(before.first?[1] ?? "") ?? 0
+        #expect(macSightings >= 100, "\(before)")
+        #expect(before.first.map { Array($0[2...]) } == ["\(macSightings)", "1", "1", "lobby", "3000"], "\(before)")
+
+        // A restart: the address beacon is taken back from the database, to be merged still.
+        writer = BatchWriter(connection: connection)
+        state = WriterState(pipeline: IngestPipeline(sites: sites))
+        _ = try writer.resumeZones(sites: ["hq"], state: &state, nowMicros: Self.at(121))
+        let merged = try writer.commit([identity], state: &state, nowMicros: Self.at(122))
+        #expect(merged.addressBeaconsMerged == 1)
+        let after = try connection.query(perBeacon).map(\.values)
+        #expect(after == [[Self.ibeacon, "\(macSightings + 1)", "\(macSightings + 1)", "1", "1", "lobby", "3000"]], "\(after)")
+        #expect(try connection.query("SELECT count(*) FROM beaconflow.sighting_packs p JOIN beaconflow.beacon_keys k USING (beacon_key) WHERE k.beacon_id = '\(mac)'") == [["0"]])
+        let visit = try connection.query("SELECT zone_id, enter_ts = to_timestamp(\(Self.at(0)) / 1e6) FROM beaconflow.visits WHERE beacon_id = '\(Self.ibeacon)'")
+        #expect(visit.map(\.values) == [["lobby", "t"]], "\(visit.map(\.values))")
+
+        // Every batch again, to a restarted ingest: duplicates, and nothing moves.
+        writer = BatchWriter(connection: connection)
+        state = WriterState(pipeline: IngestPipeline(sites: sites))
+        _ = try writer.resumeZones(sites: ["hq"], state: &state, nowMicros: Self.at(123))
+        let replayed = try writer.commit(batches.flatMap { $0 } + [identity], state: &state, nowMicros: Self.at(124))
+        #expect(replayed.outcomes.allSatisfy { $0 == .duplicate } && replayed.addressBeaconsMerged == 0)
+        #expect(try connection.query(perBeacon).map(\.values) == after)
+    }
 }

@@ -76,6 +76,7 @@ enum IngestEvent {
         var evictedBeacons = 0
         var framesWaiting = 0
         var framesStoredUnderAddress = 0
+        var addressBeaconsMerged = 0
         var newlyCloned: [ClonedBeacon] = []
         var undecodableFrames: [UndecodableFrame] = []
         var nanoseconds: Int64 = 0
@@ -105,6 +106,7 @@ final class IngestInstruments: Sendable {
     private let clonedBeaconsCounter = Counter(IngestMetrics.clonedBeacons)
     private let framesWaitingGauge = Gauge(IngestMetrics.framesWaiting)
     private let addressFramesCounter = Counter(IngestMetrics.addressFrames)
+    private let addressBeaconsMergedCounter = Counter(IngestMetrics.addressBeaconsMerged)
     private let reconnectCounter = Counter(IngestMetrics.databaseReconnects)
     private let databaseConnectedGauge = Gauge(IngestMetrics.databaseConnected)
     /// Status messages not used: not on a known agent's status topic, or not a valid status.
@@ -344,6 +346,7 @@ final class IngestInstruments: Sendable {
         lateReadingsCounter.increment(by: group.lateReadings)
         evictedBeaconsCounter.increment(by: group.evictedBeacons)
         addressFramesCounter.increment(by: group.framesStoredUnderAddress)
+        addressBeaconsMergedCounter.increment(by: group.addressBeaconsMerged)
         framesWaitingGauge.record(group.framesWaiting)
         clonedBeaconsCounter.increment(by: group.newlyCloned.count)
         for clone in group.newlyCloned {

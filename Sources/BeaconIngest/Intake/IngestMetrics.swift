@@ -27,6 +27,9 @@ public enum IngestMetrics {
     static let addressFrames = MetricFamily(
         "beaconflow_ingest_address_frames_total", .counter,
         help: "Eddystone URL and TLM frames stored under their device address: no identity frame came from it while they waited.")
+    static let addressBeaconsMerged = MetricFamily(
+        "beaconflow_ingest_address_beacons_merged_total", .counter,
+        help: "Beacons stored under their device address whose identity frame came later, within the address's lifetime: their rows were filed under the identity.")
     static let clonedBeacons = MetricFamily(
         "beaconflow_ingest_cloned_beacons_total", .counter,
         help: "Beacon identities found advertised from two addresses at once (a copy of the beacon).")
@@ -94,8 +97,8 @@ public enum IngestMetrics {
         "beaconflow_ingest_presence_messages_waiting", .gauge, help: "Presence messages waiting for the publish rate.")
 
     public static let all: [MetricFamily] = [
-        batches, rejectedBatches, sightings, telemetry, sensorReadings, lateReadings, evictedBeacons, framesWaiting, addressFrames, clonedBeacons,
-        databaseReconnects,
+        batches, rejectedBatches, sightings, telemetry, sensorReadings, lateReadings, evictedBeacons, framesWaiting, addressFrames,
+        addressBeaconsMerged, clonedBeacons, databaseReconnects,
         databaseConnected, statusesIgnored, agentIDsShared, statementErrors, commitSeconds, queueDepth, lag, clockOffset, agentsHeld, brokersConnected, siteClaims,
         sitesTakenOver, sitesHandedOver, sitesServed, sitesUnserved, sitesLost, unusableCheckpoints, undecodableFrames, sitesReloads,
         sitesFileDiffers,

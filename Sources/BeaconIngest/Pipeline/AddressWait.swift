@@ -36,12 +36,20 @@ struct AddressWait: Sendable {
     static let maximumPerSite = 10_000
 
     private var held: [String: [UInt64: [Frame]]] = [:]
-    /// Addresses whose frames waited in vain, per site, with when: their frames are stored at once for the address
-    /// lifetime (a beacon that sends only URL or TLM waits once, not at every frame). At most `maximumPerSite`.
-    private var waitedInVain: [String: [UInt64: Int64]] = [:]
+    /// Addresses whose frames waited in vain, per site, with when and the address beacon they were stored as: their
+    /// frames are stored at once for the address lifetime (a beacon that sends only URL or TLM waits once, not at
+    /// every frame), and an identity heard from the address within it merges that address beacon into its own
+    /// (`tied`). At most `maximumPerSite`.
+    private var waitedInVain: [String: [UInt64: StoredUnderAddress]] = [:]
     private(set) var count = 0
     /// The earliest arrival held, to look for expired frames only when some may be.
     private var earliestArrival: Int64 = .max
+
+    /// An address whose frames were stored under it: its newest such frame's event time, and its beacon id (`mac:`).
+    struct StoredUnderAddress: Sendable, Equatable {
+        var timeMicros: Int64
+        var beaconID: String
+    }
 
     /// Whether `sighting` waits: an address's frame of an Eddystone beacon (URL, TLM, eTLM) that no identity of
     /// the site claims yet. Sensors that never send an identity (Ruuvi, BTHome) are stored at once.
@@ -78,19 +86,45 @@ struct AddressWait: Sendable {
     /// Whether frames from `address` at `site` are stored at once: its frames waited in vain less than
     /// `lifetimeMicros` before `timeMicros` (event time).
     func waitedInVain(site: String, address: UInt64, timeMicros: Int64, lifetimeMicros: Int64) -> Bool {
-        guard let since = waitedInVain[site]?[address] else { return false }
-        return timeMicros &- since <= lifetimeMicros
+        guard let stored = waitedInVain[site]?[address] else { return false }
+        return timeMicros &- stored.timeMicros <= lifetimeMicros
+    }
+
+    /// Whether any address of `site` had its frames stored under it (a lookup before `tied`, which most identity
+    /// frames need not make).
+    func storesUnderAddress(site: String) -> Bool { waitedInVain[site] != nil }
+
+    /// An identity was heard from `address` at `site` at `timeMicros`: the address beacon its earlier frames were
+    /// stored as within `lifetimeMicros`, to be merged into the identity's, once (the address is forgotten here).
+    mutating func tied(site: String, address: UInt64, timeMicros: Int64, lifetimeMicros: Int64) -> String? {
+        guard let stored = waitedInVain[site]?.removeValue(forKey: address) else { return nil }
+        if waitedInVain[site]?.isEmpty == true { waitedInVain[site] = nil }
+        return timeMicros &- stored.timeMicros <= lifetimeMicros ? stored.beaconID : nil
     }
 
     /// Remembers that frames of these addresses waited in vain (their newest event time), within the bound.
     mutating func rememberWaitedInVain(_ frames: [Frame]) {
         for frame in frames {
-            let site = frame.agent.site
-            let address = frame.sighting.beacon.address
-            waitedInVain[site, default: [:]][address] = max(waitedInVain[site]?[address] ?? .min, frame.sighting.timeMicros)
-            if waitedInVain[site]!.count > Self.maximumPerSite, let oldest = waitedInVain[site]!.min(by: { $0.value < $1.value }) {
-                waitedInVain[site]![oldest.key] = nil
-            }
+            remember(
+                site: frame.agent.site, address: frame.sighting.beacon.address,
+                StoredUnderAddress(timeMicros: frame.sighting.timeMicros, beaconID: frame.sighting.beacon.beaconID))
+        }
+    }
+
+    /// Remembers address beacons of a site that an earlier owner (or this instance before a restart) stored, as
+    /// `beacon_state` lists them: an identity heard from their address within its lifetime merges them still.
+    mutating func rememberStoredUnderAddress(_ beacons: [(site: String, address: UInt64, stored: StoredUnderAddress)]) {
+        for beacon in beacons { remember(site: beacon.site, address: beacon.address, beacon.stored) }
+    }
+
+    private mutating func remember(site: String, address: UInt64, _ stored: StoredUnderAddress) {
+        var latest = stored
+        if let known = waitedInVain[site]?[address], known.timeMicros > stored.timeMicros { latest.timeMicros = known.timeMicros }
+        waitedInVain[site, default: [:]][address] = latest
+        if waitedInVain[site]!.count > Self.maximumPerSite,
+            let oldest = waitedInVain[site]!.min(by: { $0.value.timeMicros < $1.value.timeMicros })
+        {
+            waitedInVain[site]![oldest.key] = nil
         }
     }
 

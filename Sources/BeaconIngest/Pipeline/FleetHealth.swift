@@ -466,6 +466,20 @@ public struct FleetHealth: Sendable {
 
     public var trackedBeacons: Int { beacons.count }
 
+    /// The address beacon `addressBeaconID` was `beacon`'s transmissions (`AddressMerge`): its battery history and
+    /// counters become `beacon`'s where `beacon` has none here, and it is forgotten (its row goes with the merge in
+    /// the database).
+    mutating func merge(_ addressBeaconID: String, into beacon: ResolvedBeacon) {
+        guard var entry = beacons[addressBeaconID] else { return }
+        beacons[addressBeaconID] = nil
+        changed.remove(addressBeaconID)
+        guard beacons[beacon.id] == nil else { return }
+        entry.kind = Self.identityKind(beacon.kind) ?? entry.kind
+        entry.clones = Self.hasConstantIdentity(beacon.kind) ? CloneDetection() : nil
+        beacons[beacon.id] = entry
+        changed.insert(beacon.id)
+    }
+
     /// Forgets the beacons not seen the longest beyond `maximum` (their `beacon_health` rows stay; one heard again
     /// starts its battery trend afresh). Returns how many.
     mutating func evict(keeping maximum: Int) -> Int {

@@ -55,6 +55,8 @@ public struct PipelineOutput: Sendable {
     public var zoneChanges: [ZoneChange] = []
     /// Address frames that began or ended waiting for their identity (`AddressWait`).
     var waitingFrames = WaitingFrames()
+    /// Address beacons found to be beacons with an identity: the database files their rows under it.
+    public var addressMerges: [AddressMerge] = []
     /// Readings that came too late to move zones (from an agent its site had let go).
     public var lateReadings = 0
     /// Beacons forgotten to stay within `IngestPipeline.maximumBeacons`.
@@ -62,6 +64,9 @@ public struct PipelineOutput: Sendable {
 
     /// Adds another batch's output to this one.
     mutating func append(_ other: PipelineOutput) {
+        // Rows of an address beacon from earlier batches of the group are the beacon's too.
+        for merge in other.addressMerges { rename(merge) }
+        addressMerges += other.addressMerges
         sightings += other.sightings
         telemetry += other.telemetry
         sensorReadings += other.sensorReadings
@@ -206,6 +211,13 @@ public struct IngestPipeline: Sendable {
                 wait(sighting, at: time, heardBy: agentKey, nowMicros: nowMicros, into: &output)
                 continue
             }
+            if beacon.kind != .mac, sighting.beacon.address != 0,
+                let merge = mergeAddressBeacon(site: batch.siteID, address: sighting.beacon.address, into: beacon, timeMicros: time, output: &output)
+            {
+                for index in zoneReadings.indices where zoneReadings[index].beaconID == merge.addressBeaconID {
+                    zoneReadings[index].beaconID = merge.beaconID
+                }
+            }
             if let reading = record(sighting, at: time, as: beacon, heardBy: heardBy, into: &output) { zoneReadings.append(reading) }
             if beacon.kind != .mac, sighting.beacon.address != 0 {
                 claimWaiting(site: batch.siteID, address: sighting.beacon.address, as: beacon, into: &output)
@@ -239,7 +251,7 @@ public struct IngestPipeline: Sendable {
         addresses.evict(keeping: maximumBeacons * Self.filtersPerBeacon)
         proximity.evict(keeping: maximumBeacons * Self.filtersPerBeacon)
         eids.maximumRemembered = maximumBeacons
-        output.zoneChanges = advanceZones(site: batch.siteID, nowMicros: nowMicros)
+        output.zoneChanges += advanceZones(site: batch.siteID, nowMicros: nowMicros)
         // The zone trackers of all sites together hold at most `maximumBeacons`: this site keeps what the others
         // leave (so its checkpoint is bounded too).
         let others = zoneTrackers.reduce(0) { $0 + ($1.key == batch.siteID ? 0 : $1.value.trackedBeacons) }

@@ -78,6 +78,14 @@ public struct TelemetryDeduplicator: Sendable {
 
     public init() {}
 
+    /// The address beacon `addressBeaconID` was `beaconID`'s transmissions (`AddressMerge`): its counters become
+    /// `beaconID`'s where that beacon has none.
+    mutating func merge(_ addressBeaconID: String, into beaconID: String) {
+        guard let counters = recent[addressBeaconID] else { return }
+        recent[addressBeaconID] = nil
+        if recent[beaconID] == nil { recent[beaconID] = counters }
+    }
+
     /// Whether this (beacon, counter) is new, and whether the beacon rebooted since the last one.
     public mutating func observe(beaconID: String, tlm: EddystoneTLM, timeMicros: Int64) -> (new: Bool, rebooted: Bool) {
         let bootMicros = timeMicros - Int64(tlm.uptimeTenths) * 100_000

@@ -114,6 +114,22 @@ struct PresenceBoard: Sendable {
                 if let current = placed[site]?[beaconID] {
                     messages += beaconMessages(site: site, beaconID: beaconID, zone: current.zone, present: true, since: current.since)
                 }
+            case .merged(let site, let addressBeaconID, let beaconID):
+                guard let current = placed[site]?[addressBeaconID] else { continue }
+                messages += beaconMessages(site: site, beaconID: addressBeaconID, zone: current.zone, present: false, since: current.since)
+                placed[site]?[addressBeaconID] = nil
+                counts[site]?[current.zone, default: 0] -= 1
+                if let previous = placed[site]?[beaconID] {
+                    counts[site]?[previous.zone, default: 0] -= 1
+                    touched[site, default: []].insert(previous.zone)
+                }
+                placed[site]?[beaconID] = current
+                counts[site]?[current.zone, default: 0] += 1
+                touched[site, default: []].insert(current.zone)
+                if let position = positions[site]?.removeValue(forKey: addressBeaconID), publishes(beaconID) {
+                    positions[site]?[beaconID] = position
+                }
+                messages += beaconMessages(site: site, beaconID: beaconID, zone: current.zone, present: true, since: current.since)
             case .visitOpened, .visitClosed, .occupancy, .agentState, .positionMinute:
                 continue
             }

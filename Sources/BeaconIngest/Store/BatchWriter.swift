@@ -44,6 +44,8 @@ public final class BatchWriter {
         /// after all (`AddressWait`).
         public var framesWaiting = 0
         public var framesStoredUnderAddress = 0
+        /// Address beacons the group merged into the beacon their address turned out to be (`AddressMerge`).
+        public var addressBeaconsMerged = 0
     }
 
     let connection: PostgresConnection
@@ -168,7 +170,8 @@ public final class BatchWriter {
             sensorReadingRows: rows.sensorReadings.count, undecodableFrames: output.undecodableFrames,
             lateReadings: output.lateReadings, evictedBeacons: output.evictedBeacons, zoneChanges: output.zoneChanges,
             healthChanges: rows.health, sensorReadings: rows.sensorReadings, newlyCloned: state.pipeline.health.takeNewlyCloned(),
-            framesWaiting: state.pipeline.framesWaiting, framesStoredUnderAddress: output.waitingFrames.storedUnderAddress)
+            framesWaiting: state.pipeline.framesWaiting, framesStoredUnderAddress: output.waitingFrames.storedUnderAddress,
+            addressBeaconsMerged: output.addressMerges.count)
     }
 
     /// What `store` wrote that the callers report: the telemetry and readings new to the database, and the beacons
@@ -192,6 +195,8 @@ public final class BatchWriter {
         let healthChanges = state.pipeline.health.takeChanged()
         try beaconStates.upsertHealth(healthChanges)
         try waitingFrames.write(output.waitingFrames)
+        // Before the zone changes, which go on with the address beacons' visits under the beacons' ids.
+        try waitingFrames.merge(output.addressMerges)
         try zoneStore.write(output.zoneChanges)
         try zoneStore.save(state.pipeline.takeZoneCheckpoints(sites: state.servedSites))
         return StoredRows(telemetry: stored, sensorReadings: storedReadings, health: healthChanges)
@@ -254,14 +259,20 @@ public final class BatchWriter {
     /// sightings. A site without a usable checkpoint that has counted minutes (a database written before
     /// checkpoints, an edited sites file) resumes from its open visits and last counted minute. What the trackers
     /// held before is dropped: the database is the reference. The frames waiting for their identity at the sites
-    /// wait again (`waiting_frames`). Each page read back counts as a turn of the writer, so that a long read-back
-    /// keeps the leases renewed.
+    /// wait again (`waiting_frames`), and the address beacons stored within their address's lifetime may still be
+    /// merged into an identity heard from their address. Each page read back counts as a turn of the writer, so
+    /// that a long read-back keeps the leases renewed.
     public func resumeZones(sites: Set<String>, state: inout WriterState, nowMicros: Int64? = nil) throws(PostgresError) -> ZoneResumption {
         let nowMicros = nowMicros ?? clock.nowMicros()
         let keeper = leases?.keeper
         let resumer = ZoneResumer(store: zoneStore) { keeper?.writerTurned() }
         let resumption = try resumer.resume(sites: sites, into: &state.pipeline, nowMicros: nowMicros)
         state.pipeline.restoreWaitingFrames(try waitingFrames.frames(sites: sites), nowMicros: nowMicros)
+        // Event time: the sites' newest as read back, else the ingest's clock.
+        let watermark = state.pipeline.zoneTrackers.filter { sites.contains($0.key) }.map(\.value.watermarkMicros).max() ?? .min
+        let newest = watermark == .min ? nowMicros : watermark
+        state.pipeline.restoreAddressBeacons(
+            try waitingFrames.addressBeacons(sites: sites, sinceMicros: newest - state.pipeline.addressLifetimeMicros))
         return resumption
     }
 

@@ -44,6 +44,7 @@ enum Schema {
         PackageResources.v028_sql,
         PackageResources.v029_sql,
         PackageResources.v030_sql,
+        PackageResources.v031_sql,
 
     ].enumerated().map { Migration(version: $0.offset + 1, file: $0.element) }
 }

@@ -51,6 +51,40 @@ struct WaitingFrameStore {
         return frames
     }
 
+    /// Files each address beacon's stored rows under the beacon its address turned out to be (`AddressMerge`,
+    /// `merge_address_beacon`); returns the rows moved.
+    @discardableResult
+    func merge(_ merges: [AddressMerge]) throws(PostgresError) -> Int {
+        var moved = 0
+        for merge in merges {
+            let rows = try connection.query(
+                "SELECT beaconflow.merge_address_beacon($1, $2, $3)", [merge.site, merge.addressBeaconID, merge.beaconID])
+            moved += Int(try rows.first?.decode(0, as: Int64.self) ?? 0)
+        }
+        return moved
+    }
+
+    /// The address beacons of Eddystone frames (`mac:`, of kind `eddystone-tlm` or `eddystone-url`) stored at
+    /// `sites` and heard since `sinceMicros` (event time): an identity heard from their address still merges them.
+    func addressBeacons(sites: Set<String>, sinceMicros: Int64) throws(PostgresError)
+        -> [(site: String, address: UInt64, beaconID: String, lastSeenMicros: Int64)]
+    {
+        var beacons: [(site: String, address: UInt64, beaconID: String, lastSeenMicros: Int64)] = []
+        for row in try connection.query(
+            """
+            SELECT site_id, beacon_id, (extract(epoch FROM last_seen) * 1000000)::bigint FROM beaconflow.beacon_state
+            WHERE site_id = ANY($1::text[]) AND beacon_id LIKE 'mac:%' AND kind IN ('eddystone-tlm', 'eddystone-url')
+              AND last_seen >= $2
+            """,
+            [sites.sorted(), PostgresTimestamp(unixMicros: sinceMicros)])
+        {
+            let beaconID: String = try row.decode(1)
+            guard let address = UInt64(beaconID.dropFirst(4).filter { $0 != ":" }, radix: 16) else { continue }
+            beacons.append((try row.decode(0), address, beaconID, try row.decode(2, as: Int64.self)))
+        }
+        return beacons
+    }
+
     /// A waiting frame's sighting as a batch of one, in the wire format, its time to the microsecond.
     static func encode(_ frame: AddressWait.Frame) -> [UInt8] {
         var configuration = BatchBuilder.Configuration()

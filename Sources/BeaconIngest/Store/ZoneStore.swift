@@ -23,7 +23,7 @@ struct ZoneStore {
             case .occupancy(let site, let zone, let minute, let occupants, let seconds):
                 occupancy.append((site, zone, minute, occupants, seconds))
             case .agentState(let site, let agent, let state, let since): agentStates.append((site, agent, state, since))
-            case .placement, .position, .positionMinute: continue
+            case .placement, .position, .positionMinute, .merged: continue
             }
         }
         if !agentStates.isEmpty {

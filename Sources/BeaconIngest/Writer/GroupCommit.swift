@@ -149,7 +149,8 @@ extension Ingest {
             agents: Set(group.map { AgentKey(site: $0.batch.siteID, agent: $0.batch.agentID) }), telemetry: result.telemetryRows,
             sensorReadings: result.sensorReadingRows, lateReadings: result.lateReadings,
             evictedBeacons: result.evictedBeacons, framesWaiting: result.framesWaiting,
-            framesStoredUnderAddress: result.framesStoredUnderAddress, newlyCloned: result.newlyCloned, undecodableFrames: result.undecodableFrames,
+            framesStoredUnderAddress: result.framesStoredUnderAddress, addressBeaconsMerged: result.addressBeaconsMerged,
+            newlyCloned: result.newlyCloned, undecodableFrames: result.undecodableFrames,
             nanoseconds: Int64(DispatchTime.now().uptimeNanoseconds - started))
         for (outcome, accepted) in zip(result.outcomes, group) {
             switch outcome {

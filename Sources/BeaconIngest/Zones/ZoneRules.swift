@@ -126,12 +126,15 @@ public enum ZoneChange: Sendable, Equatable {
     /// A beacon's positions of the minute that starts at `minuteMicros`, once its readings have passed that minute
     /// (or it left): the positions' history, one row a beacon-minute.
     case positionMinute(site: String, beaconID: String, minuteMicros: Int64, positions: [BeaconPosition])
+    /// The address beacon `addressBeaconID` is `beaconID` (`AddressMerge`): its live zone and position are the
+    /// beacon's from here (the database moves its rows with the merge).
+    case merged(site: String, addressBeaconID: String, beaconID: String)
 
     public var site: String {
         switch self {
         case .placement(let site, _, _, _), .visitOpened(let site, _, _, _), .visitClosed(let site, _, _, _),
             .occupancy(let site, _, _, _, _), .agentState(let site, _, _, _), .position(let site, _, _),
-            .positionMinute(let site, _, _, _):
+            .positionMinute(let site, _, _, _), .merged(let site, _, _):
             site
         }
     }
