@@ -175,8 +175,9 @@ public final class PostgresServer: @unchecked Sendable {
     public func stopImmediately() async {
         let running = process
         process = nil
-        running.map { Foundation.kill($0.pid, SIGQUIT) }
-        _ = await running?.exit()
+        guard let running else { return }
+        Foundation.kill(running.pid, SIGQUIT)
+        _ = await running.exit()
     }
 
     /// Fast shutdown (SIGINT): aborts sessions, keeps what was committed.
