@@ -211,7 +211,9 @@ public struct IngestPipeline: Sendable {
                 wait(sighting, at: time, heardBy: agentKey, nowMicros: nowMicros, into: &output)
                 continue
             }
-            if beacon.kind != .mac, sighting.beacon.address != 0,
+            // An identity heard from a device address: it merges the address's beacon, and claims its waiting frames.
+            let identifiesAddress = beacon.kind != .mac && sighting.beacon.address != 0
+            if identifiesAddress,
                 let merge = mergeAddressBeacon(site: batch.siteID, address: sighting.beacon.address, into: beacon, timeMicros: time, output: &output)
             {
                 for index in zoneReadings.indices where zoneReadings[index].beaconID == merge.addressBeaconID {
@@ -219,7 +221,7 @@ public struct IngestPipeline: Sendable {
                 }
             }
             if let reading = record(sighting, at: time, as: beacon, heardBy: heardBy, into: &output) { zoneReadings.append(reading) }
-            if beacon.kind != .mac, sighting.beacon.address != 0 {
+            if identifiesAddress {
                 claimWaiting(site: batch.siteID, address: sighting.beacon.address, as: beacon, into: &output)
             }
         }

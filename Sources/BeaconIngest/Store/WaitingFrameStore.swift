@@ -79,8 +79,8 @@ struct WaitingFrameStore {
             [sites.sorted(), PostgresTimestamp(unixMicros: sinceMicros)])
         {
             let beaconID: String = try row.decode(1)
-            guard let address = UInt64(beaconID.dropFirst(4).filter { $0 != ":" }, radix: 16) else { continue }
-            beacons.append((try row.decode(0), address, beaconID, try row.decode(2, as: Int64.self)))
+            guard let address = DeviceAddress(String(beaconID.dropFirst(BeaconIdentity.Kind.mac.prefix.count))) else { continue }
+            beacons.append((try row.decode(0), address.value, beaconID, try row.decode(2, as: Int64.self)))
         }
         return beacons
     }
