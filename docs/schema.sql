@@ -1157,6 +1157,19 @@ CREATE VIEW beaconflow.device_info AS
 ALTER TABLE beaconflow.device_info OWNER TO postgres;
 
 --
+-- Name: fleet_health_state; Type: TABLE; Schema: beaconflow; Owner: postgres
+--
+
+CREATE TABLE beaconflow.fleet_health_state (
+    beacon_id text NOT NULL,
+    site_id text NOT NULL,
+    last_seen timestamp with time zone NOT NULL,
+    state bytea NOT NULL
+);
+
+ALTER TABLE beaconflow.fleet_health_state OWNER TO postgres;
+
+--
 -- Name: ingest_instances; Type: TABLE; Schema: beaconflow; Owner: postgres
 --
 
@@ -1716,6 +1729,13 @@ ALTER TABLE ONLY beaconflow.device_info_state
     ADD CONSTRAINT device_info_state_pkey PRIMARY KEY (beacon_id, name);
 
 --
+-- Name: fleet_health_state fleet_health_state_pkey; Type: CONSTRAINT; Schema: beaconflow; Owner: postgres
+--
+
+ALTER TABLE ONLY beaconflow.fleet_health_state
+    ADD CONSTRAINT fleet_health_state_pkey PRIMARY KEY (beacon_id);
+
+--
 -- Name: ingest_instances ingest_instances_pkey; Type: CONSTRAINT; Schema: beaconflow; Owner: postgres
 --
 
@@ -1813,6 +1833,12 @@ ALTER TABLE ONLY beaconflow.zone_registry
 CREATE INDEX beacon_position_minutes_minute_idx ON beaconflow.beacon_position_minutes USING brin (minute);
 
 --
+-- Name: fleet_health_state_site; Type: INDEX; Schema: beaconflow; Owner: postgres
+--
+
+CREATE INDEX fleet_health_state_site ON beaconflow.fleet_health_state USING btree (site_id);
+
+--
 -- Name: rejected_batches_agent; Type: INDEX; Schema: beaconflow; Owner: postgres
 --
 
@@ -1895,6 +1921,13 @@ CREATE INDEX visits_raw_site_id_zone_id_enter_ts_idx ON beaconflow.visits_raw US
 --
 
 CREATE TRIGGER progress_only_as_far_as_stored BEFORE INSERT OR UPDATE OF committed_through ON beaconflow.agent_state FOR EACH ROW EXECUTE FUNCTION beaconflow.check_progress();
+
+--
+-- Name: fleet_health_state fleet_health_state_beacon_id_fkey; Type: FK CONSTRAINT; Schema: beaconflow; Owner: postgres
+--
+
+ALTER TABLE ONLY beaconflow.fleet_health_state
+    ADD CONSTRAINT fleet_health_state_beacon_id_fkey FOREIGN KEY (beacon_id) REFERENCES beaconflow.beacon_state(beacon_id) ON DELETE CASCADE;
 
 --
 -- Name: zone_registry zone_registry_site_id_fkey; Type: FK CONSTRAINT; Schema: beaconflow; Owner: postgres
@@ -2197,6 +2230,12 @@ GRANT SELECT,INSERT,UPDATE ON TABLE beaconflow.device_info_state TO beaconflow_w
 
 GRANT SELECT,INSERT ON TABLE beaconflow.device_info TO beaconflow_writer;
 GRANT SELECT ON TABLE beaconflow.device_info TO beaconflow_reader;
+
+--
+-- Name: TABLE fleet_health_state; Type: ACL; Schema: beaconflow; Owner: postgres
+--
+
+GRANT SELECT,INSERT,UPDATE ON TABLE beaconflow.fleet_health_state TO beaconflow_writer;
 
 --
 -- Name: TABLE ingest_instances; Type: ACL; Schema: beaconflow; Owner: postgres

@@ -49,44 +49,58 @@ public struct BatteryLife: Sendable {
 
     public var description: BatteryDescription
     /// When the cell now in the beacon was first heard or found fitted, µs.
-    public private(set) var fittedMicros: Int64?
+    public internal(set) var fittedMicros: Int64?
     /// Swaps found so far.
-    public private(set) var swaps = 0
+    public internal(set) var swaps = 0
     /// The newest transmission's time, µs.
     public var lastReadingMicros: Int64? { last?.micros }
-    private var usedBeforeThisBootMilliampHours = 0.0
+    var usedBeforeThisBootMilliampHours = 0.0
     /// The charge counted in this boot when the cell was fitted (a swap without a reboot).
-    private var bootBaselineMilliampHours = 0.0
-    private var last: Reading?
+    var bootBaselineMilliampHours = 0.0
+    var last: Reading?
     /// Corrected voltages of the last day, an hour's mean each, for a median.
-    private var recentHours: [(hour: Int32, sum: Float, count: Int32)] = []
+    var recentHours: [(hour: Int32, sum: Float, count: Int32)] = []
     /// The newest corrected voltage in each band of `bandKelvin` from -40 °C (NaN for none): what a swap's rise is
     /// measured against.
-    private var bandVolts = [Float](repeating: .nan, count: 24)
+    var bandVolts = [Float](repeating: .nan, count: BatteryLife.bandCount)
     static let bandKelvin = 4.0
     /// The cell's voltage against the charge counted, a point a day (the day's median corrected voltage), at most
     /// `maximumPoints` (thinned evenly): what the fit of the cell's curve reads.
-    private var points: [(counted: Float, volts: Float)] = []
+    var points: [(counted: Float, volts: Float)] = []
     static let maximumPoints = 24
+    /// Hourly means kept (a day's) and 4-hour temperatures kept (a week's).
+    static let maximumHours = 24
+    static let maximumTemperatures = 42
     /// The coldest temperature of each 4 hours of the last week.
-    private var coldest: [(bucket: Int32, celsius: Float)] = []
+    var coldest: [(bucket: Int32, celsius: Float)] = []
     static let temperatureBucket: Int64 = 4 * 3_600_000_000
     /// The curve fitted to the trajectory (`fit`), refitted when a day's point is added or the day so far has moved
     /// by `refitVolts` since (its median of hourly means: on a plateau, seldom).
-    private var curve: (k: Double, kLow: Double, kHigh: Double, shape: Double)?
-    private var curveToday: Double?
+    var curve: (k: Double, kLow: Double, kHigh: Double, shape: Double)?
+    var curveToday: Double?
     static let refitVolts = 0.005
     /// The counted consumption, mAh a day: from the counters' last day, else the description.
-    private var rateMilliampHoursPerDay: Double?
+    var rateMilliampHoursPerDay: Double?
 
-    private struct Reading {
-        var micros: Int64
-        var volts: Double
-        var celsius: Double
-        var advertisingCount: UInt32
-        var uptimeSeconds: Double
+    /// The newest transmission, as the forecast uses it.
+    public struct Reading: Sendable {
+        public var micros: Int64
+        /// Corrected to a burst at 25 °C.
+        public var volts: Double
+        public var celsius: Double
+        public var advertisingCount: UInt32
+        public var uptimeSeconds: Double
         /// The charge counted in this boot so far, mAh.
-        var bootMilliampHours: Double
+        public var bootMilliampHours: Double
+
+        public init(micros: Int64, volts: Double, celsius: Double, advertisingCount: UInt32, uptimeSeconds: Double, bootMilliampHours: Double) {
+            self.micros = micros
+            self.volts = volts
+            self.celsius = celsius
+            self.advertisingCount = advertisingCount
+            self.uptimeSeconds = uptimeSeconds
+            self.bootMilliampHours = bootMilliampHours
+        }
     }
 
     /// How much more a swapped cell's corrected voltage reads than the last reading of the old one, volts: a
@@ -163,7 +177,7 @@ public struct BatteryLife: Sendable {
             recentHours.append((hour, Float(volts), 1))
         }
         bandVolts[Self.band(celsius)] = Float(volts)
-        recentHours.removeAll { hour - $0.hour >= 24 }
+        recentHours.removeAll { hour - $0.hour >= Int32(Self.maximumHours) }
         let bucket = Int32(truncatingIfNeeded: micros / Self.temperatureBucket)
         if let index = coldest.indices.last, coldest[index].bucket == bucket {
             coldest[index].celsius = min(coldest[index].celsius, Float(celsius))
@@ -183,17 +197,17 @@ public struct BatteryLife: Sendable {
 
     /// The band of temperatures `celsius` falls in.
     static func band(_ celsius: Double) -> Int {
-        Int(min(23, max(0, ((celsius + 40) / bandKelvin).rounded(.down))))
+        Int(min(Double(bandCount - 1), max(0, ((celsius + 40) / bandKelvin).rounded(.down))))
     }
 
     /// The median of the hourly mean voltages of a day, or nil when none were heard in it.
-    private func median(ofDay day: Int64) -> Double? {
+    func median(ofDay day: Int64) -> Double? {
         let means = recentHours.filter { Int64($0.hour) * Self.hour / Self.day == day }.map { Double($0.sum) / Double($0.count) }.sorted()
         return means.isEmpty ? nil : means[means.count / 2]
     }
 
     /// The points a day, and the day so far as one more.
-    private var trajectory: [(counted: Double, volts: Double)] {
+    var trajectory: [(counted: Double, volts: Double)] {
         let days = points.map { (counted: Double($0.counted), volts: Double($0.volts)) }
         guard let last, let today = median(ofDay: last.micros / Self.day) else { return days }
         return days + [(countedWithSelfDischarge, today)]
@@ -244,7 +258,7 @@ public struct BatteryLife: Sendable {
     /// How far the charge a counted mAh really takes of the cell may lie from 1 / capacity, relative (1σ): the
     /// spreads of capacities (±10 %) and of the charge an advert really takes (±25 %) make 15 %; taken as 30 %,
     /// which let the cell's own curve weigh more on the fleet seeds kept for choosing; 50 % for a cell not known.
-    private var priorSpread: Double {
+    var priorSpread: Double {
         description.chemistry == .unknown && description.capacityMilliampHours == nil ? 0.5 : 0.3
     }
 

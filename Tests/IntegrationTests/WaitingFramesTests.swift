@@ -139,6 +139,8 @@ struct WaitingFramesTests {
         let macSightings = Int(before.first?[1] ?? "") ?? 0
         #expect(macSightings >= 100, "\(before)")
         #expect(before.first.map { Array($0[2...]) } == ["\(macSightings)", "1", "1", "lobby", "3000"], "\(before)")
+        let batteryStates = "SELECT beacon_id FROM beaconflow.fleet_health_state ORDER BY 1"
+        #expect(try connection.query(batteryStates).map(\.values) == [[mac]])
 
         // A restart: the address beacon is taken back from the database, to be merged still.
         writer = BatchWriter(connection: connection)
@@ -148,6 +150,9 @@ struct WaitingFramesTests {
         #expect(merged.addressBeaconsMerged == 1)
         let after = try connection.query(perBeacon).map(\.values)
         #expect(after == [[Self.ibeacon, "\(macSightings + 1)", "\(macSightings + 1)", "1", "1", "lobby", "3000"]], "\(after)")
+        // The address's battery state went with its row; the beacon's is saved from what it took over.
+        let savedAfter = try connection.query(batteryStates).map(\.values)
+        #expect(savedAfter == [[Self.ibeacon]], "\(savedAfter)")
         #expect(try connection.query("SELECT count(*) FROM beaconflow.sighting_packs p JOIN beaconflow.beacon_keys k USING (beacon_key) WHERE k.beacon_id = '\(mac)'") == [["0"]])
         let visit = try connection.query("SELECT zone_id, enter_ts = to_timestamp(\(Self.at(0)) / 1e6) FROM beaconflow.visits WHERE beacon_id = '\(Self.ibeacon)'")
         #expect(visit.map(\.values) == [["lobby", "t"]], "\(visit.map(\.values))")

@@ -131,6 +131,7 @@ final class IngestInstruments: Sendable {
     private let sitesLostCounter = Counter(IngestMetrics.sitesLost)
     /// Zone checkpoints read back damaged or out of range: their sites resumed without them.
     private let unusableCheckpointsCounter = Counter(IngestMetrics.unusableCheckpoints)
+    private let unreadableBatteryStatesCounter = Counter(IngestMetrics.unreadableBatteryStates)
     private let sitesFileDiffersGauge = Gauge(IngestMetrics.sitesFileDiffers)
     /// The instances last said to run with another sites file (said again when the set changes).
     private let differingInstances = Mutex(Set<String>())
@@ -273,6 +274,12 @@ final class IngestInstruments: Sendable {
                 logger.warning(
                     "A zone checkpoint could not be used; the site resumes from its open visits",
                     metadata: ["site": "\(site)", "error": "\(error)"])
+            }
+            unreadableBatteryStatesCounter.increment(by: resumption.unreadableBatteryStates)
+            if resumption.unreadableBatteryStates > 0 {
+                logger.warning(
+                    "Saved battery states could not be read; those beacons' forecasts start afresh",
+                    metadata: ["sites": "\(claimed.sorted().joined(separator: " "))", "states": .stringConvertible(resumption.unreadableBatteryStates)])
             }
             logger.info(
                 "Sites claimed",

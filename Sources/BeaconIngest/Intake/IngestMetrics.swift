@@ -75,6 +75,9 @@ public enum IngestMetrics {
     static let unusableCheckpoints = MetricFamily(
         "beaconflow_ingest_unusable_checkpoints_total", .counter,
         help: "Zone checkpoints read back damaged or out of range; their sites resumed without them.")
+    static let unreadableBatteryStates = MetricFamily(
+        "beaconflow_ingest_unreadable_battery_states_total", .counter,
+        help: "Saved battery states read back damaged or of an unknown version; their beacons' forecasts started afresh.")
     static let undecodableFrames = MetricFamily(
         "beaconflow_ingest_undecodable_frames_total", .counter, labels: ["reason"],
         help: "Data frames whose readings could not be read, by reason (authentication_failed, no_bindkey, or the decode error).")
@@ -100,7 +103,7 @@ public enum IngestMetrics {
         batches, rejectedBatches, sightings, telemetry, sensorReadings, lateReadings, evictedBeacons, framesWaiting, addressFrames,
         addressBeaconsMerged, clonedBeacons, databaseReconnects,
         databaseConnected, statusesIgnored, agentIDsShared, statementErrors, commitSeconds, queueDepth, lag, clockOffset, agentsHeld, brokersConnected, siteClaims,
-        sitesTakenOver, sitesHandedOver, sitesServed, sitesUnserved, sitesLost, unusableCheckpoints, undecodableFrames, sitesReloads,
+        sitesTakenOver, sitesHandedOver, sitesServed, sitesUnserved, sitesLost, unusableCheckpoints, unreadableBatteryStates, undecodableFrames, sitesReloads,
         sitesFileDiffers,
         presenceMessages, presenceReplaced, presenceDropped, presenceWaiting,
     ]

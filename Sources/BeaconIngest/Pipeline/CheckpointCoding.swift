@@ -11,6 +11,18 @@ struct CheckpointWriter {
 
     mutating func double(_ value: Double) { int(Int64(bitPattern: value.bitPattern)) }
 
+    /// Four bytes, for values kept in single precision or 32 bits.
+    mutating func int32(_ value: Int32) {
+        withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
+    }
+
+    mutating func float(_ value: Float) { int32(Int32(bitPattern: value.bitPattern)) }
+
+    /// One byte, 0 or 1: whether what follows is there.
+    mutating func flag(_ value: Bool) { bytes.append(value ? 1 : 0) }
+
+    mutating func byte(_ value: UInt8) { bytes.append(value) }
+
     mutating func optional(_ value: Int64?) {
         bytes.append(value == nil ? 0 : 1)
         if let value { int(value) }
@@ -93,6 +105,16 @@ struct CheckpointReader {
 
     mutating func double() throws(Damaged) -> Double { Double(bitPattern: UInt64(bitPattern: try int())) }
 
+    mutating func int32() throws(Damaged) -> Int32 {
+        guard bytes.count - offset >= 4 else { throw Damaged(code: .damaged, offset: offset) }
+        var value: UInt32 = 0
+        for index in 0..<4 { value |= UInt32(bytes[offset + index]) << (8 * index) }
+        offset += 4
+        return Int32(bitPattern: value)
+    }
+
+    mutating func float() throws(Damaged) -> Float { Float(bitPattern: UInt32(bitPattern: try int32())) }
+
     /// Unix microseconds from 2000 to 2200 (what the tracker holds of sightings and arrivals), or one of `also`
     /// (a field's initial value): anything else would overflow the tracker's arithmetic, so it is damage.
     mutating func time(also allowed: [Int64] = []) throws(Damaged) -> Int64 {
@@ -153,6 +175,12 @@ struct CheckpointReader {
     static let times: ClosedRange<Int64> = 946_684_800_000_000...7_258_118_400_000_000
     /// Signal levels and their statistics in dB, with room for offsets and smoothing.
     static let decibels: ClosedRange<Double> = -1_000...1_000
+
+    mutating func flag() throws(Damaged) -> Bool {
+        guard offset < bytes.count, bytes[offset] <= 1 else { throw Damaged(code: .damaged, offset: offset) }
+        offset += 1
+        return bytes[offset - 1] == 1
+    }
 
     mutating func optional() throws(Damaged) -> Int64? {
         guard offset < bytes.count, bytes[offset] <= 1 else { throw Damaged(code: .damaged, offset: offset) }

@@ -118,13 +118,13 @@ public struct FleetHealth: Sendable {
     static let window: Int64 = 7 * 86_400_000_000
     static let bucketMicros: Int64 = 4 * 3_600_000_000
 
-    private struct BatteryBucket: Sendable {
+    struct BatteryBucket: Sendable {
         var bucket: Int32
         var sum: Double
         var count: Int32
     }
 
-    private struct Beacon: Sendable {
+    struct Beacon: Sendable {
         var siteID: String
         var lastSeenMicros: Int64
         var firstSeenMicros: Int64
@@ -176,6 +176,16 @@ public struct FleetHealth: Sendable {
             get { reports?.value.battery }
             set { update(\.battery, to: newValue, unless: newValue == nil) }
         }
+        /// The hour of event time its battery state was last marked for saving in.
+        var savedHour: Int32 {
+            get { reports?.value.savedHour ?? .min }
+            set { update(\.savedHour, to: newValue, unless: newValue == .min) }
+        }
+        /// Whether it holds anything of its battery worth keeping across a restart.
+        var hasBatteryState: Bool {
+            guard let reports = reports?.value else { return false }
+            return reports.battery != nil || !reports.buckets.isEmpty || !reports.percentBuckets.isEmpty || !reports.reboots.isEmpty
+        }
 
         /// Sets one report, without making room for reports where the beacon has none and the value is the default.
         private mutating func update<Value>(_ report: WritableKeyPath<Reports, Value>, to value: Value, unless isDefault: Bool) {
@@ -203,14 +213,22 @@ public struct FleetHealth: Sendable {
         var percentBuckets: [BatteryBucket] = []
         var reboots: [Int64] = []
         var battery: BatteryLife?
+        var savedHour: Int32 = .min
     }
 
     public var configuration: Configuration
     /// The cells the registry names, by beacon id; a beacon not named has `BatteryDescription()`'s.
     public var batteries: [String: BatteryDescription] = [:]
-    private var beacons = JournaledDictionary<String, Beacon>()
-    private var changed: Set<String> = []
+    var beacons = JournaledDictionary<String, Beacon>()
+    var changed: Set<String> = []
     private var changedAtBegin: Set<String> = []
+    /// Beacons whose battery state is due to be saved (`takeToSave`).
+    var toSave: Set<String> = []
+    private var toSaveAtBegin: Set<String> = []
+    /// Saved battery states read back (`restore`) for beacons not heard here yet, and those taken by a beacon heard
+    /// in the transaction under way (dropped from `restoring` at its commit).
+    var restoring: [String: RestoredState] = [:]
+    var restoredThisTransaction: [String] = []
     /// Identities flagged as cloned since the last `takeNewlyCloned()`.
     private var newlyCloned: [ClonedBeacon] = []
     private var newlyClonedAtBegin: [ClonedBeacon] = []
@@ -228,9 +246,11 @@ public struct FleetHealth: Sendable {
         var changes = false
         var copy = false
         var cloned: ClonedBeacon?
+        var created = false
         // In place: the entry's arrays (the clone detector's addresses) are not copied at every sighting.
         beacons.update(beaconID) { entry in
             if entry == nil {
+                created = true
                 entry = Beacon(
                     siteID: siteID, lastSeenMicros: timeMicros, firstSeenMicros: timeMicros, kind: Self.identityKind(kind),
                     heardAs: heardAs, clones: Self.hasConstantIdentity(kind) ? CloneDetection() : nil)
@@ -264,6 +284,7 @@ public struct FleetHealth: Sendable {
         }
         if let cloned { newlyCloned.append(cloned) }
         if changes { changed.insert(beaconID) }
+        if created, !restoring.isEmpty { restoreOnFirstSighting(beaconID) }
         return copy
     }
 
@@ -325,7 +346,7 @@ public struct FleetHealth: Sendable {
         default:
             return
         }
-        prune(beaconID)
+        prune(beaconID, readAt: timeMicros)
     }
 
     private mutating func battery(beaconID: String, millivolts: Int32, timeMicros: Int64) {
@@ -346,13 +367,18 @@ public struct FleetHealth: Sendable {
         }
     }
 
-    /// Keeps a week of buckets and reboots.
-    private mutating func prune(_ beaconID: String) {
+    /// Keeps a week of buckets and reboots; marks the battery state for saving once an hour of event time.
+    private mutating func prune(_ beaconID: String, readAt timeMicros: Int64) {
         guard var beacon = beacons[beaconID] else { return }
         let horizon = beacon.lastSeenMicros - Self.window
         beacon.buckets.removeAll { Int64($0.bucket) * Self.bucketMicros < horizon - Self.bucketMicros }
         beacon.percentBuckets.removeAll { Int64($0.bucket) * Self.bucketMicros < horizon - Self.bucketMicros }
         beacon.reboots.removeAll { $0 < horizon }
+        let hour = Int32(truncatingIfNeeded: timeMicros.floorDivided(by: Self.saveEveryMicros))
+        if hour > beacon.savedHour, beacon.hasBatteryState {
+            beacon.savedHour = hour
+            toSave.insert(beaconID)
+        }
         beacons[beaconID] = beacon
     }
 
@@ -370,14 +396,17 @@ public struct FleetHealth: Sendable {
                 micros: row.timeMicros, millivolts: Double(millivolts), celsius: row.temperatureCelsius,
                 advertisingCount: row.advertisingCount, uptimeSeconds: row.uptimeSeconds)
             beacon.battery = life
-            // A fresh cell's trend starts afresh too.
-            if swapped { beacon.buckets = [] }
+            // A fresh cell's trend starts afresh too, and is saved at once.
+            if swapped {
+                beacon.buckets = []
+                toSave.insert(row.beaconID)
+            }
         }
         beacons[row.beaconID] = beacon
         if let battery = row.batteryMillivolts {
             self.battery(beaconID: row.beaconID, millivolts: battery, timeMicros: row.timeMicros)
         }
-        prune(row.beaconID)
+        prune(row.beaconID, readAt: row.timeMicros)
     }
 
     /// The identities found advertised from two addresses at once since the last call.
@@ -470,14 +499,29 @@ public struct FleetHealth: Sendable {
     /// counters become `beacon`'s where `beacon` has none here, and it is forgotten (its row goes with the merge in
     /// the database).
     mutating func merge(_ addressBeaconID: String, into beacon: ResolvedBeacon) {
+        if let saved = restoring[addressBeaconID] {
+            // Known only from its saved battery state (heard before a restart): the beacon's, where it has none.
+            if var entry = beacons[beacon.id] {
+                if !entry.hasBatteryState {
+                    saved.apply(to: &entry)
+                    beacons[beacon.id] = entry
+                    changed.insert(beacon.id)
+                    toSave.insert(beacon.id)
+                }
+            } else if restoring[beacon.id] == nil {
+                restoring[beacon.id] = saved
+            }
+        }
         guard var entry = beacons[addressBeaconID] else { return }
         beacons[addressBeaconID] = nil
         changed.remove(addressBeaconID)
+        toSave.remove(addressBeaconID)
         guard beacons[beacon.id] == nil else { return }
         entry.kind = Self.identityKind(beacon.kind) ?? entry.kind
         entry.clones = Self.hasConstantIdentity(beacon.kind) ? CloneDetection() : nil
         beacons[beacon.id] = entry
         changed.insert(beacon.id)
+        if entry.hasBatteryState { toSave.insert(beacon.id) }
     }
 
     /// Forgets the beacons not seen the longest beyond `maximum` (their `beacon_health` rows stay; one heard again
@@ -490,12 +534,16 @@ public struct FleetHealth: Sendable {
         beacons.beginTransaction()
         changedAtBegin = changed
         newlyClonedAtBegin = newlyCloned
+        toSaveAtBegin = toSave
     }
 
     mutating func commitTransaction() {
         beacons.commitTransaction()
         changedAtBegin = []
         newlyClonedAtBegin = []
+        toSaveAtBegin = []
+        for beaconID in restoredThisTransaction { restoring[beaconID] = nil }
+        restoredThisTransaction = []
     }
 
     mutating func rollbackTransaction() {
@@ -504,5 +552,8 @@ public struct FleetHealth: Sendable {
         changedAtBegin = []
         newlyCloned = newlyClonedAtBegin
         newlyClonedAtBegin = []
+        toSave = toSaveAtBegin
+        toSaveAtBegin = []
+        restoredThisTransaction = []
     }
 }

@@ -78,6 +78,7 @@ struct SiteCoordinator {
             resumption.restoredSites += claim.resumption.restoredSites
             resumption.replayedSightings += claim.resumption.replayedSightings
             resumption.unusableCheckpoints += claim.resumption.unusableCheckpoints
+            resumption.unreadableBatteryStates += claim.resumption.unreadableBatteryStates
         }
         // Also after a reconnect that claimed none of the sites subscribed before.
         match(state.servedSites)

@@ -194,6 +194,7 @@ public final class BatchWriter {
         try beaconStates.upsertDeviceInfo(output.deviceInfo)
         let healthChanges = state.pipeline.health.takeChanged()
         try beaconStates.upsertHealth(healthChanges)
+        try beaconStates.saveBatteryStates(state.pipeline.health.takeToSave())
         try waitingFrames.write(output.waitingFrames)
         // Before the zone changes, which go on with the address beacons' visits under the beacons' ids.
         try waitingFrames.merge(output.addressMerges)
@@ -260,7 +261,8 @@ public final class BatchWriter {
     /// checkpoints, an edited sites file) resumes from its open visits and last counted minute. What the trackers
     /// held before is dropped: the database is the reference. The frames waiting for their identity at the sites
     /// wait again (`waiting_frames`), and the address beacons stored within their address's lifetime may still be
-    /// merged into an identity heard from their address. Each page read back counts as a turn of the writer, so
+    /// merged into an identity heard from their address; the battery states saved for the sites' beacons are taken
+    /// back (`FleetHealth.restore`). Each page read back counts as a turn of the writer, so
     /// that a long read-back keeps the leases renewed.
     public func resumeZones(sites: Set<String>, state: inout WriterState, nowMicros: Int64? = nil) throws(PostgresError) -> ZoneResumption {
         let nowMicros = nowMicros ?? clock.nowMicros()
@@ -273,7 +275,9 @@ public final class BatchWriter {
         let newest = watermark == .min ? nowMicros : watermark
         state.pipeline.restoreAddressBeacons(
             try waitingFrames.addressBeacons(sites: sites, sinceMicros: newest - state.pipeline.addressLifetimeMicros))
-        return resumption
+        var resumed = resumption
+        resumed.unreadableBatteryStates = state.pipeline.health.restore(try beaconStates.batteryStates(sites: sites))
+        return resumed
     }
 
     /// Keeps a refused batch whole, with why. A refused batch that names its agent and sequence (bad timestamps,

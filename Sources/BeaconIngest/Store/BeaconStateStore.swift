@@ -99,6 +99,47 @@ struct BeaconStateStore {
             ])
     }
 
+    /// The battery states due to be saved (`FleetHealth.takeToSave`), into `fleet_health_state`: for beacons with a
+    /// `beacon_state` row (written before, in the same transaction); an older state never replaces a newer one
+    /// (another instance may have saved a newer one while it held the site).
+    func saveBatteryStates(_ all: [SavedBatteryState]) throws(PostgresError) {
+        var start = 0
+        while start < all.count {
+            let rows = all[start..<min(start + Self.rowsPerStatement, all.count)]
+            try connection.query(
+                """
+                INSERT INTO beaconflow.fleet_health_state AS f (beacon_id, site_id, last_seen, state)
+                SELECT u.* FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::bytea[]) AS u(beacon_id, site_id, last_seen, state)
+                WHERE EXISTS (SELECT 1 FROM beaconflow.beacon_state s WHERE s.beacon_id = u.beacon_id)
+                ON CONFLICT (beacon_id) DO UPDATE SET site_id = excluded.site_id, last_seen = excluded.last_seen, state = excluded.state
+                WHERE excluded.last_seen >= f.last_seen
+                """,
+                [
+                    rows.map(\.beaconID), rows.map(\.siteID), rows.map { PostgresTimestamp(unixMicros: $0.lastSeenMicros) },
+                    rows.map { PostgresBytes($0.bytes) },
+                ])
+            start += rows.count
+        }
+    }
+
+    /// The battery states saved for the beacons last heard at `sites`.
+    func batteryStates(sites: Set<String>) throws(PostgresError) -> [SavedBatteryState] {
+        var states: [SavedBatteryState] = []
+        for row in try connection.query(
+            """
+            SELECT beacon_id, site_id, (extract(epoch FROM last_seen) * 1000000)::bigint, state
+            FROM beaconflow.fleet_health_state WHERE site_id = ANY($1::text[])
+            """,
+            [sites.sorted()])
+        {
+            states.append(
+                SavedBatteryState(
+                    beaconID: try row.decode(0), siteID: try row.decode(1), lastSeenMicros: try row.decode(2, as: Int64.self),
+                    bytes: try row.decode(3, as: PostgresBytes.self).bytes))
+        }
+        return states
+    }
+
     /// The row being upserted was heard, and later than the stored one (or the stored one never was).
     private static let newerHearing =
         "excluded.address_random IS NOT NULL AND (s.address_random IS NULL OR excluded.last_seen >= s.last_seen)"

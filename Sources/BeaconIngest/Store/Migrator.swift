@@ -45,6 +45,7 @@ enum Schema {
         PackageResources.v029_sql,
         PackageResources.v030_sql,
         PackageResources.v031_sql,
+        PackageResources.v032_sql,
 
     ].enumerated().map { Migration(version: $0.offset + 1, file: $0.element) }
 }

@@ -11,6 +11,8 @@ public struct ZoneResumption: Sendable {
     public var peakReadSightings = 0
     /// Sites whose checkpoint could not be used, with why (they resume from their open visits).
     public var unusableCheckpoints: [(site: String, error: CheckpointError)] = []
+    /// Saved battery states that could not be read (their beacons' forecasts start afresh).
+    public var unreadableBatteryStates = 0
 
     public init() {}
 }

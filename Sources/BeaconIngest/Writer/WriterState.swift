@@ -42,6 +42,7 @@ public struct WriterState: TransactionalState {
         guard !sites.isEmpty else { return }
         servedSites.subtract(sites)
         pipeline.resetZones(sites: sites)
+        pipeline.health.forgetRestoring(sites: sites)
         loadedAgents = loadedAgents.filter { !sites.contains($0.site) }
     }
 
