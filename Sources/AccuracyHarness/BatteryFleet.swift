@@ -1,6 +1,7 @@
 import BeaconBatteries
 import BeaconIngest
 import BeaconSimulation
+import BeaconWire
 import Foundation
 
 /// A simulated fleet's batteries over months, and how well battery forecasts knew their ends: the ingest's fleet
@@ -26,8 +27,33 @@ public struct BatteryFleet: Sendable {
     /// A forecast flags its cell for replacement when it leaves fewer days than this: `FleetHealth`'s
     /// `lowBatteryDays`, whose `low_battery` status is the flag.
     public var flagDays: Double { FleetHealth.Configuration().lowBatteryDays }
+    /// When the run starts, Unix µs: each TLM transmission is dated this much plus its second into the run (and
+    /// 2 ms for each beacon before it).
+    public var startMicros: Int64 = 1_735_689_600_000_000
 
     public init() {}
+
+    /// What the run tells an observer, beacon by beacon: a beacon and the cell the sites file names for it (nil for
+    /// one it does not name), each TLM transmission as the beacon sends it, and the charge-counting forecast's
+    /// `beacon_health` after the beacon's last transmission.
+    public struct Observer {
+        public var beacon: (_ beaconID: String, _ named: BatteryDescription?) -> Void = { _, _ in }
+        public var transmission: (_ beaconID: String, _ micros: Int64, _ tlm: EddystoneTLM) -> Void = { _, _, _ in }
+        public var finished: (_ health: BeaconHealth?) -> Void = { _ in }
+
+        public init() {}
+    }
+
+    /// The id of the fleet's beacon `index`: an Eddystone-UID, as its identity frames give it.
+    public static func beaconID(_ index: Int) -> String {
+        EddystoneUID(txPower: 0, namespace: namespace, instance: instance(index)).beaconID
+    }
+
+    static let namespace: [UInt8] = [0xF1, 0xEE, 0x70, 0, 0, 0, 0, 0, 0, 0x01]
+
+    static func instance(_ index: Int) -> [UInt8] {
+        (0..<6).map { UInt8(truncatingIfNeeded: UInt64(index) >> (8 * (5 - $0))) }
+    }
 
     /// The scores of one method on one chemistry (or all).
     public struct Score: Sendable {
@@ -83,7 +109,7 @@ public struct BatteryFleet: Sendable {
     }
 
     /// Runs the fleet; the scores of both methods per chemistry, then over all.
-    public func run() -> [Score] {
+    public func run(observer: Observer = Observer()) -> [Score] {
         var random = SeededGenerator(seed: seed)
         var scores: [String: Score] = [:]
         func score(_ method: String, _ chemistry: String, _ update: (inout Score) -> Void) {
@@ -99,11 +125,13 @@ public struct BatteryFleet: Sendable {
             var cell = SimulatedCell(
                 chemistry: beacon.chemistry, transmitPowerDbm: beacon.transmitPowerDbm,
                 chargeLeft: Double.random(in: 0.1...1, using: &random), random: &random)
-            let beaconID = "fleet-\(index)"
+            let beaconID = Self.beaconID(index)
             var counting = FleetHealth()
             if beacon.named {
                 counting.batteries[beaconID] = BatteryDescription(chemistry: beacon.chemistry, transmitPowerDbm: beacon.transmitPowerDbm)
             }
+            observer.beacon(beaconID, counting.batteries[beaconID])
+            defer { observer.finished(counting.health(of: beaconID)) }
             var trendConfiguration = FleetHealth.Configuration()
             trendConfiguration.chargeCounting = false
             var trend = FleetHealth(configuration: trendConfiguration)
@@ -145,11 +173,18 @@ public struct BatteryFleet: Sendable {
                     awaitingSwap = true
                     flaggedSince = [:]
                 }
-                let millivolts = (cell.loadedVolts(celsius: celsius) * 1000).rounded()
-                let micros = Int64(second * 1_000_000)
+                // As the beacon sends it: millivolts, 1/256 °C, whole adverts and tenths of a second.
+                let tlm = EddystoneTLM(
+                    batteryMillivolts: UInt16(max(1, min(65_535, (cell.loadedVolts(celsius: celsius) * 1000).rounded()))),
+                    temperatureRaw: Int16(max(-32_767, min(32_767, (celsius * 256).rounded()))),
+                    advertisingCount: UInt32(min(advertisingCount, 4e9)), uptimeTenths: UInt32(min(uptime * 10, 4e9)))
+                // Each beacon 2 ms after the one before: no two send at once.
+                let micros = startMicros + Int64(second * 1_000_000) + Int64(index) * 2_000
+                observer.transmission(beaconID, micros, tlm)
                 let row = TelemetryRow(
-                    timeMicros: micros, siteID: "fleet", agentID: "fleet", beaconID: beaconID, batteryMillivolts: Int32(millivolts),
-                    temperatureCelsius: celsius, advertisingCount: UInt32(min(advertisingCount, 4e9)), uptimeSeconds: uptime)
+                    timeMicros: micros, siteID: "fleet", agentID: "fleet", beaconID: beaconID,
+                    batteryMillivolts: tlm.batteryMillivolts.map(Int32.init), temperatureCelsius: tlm.temperatureCelsius,
+                    advertisingCount: tlm.advertisingCount, uptimeSeconds: tlm.uptimeSeconds)
                 counting.telemetry(row, rebooted: false)
                 trend.telemetry(row, rebooted: false)
                 if awaitingSwap {

@@ -45,7 +45,7 @@ struct AccuracyCommand: AsyncParsableCommand {
     @Flag(help: "Instead: a simulated fleet's batteries over months (--beacons, 200 by default; --days; --seeds), each day's forecast of days left from charge counting and the voltage curve, and from the voltage's trend, against when each cell really stopped its beacon; without servers.")
     var batteryFleet = false
     @Option(help: "With --battery-fleet: days of the fleet's life.") var days = 300
-    @Flag(help: "With --preset: play each generated scenario through the real pipeline (agents, mosquitto, the ingest, PostgreSQL) with the defaults, instead of every method without servers.")
+    @Flag(help: "With --preset: play each generated scenario through the real pipeline (agents, mosquitto, the ingest, PostgreSQL) with the defaults, instead of every method without servers. With --battery-fleet: play each seed's fleet through it (its TLM and identity frames replayed by an agent as fast as the pipeline takes them) and compare each beacon's beacon_health at the end with the harness's forecast.")
     var throughPipeline = false
     @Flag(help: "With --scenario: score the ingest's defaults and peers' methods without servers, as with --preset.")
     var offline = false
@@ -60,7 +60,7 @@ struct AccuracyCommand: AsyncParsableCommand {
     @Option(help: "Log level of the pipeline's own logs.") var logLevel: Logger.Level = .error
 
     func run() async throws {
-        if batteryFleet { return try runBatteryFleet() }
+        if batteryFleet { return throughPipeline ? try await runBatteryFleetThroughPipeline() : try runBatteryFleet() }
         if !recording.isEmpty {
             guard scenario == nil, preset == nil else { throw ValidationError("give --recording, --scenario or --preset, not two") }
             return try await runRecordings(recording)
@@ -316,17 +316,46 @@ struct AccuracyCommand: AsyncParsableCommand {
     /// Logging, a throwaway PostgreSQL and the table's head, for runs through the real pipeline (`column`: what
     /// the second column names).
     func startPipelineRun(column: String) async throws -> (Logger, PostgresServer) {
-        bootstrapLogging(level: logLevel)
-        guard MosquittoServer.executable != nil, PostgresServer.binaries != nil else {
-            FileHandle.standardError.write(Data("beaconflow accuracy: needs mosquitto and PostgreSQL (scripts/install-deps)\n".utf8))
-            throw ExitCode(69)
-        }
-        let database = try await PostgresServer.start()
+        let database = try await startServers()
         if !json {
             print("| method | \(column) | zone accuracy | zone wrong, every second | false changes / beacon-h | enter error (median) | exit error (median) | occupancy error / zone-minute | missed stays | phantom beacons | address rows / h |")
             print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         }
         return (Logger(label: "beaconflow.accuracy"), database)
+    }
+
+    /// The logging and the PostgreSQL server of a run through the pipeline (each run starts its own mosquitto).
+    func startServers() async throws -> PostgresServer {
+        bootstrapLogging(level: logLevel)
+        guard MosquittoServer.executable != nil, PostgresServer.binaries != nil else {
+            FileHandle.standardError.write(Data("beaconflow accuracy: needs mosquitto and PostgreSQL (scripts/install-deps)\n".utf8))
+            throw ExitCode(69)
+        }
+        return try await PostgresServer.start()
+    }
+
+    /// Each seed's fleet through agents, mosquitto, the ingest and PostgreSQL: `beacon_health` at the end against
+    /// the harness's forecasts; a line on standard error for each beacon that differs.
+    func runBatteryFleetThroughPipeline() async throws {
+        let seedList = try Self.seeds(seeds)
+        guard (1...10_000).contains(beacons ?? 200), (30...3650).contains(days) else {
+            throw ValidationError("--beacons must be 1-10000 and --days 30-3650")
+        }
+        let database = try await startServers()
+        let logger = Logger(label: "beaconflow.accuracy")
+        print("| seed | beacons | TLM transmissions | days | beacon_health as the harness's | charge counting | rows under an address | wall clock |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|")
+        for seed in seedList {
+            var fleet = BatteryFleet()
+            fleet.seed = seed
+            fleet.beacons = beacons ?? 200
+            fleet.days = days
+            let comparison = try await fleet.throughPipeline(database: database, logger: logger)
+            for line in comparison.differing { FileHandle.standardError.write(Data("seed \(seed): \(line)\n".utf8)) }
+            print(
+                "| \(seed) | \(comparison.beacons) | \(comparison.transmissions) | \(days) | \(comparison.matching) of \(comparison.beacons) | "
+                    + "\(comparison.chargeCounting) | \(comparison.addressRows) | \(String(format: "%.0f s", comparison.seconds)) |")
+        }
     }
 
     static func row(_ score: AccuracyScore, method: ZoneMethod, site: String) -> String { row(score, method: method.name, site: site) }

@@ -358,10 +358,10 @@ public final class BatchWriter {
         state.loadedAgents.insert(key)
     }
 
-    /// The batch's days without a partition this writer knows of (it may still exist): what a commit of it may
-    /// make.
-    public func daysWithoutKnownPartition(_ batch: TimedBatch) -> Set<Int64> {
-        partitions.unknownDays(batch.days)
+    /// The batch's days without a partition (`PartitionMaintenance.daysWithoutPartition`): what a commit of it
+    /// would make.
+    public func daysWithoutPartition(_ batch: TimedBatch) throws(PostgresError) -> Set<Int64> {
+        try partitions.daysWithoutPartition(batch.days)
     }
 }
 

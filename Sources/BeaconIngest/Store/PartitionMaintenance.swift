@@ -17,8 +17,20 @@ struct PartitionMaintenance {
 
     init(connection: PostgresConnection) { self.connection = connection }
 
-    /// The days of `days` not known to have partitions.
-    func unknownDays(_ days: Set<Int64>) -> Set<Int64> { days.subtracting(partitionedDays) }
+    /// The days of `days` without partitions: those not known here are looked up in the catalog (made by another
+    /// instance, or ahead of an import by the schema's owner with `ensure_partitions`) and remembered.
+    mutating func daysWithoutPartition(_ days: Set<Int64>) throws(PostgresError) -> Set<Int64> {
+        let unknown = days.subtracting(partitionedDays)
+        guard !unknown.isEmpty else { return [] }
+        let made = try connection.query(
+            """
+            SELECT (d - date '1970-01-01')::bigint FROM unnest($1::date[]) AS d
+            WHERE to_regclass(format('beaconflow.sighting_packs_%s', to_char(d, 'YYYYMMDD'))) IS NOT NULL
+            """,
+            [unknown.sorted().map { PostgresDate(unixDay: $0) }])
+        for row in made { partitionedDays.insert(try row.decode(0, as: Int64.self)) }
+        return unknown.subtracting(partitionedDays)
+    }
 
     /// Makes the partitions of the days (Unix days, UTC) not known to exist yet.
     mutating func ensure(days: Set<Int64>, now: ContinuousClock.Instant = .now) throws(PostgresError) {

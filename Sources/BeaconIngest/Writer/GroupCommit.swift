@@ -40,7 +40,7 @@ extension Ingest {
                         let now = ContinuousClock.now
                         // Past its agent's budget of new days or sightings: it waits with the agent, which sends it
                         // again. Days first: a day admitted stays free for the batch's resend.
-                        guard budgets.days.admit(agent, days: writer.daysWithoutKnownPartition(timed), now: now),
+                        guard budgets.days.admit(agent, days: try writer.daysWithoutPartition(timed), now: now),
                             budgets.sightings.admit(agent, sightings: batch.sightings.count, now: now)
                         else {
                             instruments.record(.batchDeferred)

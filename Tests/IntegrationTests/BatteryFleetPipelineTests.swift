@@ -1,0 +1,28 @@
+import AccuracyHarness
+import LocalServers
+import Logging
+import Testing
+
+/// A simulated fleet's months of TLM through an agent, mosquitto, the ingest and PostgreSQL, its days' partitions
+/// made first as for an import (docs/architecture.md).
+@Suite(
+    .enabled(if: MosquittoServer.executable != nil && PostgresServer.binaries != nil, "mosquitto or PostgreSQL is not installed"),
+    .timeLimit(.minutes(5)))
+struct BatteryFleetPipelineTests {
+    /// Ten beacons over 60 days: every beacon's `beacon_health` at the end is the harness's forecast after its last
+    /// transmission, each TLM frame filed under its beacon's identity. Without the writer finding the days made
+    /// ahead, the agent's budget of new days would pace it at 4 days a minute (15 minutes), past the time limit.
+    @Test func aFleetsMonthsThroughThePipelineEndAsTheHarnessForecasts() async throws {
+        var fleet = BatteryFleet()
+        fleet.seed = 3
+        fleet.beacons = 10
+        fleet.days = 60
+        let database = try await PostgresServer.start()
+        defer { database.stop() }
+        let comparison = try await fleet.throughPipeline(database: database, logger: Logger(label: "battery-fleet"))
+        #expect(comparison.beacons == 10 && comparison.transmissions > 10_000, "\(comparison)")
+        #expect(comparison.matching == 10, "\(comparison.differing)")
+        #expect(comparison.chargeCounting == 10 && comparison.addressRows == 0)
+        #expect(comparison.seconds < 180, "\(comparison.seconds) s")
+    }
+}
