@@ -24,6 +24,11 @@ extension BatteryFleet {
         public var differing: [String] = []
         /// Beacons with a charge-counting forecast in `beacon_health`.
         public var chargeCounting = 0
+        /// Batches the ingest deferred (an agent's budget of sightings a second), sent again after later ones:
+        /// their transmissions, older than the beacon's newest, add nothing to its forecast.
+        public var batchesDeferred = 0
+        /// The TLM transmissions stored (`beaconflow.telemetry`): each once.
+        public var telemetryRows = 0
         /// The rows stored under an address id (frames the ingest did not tie to their beacon).
         public var addressRows = 0
         public var seconds = 0.0
@@ -109,6 +114,7 @@ extension BatteryFleet {
             logger: logger)
         let outcome = try await agent.run()
         guard outcome == .finished else { throw HarnessError("the fleet's agent ended with \(outcome) before delivering everything") }
+        comparison.batchesDeferred = pipeline.ingest.statistics.batchesDeferred
         try await pipeline.finish()
         comparison.seconds = (ContinuousClock.now - started) / .seconds(1)
 
@@ -124,6 +130,9 @@ extension BatteryFleet {
             }
         }
         comparison.addressRows = try await pipeline.views(site: Self.site).addressRows.values.reduce(0, +)
+        comparison.telemetryRows = try await onThread {
+            try PostgresConnection(conninfo).query("SELECT count(*) FROM beaconflow.telemetry").first?.decode(0, as: Int.self) ?? 0
+        }
         func same(_ stored: Double?, _ expected: Double?) -> Bool {
             switch (stored, expected) {
             case (nil, nil): true

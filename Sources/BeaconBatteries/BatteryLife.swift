@@ -117,11 +117,14 @@ public struct BatteryLife: Sendable {
         self.description = description
     }
 
-    /// One TLM transmission. Returns whether it found the cell swapped.
+    /// One TLM transmission. Returns whether it found the cell swapped. A transmission no newer than the newest
+    /// one observed (delivered late: an agent's resent batch, a spool after an outage) adds nothing: the counters
+    /// are cumulative, and read out of order they would look like a reboot.
     @discardableResult
     public mutating func observe(
         micros: Int64, millivolts: Double, celsius: Double?, advertisingCount: UInt32, uptimeSeconds: Double
     ) -> Bool {
+        if let last, micros <= last.micros { return false }
         let celsius = celsius ?? last?.celsius ?? 25
         let chemistry = description.chemistry
         let guessLeft = max(0, 1 - totalUsed(boot: last?.bootMilliampHours ?? 0) / capacity)

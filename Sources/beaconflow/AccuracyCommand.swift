@@ -343,8 +343,8 @@ struct AccuracyCommand: AsyncParsableCommand {
         }
         let database = try await startServers()
         let logger = Logger(label: "beaconflow.accuracy")
-        print("| seed | beacons | TLM transmissions | days | beacon_health as the harness's | charge counting | rows under an address | wall clock |")
-        print("|---|---:|---:|---:|---:|---:|---:|---:|")
+        print("| seed | beacons | TLM transmissions | stored | days | beacon_health as the harness's | charge counting | rows under an address | batches deferred | wall clock |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for seed in seedList {
             var fleet = BatteryFleet()
             fleet.seed = seed
@@ -353,8 +353,9 @@ struct AccuracyCommand: AsyncParsableCommand {
             let comparison = try await fleet.throughPipeline(database: database, logger: logger)
             for line in comparison.differing { FileHandle.standardError.write(Data("seed \(seed): \(line)\n".utf8)) }
             print(
-                "| \(seed) | \(comparison.beacons) | \(comparison.transmissions) | \(days) | \(comparison.matching) of \(comparison.beacons) | "
-                    + "\(comparison.chargeCounting) | \(comparison.addressRows) | \(String(format: "%.0f s", comparison.seconds)) |")
+                "| \(seed) | \(comparison.beacons) | \(comparison.transmissions) | \(comparison.telemetryRows) | \(days) | "
+                    + "\(comparison.matching) of \(comparison.beacons) | \(comparison.chargeCounting) | \(comparison.addressRows) | "
+                    + "\(comparison.batchesDeferred) | \(String(format: "%.0f s", comparison.seconds)) |")
         }
     }
 

@@ -114,4 +114,34 @@ import Testing
         let fitted = try #require(life.forecast())
         #expect(life.swaps == 1 && fitted.chargeLeft > 0.9)
     }
+
+    /// Transmissions delivered late (a batch resent after later ones were stored) leave the forecast as the
+    /// transmissions in order gave it: their lower counters are not read as a reboot that counts the boot's charge
+    /// twice.
+    @Test func aTransmissionDeliveredLateChangesNothing() throws {
+        var cell = Cell()
+        cell.used = 0.6 * cell.capacity
+        cell.uptime = 100 * 86_400
+        cell.count = cell.uptime / cell.interval
+        var rows: [(micros: Int64, millivolts: Double, count: UInt32, uptime: Double)] = []
+        for hour in 1...(10 * 24) {
+            cell.hour()
+            rows.append((Int64(hour) * 3_600_000_000, cell.millivolts, UInt32(cell.count), cell.uptime))
+        }
+        var inOrder = BatteryLife(description: BatteryDescription(chemistry: .cr2032))
+        var late = inOrder
+        for row in rows {
+            inOrder.observe(micros: row.micros, millivolts: row.millivolts, celsius: 21, advertisingCount: row.count, uptimeSeconds: row.uptime)
+        }
+        // Day 4's transmissions come after day 5's.
+        let delayed = rows[(4 * 24)..<(5 * 24)]
+        for row in rows[..<(4 * 24)] + rows[(5 * 24)..<(6 * 24)] + delayed + rows[(6 * 24)...] {
+            late.observe(micros: row.micros, millivolts: row.millivolts, celsius: 21, advertisingCount: row.count, uptimeSeconds: row.uptime)
+        }
+        let expected = try #require(inOrder.forecast())
+        let forecast = try #require(late.forecast())
+        #expect(abs(forecast.chargeLeft - expected.chargeLeft) < 0.01, "\(forecast) against \(expected)")
+        #expect(abs(forecast.daysLeft - expected.daysLeft) < 0.02 * expected.daysLeft, "\(forecast) against \(expected)")
+        #expect(late.swaps == 0)
+    }
 }
