@@ -9,18 +9,18 @@ import WorkQueue
 
 /// Battery forecasts kept across restarts (`fleet_health_state`): an ingest that restarts and claims its site again
 /// forecasts as one that ran throughout.
-@Suite(.enabled(if: PostgresServer.binaries != nil, "PostgreSQL is not installed"), .timeLimit(.minutes(3)))
+@Suite(.enabled(if: PostgresServer.binaries != nil, "PostgreSQL is not installed"), .timeLimit(.minutes(5)))
 struct BatteryStateStoreTests {
     static let start: Int64 = 1_767_225_600_000_000
     static let hour: Int64 = 3_600_000_000
     static let beaconID = "eddystone:0102030405060708090a:0000000000a1"
 
-    /// A TLM transmission every two hours for `days`, a batch each: a coin cell advertising every 100 ms whose
+    /// A TLM transmission every three hours for `days`, a batch each: a coin cell advertising every 100 ms whose
     /// voltage falls 3 mV a day, read 60 mV lower in the cold of each night.
     static func batches(days: Int) throws -> [DecodedBatch] {
         let key = BeaconKey(beaconID: beaconID, address: 0xC000_0000_0001, addressIsRandom: true, powerAt1mDbm: -59)
-        return try (0..<(days * 12)).map { index in
-            let hours = Int64(index) * 2
+        return try (0..<(days * 8)).map { index in
+            let hours = Int64(index) * 3
             let night = hours % 24 >= 12
             let tenths = UInt32(hours * 36_000 + 3_600_000)
             let tlm = EddystoneTLM(
@@ -60,7 +60,7 @@ struct BatteryStateStoreTests {
         return try connection.query(forecast).first?.values ?? []
     }
 
-    /// Twenty days of transmissions, the ingest restarted on day 12 in one database and not in the other: the same
+    /// Twelve days of transmissions, the ingest restarted on day 8 in one database and not in the other: the same
     /// forecast, to the last column, and the cell dated from its first transmission rather than from the restart.
     @Test func aBatteryForecastGoesOnAcrossARestart() async throws {
         let throughout = try await SharedDatabase.create()
@@ -71,9 +71,9 @@ struct BatteryStateStoreTests {
         let (conninfoThroughout, conninfoRestarted) = (throughout.conninfo, restarted.conninfo)
         // Seconds of synchronous commits: on a thread of their own.
         try await onThread {
-            let batches = try Self.batches(days: 20)
+            let batches = try Self.batches(days: 12)
             let once = try Self.run(conninfoThroughout, batches)
-            let twice = try Self.run(conninfoRestarted, batches, restartAfter: 12 * 12)
+            let twice = try Self.run(conninfoRestarted, batches, restartAfter: 8 * 8)
             #expect(once.count == 9 && once[6] == "charge_counting", "\(once)")
             #expect(twice == once)
             let connection = try PostgresConnection(conninfoRestarted)
