@@ -50,10 +50,8 @@ extension BatteryFleet {
         var registry: [String] = []
         var expected: [String: BeaconHealth] = [:]
         var lines = "time_s,receiver,transmitter,rssi,data\n"
-        var current = ""
         var observer = Observer()
         observer.beacon = { beaconID, named in
-            current = beaconID
             guard let named else { return }
             registry.append(#"  - {id: "\#(beaconID)", battery: \#(named.chemistry.rawValue), transmit_power_dbm: \#(Int(named.transmitPowerDbm))}"#)
         }
@@ -61,7 +59,7 @@ extension BatteryFleet {
         var transmissions: [(micros: Int64, beaconID: String, tlm: EddystoneTLM)] = []
         observer.transmission = { beaconID, micros, tlm in transmissions.append((micros, beaconID, tlm)) }
         observer.finished = { health in
-            if let health { expected[current] = health }
+            if let health { expected[health.beaconID] = health }
         }
         // Ending today: the days stay within a retention that covers them.
         var fleet = self

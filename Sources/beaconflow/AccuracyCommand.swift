@@ -160,18 +160,24 @@ struct AccuracyCommand: AsyncParsableCommand {
     }
 
     /// Battery forecasts on simulated fleets: a row per method and chemistry, over the seeds.
-    func runBatteryFleet() throws {
-        let seedList = try Self.seeds(seeds)
+    /// The fleets of `--seeds`, `--beacons` and `--days`.
+    func fleets() throws -> [BatteryFleet] {
         guard (1...10_000).contains(beacons ?? 200), (30...3650).contains(days) else {
             throw ValidationError("--beacons must be 1-10000 and --days 30-3650")
         }
-        var merged: [String: BatteryFleet.Score] = [:]
-        var order: [String] = []
-        for seed in seedList {
+        return try Self.seeds(seeds).map { seed in
             var fleet = BatteryFleet()
             fleet.seed = seed
             fleet.beacons = beacons ?? 200
             fleet.days = days
+            return fleet
+        }
+    }
+
+    func runBatteryFleet() throws {
+        var merged: [String: BatteryFleet.Score] = [:]
+        var order: [String] = []
+        for fleet in try fleets() {
             for score in fleet.run() {
                 let key = score.method + "/" + score.chemistry
                 if merged[key] == nil { order.append(key) }
@@ -337,19 +343,13 @@ struct AccuracyCommand: AsyncParsableCommand {
     /// Each seed's fleet through agents, mosquitto, the ingest and PostgreSQL: `beacon_health` at the end against
     /// the harness's forecasts; a line on standard error for each beacon that differs.
     func runBatteryFleetThroughPipeline() async throws {
-        let seedList = try Self.seeds(seeds)
-        guard (1...10_000).contains(beacons ?? 200), (30...3650).contains(days) else {
-            throw ValidationError("--beacons must be 1-10000 and --days 30-3650")
-        }
+        let fleets = try fleets()
         let database = try await startServers()
         let logger = Logger(label: "beaconflow.accuracy")
         print("| seed | beacons | TLM transmissions | stored | days | beacon_health as the harness's | charge counting | rows under an address | batches deferred | wall clock |")
         print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-        for seed in seedList {
-            var fleet = BatteryFleet()
-            fleet.seed = seed
-            fleet.beacons = beacons ?? 200
-            fleet.days = days
+        for fleet in fleets {
+            let seed = fleet.seed
             let comparison = try await fleet.throughPipeline(database: database, logger: logger)
             for line in comparison.differing { FileHandle.standardError.write(Data("seed \(seed): \(line)\n".utf8)) }
             print(

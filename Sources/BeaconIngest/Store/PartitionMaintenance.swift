@@ -18,17 +18,22 @@ struct PartitionMaintenance {
     init(connection: PostgresConnection) { self.connection = connection }
 
     /// The days of `days` without partitions: those not known here are looked up in the catalog (made by another
-    /// instance, or ahead of an import by the schema's owner with `ensure_partitions`) and remembered.
+    /// instance, or ahead of an import by the schema's owner with `ensure_partitions`) and remembered. A lookup
+    /// the database refuses (a statement timeout) leaves them unknown, as before it; only a lost connection throws.
     mutating func daysWithoutPartition(_ days: Set<Int64>) throws(PostgresError) -> Set<Int64> {
         let unknown = days.subtracting(partitionedDays)
         guard !unknown.isEmpty else { return [] }
-        let made = try connection.query(
-            """
-            SELECT (d - date '1970-01-01')::bigint FROM unnest($1::date[]) AS d
-            WHERE to_regclass(format('beaconflow.sighting_packs_%s', to_char(d, 'YYYYMMDD'))) IS NOT NULL
-            """,
-            [unknown.sorted().map { PostgresDate(unixDay: $0) }])
-        for row in made { partitionedDays.insert(try row.decode(0, as: Int64.self)) }
+        do {
+            let made = try connection.query(
+                """
+                SELECT (d - date '1970-01-01')::bigint FROM unnest($1::date[]) AS d
+                WHERE to_regclass(format('beaconflow.sighting_packs_%s', to_char(d, 'YYYYMMDD'))) IS NOT NULL
+                """,
+                [unknown.sorted().map { PostgresDate(unixDay: $0) }])
+            for row in made { partitionedDays.insert(try row.decode(0, as: Int64.self)) }
+        } catch where !error.isConnectionFailure {
+            return unknown
+        }
         return unknown.subtracting(partitionedDays)
     }
 
