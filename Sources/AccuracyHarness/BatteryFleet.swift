@@ -58,7 +58,8 @@ public struct BatteryFleet: Sendable {
     /// The scores of one method on one chemistry (or all).
     public struct Score: Sendable {
         public var method: String
-        public var chemistry: String
+        /// A chemistry as the sites file names it, a place, or "all".
+        public var group: String
         /// |forecast − truth| / truth on the days 15-90 days remained; |forecast − truth| (days) on those fewer
         /// than 15 remained.
         public var relativeErrors: [Double] = []
@@ -74,9 +75,9 @@ public struct BatteryFleet: Sendable {
         public var swaps = 0
         public var swapsFoundAtOnce = 0
 
-        public init(method: String, chemistry: String) {
+        public init(method: String, group: String) {
             self.method = method
-            self.chemistry = chemistry
+            self.group = group
         }
 
         /// Another run's scores of the same method and chemistry added to these.
@@ -108,13 +109,14 @@ public struct BatteryFleet: Sendable {
         var rebootDays: [Double]
     }
 
-    /// Runs the fleet; the scores of both methods per chemistry, then over all.
+    /// Runs the fleet; the scores of both methods per chemistry, per place, then over all.
     public func run(observer: Observer = Observer()) -> [Score] {
         var random = SeededGenerator(seed: seed)
         var scores: [String: Score] = [:]
+        var place = ""
         func score(_ method: String, _ chemistry: String, _ update: (inout Score) -> Void) {
-            for key in [chemistry, "all"] {
-                var entry = scores[method + "/" + key] ?? Score(method: method, chemistry: key)
+            for key in [chemistry, place, "all"] {
+                var entry = scores[method + "/" + key] ?? Score(method: method, group: key)
                 update(&entry)
                 scores[method + "/" + key] = entry
             }
@@ -122,6 +124,7 @@ public struct BatteryFleet: Sendable {
         for index in 0..<beacons {
             let beacon = makeBeacon(&random)
             let name = beacon.named ? beacon.chemistry.rawValue : "unnamed cr2032"
+            place = Self.placeNames[beacon.place]
             var cell = SimulatedCell(
                 chemistry: beacon.chemistry, transmitPowerDbm: beacon.transmitPowerDbm,
                 chargeLeft: Double.random(in: 0.1...1, using: &random), random: &random)
@@ -228,7 +231,7 @@ public struct BatteryFleet: Sendable {
                 }
             }
         }
-        return scores.values.sorted { ($0.method, $0.chemistry) < ($1.method, $1.chemistry) }
+        return scores.values.sorted { ($0.method, $0.group) < ($1.method, $1.group) }
     }
 
     private func makeBeacon(_ random: inout SeededGenerator) -> Beacon {
@@ -244,6 +247,9 @@ public struct BatteryFleet: Sendable {
             swapKeepsCounters: Bool.random(using: &random),
             rebootDays: (0..<(days / 100 + 1)).map { _ in Double.random(in: 0..<Double(days), using: &random) }.sorted())
     }
+
+    /// The places' names, as the scores group them.
+    static let placeNames = ["indoors", "cold room", "outdoors"]
 
     /// The temperature at the beacon's place, °C.
     private func temperature(_ beacon: Beacon, second: Double) -> Double {

@@ -64,13 +64,28 @@ public enum BatteryChemistry: String, CaseIterable, Sendable, Codable {
     /// (the drop users of coin cells outdoors report, and the makers' temperature curves at 15 kΩ). Lithium AA cells
     /// keep their voltage far better in the cold (Energizer's L91 datasheet: rated down to -40 °C).
     public func sag(celsius: Double, chargeLeft fraction: Double, scale: Double = 1, coldness: Double = 1) -> Double {
-        let (atRoom, perTenKelvin) = switch self {
+        let (atRoom, perTenKelvin) = sagParameters
+        let used = 1 - min(1, max(0, fraction))
+        return scale * atRoom * exp(coldness * perTenKelvin * (25 - celsius) / 10) * (1 + 2 * used * used)
+    }
+
+    /// The sag at 25 °C of a fresh cell, volts, and how it grows, e-fold, for each 10 K colder.
+    private var sagParameters: (atRoom: Double, perTenKelvin: Double) {
+        switch self {
         case .cr2032, .unknown: (0.05, 0.51)
         case .cr2477: (0.04, 0.51)
         case .lithiumAA2: (0.03, 0.30)
         }
+    }
+
+    /// The coldest temperature at which a cell with `fraction` of its charge left still reads `cutoffVolts` under a
+    /// burst, °C (`sag` solved for the temperature); +∞ when its voltage at rest is at the cutoff or below.
+    public func coldestCarried(chargeLeft fraction: Double, shape: Double = 0.5, cutoffVolts: Double = Self.cutoffVolts) -> Double {
+        let (atRoom, perTenKelvin) = sagParameters
         let used = 1 - min(1, max(0, fraction))
-        return scale * atRoom * exp(coldness * perTenKelvin * (25 - celsius) / 10) * (1 + 2 * used * used)
+        let headroom = volts(chargeLeft: fraction, shape: shape) - cutoffVolts
+        guard headroom > 0 else { return .infinity }
+        return 25 - 10 / perTenKelvin * log(headroom / (atRoom * (1 + 2 * used * used)))
     }
 
     /// The two published curves (share of charge left, volts), each from full to empty.

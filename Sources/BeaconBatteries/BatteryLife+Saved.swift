@@ -14,11 +14,13 @@ extension BatteryLife {
         public var points: [(counted: Float, volts: Float)]
         public var coldest: [(bucket: Int32, celsius: Float)]
         public var rateMilliampHoursPerDay: Double?
+        public var season: SeasonalCold
 
         public init(
             fittedMicros: Int64?, swaps: Int, usedBeforeThisBootMilliampHours: Double, bootBaselineMilliampHours: Double,
             last: Reading?, recentHours: [(hour: Int32, sum: Float, count: Int32)], bandVolts: [Float],
-            points: [(counted: Float, volts: Float)], coldest: [(bucket: Int32, celsius: Float)], rateMilliampHoursPerDay: Double?
+            points: [(counted: Float, volts: Float)], coldest: [(bucket: Int32, celsius: Float)], rateMilliampHoursPerDay: Double?,
+            season: SeasonalCold = SeasonalCold()
         ) {
             self.fittedMicros = fittedMicros
             self.swaps = swaps
@@ -30,6 +32,7 @@ extension BatteryLife {
             self.points = points
             self.coldest = coldest
             self.rateMilliampHoursPerDay = rateMilliampHoursPerDay
+            self.season = season
         }
 
         /// Within the bounds a battery life keeps (a day of hourly means, a week of temperatures, the bands, the
@@ -49,7 +52,7 @@ extension BatteryLife {
         Saved(
             fittedMicros: fittedMicros, swaps: swaps, usedBeforeThisBootMilliampHours: usedBeforeThisBootMilliampHours,
             bootBaselineMilliampHours: bootBaselineMilliampHours, last: last, recentHours: recentHours, bandVolts: bandVolts,
-            points: points, coldest: coldest, rateMilliampHoursPerDay: rateMilliampHoursPerDay)
+            points: points, coldest: coldest, rateMilliampHoursPerDay: rateMilliampHoursPerDay, season: season)
     }
 
     /// The battery life that learned `saved`, for a cell as `description` says (the sites file may have named it
@@ -69,6 +72,7 @@ extension BatteryLife {
         points = saved.points
         coldest = saved.coldest
         rateMilliampHoursPerDay = saved.rateMilliampHoursPerDay
+        season = saved.season
     }
 
     /// Fits the cell's curve to what it has learned, unless fitted already.
@@ -76,5 +80,6 @@ extension BatteryLife {
         guard curve == nil, let last else { return }
         curve = Self.fit(trajectory, chemistry: description.chemistry, capacity: capacity, priorSpread: priorSpread)
         curveToday = median(ofDay: last.micros / Self.day)
+        followSeason()
     }
 }

@@ -81,6 +81,11 @@ public struct BatteryLife: Sendable {
     static let refitVolts = 0.005
     /// The counted consumption, mAh a day: from the counters' last day, else the description.
     var rateMilliampHoursPerDay: Double?
+    /// The course of the place's cold through the year (kept across swaps: it is the place's, not the cell's).
+    var season = SeasonalCold()
+    /// What following the season's cold adds to the days left at the fit's k, at its high k and at its low k, days:
+    /// worked out when a 4-hour bucket closes and when the curve is fitted, and added to each forecast between.
+    var seasonDays: (k: Float, kHigh: Float, kLow: Float) = (0, 0, 0)
 
     /// The newest transmission, as the forecast uses it.
     public struct Reading: Sendable {
@@ -182,9 +187,14 @@ public struct BatteryLife: Sendable {
         bandVolts[Self.band(celsius)] = Float(volts)
         recentHours.removeAll { hour - $0.hour >= Int32(Self.maximumHours) }
         let bucket = Int32(truncatingIfNeeded: micros / Self.temperatureBucket)
+        var bucketClosed = false
         if let index = coldest.indices.last, coldest[index].bucket == bucket {
             coldest[index].celsius = min(coldest[index].celsius, Float(celsius))
         } else {
+            if let closed = coldest.last {
+                season.add(bucket: closed.bucket, celsius: Double(closed.celsius))
+                bucketClosed = true
+            }
             coldest.append((bucket, Float(celsius)))
         }
         coldest.removeAll { Int64(bucket - $0.bucket) * Self.temperatureBucket >= 7 * Self.day }
@@ -192,7 +202,9 @@ public struct BatteryLife: Sendable {
         if newPoint || swapped || curve == nil || abs((today ?? 0) - (curveToday ?? 0)) >= Self.refitVolts {
             curve = Self.fit(trajectory, chemistry: description.chemistry, capacity: capacity, priorSpread: priorSpread)
             curveToday = today
+            bucketClosed = true
         }
+        if bucketClosed { followSeason() }
         return swapped
     }
 
@@ -242,21 +254,67 @@ public struct BatteryLife: Sendable {
     /// The forecast as of the newest transmission; nil before one.
     public func forecast() -> Forecast? {
         guard let last, let fit = curve else { return nil }
-        let chemistry = description.chemistry
+        let cold = coldEnd
+        let cutoff = Self.cutoffChargeLeft(description.chemistry, celsius: cold, shape: fit.shape, cutoffVolts: description.cutoffVolts)
         let counted = countedWithSelfDischarge
-        let cold = Self.percentile(coldest.map { Double($0.celsius) }, 0.1) ?? 25
-        let cutoff = Self.cutoffChargeLeft(chemistry, celsius: cold, shape: fit.shape, cutoffVolts: description.cutoffVolts)
-        // Before a day of counting, this boot's average.
-        let rate = rateMilliampHoursPerDay
-            ?? (last.uptimeSeconds > 0 ? last.bootMilliampHours / (last.uptimeSeconds / 86_400) : BatteryDescription.sleepMicroamps * 86_400 / 3.6e6)
-        let selfDischarge = capacity * chemistry.selfDischargePerYear / 365
-        func days(_ k: Double) -> Double {
-            let left = 1 - k * counted
-            return max(0, (left - cutoff) / (max(1e-12, k) * (rate + selfDischarge)))
+        let perDay = dailyUse(last)
+        func days(_ k: Double, _ season: Float) -> Double {
+            max(0, (1 - k * counted - cutoff) / (max(1e-12, k) * perDay) + Double(season))
         }
         return Forecast(
-            daysLeft: days(fit.k), daysLeftLow: days(fit.kHigh), daysLeftHigh: days(fit.kLow), chargeLeft: max(0, 1 - fit.k * counted))
+            daysLeft: days(fit.k, seasonDays.k), daysLeftLow: days(fit.kHigh, seasonDays.kHigh), daysLeftHigh: days(fit.kLow, seasonDays.kLow),
+            chargeLeft: max(0, 1 - fit.k * counted))
     }
+
+    /// The cold end of the last week: the 10th percentile of its 4-hour minima, °C (25 °C before any).
+    var coldEnd: Double { Self.percentile(coldest.map { Double($0.celsius) }, 0.1) ?? 25 }
+
+    /// The charge used a day, counted and self-discharged, mAh: before a day of counting, this boot's average.
+    func dailyUse(_ last: Reading) -> Double {
+        let rate = rateMilliampHoursPerDay
+            ?? (last.uptimeSeconds > 0 ? last.bootMilliampHours / (last.uptimeSeconds / 86_400) : BatteryDescription.sleepMicroamps * 86_400 / 3.6e6)
+        return rate + capacity * description.chemistry.selfDischargePerYear / 365
+    }
+
+    /// Works out `seasonDays`: for each k of the fit, the first day whose cold (the week's cold end, shifted by the
+    /// season's course from now) the charge left by then cannot carry, less the days left at the week's cold end.
+    mutating func followSeason() {
+        seasonDays = (0, 0, 0)
+        guard let last, let fit = curve, let course = season.course(), course.amplitude >= Self.seasonAmplitude else { return }
+        let chemistry = description.chemistry
+        let cutoffVolts = description.cutoffVolts
+        let cold = coldEnd
+        let counted = countedWithSelfDischarge
+        let perDay = dailyUse(last)
+        let today = Double(last.micros) / Double(Self.day)
+        // The cutoffs at the week's cold end and at the coldest and warmest the season's course will bring.
+        let range = course.shiftRange(fromDay: today)
+        let cutoffs = [cold, cold + range.lowerBound, cold + range.upperBound].map {
+            Self.cutoffChargeLeft(chemistry, celsius: $0, shape: fit.shape, cutoffVolts: cutoffVolts)
+        }
+        func offset(_ k: Double) -> Float {
+            let use = max(1e-12, k) * perDay
+            let left = 1 - k * counted
+            let flat = max(0, (left - cutoffs[0]) / use)
+            // Between the day the coldest nights of the course would stop it and the day the warmest would, and
+            // within a year of the first: by then the coldest nights have come round.
+            let earliest = max(0, (left - cutoffs[1]) / use)
+            let latest = min(max(0, (left - cutoffs[2]) / use), earliest + SeasonalCold.year)
+            func stops(_ day: Double) -> Bool {
+                chemistry.coldestCarried(chargeLeft: left - use * day, shape: fit.shape, cutoffVolts: cutoffVolts)
+                    > cold + course.shift(fromDay: today, days: day)
+            }
+            // A week at a time (the season moves slowly), then a day at a time within the week it stops in.
+            var day = earliest
+            while day < latest, !stops(min(latest, day + 7)) { day += 7 }
+            while day < latest, !stops(day) { day += 1 }
+            return Float(min(day, latest) - flat)
+        }
+        seasonDays = (offset(fit.k), offset(fit.kHigh), offset(fit.kLow))
+    }
+
+    /// A cycle of the place's cold smaller than this (°C) is not followed: indoors, and too few readings to show one.
+    static let seasonAmplitude = 1.0
 
     /// How far the charge a counted mAh really takes of the cell may lie from 1 / capacity, relative (1σ): the
     /// spreads of capacities (±10 %) and of the charge an advert really takes (±25 %) make 15 %; taken as 30 %,

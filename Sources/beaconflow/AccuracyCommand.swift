@@ -159,7 +159,7 @@ struct AccuracyCommand: AsyncParsableCommand {
         }
     }
 
-    /// Battery forecasts on simulated fleets: a row per method and chemistry, over the seeds.
+    /// Battery forecasts on simulated fleets: a row per method and chemistry or place, over the seeds.
     /// The fleets of `--seeds`, `--beacons` and `--days`.
     func fleets() throws -> [BatteryFleet] {
         guard (1...10_000).contains(beacons ?? 200), (30...3650).contains(days) else {
@@ -179,21 +179,21 @@ struct AccuracyCommand: AsyncParsableCommand {
         var order: [String] = []
         for fleet in try fleets() {
             for score in fleet.run() {
-                let key = score.method + "/" + score.chemistry
+                let key = score.method + "/" + score.group
                 if merged[key] == nil { order.append(key) }
-                var entry = merged[key] ?? BatteryFleet.Score(method: score.method, chemistry: score.chemistry)
+                var entry = merged[key] ?? BatteryFleet.Score(method: score.method, group: score.group)
                 entry.add(score)
                 merged[key] = entry
             }
         }
         func share(_ value: Double?) -> String { value.map { String(format: "%.1f %%", $0 * 100) } ?? "–" }
         func inDays(_ value: Double?) -> String { value.map { String(format: "%.1f d", $0) } ?? "–" }
-        print("| method | battery | error 15-90 days left (median) | days without a forecast | error under 15 days left (median) | cells ended | flagged under 7 days before | days flagged with > 60 left | swaps found at once |")
+        print("| method | battery or place | error 15-90 days left (median) | days without a forecast | error under 15 days left (median) | cells ended | flagged under 7 days before | days flagged with > 60 left | swaps found at once |")
         print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
         for key in order.sorted() {
             guard let score = merged[key] else { continue }
             print(
-                "| \(score.method) | \(score.chemistry) | \(share(score.medianRelativeError)) | \(score.daysWithout) | \(inDays(score.medianShortError)) | "
+                "| \(score.method) | \(score.group) | \(share(score.medianRelativeError)) | \(score.daysWithout) | \(inDays(score.medianShortError)) | "
                     + "\(score.cellsEnded) | \(score.flaggedLate) | \(score.falseFlagDays) | "
                     + (score.method == "charge-and-voltage" ? "\(score.swapsFoundAtOnce) of \(score.swaps) |" : "– |"))
         }

@@ -15,8 +15,8 @@ import WorkQueue
             fleet.swapShare = 0.25
             return fleet.run()
         }
-        let counting = try #require(scores.first { $0.method == "charge-and-voltage" && $0.chemistry == "all" })
-        let trend = try #require(scores.first { $0.method == "voltage-trend" && $0.chemistry == "all" })
+        let counting = try #require(scores.first { $0.method == "charge-and-voltage" && $0.group == "all" })
+        let trend = try #require(scores.first { $0.method == "voltage-trend" && $0.group == "all" })
         #expect(counting.cellsEnded == trend.cellsEnded && counting.cellsEnded > 3)
         let countingError = try #require(counting.medianRelativeError)
         let trendError = try #require(trend.medianRelativeError)

@@ -76,7 +76,7 @@ import WorkQueue
             #expect(health.restore([cut]) == 1, "cut to \(length) bytes")
         }
         var otherVersion = state
-        otherVersion.bytes[0] = 2
+        otherVersion.bytes[0] = 3
         var health = forecasts.bothMethods[0]
         #expect(health.restore([otherVersion]) == 1)
         health.telemetry(next, rebooted: false)
@@ -89,6 +89,21 @@ import WorkQueue
             health.telemetry(next, rebooted: false)
             #expect(health.health(of: beaconID) != nil)
         }
+    }
+
+    /// A state saved before the season's course was kept (version 1: the same without its last 81 bytes) is read,
+    /// and its beacon goes on counting from it; the season is learned again from the readings that follow.
+    @Test func aStateOfTheFirstVersionIsRead() throws {
+        var beacon = Beacon(chargeLeft: 0.5, seed: 24)
+        let (_, saved) = tenDays(&beacon)
+        var first = try #require(saved.first)
+        #expect(first.bytes[0] == 2)
+        first.bytes = [1] + first.bytes.dropFirst().dropLast(81)
+        var health = forecasts.bothMethods[0]
+        #expect(health.restore([first]) == 0)
+        let next = beacon.row(forecasts.start + Int64(10 * Self.day) * BatteryForecastTests.hour, beaconID: beaconID, celsius: 18)
+        health.telemetry(next, rebooted: false)
+        #expect(health.health(of: beaconID)?.forecast?.cellSinceMicros == forecasts.start)
     }
 
     /// A beacon first heard in a transaction rolled back takes the restored state again when heard next; once

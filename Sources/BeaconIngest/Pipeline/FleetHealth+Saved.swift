@@ -23,7 +23,8 @@ public struct SavedBatteryState: Sendable {
 extension FleetHealth {
     /// A beacon's battery state is saved at most once in this much of its event time (and at once on a swap).
     static let saveEveryMicros: Int64 = 3_600_000_000
-    static let savedStateVersion: UInt8 = 1
+    /// 2 adds the season's course of the cold; a state of 1 is read without it.
+    static let savedStateVersion: UInt8 = 2
 
     /// The battery states due to be saved since the last call.
     public mutating func takeToSave() -> [SavedBatteryState] {
@@ -147,6 +148,8 @@ extension FleetHealth {
             writer.float(cold.celsius)
         }
         writer.optional(life.rateMilliampHoursPerDay.map { Int64(bitPattern: $0.bitPattern) })
+        for sum in life.season.sums { writer.double(sum) }
+        writer.optional(life.season.newestBucket.map(Int64.init))
         return writer.bytes
     }
 
@@ -158,7 +161,9 @@ extension FleetHealth {
     }
 
     static func decode(_ bytes: [UInt8], description: BatteryDescription) throws(CheckpointError) -> DecodedState {
-        guard bytes.first == savedStateVersion else { throw CheckpointError(code: .unknownVersion, offset: 0) }
+        guard let version = bytes.first, (1...savedStateVersion).contains(version) else {
+            throw CheckpointError(code: .unknownVersion, offset: 0)
+        }
         var reader = CheckpointReader(Array(bytes.dropFirst()))
         var state = DecodedState()
         for percent in [false, true] {
@@ -195,9 +200,20 @@ extension FleetHealth {
             for _ in 0..<(try reader.count(minimumBytes: 8)) { coldest.append((try reader.int32(), try reader.float())) }
             let rate = try reader.optional().map { Double(bitPattern: UInt64(bitPattern: $0)) }
             guard rate?.isFinite ?? true else { throw CheckpointError(code: .damaged, offset: reader.offset) }
+            // The season's course, from the second version on.
+            var season = SeasonalCold()
+            if version >= 2 {
+                let sums = try (0..<9).map { _ throws(CheckpointError) in try reader.double(in: -1e12...1e12) }
+                let newest = try reader.optional().map { Int32(truncatingIfNeeded: $0) }
+                guard let restored = SeasonalCold(sums: sums, newestBucket: newest) else {
+                    throw CheckpointError(code: .damaged, offset: reader.offset)
+                }
+                season = restored
+            }
             let saved = BatteryLife.Saved(
                 fittedMicros: fitted, swaps: swaps, usedBeforeThisBootMilliampHours: used, bootBaselineMilliampHours: baseline,
-                last: last, recentHours: hours, bandVolts: bands, points: points, coldest: coldest, rateMilliampHoursPerDay: rate)
+                last: last, recentHours: hours, bandVolts: bands, points: points, coldest: coldest, rateMilliampHoursPerDay: rate,
+                season: season)
             guard let life = BatteryLife(description: description, restoring: saved) else {
                 throw CheckpointError(code: .damaged, offset: reader.offset)
             }
