@@ -402,10 +402,6 @@ BEGIN
                 EXECUTE format(
                     'CREATE TABLE beaconflow.%I (LIKE beaconflow.%I INCLUDING DEFAULTS INCLUDING CONSTRAINTS '
                     'INCLUDING STORAGE INCLUDING COMPRESSION)', name, parent);
-                IF parent = 'telemetry_raw' THEN
-                    EXECUTE format('CREATE UNIQUE INDEX %I ON beaconflow.%I (beacon_key, adv_count, uptime_s)',
-                                   name || '_transmission', name);
-                END IF;
                 EXECUTE format(
                     'ALTER TABLE beaconflow.%I ATTACH PARTITION beaconflow.%I FOR VALUES FROM (%L) TO (%L)',
                     parent, name, day::timestamp AT TIME ZONE 'UTC', (day + 1)::timestamp AT TIME ZONE 'UTC');

@@ -29,6 +29,9 @@ extension BatteryFleet {
         public var batchesDeferred = 0
         /// The TLM transmissions stored (`beaconflow.telemetry`): each once.
         public var telemetryRows = 0
+        /// Transmissions the fleet sent that `telemetry` does not hold (at most 20 named: beacon, time, counters).
+        public var notStored: [String] = []
+        public var notStoredCount = 0
         /// The rows stored under an address id (frames the ingest did not tie to their beacon).
         public var addressRows = 0
         public var seconds = 0.0
@@ -128,8 +131,19 @@ extension BatteryFleet {
             }
         }
         comparison.addressRows = try await pipeline.views(site: Self.site).addressRows.values.reduce(0, +)
-        comparison.telemetryRows = try await onThread {
-            try PostgresConnection(conninfo).query("SELECT count(*) FROM beaconflow.telemetry").first?.decode(0, as: Int.self) ?? 0
+        let storedTransmissions = try await onThread {
+            try PostgresConnection(conninfo).query(
+                "SELECT beacon_id, (extract(epoch FROM ts) * 1000000)::int8 FROM beaconflow.telemetry"
+            ).map { row in "\(try row.decode(0, as: String.self)) \(try row.decode(1, as: Int64.self))" }
+        }
+        comparison.telemetryRows = storedTransmissions.count
+        let storedKeys = Set(storedTransmissions)
+        for entry in transmissions where !storedKeys.contains("\(entry.beaconID) \(entry.micros)") {
+            comparison.notStoredCount += 1
+            if comparison.notStored.count < 20 {
+                comparison.notStored.append(
+                    "\(entry.beaconID) at \(entry.micros) µs: \(entry.tlm.batteryMillivolts.map(String.init) ?? "–") mV, count \(entry.tlm.advertisingCount), uptime \(entry.tlm.uptimeSeconds) s")
+            }
         }
         func same(_ stored: Double?, _ expected: Double?) -> Bool {
             switch (stored, expected) {

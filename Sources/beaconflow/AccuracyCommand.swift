@@ -352,6 +352,7 @@ struct AccuracyCommand: AsyncParsableCommand {
             let seed = fleet.seed
             let comparison = try await fleet.throughPipeline(database: database, logger: logger)
             for line in comparison.differing { FileHandle.standardError.write(Data("seed \(seed): \(line)\n".utf8)) }
+            for line in comparison.notStored { FileHandle.standardError.write(Data("seed \(seed): not stored: \(line)\n".utf8)) }
             print(
                 "| \(seed) | \(comparison.beacons) | \(comparison.transmissions) | \(comparison.telemetryRows) | \(days) | "
                     + "\(comparison.matching) of \(comparison.beacons) | \(comparison.chargeCounting) | \(comparison.addressRows) | "

@@ -77,6 +77,40 @@ struct BatchWriterTests {
         #expect(try connection.query("SELECT count(*) FROM beaconflow.telemetry WHERE adv_count = 90") == [["2"]])
     }
 
+    /// A beacon that reboots twice in a day (a cell browning out) sends the same counters after each boot: each
+    /// boot's transmission is a row, and a second agent's reception of either, seconds later, is not.
+    @Test func theSameCountersAfterAnotherRebootTheSameDayAreAnotherTransmission() async throws {
+        let server = try await SharedDatabase.create()
+        let connection = try PostgresConnection(server.conninfo)
+        try await Migrator.migrateOffThePool(connection, logger: Logger(label: "test"))
+        let sites = try SitesConfiguration.parse(testSites)
+        let noon: Int64 = 1_767_268_800_000_000  // 2026-01-01T12:00:00Z
+        let hour: Int64 = 3_600_000_000
+        var writer = BatchWriter(connection: connection)
+        var state = WriterState(pipeline: IngestPipeline(sites: sites))
+        // Counter 50 (5 s after a boot) at noon, and again 5 s after the next boot, two hours later; both heard by
+        // hq-a1, the second also by hq-a2 three seconds later.
+        _ = try writer.commit(try telemetryBatch(agent: "hq-a1", sequence: 1, transmissions: [(noon, 50)]), state: &state)
+        let second = try writer.commit([try telemetryBatch(agent: "hq-a1", sequence: 2, transmissions: [(noon + 2 * hour, 50)])], state: &state)
+        #expect(second.telemetryRows == 1)
+        // The second agent after a restart (the pipeline remembers nothing): the database alone decides.
+        writer = BatchWriter(connection: connection)
+        state = WriterState(pipeline: IngestPipeline(sites: sites))
+        let again = try writer.commit(
+            [try telemetryBatch(agent: "hq-a2", sequence: 1, transmissions: [(noon + 3_000_000, 50), (noon + 2 * hour + 3_000_000, 50)])], state: &state)
+        #expect(again.telemetryRows == 0)
+        #expect(
+            try connection.query("SELECT agent_id, extract(hour FROM ts AT TIME ZONE 'UTC') FROM beaconflow.telemetry ORDER BY ts")
+                == [["hq-a1", "12"], ["hq-a1", "14"]])
+        // Both in one group of offers: the earlier reception of each is stored, once.
+        let both = try telemetryBatch(agent: "hq-a2", sequence: 2, transmissions: [(noon + 6 * hour + 1_000_000, 50), (noon + 8 * hour, 50)])
+        let first = try telemetryBatch(agent: "hq-a1", sequence: 3, transmissions: [(noon + 6 * hour, 50), (noon + 8 * hour + 2_000_000, 50)])
+        #expect(try writer.commit([both, first], state: &state).telemetryRows == 2)
+        #expect(
+            try connection.query("SELECT agent_id, extract(hour FROM ts AT TIME ZONE 'UTC') FROM beaconflow.telemetry WHERE ts > to_timestamp(\(noon + 5 * hour) / 1e6) ORDER BY ts")
+                == [["hq-a1", "18"], ["hq-a2", "20"]])
+    }
+
     /// A TLM beacon's battery forecast reaches `beacon_health` and `battery_replacements` whole, and a row without
     /// one (an ingest restarted, hearing the beacon without its TLM) leaves the stored forecast as it was.
     @Test func aBatteryForecastIsStoredAndListedForReplacement() async throws {

@@ -24,6 +24,7 @@ struct BatteryFleetPipelineTests {
         #expect(comparison.beacons == 10 && comparison.transmissions > 10_000, "\(comparison)")
         #expect(comparison.matching == 10, "\(comparison.differing)")
         #expect(comparison.chargeCounting == 10 && comparison.addressRows == 0)
+        #expect(comparison.notStoredCount == 0 && comparison.telemetryRows == comparison.transmissions, "\(comparison.notStored)")
         #expect(comparison.seconds < 240, "\(comparison.seconds) s")
     }
 }

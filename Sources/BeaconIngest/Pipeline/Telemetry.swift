@@ -31,22 +31,25 @@ public struct NewTelemetry: Sendable, Equatable {
     public var row: TelemetryRow
     public var rebooted: Bool
 
-    /// What identifies the transmission in the database: the beacon, the frame's advertising counter and uptime.
+    /// What identifies this offer of the transmission in the database: the beacon, the frame's advertising counter
+    /// and uptime, and the time it was heard.
     public var transmission: TransmissionKey {
-        TransmissionKey(beaconID: row.beaconID, advertisingCount: Int64(row.advertisingCount), uptimeSeconds: row.uptimeSeconds)
+        TransmissionKey(
+            beaconID: row.beaconID, advertisingCount: Int64(row.advertisingCount), uptimeSeconds: row.uptimeSeconds, timeMicros: row.timeMicros)
     }
 }
 
-/// One TLM transmission: the same for every agent that heard it, and not repeated after a reboot (the counter and
-/// uptime restart together).
+/// One reception of a TLM transmission: its counters are the same for every agent that heard it, its time within
+/// minutes of theirs; a reboot restarts the counters, so the same counters hours apart are another transmission.
 public struct TransmissionKey: Hashable, Sendable {
     public var beaconID: String
     public var advertisingCount: Int64
     public var uptimeSeconds: Double
+    public var timeMicros: Int64
 }
 
 /// Turns the TLM and eTLM frames of sightings into telemetry rows, once per transmission: a fast path in memory in
-/// front of the database's unique key (which makes it exact however late an agent delivers).
+/// front of the database's check (`TransmissionStore.telemetry`, which makes it exact however late an agent delivers).
 ///
 /// Several agents hear the same transmission, and an agent repeats the frame in each batch until it changes: a
 /// transmission is its beacon and advertising counter (PDU count), so a row is offered only for a counter not
@@ -119,7 +122,7 @@ public struct TelemetryDeduplicator: Sendable {
     public var trackedBeacons: Int { recent.count }
 
     /// Forgets the beacons whose newest transmission is the oldest beyond `maximum` (a repeat of theirs is then
-    /// refused by the database's unique index instead).
+    /// refused by the database's check instead).
     mutating func evict(keeping maximum: Int) {
         recent.evictOldest(keeping: maximum) { $0.newestMicros }
     }

@@ -46,6 +46,7 @@ enum Schema {
         PackageResources.v030_sql,
         PackageResources.v031_sql,
         PackageResources.v032_sql,
+        PackageResources.v033_sql,
 
     ].enumerated().map { Migration(version: $0.offset + 1, file: $0.element) }
 }

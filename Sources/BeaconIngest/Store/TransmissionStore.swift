@@ -42,17 +42,14 @@ struct TransmissionStore {
 
 extension TransmissionStore {
     /// Receptions of one transmission lie within this of each other (agents' capture times, clock offsets under the
-    /// applied threshold): rows this close to a UTC midnight are checked against the other day's partition too.
+    /// applied threshold).
     static let transmissionSpread = "interval '5 minutes'"
-    static let nearMidnight = """
-        (n.ts - (date_trunc('day', n.ts AT TIME ZONE 'UTC') AT TIME ZONE 'UTC') < \(transmissionSpread)
-         OR (date_trunc('day', n.ts AT TIME ZONE 'UTC') AT TIME ZONE 'UTC') + interval '1 day' - n.ts <= \(transmissionSpread))
-        """
 
-    /// TLM transmissions: a transmission (beacon, counter, uptime) is unique within its day's partition (migration
-    /// 4); near a midnight, where two receptions may fall on either side, only those beacons are locked and the
-    /// neighbouring day is looked at here. Rows are stored under the beacon's key (migration 21), added to the
-    /// dictionary when missing. Lock class 'bflt'.
+    /// TLM transmissions: a transmission is its beacon, its counters (advertising count, uptime) and a time within
+    /// `transmissionSpread` of its other receptions (migration 33): a beacon rebooted twice in a day sends the same
+    /// counters again, hours apart. Its beacons locked, an offer is stored unless a row of the same beacon and
+    /// counters lies within the spread, in the database or earlier among the offers. Rows are stored under the
+    /// beacon's key (migration 21), added to the dictionary when missing. Lock class 'bflt'.
     static let telemetry = Kind<NewTelemetry, TransmissionKey>(
         lockClass: 1_650_879_604,
         incomingTable: """
@@ -68,24 +65,34 @@ extension TransmissionStore {
                 ON CONFLICT (beacon_id) DO NOTHING
                 """)
         },
-        lockedBeacons: "SELECT DISTINCT n.beacon_id FROM pg_temp.telemetry_incoming n WHERE \(nearMidnight) ORDER BY 1",
+        lockedBeacons: "SELECT DISTINCT beacon_id FROM pg_temp.telemetry_incoming ORDER BY 1",
         insert: """
-            WITH stored AS (
-                INSERT INTO beaconflow.telemetry_raw (ts, beacon_key, battery_mv, temperature_c, adv_count, uptime_s, site_id, agent_id)
-                SELECT n.ts, b.beacon_key, n.battery_mv, n.temperature_c, n.adv_count, n.uptime_s, n.site_id, n.agent_id
+            WITH offered AS (
+                SELECT n.ctid AS offer, n.*, b.beacon_key
                 FROM pg_temp.telemetry_incoming n JOIN beaconflow.beacon_keys b ON b.beacon_id = n.beacon_id
-                WHERE NOT (\(nearMidnight) AND EXISTS (
+            ), fresh AS (
+                SELECT o.* FROM offered o
+                WHERE NOT EXISTS (
                     SELECT FROM beaconflow.telemetry_raw t
-                    WHERE t.beacon_key = b.beacon_key AND t.adv_count = n.adv_count AND t.uptime_s = n.uptime_s
-                      AND t.ts BETWEEN n.ts - \(transmissionSpread) AND n.ts + \(transmissionSpread)))
-                ON CONFLICT DO NOTHING
-                RETURNING beacon_key, adv_count, uptime_s
+                    WHERE t.beacon_key = o.beacon_key AND t.adv_count = o.adv_count AND t.uptime_s = o.uptime_s
+                      AND t.ts BETWEEN o.ts - \(transmissionSpread) AND o.ts + \(transmissionSpread)
+                    OFFSET 0)  -- each offer looked up by (beacon_key, ts), not the whole table hashed
+                  AND NOT EXISTS (
+                    SELECT FROM offered p
+                    WHERE p.beacon_key = o.beacon_key AND p.adv_count = o.adv_count AND p.uptime_s = o.uptime_s
+                      AND p.ts BETWEEN o.ts - \(transmissionSpread) AND o.ts AND (p.ts < o.ts OR p.offer < o.offer))
+            ), stored AS (
+                INSERT INTO beaconflow.telemetry_raw (ts, beacon_key, battery_mv, temperature_c, adv_count, uptime_s, site_id, agent_id)
+                SELECT ts, beacon_key, battery_mv, temperature_c, adv_count, uptime_s, site_id, agent_id FROM fresh
+                RETURNING beacon_key, adv_count, uptime_s, ts
             )
-            SELECT b.beacon_id, s.adv_count, s.uptime_s FROM stored s JOIN beaconflow.beacon_keys b USING (beacon_key)
+            SELECT b.beacon_id, s.adv_count, s.uptime_s, (extract(epoch FROM s.ts) * 1000000)::bigint
+            FROM stored s JOIN beaconflow.beacon_keys b USING (beacon_key)
             """,
         key: { $0.transmission },
         storedKey: { (row) throws(PostgresError) in
-            TransmissionKey(beaconID: try row.decode(0), advertisingCount: try row.decode(1), uptimeSeconds: try row.decode(2))
+            TransmissionKey(
+                beaconID: try row.decode(0), advertisingCount: try row.decode(1), uptimeSeconds: try row.decode(2), timeMicros: try row.decode(3))
         },
         firstOfferOnly: true)
 }
