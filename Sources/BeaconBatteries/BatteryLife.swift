@@ -187,13 +187,14 @@ public struct BatteryLife: Sendable {
         bandVolts[Self.band(celsius)] = Float(volts)
         recentHours.removeAll { hour - $0.hour >= Int32(Self.maximumHours) }
         let bucket = Int32(truncatingIfNeeded: micros / Self.temperatureBucket)
-        var bucketClosed = false
+        // The season's days are worked out again when a 4-hour bucket closes or the curve is refitted.
+        var seasonDue = false
         if let index = coldest.indices.last, coldest[index].bucket == bucket {
             coldest[index].celsius = min(coldest[index].celsius, Float(celsius))
         } else {
             if let closed = coldest.last {
                 season.add(bucket: closed.bucket, celsius: Double(closed.celsius))
-                bucketClosed = true
+                seasonDue = true
             }
             coldest.append((bucket, Float(celsius)))
         }
@@ -202,9 +203,9 @@ public struct BatteryLife: Sendable {
         if newPoint || swapped || curve == nil || abs((today ?? 0) - (curveToday ?? 0)) >= Self.refitVolts {
             curve = Self.fit(trajectory, chemistry: description.chemistry, capacity: capacity, priorSpread: priorSpread)
             curveToday = today
-            bucketClosed = true
+            seasonDue = true
         }
-        if bucketClosed { followSeason() }
+        if seasonDue { followSeason() }
         return swapped
     }
 
