@@ -1,4 +1,4 @@
-// swift-tools-version:6.0
+// swift-tools-version:6.1
 import PackageDescription
 
 // The executables' link: lld with packed relative relocations (glibc 2.36, Debian 12) and only the symbols the
@@ -45,7 +45,7 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/jpsim/Yams", from: "5.0.1"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
-        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1", traits: []),
         .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-nio-extras", from: "1.35.2"),
@@ -265,13 +265,8 @@ let package = Package(
         .testTarget(name: "BoundedYAMLTests", dependencies: ["BoundedYAML"]),
         .testTarget(name: "BeaconPositionsTests", dependencies: ["BeaconPositions"]),
         .testTarget(name: "BeaconBatteriesTests", dependencies: ["BeaconBatteries"]),
-        // The console's guard and routes in process, through Hummingbird's test client.
-        .testTarget(
-            name: "WebConsoleTests",
-            dependencies: [
-                "WebConsole", .product(name: "HummingbirdTesting", package: "hummingbird"),
-                .product(name: "HTTPTypes", package: "swift-http-types"), .product(name: "Logging", package: "swift-log"),
-            ]),
+        // The console's guard and routes, served in process on a loopback port.
+        .testTarget(name: "WebConsoleTests", dependencies: ["TestServers", "WebConsole", "WorkQueue", .product(name: "Logging", package: "swift-log")]),
         // The ingest's pure logic: no servers.
         .testTarget(name: "BeaconIngestTests", dependencies: ["AccuracyHarness", "BeaconAgent", "BeaconBatteries", "BeaconSimulation", "BeaconIngest", "BeaconMessaging", "BeaconWire", "LocalServers", "TestServers", "WorkQueue"]),
         // The parts together against real servers started by the tests (mosquitto, PostgreSQL, the beaconflow

@@ -10,34 +10,6 @@ import Synchronization
 import TestServers
 import Testing
 
-/// GET over a plain loopback socket: (status line, body).
-func httpGet(port: Int, path: String, headers: [String] = []) throws -> (status: String, body: String) {
-    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    defer { close(descriptor) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_port = in_port_t(UInt16(port).bigEndian)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    var timeout = timeval(tv_sec: 5, tv_usec: 0)
-    setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-    let connected = withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-    }
-    guard connected == 0 else { throw LocalServerError("cannot connect to 127.0.0.1:\(port)") }
-    let request = Array("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\n\(headers.map { $0 + "\r\n" }.joined())Connection: close\r\n\r\n".utf8)
-    _ = request.withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, 0) }
-    var response: [UInt8] = []
-    var chunk = [UInt8](repeating: 0, count: 4096)
-    for _ in 0..<1000 {
-        let count = read(descriptor, &chunk, chunk.count)
-        guard count > 0 else { break }
-        response += chunk[..<count]
-    }
-    let text = String(decoding: response, as: UTF8.self)
-    let parts = text.components(separatedBy: "\r\n\r\n")
-    return (parts[0].components(separatedBy: "\r\n")[0], parts.dropFirst().joined(separator: "\r\n\r\n"))
-}
-
 @Suite struct MetricsEndpointTests {
     @Test func servesMetricsHealthAndNothingElse() throws {
         let registry = PrometheusCollectorRegistry()

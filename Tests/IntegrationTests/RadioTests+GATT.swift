@@ -77,8 +77,10 @@ extension RadioTests {
     @Test(.enabled(if: FileManager.default.fileExists(atPath: "/usr/lib/python3/dist-packages/dbus"), "python3-dbus is not installed"))
     func theAgentReadsBluetoothdsGATTServerAndRetriesAPeerThatFails() async throws {
         let executable = try #require(beaconflowExecutable)
-        let harness = try await IngestHarness.start()
-        let run = try await GuestRun.start(Self.gattScript(brokerPort: harness.broker.port, executable: executable))
+        let (harness, run) = try await VMSlot.alone {
+            let harness = try await IngestHarness.start()
+            return (harness, try await GuestRun.start(Self.gattScript(brokerPort: harness.broker.port, executable: executable)))
+        }
         defer { run.remove() }
         let file = run.file
         let agent = file("agent.log")

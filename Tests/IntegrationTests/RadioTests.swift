@@ -15,7 +15,7 @@ let radioVMReady = FileManager.default.fileExists(atPath: repositoryRoot + "/.bu
     .enabled(if: radioVMReady, "the real-radio VM is not prepared: run scripts/radio-vm prepare (needs Debian's apt sources)"),
     .enabled(if: MosquittoServer.executable != nil && PostgresServer.binaries != nil, "mosquitto or PostgreSQL is not installed"),
     .enabled(if: beaconflowExecutable != nil, "the beaconflow executable is not built"),
-    .timeLimit(.minutes(5)), .serialized)
+    .timeLimit(.minutes(12)))
 struct RadioTests {
     /// One advertising set the test enables on hci1: its data as hex, its PDUs (legacy or extended, and which), its
     /// address, and what the scan response carries.
@@ -333,6 +333,40 @@ struct RadioTests {
 
         """
 
+    /// One VM at a time: the test's servers come up and its VM runs while it holds the slot (two VMs, or a VM beside
+    /// servers starting, leave the emulated controllers too little of the two cores to come up); what it checks
+    /// afterwards (the ingest's waits, PostgreSQL's rows) overlaps the next test's VM.
+    actor VMSlot {
+        static let shared = VMSlot()
+        private var held = false
+        private var waiting: [CheckedContinuation<Void, Never>] = []
+
+        private func acquire() async {
+            guard held else {
+                held = true
+                return
+            }
+            await withCheckedContinuation { waiting.append($0) }
+        }
+
+        private func release() {
+            if waiting.isEmpty { held = false } else { waiting.removeFirst().resume() }
+        }
+
+        /// `body` alone among the tests that call this, the others waiting their turn in order.
+        static func alone<T>(_ body: () async throws -> T) async throws -> T {
+            await shared.acquire()
+            do {
+                let value = try await body()
+                await shared.release()
+                return value
+            } catch {
+                await shared.release()
+                throw error
+            }
+        }
+    }
+
     /// A script run in the VM, in a directory of its own that `remove()` deletes.
     struct GuestRun {
         let directory: String
@@ -360,12 +394,15 @@ struct RadioTests {
     @Test(arguments: Setup.allCases)
     func theAgentScansLegacyAndExtendedAdvertsThroughTheRealStackIntoPostgreSQL(setup: Setup) async throws {
         let executable = try #require(beaconflowExecutable)
-        let harness = try await IngestHarness.start()
-        // Every batch as the broker carries it, beside the ingest.
-        let (listener, events) = try await harness.client(id: "radio-listener")
+        let (harness, listener, events, run) = try await VMSlot.alone {
+            let harness = try await IngestHarness.start()
+            // Every batch as the broker carries it, beside the ingest.
+            let (listener, events) = try await harness.client(id: "radio-listener")
+            try listener.subscribe(topic: "beaconflow/v1/hq/hq-a1/batch")
+            let run = try await GuestRun.start(Self.guestScript(brokerPort: harness.broker.port, executable: executable, setup: setup))
+            return (harness, listener, events, run)
+        }
         defer { listener.stop() }
-        try listener.subscribe(topic: "beaconflow/v1/hq/hq-a1/batch")
-        let run = try await GuestRun.start(Self.guestScript(brokerPort: harness.broker.port, executable: executable, setup: setup))
         defer { run.remove() }
         let file = run.file
         let guest = file("guest.log")

@@ -1,91 +1,109 @@
-import HTTPTypes
-import Hummingbird
-import HummingbirdTesting
 import Logging
 import Testing
+import TestServers
+import WorkQueue
 @testable import WebConsole
 
-/// The console's guard and routes in process, through Hummingbird's test client (no socket, no browser): the
-/// token by cookie or bearer, a read-only console without request bodies, the headers every answer carries, and
-/// the bound on event streams. What only a browser shows stays with `ConsoleBrowserTests`.
-@Suite struct ConsoleGuardTests {
+/// The console's guard and routes, served in process on a loopback port and asked over a plain socket (no
+/// browser): the token by cookie or bearer, a read-only console without request bodies, the headers every answer
+/// carries, and the bound on event streams. What only a browser shows stays with `ConsoleBrowserTests`.
+@Suite(.timeLimit(.minutes(1))) struct ConsoleGuardTests {
     static let token = "console-test-token"
+    static let bearer = ["Authorization: Bearer \(token)"]
 
-    func application(maxStreams: Int = 32) -> some ApplicationProtocol {
+    /// One request, on a thread of its own: the console answers from the cooperative pool, which a blocking read
+    /// must not hold.
+    func ask(port: Int, method: String = "GET", path: String, headers: [String] = [], body: String? = nil) async throws
+        -> LoopbackHTTPResponse
+    {
+        try await onThread { try httpRequest(port: port, method: method, path: path, headers: headers, body: body) }
+    }
+
+    /// Runs `body` with the port of a console that serves until it returns.
+    func withConsole(maxStreams: Int = 32, _ body: @Sendable (Int) async throws -> Void) async throws {
         var configuration = ConsoleServer.Configuration(token: Self.token)
+        configuration.port = 0
         configuration.maxStreams = maxStreams
         let logger = Logger(label: "console-test")
         // Never started: the document stays the one before the first read.
         let snapshots = ConsoleSnapshots(conninfo: "", refresh: .seconds(60), logger: logger)
-        return ConsoleServer.application(snapshots: snapshots, configuration: configuration, logger: logger)
+        let (ports, listening) = AsyncStream<Int>.makeStream()
+        let application = ConsoleServer.application(snapshots: snapshots, configuration: configuration, logger: logger) { port in
+            listening.yield(port)
+        }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await application.runService() }
+            var iterator = ports.makeAsyncIterator()
+            let port = try #require(await iterator.next())
+            try await body(port)
+            group.cancelAll()
+        }
     }
 
-    static let bearer: HTTPFields = [.authorization: "Bearer \(token)"]
-
     @Test func withoutTheTokenPagesShowTheLoginAndTheAPIRefuses() async throws {
-        try await application().test(.router) { client in
-            let page = try await client.execute(uri: "/beacons", method: .get)
-            #expect(page.status == .unauthorized)
-            #expect(String(buffer: page.body).contains("login"))
-            let api = try await client.execute(uri: "/api/snapshot", method: .get)
-            #expect(api.status == .unauthorized)
-            #expect(String(buffer: api.body) == "open the console's login link first")
-            let wrong = try await client.execute(uri: "/api/snapshot", method: .get, headers: [.authorization: "Bearer nope"])
-            #expect(wrong.status == .unauthorized)
+        try await withConsole { port in
+            let page = try await ask(port: port, path: "/beacons")
+            #expect(page.status == 401)
+            #expect(page.body.contains("login"))
+            let api = try await ask(port: port, path: "/api/snapshot")
+            #expect(api.status == 401)
+            #expect(api.body == "open the console's login link first")
+            let wrong = try await ask(port: port, path: "/api/snapshot", headers: ["Authorization: Bearer nope"])
+            #expect(wrong.status == 401)
         }
     }
 
     @Test func theLoginLinkSetsACookieThatOpensThePages() async throws {
-        try await application().test(.router) { client in
-            let refused = try await client.execute(uri: "/login?token=nope", method: .get)
-            #expect(refused.status == .unauthorized)
-            let login = try await client.execute(uri: "/login?token=\(Self.token)&next=/agents", method: .get)
-            #expect(login.status == .seeOther)
-            #expect(login.headers[.location] == "/agents")
-            let cookie = try #require(login.headers[.setCookie])
+        try await withConsole { port in
+            let refused = try await ask(port: port, path: "/login?token=nope")
+            #expect(refused.status == 401)
+            let login = try await ask(port: port, path: "/login?token=\(Self.token)&next=/agents")
+            #expect(login.status == 303)
+            #expect(login.header("Location") == "/agents")
+            let cookie = try #require(login.header("Set-Cookie"))
             #expect(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"), "\(cookie)")
             // A next page the console does not have goes to the sites page.
-            let elsewhere = try await client.execute(uri: "/login?token=\(Self.token)&next=https://example.com/", method: .get)
-            #expect(elsewhere.headers[.location] == "/")
+            let elsewhere = try await ask(port: port, path: "/login?token=\(Self.token)&next=https://example.com/")
+            #expect(elsewhere.header("Location") == "/")
             let value = try #require(cookie.split(separator: ";").first.map(String.init))
-            let page = try await client.execute(uri: "/agents", method: .get, headers: [.cookie: value])
-            #expect(page.status == .ok)
-            let document = try await client.execute(uri: "/api/snapshot", method: .get, headers: [.cookie: value])
-            #expect(String(buffer: document.body) == #"{"error": "not read yet"}"#)
+            let page = try await ask(port: port, path: "/agents", headers: ["Cookie: \(value)"])
+            #expect(page.status == 200)
+            let document = try await ask(port: port, path: "/api/snapshot", headers: ["Cookie: \(value)"])
+            #expect(document.body == #"{"error": "not read yet"}"#)
         }
     }
 
     @Test func theConsoleIsReadOnlyAndTakesNoBodies() async throws {
-        try await application().test(.router) { client in
-            let post = try await client.execute(uri: "/api/snapshot", method: .post, headers: Self.bearer)
-            #expect(post.status == .methodNotAllowed)
-            var withBody = Self.bearer
-            withBody[.contentLength] = "5"
-            let body = try await client.execute(uri: "/", method: .get, headers: withBody, body: ByteBuffer(string: "hello"))
-            #expect(body.status == .contentTooLarge)
-            let head = try await client.execute(uri: "/", method: .head, headers: Self.bearer)
-            #expect(head.status == .ok)
+        try await withConsole { port in
+            let post = try await ask(port: port, method: "POST", path: "/api/snapshot", headers: Self.bearer + ["Content-Length: 0"])
+            #expect(post.status == 405)
+            let body = try await ask(port: port, path: "/", headers: Self.bearer + ["Content-Length: 5"], body: "hello")
+            #expect(body.status == 413)
+            let head = try await ask(port: port, method: "HEAD", path: "/", headers: Self.bearer)
+            #expect(head.status == 200)
+            #expect(head.body.isEmpty)
         }
     }
 
     @Test func everyAnswerCarriesTheSecurityHeaders() async throws {
-        try await application().test(.router) { client in
-            for (uri, headers) in [("/", Self.bearer), ("/", [:]), ("/console.js", Self.bearer), ("/nosuch", Self.bearer)] {
-                let response = try await client.execute(uri: uri, method: .get, headers: headers)
-                #expect(response.headers[.xContentTypeOptions] == "nosniff", "\(uri)")
-                #expect(response.headers[.contentSecurityPolicy] == "default-src 'self'; frame-ancestors 'none'", "\(uri)")
-                #expect(response.headers[HTTPField.Name("Referrer-Policy")!] == "no-referrer", "\(uri)")
-                #expect(response.headers[.cacheControl] == "no-store", "\(uri)")
+        try await withConsole { port in
+            for (path, headers) in [("/", Self.bearer), ("/", []), ("/console.js", Self.bearer), ("/nosuch", Self.bearer)] {
+                let response = try await ask(port: port, path: path, headers: headers)
+                #expect(response.status == (path == "/nosuch" ? 404 : headers.isEmpty ? 401 : 200), "\(path)")
+                #expect(response.header("X-Content-Type-Options") == "nosniff", "\(path)")
+                #expect(response.header("Content-Security-Policy") == "default-src 'self'; frame-ancestors 'none'", "\(path)")
+                #expect(response.header("Referrer-Policy") == "no-referrer", "\(path)")
+                #expect(response.header("Cache-Control") == "no-store", "\(path)")
             }
         }
     }
 
     /// Past `maxStreams` an event stream is refused at once (the page then polls).
     @Test func eventStreamsPastTheBoundAreRefused() async throws {
-        try await application(maxStreams: 0).test(.router) { client in
-            let refused = try await client.execute(uri: "/events", method: .get, headers: Self.bearer)
-            #expect(refused.status == .serviceUnavailable)
-            #expect(String(buffer: refused.body) == "too many event streams")
+        try await withConsole(maxStreams: 0) { port in
+            let refused = try await ask(port: port, path: "/events", headers: Self.bearer)
+            #expect(refused.status == 503)
+            #expect(refused.body == "too many event streams")
         }
     }
 
