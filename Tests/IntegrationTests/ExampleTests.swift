@@ -243,7 +243,7 @@ struct ExampleTests {
         defer { world.clean() }
 
         let agentExecutable = try #require(beaconflowAgentExecutable)
-        func run(_ example: Example, timeout: Duration = .seconds(300)) async throws -> (status: Int32?, output: String, errors: String) {
+        @Sendable func run(_ example: Example, timeout: Duration = .seconds(300)) async throws -> (status: Int32?, output: String, errors: String) {
             let (environment, arguments) = world.command(example)
             if example.runsAgentProgram {
                 return try await world.run(agentExecutable, Array(arguments.dropFirst()), environment: environment, timeout: timeout)
@@ -253,6 +253,9 @@ struct ExampleTests {
 
         let bySubcommand = Dictionary(grouping: examples, by: \.subcommand)
         #expect(Set(bySubcommand.keys).isSubset(of: Self.subcommands), "examples no one runs: \(examples.filter { !Self.subcommands.contains($0.subcommand) })")
+        // The simulations and accuracy runs use none of the world's servers: they run beside the rest.
+        async let simulated: Void = Self.runSimulationsAndAccuracy(
+            simulate: bySubcommand["simulate"] ?? [], accuracy: bySubcommand["accuracy"] ?? [], run: run)
 
         for example in bySubcommand["migrate"] ?? [] {
             let result = try await run(example)
@@ -343,21 +346,6 @@ struct ExampleTests {
                 #expect(try RadioMap(csv: text).receivers.count == 6, "\(text.prefix(200))")
             }
         }
-        // What `simulate` writes, `accuracy` may score.
-        for example in (bySubcommand["simulate"] ?? []) + (bySubcommand["accuracy"] ?? []) {
-            let result = try await run(example, timeout: .seconds(400))
-            #expect(result.status == 0 && !result.output.isEmpty, "\(example)\n\(result.errors.suffix(3000))")
-            // A table names every zone method, in order.
-            let rows = result.output.split(separator: "\n").filter { $0.hasPrefix("| ") && !$0.hasPrefix("| preset") && !$0.hasPrefix("| method") }
-            if example.line.contains("--preset") {
-                let methods = rows.map { $0.split(separator: "|")[1].trimmingCharacters(in: .whitespaces) }
-                #expect(methods == ["chosen", "chosen-loudest", "chosen-path", "chosen-crossings", "nearest", "kalman", "kalman-bermuda", "trimmed-mean", "one-euro"], "\(result.output)")
-            }
-            if example.line.contains("--battery-fleet") {
-                // Both forecasts, over all the fleet's cells and per chemistry.
-                #expect(rows.contains { $0.hasPrefix("| charge-and-voltage | all |") } && rows.contains { $0.hasPrefix("| voltage-trend | all |") }, "\(result.output)")
-            }
-        }
         for example in bySubcommand["demo"] ?? [] {
             let result = try await run(example)
             if example.line.contains("--stop") {
@@ -389,6 +377,39 @@ struct ExampleTests {
                 let stop = try await run(Example(origin: example.origin, line: "beaconflow demo --stop"))
                 #expect(stop.status == 0 && stop.output.contains("Stopped the 3 server(s)"), "\(stop.output)\(stop.errors)")
             }
+        }
+        try await simulated
+    }
+
+    /// What `simulate` writes, `accuracy` may score: the simulations first, then the accuracy runs, two at a time.
+    static func runSimulationsAndAccuracy(
+        simulate: [Example], accuracy: [Example],
+        run: @escaping @Sendable (Example, Duration) async throws -> (status: Int32?, output: String, errors: String)
+    ) async throws {
+        for example in simulate {
+            let result = try await run(example, .seconds(400))
+            #expect(result.status == 0 && !result.output.isEmpty, "\(example)\n\(result.errors.suffix(3000))")
+        }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for (index, example) in accuracy.enumerated() {
+                if index >= 2 { try await group.next() }
+                group.addTask { try await checkAccuracy(example, result: run(example, .seconds(400))) }
+            }
+            try await group.waitForAll()
+        }
+    }
+
+    /// An accuracy run's table names every zone method, in order, or both battery forecasts.
+    static func checkAccuracy(_ example: Example, result: (status: Int32?, output: String, errors: String)) {
+        #expect(result.status == 0 && !result.output.isEmpty, "\(example)\n\(result.errors.suffix(3000))")
+        let rows = result.output.split(separator: "\n").filter { $0.hasPrefix("| ") && !$0.hasPrefix("| preset") && !$0.hasPrefix("| method") }
+        if example.line.contains("--preset") {
+            let methods = rows.map { $0.split(separator: "|")[1].trimmingCharacters(in: .whitespaces) }
+            #expect(methods == ["chosen", "chosen-loudest", "chosen-path", "chosen-crossings", "nearest", "kalman", "kalman-bermuda", "trimmed-mean", "one-euro"], "\(result.output)")
+        }
+        if example.line.contains("--battery-fleet") {
+            // Both forecasts, over all the fleet's cells and per chemistry.
+            #expect(rows.contains { $0.hasPrefix("| charge-and-voltage | all |") } && rows.contains { $0.hasPrefix("| voltage-trend | all |") }, "\(result.output)")
         }
     }
 }
