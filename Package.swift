@@ -218,7 +218,9 @@ let package = Package(
                 "BeaconAgent", "BeaconBatteries", "BeaconIngest", "BeaconMessaging", "BeaconPositions", "BeaconSimulation", "LibPQ", "LocalServers", "Mosquitto",
                 "WorkQueue",
                 .product(name: "Logging", package: "swift-log"),
-            ]
+            ],
+            // A year of ten weather stations' daily temperatures, outdoors for the battery fleet.
+            resources: [.embedInCode("Weather")]
         ),
 
         .executableTarget(

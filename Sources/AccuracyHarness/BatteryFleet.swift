@@ -11,9 +11,9 @@ import Foundation
 ///
 /// Each beacon has a cell of a chemistry (half CR2032, a quarter CR2477, 15 % two lithium AA, 10 % a CR2032 the
 /// sites file does not name), a transmit power, an advertising interval (100 ms to 1 s) and a place: indoors
-/// (21 °C, ±1.5 °C a day), a cold room (12 °C, ±3 °C a day, ±4 °C a year) or outdoors (8 °C, ±6 °C a day,
-/// ±10 °C a year, and cold snaps of a night down to -15 °C); its cell starts with 10-100 % of its charge (a
-/// fleet's cells are of all ages). A share of beacons get a fresh cell at a random time (their counters restart,
+/// (21 °C, ±1.5 °C a day), a cold room (12 °C, ±3 °C a day, ±4 °C a year) or outdoors, where the temperature is
+/// one of ten weather stations' recorded year (`OutdoorWeather`), from a day of it drawn for the beacon; its cell
+/// starts with 10-100 % of its charge (a fleet's cells are of all ages). A share of beacons get a fresh cell at a random time (their counters restart,
 /// or for half of them go on), and every beacon reboots about once in 100 days. Deterministic for its seed.
 public struct BatteryFleet: Sendable {
     public var beacons = 200
@@ -72,8 +72,12 @@ public struct BatteryFleet: Sendable {
         public var flaggedLate = 0
         /// Beacon-days flagged while more than twice `flagDays` remained.
         public var falseFlagDays = 0
+        /// Swaps a reading can show (the new cell reads at least as far above the old one as the forecast's rule
+        /// asks: 40 mV when the counters restart, 100 mV when they go on), those of them found at the first
+        /// transmission after, and the swaps no reading can show (a cell barely used, swapped for a fresh one).
         public var swaps = 0
         public var swapsFoundAtOnce = 0
+        public var swapsHidden = 0
 
         public init(method: String, group: String) {
             self.method = method
@@ -90,6 +94,7 @@ public struct BatteryFleet: Sendable {
             falseFlagDays += other.falseFlagDays
             swaps += other.swaps
             swapsFoundAtOnce += other.swapsFoundAtOnce
+            swapsHidden += other.swapsHidden
         }
 
         public var medianRelativeError: Double? { AccuracyScore.median(relativeErrors) }
@@ -103,7 +108,9 @@ public struct BatteryFleet: Sendable {
         var intervalSeconds: Double
         var place: Int
         var phase: Double
-        var snaps: [Double]
+        /// Outdoors: the weather station, and the day of its record the run starts on.
+        var station: Int
+        var recordDay: Double
         var swapAtDay: Double?
         var swapKeepsCounters: Bool
         var rebootDays: [Double]
@@ -153,6 +160,7 @@ public struct BatteryFleet: Sendable {
             let runSeconds = Double(days) * 86_400
             var second = 0.0
             var awaitingSwap = false
+            var swapShows = false
             while second < runSeconds, second < cellEnd {
                 second += step
                 let celsius = temperature(beacon, second: second)
@@ -166,7 +174,9 @@ public struct BatteryFleet: Sendable {
                 }
                 if !swapped, let day = beacon.swapAtDay, second >= day * 86_400 {
                     swapped = true
+                    let oldVolts = cell.loadedVolts(celsius: celsius)
                     cell = SimulatedCell(chemistry: beacon.chemistry, transmitPowerDbm: beacon.transmitPowerDbm, chargeLeft: 1, random: &random)
+                    swapShows = cell.loadedVolts(celsius: celsius) - oldVolts >= (beacon.swapKeepsCounters ? 0.1 : 0.04)
                     cellEnd = end(of: cell, beacon: beacon, fromSecond: second)
                     cellStart = second
                     if !beacon.swapKeepsCounters {
@@ -193,8 +203,12 @@ public struct BatteryFleet: Sendable {
                 if awaitingSwap {
                     let found = counting.health(of: beaconID)?.forecast?.cellSinceMicros == micros
                     score("charge-and-voltage", name) {
-                        $0.swaps += 1
-                        $0.swapsFoundAtOnce += found ? 1 : 0
+                        if swapShows {
+                            $0.swaps += 1
+                            $0.swapsFoundAtOnce += found ? 1 : 0
+                        } else {
+                            $0.swapsHidden += 1
+                        }
                     }
                     awaitingSwap = false
                 }
@@ -239,11 +253,12 @@ public struct BatteryFleet: Sendable {
         let chemistry: BatteryChemistry = draw < 0.5 ? .cr2032 : draw < 0.75 ? .cr2477 : draw < 0.9 ? .lithiumAA2 : .cr2032
         let intervals = chemistry == .lithiumAA2 ? [0.1, 0.1, 0.2] : chemistry == .cr2477 ? [0.1, 0.2, 0.35] : [0.1, 0.2, 0.35, 0.5, 1.0]
         let place = Int.random(in: 0..<3, using: &random)
-        let snaps = place == 2 ? (0..<Int.random(in: 2...8, using: &random)).map { _ in Double(Int.random(in: 0..<(3 * days), using: &random)) } : []
+        let station = place == 2 ? Int.random(in: 0..<OutdoorWeather.recorded.stations.count, using: &random) : 0
+        let recordDay = place == 2 ? Double(Int.random(in: 0..<OutdoorWeather.recorded.days[station].count, using: &random)) : 0
         return Beacon(
             chemistry: chemistry, named: draw < 0.9, transmitPowerDbm: [-8, -4, 0, 4].randomElement(using: &random)!,
             intervalSeconds: intervals.randomElement(using: &random)!, place: place, phase: Double.random(in: 0..<1, using: &random),
-            snaps: snaps, swapAtDay: Double.random(in: 0..<1, using: &random) < swapShare ? Double.random(in: 10..<Double(days - 10), using: &random) : nil,
+            station: station, recordDay: recordDay, swapAtDay: Double.random(in: 0..<1, using: &random) < swapShare ? Double.random(in: 10..<Double(days - 10), using: &random) : nil,
             swapKeepsCounters: Bool.random(using: &random),
             rebootDays: (0..<(days / 100 + 1)).map { _ in Double.random(in: 0..<Double(days), using: &random) }.sorted())
     }
@@ -259,9 +274,7 @@ public struct BatteryFleet: Sendable {
         switch beacon.place {
         case 0: return 21 + 1.5 * daily
         case 1: return 12 + 3 * daily + 4 * yearly
-        default:
-            let snap = beacon.snaps.contains { day >= $0 && day < $0 + 0.5 } ? -15.0 : nil
-            return snap ?? (8 + 6 * daily + 10 * yearly)
+        default: return OutdoorWeather.recorded.celsius(station: beacon.station, day: beacon.recordDay + day)
         }
     }
 

@@ -195,7 +195,7 @@ struct AccuracyCommand: AsyncParsableCommand {
             print(
                 "| \(score.method) | \(score.group) | \(share(score.medianRelativeError)) | \(score.daysWithout) | \(inDays(score.medianShortError)) | "
                     + "\(score.cellsEnded) | \(score.flaggedLate) | \(score.falseFlagDays) | "
-                    + (score.method == "charge-and-voltage" ? "\(score.swapsFoundAtOnce) of \(score.swaps) |" : "– |"))
+                    + (score.method == "charge-and-voltage" ? "\(score.swapsFoundAtOnce) of \(score.swaps)\(score.swapsHidden > 0 ? " (\(score.swapsHidden) no reading shows)" : "") |" : "– |"))
         }
     }
 
