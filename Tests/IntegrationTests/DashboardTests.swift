@@ -48,7 +48,7 @@ struct GrafanaMacros {
 
 @Suite(
     .enabled(if: MosquittoServer.executable != nil && PostgresServer.binaries != nil, "mosquitto or PostgreSQL is not installed"),
-    .timeLimit(.minutes(3)))
+    .timeLimit(.minutes(5)))
 struct DashboardTests {
     static let directory = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
         .appendingPathComponent("../../dashboards").standardized.path
