@@ -13,8 +13,9 @@ import Foundation
 /// sites file does not name), a transmit power, an advertising interval (100 ms to 1 s) and a place: indoors
 /// (21 °C, ±1.5 °C a day), a cold room (12 °C, ±3 °C a day, ±4 °C a year) or outdoors, where the temperature is
 /// one of ten weather stations' recorded year (`OutdoorWeather`), from a day of it drawn for the beacon; its cell
-/// starts with 10-100 % of its charge (a fleet's cells are of all ages). A share of beacons get a fresh cell at a random time (their counters restart,
-/// or for half of them go on), and every beacon reboots about once in 100 days. Deterministic for its seed.
+/// starts with 10-100 % of its charge (a fleet's cells are of all ages). A share of beacons get a fresh cell at a
+/// random time (their counters restart, or for half of them go on), and every beacon reboots about once in 100
+/// days. Deterministic for its seed.
 public struct BatteryFleet: Sendable {
     public var beacons = 200
     public var days = 300
@@ -73,7 +74,8 @@ public struct BatteryFleet: Sendable {
         /// Beacon-days flagged while more than twice `flagDays` remained.
         public var falseFlagDays = 0
         /// Swaps a reading can show (the new cell reads at least as far above the old one as the forecast's rule
-        /// asks: 40 mV when the counters restart, 100 mV when they go on), those of them found at the first
+        /// asks: `BatteryLife.swapRiseVolts` when the counters restart, `swapRiseWithoutRebootVolts` when they go
+        /// on), those of them found at the first
         /// transmission after, and the swaps no reading can show (a cell barely used, swapped for a fresh one).
         public var swaps = 0
         public var swapsFoundAtOnce = 0
@@ -176,7 +178,8 @@ public struct BatteryFleet: Sendable {
                     swapped = true
                     let oldVolts = cell.loadedVolts(celsius: celsius)
                     cell = SimulatedCell(chemistry: beacon.chemistry, transmitPowerDbm: beacon.transmitPowerDbm, chargeLeft: 1, random: &random)
-                    swapShows = cell.loadedVolts(celsius: celsius) - oldVolts >= (beacon.swapKeepsCounters ? 0.1 : 0.04)
+                    swapShows = cell.loadedVolts(celsius: celsius) - oldVolts
+                        >= (beacon.swapKeepsCounters ? BatteryLife.swapRiseWithoutRebootVolts : BatteryLife.swapRiseVolts)
                     cellEnd = end(of: cell, beacon: beacon, fromSecond: second)
                     cellStart = second
                     if !beacon.swapKeepsCounters {

@@ -110,12 +110,12 @@ public struct BatteryLife: Sendable {
 
     /// How much more a swapped cell's corrected voltage reads than the last reading of the old one, volts: a
     /// reboot leaves the voltage within a few mV.
-    static let swapRiseVolts = 0.04
+    public static let swapRiseVolts = 0.04
     /// A swap without a reboot (the counters go on) must show a larger rise. Both rises are measured against the
     /// newest reading in the same band of temperatures (`bandVolts`), else the previous reading when its temperature
     /// was as close, else not at all: the cold's correction is not exact, and a coin cell warming after a frost
     /// reads 100 mV and more above its corrected cold readings.
-    static let swapRiseWithoutRebootVolts = 0.1
+    public static let swapRiseWithoutRebootVolts = 0.1
     static let day: Int64 = 86_400_000_000
 
     public init(description: BatteryDescription) {
