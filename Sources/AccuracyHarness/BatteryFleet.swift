@@ -75,8 +75,8 @@ public struct BatteryFleet: Sendable {
         public var falseFlagDays = 0
         /// Swaps a reading can show (the new cell reads at least as far above the old one as the forecast's rule
         /// asks: `BatteryLife.swapRiseVolts` when the counters restart, `swapRiseWithoutRebootVolts` when they go
-        /// on), those of them found at the first
-        /// transmission after, and the swaps no reading can show (a cell barely used, swapped for a fresh one).
+        /// on), those of them found at the first transmission after, and the swaps no reading can show (a cell
+        /// barely used, swapped for a fresh one).
         public var swaps = 0
         public var swapsFoundAtOnce = 0
         public var swapsHidden = 0
