@@ -13,12 +13,13 @@ import Testing
 @Suite(
     .enabled(if: MosquittoServer.executable != nil && PostgresServer.binaries != nil, "mosquitto or PostgreSQL is not installed"),
     .enabled(if: beaconflowExecutable != nil, "the beaconflow executable is not built"),
-    .timeLimit(.minutes(3)))
+    .timeLimit(.minutes(5)))
 struct BridgeTests {
     static let iBeacon = "ibeacon:e2c56db5-dffb-48d2-b060-d0f5a71096e0:1:2"
 
-    /// Publishes `messages` (topic, JSON) every 200 ms while the bridge runs, until `done` holds or 60 s pass;
-    /// then reads its `/healthz` and `/metrics`, stops it with SIGTERM and returns its log, exit code and both.
+    /// Publishes `messages` (topic, JSON) every 200 ms while the bridge runs, until `done` holds or 150 s pass (the
+    /// rest of the suite loads both cores); then reads its `/healthz` and `/metrics`, stops it with SIGTERM and
+    /// returns its log, exit code and both.
     func bridge(
         _ arguments: [String], messages: [(String, String)], until done: (PostgresConnection) throws -> Bool
     ) async throws -> (log: String, exitCode: Int32?, done: Bool, health: String, metrics: String) {
@@ -42,7 +43,7 @@ struct BridgeTests {
         receivers.start()
         defer { receivers.stop() }
         let connection = try PostgresConnection(database.conninfo)
-        let deadline = ContinuousClock.now + .seconds(60)
+        let deadline = ContinuousClock.now + .seconds(150)
         var finished = false
         while ContinuousClock.now < deadline {
             for (topic, payload) in messages { _ = try? receivers.publish(topic: topic, payload: Array(payload.utf8), qos: 0) }

@@ -16,7 +16,7 @@ import WorkQueue
 
 @Suite(
     .enabled(if: MosquittoServer.executable != nil && PostgresServer.binaries != nil, "mosquitto or PostgreSQL is not installed"),
-    .timeLimit(.minutes(3)), .serialized)
+    .timeLimit(.minutes(5)), .serialized)
 struct IngestIntegrationTests {
     let logger = Logger(label: "ingest-test")
 

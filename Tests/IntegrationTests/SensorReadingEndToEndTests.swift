@@ -14,7 +14,7 @@ import Testing
 /// broker, the ingest and a real PostgreSQL.
 @Suite(
     .enabled(if: MosquittoServer.executable != nil && PostgresServer.binaries != nil, "mosquitto or PostgreSQL is not installed"),
-    .timeLimit(.minutes(3)))
+    .timeLimit(.minutes(6)))
 struct SensorReadingEndToEndTests {
     static let bindkey = "231d39c1d7cc1ab1aee224cd096db932"
     static let encryptedBTHome = DeviceAddress(value: 0x54_48_E6_8F_80_B0, kind: .public)
@@ -98,7 +98,6 @@ struct SensorReadingEndToEndTests {
         var expected: [Sighting] = []
         for (agent, capture) in [("hq-a1", mixed), ("hq-a2", mixed), ("hq-a3", sensors)] {
             var configuration = try IngestIntegrationTests().agentConfiguration(harness.broker, spool: work + "/" + agent, agent: agent)
-            configuration.drainTimeout = .seconds(60)  // three replays while the whole suite runs
             let run = Agent(
                 configuration: configuration, source: CaptureReplaySource(path: capture, speed: .maximum),
                 logger: Logger(label: agent))
