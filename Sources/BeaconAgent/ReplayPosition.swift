@@ -1,5 +1,5 @@
-import Crypto
 import Foundation
+import LibCrypto
 
 /// How far a replay got, kept in the spool directory so that running the same replay again adds nothing: the
 /// agent resumes after the last report that went into a spooled batch (the spool delivers those itself).
@@ -89,7 +89,7 @@ extension CaptureReplaySource {
         } catch {
             throw SourceError(source: path, "cannot read the capture file (\(error.localizedDescription))")
         }
-        let digest = SHA256.hash(data: head).map { String(format: "%02x", $0) }.joined()
+        let digest = head.withUnsafeBytes { LibCrypto.sha256($0) }.map { String(format: "%02x", $0) }.joined()
         return "capture:\(size):\(digest.prefix(32))"
     }
 }

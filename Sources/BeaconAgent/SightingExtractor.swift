@@ -1,5 +1,5 @@
 import BeaconWire
-import Crypto
+import LibCrypto
 
 /// Turns advertising reports into sightings: which beacon, how loud, and any data frame worth sending.
 ///
@@ -144,7 +144,7 @@ public struct SightingExtractor: Sendable {
     private func anonymousKey(_ address: DeviceAddress) -> BeaconKey {
         let identity: BeaconIdentity
         if let secret = configuration.pseudonymKey {
-            identity = .pseudonym(HMAC<SHA256>.authenticationCode(for: address.bytes, using: SymmetricKey(data: secret)))
+            identity = .pseudonym(LibCrypto.hmacSHA256(key: secret, message: address.bytes))
         } else {
             identity = .device(address)
         }

@@ -1,22 +1,16 @@
-import Crypto
-import _CryptoExtras
+import LibCrypto
 
 /// AES-128 in the encryption direction, the only primitive the beacon formats need: EAX (Eddystone eTLM) and CCM
 /// (BTHome) use the forward cipher for both encryption and decryption, and the EID computation is two single blocks.
 struct AES128 {
-    let key: SymmetricKey
+    let key: [UInt8]
 
     init(key: [UInt8]) {
         precondition(key.count == 16, "AES-128 keys are 16 bytes")
-        self.key = SymmetricKey(data: key)
+        self.key = key
     }
 
-    func encrypt(_ block: [UInt8]) -> [UInt8] {
-        var out = block
-        // Only a wrong block or key size can fail, and both are checked above.
-        try! AES.permute(&out, key: key)
-        return out
-    }
+    func encrypt(_ block: [UInt8]) -> [UInt8] { LibCrypto.aes128Encrypt(block: block, key: key) }
 }
 
 private func xor(_ a: [UInt8], _ b: [UInt8]) -> [UInt8] {

@@ -1,3 +1,4 @@
+import LibCrypto
 import Testing
 @testable import BeaconWire
 
@@ -7,6 +8,24 @@ import Testing
     @Test func aesFIPS197AppendixC1() {
         let cipher = AES128(key: bytes("000102030405060708090a0b0c0d0e0f"))
         #expect(cipher.encrypt(bytes("00112233445566778899aabbccddeeff")) == bytes("69c4e0d86a7b0430d8cdb78070b4c55a"))
+    }
+
+    @Test func sha256FIPS180() {
+        // FIPS 180-2 appendix B.1 and B.2.
+        #expect(Array("abc".utf8).withUnsafeBytes { LibCrypto.sha256($0) } == bytes("ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"))
+        let twoBlocks = Array("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq".utf8)
+        #expect(twoBlocks.withUnsafeBytes { LibCrypto.sha256($0) } == bytes("248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"))
+        #expect([UInt8]().withUnsafeBytes { LibCrypto.sha256($0) } == bytes("e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"))
+    }
+
+    @Test func hmacSHA256RFC4231() {
+        // RFC 4231 §4.2 and §4.3 (test cases 1 and 2).
+        #expect(
+            LibCrypto.hmacSHA256(key: Array(repeating: 0x0b, count: 20), message: Array("Hi There".utf8))
+                == bytes("b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7"))
+        #expect(
+            LibCrypto.hmacSHA256(key: Array("Jefe".utf8), message: Array("what do ya want for nothing?".utf8))
+                == bytes("5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"))
     }
 
     @Test func cmacRFC4493() {
