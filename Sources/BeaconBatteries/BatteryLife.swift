@@ -34,7 +34,8 @@ public struct BatteryDescription: Sendable, Equatable {
 /// an offset of its own, and the share of the cell a counted mAh really takes, drawn towards 1 / capacity. On a coin
 /// cell's plateau the counting decides, near its knee the voltage. The days left are the share left above the
 /// cutoff at the cold end of the last week's temperatures (the 10th percentile of its 4-hour minima), at the rate
-/// the counters say. A swapped cell (its voltage up by more than a reboot explains) starts again. What it keeps is
+/// the counters say, and never more than the readings' own fall over the last week gives, extrapolated to the cutoff
+/// at that cold end. A swapped cell (its voltage up by more than a reboot explains) starts again. What it keeps is
 /// bounded: 48 points, 24 hourly means, 42 temperatures and 24 bands' voltages, in single precision.
 public struct BatteryLife: Sendable {
     /// One forecast.
@@ -262,10 +263,40 @@ public struct BatteryLife: Sendable {
         func days(_ k: Double, _ season: Float) -> Double {
             max(0, (1 - k * counted - cutoff) / (max(1e-12, k) * perDay) + Double(season))
         }
-        return Forecast(
+        var forecast = Forecast(
             daysLeft: days(fit.k, seasonDays.k), daysLeftLow: days(fit.kHigh, seasonDays.kHigh), daysLeftHigh: days(fit.kLow, seasonDays.kLow),
             chargeLeft: max(0, 1 - fit.k * counted))
+        if let falling = daysByTheFall(cold: cold, perDay: perDay), falling < forecast.daysLeft {
+            forecast.daysLeft = falling
+            forecast.daysLeftLow = min(forecast.daysLeftLow, falling)
+        }
+        return forecast
     }
+
+    /// The days until the reading at the week's cold end falls to the cutoff at the pace the last week's points
+    /// fall: nil while they do not fall. Near the end a cell's readings fall day after day whatever its curve was
+    /// fitted to, and the fall only steepens.
+    func daysByTheFall(cold: Double, perDay: Double) -> Double? {
+        let recent = trajectory.suffix(Self.fallPoints)
+        guard recent.count >= 4, let first = recent.first, let newest = recent.last, newest.counted - first.counted > 0 else { return nil }
+        let meanCounted = recent.map(\.counted).reduce(0, +) / Double(recent.count)
+        let meanVolts = recent.map(\.volts).reduce(0, +) / Double(recent.count)
+        let spread = recent.map { ($0.counted - meanCounted) * ($0.counted - meanCounted) }.reduce(0, +)
+        guard spread > 0 else { return nil }
+        let slope = recent.map { ($0.counted - meanCounted) * ($0.volts - meanVolts) }.reduce(0, +) / spread
+        let perDayVolts = -slope * perDay
+        guard perDayVolts > Self.fallVoltsPerDay else { return nil }
+        let chemistry = description.chemistry
+        let guessLeft = curve.map { max(0, 1 - $0.k * newest.counted) } ?? 0
+        let loaded = newest.volts - chemistry.sag(celsius: cold, chargeLeft: guessLeft) + chemistry.sag(celsius: 25, chargeLeft: guessLeft)
+        return max(0, (loaded - description.cutoffVolts) / perDayVolts)
+    }
+
+    /// The newest points the fall is measured over: a week's and today's (further apart once the points have been
+    /// thinned, which a cell heard for 48 days and more has).
+    static let fallPoints = 8
+    /// A fall slower than this, volts a day, is a plateau's noise.
+    static let fallVoltsPerDay = 0.002
 
     /// The cold end of the last week: the 10th percentile of its 4-hour minima, °C (25 °C before any).
     var coldEnd: Double { Self.percentile(coldest.map { Double($0.celsius) }, 0.1) ?? 25 }

@@ -83,6 +83,38 @@ import Testing
         #expect(abs(late.days - Double(endHour - late.hour) / 24) < 3, "\(late)")
     }
 
+    /// A cell first heard two thirds spent, just after a reboot restarted its counters, that sags under load a
+    /// third more than its chemistry's figure, in a cold room at 7-11 °C: the counting and the curve promise charge
+    /// to spare while its readings already fall a few mV a day towards the cutoff. The forecast goes by the fall
+    /// and flags the cell a week and more before it stops.
+    @Test func readingsFallingTowardsTheCutoffOutweighTheCounting() throws {
+        var cell = Cell(used: 150)
+        var life = BatteryLife(description: BatteryDescription(chemistry: .cr2032))
+        func celsius(_ hour: Int) -> Double { 9 + 2 * sin(Double(hour) * 2 * .pi / 24) }
+        func loaded(_ cell: Cell, _ hour: Int) -> Double {
+            let chemistry = BatteryChemistry.cr2032
+            return chemistry.volts(chargeLeft: cell.left, shape: cell.shape)
+                - chemistry.sag(celsius: celsius(hour), chargeLeft: cell.left, scale: 1.3, coldness: 1.2)
+        }
+        var hours = 0
+        var forecasts: [(hour: Int, days: Double)] = []
+        while loaded(cell, hours) >= BatteryChemistry.cutoffVolts {
+            cell.hour()
+            hours += 1
+            life.observe(
+                micros: Int64(hours) * 3_600_000_000, millivolts: (loaded(cell, hours) * 1000).rounded(), celsius: celsius(hours),
+                advertisingCount: UInt32(cell.count), uptimeSeconds: cell.uptime)
+            if hours % 24 == 0, let forecast = life.forecast() { forecasts.append((hours, forecast.daysLeft)) }
+        }
+        let end = hours
+        // The ingest flags a cell with fewer than 30 days left (`--low-battery-days`).
+        let flagged = try #require(forecasts.first { $0.days < 30 })
+        #expect(Double(end - flagged.hour) / 24 >= 7, "first under 30 days \(Double(end - flagged.hour) / 24) days before the end")
+        // And stays flagged to the end (a straight line's fall runs late at the knee, never back over 30 days).
+        let lastTwoWeeks = forecasts.filter { Double(end - $0.hour) / 24 <= 14 }
+        #expect(!lastTwoWeeks.isEmpty && lastTwoWeeks.allSatisfy { $0.days < 30 }, "\(lastTwoWeeks)")
+    }
+
     @Test func aCellSwappedIsFoundAtItsFirstTransmissionAndARebootIsNot() throws {
         var life = BatteryLife(description: BatteryDescription(chemistry: .cr2032))
         var old = Cell()
