@@ -52,10 +52,12 @@ def main():
     with open(sys.argv[2]) as file:
         plan = json.load(file)
     profile = tempfile.mkdtemp(prefix="console-browser-")
+    # Chromium's own temporary files (its profile's singleton socket, which a terminated Chromium leaves behind)
+    # go under the profile, which goes at the end.
     browser = subprocess.Popen(
         [chromium, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--remote-debugging-port=0",
          f"--user-data-dir={profile}", "--window-size=1280,900", "about:blank"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=dict(os.environ, TMPDIR=profile))
     status = 0
     try:
         port_file = os.path.join(profile, "DevToolsActivePort")
