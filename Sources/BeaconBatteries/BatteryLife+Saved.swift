@@ -78,8 +78,7 @@ extension BatteryLife {
     /// Fits the cell's curve to what it has learned, unless fitted already.
     public mutating func fitCurve() {
         guard curve == nil, let last else { return }
-        curve = Self.fit(trajectory, chemistry: description.chemistry, capacity: capacity, priorSpread: priorSpread)
-        curveToday = median(ofDay: last.micros / Self.day)
+        refit(today: median(ofDay: last.micros / Self.day))
         followSeason()
     }
 }

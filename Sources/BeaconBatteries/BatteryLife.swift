@@ -79,6 +79,9 @@ public struct BatteryLife: Sendable {
     /// by `refitVolts` since (its median of hourly means: on a plateau, seldom).
     var curve: (k: Double, kLow: Double, kHigh: Double, shape: Double)?
     var curveToday: Double?
+    /// How the newest points of the trajectory fall (`fall(of:)`), measured with each fit: volts a counted mAh,
+    /// and the newest point.
+    var fall: (voltsPerMilliampHour: Float, counted: Float, volts: Float)?
     static let refitVolts = 0.005
     /// The counted consumption, mAh a day: from the counters' last day, else the description.
     var rateMilliampHoursPerDay: Double?
@@ -202,8 +205,7 @@ public struct BatteryLife: Sendable {
         coldest.removeAll { Int64(bucket - $0.bucket) * Self.temperatureBucket >= 7 * Self.day }
         let today = median(ofDay: micros / Self.day)
         if newPoint || swapped || curve == nil || abs((today ?? 0) - (curveToday ?? 0)) >= Self.refitVolts {
-            curve = Self.fit(trajectory, chemistry: description.chemistry, capacity: capacity, priorSpread: priorSpread)
-            curveToday = today
+            refit(today: today)
             seasonDue = true
         }
         if seasonDue { followSeason() }
@@ -266,29 +268,47 @@ public struct BatteryLife: Sendable {
         var forecast = Forecast(
             daysLeft: days(fit.k, seasonDays.k), daysLeftLow: days(fit.kHigh, seasonDays.kHigh), daysLeftHigh: days(fit.kLow, seasonDays.kLow),
             chargeLeft: max(0, 1 - fit.k * counted))
-        if let falling = daysByTheFall(cold: cold, perDay: perDay), falling < forecast.daysLeft {
+        if let falling = daysByTheFall(cold: cold, perDay: perDay, k: fit.k), falling < forecast.daysLeft {
             forecast.daysLeft = falling
             forecast.daysLeftLow = min(forecast.daysLeftLow, falling)
         }
         return forecast
     }
 
-    /// The days until the reading at the week's cold end falls to the cutoff at the pace the last week's points
-    /// fall: nil while they do not fall. Near the end a cell's readings fall day after day whatever its curve was
-    /// fitted to, and the fall only steepens.
-    func daysByTheFall(cold: Double, perDay: Double) -> Double? {
-        let recent = trajectory.suffix(Self.fallPoints)
-        guard recent.count >= 4, let first = recent.first, let newest = recent.last, newest.counted - first.counted > 0 else { return nil }
-        let meanCounted = recent.map(\.counted).reduce(0, +) / Double(recent.count)
-        let meanVolts = recent.map(\.volts).reduce(0, +) / Double(recent.count)
-        let spread = recent.map { ($0.counted - meanCounted) * ($0.counted - meanCounted) }.reduce(0, +)
-        guard spread > 0 else { return nil }
-        let slope = recent.map { ($0.counted - meanCounted) * ($0.volts - meanVolts) }.reduce(0, +) / spread
-        let perDayVolts = -slope * perDay
+    /// Fits the cell's curve to the trajectory and measures the fall of its newest points: both change only with it.
+    mutating func refit(today: Double?) {
+        let trajectory = self.trajectory
+        curve = Self.fit(trajectory, chemistry: description.chemistry, capacity: capacity, priorSpread: priorSpread)
+        curveToday = today
+        fall = Self.fall(of: trajectory.suffix(Self.fallPoints))
+    }
+
+    /// The least-squares slope of `recent` (volts a counted mAh) and its newest point; nil under four points or
+    /// when they span no charge.
+    static func fall(of recent: ArraySlice<(counted: Double, volts: Double)>) -> (voltsPerMilliampHour: Float, counted: Float, volts: Float)? {
+        guard recent.count >= 4, let first = recent.first, let newest = recent.last, newest.counted > first.counted else { return nil }
+        let count = Double(recent.count)
+        let meanCounted = recent.reduce(0) { $0 + $1.counted } / count
+        let meanVolts = recent.reduce(0) { $0 + $1.volts } / count
+        var spread = 0.0
+        var covariance = 0.0
+        for point in recent {
+            spread += (point.counted - meanCounted) * (point.counted - meanCounted)
+            covariance += (point.counted - meanCounted) * (point.volts - meanVolts)
+        }
+        return (Float(covariance / spread), Float(newest.counted), Float(newest.volts))
+    }
+
+    /// The days until the reading at the week's cold end falls to the cutoff at the pace the trajectory's newest
+    /// points fall: nil while they do not fall. Near the end a cell's readings fall day after day whatever its curve
+    /// was fitted to, and the fall only steepens.
+    func daysByTheFall(cold: Double, perDay: Double, k: Double) -> Double? {
+        guard let fall else { return nil }
+        let perDayVolts = -Double(fall.voltsPerMilliampHour) * perDay
         guard perDayVolts > Self.fallVoltsPerDay else { return nil }
         let chemistry = description.chemistry
-        let guessLeft = curve.map { max(0, 1 - $0.k * newest.counted) } ?? 0
-        let loaded = newest.volts - chemistry.sag(celsius: cold, chargeLeft: guessLeft) + chemistry.sag(celsius: 25, chargeLeft: guessLeft)
+        let left = max(0, 1 - k * Double(fall.counted))
+        let loaded = Double(fall.volts) - chemistry.sag(celsius: cold, chargeLeft: left) + chemistry.sag(celsius: 25, chargeLeft: left)
         return max(0, (loaded - description.cutoffVolts) / perDayVolts)
     }
 
