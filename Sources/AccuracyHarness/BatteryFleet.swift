@@ -71,6 +71,9 @@ public struct BatteryFleet: Sendable {
         public var cellsEnded = 0
         /// Cells first flagged less than 7 days before their end, or never.
         public var flaggedLate = 0
+        /// Of them, those stopped by a cold night with at least `chargeLeftInTheCold` of their charge left: cells
+        /// that run again once it is warmer.
+        public var flaggedLateInTheCold = 0
         /// Beacon-days flagged while more than twice `flagDays` remained.
         public var falseFlagDays = 0
         /// Swaps a reading can show (the new cell reads at least as far above the old one as the forecast's rule
@@ -93,6 +96,7 @@ public struct BatteryFleet: Sendable {
             daysWithout += other.daysWithout
             cellsEnded += other.cellsEnded
             flaggedLate += other.flaggedLate
+            flaggedLateInTheCold += other.flaggedLateInTheCold
             falseFlagDays += other.falseFlagDays
             swaps += other.swaps
             swapsFoundAtOnce += other.swapsFoundAtOnce
@@ -243,7 +247,10 @@ public struct BatteryFleet: Sendable {
                 for method in ["charge-and-voltage", "voltage-trend"] {
                     score(method, name) { entry in
                         entry.cellsEnded += 1
-                        if (flaggedSince[method].map { cellEnd - $0 < 7 * 86_400 } ?? true) { entry.flaggedLate += 1 }
+                        if (flaggedSince[method].map { cellEnd - $0 < 7 * 86_400 } ?? true) {
+                            entry.flaggedLate += 1
+                            if cell.chargeLeft >= Self.chargeLeftInTheCold { entry.flaggedLateInTheCold += 1 }
+                        }
                     }
                 }
             }
@@ -265,6 +272,9 @@ public struct BatteryFleet: Sendable {
             swapKeepsCounters: Bool.random(using: &random),
             rebootDays: (0..<(days / 100 + 1)).map { _ in Double.random(in: 0..<Double(days), using: &random) }.sorted())
     }
+
+    /// A cell that stops with at least this share of its charge left was stopped by the cold.
+    public static let chargeLeftInTheCold = 0.1
 
     /// The places' names, as the scores group them.
     static let placeNames = ["indoors", "cold room", "outdoors"]

@@ -80,13 +80,19 @@ public enum BatteryChemistry: String, CaseIterable, Sendable, Codable {
 
     /// The coldest temperature at which a cell with `fraction` of its charge left still reads `cutoffVolts` under a
     /// burst, °C (`sag` solved for the temperature); +∞ when its voltage at rest is at the cutoff or below.
-    public func coldestCarried(chargeLeft fraction: Double, shape: Double = 0.5, cutoffVolts: Double = Self.cutoffVolts) -> Double {
+    /// `scale` and `coldness` as for `sag`: a cell's own (`CellSag`).
+    public func coldestCarried(
+        chargeLeft fraction: Double, shape: Double = 0.5, cutoffVolts: Double = Self.cutoffVolts, scale: Double = 1, coldness: Double = 1
+    ) -> Double {
         let (atRoom, perTenKelvin) = sagParameters
         let used = 1 - min(1, max(0, fraction))
         let headroom = volts(chargeLeft: fraction, shape: shape) - cutoffVolts
         guard headroom > 0 else { return .infinity }
-        return 25 - 10 / perTenKelvin * log(headroom / (atRoom * (1 + 2 * used * used)))
+        return 25 - 10 / (perTenKelvin * coldness) * log(headroom / (scale * atRoom * (1 + 2 * used * used)))
     }
+
+    /// How the sag grows in the cold: e-fold for each 10 K colder, this many times.
+    var coldGrowthPerTenKelvin: Double { sagParameters.perTenKelvin }
 
     /// The two published curves (share of charge left, volts), each from full to empty.
     ///

@@ -15,12 +15,13 @@ extension BatteryLife {
         public var coldest: [(bucket: Int32, celsius: Float)]
         public var rateMilliampHoursPerDay: Double?
         public var season: SeasonalCold
+        public var cellSag: CellSag
 
         public init(
             fittedMicros: Int64?, swaps: Int, usedBeforeThisBootMilliampHours: Double, bootBaselineMilliampHours: Double,
             last: Reading?, recentHours: [(hour: Int32, sum: Float, count: Int32)], bandVolts: [Float],
             points: [(counted: Float, volts: Float)], coldest: [(bucket: Int32, celsius: Float)], rateMilliampHoursPerDay: Double?,
-            season: SeasonalCold = SeasonalCold()
+            season: SeasonalCold = SeasonalCold(), cellSag: CellSag = CellSag()
         ) {
             self.fittedMicros = fittedMicros
             self.swaps = swaps
@@ -33,6 +34,7 @@ extension BatteryLife {
             self.coldest = coldest
             self.rateMilliampHoursPerDay = rateMilliampHoursPerDay
             self.season = season
+            self.cellSag = cellSag
         }
 
         /// Within the bounds a battery life keeps (a day of hourly means, a week of temperatures, the bands, the
@@ -52,7 +54,8 @@ extension BatteryLife {
         Saved(
             fittedMicros: fittedMicros, swaps: swaps, usedBeforeThisBootMilliampHours: usedBeforeThisBootMilliampHours,
             bootBaselineMilliampHours: bootBaselineMilliampHours, last: last, recentHours: recentHours, bandVolts: bandVolts,
-            points: points, coldest: coldest, rateMilliampHoursPerDay: rateMilliampHoursPerDay, season: season)
+            points: points, coldest: coldest, rateMilliampHoursPerDay: rateMilliampHoursPerDay, season: season,
+            cellSag: cellSag)
     }
 
     /// The battery life that learned `saved`, for a cell as `description` says (the sites file may have named it
@@ -73,6 +76,7 @@ extension BatteryLife {
         coldest = saved.coldest
         rateMilliampHoursPerDay = saved.rateMilliampHoursPerDay
         season = saved.season
+        cellSag = saved.cellSag
     }
 
     /// Fits the cell's curve to what it has learned, unless fitted already.

@@ -28,7 +28,8 @@ public struct BatteryDescription: Sendable, Equatable {
 /// Charge counting: the counters give the adverts sent and the time awake since boot; with the charge an advert
 /// takes (`BatteryDescription`) they give the charge used, summed over reboots, since the cell was fitted. With the
 /// cell's nominal capacity that is a share of charge left, good to the spread of capacities (±10 %) and of the
-/// charge an advert really takes (±25 %). The voltage, corrected to a burst at 25 °C by the chemistry's sag, is kept
+/// charge an advert really takes (±25 %). The voltage, corrected to a burst at 25 °C by the cell's own sag (its
+/// chemistry's, as far as pairs of readings at other temperatures show it differs: `CellSag`), is kept
 /// a point a day (the median of its hourly means) against the charge counted, and the cell's curve is fitted to
 /// those points (`fit`, again each new day and when the day so far moves): where it lies between the chemistry's published curves,
 /// an offset of its own, and the share of the cell a counted mAh really takes, drawn towards 1 / capacity. On a coin
@@ -36,7 +37,8 @@ public struct BatteryDescription: Sendable, Equatable {
 /// cutoff at the cold end of the last week's temperatures (the 10th percentile of its 4-hour minima), at the rate
 /// the counters say, and never more than the readings' own fall over the last week gives, extrapolated to the cutoff
 /// at that cold end. A swapped cell (its voltage up by more than a reboot explains) starts again. What it keeps is
-/// bounded: 48 points, 24 hourly means, 42 temperatures and 24 bands' voltages, in single precision.
+/// bounded: 48 points, 24 hourly means, 42 temperatures and 24 bands' voltages, in single precision, and the sag's
+/// 43 sums.
 public struct BatteryLife: Sendable {
     /// One forecast.
     public struct Forecast: Sendable, Equatable {
@@ -90,6 +92,8 @@ public struct BatteryLife: Sendable {
     /// What following the season's cold adds to the days left at the fit's k, at its high k and at its low k, days:
     /// worked out when a 4-hour bucket closes and when the curve is fitted, and added to each forecast between.
     var seasonDays: (k: Float, kHigh: Float, kLow: Float) = (0, 0, 0)
+    /// The cell's own sag against its chemistry's, learned from its readings (`CellSag`).
+    var cellSag = CellSag()
 
     /// The newest transmission, as the forecast uses it.
     public struct Reading: Sendable {
@@ -101,14 +105,20 @@ public struct BatteryLife: Sendable {
         public var uptimeSeconds: Double
         /// The charge counted in this boot so far, mAh.
         public var bootMilliampHours: Double
+        /// The voltage as read, under a burst at `celsius` (nil in a state saved before it was kept).
+        public var loadedVolts: Double?
 
-        public init(micros: Int64, volts: Double, celsius: Double, advertisingCount: UInt32, uptimeSeconds: Double, bootMilliampHours: Double) {
+        public init(
+            micros: Int64, volts: Double, celsius: Double, advertisingCount: UInt32, uptimeSeconds: Double, bootMilliampHours: Double,
+            loadedVolts: Double?
+        ) {
             self.micros = micros
             self.volts = volts
             self.celsius = celsius
             self.advertisingCount = advertisingCount
             self.uptimeSeconds = uptimeSeconds
             self.bootMilliampHours = bootMilliampHours
+            self.loadedVolts = loadedVolts
         }
     }
 
@@ -136,8 +146,15 @@ public struct BatteryLife: Sendable {
         if let last, micros <= last.micros { return false }
         let celsius = celsius ?? last?.celsius ?? 25
         let chemistry = description.chemistry
-        let guessLeft = max(0, 1 - totalUsed(boot: last?.bootMilliampHours ?? 0) / capacity)
-        let volts = millivolts / 1000 + chemistry.sag(celsius: celsius, chargeLeft: guessLeft) - chemistry.sag(celsius: 25, chargeLeft: guessLeft)
+        // The share left by the curve's k when fitted, else by the capacity.
+        let guessLeft = max(0, 1 - totalUsed(boot: last?.bootMilliampHours ?? 0) * (curve?.k ?? 1 / capacity))
+        let volts = millivolts / 1000 + sag(celsius: celsius, chargeLeft: guessLeft) - sag(celsius: 25, chargeLeft: guessLeft)
+        // A swap's rise is measured on readings corrected by the chemistry's sag alone, which stays put while the
+        // cell's own is being learned.
+        func byChemistry(_ loaded: Double, _ celsius: Double) -> Double {
+            loaded + chemistry.sag(celsius: celsius, chargeLeft: guessLeft) - chemistry.sag(celsius: 25, chargeLeft: guessLeft)
+        }
+        let reading = byChemistry(millivolts / 1000, celsius)
         let advertCharge = description.chargePerAdvertMicrocoulombs / 3.6e6
         let sleepCharge = BatteryDescription.sleepMicroamps / 3.6e6
         let bootCharge = Double(advertisingCount) * advertCharge + uptimeSeconds * sleepCharge
@@ -145,8 +162,9 @@ public struct BatteryLife: Sendable {
         if let last {
             let rebooted = advertisingCount < last.advertisingCount || uptimeSeconds < last.uptimeSeconds
             let band = bandVolts[Self.band(celsius)]
-            let reference = !band.isNaN ? Double(band) : abs(celsius - last.celsius) <= Self.bandKelvin ? last.volts : nil
-            let rise = reference.map { volts - $0 } ?? 0
+            let previous = last.loadedVolts.map { byChemistry($0, last.celsius) } ?? last.volts
+            let reference = !band.isNaN ? Double(band) : abs(celsius - last.celsius) <= Self.bandKelvin ? previous : nil
+            let rise = reference.map { reading - $0 } ?? 0
             if rebooted {
                 usedBeforeThisBootMilliampHours += last.bootMilliampHours - bootBaselineMilliampHours
                 bootBaselineMilliampHours = 0
@@ -163,7 +181,11 @@ public struct BatteryLife: Sendable {
                 bandVolts = bandVolts.map { _ in .nan }
                 points = []
                 curve = nil
-            } else if !rebooted, micros > last.micros, bootCharge >= last.bootMilliampHours {
+                cellSag = CellSag()
+            } else if let before = last.loadedVolts, micros - last.micros <= CellSag.pairMicros {
+                cellSag.add(from: (before, last.celsius), to: (millivolts / 1000, celsius), chemistry: chemistry, chargeLeft: guessLeft)
+            }
+            if !swapped, !rebooted, micros > last.micros, bootCharge >= last.bootMilliampHours {
                 // The counters' own rate, smoothed over about a day.
                 let days = Double(micros - last.micros) / Double(Self.day)
                 let rate = (bootCharge - last.bootMilliampHours) / days
@@ -180,7 +202,8 @@ public struct BatteryLife: Sendable {
             addPoint(counted: totalUsed(boot: last.bootMilliampHours), volts: volts)
             newPoint = true
         }
-        last = Reading(micros: micros, volts: volts, celsius: celsius, advertisingCount: advertisingCount, uptimeSeconds: uptimeSeconds, bootMilliampHours: bootCharge)
+        last = Reading(micros: micros, volts: volts, celsius: celsius, advertisingCount: advertisingCount, uptimeSeconds: uptimeSeconds, bootMilliampHours: bootCharge,
+            loadedVolts: millivolts / 1000)
         let hour = Int32(truncatingIfNeeded: micros / Self.hour)
         if let index = recentHours.indices.last, recentHours[index].hour == hour {
             recentHours[index].sum += Float(volts)
@@ -188,7 +211,7 @@ public struct BatteryLife: Sendable {
         } else {
             recentHours.append((hour, Float(volts), 1))
         }
-        bandVolts[Self.band(celsius)] = Float(volts)
+        bandVolts[Self.band(celsius)] = Float(reading)
         recentHours.removeAll { hour - $0.hour >= Int32(Self.maximumHours) }
         let bucket = Int32(truncatingIfNeeded: micros / Self.temperatureBucket)
         // The season's days are worked out again when a 4-hour bucket closes or the curve is refitted.
@@ -213,6 +236,12 @@ public struct BatteryLife: Sendable {
     }
 
     static let hour: Int64 = 3_600_000_000
+
+    /// The cell's sag under a burst at `celsius`, volts: its chemistry's, as far as the cell's own differs.
+    func sag(celsius: Double, chargeLeft: Double) -> Double {
+        let own = cellSag.fitted
+        return description.chemistry.sag(celsius: celsius, chargeLeft: chargeLeft, scale: own.scale, coldness: own.coldness)
+    }
 
     /// The band of temperatures `celsius` falls in.
     static func band(_ celsius: Double) -> Int {
@@ -259,7 +288,8 @@ public struct BatteryLife: Sendable {
     public func forecast() -> Forecast? {
         guard let last, let fit = curve else { return nil }
         let cold = coldEnd
-        let cutoff = Self.cutoffChargeLeft(description.chemistry, celsius: cold, shape: fit.shape, cutoffVolts: description.cutoffVolts)
+        let cutoff = Self.cutoffChargeLeft(
+            description.chemistry, celsius: cold, shape: fit.shape, cutoffVolts: description.cutoffVolts, sag: cellSag.fitted)
         let counted = countedWithSelfDischarge
         let perDay = dailyUse(last)
         func days(_ k: Double, _ season: Float) -> Double {
@@ -278,7 +308,8 @@ public struct BatteryLife: Sendable {
     /// Fits the cell's curve to the trajectory and measures the fall of its newest points: both change only with it.
     mutating func refit(today: Double?) {
         let trajectory = self.trajectory
-        curve = Self.fit(trajectory, chemistry: description.chemistry, capacity: capacity, priorSpread: priorSpread)
+        curve = Self.fit(
+            trajectory, chemistry: description.chemistry, capacity: capacity, priorSpread: priorSpread, sagScale: cellSag.fitted.scale)
         curveToday = today
         fall = Self.fall(of: trajectory.suffix(Self.fallPoints))
     }
@@ -306,9 +337,8 @@ public struct BatteryLife: Sendable {
         guard let fall else { return nil }
         let perDayVolts = -Double(fall.voltsPerMilliampHour) * perDay
         guard perDayVolts > Self.fallVoltsPerDay else { return nil }
-        let chemistry = description.chemistry
         let left = max(0, 1 - k * Double(fall.counted))
-        let loaded = Double(fall.volts) - chemistry.sag(celsius: cold, chargeLeft: left) + chemistry.sag(celsius: 25, chargeLeft: left)
+        let loaded = Double(fall.volts) - sag(celsius: cold, chargeLeft: left) + sag(celsius: 25, chargeLeft: left)
         return max(0, (loaded - description.cutoffVolts) / perDayVolts)
     }
 
@@ -335,6 +365,7 @@ public struct BatteryLife: Sendable {
         guard let last, let fit = curve, let course = season.course(), course.amplitude >= Self.seasonAmplitude else { return }
         let chemistry = description.chemistry
         let cutoffVolts = description.cutoffVolts
+        let own = cellSag.fitted
         let cold = coldEnd
         let counted = countedWithSelfDischarge
         let perDay = dailyUse(last)
@@ -342,7 +373,7 @@ public struct BatteryLife: Sendable {
         // The cutoffs at the week's cold end and at the coldest and warmest the season's course will bring.
         let range = course.shiftRange(fromDay: today)
         let cutoffs = [cold, cold + range.lowerBound, cold + range.upperBound].map {
-            Self.cutoffChargeLeft(chemistry, celsius: $0, shape: fit.shape, cutoffVolts: cutoffVolts)
+            Self.cutoffChargeLeft(chemistry, celsius: $0, shape: fit.shape, cutoffVolts: cutoffVolts, sag: own)
         }
         func offset(_ k: Double) -> Float {
             let use = max(1e-12, k) * perDay
@@ -353,7 +384,8 @@ public struct BatteryLife: Sendable {
             let earliest = max(0, (left - cutoffs[1]) / use)
             let latest = min(max(0, (left - cutoffs[2]) / use), earliest + SeasonalCold.year)
             func stops(_ day: Double) -> Bool {
-                chemistry.coldestCarried(chargeLeft: left - use * day, shape: fit.shape, cutoffVolts: cutoffVolts)
+                chemistry.coldestCarried(
+                    chargeLeft: left - use * day, shape: fit.shape, cutoffVolts: cutoffVolts, scale: own.scale, coldness: own.coldness)
                     > cold + course.shift(fromDay: today, days: day)
             }
             // A week at a time (the season moves slowly), then a day at a time within the week it stops in.
@@ -383,7 +415,8 @@ public struct BatteryLife: Sendable {
     /// lies between the published ones, by least squares with the counting's prior on k; k's 90 % interval where
     /// the cost rises by 2.71.
     static func fit(
-        _ points: [(counted: Double, volts: Double)], chemistry: BatteryChemistry, capacity: Double, priorSpread: Double
+        _ points: [(counted: Double, volts: Double)], chemistry: BatteryChemistry, capacity: Double, priorSpread: Double,
+        sagScale: Double = 1
     ) -> (k: Double, kLow: Double, kHigh: Double, shape: Double) {
         let prior = 1 / capacity
         let priorSigma = prior * priorSpread
@@ -401,7 +434,7 @@ public struct BatteryLife: Sendable {
                 // The readings are corrected to a burst at 25 °C: the curve less the sag there.
                 let left = min(1, max(0, 1 - k * point.counted))
                 let low = BatteryChemistry.interpolate(curves.0, at: left)
-                bases[index] = point.volts - low + chemistry.sag(celsius: 25, chargeLeft: left)
+                bases[index] = point.volts - low + chemistry.sag(celsius: 25, chargeLeft: left, scale: sagScale)
                 spans[index] = BatteryChemistry.interpolate(curves.1, at: left) - low
             }
         }
@@ -446,13 +479,16 @@ public struct BatteryLife: Sendable {
 
     /// The share of charge left at which the cell, sagging at `celsius`, reads the cutoff.
     static func cutoffChargeLeft(
-        _ chemistry: BatteryChemistry, celsius: Double, shape: Double = 0.5, cutoffVolts: Double = BatteryChemistry.cutoffVolts
+        _ chemistry: BatteryChemistry, celsius: Double, shape: Double = 0.5, cutoffVolts: Double = BatteryChemistry.cutoffVolts,
+        sag: (scale: Double, coldness: Double) = (1, 1)
     ) -> Double {
         var low = 0.0
         var high = 1.0
         for _ in 0..<40 {
             let middle = (low + high) / 2
-            if chemistry.volts(chargeLeft: middle, shape: shape) - chemistry.sag(celsius: celsius, chargeLeft: middle) < cutoffVolts {
+            if chemistry.volts(chargeLeft: middle, shape: shape)
+                - chemistry.sag(celsius: celsius, chargeLeft: middle, scale: sag.scale, coldness: sag.coldness) < cutoffVolts
+            {
                 low = middle
             } else {
                 high = middle

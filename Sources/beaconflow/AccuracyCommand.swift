@@ -188,13 +188,13 @@ struct AccuracyCommand: AsyncParsableCommand {
         }
         func share(_ value: Double?) -> String { value.map { String(format: "%.1f %%", $0 * 100) } ?? "–" }
         func inDays(_ value: Double?) -> String { value.map { String(format: "%.1f d", $0) } ?? "–" }
-        print("| method | battery or place | error 15-90 days left (median) | days without a forecast | error under 15 days left (median) | cells ended | flagged under 7 days before | days flagged with > 60 left | swaps found at once |")
+        print("| method | battery or place | error 15-90 days left (median) | days without a forecast | error under 15 days left (median) | cells ended | flagged under 7 days before (of them stopped by the cold) | days flagged with > 60 left | swaps found at once |")
         print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
         for key in order.sorted() {
             guard let score = merged[key] else { continue }
             print(
                 "| \(score.method) | \(score.group) | \(share(score.medianRelativeError)) | \(score.daysWithout) | \(inDays(score.medianShortError)) | "
-                    + "\(score.cellsEnded) | \(score.flaggedLate) | \(score.falseFlagDays) | "
+                    + "\(score.cellsEnded) | \(score.flaggedLate) (\(score.flaggedLateInTheCold)) | \(score.falseFlagDays) | "
                     + (score.method == "charge-and-voltage" ? "\(score.swapsFoundAtOnce) of \(score.swaps)\(score.swapsHidden > 0 ? " (\(score.swapsHidden) no reading shows)" : "") |" : "– |"))
         }
     }

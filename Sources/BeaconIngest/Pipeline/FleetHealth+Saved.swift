@@ -23,8 +23,9 @@ public struct SavedBatteryState: Sendable {
 extension FleetHealth {
     /// A beacon's battery state is saved at most once in this much of its event time (and at once on a swap).
     static let saveEveryMicros: Int64 = 3_600_000_000
-    /// 2 adds the season's course of the cold; a state of 1 is read without it.
-    static let savedStateVersion: UInt8 = 2
+    /// 2 adds the season's course of the cold, 3 the cell's own sag and the newest voltage as read; an older
+    /// state is read without them.
+    static let savedStateVersion: UInt8 = 3
 
     /// The battery states due to be saved since the last call.
     public mutating func takeToSave() -> [SavedBatteryState] {
@@ -150,6 +151,8 @@ extension FleetHealth {
         writer.optional(life.rateMilliampHoursPerDay.map { Int64(bitPattern: $0.bitPattern) })
         for sum in life.season.sums { writer.double(sum) }
         writer.optional(life.season.newestBucket.map(Int64.init))
+        writer.optional(life.last?.loadedVolts.map { Int64(bitPattern: $0.bitPattern) })
+        for sum in life.cellSag.sums { writer.double(sum) }
         return writer.bytes
     }
 
@@ -188,7 +191,7 @@ extension FleetHealth {
                 last = BatteryLife.Reading(
                     micros: try reader.time(), volts: try reader.double(in: -100...100), celsius: try reader.double(in: -300...300),
                     advertisingCount: UInt32(try reader.int(in: 0...Int64(UInt32.max))), uptimeSeconds: try reader.double(in: 0...1e12),
-                    bootMilliampHours: try reader.double(in: 0...1e9))
+                    bootMilliampHours: try reader.double(in: 0...1e9), loadedVolts: nil)
             }
             var hours: [(hour: Int32, sum: Float, count: Int32)] = []
             for _ in 0..<(try reader.count(minimumBytes: 12)) { hours.append((try reader.int32(), try reader.float(), try reader.int32())) }
@@ -210,10 +213,20 @@ extension FleetHealth {
                 }
                 season = restored
             }
+            // The cell's own sag and the newest voltage as read, from the third version on.
+            var cellSag = CellSag()
+            if version >= 3 {
+                let loaded = try reader.optional().map { Double(bitPattern: UInt64(bitPattern: $0)) }
+                guard loaded.map({ (-100...100).contains($0) }) ?? true else { throw CheckpointError(code: .damaged, offset: reader.offset) }
+                last?.loadedVolts = loaded
+                let sums = try (0..<CellSag.sumCount).map { _ throws(CheckpointError) in try reader.double(in: -1e12...1e12) }
+                guard let restored = CellSag(sums: sums) else { throw CheckpointError(code: .damaged, offset: reader.offset) }
+                cellSag = restored
+            }
             let saved = BatteryLife.Saved(
                 fittedMicros: fitted, swaps: swaps, usedBeforeThisBootMilliampHours: used, bootBaselineMilliampHours: baseline,
                 last: last, recentHours: hours, bandVolts: bands, points: points, coldest: coldest, rateMilliampHoursPerDay: rate,
-                season: season)
+                season: season, cellSag: cellSag)
             guard let life = BatteryLife(description: description, restoring: saved) else {
                 throw CheckpointError(code: .damaged, offset: reader.offset)
             }
