@@ -1,3 +1,5 @@
+import Foundation
+
 /// How one cell's voltage under a burst sags against its chemistry's figure (`BatteryChemistry.sag`): its sag at
 /// room temperature and how much faster it grows in the cold. Cells of one chemistry differ here by tens of percent
 /// (maker, age, the beacon's burst), and a coin cell outdoors stops in the first night its own sag cannot carry.
@@ -43,17 +45,27 @@ public struct CellSag: Sendable, Equatable {
         chargeLeft: Double
     ) {
         guard earlier.celsius != later.celsius, earlier.volts.isFinite, later.volts.isFinite else { return }
+        // The sag at growth c is its value at 25 °C times e^(c·x), x the chemistry's growth from 25 °C to the
+        // temperature: for the grid's growths, powers of one step's factor.
+        let atRoom = chemistry.sag(celsius: 25, chargeLeft: chargeLeft)
+        let x1 = chemistry.coldGrowthPerTenKelvin * (25 - earlier.celsius) / 10
+        let x2 = chemistry.coldGrowthPerTenKelvin * (25 - later.celsius) / 10
+        let step = Self.growths[1] - Self.growths[0]
+        var grown1 = atRoom * exp(Self.growths[0] * x1)
+        var grown2 = atRoom * exp(Self.growths[0] * x2)
+        let factor1 = exp(step * x1)
+        let factor2 = exp(step * x2)
+        guard grown1.isFinite, grown2.isFinite, (grown1 * pow(factor1, Double(Self.growths.count))).isFinite,
+            (grown2 * pow(factor2, Double(Self.growths.count))).isFinite
+        else { return }
         let y = earlier.volts - later.volts
-        var changes = [Double](repeating: 0, count: Self.growths.count)
-        for (index, growth) in Self.growths.enumerated() {
-            changes[index] = chemistry.sag(celsius: later.celsius, chargeLeft: chargeLeft, coldness: growth)
-                - chemistry.sag(celsius: earlier.celsius, chargeLeft: chargeLeft, coldness: growth)
-            guard changes[index].isFinite else { return }
-        }
         sums[0] += y * y
-        for (index, g) in changes.enumerated() {
+        for index in Self.growths.indices {
+            let g = grown2 - grown1
             sums[1 + 2 * index] += g * g
             sums[2 + 2 * index] += y * g
+            grown1 *= factor1
+            grown2 *= factor2
         }
         fitted = Self.fit(sums)
     }
