@@ -8,7 +8,7 @@ import Testing
 /// Leases are renewed on their own session and thread: a writer busy for longer than a lease keeps its sites.
 @Suite(
     .enabled(if: MosquittoServer.executable != nil && PostgresServer.binaries != nil, "mosquitto or PostgreSQL is not installed"),
-    .timeLimit(.minutes(4)))
+    .timeLimit(.minutes(6)))
 struct LeaseKeeperTests {
     /// A site whose read-back at a claim takes several leases (a backlog of stored sightings, a 1 s lease) is kept
     /// by the instance that claimed it while a second instance watches every 100 ms for a lapsed lease: no site is
@@ -21,10 +21,21 @@ struct LeaseKeeperTests {
         let (client, _) = try await harness.client()
         defer { client.stop() }
         // 16 batches of 10,000 sightings, a second apart, then the site is handed over with the stop.
-        for sequence in UInt64(1)...16 {
-            try client.publish(
-                topic: "beaconflow/v1/hq/hq-a1/batch",
-                payload: try batchPayload(sequence: sequence, count: 10_000, start: 1_767_225_600_000_000 + Int64(sequence) * 10_000_000_000))
+        func publishBacklog() throws {
+            for sequence in UInt64(1)...16 {
+                try client.publish(
+                    topic: "beaconflow/v1/hq/hq-a1/batch",
+                    payload: try batchPayload(sequence: sequence, count: 10_000, start: 1_767_225_600_000_000 + Int64(sequence) * 10_000_000_000))
+            }
+        }
+        try publishBacklog()
+        try await harness.eventually("every batch stored or deferred", timeout: .seconds(120)) {
+            harness.ingest.statistics.batchesCommitted + harness.ingest.statistics.batchesDeferred >= 16
+        }
+        if harness.ingest.statistics.batchesCommitted < 16 {
+            // A batch that came while the ingest was reconnecting to PostgreSQL (on a loaded machine) was deferred,
+            // not acknowledged: sent again, as an agent sends what is not acknowledged (the others are duplicates).
+            try publishBacklog()
         }
         try await harness.eventually("the backlog is stored", timeout: .seconds(120)) { harness.ingest.statistics.batchesCommitted == 16 }
         try await harness.stop()
