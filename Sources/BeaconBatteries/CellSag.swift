@@ -44,7 +44,9 @@ public struct CellSag: Sendable, Equatable {
         from earlier: (volts: Double, celsius: Double), to later: (volts: Double, celsius: Double), chemistry: BatteryChemistry,
         chargeLeft: Double
     ) {
-        guard earlier.celsius != later.celsius, earlier.volts.isFinite, later.volts.isFinite else { return }
+        guard earlier.celsius != later.celsius, earlier.celsius.isFinite, later.celsius.isFinite, earlier.volts.isFinite,
+            later.volts.isFinite
+        else { return }
         // The sag at growth c is its value at 25 °C times e^(c·x), x the chemistry's growth from 25 °C to the
         // temperature: for the grid's growths, powers of one step's factor.
         let atRoom = chemistry.sag(celsius: 25, chargeLeft: chargeLeft)
@@ -55,9 +57,6 @@ public struct CellSag: Sendable, Equatable {
         var grown2 = atRoom * exp(Self.growths[0] * x2)
         let factor1 = exp(step * x1)
         let factor2 = exp(step * x2)
-        guard grown1.isFinite, grown2.isFinite, (grown1 * pow(factor1, Double(Self.growths.count))).isFinite,
-            (grown2 * pow(factor2, Double(Self.growths.count))).isFinite
-        else { return }
         let y = earlier.volts - later.volts
         sums[0] += y * y
         for index in Self.growths.indices {
