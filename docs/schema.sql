@@ -507,6 +507,7 @@ BEGIN
         days_left_high = coalesce(b.days_left_high, a.days_left_high),
         replace_by = coalesce(b.replace_by, a.replace_by),
         charge_left_pct = coalesce(b.charge_left_pct, a.charge_left_pct),
+        coldest_carried_c = coalesce(b.coldest_carried_c, a.coldest_carried_c),
         cell_since = coalesce(b.cell_since, a.cell_since),
         forecast = coalesce(b.forecast, a.forecast),
         url = coalesce(b.url, a.url),
@@ -818,6 +819,7 @@ CREATE TABLE beaconflow.beacon_state (
     charge_left_pct real,
     cell_since timestamp with time zone,
     forecast text,
+    coldest_carried_c real,
     CONSTRAINT beacon_state_forecast_check CHECK ((forecast = ANY (ARRAY['charge_counting'::text, 'voltage_trend'::text, 'percent_trend'::text]))),
     CONSTRAINT beacon_state_status_check CHECK ((status = ANY (ARRAY['ok'::text, 'low_battery'::text, 'stale'::text, 'rebooting'::text, 'cloned'::text])))
 );
@@ -851,7 +853,8 @@ CREATE VIEW beaconflow.beacon_health AS
     beacon_state.replace_by,
     beacon_state.charge_left_pct,
     beacon_state.cell_since,
-    beacon_state.forecast
+    beacon_state.forecast,
+    beacon_state.coldest_carried_c
    FROM beaconflow.beacon_state;
 
 ALTER TABLE beaconflow.beacon_health OWNER TO postgres;
@@ -968,7 +971,8 @@ CREATE VIEW beaconflow.battery_replacements AS
     h.battery_pct,
     h.status,
     l.zone_id AS last_zone_id,
-    h.last_seen
+    h.last_seen,
+    h.coldest_carried_c
    FROM (beaconflow.beacon_health h
      LEFT JOIN beaconflow.beacon_locations l USING (beacon_id))
   WHERE (h.replace_by IS NOT NULL);

@@ -74,6 +74,10 @@ public struct BatteryFleet: Sendable {
         /// Of them, those stopped by a cold night with at least `chargeLeftInTheCold` of their charge left: cells
         /// that run again once it is warmer.
         public var flaggedLateInTheCold = 0
+        /// For each of those, how much warmer the night that stopped it was than the coldest night it carried as
+        /// forecast a week before its end (`coldest_carried_c`), °C: above 0, the stop came at a night the forecast
+        /// said it would carry.
+        public var coldStopsMisjudged: [Double] = []
         /// Beacon-days flagged while more than twice `flagDays` remained.
         public var falseFlagDays = 0
         /// Swaps a reading can show (the new cell reads at least as far above the old one as the forecast's rule
@@ -97,6 +101,7 @@ public struct BatteryFleet: Sendable {
             cellsEnded += other.cellsEnded
             flaggedLate += other.flaggedLate
             flaggedLateInTheCold += other.flaggedLateInTheCold
+            coldStopsMisjudged += other.coldStopsMisjudged
             falseFlagDays += other.falseFlagDays
             swaps += other.swaps
             swapsFoundAtOnce += other.swapsFoundAtOnce
@@ -160,6 +165,8 @@ public struct BatteryFleet: Sendable {
             var uptime = cell.usedMilliampHours / perSecond
             var advertisingCount = uptime / beacon.intervalSeconds
             var flaggedSince: [String: Double] = [:]
+            /// The coldest night the cell carried, as forecast at the last daily score at least a week before its end.
+            var coldestCarriedAWeekBefore: Double?
             var swapped = false
             var nextReboot = 0
             let step = telemetryIntervalSeconds
@@ -192,6 +199,7 @@ public struct BatteryFleet: Sendable {
                     }
                     awaitingSwap = true
                     flaggedSince = [:]
+                    coldestCarriedAWeekBefore = nil
                 }
                 // As the beacon sends it: millivolts, 1/256 °C, whole adverts and tenths of a second.
                 let tlm = EddystoneTLM(
@@ -224,6 +232,7 @@ public struct BatteryFleet: Sendable {
                 let truth = (cellEnd - second) / 86_400
                 let health = counting.health(of: beaconID)
                 let old = trend.health(of: beaconID)
+                if cellEnd - second >= 7 * 86_400 { coldestCarriedAWeekBefore = health?.forecast?.coldestCarriedCelsius }
                 let forecasts: [(String, Double?, Bool)] = [
                     ("charge-and-voltage", health?.estimatedDaysLeft, health?.status == .lowBattery),
                     ("voltage-trend", old?.estimatedDaysLeft, old?.status == .lowBattery),
@@ -249,7 +258,12 @@ public struct BatteryFleet: Sendable {
                         entry.cellsEnded += 1
                         if (flaggedSince[method].map { cellEnd - $0 < 7 * 86_400 } ?? true) {
                             entry.flaggedLate += 1
-                            if cell.chargeLeft >= Self.chargeLeftInTheCold { entry.flaggedLateInTheCold += 1 }
+                            if cell.chargeLeft >= Self.chargeLeftInTheCold {
+                                entry.flaggedLateInTheCold += 1
+                                if method == "charge-and-voltage", let coldest = coldestCarriedAWeekBefore {
+                                    entry.coldStopsMisjudged.append(temperature(beacon, second: cellEnd) - coldest)
+                                }
+                            }
                         }
                     }
                 }

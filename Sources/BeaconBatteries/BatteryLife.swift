@@ -48,7 +48,14 @@ public struct BatteryLife: Sendable {
         public var daysLeftHigh: Double
         /// The share of its charge the cell has left.
         public var chargeLeft: Double
+        /// The coldest temperature at which the cell, with the charge it has left and its own sag, still reads above
+        /// its cutoff under a burst, °C, within `coldestCarriedRange`: a colder night would stop it now.
+        public var coldestCarriedCelsius: Double
     }
+
+    /// The bounds of `Forecast.coldestCarriedCelsius`: a cell that carries nights colder than -40 °C reads -40, one
+    /// at its cutoff even when warm +60.
+    public static let coldestCarriedRange = -40.0...60.0
 
     public var description: BatteryDescription
     /// When the cell now in the beacon was first heard or found fitted, µs.
@@ -295,9 +302,14 @@ public struct BatteryLife: Sendable {
         func days(_ k: Double, _ season: Float) -> Double {
             max(0, (1 - k * counted - cutoff) / (max(1e-12, k) * perDay) + Double(season))
         }
+        let chargeLeft = max(0, 1 - fit.k * counted)
+        let own = cellSag.fitted
+        let coldest = description.chemistry.coldestCarried(
+            chargeLeft: chargeLeft, shape: fit.shape, cutoffVolts: description.cutoffVolts, scale: own.scale, coldness: own.coldness)
         var forecast = Forecast(
             daysLeft: days(fit.k, seasonDays.k), daysLeftLow: days(fit.kHigh, seasonDays.kHigh), daysLeftHigh: days(fit.kLow, seasonDays.kLow),
-            chargeLeft: max(0, 1 - fit.k * counted))
+            chargeLeft: chargeLeft,
+            coldestCarriedCelsius: min(Self.coldestCarriedRange.upperBound, max(Self.coldestCarriedRange.lowerBound, coldest)))
         if let falling = daysByTheFall(cold: cold, perDay: perDay, k: fit.k), falling < forecast.daysLeft {
             forecast.daysLeft = falling
             forecast.daysLeftLow = min(forecast.daysLeftLow, falling)

@@ -90,7 +90,7 @@ public final class ConsoleSnapshots: Sendable {
                 SELECT json_agg(b) FROM (
                     SELECT loc.beacon_id, loc.label, loc.site_id, loc.zone_id, loc.present, loc.since, loc.last_heard,
                            h.battery_mv, h.battery_pct, h.temperature_c, h.status, h.replace_by, h.est_days_left,
-                           h.days_left_low, h.days_left_high
+                           h.days_left_low, h.days_left_high, h.coldest_carried_c
                     FROM loc LEFT JOIN beaconflow.beacon_health h USING (beacon_id)
                     ORDER BY loc.present DESC, loc.label IS NULL, loc.label, loc.beacon_id
                     LIMIT \(beaconLimit)) b), '[]'),

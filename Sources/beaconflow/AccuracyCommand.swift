@@ -197,6 +197,14 @@ struct AccuracyCommand: AsyncParsableCommand {
                     + "\(score.cellsEnded) | \(score.flaggedLate) (\(score.flaggedLateInTheCold)) | \(score.falseFlagDays) | "
                     + (score.method == "charge-and-voltage" ? "\(score.swapsFoundAtOnce) of \(score.swaps)\(score.swapsHidden > 0 ? " (\(score.swapsHidden) no reading shows)" : "") |" : "– |"))
         }
+        // How near the coldest night carried came, a week ahead, to the night that stopped the cells flagged late.
+        if let cold = merged["charge-and-voltage/all"], !cold.coldStopsMisjudged.isEmpty {
+            let sorted = cold.coldStopsMisjudged.sorted()
+            print(
+                "\nCells stopped by the cold and flagged late: \(sorted.count); the night that stopped each was warmer than the "
+                    + "coldest it carried as forecast a week before (coldest_carried_c) by "
+                    + String(format: "%.1f °C (median), %.1f-%.1f °C", sorted[sorted.count / 2], sorted[0], sorted[sorted.count - 1]))
+        }
     }
 
     /// Every method on each scenario; a table row per group of scenarios and method, or JSON per scenario.

@@ -36,7 +36,7 @@ struct BatteryStateStoreTests {
 
     static let forecast = """
         SELECT est_days_left, days_left_low, days_left_high, replace_by, charge_left_pct, cell_since, forecast, status,
-               battery_trend_mv_per_day
+               battery_trend_mv_per_day, coldest_carried_c
         FROM beaconflow.beacon_health WHERE beacon_id = '\(beaconID)'
         """
 
@@ -74,7 +74,10 @@ struct BatteryStateStoreTests {
             let batches = try Self.batches(days: 12)
             let once = try Self.run(conninfoThroughout, batches)
             let twice = try Self.run(conninfoRestarted, batches, restartAfter: 8 * 8)
-            #expect(once.count == 9 && once[6] == "charge_counting", "\(once)")
+            #expect(once.count == 10 && once[6] == "charge_counting", "\(once)")
+            // A cell at most a few weeks into its life, half of them at -5 °C: it carries nights far colder.
+            let coldest = try #require(once[9].flatMap(Double.init))
+            #expect(coldest < -15 && coldest >= -40, "\(once)")
             #expect(twice == once)
             let connection = try PostgresConnection(conninfoRestarted)
             #expect(try connection.query("SELECT cell_since = to_timestamp(\(Self.start) / 1e6) FROM beaconflow.beacon_health") == [["t"]])

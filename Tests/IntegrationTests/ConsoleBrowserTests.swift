@@ -84,14 +84,14 @@ struct ConsoleBrowserTests {
             ('ibeacon:spare:1:1', 'Spare', false, false), ('ibeacon:tag:1:10', 'Tag 10', false, false),
             ('ibeacon:tag:1:9', 'Tag 9', false, false);
         INSERT INTO beaconflow.beacon_state (beacon_id, site_id, last_seen, battery_mv, temperature_c, status, first_seen,
-                est_days_left, days_left_low, days_left_high, replace_by, forecast) VALUES
+                est_days_left, days_left_low, days_left_high, replace_by, forecast, coldest_carried_c) VALUES
             ('ibeacon:cart:1:7', 'hq', now() - interval '2 s', 2950, 21.5, 'ok', now() - interval '1 h',
-                250, 200, 300, now() + interval '200 days', 'charge_counting'),
+                250, 200, 300, now() + interval '200 days', 'charge_counting', -31.2),
             ('ibeacon:cart:1:8', 'hq', now() - interval '3 s', 2300, NULL, 'low_battery', now() - interval '1 h',
-                12, 9, 15, now() + interval '9 days', 'charge_counting'),
-            ('mac:AA:BB:CC:DD:EE:01', 'depot', now() - interval '5 s', NULL, NULL, 'ok', now() - interval '1 h', NULL, NULL, NULL, NULL, NULL),
-            ('mac:AA:BB:CC:DD:EE:02', 'depot', now() - interval '10 min', NULL, NULL, 'ok', now() - interval '1 h', NULL, NULL, NULL, NULL, NULL),
-            ('mac:AA:BB:CC:DD:EE:03', 'depot', now() - interval '1 s', NULL, NULL, 'ok', now() - interval '1 s', NULL, NULL, NULL, NULL, NULL);
+                12, 9, 15, now() + interval '9 days', 'charge_counting', 4.6),
+            ('mac:AA:BB:CC:DD:EE:01', 'depot', now() - interval '5 s', NULL, NULL, 'ok', now() - interval '1 h', NULL, NULL, NULL, NULL, NULL, NULL),
+            ('mac:AA:BB:CC:DD:EE:02', 'depot', now() - interval '10 min', NULL, NULL, 'ok', now() - interval '1 h', NULL, NULL, NULL, NULL, NULL, NULL),
+            ('mac:AA:BB:CC:DD:EE:03', 'depot', now() - interval '1 s', NULL, NULL, 'ok', now() - interval '1 s', NULL, NULL, NULL, NULL, NULL, NULL);
         INSERT INTO beaconflow.visits_raw (site_id, zone_id, beacon_id, enter_ts, exit_ts) VALUES
             ('hq', 'lobby', 'ibeacon:cart:1:7', now() - interval '20 min', NULL),
             ('hq', 'lab', 'ibeacon:cart:1:8', now() - interval '5 min', NULL),
@@ -160,9 +160,10 @@ struct ConsoleBrowserTests {
                 ",mac:AA:BB:CC:DD:EE:01,depot,yard,present", "Spare,ibeacon:spare:1:1,,,away", "Tag 9,ibeacon:tag:1:9,,,away",
                 "Tag 10,ibeacon:tag:1:10,,,away", ",mac:AA:BB:CC:DD:EE:02,depot,dock,away", ",mac:AA:BB:CC:DD:EE:03,depot,,away",
             ].joined(separator: "|"))
-        // The low battery and the cell to replace within 9 days, the days left on hover; the other cell's months away.
+        // The low battery and the cell to replace within 9 days, the days left and the coldest night it carries on
+        // hover; the other cell's months away.
         let nineDays = Date().addingTimeInterval(9 * 86_400).formatted(.iso8601.year().month().day())
-        #expect(values[7] == "0|2300 mV:,\(nineDays):12 days left (9-15)", "a label is text, never markup")
+        #expect(values[7] == "0|2300 mV:,\(nineDays):12 days left (9-15); carries nights down to 5 °C", "a label is text, never markup")
         // Searching (any case), a status filter, and a human age with its time on hover.
         #expect(values[9] == "Tag 9,Tag 10")
         #expect(values[10] == "ibeacon:cart:1:8")

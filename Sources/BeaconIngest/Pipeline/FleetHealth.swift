@@ -58,6 +58,8 @@ public struct BatteryForecast: Sendable, Equatable {
     public var replaceByMicros: Int64
     /// The share of its charge the cell has left, for charge counting.
     public var chargeLeft: Double?
+    /// The coldest temperature the cell carries now, °C, for charge counting (`BatteryLife.Forecast`).
+    public var coldestCarriedCelsius: Double?
     /// When the cell now in the beacon was first heard or found swapped for a fresh one, for charge counting, µs.
     public var cellSinceMicros: Int64?
 }
@@ -424,10 +426,8 @@ public struct FleetHealth: Sendable {
     public func health(of beaconID: String) -> BeaconHealth? {
         guard let beacon = beacons[beaconID] else { return nil }
         func slope(_ buckets: [BatteryBucket]) -> Double? {
-            Self.theilSenSlope(
-                buckets.map {
-                    (days: (Double($0.bucket) + 0.5) * Double(Self.bucketMicros) / 86_400_000_000, millivolts: $0.sum / Double($0.count))
-                })
+            TheilSenSlope.of(
+                buckets.map { (x: (Double($0.bucket) + 0.5) * Double(Self.bucketMicros) / 86_400_000_000, y: $0.sum / Double($0.count)) })
         }
         func daysLeft(level: Double, cutoff: Double, trend: Double?) -> Double? {
             guard let trend, trend < 0 else { return nil }
@@ -443,7 +443,7 @@ public struct FleetHealth: Sendable {
             forecast = BatteryForecast(
                 method: .chargeCounting, daysLeftLow: counted.daysLeftLow, daysLeftHigh: counted.daysLeftHigh,
                 replaceByMicros: read + Self.micros(days: counted.daysLeftLow), chargeLeft: counted.chargeLeft,
-                cellSinceMicros: life.fittedMicros)
+                coldestCarriedCelsius: counted.coldestCarriedCelsius, cellSinceMicros: life.fittedMicros)
         } else if let battery = beacon.batteryMillivolts {
             left = daysLeft(level: Double(battery), cutoff: configuration.cutoffMillivolts, trend: trend)
             low = Double(battery) <= configuration.lowBatteryMillivolts
@@ -475,22 +475,6 @@ public struct FleetHealth: Sendable {
     /// Days as µs, bounded to a century (a forecast on a full plateau can run to years).
     static func micros(days: Double) -> Int64 {
         Int64(min(max(0, days), 36_500) * 86_400_000_000)
-    }
-
-    /// The median of the slopes between every pair of points; nil with fewer than two points a day apart.
-    static func theilSenSlope(_ points: [(days: Double, millivolts: Double)]) -> Double? {
-        guard let first = points.first, let last = points.last, last.days - first.days >= 1 else { return nil }
-        var slopes: [Double] = []
-        slopes.reserveCapacity(points.count * (points.count - 1) / 2)
-        for i in points.indices {
-            for j in points.index(after: i)..<points.endIndex where points[j].days > points[i].days {
-                slopes.append((points[j].millivolts - points[i].millivolts) / (points[j].days - points[i].days))
-            }
-        }
-        guard !slopes.isEmpty else { return nil }
-        slopes.sort()
-        let middle = slopes.count / 2
-        return slopes.count % 2 == 1 ? slopes[middle] : (slopes[middle - 1] + slopes[middle]) / 2
     }
 
     public var trackedBeacons: Int { beacons.count }

@@ -51,11 +51,11 @@ struct BeaconStateStore {
             INSERT INTO beaconflow.beacon_state AS s (beacon_id, site_id, last_seen, battery_mv, battery_trend_mv_per_day,
                 est_days_left, temperature_c, reboots_7d, status, battery_pct, battery_trend_pct_per_day, kind, first_seen,
                 address, address_random, advertising_event, url, cloned_since, days_left_low, days_left_high, replace_by,
-                charge_left_pct, cell_since, forecast)
+                charge_left_pct, cell_since, forecast, coldest_carried_c)
             SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::integer[], $5::real[], $6::real[],
                 $7::real[], $8::integer[], $9::text[], $10::real[], $11::real[], $12::text[], $13::timestamptz[],
                 $14::macaddr[], $15::boolean[], $16::smallint[], $17::text[], $18::timestamptz[], $19::real[], $20::real[],
-                $21::timestamptz[], $22::real[], $23::timestamptz[], $24::text[])
+                $21::timestamptz[], $22::real[], $23::timestamptz[], $24::text[], $25::real[])
             ON CONFLICT (beacon_id) DO UPDATE SET
                 site_id = excluded.site_id,
                 last_seen = greatest(s.last_seen, excluded.last_seen),
@@ -81,6 +81,7 @@ struct BeaconStateStore {
                 replace_by = CASE WHEN excluded.forecast IS NULL THEN s.replace_by ELSE excluded.replace_by END,
                 charge_left_pct = CASE WHEN excluded.forecast IS NULL THEN s.charge_left_pct ELSE excluded.charge_left_pct END,
                 cell_since = CASE WHEN excluded.forecast IS NULL THEN s.cell_since ELSE excluded.cell_since END,
+                coldest_carried_c = CASE WHEN excluded.forecast IS NULL THEN s.coldest_carried_c ELSE excluded.coldest_carried_c END,
                 forecast = coalesce(excluded.forecast, s.forecast)
             """,
             [
@@ -96,6 +97,7 @@ struct BeaconStateStore {
                 rows.map { $0.forecast.map { PostgresTimestamp(unixMicros: $0.replaceByMicros) } },
                 rows.map { $0.forecast?.chargeLeft.map { $0 * 100 } },
                 rows.map { $0.forecast?.cellSinceMicros.map(PostgresTimestamp.init(unixMicros:)) }, rows.map { $0.forecast?.method.rawValue },
+                rows.map { $0.forecast?.coldestCarriedCelsius.map { ($0 * 10).rounded() / 10 } },
             ])
     }
 

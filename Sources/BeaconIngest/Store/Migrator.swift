@@ -47,6 +47,7 @@ enum Schema {
         PackageResources.v031_sql,
         PackageResources.v032_sql,
         PackageResources.v033_sql,
+        PackageResources.v034_sql,
 
     ].enumerated().map { Migration(version: $0.offset + 1, file: $0.element) }
 }
