@@ -165,6 +165,9 @@ public struct BatteryLife: Sendable {
         let advertCharge = description.chargePerAdvertMicrocoulombs / 3.6e6
         let sleepCharge = BatteryDescription.sleepMicroamps / 3.6e6
         let bootCharge = Double(advertisingCount) * advertCharge + uptimeSeconds * sleepCharge
+        // The charge counted up to the newest transmission before this one: the point of its day, should this one
+        // start the next (taken before a reboot moves the last boot's charge into the count before it).
+        let countedToLast = last.map { totalUsed(boot: $0.bootMilliampHours) }
         var swapped = false
         if let last {
             let rebooted = advertisingCount < last.advertisingCount || uptimeSeconds < last.uptimeSeconds
@@ -204,9 +207,9 @@ public struct BatteryLife: Sendable {
             // A cell first heard has been in use since the counters started, unless it was swapped without a reboot.
         }
         var newPoint = false
-        if let last, !swapped, micros / Self.day != last.micros / Self.day, let volts = median(ofDay: last.micros / Self.day) {
+        if let last, let countedToLast, !swapped, micros / Self.day != last.micros / Self.day, let volts = median(ofDay: last.micros / Self.day) {
             // The day is over: its point.
-            addPoint(counted: totalUsed(boot: last.bootMilliampHours), volts: volts)
+            addPoint(counted: countedToLast, volts: volts)
             newPoint = true
         }
         last = Reading(micros: micros, volts: volts, celsius: celsius, advertisingCount: advertisingCount, uptimeSeconds: uptimeSeconds, bootMilliampHours: bootCharge,
@@ -321,7 +324,8 @@ public struct BatteryLife: Sendable {
     mutating func refit(today: Double?) {
         let trajectory = self.trajectory
         curve = Self.fit(
-            trajectory, chemistry: description.chemistry, capacity: capacity, priorSpread: priorSpread, sagScale: cellSag.fitted.scale)
+            trajectory, chemistry: description.chemistry, capacity: capacity, priorSpread: priorSpread, sagScale: cellSag.fitted.scale,
+            previous: curve?.k)
         curveToday = today
         fall = Self.fall(of: trajectory.suffix(Self.fallPoints))
     }
@@ -425,10 +429,10 @@ public struct BatteryLife: Sendable {
 
     /// The cell's curve fitted to its trajectory: k, the share of the cell a counted mAh takes, and where its curve
     /// lies between the published ones, by least squares with the counting's prior on k; k's 90 % interval where
-    /// the cost rises by 2.71.
+    /// the cost rises by 2.71. `previous` is the k of the fit before.
     static func fit(
         _ points: [(counted: Double, volts: Double)], chemistry: BatteryChemistry, capacity: Double, priorSpread: Double,
-        sagScale: Double = 1
+        sagScale: Double = 1, previous: Double? = nil
     ) -> (k: Double, kLow: Double, kHigh: Double, shape: Double) {
         let prior = 1 / capacity
         let priorSigma = prior * priorSpread
@@ -461,10 +465,20 @@ public struct BatteryLife: Sendable {
             }
             return total
         }
-        // Coarse over k from half to twice the prior, then k in steps of 2 % around the best for every shape.
+        // Coarse over k from half to twice the prior, then k in steps of 2 % around the best for every shape. Near a
+        // knee the readings pin the charge left more finely than either step, and the valley of the cost may lie
+        // between the grid's points: the k of the fit before, and the k at which the newest reading sits on the
+        // middle curve, are tried too.
         let shapes = stride(from: 0.0, through: 1.0, by: 0.1).map { $0 }
         var best = (cost: Double.infinity, k: prior, shape: 0.5)
-        for k in stride(from: 0.5, through: 2.0, by: 0.1).map({ $0 * prior }) {
+        var seeds = stride(from: 0.5, through: 2.0, by: 0.1).map { $0 * prior }
+        if let previous { seeds.append(previous) }
+        if let newest = points.last, newest.counted > 0 {
+            var left = chemistry.chargeLeft(volts: newest.volts + chemistry.sag(celsius: 25, chargeLeft: 0.5, scale: sagScale))
+            left = chemistry.chargeLeft(volts: newest.volts + chemistry.sag(celsius: 25, chargeLeft: left, scale: sagScale))
+            seeds.append((1 - left) / newest.counted)
+        }
+        for k in seeds where k >= 0.5 * prior && k <= 2 * prior {
             prepare(k)
             for shape in shapes {
                 let value = cost(k, shape)

@@ -172,6 +172,32 @@ import Testing
         #expect(life.swaps == 1 && fitted.chargeLeft > 0.9)
     }
 
+    /// A reboot whose first transmission is the first of a new day: the day before gets its point with the charge
+    /// counted up to its own last transmission, once, and the forecast is the one of the same cell never rebooted.
+    @Test func aRebootAtTheTurnOfADayCountsTheDayOnce() throws {
+        var cell = Cell()
+        cell.used = 0.85 * cell.capacity
+        cell.uptime = 200 * 86_400
+        cell.count = cell.uptime / cell.interval
+        var steady = BatteryLife(description: BatteryDescription(chemistry: .cr2032))
+        var rebooted = steady
+        var offset = (count: 0.0, uptime: 0.0)
+        for hour in 1...(10 * 24) {
+            cell.hour()
+            let micros = Int64(hour) * 3_600_000_000
+            steady.observe(micros: micros, millivolts: cell.millivolts, celsius: 21, advertisingCount: UInt32(cell.count), uptimeSeconds: cell.uptime)
+            // The counters restart with the day's first transmission on day 4.
+            if hour == 4 * 24 { offset = (cell.count - 3600 / cell.interval, cell.uptime - 3600) }
+            rebooted.observe(
+                micros: micros, millivolts: cell.millivolts, celsius: 21, advertisingCount: UInt32(cell.count - offset.count),
+                uptimeSeconds: cell.uptime - offset.uptime)
+        }
+        let expected = try #require(steady.forecast())
+        let forecast = try #require(rebooted.forecast())
+        #expect(abs(forecast.chargeLeft - expected.chargeLeft) < 0.005, "\(forecast) against \(expected)")
+        #expect(abs(forecast.daysLeft - expected.daysLeft) <= 0.05 * expected.daysLeft, "\(forecast) against \(expected)")
+    }
+
     /// Transmissions delivered late (a batch resent after later ones were stored) leave the forecast as the
     /// transmissions in order gave it: their lower counters are not read as a reboot that counts the boot's charge
     /// twice.
