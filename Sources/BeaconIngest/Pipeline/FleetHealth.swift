@@ -352,10 +352,11 @@ public struct FleetHealth: Sendable {
     }
 
     private mutating func battery(beaconID: String, millivolts: Int32, timeMicros: Int64) {
-        guard var beacon = beacons[beaconID] else { return }
-        beacon.batteryMillivolts = millivolts
-        Self.add(Double(millivolts), at: timeMicros, to: &beacon.buckets)
-        beacons[beaconID] = beacon
+        beacons.update(beaconID) { entry in
+            guard entry != nil else { return }
+            entry!.batteryMillivolts = millivolts
+            Self.add(Double(millivolts), at: timeMicros, to: &entry!.buckets)
+        }
     }
 
     private static func add(_ level: Double, at timeMicros: Int64, to buckets: inout [BatteryBucket]) {
@@ -371,40 +372,48 @@ public struct FleetHealth: Sendable {
 
     /// Keeps a week of buckets and reboots; marks the battery state for saving once an hour of event time.
     private mutating func prune(_ beaconID: String, readAt timeMicros: Int64) {
-        guard var beacon = beacons[beaconID] else { return }
-        let horizon = beacon.lastSeenMicros - Self.window
-        beacon.buckets.removeAll { Int64($0.bucket) * Self.bucketMicros < horizon - Self.bucketMicros }
-        beacon.percentBuckets.removeAll { Int64($0.bucket) * Self.bucketMicros < horizon - Self.bucketMicros }
-        beacon.reboots.removeAll { $0 < horizon }
-        let hour = Int32(truncatingIfNeeded: timeMicros.floorDivided(by: Self.saveEveryMicros))
-        if hour > beacon.savedHour, beacon.hasBatteryState {
-            beacon.savedHour = hour
-            toSave.insert(beaconID)
+        let due = beacons.update(beaconID) { entry -> Bool in
+            guard entry != nil else { return false }
+            let horizon = entry!.lastSeenMicros - Self.window
+            // Written only when something is old enough to go (a report written is its box written).
+            func old(_ bucket: BatteryBucket) -> Bool { Int64(bucket.bucket) * Self.bucketMicros < horizon - Self.bucketMicros }
+            if entry!.buckets.contains(where: old) { entry!.buckets.removeAll(where: old) }
+            if entry!.percentBuckets.contains(where: old) { entry!.percentBuckets.removeAll(where: old) }
+            if entry!.reboots.contains(where: { $0 < horizon }) { entry!.reboots.removeAll { $0 < horizon } }
+            let hour = Int32(truncatingIfNeeded: timeMicros.floorDivided(by: Self.saveEveryMicros))
+            guard hour > entry!.savedHour, entry!.hasBatteryState else { return false }
+            entry!.savedHour = hour
+            return true
         }
-        beacons[beaconID] = beacon
+        if due { toSave.insert(beaconID) }
     }
 
     public mutating func telemetry(_ row: TelemetryRow, rebooted: Bool) {
         seen(ResolvedBeacon(id: row.beaconID), siteID: row.siteID, timeMicros: row.timeMicros)
-        guard var beacon = beacons[row.beaconID] else { return }
-        if let temperature = row.temperatureCelsius { beacon.temperatureCelsius = temperature }
-        if rebooted { beacon.reboots.append(row.timeMicros) }
-        if configuration.chargeCounting, let millivolts = row.batteryMillivolts {
-            var description = batteries[row.beaconID] ?? BatteryDescription()
-            description.cutoffVolts = configuration.cutoffMillivolts / 1000
-            var life = beacon.battery ?? BatteryLife(description: description)
+        var description: BatteryDescription?
+        if configuration.chargeCounting, row.batteryMillivolts != nil {
+            description = batteries[row.beaconID] ?? BatteryDescription()
+            description?.cutoffVolts = configuration.cutoffMillivolts / 1000
+        }
+        // Changed in place: the entry's reports and the forecast's arrays each held once, so nothing is copied.
+        let swapped = beacons.update(row.beaconID) { entry -> Bool in
+            guard entry != nil else { return false }
+            if let temperature = row.temperatureCelsius { entry!.temperatureCelsius = temperature }
+            if rebooted { entry!.reboots.append(row.timeMicros) }
+            guard let description, let millivolts = row.batteryMillivolts else { return false }
+            var life = entry!.battery ?? BatteryLife(description: description)
+            entry!.battery = nil
             life.description = description
             let swapped = life.observe(
                 micros: row.timeMicros, millivolts: Double(millivolts), celsius: row.temperatureCelsius,
                 advertisingCount: row.advertisingCount, uptimeSeconds: row.uptimeSeconds)
-            beacon.battery = life
-            // A fresh cell's trend starts afresh too, and is saved at once.
-            if swapped {
-                beacon.buckets = []
-                toSave.insert(row.beaconID)
-            }
+            entry!.battery = life
+            // A fresh cell's trend starts afresh too.
+            if swapped { entry!.buckets = [] }
+            return swapped
         }
-        beacons[row.beaconID] = beacon
+        // And a fresh cell is saved at once.
+        if swapped { toSave.insert(row.beaconID) }
         if let battery = row.batteryMillivolts {
             self.battery(beaconID: row.beaconID, millivolts: battery, timeMicros: row.timeMicros)
         }
