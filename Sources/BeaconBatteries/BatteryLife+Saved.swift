@@ -72,11 +72,24 @@ extension BatteryLife {
         last = saved.last
         recentHours = saved.recentHours
         bandVolts = saved.bandVolts
-        points = saved.points
+        points = Self.countedOnce(saved.points)
         coldest = saved.coldest
         rateMilliampHoursPerDay = saved.rateMilliampHoursPerDay
         season = saved.season
         cellSag = saved.cellSag
+    }
+
+    /// `points` without those whose charge counted lies above a later one's. The count only grows from one day's
+    /// point to the next; a state saved by an earlier version may hold a day whose reboot, with the next day's
+    /// first transmission, had its charge counted twice, and a curve fitted through it takes the cell for spent.
+    static func countedOnce(_ points: [(counted: Float, volts: Float)]) -> [(counted: Float, volts: Float)] {
+        var kept: [(counted: Float, volts: Float)] = []
+        var lowestLater = Float.infinity
+        for point in points.reversed() where point.counted <= lowestLater {
+            kept.append(point)
+            lowestLater = point.counted
+        }
+        return kept.reversed()
     }
 
     /// Fits the cell's curve to what it has learned, unless fitted already.

@@ -198,6 +198,42 @@ import Testing
         #expect(abs(forecast.daysLeft - expected.daysLeft) <= 0.05 * expected.daysLeft, "\(forecast) against \(expected)")
     }
 
+    /// A state saved with a day's point counted twice (as a reboot with the next day's first transmission once did)
+    /// is read without that point: the cell forecast goes on as the one saved without it.
+    @Test func aPointCountedTwiceInASavedStateIsDropped() throws {
+        var cell = Cell()
+        cell.used = 0.85 * cell.capacity
+        cell.uptime = 200 * 86_400
+        cell.count = cell.uptime / cell.interval
+        var life = BatteryLife(description: BatteryDescription(chemistry: .cr2032))
+        var hour = 0
+        func hours(_ count: Int, _ lives: inout [BatteryLife]) {
+            for _ in 0..<count {
+                cell.hour()
+                hour += 1
+                for index in lives.indices {
+                    lives[index].observe(
+                        micros: Int64(hour) * 3_600_000_000, millivolts: cell.millivolts, celsius: 21, advertisingCount: UInt32(cell.count),
+                        uptimeSeconds: cell.uptime)
+                }
+            }
+        }
+        var one = [life]
+        hours(10 * 24, &one)
+        life = one[0]
+        var damaged = life.saved
+        damaged.points[5].counted *= 2
+        var lives = [
+            try #require(BatteryLife(description: life.description, restoring: life.saved)),
+            try #require(BatteryLife(description: life.description, restoring: damaged)),
+        ]
+        hours(2 * 24, &lives)
+        let expected = try #require(lives[0].forecast())
+        let forecast = try #require(lives[1].forecast())
+        #expect(abs(forecast.chargeLeft - expected.chargeLeft) < 0.005, "\(forecast) against \(expected)")
+        #expect(abs(forecast.daysLeft - expected.daysLeft) <= 0.05 * expected.daysLeft, "\(forecast) against \(expected)")
+    }
+
     /// Transmissions delivered late (a batch resent after later ones were stored) leave the forecast as the
     /// transmissions in order gave it: their lower counters are not read as a reboot that counts the boot's charge
     /// twice.
