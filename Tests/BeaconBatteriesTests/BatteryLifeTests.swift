@@ -53,6 +53,15 @@ import Testing
             count += 3600 / interval
             uptime += 3600
         }
+
+        /// A cell `share` spent, its counters running for `days` since the beacon booted.
+        static func spent(_ share: Double, bootedDaysAgo days: Double) -> Cell {
+            var cell = Cell()
+            cell.used = share * cell.capacity
+            cell.uptime = days * 86_400
+            cell.count = cell.uptime / cell.interval
+            return cell
+        }
     }
 
     @Test func theForecastFollowsACellWhoseAdvertsTakeMoreThanNominal() throws {
@@ -142,10 +151,7 @@ import Testing
 
     @Test func aCellSwappedIsFoundAtItsFirstTransmissionAndARebootIsNot() throws {
         var life = BatteryLife(description: BatteryDescription(chemistry: .cr2032))
-        var old = Cell()
-        old.used = 0.8 * old.capacity
-        old.uptime = 200 * 86_400
-        old.count = old.uptime / old.interval
+        var old = Cell.spent(0.8, bootedDaysAgo: 200)
         var hour: Int64 = 0
         for _ in 0..<48 {
             old.hour()
@@ -175,10 +181,7 @@ import Testing
     /// A reboot whose first transmission is the first of a new day: the day before gets its point with the charge
     /// counted up to its own last transmission, once, and the forecast is the one of the same cell never rebooted.
     @Test func aRebootAtTheTurnOfADayCountsTheDayOnce() throws {
-        var cell = Cell()
-        cell.used = 0.85 * cell.capacity
-        cell.uptime = 200 * 86_400
-        cell.count = cell.uptime / cell.interval
+        var cell = Cell.spent(0.85, bootedDaysAgo: 200)
         var steady = BatteryLife(description: BatteryDescription(chemistry: .cr2032))
         var rebooted = steady
         var offset = (count: 0.0, uptime: 0.0)
@@ -201,11 +204,7 @@ import Testing
     /// A state saved with a day's point counted twice (as a reboot with the next day's first transmission once did)
     /// is read without that point: the cell forecast goes on as the one saved without it.
     @Test func aPointCountedTwiceInASavedStateIsDropped() throws {
-        var cell = Cell()
-        cell.used = 0.85 * cell.capacity
-        cell.uptime = 200 * 86_400
-        cell.count = cell.uptime / cell.interval
-        var life = BatteryLife(description: BatteryDescription(chemistry: .cr2032))
+        var cell = Cell.spent(0.85, bootedDaysAgo: 200)
         var hour = 0
         func hours(_ count: Int, _ lives: inout [BatteryLife]) {
             for _ in 0..<count {
@@ -218,14 +217,14 @@ import Testing
                 }
             }
         }
-        var one = [life]
-        hours(10 * 24, &one)
-        life = one[0]
-        var damaged = life.saved
+        var heard = [BatteryLife(description: BatteryDescription(chemistry: .cr2032))]
+        hours(10 * 24, &heard)
+        let saved = heard[0].saved
+        var damaged = saved
         damaged.points[5].counted *= 2
         var lives = [
-            try #require(BatteryLife(description: life.description, restoring: life.saved)),
-            try #require(BatteryLife(description: life.description, restoring: damaged)),
+            try #require(BatteryLife(description: heard[0].description, restoring: saved)),
+            try #require(BatteryLife(description: heard[0].description, restoring: damaged)),
         ]
         hours(2 * 24, &lives)
         let expected = try #require(lives[0].forecast())
@@ -238,10 +237,7 @@ import Testing
     /// transmissions in order gave it: their lower counters are not read as a reboot that counts the boot's charge
     /// twice.
     @Test func aTransmissionDeliveredLateChangesNothing() throws {
-        var cell = Cell()
-        cell.used = 0.6 * cell.capacity
-        cell.uptime = 100 * 86_400
-        cell.count = cell.uptime / cell.interval
+        var cell = Cell.spent(0.6, bootedDaysAgo: 100)
         var rows: [(micros: Int64, millivolts: Double, count: UInt32, uptime: Double)] = []
         for hour in 1...(10 * 24) {
             cell.hour()
