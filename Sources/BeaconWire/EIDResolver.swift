@@ -78,6 +78,21 @@ public struct EIDResolver: Sendable {
         return keyring.decrypt(frame, unixSeconds: unixSeconds).map { ($0.0, $0.1) }
     }
 
+    /// How many EIDs are computed and kept.
+    var computedEIDCount: Int { candidateEIDs.count }
+
+    /// Forgets the EIDs computed for the identity keys (`takeComputedEIDs`): for a saved copy of the resolver,
+    /// which then shares no storage with the one in use.
+    public mutating func forgetComputedEIDs() {
+        candidateEIDs = [:]
+    }
+
+    /// The EIDs `other` computed for the identity keys (each a function of its key, exponent and period alone, so
+    /// that a copy saved earlier may keep them while its answers go back to what they were).
+    public mutating func takeComputedEIDs(from other: EIDResolver) {
+        candidateEIDs = other.candidateEIDs
+    }
+
     private static func store<Key: Hashable, Value>(_ value: Value, at key: Key, in table: inout [Key: Value], bound: Int) {
         if table.count >= bound, table[key] == nil { table.removeAll() }
         table[key] = value

@@ -133,6 +133,44 @@ struct ZoneTables: Equatable {
         return tracker
     }
 
+    /// Five minutes of both agents' readings passed by the watermark at once (as a read-back gives them, or an
+    /// agent behind the others catching up), applied 500 readings at a time with the writer free to turn between
+    /// the pieces: the same visits and minutes as applied in one piece, in as many calls as pieces.
+    @Test func aBacklogAppliedInPiecesEndsLikeOneAppliedAtOnce() {
+        var readings = 0
+        func backlog() -> SiteZoneTracker {
+            var tracker = SiteZoneTracker(site: site)
+            readings = 0
+            for index in 0..<300 {
+                for agent in 0..<2 {
+                    let batch = batch(agent: agent, second: index)
+                    readings += batch.count
+                    tracker.add(batch, agent: "hq-a\(agent + 1)")
+                }
+            }
+            let end = start + 300 * second
+            for agent in ["hq-a1", "hq-a2"] { tracker.agentProgressed(agent, newestMicros: end, arrivalMicros: end) }
+            return tracker
+        }
+        // Past the lateness: the watermark moves without the agent that never sends.
+        let now = start + 325 * second
+        var whole = backlog()
+        var wholeTables = ZoneTables()
+        wholeTables.write(whole.advance(nowMicros: now))
+        #expect(!whole.hasReadyReadings)
+        var pieces = backlog()
+        var piecesTables = ZoneTables()
+        var calls = 0
+        repeat {
+            piecesTables.write(pieces.advance(nowMicros: now, applyingAtMost: 500))
+            calls += 1
+        } while pieces.hasReadyReadings && calls < 1_000
+        #expect(readings > 10_000 && calls == (readings + 499) / 500, "\(readings) readings in \(calls) calls")
+        #expect(!wholeTables.visits.isEmpty && !wholeTables.minutes.isEmpty)
+        #expect(piecesTables == wholeTables)
+        #expect(pieces.watermarkMicros == whole.watermarkMicros)
+    }
+
     /// Lost twice mid-stream (a minute and a half and a few seconds after a checkpoint), the tracker restored from
     /// its checkpoints ends with the same visits and minutes as one never lost, to the microsecond.
     @Test func aTrackerRestoredFromItsCheckpointEndsLikeOneNeverLost() throws {

@@ -191,6 +191,22 @@ import Testing
         #expect(resolver.resolve(eid: firstEID, unixSeconds: unix) == nil)
     }
 
+    /// A copy saved without the computed EIDs and given back those computed since answers as it did when saved
+    /// (what was resolved since is forgotten) without computing them again: the ingest's undone transaction.
+    @Test func aSavedResolverTakesBackTheEIDsComputedSince() {
+        let (key, unix, eid, _, _) = pairedFrames()
+        var resolver = EIDResolver(keyring: EddystoneKeyring(identities: [EddystoneIdentity(beaconID: "tag-1", identityKey: key)]))
+        var saved = resolver
+        saved.forgetComputedEIDs()
+        #expect(resolver.resolve(eid: eid, unixSeconds: unix, remembering: true)?.identity.beaconID == "tag-1")
+        #expect(resolver.computedEIDCount > 0)
+        saved.takeComputedEIDs(from: resolver)
+        #expect(saved.computedEIDCount == resolver.computedEIDCount)
+        // Remembered by the resolver, not by the copy: much later only the resolver still answers.
+        #expect(resolver.resolve(eid: eid, unixSeconds: unix + 100_000, remembering: true) != nil)
+        #expect(saved.resolve(eid: eid, unixSeconds: unix + 100_000, remembering: true) == nil)
+    }
+
     @Test func theResolverRemembersPairsAndStaysBounded() throws {
         let (key, unix, eid, tlm, etlm) = pairedFrames()
         let keyring = EddystoneKeyring(identities: [EddystoneIdentity(beaconID: "tag-1", identityKey: key)])

@@ -370,6 +370,7 @@ public struct IngestPipeline: Sendable {
         for part in Self.journaledParts { part.apply(&self, .begin) }
         var saved = self
         for part in Self.journaledParts { part.empty(&saved) }
+        saved.eids.forgetComputedEIDs()
         undo = [saved]
     }
 
@@ -384,6 +385,9 @@ public struct IngestPipeline: Sendable {
             part.apply(&self, .rollback)
             part.take(&saved, self)
         }
+        // The EIDs computed meanwhile are kept: an undone transaction tried again (after its connection was lost
+        // to the server's idle limit on a starved machine) must not pay for them again.
+        saved.eids.takeComputedEIDs(from: eids)
         self = saved
     }
 
@@ -411,9 +415,10 @@ public struct IngestPipeline: Sendable {
         }
     }
 
-    /// Moves a site's zone decisions as far as its watermark allows.
-    public mutating func advanceZones(site: String, nowMicros: Int64) -> [ZoneChange] {
-        zoneTrackers[site]?.advance(nowMicros: nowMicros) ?? []
+    /// Moves a site's zone decisions as far as its watermark allows, applying at most `limit` readings
+    /// (`SiteZoneTracker.advance`).
+    public mutating func advanceZones(site: String, nowMicros: Int64, applyingAtMost limit: Int = .max) -> [ZoneChange] {
+        zoneTrackers[site]?.advance(nowMicros: nowMicros, applyingAtMost: limit) ?? []
     }
 
     /// The sites', for when no batch arrives (idle agents stop holding a site back).

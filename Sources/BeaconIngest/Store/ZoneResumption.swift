@@ -20,8 +20,8 @@ public struct ZoneResumption: Sendable {
 /// Restores sites' zone trackers from the database (`resume`).
 struct ZoneResumer {
     let store: ZoneStore
-    /// Called after each page read back: the read-back is progress, so the writer counts as turning (busy, not
-    /// stuck) however long a large backlog takes.
+    /// Called after each page read back and each page of readings applied: the read-back is progress, so the
+    /// writer counts as turning (busy, not stuck) however long a large backlog takes.
     var pageApplied: () -> Void = {}
 
     /// How much event time one read of `replaySightings` covers at most, and how many sightings it aims at: a
@@ -117,8 +117,11 @@ struct ZoneResumer {
                 for (agent, time) in newestByAgent {
                     pipeline.agentProgressed(AgentKey(site: site, agent: agent), newestMicros: time, arrivalMicros: arrivalMicros)
                 }
-                try store.write(pipeline.advanceZones(site: site, nowMicros: arrivalMicros))
-                pageApplied()
+                // Readings held back by an agent behind the others may all be passed at once: a page at a time.
+                repeat {
+                    try store.write(pipeline.advanceZones(site: site, nowMicros: arrivalMicros, applyingAtMost: Self.replayPageSightings))
+                    pageApplied()
+                } while pipeline.zoneTrackers[site]?.hasReadyReadings == true
             }
             replayed += count
             from = through

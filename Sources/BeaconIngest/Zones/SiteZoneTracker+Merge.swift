@@ -23,9 +23,7 @@ extension SiteZoneTracker {
             beacons[beaconID] = state
             changes.append(.merged(site: site, addressBeaconID: addressBeaconID, beaconID: beaconID))
         }
-        for index in eventTime.pending.indices where eventTime.pending[index].beaconID == addressBeaconID {
-            eventTime.pending[index].beaconID = beaconID
-        }
+        eventTime.rename(addressBeaconID, to: beaconID)
         for (minute, perZone) in presence {
             presence[minute] = perZone.map { zone in
                 guard let seconds = zone[addressBeaconID] else { return zone }

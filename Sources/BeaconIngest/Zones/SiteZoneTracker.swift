@@ -220,22 +220,28 @@ public struct SiteZoneTracker: Sendable {
         add([BeaconReading(beaconID: beaconID, timeMicros: timeMicros, rssi: rssi)], agent: agent)
     }
 
+    /// Readings the watermark has passed wait for the next `advance` (a bounded one left them).
+    public var hasReadyReadings: Bool { eventTime.readyLeft }
+
     /// Records that an agent's batch arrived, holding readings up to `newestMicros` (its event-time progress).
     public mutating func agentProgressed(_ agent: String, newestMicros: Int64, arrivalMicros: Int64) {
         eventTime.progressed(agent, newestMicros: newestMicros, arrivalMicros: arrivalMicros)
     }
 
     /// Moves the watermark as far as the live agents allow and applies what it passed; `nowMicros` is the
-    /// ingest's clock (for idle agents).
-    public mutating func advance(nowMicros: Int64) -> [ZoneChange] {
+    /// ingest's clock (for idle agents). At most `limit` readings are applied: with more passed, the rest and the
+    /// minutes after them wait for the next call (`hasReadyReadings`), which applies them first, so that a backlog
+    /// read back is applied in pieces with the writer turning between them.
+    public mutating func advance(nowMicros: Int64, applyingAtMost limit: Int = .max) -> [ZoneChange] {
         var changes = eventTime.stateChanges(site: site, agentIDs: agentIDs, nowMicros: nowMicros, rules: rules)
-        guard let watermark = eventTime.advance(nowMicros: nowMicros, rules: rules, countingLagMicros: countingLagMicros) else {
-            return changes
-        }
-        for reading in eventTime.takeReady(through: watermark) {
+        let moved = eventTime.advance(nowMicros: nowMicros, rules: rules, countingLagMicros: countingLagMicros) != nil
+        guard moved || eventTime.readyLeft else { return changes }
+        let watermark = eventTime.watermarkMicros
+        for reading in eventTime.takeReady(through: watermark, atMost: limit) {
             countMinutes(through: reading.timeMicros, into: &changes)
             apply(reading, into: &changes)
         }
+        if eventTime.readyLeft { return changes }
         countMinutes(through: watermark, into: &changes)
         if watermark &- closedThroughMicros >= 1_000_000 || closedThroughMicros == .min {
             closedThroughMicros = watermark

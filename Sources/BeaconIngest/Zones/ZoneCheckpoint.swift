@@ -109,7 +109,7 @@ extension SiteZoneTracker {
             throw CheckpointError(code: .otherHistory, offset: input.offset)
         }
         var restored = self
-        restored.eventTime.pending = []
+        restored.eventTime.dropPending()
         // Every value is range-checked: a damaged or edited row must not reach the tracker's arithmetic.
         restored.eventTime.watermarkMicros = try input.time(also: [.min])
         restored.nextMinute = try input.optionalMinute()

@@ -10,12 +10,16 @@ extension SiteZoneTracker {
     /// past the counting lag after the site's newest reading.
     struct EventTime: Sendable {
         /// Readings the watermark has not passed yet.
-        var pending: [Reading] = []
+        private(set) var pending: [Reading] = []
         var agents: [String: AgentProgress] = [:]
         /// Agents of the sites file not heard yet, and when the first batch came.
         var unheardAgents: Set<String>
         var firstArrivalMicros: Int64?
         var watermarkMicros: Int64 = .min
+        /// Readings the watermark has passed are still waiting: a bounded `takeReady` left them for the next call.
+        var readyLeft = false
+        /// `pending` is in the order readings are applied (nothing added since it was sorted).
+        private var pendingInOrder = true
         /// Readings that came behind the watermark (stored as sightings, but too late to move zones).
         var lateReadings = 0
         var maximumPending = 2_000_000
@@ -33,6 +37,22 @@ extension SiteZoneTracker {
                 }
                 pending.append(
                     Reading(beaconID: reading.beaconID, agentNumber: agentNumber, timeMicros: reading.timeMicros, rssi: reading.rssi))
+                pendingInOrder = false
+            }
+        }
+
+        /// Forgets the waiting readings (a restored checkpoint: they are read back from the database).
+        mutating func dropPending() {
+            pending = []
+            pendingInOrder = true
+            readyLeft = false
+        }
+
+        /// Files the waiting readings of `beaconID` under `newID` (an address beacon merged into its identity).
+        mutating func rename(_ beaconID: String, to newID: String) {
+            for index in pending.indices where pending[index].beaconID == beaconID {
+                pending[index].beaconID = newID
+                pendingInOrder = false
             }
         }
 
@@ -69,10 +89,17 @@ extension SiteZoneTracker {
             return watermark
         }
 
-        /// Takes the waiting readings up to `watermark` (all of them when nil), in the order they are applied.
-        mutating func takeReady(through watermark: Int64? = nil) -> [Reading] {
-            pending.sort(by: SiteZoneTracker.inOrder)
-            let ready = watermark.map { limit in pending.partitioningIndex { $0.timeMicros > limit } } ?? pending.count
+        /// Takes the waiting readings up to `watermark` (all of them when nil), in the order they are applied, at
+        /// most `limit` of them: `readyLeft` says whether some the watermark passed are still waiting.
+        mutating func takeReady(through watermark: Int64? = nil, atMost limit: Int = .max) -> [Reading] {
+            // Sorted once for all the pieces of a backlog taken a piece at a time.
+            if !pendingInOrder {
+                pending.sort(by: SiteZoneTracker.inOrder)
+                pendingInOrder = true
+            }
+            let passed = watermark.map { limit in pending.partitioningIndex { $0.timeMicros > limit } } ?? pending.count
+            let ready = min(passed, limit)
+            readyLeft = ready < passed
             defer { pending.removeFirst(ready) }
             return Array(pending[..<ready])
         }
