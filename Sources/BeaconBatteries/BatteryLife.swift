@@ -260,8 +260,14 @@ public struct BatteryLife: Sendable {
 
     /// The median of the hourly mean voltages of a day, or nil when none were heard in it.
     func median(ofDay day: Int64) -> Double? {
-        let means = recentHours.filter { Int64($0.hour) * Self.hour / Self.day == day }.map { Double($0.sum) / Double($0.count) }.sorted()
-        return means.isEmpty ? nil : means[means.count / 2]
+        Self.quantile(0.5, ofAtMost: recentHours.count) { values in
+            var count = 0
+            for hour in recentHours where Int64(hour.hour) * Self.hour / Self.day == day {
+                values[count] = Double(hour.sum) / Double(hour.count)
+                count += 1
+            }
+            return count
+        }
     }
 
     /// The points a day, and the day so far as one more.
@@ -365,7 +371,12 @@ public struct BatteryLife: Sendable {
     static let fallVoltsPerDay = 0.002
 
     /// The cold end of the last week: the 10th percentile of its 4-hour minima, °C (25 °C before any).
-    var coldEnd: Double { Self.percentile(coldest.map { Double($0.celsius) }, 0.1) ?? 25 }
+    var coldEnd: Double {
+        Self.quantile(0.1, ofAtMost: coldest.count) { values in
+            for (index, cold) in coldest.enumerated() { values[index] = Double(cold.celsius) }
+            return coldest.count
+        } ?? 25
+    }
 
     /// The charge used a day, counted and self-discharged, mAh: before a day of counting, this boot's average.
     func dailyUse(_ last: Reading) -> Double {
@@ -523,9 +534,24 @@ public struct BatteryLife: Sendable {
         return high
     }
 
-    static func percentile(_ values: [Double], _ share: Double) -> Double? {
-        guard !values.isEmpty else { return nil }
-        let sorted = values.sorted()
-        return sorted[min(sorted.count - 1, Int(share * Double(sorted.count)))]
+    /// The value `share` of the way up those `fill` writes (returning how many) into room for `capacity`: the
+    /// sorted values' element at `share` × their count; nil for none. Every transmission reads a day's hours and a
+    /// week's temperatures this way, so the few dozen values are sorted on the stack, not in an array of their own.
+    static func quantile(_ share: Double, ofAtMost capacity: Int, _ fill: (UnsafeMutableBufferPointer<Double>) -> Int) -> Double? {
+        withUnsafeTemporaryAllocation(of: Double.self, capacity: max(1, capacity)) { values in
+            let count = fill(values)
+            guard count > 0 else { return nil }
+            // Insertion: at most 42 values.
+            for index in 1..<count {
+                let value = values[index]
+                var position = index
+                while position > 0, values[position - 1] > value {
+                    values[position] = values[position - 1]
+                    position -= 1
+                }
+                values[position] = value
+            }
+            return values[min(count - 1, Int(share * Double(count)))]
+        }
     }
 }
