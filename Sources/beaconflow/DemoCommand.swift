@@ -128,7 +128,12 @@ struct DemoCommand: AsyncParsableCommand {
                     siteID: site.id, agentID: agent.id, broker: brokerAddress,
                     spoolDirectory: home + "/spool/\(agent.id)")
                 configuration.statusInterval = .seconds(2)
-                configuration.drainTimeout = .seconds(30)
+                // At the end the agents wait for every batch to be acknowledged: on a busy machine the ingest may
+                // be reclaiming a site (after a reconnect) when the run ends. Ends as soon as all are acknowledged.
+                configuration.drainTimeout = .seconds(120)
+                // On loopback an acknowledgement comes within milliseconds: a batch sent before its site was
+                // served is sent again within the run, not at the drain's end.
+                configuration.acknowledgementTimeout = .seconds(5)
                 let source = SimulatorSource(simulator: simulator, site: site.id, agent: agent.id, speed: .factor(1))
                 agents.append(Agent(configuration: configuration, source: source, logger: logger))
             }
@@ -244,13 +249,17 @@ private struct DemoAgentsService: Service, CustomStringConvertible {
 
     func run() async throws {
         // Until the ingest serves every site: a batch sent before its site is claimed reaches no subscriber, and
-        // waits for the agent to send it again.
-        let deadline = ContinuousClock.now + .seconds(30)
+        // waits for the agent to send it again. A busy machine may take a while to start PostgreSQL's schema.
+        let deadline = ContinuousClock.now + .seconds(120)
         let sites = ingest.configuration.sites.sites.count
-        while !(ingest.statistics.mqttConnected && ingest.statistics.databaseConnected && ingest.statistics.sitesServed == sites),
-            ContinuousClock.now < deadline, !Task.isShuttingDownGracefully
-        {
+        var ready: Bool {
+            ingest.statistics.mqttConnected && ingest.statistics.databaseConnected && ingest.statistics.sitesServed == sites
+        }
+        while !ready, ContinuousClock.now < deadline, !Task.isShuttingDownGracefully {
             try? await Task.sleep(for: .milliseconds(20))
+        }
+        if !ready, !Task.isShuttingDownGracefully {
+            say("The ingest serves \(ingest.statistics.sitesServed) of \(sites) sites after 120 s; starting the agents anyway ...")
         }
         await withTaskGroup(of: Void.self) { group in
             for agent in agents { group.addTask { _ = try? await agent.run() } }

@@ -253,6 +253,18 @@ struct FaultTests {
         let standby = try ChildProcess(executable, restarted.arguments, standardErrorPath: work + "/standby-ingest.log")
         defer { standby.terminate() }
         try await Task.sleep(for: .seconds(19))
+        // Killed once it has saved a checkpoint (about 30 s in; later on a loaded machine), so that the standby
+        // takes over from one.
+        let checkpointDeadline = ContinuousClock.now + .seconds(60)
+        let restartedDatabase = restarted.database.conninfo
+        while ContinuousClock.now < checkpointDeadline {
+            let saved = try await onThread {
+                try PostgresConnection(restartedDatabase).query("SELECT count(*) FROM beaconflow.zone_checkpoints")
+                    .first?.decode(0, as: Int64.self)
+            }
+            if saved ?? 0 > 0 { break }
+            try await Task.sleep(for: .milliseconds(500))
+        }
         restarted.ingest.terminate(SIGKILL)
         _ = await restarted.ingest.exit()
 

@@ -391,7 +391,7 @@ struct IngestCommandTests {
 
 @Suite(
     .enabled(if: MosquittoServer.executable != nil && PostgresServer.binaries != nil, "mosquitto or PostgreSQL is not installed"),
-    .enabled(if: beaconflowExecutable != nil, "the beaconflow executable is not built"), .timeLimit(.minutes(3)),
+    .enabled(if: beaconflowExecutable != nil, "the beaconflow executable is not built"), .timeLimit(.minutes(5)),
     .serialized)
 struct DemoCommandTests {
     /// Processes whose command line mentions `directory` (the demo's servers run from it).
