@@ -3,7 +3,9 @@
 /// known to belong to, else of the EID last resolved from the same address within `pairingWindowSeconds`
 /// (Eddystone's intended association), else by trying each key. A pure state machine, bounded.
 public struct EIDResolver: Sendable {
-    public var keyring: EddystoneKeyring
+    public var keyring: EddystoneKeyring {
+        didSet { candidates = EIDCandidates() }
+    }
     /// How long an EID resolution stays usable for pairing eTLM frames from the same address, in seconds.
     public var pairingWindowSeconds: Int64 = 60
     /// Entries each table holds at most: past it the table starts afresh (what it forgot is resolved again).
@@ -14,15 +16,8 @@ public struct EIDResolver: Sendable {
     private var byBeacon: [String: EIDResolution] = [:]
     private var unresolvable: Set<UInt64> = []
     private var lastByAddress: [UInt64: (resolution: EIDResolution, unixSeconds: Int64)] = [:]
-    /// The EIDs computed for each identity key, rotation exponent and period start: a new EID is then matched
-    /// against every identity's candidates without computing them again.
-    private var candidateEIDs: [CandidatePeriod: UInt64] = [:]
-
-    private struct CandidatePeriod: Hashable {
-        var identityKey: [UInt8]
-        var rotationExponent: UInt8
-        var periodStart: UInt32
-    }
+    /// The identities' EIDs around the times seen, by value.
+    private var candidates = EIDCandidates()
 
     public init(keyring: EddystoneKeyring = EddystoneKeyring()) { self.keyring = keyring }
 
@@ -38,19 +33,7 @@ public struct EIDResolver: Sendable {
             if let known = byEID[eid] { return known }
             if unresolvable.contains(eid) { return nil }
         }
-        // Moved out while the keyring reads it: updated in place, not copied.
-        var computed = candidateEIDs
-        candidateEIDs = [:]
-        let bound = maximumRemembered
-        let found = keyring.resolve(eid: eid, unixSeconds: unixSeconds) { identity, exponent, start in
-            let period = CandidatePeriod(identityKey: identity.identityKey, rotationExponent: exponent, periodStart: start)
-            if let known = computed[period] { return known }
-            let value = EddystoneKeyring.eid(identityKey: identity.identityKey, rotationExponent: exponent, beaconTime: start)
-            Self.store(value, at: period, in: &computed, bound: bound)
-            return value
-        }
-        candidateEIDs = computed
-        guard let resolution = found else {
+        guard let resolution = candidates.resolve(eid, unixSeconds: unixSeconds, keyring: keyring, bound: maximumRemembered) else {
             if remembering { Self.insert(eid, into: &unresolvable, bound: maximumRemembered) }
             return nil
         }
@@ -79,18 +62,18 @@ public struct EIDResolver: Sendable {
     }
 
     /// How many EIDs are computed and kept.
-    var computedEIDCount: Int { candidateEIDs.count }
+    var computedEIDCount: Int { candidates.count }
 
     /// Forgets the EIDs computed for the identity keys (`takeComputedEIDs`): for a saved copy of the resolver,
     /// which then shares no storage with the one in use.
     public mutating func forgetComputedEIDs() {
-        candidateEIDs = [:]
+        candidates = EIDCandidates()
     }
 
     /// The EIDs `other` computed for the identity keys (each a function of its key, exponent and period alone, so
     /// that a copy saved earlier may keep them while its answers go back to what they were).
     public mutating func takeComputedEIDs(from other: EIDResolver) {
-        candidateEIDs = other.candidateEIDs
+        candidates = other.candidates
     }
 
     private static func store<Key: Hashable, Value>(_ value: Value, at key: Key, in table: inout [Key: Value], bound: Int) {

@@ -98,14 +98,22 @@ public struct EddystoneKeyring: Sendable {
         return try? EddystoneTLM(fields: &reader)
     }
 
-    private func candidateExponents(_ identity: EddystoneIdentity) -> ClosedRange<UInt8> {
+    /// The rotation exponents an identity's EIDs are tried with: its own, or every one when it is not known.
+    static func candidateExponents(_ identity: EddystoneIdentity) -> ClosedRange<UInt8> {
         identity.rotationExponent.map { $0...$0 } ?? 0...15
+    }
+
+    /// How many rotation periods either side of the expected one are tried: as many as the clock skew spans, at
+    /// least one.
+    func skewPeriods(rotationExponent: UInt8) -> Int64 {
+        let period = Int64(1) << Int64(rotationExponent)
+        return max(1, (clockSkewSeconds + period - 1) / period)
     }
 
     /// Rotation periods to try around the expected beacon time: the current one first, then outwards.
     private func candidateTimes(expected: Int64, rotationExponent: UInt8) -> [UInt32] {
         let period = Int64(1) << Int64(rotationExponent)
-        let steps = max(1, (clockSkewSeconds + period - 1) / period)
+        let steps = skewPeriods(rotationExponent: rotationExponent)
         var times: [UInt32] = []
         for step in 0...steps {
             for sign: Int64 in step == 0 ? [1] : [1, -1] {
@@ -115,24 +123,15 @@ public struct EddystoneKeyring: Sendable {
         return times
     }
 
-    /// Finds the registered beacon that broadcasts `eid` around `unixSeconds`.
+    /// Finds the registered beacon that broadcasts `eid` around `unixSeconds`, computing every candidate's EID
+    /// (`EIDResolver` indexes them instead).
     public func resolve(eid: UInt64, unixSeconds: Int64) -> EIDResolution? {
-        resolve(eid: eid, unixSeconds: unixSeconds) { identity, exponent, quantum in
-            Self.eid(identityKey: identity.identityKey, rotationExponent: exponent, beaconTime: quantum)
-        }
-    }
-
-    /// As `resolve(eid:unixSeconds:)`, with each candidate's EID from `eidOf(identity, rotation exponent, start of
-    /// the rotation period)`: a memo of them makes each candidate cost its two AES blocks once, not once per EID.
-    public func resolve(
-        eid: UInt64, unixSeconds: Int64, eidOf: (EddystoneIdentity, UInt8, UInt32) -> UInt64
-    ) -> EIDResolution? {
         for identity in identities {
-            for exponent in candidateExponents(identity) {
+            for exponent in Self.candidateExponents(identity) {
                 for time in candidateTimes(expected: unixSeconds + identity.clockOffsetSeconds, rotationExponent: exponent) {
                     // The temporary key takes the time's upper 16 bits, which a period's start keeps (K <= 15).
                     let quantum = Self.quantumStart(time, rotationExponent: exponent)
-                    if eidOf(identity, exponent, quantum) == eid {
+                    if Self.eid(identityKey: identity.identityKey, rotationExponent: exponent, beaconTime: quantum) == eid {
                         return EIDResolution(identity: identity, rotationExponent: exponent, beaconTime: quantum)
                     }
                 }

@@ -157,7 +157,11 @@ import Testing
     /// The resolver computes each candidate period's EID once and reuses it for the next EIDs; what it answers is
     /// what the keyring computes afresh: for each beacon, in the window and past it, after the keyring changes
     /// and past the bound.
-    @Test func theResolverAnswersAsTheKeyringWithItsCandidatesComputedOnce() {
+    /// Indexed (a bound the identities' windows fit in) or tried one by one (a bound they do not), the resolver
+    /// answers as the keyring does: for EIDs of each identity's own period, of the periods at the edges of the clock
+    /// skew and just past them, heard at times that move on, go back and jump.
+    @Test(arguments: [1_000, 200_000])
+    func theResolverAnswersAsTheKeyring(bound: Int) {
         var random = SystemRandomNumberGenerator()
         var identities: [EddystoneIdentity] = []
         for index in 0..<8 {
@@ -169,21 +173,28 @@ import Testing
         }
         let keyring = EddystoneKeyring(identities: identities, clockSkewSeconds: 600)
         var resolver = EIDResolver(keyring: keyring)
-        resolver.maximumRemembered = 1_000
+        resolver.maximumRemembered = bound
         let unix: Int64 = 1_700_000_000
         var resolved = 0
+        var refused = 0
         for identity in identities {
-            for heardAfter: Int64 in [0, 450, 5_000] {
+            for heardAfter: Int64 in [0, 450, -300, 5_000, 5_007] {
                 let exponent = identity.rotationExponent ?? 9
-                let beaconTime = UInt32(unix + identity.clockOffsetSeconds)
-                let eid = EddystoneKeyring.eid(identityKey: identity.identityKey, rotationExponent: exponent, beaconTime: beaconTime)
-                let expected = keyring.resolve(eid: eid, unixSeconds: unix + heardAfter)
-                #expect(resolver.resolve(eid: eid, unixSeconds: unix + heardAfter) == expected)
-                #expect(resolver.resolve(eid: eid ^ 0xFF, unixSeconds: unix + heardAfter) == nil)
-                if expected != nil { resolved += 1 }
+                let period = Int64(1) << Int64(exponent)
+                let steps = max(1, (keyring.clockSkewSeconds + period - 1) / period)
+                for shift in [0, steps, steps + 1, -steps, -steps - 1] {
+                    let beaconTime = UInt32(unix + identity.clockOffsetSeconds + shift * period)
+                    let eid = EddystoneKeyring.eid(identityKey: identity.identityKey, rotationExponent: exponent, beaconTime: beaconTime)
+                    let expected = keyring.resolve(eid: eid, unixSeconds: unix + heardAfter)
+                    #expect(resolver.resolve(eid: eid, unixSeconds: unix + heardAfter) == expected, "\(identity.beaconID) \(heardAfter) s, \(shift) periods")
+                    #expect(resolver.resolve(eid: eid ^ 0xFF, unixSeconds: unix + heardAfter) == nil)
+                    if expected != nil { resolved += 1 } else { refused += 1 }
+                }
             }
         }
-        #expect(resolved >= identities.count * 2, "the test's EIDs resolve inside the window")
+        #expect(resolved >= identities.count * 6 && refused >= identities.count * 8, "\(resolved) resolved, \(refused) refused")
+        #expect((resolver.computedEIDCount > 0) == (bound > EIDCandidates.windowSize(of: keyring)))
+        #expect(resolver.computedEIDCount <= bound)
         // A keyring without the first identity no longer resolves its EIDs, whatever was computed before.
         resolver.keyring = EddystoneKeyring(identities: Array(identities.dropFirst()), clockSkewSeconds: 600)
         let first = identities[0]

@@ -118,6 +118,33 @@ let benchmarks: @Sendable () -> Void = {
         for _ in benchmark.scaledIterations { blackHole(decodeAll(urls, decodingDataFrames: true, expandingURLs: true)) }
     }
 
+    // Eddystone-EID: ten minutes of a site with 20 registered keys without their rotation exponent (the sites
+    // file's), each new EID of one of them heard a second apart, resolved by the resolver (its candidates indexed by
+    // value) and by the keyring alone (every candidate computed and compared), the reference.
+    let keyring = EddystoneKeyring(
+        identities: (0..<20).map { index in
+            EddystoneIdentity(beaconID: "tag-\(index)", identityKey: (0..<16).map { UInt8(truncatingIfNeeded: index &* 31 &+ $0 &* 7) })
+        })
+    let eidStart: Int64 = 1_700_000_000
+    let heard = (0..<600).map { second -> UInt64 in
+        let identity = keyring.identities[second % 20]
+        // K = 4: a new EID every 16 s, each beacon's EIDs new as it is heard.
+        return EddystoneKeyring.eid(identityKey: identity.identityKey, rotationExponent: 4, beaconTime: UInt32(eidStart + Int64(second)))
+    }
+    Benchmark("Resolve 600 new EIDs of 20 keys without K, a second apart: indexed") { benchmark in
+        for _ in benchmark.scaledIterations {
+            var resolver = EIDResolver(keyring: keyring)
+            for (second, eid) in heard.enumerated() {
+                blackHole(resolver.resolve(eid: eid, unixSeconds: eidStart + Int64(second), remembering: true))
+            }
+        }
+    }
+    Benchmark("Resolve 600 new EIDs of 20 keys without K, a second apart: every candidate tried") { benchmark in
+        for _ in benchmark.scaledIterations {
+            for (second, eid) in heard.enumerated() { blackHole(keyring.resolve(eid: eid, unixSeconds: eidStart + Int64(second))) }
+        }
+    }
+
     // The batch format: what version 2's compression costs the agent (encoding) and the ingest (decoding), per
     // batch of 1,000 sightings; 1,000 batches per iteration.
     for version: UInt32 in [1, 2, 3] {
