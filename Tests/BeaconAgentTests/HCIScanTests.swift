@@ -114,7 +114,7 @@ func advertisingEvents(_ name: String, limit: Int) throws -> [[UInt8]] {
     return events
 }
 
-@Suite(.timeLimit(.minutes(1))) struct HCIScanTests {
+@Suite(.timeLimit(.minutes(5))) struct HCIScanTests {
     let logger = Logger(label: "hci-test")
 
     /// Runs the source against `controller` until `until` holds (or 5 s), then stops it: on a thread of its own, as

@@ -9,7 +9,7 @@ import Testing
 @Suite(
     .enabled(if: MosquittoServer.executable != nil && PostgresServer.binaries != nil, "mosquitto or PostgreSQL is not installed"),
     .enabled(if: beaconflowAgentExecutable != nil, "the beaconflow-agent executable is not built"),
-    .timeLimit(.minutes(3)))
+    .timeLimit(.minutes(5)))
 struct AgentProgramTests {
     @Test func itLoadsNoDatabaseLibrary() async throws {
         let lean = try await runProgram("/usr/bin/ldd", [try #require(beaconflowAgentExecutable)])

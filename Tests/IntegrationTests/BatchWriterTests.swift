@@ -41,7 +41,7 @@ func telemetryBatch(agent: String, sequence: UInt64, transmissions: [(timeMicros
     return try BatchReader.decode(try wire.wireBytes())
 }
 
-@Suite(.enabled(if: PostgresServer.binaries != nil, "PostgreSQL is not installed"), .timeLimit(.minutes(2)))
+@Suite(.enabled(if: PostgresServer.binaries != nil, "PostgreSQL is not installed"), .timeLimit(.minutes(5)))
 struct BatchWriterTests {
     @Test func aTransmissionIsOneTelemetryRowHoweverLateAndAcrossMidnight() async throws {
         let server = try await SharedDatabase.create()

@@ -12,7 +12,7 @@ import Testing
 /// to the lab.
 @Suite(
     .enabled(if: MosquittoServer.executable != nil && PostgresServer.binaries != nil, "mosquitto or PostgreSQL is not installed"),
-    .timeLimit(.minutes(3)))
+    .timeLimit(.minutes(5)))
 struct ClonedBeaconTests {
     static let scenario = """
         seed: 3

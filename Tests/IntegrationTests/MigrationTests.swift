@@ -6,7 +6,7 @@ import Logging
 import TestServers
 import Testing
 
-@Suite(.enabled(if: PostgresServer.binaries != nil, "PostgreSQL is not installed"), .timeLimit(.minutes(2)))
+@Suite(.enabled(if: PostgresServer.binaries != nil, "PostgreSQL is not installed"), .timeLimit(.minutes(5)))
 struct MigrationTests {
     let logger = Logger(label: "migration-test")
 

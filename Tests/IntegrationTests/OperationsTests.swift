@@ -128,7 +128,7 @@ import Testing
 
 @Suite(
     .enabled(if: MosquittoServer.executable != nil && PostgresServer.binaries != nil, "mosquitto or PostgreSQL is not installed"),
-    .enabled(if: beaconflowExecutable != nil, "the beaconflow executable is not built"), .timeLimit(.minutes(3)))
+    .enabled(if: beaconflowExecutable != nil, "the beaconflow executable is not built"), .timeLimit(.minutes(5)))
 struct IngestCommandTests {
     /// A scrape as Prometheus wants it: `promtool check metrics` passes (every family has its HELP and TYPE, names
     /// as the conventions ask), every family is one of `families`, the build or the process, and the process's

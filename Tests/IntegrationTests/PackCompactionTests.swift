@@ -11,7 +11,7 @@ import WorkQueue
 /// Closed minutes compacted to one pack per agent, beacon and minute, against a real PostgreSQL: the views show
 /// the same sightings before and after, doing it again changes nothing, a late batch is merged in later, and a
 /// compaction that dies before it commits leaves everything as it was.
-@Suite(.enabled(if: PostgresServer.binaries != nil, "PostgreSQL is not installed"), .timeLimit(.minutes(3)))
+@Suite(.enabled(if: PostgresServer.binaries != nil, "PostgreSQL is not installed"), .timeLimit(.minutes(5)))
 struct PackCompactionTests {
     static let beacons = (1...3).map { "ibeacon:e2c56db5-dffb-48d2-b060-d0f5a71096e0:7:\($0)" }
 

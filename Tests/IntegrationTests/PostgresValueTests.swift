@@ -5,7 +5,7 @@ import Testing
 
 /// Parameters go to the server in binary with their types, and rows come back typed: checked against a real
 /// server, which reads each value back as text.
-@Suite(.enabled(if: PostgresServer.binaries != nil, "PostgreSQL is not installed"), .timeLimit(.minutes(2)))
+@Suite(.enabled(if: PostgresServer.binaries != nil, "PostgreSQL is not installed"), .timeLimit(.minutes(5)))
 struct PostgresValueTests {
     @Test func parametersReachTheServerAsTheirTypes() async throws {
         let server = try await SharedDatabase.create()

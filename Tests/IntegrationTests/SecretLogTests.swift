@@ -8,7 +8,7 @@ import Testing
 @Suite(
     .enabled(if: MosquittoServer.executable != nil && PostgresServer.binaries != nil, "mosquitto or PostgreSQL is not installed"),
     .enabled(if: beaconflowExecutable != nil, "the beaconflow executable is not built"),
-    .timeLimit(.minutes(3)))
+    .timeLimit(.minutes(5)))
 struct SecretLogTests {
     @Test func noCommandLogsADatabasePasswordBrokerPasswordOrTokenAtDebugLevel() async throws {
         let executable = try #require(beaconflowExecutable)

@@ -6,7 +6,7 @@ import Logging
 import TestServers
 import Testing
 
-@Suite(.enabled(if: PostgresServer.binaries != nil, "PostgreSQL is not installed"), .timeLimit(.minutes(2)))
+@Suite(.enabled(if: PostgresServer.binaries != nil, "PostgreSQL is not installed"), .timeLimit(.minutes(5)))
 struct SensorReadingStorageTests {
     @Test func readingsAreStoredOncePerTransmissionAcrossRestartsWithHealthLabelsAndDeviceInformation() async throws {
         let server = try await SharedDatabase.create()

@@ -8,7 +8,7 @@ import Testing
 
 /// The store's parts on their own, against a real PostgreSQL: the transaction helper, the transmission
 /// deduplicator of both kinds, and the batch ledger.
-@Suite(.enabled(if: PostgresServer.binaries != nil, "PostgreSQL is not installed"), .timeLimit(.minutes(2)))
+@Suite(.enabled(if: PostgresServer.binaries != nil, "PostgreSQL is not installed"), .timeLimit(.minutes(5)))
 struct StoreTests {
     /// In-memory state that counts what it was told, and what it had when its transaction began.
     struct Counter: TransactionalState {

@@ -8,7 +8,7 @@ import Testing
 
 /// The frames a beacon sends before any receiver of its site has heard its identity, against PostgreSQL: they wait
 /// in `waiting_frames`, across a restart, and are stored as the beacon's once its identity comes.
-@Suite(.enabled(if: PostgresServer.binaries != nil, "PostgreSQL is not installed"), .timeLimit(.minutes(2)))
+@Suite(.enabled(if: PostgresServer.binaries != nil, "PostgreSQL is not installed"), .timeLimit(.minutes(5)))
 struct WaitingFramesTests {
     static let start: Int64 = 1_767_225_600_000_000
     static let ibeacon = "ibeacon:e2c56db5-dffb-48d2-b060-d0f5a71096e0:1:2"

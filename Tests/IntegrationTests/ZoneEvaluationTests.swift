@@ -68,7 +68,7 @@ struct ZoneEvaluationTests {
     }
 }
 
-@Suite(.enabled(if: beaconflowExecutable != nil, "the beaconflow executable is not built"), .serialized, .timeLimit(.minutes(3)))
+@Suite(.enabled(if: beaconflowExecutable != nil, "the beaconflow executable is not built"), .serialized, .timeLimit(.minutes(5)))
 struct AccuracyCommandTests {
     @Test func badArgumentsAreNamed() async throws {
         let executable = try #require(beaconflowExecutable)
