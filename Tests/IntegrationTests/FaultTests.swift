@@ -257,14 +257,16 @@ struct FaultTests {
         // takes over from one.
         let checkpointDeadline = ContinuousClock.now + .seconds(60)
         let restartedDatabase = restarted.database.conninfo
+        var checkpoints: Int64 = 0
         while ContinuousClock.now < checkpointDeadline {
-            let saved = try await onThread {
+            checkpoints = try await onThread {
                 try PostgresConnection(restartedDatabase).query("SELECT count(*) FROM beaconflow.zone_checkpoints")
-                    .first?.decode(0, as: Int64.self)
+                    .first?.decode(0, as: Int64.self) ?? 0
             }
-            if saved ?? 0 > 0 { break }
+            if checkpoints > 0 { break }
             try await Task.sleep(for: .milliseconds(500))
         }
+        #expect(checkpoints > 0, "the restarted ingest saved no zone checkpoint within 60 s of its first 21")
         restarted.ingest.terminate(SIGKILL)
         _ = await restarted.ingest.exit()
 
