@@ -105,6 +105,8 @@ public struct SitesConfiguration: Sendable, Equatable {
         public var label: String?
         /// 16 bytes, for EID resolution and eTLM decryption.
         public var identityKey: [UInt8]?
+        /// K, when known: the beacon's EID rotates every 2^K s. Without it every K from 0 to 15 is tried.
+        public var eidRotationExponent: UInt8?
         /// 16 bytes, for decrypting BTHome (the beacon id is then `mac:<address>`, the address being the nonce's).
         public var bthomeBindkey: [UInt8]?
         /// 16 bytes, most significant first: a phone's or watch's identity resolving key, which ties each of its
@@ -115,12 +117,13 @@ public struct SitesConfiguration: Sendable, Equatable {
         public var battery: BatteryDescription?
 
         public init(
-            id: String, label: String? = nil, identityKey: [UInt8]? = nil, bthomeBindkey: [UInt8]? = nil, irk: [UInt8]? = nil,
-            battery: BatteryDescription? = nil
+            id: String, label: String? = nil, identityKey: [UInt8]? = nil, eidRotationExponent: UInt8? = nil, bthomeBindkey: [UInt8]? = nil,
+            irk: [UInt8]? = nil, battery: BatteryDescription? = nil
         ) {
             self.id = id
             self.label = label
             self.identityKey = identityKey
+            self.eidRotationExponent = eidRotationExponent
             self.bthomeBindkey = bthomeBindkey
             self.irk = irk
             self.battery = battery
@@ -147,7 +150,7 @@ public struct SitesConfiguration: Sendable, Equatable {
     /// Identity keys of the registry, for the Eddystone keyring.
     public var identities: [EddystoneIdentity] {
         beacons.compactMap { beacon in
-            beacon.identityKey.map { EddystoneIdentity(beaconID: beacon.id, identityKey: $0) }
+            beacon.identityKey.map { EddystoneIdentity(beaconID: beacon.id, identityKey: $0, rotationExponent: beacon.eidRotationExponent) }
         }
     }
 
@@ -377,7 +380,9 @@ extension SitesConfiguration.Agent {
 extension SitesConfiguration.Beacon {
     init(reading entry: SitesFileEntry) throws(SitesError) {
         let place = entry.place
-        try entry.allowOnly(["id", "label", "identity_key", "bthome_bindkey", "irk", "battery", "battery_mah", "transmit_power_dbm"])
+        try entry.allowOnly([
+            "id", "label", "identity_key", "eid_rotation_exponent", "bthome_bindkey", "irk", "battery", "battery_mah", "transmit_power_dbm",
+        ])
         guard let id = entry.text("id"), !id.isEmpty else { throw SitesError("\(place).id is missing") }
         self.id = id
         func key(_ name: String) throws(SitesError) -> [UInt8]? {
@@ -400,6 +405,13 @@ extension SitesConfiguration.Beacon {
         }
         label = entry.text("label")
         identityKey = try key("identity_key")
+        if entry.has("eid_rotation_exponent") {
+            guard let exponent = entry.integer("eid_rotation_exponent"), (0...15).contains(exponent) else {
+                throw SitesError("\(place).eid_rotation_exponent must be an integer from 0 to 15")
+            }
+            guard identityKey != nil else { throw SitesError("\(place).eid_rotation_exponent needs the beacon's identity_key") }
+            eidRotationExponent = UInt8(exponent)
+        }
         if let text = entry.text("irk") {
             irk = try Self.irk(text, place: place)
             guard BeaconIdentity.Kind(of: id) == nil else {
