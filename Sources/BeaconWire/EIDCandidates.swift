@@ -2,10 +2,13 @@
 /// indexed by value: a new EID is one lookup, and each candidate's two AES blocks are computed once, as the times
 /// seen move on, instead of every identity's candidates being tried for each EID. A cache: its answers are the
 /// keyring's (`EddystoneKeyring.resolve`), bounded by `bound` entries, past which EIDs are tried one by one.
-struct EIDCandidates: Sendable {
+public struct EIDCandidates: Sendable {
     /// Unix seconds whose candidate periods are all indexed (nil: none).
-    private(set) var covered: ClosedRange<Int64>?
+    public private(set) var covered: ClosedRange<Int64>?
     private var byValue: [UInt64: Candidate] = [:]
+
+    /// None indexed.
+    public init() {}
 
     /// An identity (its index in the keyring), a rotation exponent and the start of a rotation period.
     private struct Candidate: Sendable {
@@ -18,7 +21,8 @@ struct EIDCandidates: Sendable {
     /// kept for ever, and one more window costs what 10 minutes of new periods do.
     static let coveredSpanSeconds: Int64 = 600
 
-    var count: Int { byValue.count }
+    /// How many candidate EIDs are indexed.
+    public var count: Int { byValue.count }
 
     /// How many candidates the keyring's identities have around one time.
     static func windowSize(of keyring: EddystoneKeyring) -> Int {
@@ -67,26 +71,31 @@ struct EIDCandidates: Sendable {
     /// How many candidates widening the covered times from `old` to `new` adds.
     private static func added(from old: ClosedRange<Int64>, to new: ClosedRange<Int64>, keyring: EddystoneKeyring) -> Int {
         var total = 0
-        for identity in keyring.identities {
-            for exponent in EddystoneKeyring.candidateExponents(identity) {
-                let period = Int64(1) << Int64(exponent)
-                total += Int((periodStart(old.lowerBound + identity.clockOffsetSeconds, exponent)
-                    - periodStart(new.lowerBound + identity.clockOffsetSeconds, exponent)) / period)
-                total += Int((periodStart(new.upperBound + identity.clockOffsetSeconds, exponent)
-                    - periodStart(old.upperBound + identity.clockOffsetSeconds, exponent)) / period)
-            }
-        }
+        forEachPeriod(addedFrom: old, to: new, keyring: keyring) { _, _, _, _ in total += 1 }
         return total
     }
 
     /// Computes the candidates of the times `new` covers and `old` (when given) does not.
     private mutating func index(from old: ClosedRange<Int64>?, to new: ClosedRange<Int64>, keyring: EddystoneKeyring) {
+        Self.forEachPeriod(addedFrom: old, to: new, keyring: keyring) { number, identity, exponent, first in
+            let periodStart = UInt32(truncatingIfNeeded: first)
+            let value = EddystoneKeyring.eid(identityKey: identity.identityKey, rotationExponent: exponent, beaconTime: periodStart)
+            byValue[value] = Candidate(identity: Int32(number), rotationExponent: exponent, periodStart: periodStart)
+        }
+    }
+
+    /// Calls `body` with each candidate period of the times `new` covers and `old` (when given) does not: the
+    /// identity's number in the keyring, the identity, the rotation exponent and the period's start.
+    private static func forEachPeriod(
+        addedFrom old: ClosedRange<Int64>?, to new: ClosedRange<Int64>, keyring: EddystoneKeyring,
+        _ body: (Int, EddystoneIdentity, UInt8, Int64) -> Void
+    ) {
         for (number, identity) in keyring.identities.enumerated() {
             for exponent in EddystoneKeyring.candidateExponents(identity) {
                 let period = Int64(1) << Int64(exponent)
                 let reach = keyring.skewPeriods(rotationExponent: exponent) * period
                 // The periods the keyring tries for a time t are t's own and `reach` either side of it.
-                func start(_ time: Int64) -> Int64 { Self.periodStart(time + identity.clockOffsetSeconds, exponent) }
+                func start(_ time: Int64) -> Int64 { periodStart(time + identity.clockOffsetSeconds, exponent) }
                 let all: (low: Int64, high: Int64) = (start(new.lowerBound) - reach, start(new.upperBound) + reach)
                 var ranges: [(low: Int64, high: Int64)] = [all]
                 if let old {
@@ -95,11 +104,7 @@ struct EIDCandidates: Sendable {
                 }
                 for range in ranges {
                     // Empty when the bounds cross.
-                    for first in stride(from: range.low, through: range.high, by: Int(period)) {
-                        let periodStart = UInt32(truncatingIfNeeded: first)
-                        let value = EddystoneKeyring.eid(identityKey: identity.identityKey, rotationExponent: exponent, beaconTime: periodStart)
-                        byValue[value] = Candidate(identity: Int32(number), rotationExponent: exponent, periodStart: periodStart)
-                    }
+                    for first in stride(from: range.low, through: range.high, by: Int(period)) { body(number, identity, exponent, first) }
                 }
             }
         }

@@ -4,7 +4,7 @@
 /// (Eddystone's intended association), else by trying each key. A pure state machine, bounded.
 public struct EIDResolver: Sendable {
     public var keyring: EddystoneKeyring {
-        didSet { candidates = EIDCandidates() }
+        didSet { computedEIDs = EIDCandidates() }
     }
     /// How long an EID resolution stays usable for pairing eTLM frames from the same address, in seconds.
     public var pairingWindowSeconds: Int64 = 60
@@ -16,8 +16,9 @@ public struct EIDResolver: Sendable {
     private var byBeacon: [String: EIDResolution] = [:]
     private var unresolvable: Set<UInt64> = []
     private var lastByAddress: [UInt64: (resolution: EIDResolution, unixSeconds: Int64)] = [:]
-    /// The identities' EIDs around the times seen, by value.
-    private var candidates = EIDCandidates()
+    /// The identities' EIDs around the times seen, by value: a cache of the keyring's (each a function of its key,
+    /// exponent and period alone), which a copy saved earlier may take while its answers go back to what they were.
+    public var computedEIDs = EIDCandidates()
 
     public init(keyring: EddystoneKeyring = EddystoneKeyring()) { self.keyring = keyring }
 
@@ -33,7 +34,7 @@ public struct EIDResolver: Sendable {
             if let known = byEID[eid] { return known }
             if unresolvable.contains(eid) { return nil }
         }
-        guard let resolution = candidates.resolve(eid, unixSeconds: unixSeconds, keyring: keyring, bound: maximumRemembered) else {
+        guard let resolution = computedEIDs.resolve(eid, unixSeconds: unixSeconds, keyring: keyring, bound: maximumRemembered) else {
             if remembering { Self.insert(eid, into: &unresolvable, bound: maximumRemembered) }
             return nil
         }
@@ -59,21 +60,6 @@ public struct EIDResolver: Sendable {
             return (tlm, paired.resolution.identity)
         }
         return keyring.decrypt(frame, unixSeconds: unixSeconds).map { ($0.0, $0.1) }
-    }
-
-    /// How many EIDs are computed and kept.
-    var computedEIDCount: Int { candidates.count }
-
-    /// Forgets the EIDs computed for the identity keys (`takeComputedEIDs`): for a saved copy of the resolver,
-    /// which then shares no storage with the one in use.
-    public mutating func forgetComputedEIDs() {
-        candidates = EIDCandidates()
-    }
-
-    /// The EIDs `other` computed for the identity keys (each a function of its key, exponent and period alone, so
-    /// that a copy saved earlier may keep them while its answers go back to what they were).
-    public mutating func takeComputedEIDs(from other: EIDResolver) {
-        candidates = other.candidates
     }
 
     private static func store<Key: Hashable, Value>(_ value: Value, at key: Key, in table: inout [Key: Value], bound: Int) {

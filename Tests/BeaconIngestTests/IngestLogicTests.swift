@@ -904,6 +904,32 @@ extension ZoneChange {
         #expect(undone.zoneTrackers["hq"]?.pendingReadings == untouched.zoneTrackers["hq"]?.pendingReadings)
         #expect(undone.zoneTrackers["hq"]?.watermarkMicros == untouched.zoneTrackers["hq"]?.watermarkMicros)
     }
+
+    /// A rolled-back transaction forgets the EIDs it resolved but keeps the candidates it computed for the identity
+    /// keys (a cache, journaled as one): the batch tried again resolves the same, with nothing computed anew.
+    @Test func aRolledBackTransactionKeepsTheEIDsComputedForTheKeys() throws {
+        let key: [UInt8] = Array(0..<16)
+        let tag = "eddystone:0102030405060708090a:0000000000b9"
+        var registered = sites
+        registered.beacons = [SitesConfiguration.Beacon(id: tag, identityKey: key)]
+        let eid = EddystoneKeyring.eid(identityKey: key, rotationExponent: 10, beaconTime: UInt32(start / 1_000_000))
+        let beaconID = "eid:" + String(format: "%016llx", eid)
+        let payload = try batchPayload(sequence: 1, beaconID: beaconID, count: 5, start: start)
+        let heard = try BatchIntake(sites: registered).check(
+            topic: "beaconflow/v1/hq/hq-a1/batch", payload: payload, nowMicros: start + 60_000_000
+        ).get()
+        var pipeline = IngestPipeline(sites: registered)
+        pipeline.beginTransaction()
+        #expect(pipeline.apply(heard, nowMicros: start + 60_000_000).sightings.map(\.beaconID) == Array(repeating: tag, count: 5))
+        let computed = pipeline.eids.computedEIDs
+        #expect(computed.count > 0)
+        pipeline.rollbackTransaction()
+        #expect(pipeline.eids.computedEIDs.count == computed.count && pipeline.eids.computedEIDs.covered == computed.covered)
+        pipeline.beginTransaction()
+        #expect(pipeline.apply(heard, nowMicros: start + 60_000_000).sightings.map(\.beaconID) == Array(repeating: tag, count: 5))
+        pipeline.commitTransaction()
+        #expect(pipeline.eids.computedEIDs.count == computed.count && pipeline.eids.computedEIDs.covered == computed.covered)
+    }
 }
 
 @Suite struct BeaconBoundTests {

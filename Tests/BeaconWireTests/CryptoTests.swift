@@ -193,8 +193,8 @@ import Testing
             }
         }
         #expect(resolved >= identities.count * 6 && refused >= identities.count * 8, "\(resolved) resolved, \(refused) refused")
-        #expect((resolver.computedEIDCount > 0) == (bound > EIDCandidates.windowSize(of: keyring)))
-        #expect(resolver.computedEIDCount <= bound)
+        #expect((resolver.computedEIDs.count > 0) == (bound > EIDCandidates.windowSize(of: keyring)))
+        #expect(resolver.computedEIDs.count <= bound)
         // A keyring without the first identity no longer resolves its EIDs, whatever was computed before.
         resolver.keyring = EddystoneKeyring(identities: Array(identities.dropFirst()), clockSkewSeconds: 600)
         let first = identities[0]
@@ -208,11 +208,11 @@ import Testing
         let (key, unix, eid, _, _) = pairedFrames()
         var resolver = EIDResolver(keyring: EddystoneKeyring(identities: [EddystoneIdentity(beaconID: "tag-1", identityKey: key)]))
         var saved = resolver
-        saved.forgetComputedEIDs()
+        saved.computedEIDs = EIDCandidates()
         #expect(resolver.resolve(eid: eid, unixSeconds: unix, remembering: true)?.identity.beaconID == "tag-1")
-        #expect(resolver.computedEIDCount > 0)
-        saved.takeComputedEIDs(from: resolver)
-        #expect(saved.computedEIDCount == resolver.computedEIDCount)
+        #expect(resolver.computedEIDs.count > 0)
+        saved.computedEIDs = resolver.computedEIDs
+        #expect(saved.computedEIDs.count == resolver.computedEIDs.count)
         // Remembered by the resolver, not by the copy: much later only the resolver still answers.
         #expect(resolver.resolve(eid: eid, unixSeconds: unix + 100_000, remembering: true) != nil)
         #expect(saved.resolve(eid: eid, unixSeconds: unix + 100_000, remembering: true) == nil)

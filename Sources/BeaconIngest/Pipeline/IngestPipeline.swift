@@ -370,7 +370,6 @@ public struct IngestPipeline: Sendable {
         for part in Self.journaledParts { part.apply(&self, .begin) }
         var saved = self
         for part in Self.journaledParts { part.empty(&saved) }
-        saved.eids.forgetComputedEIDs()
         undo = [saved]
     }
 
@@ -385,18 +384,17 @@ public struct IngestPipeline: Sendable {
             part.apply(&self, .rollback)
             part.take(&saved, self)
         }
-        // The EIDs computed meanwhile are kept: an undone transaction tried again (after its connection was lost
-        // to the server's idle limit on a starved machine) must not pay for them again.
-        saved.eids.takeComputedEIDs(from: eids)
         self = saved
     }
 
     /// The parts that journal their own changes: each beacon's smoothing, deduplication, health, identity, each
-    /// site's zone tracker, and the beacon ids they share (a cache, moved with them).
+    /// site's zone tracker, and two caches moved with them: the beacon ids they share, and the EIDs computed for the
+    /// identity keys (an undone transaction tried again, after its connection was lost to the server's idle limit
+    /// on a starved machine, must not pay for them again).
     private static var journaledParts: [JournaledPartAccess] {
         [
             .init(\.proximity), .init(\.telemetry), .init(\.sensorReadings), .init(\.health), .init(\.identities),
-            .init(\.addresses), .init(\.zoneTrackers), .init(\.beaconIDs),
+            .init(\.addresses), .init(\.zoneTrackers), .init(\.beaconIDs), .init(\.eids.computedEIDs),
         ]
     }
 

@@ -1,3 +1,4 @@
+import BeaconWire
 import LibPQ
 
 /// In-memory state that changes with the database: what a transaction changed is kept when it commits and undone
@@ -131,6 +132,11 @@ extension Dictionary: JournaledPart where Key == String, Value == SiteZoneTracke
     var emptied: Self { [:] }
 }
 extension BeaconIDInterner: JournaledPart {
+    /// A cache: kept whatever the transaction does.
+    mutating func apply(_ step: TransactionStep) {}
+    var emptied: Self { Self() }
+}
+extension EIDCandidates: JournaledPart {
     /// A cache: kept whatever the transaction does.
     mutating func apply(_ step: TransactionStep) {}
     var emptied: Self { Self() }
