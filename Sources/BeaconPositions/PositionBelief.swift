@@ -84,16 +84,18 @@ public struct PositionBelief: Sendable {
         self.timeMicros = max(self.timeMicros ?? timeMicros, timeMicros)
     }
 
-    /// This belief weighed cell by cell by `other` (what readings this one has not seen say of the same moment) on
-    /// a coarser floor, through `cellOf` (the other's cell for each of this one's), renormalized; unchanged where
-    /// the two share nothing.
-    public mutating func weigh(by other: PositionBelief, cellOf: [Int32]) {
-        guard cellOf.count == cells.count, cellOf.allSatisfy({ other.cells.indices.contains(Int($0)) }) else { return }
+    /// A belief of these cells' probabilities (on the floor they were taken on).
+    init(cells: [Float]) { self.cells = cells }
+
+    /// This belief weighed cell by cell by `other` (what readings this one has not seen say of the same moment, on
+    /// the same floor), renormalized; unchanged where the two share nothing.
+    mutating func weigh(by other: PositionBelief) {
+        guard other.cells.count == cells.count else { return }
         var total: Float = 0
-        for cell in cells.indices { total += cells[cell] * other.cells[Int(cellOf[cell])] }
+        for cell in cells.indices { total += cells[cell] * other.cells[cell] }
         guard total > 0, total.isFinite else { return }
         let inverse = 1 / total
-        for cell in cells.indices { cells[cell] *= other.cells[Int(cellOf[cell])] * inverse }
+        for cell in cells.indices { cells[cell] *= other.cells[cell] * inverse }
     }
 
     /// Spreads the belief as far as a walker goes in `seconds` (with the time not spread before): a box blur of

@@ -1,4 +1,4 @@
-import BeaconPositions
+@testable import BeaconPositions
 import Foundation
 import Testing
 
@@ -123,30 +123,83 @@ import Testing
     }
 
     /// A transmitter heard at (1, 1) by one receiver only, then by all four for the next seconds: with hindsight
-    /// its position at the first moment is found, and narrower; readings past the lag, or before the moment, are
-    /// not taken; with no later reading the belief is as it was.
+    /// its position at the first moment is found, and narrower, once the seconds after it are in; a second older
+    /// than the last added is not taken.
     @Test func hindsightFindsWhereTheTransmitterWasFromTheSecondsAfter() throws {
         let floor = FloorModel(zones: quarters, receivers: receivers, model: model)
-        let backwardFloor = HindsightFloor(
+        let hindsightFloor = HindsightFloor(
             FloorModel(zones: quarters, receivers: receivers, model: model, coarsening: HindsightFloor.coarsening), for: floor)
-        #expect(backwardFloor.floor.cellCount == floor.cellCount / 4)
+        #expect(hindsightFloor.floor.cellCount == floor.cellCount / 4)
         var belief = PositionBelief(floor: floor)
         var scratch = PositionBelief.Scratch()
+        var hindsight = PositionHindsight()
+        #expect(hindsight.isEmpty)
         belief.update(receiver: 0, rssi: rssi(receivers[0], x: 1, y: 1), timeMicros: 10_000_000, on: floor, scratch: &scratch)
-        var hindsight = try #require(PositionHindsight(belief: belief))
-        #expect(hindsight.smoothed(backwardOn: backwardFloor, scratch: &scratch).estimate(on: floor) == belief.estimate(on: floor))
-        #expect(!hindsight.wants(10_000_000) && !hindsight.wants(10_000_000 + PositionHindsight.lagMicros + 1))
-        // Readings far from (1, 1) before the moment and past the lag are left out.
-        hindsight.add([(3, rssi(receivers[3], x: 10, y: 8))], at: 9_000_000)
-        hindsight.add([(3, rssi(receivers[3], x: 10, y: 8))], at: 10_000_000 + PositionHindsight.lagMicros + 1)
-        #expect(hindsight.smoothed(backwardOn: backwardFloor, scratch: &scratch).estimate(on: floor) == belief.estimate(on: floor))
-        for second in 1...5 {
-            hindsight.add(receivers.indices.map { ($0, rssi(receivers[$0], x: 1, y: 1)) }, at: 10_000_000 + Int64(second) * 1_000_000)
-        }
+        hindsight.add([(0, rssi(receivers[0], x: 1, y: 1))], at: 10_000_000, belief: belief, on: hindsightFloor)
+        hindsight.keep(at: 10_000_000)
         let before = belief.estimate(on: floor)
-        let after = hindsight.smoothed(backwardOn: backwardFloor, scratch: &scratch).estimate(on: floor)
+        // Readings far from (1, 1) of an earlier second are left out.
+        hindsight.add([(3, rssi(receivers[3], x: 10, y: 8))], at: 9_000_000, belief: belief, on: hindsightFloor)
+        var kept: [PositionHindsight.Kept] = []
+        var givenAt: Int64?
+        for second in Int64(11)...45 {
+            let time = second * 1_000_000
+            let readings = receivers.indices.map { ($0, rssi(receivers[$0], x: 1, y: 1)) }
+            belief.update(readings: readings, timeMicros: time, on: floor, scratch: &scratch)
+            hindsight.add(readings, at: time, belief: belief, on: hindsightFloor)
+            kept += hindsight.take(final: false, on: hindsightFloor, scratch: &scratch)
+            if givenAt == nil, !kept.isEmpty { givenAt = time }
+        }
+        // Given once the lag and a pass's seconds are in after it, and the line's seconds decided.
+        #expect(givenAt == 10_000_000 + PositionHindsight.lagMicros + PositionHindsight.passMicros)
+        let after = try #require(kept.first)
+        #expect(kept.count == 1 && after.timeMicros == 10_000_000 && !hindsight.isEmpty)
         #expect(hypot(after.x - 1, after.y - 1) < 1 && hypot(after.x - 1, after.y - 1) < hypot(before.x - 1, before.y - 1) / 2, "\(after) against \(before)")
-        #expect(after.spread < before.spread * 0.6, "\(after) against \(before)")
+        #expect(after.spread < before.spread * 0.7, "\(after) against \(before)")
+        #expect(after.shares[0] > 0.9, "\(after.shares)")
+        #expect(hindsight.take(final: true, on: hindsightFloor, scratch: &scratch).isEmpty && hindsight.isEmpty)
+    }
+
+    /// A transmitter walking a straight line at 0.2 m/s, heard each second by the four receivers: every position
+    /// asked for (one each 10 s) is given, the last ones when the walk ends, each within a cell of the hindsight's floor (1 m) of where the transmitter was.
+    @Test func hindsightDrawsAWalkerOntoTheirLine() {
+        let floor = FloorModel(zones: quarters, receivers: receivers, model: model)
+        let hindsightFloor = HindsightFloor(
+            FloorModel(zones: quarters, receivers: receivers, model: model, coarsening: HindsightFloor.coarsening), for: floor)
+        var belief = PositionBelief(floor: floor)
+        var scratch = PositionBelief.Scratch()
+        var hindsight = PositionHindsight()
+        var kept: [PositionHindsight.Kept] = []
+        func x(at second: Int64) -> Double { 2 + 0.2 * Double(second) }
+        for second in Int64(0)...32 {
+            let time = second * 1_000_000
+            let readings = receivers.indices.map { ($0, rssi(receivers[$0], x: x(at: second), y: 2)) }
+            belief.update(readings: readings, timeMicros: time, on: floor, scratch: &scratch)
+            hindsight.add(readings, at: time, belief: belief, on: hindsightFloor)
+            if second % 10 == 0 { hindsight.keep(at: time) }
+            kept += hindsight.take(final: false, on: hindsightFloor, scratch: &scratch)
+        }
+        #expect(kept.map(\.timeMicros) == [0, 10_000_000])
+        kept += hindsight.take(final: true, on: hindsightFloor, scratch: &scratch)
+        #expect(kept.map(\.timeMicros) == [0, 10_000_000, 20_000_000, 30_000_000] && hindsight.isEmpty)
+        for position in kept {
+            let second = position.timeMicros / 1_000_000
+            #expect(hypot(position.x - x(at: second), position.y - 2) < 0.75, "\(position) at \(x(at: second))")
+        }
+    }
+
+    /// The line through the seconds around a position, taken at its moment: off the points' mean where the
+    /// position is not at their middle, and through their scatter.
+    @Test func theLineOfTheSecondsAroundAPositionIsTakenAtItsMoment() {
+        // Seconds 3-17 along x = t and y = 2 - t / 2, x off by half a metre one way and the other in turn.
+        let points = (3...17).map { (t: Int) -> (timeMicros: Int64, x: Double, y: Double) in
+            let off = t % 2 == 0 ? 0.5 : -0.5
+            return (Int64(t) * 1_000_000, Double(t) + off, 2 - Double(t) / 2)
+        }
+        let line = PositionHindsight.line(through: points, at: 15_000_000)
+        #expect(abs(line.x - 15) < 0.1 && abs(line.y + 5.5) < 1e-9, "\(line)")
+        let single = PositionHindsight.line(through: [(1_000_000, 4, 5)], at: 3_000_000)
+        #expect(single.x == 4 && single.y == 5)
     }
 
     @Test func aLargeFloorGetsLargerCells() {

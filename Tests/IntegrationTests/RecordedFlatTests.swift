@@ -29,13 +29,14 @@ struct RecordedFlatTests {
             #expect(score.zoneAccuracy >= nearest.zoneAccuracy + 0.10, "\(scoring): \(score.zoneAccuracy) against \(nearest.zoneAccuracy)")
             #expect(score.longStays == 3 && score.missedLongStays == 0, "\(scoring): \(score)")
             #expect(score.falseChangesPerBeaconHour <= nearest.falseChangesPerBeaconHour / 10, "\(scoring): \(score)")
-            // A position every 10 s, decided with the next 10 s's readings, closer than the centroid each second:
-            // with the survey's radio map 0.9 m and 1.6 m against 1.6 m and 3.7 m (the p95 target: at most 60 % of
-            // the centroid's).
+            // A position every 10 s, decided with the readings after it and drawn onto the line of the seconds
+            // around it, closer than the centroid each second: with the survey's radio map 0.85 m and 1.5 m
+            // against 1.6 m and 3.7 m (the p95 target: at most 60 % of the centroid's; the median's, half, is not
+            // met here).
             let stored = score.positions
             let centroid = walk.weightedCentroid()
             #expect(stored.errors.count >= 34, "\(stored.errors.count)")
-            #expect(try #require(stored.median) <= 0.6 * (try #require(centroid.median)), "\(stored.median!) against \(centroid.median!)")
+            #expect(try #require(stored.median) <= 0.56 * (try #require(centroid.median)), "\(stored.median!) against \(centroid.median!)")
             #expect(try #require(stored.p95) <= 0.6 * (try #require(centroid.p95)), "\(stored.p95!) against \(centroid.p95!)")
         }
     }

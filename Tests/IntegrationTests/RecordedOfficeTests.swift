@@ -29,12 +29,14 @@ struct RecordedOfficeTests {
         #expect(score.zoneAccuracy >= nearest.zoneAccuracy + 0.10, "\(score.zoneAccuracy) against \(nearest.zoneAccuracy)")
         #expect(score.falseChangesPerBeaconHour <= nearest.falseChangesPerBeaconHour / 10)
         #expect(score.occupancyMeanAbsoluteError <= nearest.occupancyMeanAbsoluteError, "\(score)")
-        // A position stored every 10 s of the beacon's readings, decided with the next 10 s's readings, closer to
-        // the truth than the weighted centroid each second (median 2.2 m, p95 5.7 m; stored 1.5 m and 3.2 m).
+        // A position stored every 10 s of the beacon's readings, decided with the readings after it and drawn onto
+        // the line of the seconds around it: about half the weighted centroid's error at the median (the
+        // centroid each second: 2.2 m, p95 5.7 m; stored 1.03-1.08 m from run to run, 47-49 %, and 2.6 m), and at
+        // most 60 % at p95.
         let stored = score.positions
         let centroid = walk.weightedCentroid()
         #expect(stored.errors.count >= 36, "\(stored.errors.count)")
-        #expect(try #require(stored.median) <= 0.7 * (try #require(centroid.median)), "\(stored.median!) against \(centroid.median!)")
+        #expect(try #require(stored.median) <= 0.52 * (try #require(centroid.median)), "\(stored.median!) against \(centroid.median!)")
         #expect(try #require(stored.p95) <= 0.6 * (try #require(centroid.p95)), "\(stored.p95!) against \(centroid.p95!)")
     }
 }

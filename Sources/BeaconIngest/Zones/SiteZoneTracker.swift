@@ -117,18 +117,18 @@ public struct SiteZoneTracker: Sendable {
         var samples = ZonePatternSamples()
         /// Where the site has a floor: where the beacon is on it, each zone's share of it, the readings of the
         /// second not applied to it yet, the slot of event time of its newest reading, whether that slot's
-        /// position was given, the last position given waiting for hindsight, and the history's positions of the
+        /// position was given, the seconds and positions waiting for hindsight, and the history's positions of the
         /// current minute (`ZonePositions.swift`).
         var position: PositionBelief?
         var positionShares: [Double] = []
         var heardThisSecond = HeardInSecond()
         var positionSlot: Int64 = .min
         var positionGiven = true
-        var hindsight: PositionHindsight?
+        var hindsight = PositionHindsight()
         var minutePositions: [BeaconPosition] = []
 
         /// Whether positions are still to be given or kept (`keepPositions`).
-        var hasPositionsToKeep: Bool { !positionGiven || hindsight != nil || !minutePositions.isEmpty }
+        var hasPositionsToKeep: Bool { !positionGiven || !hindsight.isEmpty || !minutePositions.isEmpty }
     }
 
     struct AgentFilter: Sendable {
@@ -146,8 +146,6 @@ public struct SiteZoneTracker: Sendable {
     /// Storage for a position belief's spreading, on the floor and on the hindsight's.
     var scratchCells = PositionBelief.Scratch()
     var scratchHindsightCells = PositionBelief.Scratch()
-    /// Storage for the zone shares of a position decided with hindsight.
-    var scratchShares: [Double] = []
     /// The tracker as it was at `beginTransaction()`, without its beacons (journaled instead).
     private var undo: [SiteZoneTracker] = []
     /// Microseconds of presence per minute, zone number and beacon, for minutes not yet counted.

@@ -50,7 +50,8 @@ struct HeardInSecond: Sendable {
 /// belief moved once a second by what each receiver heard of it in that second, and its position given once a slot
 /// of event time, as the belief stands after the slot's readings (at the first reading of a later slot, or when the
 /// beacon leaves or the data ends). The live position is that belief; the history's is the same moment decided
-/// with hindsight (`PositionHindsight`, given a slot later), kept per minute once the minute has passed.
+/// with hindsight (`PositionHindsight`: each second given the readings of the 10 s after it, the moment drawn onto
+/// the line of the seconds 7 s either side), kept per minute once the minute has passed.
 extension SiteZoneTracker {
     /// A reading of a placed receiver (as heard, with its agent's offset): the second before it, once passed,
     /// moves the belief and each zone's share of it; the slot before it, once passed, gives its position.
@@ -76,44 +77,44 @@ extension SiteZoneTracker {
         let readings = beacon.heardThisSecond.readings.map { (receiver: $0.receiver, rssi: $0.sum / Double($0.count)) }
         let time = beacon.heardThisSecond.newestMicros
         belief.update(readings: readings, timeMicros: time, on: floor, scratch: &scratchCells)
-        beacon.hindsight?.add(readings, at: time)
+        if let hindsightFloor { beacon.hindsight.add(readings, at: time, belief: belief, on: hindsightFloor) }
         belief.zoneProbabilities(on: floor, into: &beacon.positionShares)
         beacon.position = belief
         beacon.heardThisSecond.readings.removeAll(keepingCapacity: true)
     }
 
-    /// The live position of the beacon's newest slot, unless given already; the slot before it, now with
-    /// hindsight, for the history.
+    /// The live position of the beacon's newest slot, unless given already; the earlier slots' positions whose
+    /// hindsight is complete, for the history.
     mutating func givePosition(of beaconID: String, _ beacon: inout Beacon, into changes: inout [ZoneChange]) {
         guard !beacon.positionGiven else { return }
         moveBelief(&beacon)
         guard let floor, let belief = beacon.position, let time = belief.timeMicros else { return }
         beacon.positionGiven = true
         changes.append(.position(site: site, beaconID: beaconID, position: position(belief, at: time, shares: beacon.positionShares, on: floor)))
-        if let earlier = beacon.hindsight { record(earlier, of: beaconID, &beacon, into: &changes) }
-        beacon.hindsight = PositionHindsight(belief: belief)
+        beacon.hindsight.keep(at: time)
+        record(of: beaconID, &beacon, final: false, into: &changes)
     }
 
     /// The beacon's positions of its current minute, for the history (the minute passed, or the beacon left), its
     /// newest slot's first, with what hindsight there is.
     mutating func keepPositions(of beaconID: String, _ beacon: inout Beacon, into changes: inout [ZoneChange]) {
         givePosition(of: beaconID, &beacon, into: &changes)
-        if let last = beacon.hindsight { record(last, of: beaconID, &beacon, into: &changes) }
-        beacon.hindsight = nil
+        record(of: beaconID, &beacon, final: true, into: &changes)
         keepMinute(of: beaconID, &beacon, into: &changes)
     }
 
-    /// A position decided with hindsight, for the history: the minute before it kept first, once it is in a
-    /// later minute.
-    private mutating func record(_ hindsight: PositionHindsight, of beaconID: String, _ beacon: inout Beacon, into changes: inout [ZoneChange]) {
-        guard let floor, let hindsightFloor else { return }
-        let smoothed = hindsight.smoothed(backwardOn: hindsightFloor, scratch: &scratchHindsightCells)
-        smoothed.zoneProbabilities(on: floor, into: &scratchShares)
-        let kept = position(smoothed, at: hindsight.timeMicros, shares: scratchShares, on: floor)
-        if let first = beacon.minutePositions.first, Self.minuteStart(first.timeMicros) != Self.minuteStart(kept.timeMicros) {
-            keepMinute(of: beaconID, &beacon, into: &changes)
+    /// The positions decided with hindsight that are ready (with `final`, every one asked for), for the history:
+    /// the minute before each kept first, once it is in a later minute.
+    private mutating func record(of beaconID: String, _ beacon: inout Beacon, final: Bool, into changes: inout [ZoneChange]) {
+        guard let hindsightFloor else { return }
+        for kept in beacon.hindsight.take(final: final, on: hindsightFloor, scratch: &scratchHindsightCells) {
+            let position = BeaconPosition(
+                timeMicros: kept.timeMicros, x: kept.x, y: kept.y, errorM: kept.spread, zoneShares: zoneShares(kept.shares))
+            if let first = beacon.minutePositions.first, Self.minuteStart(first.timeMicros) != Self.minuteStart(position.timeMicros) {
+                keepMinute(of: beaconID, &beacon, into: &changes)
+            }
+            beacon.minutePositions.append(position)
         }
-        beacon.minutePositions.append(kept)
     }
 
     private mutating func keepMinute(of beaconID: String, _ beacon: inout Beacon, into changes: inout [ZoneChange]) {
@@ -123,13 +124,18 @@ extension SiteZoneTracker {
         beacon.minutePositions = []
     }
 
-    /// A belief as a position: its mean, spread and zone shares (each to a thousandth, the least left out).
+    /// A belief as a position: its mean, spread and zone shares.
     private func position(_ belief: PositionBelief, at time: Int64, shares: [Double], on floor: FloorModel) -> BeaconPosition {
         let estimate = belief.estimate(on: floor)
+        return BeaconPosition(timeMicros: time, x: estimate.x, y: estimate.y, errorM: estimate.spread, zoneShares: zoneShares(shares))
+    }
+
+    /// Zone shares by zone id, each to a thousandth, the least left out.
+    private func zoneShares(_ shares: [Double]) -> [String: Double] {
         var byZone: [String: Double] = [:]
-        for (zone, share) in shares.enumerated() where share >= BeaconPosition.leastShare {
+        for (zone, share) in shares.enumerated() where share >= BeaconPosition.leastShare && zones.indices.contains(zone) {
             byZone[zones[zone]] = (share * 1000).rounded() / 1000
         }
-        return BeaconPosition(timeMicros: time, x: estimate.x, y: estimate.y, errorM: estimate.spread, zoneShares: byZone)
+        return byZone
     }
 }
