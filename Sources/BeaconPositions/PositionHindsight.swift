@@ -1,6 +1,6 @@
-/// Positions decided with hindsight, for a transmitter's history. Every second, the belief from the readings up to
-/// it is kept on a coarser floor with that second's readings; once `lagMicros` of later readings are in, one
-/// backward pass gives each such second its belief given the readings before and after it (a two-filter smoother
+/// Positions decided with hindsight, for a transmitter's history. Every second's readings are kept, and about every
+/// other second the belief from the readings up to it, on a coarser floor; once `lagMicros` of later readings are
+/// in, one backward pass gives each such second its belief given the readings before and after it (a two-filter smoother
 /// over a fixed lag: the later readings run backwards in time through a belief of their own that starts spread over
 /// the whole floor, and the product of the two is the belief at that second). A position asked for (`keep(at:)`)
 /// is then drawn onto the line the seconds around it follow: a least-squares line in time over `lineMicros` either
@@ -20,12 +20,17 @@ public struct PositionHindsight: Sendable {
     /// that one pass decides that many seconds: each second is run backwards (lag + pass) / pass times, 1.25.
     static let passMicros: Int64 = 20_000_000
 
-    /// A second of readings and the belief after them, on the hindsight's floor.
+    /// A second of readings and, for the seconds decided, the belief after them on the hindsight's floor.
     struct Moment: Sendable {
         var timeMicros: Int64
         var readings: [(receiver: Int, rssi: Double)]
-        var forward: [Float]
+        var forward: [Float]?
     }
+
+    /// Seconds this far apart at least are decided (about every other second of a beacon heard every second): on
+    /// the sets for choosing, the line through them gave the same medians as through every second and p95 6 cm
+    /// wider, and each second decided costs a copy of its belief, a product and an estimate.
+    static let decidedEveryMicros: Int64 = 1_500_000
 
     /// A position asked for, with its belief's spread and zone shares once its second is decided.
     struct Asked: Sendable {
@@ -45,6 +50,8 @@ public struct PositionHindsight: Sendable {
 
     /// Seconds waiting for their later readings, in time order.
     private var waiting: [Moment] = []
+    /// The newest second whose belief was kept to be decided.
+    private var keptBeliefMicros: Int64?
     /// Seconds decided, each with the mean of its belief with hindsight, as far back as a line still needs them.
     private var decided: [(timeMicros: Int64, x: Double, y: Double)] = []
     /// Positions asked for and not given yet, in time order.
@@ -60,9 +67,12 @@ public struct PositionHindsight: Sendable {
     public mutating func add(
         _ readings: [(receiver: Int, rssi: Double)], at timeMicros: Int64, belief: PositionBelief, on hindsightFloor: HindsightFloor
     ) {
-        guard !readings.isEmpty, timeMicros > (waiting.last?.timeMicros ?? decided.last?.timeMicros ?? .min),
-            let forward = hindsightFloor.coarsened(belief.cells)
-        else { return }
+        guard !readings.isEmpty, timeMicros > (waiting.last?.timeMicros ?? decided.last?.timeMicros ?? .min) else { return }
+        var forward: [Float]?
+        if keptBeliefMicros.map({ timeMicros - $0 >= Self.decidedEveryMicros }) ?? true {
+            forward = hindsightFloor.coarsened(belief.cells)
+            if forward != nil { keptBeliefMicros = timeMicros }
+        }
         waiting.append(Moment(timeMicros: timeMicros, readings: readings, forward: forward))
     }
 
@@ -104,28 +114,34 @@ public struct PositionHindsight: Sendable {
         var backward = PositionBelief(floor: floor)
         var shares: [Double] = []
         var results: [(timeMicros: Int64, x: Double, y: Double)] = []
-        for index in waiting.indices.reversed() {
-            let moment = waiting[index]
+        // The second decided after the one at hand.
+        var laterDecided = Int64.max
+        for moment in waiting.reversed() {
             // Backwards in time, as forwards on negated times.
             backward.advance(to: -moment.timeMicros, on: floor, scratch: &scratch)
-            if moment.timeMicros <= limit {
-                var smoothed = PositionBelief(cells: moment.forward)
-                smoothed.weigh(by: backward)
-                let estimate = smoothed.estimate(on: floor)
-                results.append((moment.timeMicros, estimate.x, estimate.y))
-                // The latest position asked for at or before this second takes its belief.
-                let nextTime = index + 1 < waiting.count ? waiting[index + 1].timeMicros : Int64.max
-                if let askedIndex = asked.firstIndex(where: { $0.decided == nil && $0.timeMicros >= moment.timeMicros && $0.timeMicros < nextTime }) {
-                    smoothed.zoneProbabilities(on: floor, into: &shares)
-                    asked[askedIndex].decided = (estimate.spread, shares)
+            if let forward = moment.forward {
+                if moment.timeMicros <= limit {
+                    var smoothed = PositionBelief(cells: forward)
+                    smoothed.weigh(by: backward)
+                    let estimate = smoothed.estimate(on: floor)
+                    results.append((moment.timeMicros, estimate.x, estimate.y))
+                    // A position asked for at or after this second and before the next decided takes its belief.
+                    if let askedIndex = asked.firstIndex(where: {
+                        $0.decided == nil && $0.timeMicros >= moment.timeMicros && $0.timeMicros < laterDecided
+                    }) {
+                        smoothed.zoneProbabilities(on: floor, into: &shares)
+                        asked[askedIndex].decided = (estimate.spread, shares)
+                    }
                 }
+                laterDecided = moment.timeMicros
             }
             backward.update(readings: moment.readings, timeMicros: -moment.timeMicros, on: floor, scratch: &scratch)
         }
         decided += results.reversed()
         waiting.removeAll { $0.timeMicros <= limit }
-        // A position asked for before every second left (none of its own) takes the oldest decided's belief.
-        for index in asked.indices where asked[index].decided == nil && asked[index].timeMicros < (waiting.first?.timeMicros ?? .max) {
+        // A position asked for before every second left to decide takes the one before it's (none: nothing).
+        let undecided = waiting.first { $0.forward != nil }?.timeMicros ?? .max
+        for index in asked.indices where asked[index].decided == nil && asked[index].timeMicros < undecided {
             asked[index].decided = asked[..<index].last?.decided ?? (0, [])
         }
     }
