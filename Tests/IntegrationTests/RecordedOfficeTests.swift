@@ -31,8 +31,7 @@ struct RecordedOfficeTests {
         #expect(score.occupancyMeanAbsoluteError <= nearest.occupancyMeanAbsoluteError, "\(score)")
         // A position stored every 10 s of the beacon's readings, decided with the readings after it and drawn onto
         // the line of the seconds around it: about half the weighted centroid's error at the median (the
-        // centroid each second: 2.2 m, p95 5.7 m; stored 1.03-1.08 m from run to run, 47-49 %, and 2.6 m), and at
-        // most 60 % at p95.
+        // centroid each second: 2.2 m, p95 5.7 m; stored 1.0 m, 46 %, and 2.8 m), and at most 60 % at p95.
         let stored = score.positions
         let centroid = walk.weightedCentroid()
         #expect(stored.errors.count >= 36, "\(stored.errors.count)")
