@@ -139,11 +139,10 @@ public struct PositionHindsight: Sendable {
         }
         decided += results.reversed()
         waiting.removeAll { $0.timeMicros <= limit }
-        // A position asked for before every second left to decide takes the one before it's (none: nothing).
+        // A position asked for before every second left to decide and given no belief has no second of its own to
+        // be decided by: nothing is kept for it.
         let undecided = waiting.first { $0.forward != nil }?.timeMicros ?? .max
-        for index in asked.indices where asked[index].decided == nil && asked[index].timeMicros < undecided {
-            asked[index].decided = asked[..<index].last?.decided ?? (0, [])
-        }
+        asked.removeAll { $0.decided == nil && $0.timeMicros < undecided }
     }
 
     /// The least-squares line in time through `points`, taken at `time` (their mean where they do not span time).

@@ -50,8 +50,8 @@ struct HeardInSecond: Sendable {
 /// belief moved once a second by what each receiver heard of it in that second, and its position given once a slot
 /// of event time, as the belief stands after the slot's readings (at the first reading of a later slot, or when the
 /// beacon leaves or the data ends). The live position is that belief; the history's is the same moment decided
-/// with hindsight (`PositionHindsight`: each second given the readings of the 10 s after it, the moment drawn onto
-/// the line of the seconds 7 s either side), kept per minute once the minute has passed.
+/// with hindsight (`PositionHindsight`: about every other second decided with the readings after it, the moment
+/// drawn onto the line of those seconds 7 s either side), kept per minute once the minute has passed.
 extension SiteZoneTracker {
     /// A reading of a placed receiver (as heard, with its agent's offset): the second before it, once passed,
     /// moves the belief and each zone's share of it; the slot before it, once passed, gives its position.
@@ -133,7 +133,7 @@ extension SiteZoneTracker {
     /// Zone shares by zone id, each to a thousandth, the least left out.
     private func zoneShares(_ shares: [Double]) -> [String: Double] {
         var byZone: [String: Double] = [:]
-        for (zone, share) in shares.enumerated() where share >= BeaconPosition.leastShare && zones.indices.contains(zone) {
+        for (zone, share) in shares.enumerated() where share >= BeaconPosition.leastShare {
             byZone[zones[zone]] = (share * 1000).rounded() / 1000
         }
         return byZone
