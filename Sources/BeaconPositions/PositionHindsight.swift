@@ -1,3 +1,5 @@
+import Foundation
+
 /// Positions decided with hindsight, for a transmitter's history. Every second's readings are kept, and about every
 /// other second the belief from the readings up to it, on a coarser floor; once `lagMicros` of later readings are
 /// in, one backward pass gives each such second its belief given the readings before and after it (a two-filter smoother
@@ -144,6 +146,57 @@ public struct PositionHindsight: Sendable {
         let undecided = waiting.first { $0.forward != nil }?.timeMicros ?? .max
         asked.removeAll { $0.decided == nil && $0.timeMicros < undecided }
     }
+
+    /// When the transmitter most likely crossed from the zone `from` into `to` (indices of the hindsight floor's
+    /// zones), in hindsight: each second waiting after `after` given its belief with the readings after it up to
+    /// the newest, the moment the running sum of `to`'s excess over `from` (their shares in dB, over time) was
+    /// lowest, the change point at which `ZoneCrossings` dates moves from live levels, taken halfway to the next
+    /// second. A live belief trails a walker; with the readings after the crossing it no longer does. Nil when no
+    /// second after `after` waits with its belief, or where the lowest is the first of them and seconds since
+    /// `after` were decided before it (the crossing may be older than the seconds waiting).
+    public func crossing(
+        from: Int, to: Int, after: Int64, on hindsightFloor: HindsightFloor, scratch: inout PositionBelief.Scratch
+    ) -> Int64? {
+        let floor = hindsightFloor.floor
+        guard floor.zoneCount > max(from, to), from >= 0, to >= 0, waiting.contains(where: { $0.forward != nil && $0.timeMicros > after })
+        else { return nil }
+        var backward = PositionBelief(floor: floor)
+        var shares: [Double] = []
+        // Each decided second's excess of `to` over `from`, newest first.
+        var excesses: [(timeMicros: Int64, db: Double)] = []
+        for moment in waiting.reversed() {
+            guard moment.timeMicros > after else { break }
+            backward.advance(to: -moment.timeMicros, on: floor, scratch: &scratch)
+            if let forward = moment.forward {
+                var smoothed = PositionBelief(cells: forward)
+                smoothed.weigh(by: backward)
+                smoothed.zoneProbabilities(on: floor, into: &shares)
+                let least = Self.leastZoneShare
+                excesses.append((moment.timeMicros, 10 * log10(max(shares[to], least) / max(shares[from], least))))
+            }
+            backward.update(readings: moment.readings, timeMicros: -moment.timeMicros, on: floor, scratch: &scratch)
+        }
+        excesses.reverse()
+        var sum = 0.0
+        var lowest = 0.0
+        var lowestIndex = -1
+        for (index, second) in excesses.enumerated() {
+            let seconds = index == 0 ? 0 : Double(second.timeMicros - excesses[index - 1].timeMicros) / 1e6
+            sum += second.db * max(seconds, 1)
+            if sum <= lowest {
+                lowest = sum
+                lowestIndex = index
+            }
+        }
+        // No second favoured `from`, or only the first of them, decided seconds after the beacon entered: the
+        // crossing may be older than the seconds waiting.
+        guard lowestIndex >= 0, lowestIndex > 0 || excesses[0].timeMicros - after <= Self.decidedEveryMicros else { return nil }
+        guard lowestIndex + 1 < excesses.count else { return excesses[lowestIndex].timeMicros }
+        return (excesses[lowestIndex].timeMicros + excesses[lowestIndex + 1].timeMicros) / 2
+    }
+
+    /// The least share of a zone its level in `crossing` counts (-40 dB).
+    static let leastZoneShare = 1e-4
 
     /// The least-squares line in time through `points`, taken at `time` (their mean where they do not span time).
     static func line(through points: [(timeMicros: Int64, x: Double, y: Double)], at time: Int64) -> (x: Double, y: Double) {

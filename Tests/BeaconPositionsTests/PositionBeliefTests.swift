@@ -188,6 +188,39 @@ import Testing
         }
     }
 
+    /// A walker crossing from one quarter into the next at 1 m/s, heard each second: asked three seconds after
+    /// the crossing, the seconds with the readings after them date it within a second, nearer than the moment the
+    /// live belief's shares turned.
+    @Test func hindsightDatesACrossingNearerThanTheLiveBelief() throws {
+        let floor = FloorModel(zones: quarters, receivers: receivers, model: model)
+        let hindsightFloor = HindsightFloor(
+            FloorModel(zones: quarters, receivers: receivers, model: model, coarsening: HindsightFloor.coarsening), for: floor)
+        var belief = PositionBelief(floor: floor)
+        var scratch = PositionBelief.Scratch()
+        var hindsight = PositionHindsight()
+        // From x = 1.5 across the border (x = 5) at 3.5 s, along y = 2; readings 3 dB off, one way and the other in turn.
+        let crossedMicros: Int64 = 3_500_000
+        var liveTurned: Int64?
+        var shares: [Double] = []
+        for second in Int64(0)...7 {
+            let time = second * 1_000_000
+            let readings = receivers.indices.map { receiver in
+                (receiver, rssi(receivers[receiver], x: 1.5 + Double(second), y: 2) + ((receiver + Int(second)) % 2 == 0 ? 3 : -3))
+            }
+            belief.update(readings: readings, timeMicros: time, on: floor, scratch: &scratch)
+            hindsight.add(readings, at: time, belief: belief, on: hindsightFloor)
+            belief.zoneProbabilities(on: floor, into: &shares)
+            if liveTurned == nil, shares[2] > shares[0] { liveTurned = time }
+        }
+        let live = try #require(liveTurned)
+        let crossing = try #require(hindsight.crossing(from: 0, to: 2, after: -1, on: hindsightFloor, scratch: &scratch))
+        #expect(abs(crossing - crossedMicros) <= 1_000_000, "crossed at \(crossing), live at \(live)")
+        #expect(abs(crossing - crossedMicros) < abs(live - crossedMicros), "crossed at \(crossing), live at \(live)")
+        // Nothing waits after the last second; no second favoured the zone the move is from.
+        #expect(hindsight.crossing(from: 0, to: 2, after: 7_000_000, on: hindsightFloor, scratch: &scratch) == nil)
+        #expect(hindsight.crossing(from: 3, to: 2, after: 0, on: hindsightFloor, scratch: &scratch) == nil)
+    }
+
     /// The line through the seconds around a position, taken at its moment: off the points' mean where the
     /// position is not at their middle, and through their scatter.
     @Test func theLineOfTheSecondsAroundAPositionIsTakenAtItsMoment() {

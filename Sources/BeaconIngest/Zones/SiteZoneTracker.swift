@@ -391,7 +391,10 @@ public struct SiteZoneTracker: Sendable {
                 share(strongest) >= 1, time - strongest.sinceMicros >= rules.switchDwellMicros
             {
                 // Dated in hindsight, at most the history lag before now, so that no minute counted yet changes.
-                let crossing = beacon.crossings.moment(of: strongest.zone) ?? strongest.sinceMicros
+                // Where positions date it too, the earlier of the two: the live levels trail a walker, and the
+                // seconds waiting for hindsight may begin after the crossing, so each errs late.
+                let liveCrossing = beacon.crossings.moment(of: strongest.zone) ?? strongest.sinceMicros
+                let crossing = min(positionCrossing(of: beacon, from: current, to: strongest.zone) ?? .max, liveCrossing)
                 let moment = max(crossing, time - rules.historyLagMicros, beacon.enterMicros + 1)
                 if storesLiveHistory {
                     changes.append(.visitClosed(site: site, beaconID: reading.beaconID, enterMicros: beacon.enterMicros, exitMicros: moment))

@@ -130,6 +130,14 @@ extension SiteZoneTracker {
         return BeaconPosition(timeMicros: time, x: estimate.x, y: estimate.y, errorM: estimate.spread, zoneShares: zoneShares(shares))
     }
 
+    /// Where a beacon of a site whose zones are scored by position crossed from zone `from` into `to`, in
+    /// hindsight (`PositionHindsight.crossing`) since it entered its zone; nil elsewhere or where the seconds
+    /// waiting do not tell.
+    mutating func positionCrossing(of beacon: Beacon, from: Int, to: Int) -> Int64? {
+        guard rules.scoring == .position, let hindsightFloor else { return nil }
+        return beacon.hindsight.crossing(from: from, to: to, after: beacon.enterMicros, on: hindsightFloor, scratch: &scratchHindsightCells)
+    }
+
     /// Zone shares by zone id, each to a thousandth, the least left out.
     private func zoneShares(_ shares: [Double]) -> [String: Double] {
         var byZone: [String: Double] = [:]
