@@ -49,9 +49,10 @@ struct JournaledDictionary<Key: Hashable & Sendable, Value: Sendable>: Sendable,
         return slot
     }
 
-    /// Puts back a value `checkOut` moved out.
-    mutating func checkIn(_ value: Value, at slot: Slot) {
-        values[slot] = value
+    /// Puts back a value `checkOut` moved out, by swapping it with the placeholder (left in `value`): no reference
+    /// it holds is counted again.
+    mutating func checkIn(_ value: inout Value, at slot: Slot) {
+        swap(&value, &values[slot]!)
     }
 
     var count: Int { slots.count }

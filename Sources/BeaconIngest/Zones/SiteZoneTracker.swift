@@ -286,8 +286,8 @@ public struct SiteZoneTracker: Sendable {
         // Moved out of the table while it changes, so that its arrays are not copied at every reading.
         var beacon = Beacon()
         let slot = beacons.checkOut(reading.beaconID, swapping: &beacon)
-        func store(_ beacon: Beacon) {
-            if let slot { beacons.checkIn(beacon, at: slot) } else { beacons[reading.beaconID] = beacon }
+        func store(_ beacon: inout Beacon) {
+            if let slot { beacons.checkIn(&beacon, at: slot) } else { beacons[reading.beaconID] = beacon }
         }
         let time = reading.timeMicros
         var level = reading.rssi
@@ -353,7 +353,7 @@ public struct SiteZoneTracker: Sendable {
         }
         guard let best else {
             if rules.history == .confirmed { extendPath(of: reading.beaconID, &beacon, at: time, into: &changes) }
-            store(beacon)
+            store(&beacon)
             return
         }
         if let current = beacon.zone {
@@ -432,7 +432,7 @@ public struct SiteZoneTracker: Sendable {
         }
         // After the live decision, so that a move it dates into the second the path decides now is seen there.
         if rules.history == .confirmed { extendPath(of: reading.beaconID, &beacon, at: time, into: &changes) }
-        store(beacon)
+        store(&beacon)
     }
 
     /// The least share of a position belief a zone's level counts (-40 dB): so far off, the beacon is not there.
