@@ -121,6 +121,8 @@ public struct SiteZoneTracker: Sendable {
         /// current minute (`ZonePositions.swift`).
         var position: PositionBelief?
         var positionShares: [Double] = []
+        /// Each zone's share in dB (at least `leastZoneShare`): its level where zones are scored by position.
+        var positionLevels: [Double] = []
         var heardThisSecond = HeardInSecond()
         var positionSlot: Int64 = .min
         var positionGiven = true

@@ -57,9 +57,7 @@ extension SiteZoneTracker {
         switch rules.scoring {
         case .position:
             // A beacon not located yet (no reading of a placed agent) has no level anywhere.
-            for zone in beacon.positionShares.indices {
-                levels[zone] = 10 * log10(max(beacon.positionShares[zone], Self.leastZoneShare))
-            }
+            for zone in beacon.positionLevels.indices { levels[zone] = beacon.positionLevels[zone] }
         case .pattern where !readings.isEmpty:
             patterns.score(levels: readings.lazy.map { (agent: $0.number, level: heard ? $0.heard : $0.rssi) }, into: &levels)
         default:

@@ -79,6 +79,13 @@ extension SiteZoneTracker {
         belief.update(readings: readings, timeMicros: time, on: floor, scratch: &scratchCells)
         if let hindsightFloor { beacon.hindsight.add(readings, at: time, belief: belief, on: hindsightFloor) }
         belief.zoneProbabilities(on: floor, into: &beacon.positionShares)
+        // Once a second here, rather than at each of the second's readings.
+        if beacon.positionLevels.count != beacon.positionShares.count {
+            beacon.positionLevels = [Double](repeating: 0, count: beacon.positionShares.count)
+        }
+        for zone in beacon.positionShares.indices {
+            beacon.positionLevels[zone] = 10 * log10(max(beacon.positionShares[zone], Self.leastZoneShare))
+        }
         beacon.position = belief
         beacon.heardThisSecond.readings.removeAll(keepingCapacity: true)
     }
