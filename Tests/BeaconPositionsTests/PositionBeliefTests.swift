@@ -16,6 +16,13 @@ import Testing
         model.expected(distance: ((receiver.x - x) * (receiver.x - x) + (receiver.y - y) * (receiver.y - y) + 1).squareRoot())
     }
 
+    /// The quarters' floor and the hindsight's floor made for it.
+    func floors() -> (FloorModel, HindsightFloor) {
+        let floor = FloorModel(zones: quarters, receivers: receivers, model: model)
+        return (floor, HindsightFloor(
+            FloorModel(zones: quarters, receivers: receivers, model: model, coarsening: HindsightFloor.coarsening), for: floor))
+    }
+
     @Test func readingsOfAPlaceFindItAndAWalkIsFollowed() {
         let floor = FloorModel(zones: quarters, receivers: receivers, model: model)
         #expect(floor.cellSize == FloorModel.finestCell && floor.cellCount == 20 * 16)
@@ -126,9 +133,7 @@ import Testing
     /// its position at the first moment is found, and narrower, once the seconds after it are in; a second older
     /// than the last added is not taken.
     @Test func hindsightFindsWhereTheTransmitterWasFromTheSecondsAfter() throws {
-        let floor = FloorModel(zones: quarters, receivers: receivers, model: model)
-        let hindsightFloor = HindsightFloor(
-            FloorModel(zones: quarters, receivers: receivers, model: model, coarsening: HindsightFloor.coarsening), for: floor)
+        let (floor, hindsightFloor) = floors()
         #expect(hindsightFloor.floor.cellCount == floor.cellCount / 4)
         var belief = PositionBelief(floor: floor)
         var scratch = PositionBelief.Scratch()
@@ -163,9 +168,7 @@ import Testing
     /// A transmitter walking a straight line at 0.2 m/s, heard each second by the four receivers: every position
     /// asked for (one each 10 s) is given, the last ones when the walk ends, each within a cell of the hindsight's floor (1 m) of where the transmitter was.
     @Test func hindsightDrawsAWalkerOntoTheirLine() {
-        let floor = FloorModel(zones: quarters, receivers: receivers, model: model)
-        let hindsightFloor = HindsightFloor(
-            FloorModel(zones: quarters, receivers: receivers, model: model, coarsening: HindsightFloor.coarsening), for: floor)
+        let (floor, hindsightFloor) = floors()
         var belief = PositionBelief(floor: floor)
         var scratch = PositionBelief.Scratch()
         var hindsight = PositionHindsight()
@@ -192,9 +195,7 @@ import Testing
     /// the crossing, the seconds with the readings after them date it within a second, nearer than the moment the
     /// live belief's shares turned.
     @Test func hindsightDatesACrossingNearerThanTheLiveBelief() throws {
-        let floor = FloorModel(zones: quarters, receivers: receivers, model: model)
-        let hindsightFloor = HindsightFloor(
-            FloorModel(zones: quarters, receivers: receivers, model: model, coarsening: HindsightFloor.coarsening), for: floor)
+        let (floor, hindsightFloor) = floors()
         var belief = PositionBelief(floor: floor)
         var scratch = PositionBelief.Scratch()
         var hindsight = PositionHindsight()
