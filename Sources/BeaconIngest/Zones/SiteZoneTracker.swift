@@ -145,6 +145,8 @@ public struct SiteZoneTracker: Sendable {
     /// Storage for a reading's zone levels, smoothed and as heard (see `apply`).
     private var scratchLevels: [Double] = []
     private var scratchHeardLevels: [Double] = []
+    /// Storage for the levels a beacon's path is extended by (`extendPath`).
+    var scratchPathLevels: [Double] = []
     /// Storage for a position belief's spreading, on the floor and on the hindsight's.
     var scratchCells = PositionBelief.Scratch()
     var scratchHindsightCells = PositionBelief.Scratch()

@@ -12,7 +12,10 @@ extension SiteZoneTracker {
     mutating func extendPath(of beaconID: String, _ beacon: inout Beacon, at time: Int64, into changes: inout [ZoneChange]) {
         let second = time.floorDivided(by: 1_000_000)
         if let path = beacon.path, second < path.newestSecond { return }
+        // The levels' storage is the tracker's, reused from reading to reading (the path keeps their values only).
         var heard: [Double] = []
+        swap(&heard, &scratchPathLevels)
+        defer { swap(&heard, &scratchPathLevels) }
         zoneLevels(of: beacon, heard: true, into: &heard)
         if rules.scoring == .pattern { beacon.samples.add(second: second, levels: beacon.readings.lazy.map { (agent: $0.number, level: $0.heard) }) }
         guard beacon.path != nil else {
