@@ -200,6 +200,10 @@ public struct PositionBelief: Sendable {
         swap(&cells, &scratch.cells)
     }
 
+    /// A zone's level from its share of a belief: the share in dB, at least -40 dB (so far off, the transmitter is
+    /// not there).
+    public static func zoneLevel(share: Double) -> Double { 10 * log10(max(share, 1e-4)) }
+
     /// Each zone's share of the belief (by cell centres; the floor outside every zone is no zone's).
     public func zoneProbabilities(on floor: FloorModel, into shares: inout [Double]) {
         if shares.count != floor.zoneCount { shares = [Double](repeating: 0, count: floor.zoneCount) }

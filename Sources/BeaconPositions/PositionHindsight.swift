@@ -1,5 +1,3 @@
-import Foundation
-
 /// Positions decided with hindsight, for a transmitter's history. Every second's readings are kept, and about every
 /// other second the belief from the readings up to it, on a coarser floor; once `lagMicros` of later readings are
 /// in, one backward pass gives each such second its belief given the readings before and after it (a two-filter smoother
@@ -171,8 +169,8 @@ public struct PositionHindsight: Sendable {
                 var smoothed = PositionBelief(cells: forward)
                 smoothed.weigh(by: backward)
                 smoothed.zoneProbabilities(on: floor, into: &shares)
-                let least = Self.leastZoneShare
-                excesses.append((moment.timeMicros, 10 * log10(max(shares[to], least) / max(shares[from], least))))
+                excesses.append(
+                    (moment.timeMicros, PositionBelief.zoneLevel(share: shares[to]) - PositionBelief.zoneLevel(share: shares[from])))
             }
             backward.update(readings: moment.readings, timeMicros: -moment.timeMicros, on: floor, scratch: &scratch)
         }
@@ -194,9 +192,6 @@ public struct PositionHindsight: Sendable {
         guard lowestIndex + 1 < excesses.count else { return excesses[lowestIndex].timeMicros }
         return (excesses[lowestIndex].timeMicros + excesses[lowestIndex + 1].timeMicros) / 2
     }
-
-    /// The least share of a zone its level in `crossing` counts (-40 dB).
-    static let leastZoneShare = 1e-4
 
     /// The least-squares line in time through `points`, taken at `time` (their mean where they do not span time).
     static func line(through points: [(timeMicros: Int64, x: Double, y: Double)], at time: Int64) -> (x: Double, y: Double) {

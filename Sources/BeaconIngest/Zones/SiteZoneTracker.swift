@@ -121,7 +121,7 @@ public struct SiteZoneTracker: Sendable {
         /// current minute (`ZonePositions.swift`).
         var position: PositionBelief?
         var positionShares: [Double] = []
-        /// Each zone's share in dB (at least `leastZoneShare`): its level where zones are scored by position.
+        /// Each zone's share in dB (`PositionBelief.zoneLevel`): its level where zones are scored by position.
         var positionLevels: [Double] = []
         var heardThisSecond = HeardInSecond()
         var positionSlot: Int64 = .min
@@ -438,9 +438,6 @@ public struct SiteZoneTracker: Sendable {
         if rules.history == .confirmed { extendPath(of: reading.beaconID, &beacon, at: time, into: &changes) }
         store(&beacon)
     }
-
-    /// The least share of a position belief a zone's level counts (-40 dB): so far off, the beacon is not there.
-    static let leastZoneShare = 1e-4
 
     /// A placed beacon left (absent, forgotten, or the site stopped): its live zone, and with `crossings` its visit,
     /// ends when it was last heard.

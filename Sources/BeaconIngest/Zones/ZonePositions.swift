@@ -84,7 +84,7 @@ extension SiteZoneTracker {
             beacon.positionLevels = [Double](repeating: 0, count: beacon.positionShares.count)
         }
         for zone in beacon.positionShares.indices {
-            beacon.positionLevels[zone] = 10 * log10(max(beacon.positionShares[zone], Self.leastZoneShare))
+            beacon.positionLevels[zone] = PositionBelief.zoneLevel(share: beacon.positionShares[zone])
         }
         beacon.position = belief
         beacon.heardThisSecond.readings.removeAll(keepingCapacity: true)
