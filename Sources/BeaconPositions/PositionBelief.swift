@@ -7,6 +7,8 @@ public struct PositionBelief: Sendable {
     /// Storage a belief borrows while it moves, kept by its owner between moves so that moving allocates nothing.
     public struct Scratch: Sendable {
         var cells: [Float] = []
+        /// The cells column by column, for an open floor's passes along its rows.
+        var transposed: [Float] = []
         /// Each line's running sum.
         var sums: [Float] = []
         /// 1 / n for each window width n.
@@ -107,53 +109,80 @@ public struct PositionBelief: Sendable {
         unspreadSeconds -= Double(radius) * floor.cellSize / FloorModel.walkingSpeed
         if scratch.cells.count != cells.count { scratch.cells = cells }
         let bounded = min(radius, max(floor.columns, floor.rows))
+        guard let rowWalls = floor.wallAfterInRow, let columnWalls = floor.wallAfterInColumn else {
+            spreadOpen(radius: bounded, columns: floor.columns, rows: floor.rows, scratch: &scratch)
+            return
+        }
         for _ in 0..<2 {
-            if let walls = floor.wallAfterInRow {
-                blur(radius: bounded, lines: floor.rows, length: floor.columns, stride: 1, lineStride: floor.columns, walls: walls, scratch: &scratch)
-            } else {
-                blurOpen(radius: bounded, lines: floor.rows, length: floor.columns, stride: 1, lineStride: floor.columns, scratch: &scratch)
-            }
-            if let walls = floor.wallAfterInColumn {
-                blur(radius: bounded, lines: floor.columns, length: floor.rows, stride: floor.columns, lineStride: 1, walls: walls, scratch: &scratch)
-            } else {
-                blurOpen(radius: bounded, lines: floor.columns, length: floor.rows, stride: floor.columns, lineStride: 1, scratch: &scratch)
-            }
+            blur(radius: bounded, lines: floor.rows, length: floor.columns, stride: 1, lineStride: floor.columns, walls: rowWalls, scratch: &scratch)
+            blur(radius: bounded, lines: floor.columns, length: floor.rows, stride: floor.columns, lineStride: 1, walls: columnWalls, scratch: &scratch)
         }
     }
 
-    /// `blur` where no wall cuts a line: the lines move side by side, each with its own running sum, and what
-    /// enters and leaves the window depends on the position alone, so that no cell waits on the one before it
-    /// (the column pass's lines lie next to each other in memory).
-    private mutating func blurOpen(radius: Int, lines: Int, length: Int, stride: Int, lineStride: Int, scratch: inout Scratch) {
-        if scratch.sums.count < lines { scratch.sums = [Float](repeating: 0, count: lines) }
+    /// `spread` where no wall stands: the same blur along every row and along every column, so the passes may run
+    /// in any order. Both passes along the rows run on the cells laid out column by column, so that every pass
+    /// moves lines that lie side by side in memory and no cell waits on the one before it.
+    private mutating func spreadOpen(radius: Int, columns: Int, rows: Int, scratch: inout Scratch) {
+        if scratch.transposed.count != cells.count { scratch.transposed = cells }
+        if scratch.sums.count < max(columns, rows) { scratch.sums = [Float](repeating: 0, count: max(columns, rows)) }
         let reciprocals = scratch.reciprocals(through: 2 * radius + 1)
-        cells.withUnsafeBufferPointer { belief in
-            scratch.cells.withUnsafeMutableBufferPointer { out in
-                scratch.sums.withUnsafeMutableBufferPointer { sums in
-                    for line in 0..<lines { sums[line] = 0 }
-                    for position in 0..<min(radius, length) {
-                        let along = position &* stride
-                        for line in 0..<lines { sums[line] += belief[line &* lineStride &+ along] }
-                    }
-                    for position in 0..<length {
-                        let entering = position &+ radius
-                        let leaving = position &- radius &- 1
-                        let along = position &* stride
-                        if entering < length {
-                            let enteringAlong = entering &* stride
-                            for line in 0..<lines { sums[line] += belief[line &* lineStride &+ enteringAlong] }
+        reciprocals.withUnsafeBufferPointer { reciprocals in
+            cells.withUnsafeMutableBufferPointer { belief in
+                scratch.cells.withUnsafeMutableBufferPointer { other in
+                    scratch.transposed.withUnsafeMutableBufferPointer { transposed in
+                        scratch.sums.withUnsafeMutableBufferPointer { sums in
+                            Self.transpose(belief, into: transposed, rows: rows, columns: columns)
+                            Self.boxAlongSideBySideLines(
+                                transposed, into: other, radius: radius, lines: rows, length: columns, sums: sums, reciprocals: reciprocals)
+                            Self.boxAlongSideBySideLines(
+                                other, into: transposed, radius: radius, lines: rows, length: columns, sums: sums, reciprocals: reciprocals)
+                            Self.transpose(transposed, into: belief, rows: columns, columns: rows)
+                            Self.boxAlongSideBySideLines(
+                                belief, into: other, radius: radius, lines: columns, length: rows, sums: sums, reciprocals: reciprocals)
+                            Self.boxAlongSideBySideLines(
+                                other, into: belief, radius: radius, lines: columns, length: rows, sums: sums, reciprocals: reciprocals)
                         }
-                        if leaving >= 0 {
-                            let leavingAlong = leaving &* stride
-                            for line in 0..<lines { sums[line] -= belief[line &* lineStride &+ leavingAlong] }
-                        }
-                        let scale = reciprocals[min(entering &+ 1, length) &- max(leaving &+ 1, 0)]
-                        for line in 0..<lines { out[line &* lineStride &+ along] = max(0, sums[line]) * scale }
                     }
                 }
             }
         }
-        swap(&cells, &scratch.cells)
+    }
+
+    /// `cells` of `rows` lines of `columns` laid out column by column instead.
+    private static func transpose(_ cells: UnsafeMutableBufferPointer<Float>, into out: UnsafeMutableBufferPointer<Float>, rows: Int, columns: Int) {
+        for row in 0..<rows {
+            let from = row &* columns
+            for column in 0..<columns { out[column &* rows &+ row] = cells[from &+ column] }
+        }
+    }
+
+    /// A moving average of `2 × radius + 1` cells along each of `lines` lines of `length` cells, where the lines lie
+    /// side by side (the cell at `position` of `line` is at `position × lines + line`): each line has its own running
+    /// sum, and what enters and leaves the window depends on the position alone.
+    private static func boxAlongSideBySideLines(
+        _ cells: UnsafeMutableBufferPointer<Float>, into out: UnsafeMutableBufferPointer<Float>, radius: Int, lines: Int, length: Int,
+        sums: UnsafeMutableBufferPointer<Float>, reciprocals: UnsafeBufferPointer<Float>
+    ) {
+        for line in 0..<lines { sums[line] = 0 }
+        for position in 0..<min(radius, length) {
+            let along = position &* lines
+            for line in 0..<lines { sums[line] += cells[along &+ line] }
+        }
+        for position in 0..<length {
+            let entering = position &+ radius
+            let leaving = position &- radius &- 1
+            if entering < length {
+                let along = entering &* lines
+                for line in 0..<lines { sums[line] += cells[along &+ line] }
+            }
+            if leaving >= 0 {
+                let along = leaving &* lines
+                for line in 0..<lines { sums[line] -= cells[along &+ line] }
+            }
+            let scale = reciprocals[min(entering &+ 1, length) &- max(leaving &+ 1, 0)]
+            let along = position &* lines
+            for line in 0..<lines { out[along &+ line] = max(0, sums[line]) * scale }
+        }
     }
 
     /// A moving average of `2 × radius + 1` cells along each of `lines` lines of `length` cells, each stretch

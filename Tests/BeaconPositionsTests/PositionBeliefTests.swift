@@ -95,8 +95,8 @@ import Testing
         }
     }
 
-    /// A floor whose zones a door joins everywhere spreads the belief as an open floor does (its own pass for lines
-    /// no wall cuts), to float rounding.
+    /// A floor whose zones a door joins everywhere spreads the belief as an open floor does (its own passes, rows
+    /// before columns, on lines side by side in memory), cell by cell to float rounding.
     @Test func anOpenFloorSpreadsAsAFloorOfDoorsEverywhere() {
         let open = FloorModel(zones: quarters, receivers: receivers, model: model)
         let doors = FloorModel(
@@ -112,6 +112,8 @@ import Testing
                 }
             }
         }
+        let difference = zip(beliefs[0].cells, beliefs[1].cells).map { abs($0 - $1) }.max() ?? 0
+        #expect(difference < 1e-6, "cells differ by \(difference)")
         let (a, b) = (beliefs[0].estimate(on: open), beliefs[1].estimate(on: doors))
         #expect(abs(a.x - b.x) < 1e-4 && abs(a.y - b.y) < 1e-4 && abs(a.spread - b.spread) < 1e-4, "\(a) against \(b)")
         #expect(a.x > 4 && a.x < 7, "\(a)")
