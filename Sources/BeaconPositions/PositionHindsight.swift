@@ -116,26 +116,26 @@ public struct PositionHindsight: Sendable {
         var results: [(timeMicros: Int64, x: Double, y: Double)] = []
         // The second decided after the one at hand.
         var laterDecided = Int64.max
-        for moment in waiting.reversed() {
+        for index in waiting.indices.reversed() {
+            let time = waiting[index].timeMicros
             // Backwards in time, as forwards on negated times.
-            backward.advance(to: -moment.timeMicros, on: floor, scratch: &scratch)
-            if let forward = moment.forward {
-                if moment.timeMicros <= limit {
+            backward.advance(to: -time, on: floor, scratch: &scratch)
+            if waiting[index].forward != nil {
+                // A second decided leaves `waiting`: its belief is taken out and weighed where it lies, not copied.
+                if time <= limit, let forward = waiting[index].forward.take() {
                     var smoothed = PositionBelief(cells: forward)
                     smoothed.weigh(by: backward)
                     let estimate = smoothed.estimate(on: floor)
-                    results.append((moment.timeMicros, estimate.x, estimate.y))
+                    results.append((time, estimate.x, estimate.y))
                     // A position asked for at or after this second and before the next decided takes its belief.
-                    if let askedIndex = asked.firstIndex(where: {
-                        $0.decided == nil && $0.timeMicros >= moment.timeMicros && $0.timeMicros < laterDecided
-                    }) {
+                    if let askedIndex = asked.firstIndex(where: { $0.decided == nil && $0.timeMicros >= time && $0.timeMicros < laterDecided }) {
                         smoothed.zoneProbabilities(on: floor, into: &shares)
                         asked[askedIndex].decided = (estimate.spread, shares)
                     }
                 }
-                laterDecided = moment.timeMicros
+                laterDecided = time
             }
-            backward.update(readings: moment.readings, timeMicros: -moment.timeMicros, on: floor, scratch: &scratch)
+            backward.update(readings: waiting[index].readings, timeMicros: -time, on: floor, scratch: &scratch)
         }
         decided += results.reversed()
         waiting.removeAll { $0.timeMicros <= limit }
