@@ -32,6 +32,7 @@ let package = Package(
         .library(name: "BeaconSimulation", targets: ["BeaconSimulation"]),
         .library(name: "BeaconIngest", targets: ["BeaconIngest"]),
         .library(name: "BeaconMessaging", targets: ["BeaconMessaging"]),
+        .library(name: "BeaconPositions", targets: ["BeaconPositions"]),
         .library(name: "LibPQ", targets: ["LibPQ"]),
         .library(name: "LocalServers", targets: ["LocalServers"]),
         .library(name: "Mosquitto", targets: ["Mosquitto"]),

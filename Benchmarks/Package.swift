@@ -29,6 +29,7 @@ let package = Package(
             name: "IngestBenchmarks",
             dependencies: [
                 .product(name: "BeaconIngest", package: "beaconflow"),
+                .product(name: "BeaconPositions", package: "beaconflow"),
                 .product(name: "BeaconWire", package: "beaconflow"),
                 .product(name: "LibPQ", package: "beaconflow"),
                 .product(name: "LocalServers", package: "beaconflow"),
