@@ -881,7 +881,8 @@ CREATE TABLE beaconflow.beacon_registry (
     beacon_id text NOT NULL,
     label text,
     identity_key boolean DEFAULT false NOT NULL,
-    bthome_bindkey boolean DEFAULT false NOT NULL
+    bthome_bindkey boolean DEFAULT false NOT NULL,
+    outdoors boolean DEFAULT false NOT NULL
 );
 
 ALTER TABLE beaconflow.beacon_registry OWNER TO postgres;
@@ -955,6 +956,19 @@ CREATE VIEW beaconflow.beacon_locations AS
 ALTER TABLE beaconflow.beacon_locations OWNER TO postgres;
 
 --
+-- Name: night_forecasts; Type: TABLE; Schema: beaconflow; Owner: postgres
+--
+
+CREATE TABLE beaconflow.night_forecasts (
+    site_id text NOT NULL,
+    night date NOT NULL,
+    low_c real NOT NULL,
+    CONSTRAINT night_forecasts_low_c_check CHECK (((low_c >= ('-90'::integer)::double precision) AND (low_c <= (60)::double precision)))
+);
+
+ALTER TABLE beaconflow.night_forecasts OWNER TO postgres;
+
+--
 -- Name: battery_replacements; Type: VIEW; Schema: beaconflow; Owner: postgres
 --
 
@@ -962,7 +976,7 @@ CREATE VIEW beaconflow.battery_replacements AS
  SELECT h.site_id,
     h.beacon_id,
     l.label,
-    h.replace_by,
+    LEAST(h.replace_by, ((c.night)::timestamp without time zone AT TIME ZONE COALESCE(s.timezone, 'UTC'::text))) AS replace_by,
     h.est_days_left,
     h.days_left_low,
     h.days_left_high,
@@ -972,9 +986,19 @@ CREATE VIEW beaconflow.battery_replacements AS
     h.status,
     l.zone_id AS last_zone_id,
     h.last_seen,
-    h.coldest_carried_c
-   FROM (beaconflow.beacon_health h
+    h.coldest_carried_c,
+    c.night AS cold_night,
+    c.low_c AS cold_night_low_c
+   FROM ((((beaconflow.beacon_health h
      LEFT JOIN beaconflow.beacon_locations l USING (beacon_id))
+     LEFT JOIN beaconflow.beacon_registry r ON ((r.beacon_id = h.beacon_id)))
+     LEFT JOIN beaconflow.site_registry s ON ((s.site_id = h.site_id)))
+     LEFT JOIN LATERAL ( SELECT f.night,
+            f.low_c
+           FROM beaconflow.night_forecasts f
+          WHERE (r.outdoors AND (f.site_id = h.site_id) AND (f.low_c <= h.coldest_carried_c) AND (f.night >= ((now() AT TIME ZONE COALESCE(s.timezone, 'UTC'::text)))::date))
+          ORDER BY f.night
+         LIMIT 1) c ON (true))
   WHERE (h.replace_by IS NOT NULL);
 
 ALTER TABLE beaconflow.battery_replacements OWNER TO postgres;
@@ -1743,6 +1767,13 @@ ALTER TABLE ONLY beaconflow.ingest_instances
     ADD CONSTRAINT ingest_instances_pkey PRIMARY KEY (instance);
 
 --
+-- Name: night_forecasts night_forecasts_pkey; Type: CONSTRAINT; Schema: beaconflow; Owner: postgres
+--
+
+ALTER TABLE ONLY beaconflow.night_forecasts
+    ADD CONSTRAINT night_forecasts_pkey PRIMARY KEY (site_id, night);
+
+--
 -- Name: schema_migrations schema_migrations_pkey; Type: CONSTRAINT; Schema: beaconflow; Owner: postgres
 --
 
@@ -2171,6 +2202,12 @@ GRANT SELECT,INSERT,UPDATE ON TABLE beaconflow.visits_raw TO beaconflow_writer;
 
 GRANT SELECT,INSERT ON TABLE beaconflow.beacon_locations TO beaconflow_writer;
 GRANT SELECT ON TABLE beaconflow.beacon_locations TO beaconflow_reader;
+
+--
+-- Name: TABLE night_forecasts; Type: ACL; Schema: beaconflow; Owner: postgres
+--
+
+GRANT SELECT,INSERT ON TABLE beaconflow.night_forecasts TO beaconflow_writer;
 
 --
 -- Name: TABLE battery_replacements; Type: ACL; Schema: beaconflow; Owner: postgres

@@ -5,9 +5,10 @@ import BeaconWire
 import Foundation
 
 /// A simulated fleet's batteries over months, and how well battery forecasts knew their ends: the ingest's fleet
-/// health (`FleetHealth`) forecasting from charge counting and the voltage curve, beside the same with the trend of
-/// the voltage the ingest used before (its Theil-Sen slope to 2000 mV), each fed the fleet's TLM, scored against
-/// when each cell really stopped its beacon.
+/// health (`FleetHealth`) forecasting from charge counting and the voltage curve, the same with the outdoor sites'
+/// night forecasts read as `battery_replacements` reads them, and the trend of the voltage the ingest used before
+/// (its Theil-Sen slope to 2000 mV), each fed the fleet's TLM, scored against when each cell really stopped its
+/// beacon.
 ///
 /// Each beacon has a cell of a chemistry (half CR2032, a quarter CR2477, 15 % two lithium AA, 10 % a CR2032 the
 /// sites file does not name), a transmit power, an advertising interval (100 ms to 1 s) and a place: indoors
@@ -31,6 +32,8 @@ public struct BatteryFleet: Sendable {
     /// When the run starts, Unix µs: each TLM transmission is dated this much plus its second into the run (and
     /// 2 ms for each beacon before it).
     public var startMicros: Int64 = 1_735_689_600_000_000
+    /// How many nights the sites' weather forecasts cover, from the day each is issued.
+    public var nightForecastNights = 10
 
     public init() {}
 
@@ -233,8 +236,15 @@ public struct BatteryFleet: Sendable {
                 let health = counting.health(of: beaconID)
                 let old = trend.health(of: beaconID)
                 if cellEnd - second >= 7 * 86_400 { coldestCarriedAWeekBefore = health?.forecast?.coldestCarriedCelsius }
+                // The cold night `battery_replacements` gives from the site's night forecasts (outdoors only).
+                let coldNight = beacon.place == 2
+                    ? health?.forecast?.coldestCarriedCelsius.flatMap { firstColdNight(beacon, index: index, day: second / 86_400, carried: $0) } : nil
                 let forecasts: [(String, Double?, Bool)] = [
                     ("charge-and-voltage", health?.estimatedDaysLeft, health?.status == .lowBattery),
+                    (
+                        Self.withNightForecasts, coldNight.map { night in health?.estimatedDaysLeft.map { min($0, night) } ?? night } ?? health?.estimatedDaysLeft,
+                        health?.status == .lowBattery || coldNight != nil
+                    ),
                     ("voltage-trend", old?.estimatedDaysLeft, old?.status == .lowBattery),
                 ]
                 for (method, forecast, flagged) in forecasts {
@@ -253,7 +263,7 @@ public struct BatteryFleet: Sendable {
             // Cells that ended within two weeks of being first heard are left out: a week's notice is not theirs to
             // give.
             if cellEnd <= runSeconds, cellEnd - cellStart >= 14 * 86_400 {
-                for method in ["charge-and-voltage", "voltage-trend"] {
+                for method in ["charge-and-voltage", Self.withNightForecasts, "voltage-trend"] {
                     score(method, name) { entry in
                         entry.cellsEnded += 1
                         if (flaggedSince[method].map { cellEnd - $0 < 7 * 86_400 } ?? true) {
@@ -285,6 +295,27 @@ public struct BatteryFleet: Sendable {
             station: station, recordDay: recordDay, swapAtDay: Double.random(in: 0..<1, using: &random) < swapShare ? Double.random(in: 10..<Double(days - 10), using: &random) : nil,
             swapKeepsCounters: Bool.random(using: &random),
             rebootDays: (0..<(days / 100 + 1)).map { _ in Double.random(in: 0..<Double(days), using: &random) }.sorted())
+    }
+
+    /// The charge-counting forecast with the site's night forecasts read as `battery_replacements` reads them: the
+    /// cell flagged, and its days left ended, at the first forecast night at or below its `coldest_carried_c`.
+    public static let withNightForecasts = "charge-and-voltage, night forecasts"
+
+    /// The first of the nights (`nightForecastNights`) a weather forecast issued on `day` of the run covers whose
+    /// low is at or below `carried`, as days from `day` to that night's low; nil when none is. The forecast of each
+    /// night is its recorded low off by an error that shrinks as the night comes nearer: a standard normal drawn
+    /// once for the night, times 0.9 °C + 0.4 °C a day ahead (a published verification of minimum-temperature
+    /// forecasts: a mean absolute error of 1.0 °C a day ahead to 2.3 °C five days ahead, taken on beyond).
+    private func firstColdNight(_ beacon: Beacon, index: Int, day: Double, carried: Double) -> Double? {
+        let record = OutdoorWeather.recorded.days[beacon.station]
+        let today = Int(day.rounded(.down))
+        for night in today..<(today + nightForecastNights) {
+            var draw = SeededGenerator(seed: seed &* 0x9E37_79B9 &+ UInt64(index) &* 1_000_003 &+ UInt64(night))
+            let ahead = max(0, Double(night) + 0.25 - day)
+            let forecast = record[(Int(beacon.recordDay) + night) % record.count].lowest + (0.9 + 0.4 * ahead) * draw.gaussian()
+            if forecast <= carried { return ahead }
+        }
+        return nil
     }
 
     /// A cell that stops with at least this share of its charge left was stopped by the cold.

@@ -181,15 +181,16 @@ enum ConsoleAssets {
           if (filter.status === "present" || filter.status === "away") return b.present === (filter.status === "present");
           return !filter.status || b.status === filter.status;
         }
-        // The day to have replaced its cell by (UTC), red within 30 days; the days left, their interval and the
-        // coldest night the cell carries on hover.
+        // The day to have replaced its cell by (UTC), red within 30 days; the days left, their interval, the
+        // coldest night the cell carries and the forecast night that would stop it on hover.
         function replaceBy(b, now) {
           if (!b.replace_by) return el("td", {}, "");
           const soon = Date.parse(b.replace_by) - Date.parse(now) < 30 * 86400000;
           const interval = b.days_left_low !== null && b.days_left_low !== undefined ? ` (${Math.round(b.days_left_low)}-${Math.round(b.days_left_high)})` : "";
           const left = b.est_days_left !== null && b.est_days_left !== undefined ? `${Math.round(b.est_days_left)} days left${interval}` : null;
           const cold = b.coldest_carried_c !== null && b.coldest_carried_c !== undefined ? `carries nights down to ${Math.round(b.coldest_carried_c)} °C` : null;
-          const title = [left, cold].filter((part) => part).join("; ") || null;
+          const night = b.cold_night ? `the forecast night of ${b.cold_night} (${Math.round(b.cold_night_low_c)} °C) would stop it` : null;
+          const title = [left, cold, night].filter((part) => part).join("; ") || null;
           return el("td", { class: soon ? "bad" : null, title: title }, b.replace_by.slice(0, 10));
         }
         function beacons(doc) {

@@ -89,9 +89,10 @@ public final class ConsoleSnapshots: Sendable {
             'beacons', coalesce((
                 SELECT json_agg(b) FROM (
                     SELECT loc.beacon_id, loc.label, loc.site_id, loc.zone_id, loc.present, loc.since, loc.last_heard,
-                           h.battery_mv, h.battery_pct, h.temperature_c, h.status, h.replace_by, h.est_days_left,
-                           h.days_left_low, h.days_left_high, h.coldest_carried_c
+                           h.battery_mv, h.battery_pct, h.temperature_c, h.status, r.replace_by, h.est_days_left,
+                           h.days_left_low, h.days_left_high, h.coldest_carried_c, r.cold_night, r.cold_night_low_c
                     FROM loc LEFT JOIN beaconflow.beacon_health h USING (beacon_id)
+                    LEFT JOIN beaconflow.battery_replacements r ON r.beacon_id = loc.beacon_id
                     ORDER BY loc.present DESC, loc.label IS NULL, loc.label, loc.beacon_id
                     LIMIT \(beaconLimit)) b), '[]'),
             'positions', coalesce((

@@ -75,6 +75,12 @@ import WorkQueue
         #expect(battery.chargePerAdvertMicrocoulombs < BatteryDescription().chargePerAdvertMicrocoulombs)
     }
 
+    @Test func theRegistryPlacesABeaconOutdoors() throws {
+        #expect(try SitesConfiguration.parse(valid).beacons[0].outdoors == false)
+        let text = valid.replacingOccurrences(of: "label: \"cart 7\"", with: "label: \"cart 7\", outdoors: true")
+        #expect(try SitesConfiguration.parse(text).beacons[0].outdoors == true)
+    }
+
     /// Counts beyond what one writer takes on at a reload are refused before anything is built; duplicates among
     /// many are found without comparing every pair.
     @Test func aFileBeyondTheCountsIsRefused() throws {
@@ -116,6 +122,7 @@ import WorkQueue
         ("label: \"cart 7\"", "label: \"cart 7\", battery: cr2023", "battery must be one of 'cr2032', 'cr2477', '2xaa-lithium', 'unknown'"),
         ("label: \"cart 7\"", "label: \"cart 7\", battery_mah: 0", "battery_mah must be 1-100000"),
         ("label: \"cart 7\"", "label: \"cart 7\", transmit_power_dbm: 30", "transmit_power_dbm must be -40-20"),
+        ("label: \"cart 7\"", "label: \"cart 7\", outdoors: \"true\"", "outdoors must be true or false"),
     ])
     func mistakesAreNamed(replace: String, with replacement: String, message: String) {
         let text = valid.replacingOccurrences(of: replace, with: replacement)

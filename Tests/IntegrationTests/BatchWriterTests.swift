@@ -137,6 +137,45 @@ struct BatchWriterTests {
         #expect(try connection.query(forecast) == [["charge_counting", "t", "t", "t", "t"]])
     }
 
+    /// A forecast night colder than an outdoor cell carries brings its `replace_by` forward to the midnight before
+    /// it; warmer nights, nights past, and a cell the sites file does not place outdoors leave it as its charge's.
+    @Test func aForecastNightColderThanAnOutdoorCellCarriesIsWhenToReplaceIt() async throws {
+        let server = try await SharedDatabase.create()
+        let connection = try PostgresConnection(server.conninfo)
+        try await Migrator.migrateOffThePool(connection, logger: Logger(label: "test"))
+        let beaconID = "eddystone:0102030405060708090a:0000000000a1"
+        let outdoors = try SitesConfiguration.parse(testSites + "\nbeacons:\n  - {id: \"\(beaconID)\", outdoors: true}\n")
+        // Yesterday's midnight: the cell's charge lasts well past the nights forecast.
+        let midnight = (Int64(Date().timeIntervalSince1970) / 86_400 - 1) * 86_400 * 1_000_000
+        var writer = BatchWriter(connection: connection)
+        try writer.writeRegistry(outdoors)
+        var state = WriterState(pipeline: IngestPipeline(sites: outdoors))
+        _ = try writer.commit(try telemetryBatch(agent: "hq-a1", sequence: 1, transmissions: [(midnight - 7_200_000_000, 10), (midnight + 3_600_000_000, 36_000)]), state: &state)
+        let carried = try #require(Double(try connection.query("SELECT coldest_carried_c FROM beaconflow.beacon_health")[0][0] ?? ""))
+        // The example of docs/schema.md: nights warmer than a fresh cell carries.
+        let document = try String(contentsOfFile: repositoryRoot + "/docs/schema.md", encoding: .utf8)
+        let example = try #require(
+            document.components(separatedBy: "## Night forecasts").last?.components(separatedBy: "```sql").dropFirst().first?.components(separatedBy: "```").first)
+        try connection.execute(example)
+        let listed = """
+            SELECT cold_night - current_date, cold_night_low_c, replace_by = (SELECT replace_by FROM beaconflow.beacon_health),
+                   replace_by = (cold_night::timestamp AT TIME ZONE 'UTC')
+            FROM beaconflow.battery_replacements
+            """
+        #expect(try connection.query(listed) == [[nil, nil, "t", nil]])
+        // A night past as cold as the cell carries is not read; the night after next, a degree colder, is.
+        try connection.query(
+            """
+            INSERT INTO beaconflow.night_forecasts VALUES ('hq', current_date - 1, $1), ('hq', current_date + 2, $2), ('hq', current_date + 3, $2)
+            ON CONFLICT (site_id, night) DO UPDATE SET low_c = excluded.low_c
+            """,
+            [carried, carried - 1])
+        #expect(try connection.query(listed) == [["2", String(format: "%g", carried - 1), "f", "t"]])
+        // The same cell indoors.
+        try writer.writeRegistry(try SitesConfiguration.parse(testSites + "\nbeacons:\n  - {id: \"\(beaconID)\"}\n"))
+        #expect(try connection.query(listed) == [[nil, nil, "t", nil]])
+    }
+
     /// A site read back from ten minutes of stored sightings (no minute counted yet) ends in the zones of the
     /// run that stored them, while the tracker holds a few windows of readings at a time, never the whole backlog.
     @Test func aSiteIsReadBackAWindowAtATime() async throws {

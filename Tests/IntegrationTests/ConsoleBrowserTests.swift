@@ -83,6 +83,9 @@ struct ConsoleBrowserTests {
             ('ibeacon:cart:1:7', 'Cart 7', false, false), ('ibeacon:cart:1:8', '<img src=x onerror=alert(1)>', false, false),
             ('ibeacon:spare:1:1', 'Spare', false, false), ('ibeacon:tag:1:10', 'Tag 10', false, false),
             ('ibeacon:tag:1:9', 'Tag 9', false, false);
+        UPDATE beaconflow.beacon_registry SET outdoors = true WHERE beacon_id = 'ibeacon:cart:1:7';
+        INSERT INTO beaconflow.night_forecasts VALUES
+            ('hq', (now() AT TIME ZONE 'UTC')::date + 1, -20), ('hq', (now() AT TIME ZONE 'UTC')::date + 2, -33.6);
         INSERT INTO beaconflow.beacon_state (beacon_id, site_id, last_seen, battery_mv, temperature_c, status, first_seen,
                 est_days_left, days_left_low, days_left_high, replace_by, forecast, coldest_carried_c) VALUES
             ('ibeacon:cart:1:7', 'hq', now() - interval '2 s', 2950, 21.5, 'ok', now() - interval '1 h',
@@ -161,9 +164,14 @@ struct ConsoleBrowserTests {
                 "Tag 10,ibeacon:tag:1:10,,,away", ",mac:AA:BB:CC:DD:EE:02,depot,dock,away", ",mac:AA:BB:CC:DD:EE:03,depot,,away",
             ].joined(separator: "|"))
         // The low battery and the cell to replace within 9 days, the days left and the coldest night it carries on
-        // hover; the other cell's months away.
+        // hover; the other cell's charge lasts months, but it hangs outdoors and the night after next is forecast
+        // colder than it carries.
         let nineDays = Date().addingTimeInterval(9 * 86_400).formatted(.iso8601.year().month().day())
-        #expect(values[7] == "0|2300 mV:,\(nineDays):12 days left (9-15); carries nights down to 5 °C", "a label is text, never markup")
+        let twoDays = Date().addingTimeInterval(2 * 86_400).formatted(.iso8601.year().month().day())
+        #expect(
+            values[7] == "0|2300 mV:,\(nineDays):12 days left (9-15); carries nights down to 5 °C,"
+                + "\(twoDays):250 days left (200-300); carries nights down to -31 °C; the forecast night of \(twoDays) (-34 °C) would stop it",
+            "a label is text, never markup")
         // Searching (any case), a status filter, and a human age with its time on hover.
         #expect(values[9] == "Tag 9,Tag 10")
         #expect(values[10] == "ibeacon:cart:1:8")

@@ -152,6 +152,7 @@ struct ContractDocumentTests {
         let sites = try SitesConfiguration.load(path: work + "/sites.yaml")
         #expect(sites.sites.map(\.id) == ["hq"] && sites.sites[0].agents.count == 3 && sites.identities.count == 1)
         #expect(sites.identities.first?.rotationExponent == 10)
+        #expect(sites.beacons.map(\.outdoors) == [false, true])
     }
 
     /// Every file docs/architecture.md's "Where to change what" names exists (a template's folder, for `<Name>`

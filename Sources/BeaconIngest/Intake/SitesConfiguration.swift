@@ -115,10 +115,12 @@ public struct SitesConfiguration: Sendable, Equatable {
         /// Its cell, its capacity and its radio's transmit power, for the battery forecast; nil when the file
         /// names none of them.
         public var battery: BatteryDescription?
+        /// Whether it hangs outdoors, in the weather of its site's night forecasts.
+        public var outdoors: Bool
 
         public init(
             id: String, label: String? = nil, identityKey: [UInt8]? = nil, eidRotationExponent: UInt8? = nil, bthomeBindkey: [UInt8]? = nil,
-            irk: [UInt8]? = nil, battery: BatteryDescription? = nil
+            irk: [UInt8]? = nil, battery: BatteryDescription? = nil, outdoors: Bool = false
         ) {
             self.id = id
             self.label = label
@@ -127,6 +129,7 @@ public struct SitesConfiguration: Sendable, Equatable {
             self.bthomeBindkey = bthomeBindkey
             self.irk = irk
             self.battery = battery
+            self.outdoors = outdoors
         }
     }
 
@@ -382,6 +385,7 @@ extension SitesConfiguration.Beacon {
         let place = entry.place
         try entry.allowOnly([
             "id", "label", "identity_key", "eid_rotation_exponent", "bthome_bindkey", "irk", "battery", "battery_mah", "transmit_power_dbm",
+            "outdoors",
         ])
         guard let id = entry.text("id"), !id.isEmpty else { throw SitesError("\(place).id is missing") }
         self.id = id
@@ -421,6 +425,12 @@ extension SitesConfiguration.Beacon {
             throw SitesError("\(place).irk must be 32 hex digits, or base64 as iOS keeps it")
         }
         battery = try Self.battery(entry)
+        if entry.has("outdoors") {
+            guard let outdoors = entry.flag("outdoors") else { throw SitesError("\(place).outdoors must be true or false") }
+            self.outdoors = outdoors
+        } else {
+            outdoors = false
+        }
     }
 
     /// `battery` (the cell's chemistry), `battery_mah` and `transmit_power_dbm`, or nil when none is given.

@@ -74,6 +74,8 @@ package struct SitesFileEntry {
 
     package func integer(_ key: String) -> Int? { values[key] as? Int }
 
+    package func flag(_ key: String) -> Bool? { values[key] as? Bool }
+
     package func list(_ key: String) -> [Any]? { values[key] as? [Any] }
 
     /// The entries of a list of mappings (none when the key is absent or not such a list).

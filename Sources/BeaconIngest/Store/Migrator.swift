@@ -48,6 +48,7 @@ enum Schema {
         PackageResources.v032_sql,
         PackageResources.v033_sql,
         PackageResources.v034_sql,
+        PackageResources.v035_sql,
 
     ].enumerated().map { Migration(version: $0.offset + 1, file: $0.element) }
 }

@@ -9,8 +9,8 @@ struct RegistryStore {
     /// How much of a rejected batch is kept (its size is kept too).
     static let rejectedPayloadBytes = 65_536
 
-    /// Writes what the views need of the sites file: the beacon registry (labels, and whether keys are configured;
-    /// never the keys) into `beacon_registry`, each site's timing into `site_registry` and its zones into
+    /// Writes what the views need of the sites file: the beacon registry (labels, whether keys are configured,
+    /// never the keys, and whether the beacon hangs outdoors) into `beacon_registry`, each site's timing into `site_registry` and its zones into
     /// `zone_registry`. With `pruning`, what the file no longer has is deleted too (sites, zones, beacons, and the
     /// zone states of agents the file no longer places); without, it is left (another live instance runs with
     /// another sites file, whose rows these may be). Returns `pruning`.
@@ -41,14 +41,15 @@ struct RegistryStore {
             }
             try connection.query(
                 """
-                INSERT INTO beaconflow.beacon_registry (beacon_id, label, identity_key, bthome_bindkey)
-                SELECT * FROM unnest($1::text[], $2::text[], $3::boolean[], $4::boolean[])
+                INSERT INTO beaconflow.beacon_registry (beacon_id, label, identity_key, bthome_bindkey, outdoors)
+                SELECT * FROM unnest($1::text[], $2::text[], $3::boolean[], $4::boolean[], $5::boolean[])
                 ON CONFLICT (beacon_id) DO UPDATE SET
-                    label = excluded.label, identity_key = excluded.identity_key, bthome_bindkey = excluded.bthome_bindkey
+                    label = excluded.label, identity_key = excluded.identity_key, bthome_bindkey = excluded.bthome_bindkey,
+                    outdoors = excluded.outdoors
                 """,
                 [
                     beacons.map(\.id), beacons.map(\.label), beacons.map { $0.identityKey != nil },
-                    beacons.map { $0.bthomeBindkey != nil },
+                    beacons.map { $0.bthomeBindkey != nil }, beacons.map(\.outdoors),
                 ])
             try connection.query(
                 """
