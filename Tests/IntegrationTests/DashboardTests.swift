@@ -206,12 +206,15 @@ struct DashboardTests {
         try connection.execute("RESET ROLE")
         try connection.execute("BEGIN")
         defer { try? connection.execute("ROLLBACK") }
-        // Every beacon reading low on a frosty night, with months of charge counted left: nothing to replace.
+        // Every beacon reading low on a frosty night, with months of charge counted left, and a night forecast colder
+        // than any of them carries, but none outdoors: nothing to replace.
         try connection.execute(
             """
             UPDATE beaconflow.beacon_state SET last_seen = now(), status = 'ok', est_days_left = 365, battery_mv = 2300,
-                temperature_c = -15, forecast = 'charge_counting', days_left_low = 300, replace_by = now() + interval '300 days'
+                temperature_c = -15, forecast = 'charge_counting', days_left_low = 300, replace_by = now() + interval '300 days',
+                coldest_carried_c = -20
             """)
+        _ = try connection.query("INSERT INTO beaconflow.night_forecasts VALUES ($1, current_date + 3, -25)", [site])
         try connection.execute(
             "UPDATE beaconflow.agent_state SET online = true, online_since = now(), last_batch_at = now(), last_error = NULL")
         // Every site held by a live session (this one) until the transaction is rolled back.
@@ -237,6 +240,11 @@ struct DashboardTests {
         for (uid, rows) in try evaluate() {
             #expect(rows == (agentRules.contains(uid) ? [[site, "1"]] : []), "\(uid): \(rows)")
         }
+        // The low cell's charge lasting months again, but it hangs outdoors: the forecast night would stop it.
+        _ = try connection.query("UPDATE beaconflow.beacon_state SET status = 'ok', est_days_left = 365 WHERE beacon_id = $1", [beacons[0]])
+        _ = try connection.query(
+            "INSERT INTO beaconflow.beacon_registry (beacon_id, outdoors) VALUES ($1, true) ON CONFLICT (beacon_id) DO UPDATE SET outdoors = true", [beacons[0]])
+        #expect(try evaluate()["beaconflow-low-battery"] == [[site, "1"]])
 
         _ = try connection.query("DELETE FROM beaconflow.site_claims WHERE site_id = $1", [site])
         _ = try connection.query("UPDATE beaconflow.agent_state SET online = false WHERE site_id = $1", [site])
