@@ -1,3 +1,4 @@
+import BeaconBatteries
 import BeaconMessaging
 import BeaconWire
 import Foundation
@@ -31,7 +32,7 @@ import Yams
 ///   - {name: cart-7, site: hq, type: eddystone-uid, namespace: 0102030405060708090a, instance: 0000000000a1,
 ///      url: https://example.com/cart7, path: [{at_s: 0, zone: lobby}, {at_s: 300, zone: lab}, {at_s: 500}]}
 ///   - {name: badge-3, site: hq, type: ibeacon, uuid: e2c56db5-dffb-48d2-b060-d0f5a71096e0, major: 1, minor: 3,
-///      path: [{at_s: 60, zone: lab}]}
+///      battery: cr2477, battery_left_pct: 40, temperature_c: 4, path: [{at_s: 60, zone: lab}]}
 /// ```
 /// A path stop without `zone` means the beacon left the site (not heard). A beacon walks (1.2 m/s) between the
 /// spots of its stops, through the door of the two zones when there is one, and crosses the boundary exactly at the
@@ -39,7 +40,12 @@ import Yams
 /// model and the sites file knows (it calibrates it away); `hidden_rssi_offset_db` (or one drawn from
 /// `receiver_offset_spread_db`) is unknown to the sites file. Beacon types: `eddystone-uid` (UID,
 /// with a TLM every `tlm_every` adverts and the URL between when `url` is set), `eddystone-eid` (EID and eTLM from
-/// `identity_key`, rotating every 2^`rotation_exponent` s), `ibeacon`, `altbeacon`.
+/// `identity_key`, rotating every 2^`rotation_exponent` s), `ibeacon`, `altbeacon`. Each beacon runs on a cell
+/// (`battery`: `cr2032`, `cr2477` or `2xaa-lithium`; `battery_left_pct`, 100; `transmit_power_dbm`, 0) in the
+/// temperature of its place (`temperature_c`, 22, a day's cycle `temperature_swing_c`, 1.5, either way): a cell of
+/// that chemistry with the spreads of real ones, discharged by the beacon's adverts, which TLM reports under load
+/// at the temperature of the moment. A beacon whose cell cannot hold its radio up (near its end, or in the cold)
+/// is silent, and boots again, its counters from zero, when it can.
 public struct Scenario: Decodable, Sendable {
     public var seed: UInt64
     public var startUnixSeconds: Int64
@@ -151,8 +157,15 @@ public struct Scenario: Decodable, Sendable {
         /// Calibrated power at 1 m (dBm); Eddystone frames carry it + 41 as their 0 m power.
         public var power1mDbm: Int
         public var tlmEvery: Int
-        public var batteryMv: Double
-        public var batteryDrainMvPerDay: Double
+        /// Its cell's chemistry, the share of its charge left at the scenario's start (0-1) and its radio's
+        /// transmit power, which sets the charge an advert takes.
+        public var battery: BatteryChemistry
+        public var batteryLeft: Double
+        public var transmitPowerDbm: Double
+        /// The temperature it hangs in: a day's cycle about `temperatureC`, `temperatureSwingC` either way, coldest
+        /// at 04:00 UTC.
+        public var temperatureC: Double
+        public var temperatureSwingC: Double
         public var path: [Stop]
 
         enum CodingKeys: String, CodingKey {
@@ -162,8 +175,11 @@ public struct Scenario: Decodable, Sendable {
             case intervalMs = "interval_ms"
             case power1mDbm = "power_1m_dbm"
             case tlmEvery = "tlm_every"
-            case batteryMv = "battery_mv"
-            case batteryDrainMvPerDay = "battery_drain_mv_per_day"
+            case battery
+            case batteryLeftPercent = "battery_left_pct"
+            case transmitPowerDbm = "transmit_power_dbm"
+            case temperatureC = "temperature_c"
+            case temperatureSwingC = "temperature_swing_c"
         }
 
         public init(from decoder: any Decoder) throws {
@@ -182,8 +198,12 @@ public struct Scenario: Decodable, Sendable {
             intervalMs = try container.decodeIfPresent(Double.self, forKey: .intervalMs) ?? 100
             power1mDbm = try container.decodeIfPresent(Int.self, forKey: .power1mDbm) ?? -59
             tlmEvery = try container.decodeIfPresent(Int.self, forKey: .tlmEvery) ?? 10
-            batteryMv = try container.decodeIfPresent(Double.self, forKey: .batteryMv) ?? 3000
-            batteryDrainMvPerDay = try container.decodeIfPresent(Double.self, forKey: .batteryDrainMvPerDay) ?? 2
+            // A name that is no chemistry reads as `unknown`, which `validate` refuses.
+            battery = BatteryChemistry(rawValue: try container.decodeIfPresent(String.self, forKey: .battery) ?? "cr2032") ?? .unknown
+            batteryLeft = (try container.decodeIfPresent(Double.self, forKey: .batteryLeftPercent) ?? 100) / 100
+            transmitPowerDbm = try container.decodeIfPresent(Double.self, forKey: .transmitPowerDbm) ?? 0
+            temperatureC = try container.decodeIfPresent(Double.self, forKey: .temperatureC) ?? 22
+            temperatureSwingC = try container.decodeIfPresent(Double.self, forKey: .temperatureSwingC) ?? 1.5
             path = try container.decode([Stop].self, forKey: .path)
         }
     }
@@ -270,6 +290,15 @@ public struct Scenario: Decodable, Sendable {
             }
             guard beacon.intervalMs >= 20, beacon.tlmEvery >= 2 else {
                 throw ConfigurationError("\(name): beacon \(beacon.name) interval_ms must be ≥ 20 and tlm_every ≥ 2")
+            }
+            guard beacon.battery != .unknown else {
+                throw ConfigurationError("\(name): beacon \(beacon.name) battery must be one of 'cr2032', 'cr2477', '2xaa-lithium'")
+            }
+            guard (0...1).contains(beacon.batteryLeft), (-40...20).contains(beacon.transmitPowerDbm) else {
+                throw ConfigurationError("\(name): beacon \(beacon.name) battery_left_pct must be 0-100 and transmit_power_dbm -40-20")
+            }
+            guard (-60...85).contains(beacon.temperatureC), (0...40).contains(beacon.temperatureSwingC) else {
+                throw ConfigurationError("\(name): beacon \(beacon.name) temperature_c must be -60-85 and temperature_swing_c 0-40")
             }
             do {
                 _ = try SimulatedBeacon(beacon, index: 0)

@@ -1,4 +1,5 @@
 import BeaconAgent
+import BeaconBatteries
 import BeaconMessaging
 import BeaconWire
 import Foundation
@@ -41,6 +42,8 @@ struct SimulatedBeacon: Sendable {
     let beaconID: String
     let address: DeviceAddress
     let spec: Scenario.Beacon
+    /// Its cell as the scenario starts, drawn from the chemistry's spreads (the same for the same name).
+    let cell: SimulatedCell
 
     init(_ spec: Scenario.Beacon, index: Int) throws(ConfigurationError) {
         self.spec = spec
@@ -48,6 +51,8 @@ struct SimulatedBeacon: Sendable {
         var hash: UInt64 = 0xCBF2_9CE4_8422_2325
         for byte in spec.name.utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01B3 }
         address = DeviceAddress(value: (hash & 0x3FFF_FFFF_FFFF) | 0xC000_0000_0000, kind: .random)
+        var random = SeededGenerator(seed: hash ^ 0xCE11)
+        cell = SimulatedCell(chemistry: spec.battery, transmitPowerDbm: spec.transmitPowerDbm, chargeLeft: spec.batteryLeft, random: &random)
         let power = Int8(clamping: spec.power1mDbm)
         func hex(_ text: String?, _ count: Int, _ field: String) throws(ConfigurationError) -> [UInt8] {
             guard let text, let bytes = try? [UInt8](hex: text), bytes.count == count else {
@@ -96,8 +101,9 @@ struct SimulatedBeacon: Sendable {
         }
     }
 
-    /// The advertising data of advert number `count` (since power-on) at `unixMicros`.
-    func advertisingData(count: Int, unixMicros: Int64, elapsedSeconds: Double, salt: UInt16) -> [UInt8] {
+    /// The advertising data of advert number `count` since it booted, `uptimeSeconds` ago, at `unixMicros`,
+    /// `elapsedSeconds` into the scenario.
+    func advertisingData(count: Int, uptimeSeconds: Double, unixMicros: Int64, elapsedSeconds: Double, salt: UInt16) -> [UInt8] {
         let flags: [UInt8] = [0x02, 0x01, 0x06]
         let eddystone: [UInt8] = [0x03, 0x03, 0xAA, 0xFE]
         func serviceData(_ frame: [UInt8]) -> [UInt8] { flags + eddystone + [UInt8(frame.count + 3), 0x16, 0xAA, 0xFE] + frame }
@@ -105,14 +111,14 @@ struct SimulatedBeacon: Sendable {
         let isTelemetry = count % spec.tlmEvery == spec.tlmEvery - 1
         switch kind {
         case .eddystoneUID(let namespace, let instance, let url):
-            if isTelemetry { return serviceData([0x20, 0x00] + telemetry(count: count, elapsedSeconds: elapsedSeconds).fieldBytes) }
+            if isTelemetry { return serviceData([0x20, 0x00] + telemetry(count: count, uptimeSeconds: uptimeSeconds, elapsedSeconds: elapsedSeconds, unixMicros: unixMicros).fieldBytes) }
             if let url, count % spec.tlmEvery == spec.tlmEvery / 2 { return serviceData([0x10, zeroMetrePower] + url) }
             return serviceData([0x00, zeroMetrePower] + namespace + instance + [0, 0])
         case .eddystoneEID(let key, let exponent):
             let beaconTime = UInt32(truncatingIfNeeded: unixMicros / 1_000_000)
             if isTelemetry {
                 let frame = EddystoneKeyring.encrypt(
-                    telemetry(count: count, elapsedSeconds: elapsedSeconds), identityKey: key, rotationExponent: exponent,
+                    telemetry(count: count, uptimeSeconds: uptimeSeconds, elapsedSeconds: elapsedSeconds, unixMicros: unixMicros), identityKey: key, rotationExponent: exponent,
                     beaconTime: beaconTime, salt: salt)
                 return serviceData(
                     [0x20, 0x01] + frame.ciphertext + [UInt8(frame.salt >> 8), UInt8(frame.salt & 0xFF)]
@@ -128,14 +134,33 @@ struct SimulatedBeacon: Sendable {
         }
     }
 
-    /// TLM as a real beacon's moves: the advert counter, uptime in 0.1 s, a slowly draining battery and a
-    /// temperature drifting around 22 °C.
-    func telemetry(count: Int, elapsedSeconds: Double) -> EddystoneTLM {
-        let battery = spec.batteryMv - spec.batteryDrainMvPerDay * elapsedSeconds / 86_400
-        let celsius = 22 + 1.5 * sin(elapsedSeconds / 3_600 * 2 * .pi)
+    /// TLM as a real beacon's moves: the advert counter and uptime in 0.1 s since it booted, its cell's voltage
+    /// under load and the temperature of the moment.
+    func telemetry(count: Int, uptimeSeconds: Double, elapsedSeconds: Double, unixMicros: Int64) -> EddystoneTLM {
+        let celsius = celsius(unixMicros: unixMicros)
+        let volts = cell(after: elapsedSeconds).loadedVolts(celsius: celsius)
         return EddystoneTLM(
-            batteryMillivolts: UInt16(clamping: Int(battery.rounded())), temperatureRaw: Int16((celsius * 256).rounded()),
-            advertisingCount: UInt32(truncatingIfNeeded: count), uptimeTenths: UInt32(elapsedSeconds * 10))
+            batteryMillivolts: UInt16(clamping: Int((volts * 1000).rounded())), temperatureRaw: Int16((celsius * 256).rounded()),
+            advertisingCount: UInt32(truncatingIfNeeded: count), uptimeTenths: UInt32(uptimeSeconds * 10))
+    }
+
+    /// The temperature at `unixMicros`: the day's cycle about `temperature_c`, coldest at 04:00 UTC.
+    func celsius(unixMicros: Int64) -> Double {
+        let hourOfDay = Double(unixMicros % 86_400_000_000) / 3_600_000_000
+        return spec.temperatureC - spec.temperatureSwingC * cos(2 * .pi * (hourOfDay - 4) / 24)
+    }
+
+    /// Its cell `elapsedSeconds` into the scenario: discharged by that time's adverts (the interval plus BLE's 5 ms
+    /// of random delay on average), its sleep current and self-discharge.
+    func cell(after elapsedSeconds: Double) -> SimulatedCell {
+        var cell = cell
+        cell.use(seconds: elapsedSeconds, adverts: elapsedSeconds / (spec.intervalMs / 1000 + 0.005))
+        return cell
+    }
+
+    /// Whether its cell holds its radio up at `elapsedSeconds` into the scenario, at the temperature then.
+    func powered(elapsedSeconds: Double, unixMicros: Int64) -> Bool {
+        cell(after: elapsedSeconds).powers(celsius: celsius(unixMicros: unixMicros))
     }
 }
 
@@ -189,8 +214,10 @@ public struct Simulator: Sendable {
         public var beacon: Int
         public var timeMicros: Int64
         public var rssi: Double
-        /// The advert's number since the beacon powered on.
+        /// The advert's number since the beacon booted.
         public var count: Int
+        /// When the beacon booted, seconds into the scenario (0 unless its cell browned out).
+        public var bootSeconds: Double
     }
 
     /// What one agent hears, in capture-time order, handed over in chunks of simulated time (10 s).
@@ -202,7 +229,7 @@ public struct Simulator: Sendable {
                 let beacon = beacons[reception.beacon]
                 let seconds = Double(reception.timeMicros - scenario.startUnixSeconds * 1_000_000) / 1_000_000
                 let data = beacon.advertisingData(
-                    count: reception.count, unixMicros: reception.timeMicros, elapsedSeconds: seconds,
+                    count: reception.count, uptimeSeconds: seconds - reception.bootSeconds, unixMicros: reception.timeMicros, elapsedSeconds: seconds,
                     salt: UInt16(truncatingIfNeeded: reception.count &* 0x9E37 &+ reception.beacon))
                 let report = AdvertisingReport(
                     eventType: 0x03, isExtended: false, address: beacon.address,
@@ -233,6 +260,10 @@ public struct Simulator: Sendable {
         var shadowing = [LinkShadowing](repeating: LinkShadowing(), count: members.count)
         var nextAdvert = members.indices.map { timing[$0].unit() * beacons[members[$0]].spec.intervalMs / 1000 }
         var counts = [Int](repeating: 0, count: members.count)
+        // Whether each beacon's cell holds its radio up, decided for each window alike for every agent; a beacon
+        // that comes back boots again.
+        var powered = [Bool](repeating: true, count: members.count)
+        var boots = [Double](repeating: 0, count: members.count)
         let window = 10.0
         var windowStart = 0.0
         while windowStart < scenario.durationSeconds {
@@ -240,10 +271,18 @@ public struct Simulator: Sendable {
             var heard: [Reception] = []
             for (slot, index) in members.enumerated() {
                 let spec = beacons[index].spec
+                let on = beacons[index].powered(
+                    elapsedSeconds: windowStart, unixMicros: scenario.startUnixSeconds * 1_000_000 + Int64(windowStart * 1_000_000))
+                if on, !powered[slot] {
+                    boots[slot] = windowStart
+                    counts[slot] = 0
+                }
+                powered[slot] = on
                 while nextAdvert[slot] < windowEnd {
                     let time = nextAdvert[slot]
                     // BLE adds 0-10 ms of random delay to every advertising interval.
                     nextAdvert[slot] += spec.intervalMs / 1000 + timing[slot].unit() * 0.010
+                    guard on else { continue }
                     let count = counts[slot]
                     counts[slot] += 1
                     guard let position = trajectories[index].position(at: time) else { continue }
@@ -259,7 +298,7 @@ public struct Simulator: Sendable {
                     let rssi = Double(spec.power1mDbm) - 10 * site.pathLossExponent * log10(distance) - walls + shadow + fading + offset
                     guard !missed, rssi >= Self.sensitivityDbm else { continue }
                     let micros = scenario.startUnixSeconds * 1_000_000 + Int64((time * 1_000_000).rounded())
-                    heard.append(Reception(beacon: index, timeMicros: micros, rssi: rssi, count: count))
+                    heard.append(Reception(beacon: index, timeMicros: micros, rssi: rssi, count: count, bootSeconds: boots[slot]))
                 }
             }
             heard.sort { $0.timeMicros < $1.timeMicros }

@@ -67,7 +67,7 @@ enum DemoScenario {
                     "identity_key: \(key)", "rotation_exponent: 10", "interval_ms: 300",
                 ]
             }
-            if index % 15 == 0 { beacon.append("battery_mv: 2300") }
+            if index % 15 == 0 { beacon.append("battery_left_pct: 10") }
             lines.append("  - {\(beacon.joined(separator: ", ")), path: [\(path.joined(separator: ", "))]}")
         }
         return lines.joined(separator: "\n") + "\n"

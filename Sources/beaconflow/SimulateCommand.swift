@@ -15,7 +15,7 @@ struct SimulateCommand: ParsableCommand {
             the same files. Replay them with `beaconflow agent --source btsnoop:...`, or play a scenario live with \
             `beaconflow agent --source sim:SCENARIO`.
 
-            The scenario format is documented in Sources/BeaconAgent/Scenario.swift and README.md.
+            The scenario format is documented in Sources/BeaconSimulation/Scenario.swift and README.md.
 
             With --room instead, a room trial in the JSON of the ESPresense accuracy harness (rooms, stations, \
             tracks: docs/recordings.md) becomes recordings with their true positions: survey.csv, a calibration walk \
