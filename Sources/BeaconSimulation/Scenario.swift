@@ -45,7 +45,8 @@ import Yams
 /// temperature of its place (`temperature_c`, 22, a day's cycle `temperature_swing_c`, 1.5, either way): a cell of
 /// that chemistry with the spreads of real ones, discharged by the beacon's adverts, which TLM reports under load
 /// at the temperature of the moment. A beacon whose cell cannot hold its radio up (near its end, or in the cold)
-/// is silent, and boots again, its counters from zero, when it can.
+/// is silent, and boots again, its counters from zero, when it can. At each of `battery_swaps_at_s` its cell is
+/// swapped for a fresh one of the chemistry, and it boots again.
 public struct Scenario: Decodable, Sendable {
     public var seed: UInt64
     public var startUnixSeconds: Int64
@@ -166,6 +167,8 @@ public struct Scenario: Decodable, Sendable {
         /// at 04:00 UTC.
         public var temperatureC: Double
         public var temperatureSwingC: Double
+        /// When its cell is swapped for a fresh one of the same chemistry, seconds into the scenario.
+        public var batterySwapsAtSeconds: [Double]
         public var path: [Stop]
 
         enum CodingKeys: String, CodingKey {
@@ -180,6 +183,7 @@ public struct Scenario: Decodable, Sendable {
             case transmitPowerDbm = "transmit_power_dbm"
             case temperatureC = "temperature_c"
             case temperatureSwingC = "temperature_swing_c"
+            case batterySwapsAtSeconds = "battery_swaps_at_s"
         }
 
         public init(from decoder: any Decoder) throws {
@@ -204,6 +208,7 @@ public struct Scenario: Decodable, Sendable {
             transmitPowerDbm = try container.decodeIfPresent(Double.self, forKey: .transmitPowerDbm) ?? 0
             temperatureC = try container.decodeIfPresent(Double.self, forKey: .temperatureC) ?? 22
             temperatureSwingC = try container.decodeIfPresent(Double.self, forKey: .temperatureSwingC) ?? 1.5
+            batterySwapsAtSeconds = try container.decodeIfPresent([Double].self, forKey: .batterySwapsAtSeconds) ?? []
             path = try container.decode([Stop].self, forKey: .path)
         }
     }
@@ -296,6 +301,9 @@ public struct Scenario: Decodable, Sendable {
             }
             guard (0...1).contains(beacon.batteryLeft), (-40...20).contains(beacon.transmitPowerDbm) else {
                 throw ConfigurationError("\(name): beacon \(beacon.name) battery_left_pct must be 0-100 and transmit_power_dbm -40-20")
+            }
+            guard beacon.batterySwapsAtSeconds == beacon.batterySwapsAtSeconds.sorted(), beacon.batterySwapsAtSeconds.allSatisfy({ $0 > 0 }) else {
+                throw ConfigurationError("\(name): beacon \(beacon.name) battery_swaps_at_s must be times after 0 in order")
             }
             guard (-60...85).contains(beacon.temperatureC), (0...40).contains(beacon.temperatureSwingC) else {
                 throw ConfigurationError("\(name): beacon \(beacon.name) temperature_c must be -60-85 and temperature_swing_c 0-40")

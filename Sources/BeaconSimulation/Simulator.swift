@@ -42,8 +42,9 @@ struct SimulatedBeacon: Sendable {
     let beaconID: String
     let address: DeviceAddress
     let spec: Scenario.Beacon
-    /// Its cell as the scenario starts, drawn from the chemistry's spreads (the same for the same name).
-    let cell: SimulatedCell
+    /// Its cells as the scenario starts and at each swap (`spec.batterySwapsAtSeconds`, fresh), drawn from the
+    /// chemistry's spreads (the same for the same name).
+    let cells: [SimulatedCell]
 
     init(_ spec: Scenario.Beacon, index: Int) throws(ConfigurationError) {
         self.spec = spec
@@ -52,7 +53,9 @@ struct SimulatedBeacon: Sendable {
         for byte in spec.name.utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01B3 }
         address = DeviceAddress(value: (hash & 0x3FFF_FFFF_FFFF) | 0xC000_0000_0000, kind: .random)
         var random = SeededGenerator(seed: hash ^ 0xCE11)
-        cell = SimulatedCell(chemistry: spec.battery, transmitPowerDbm: spec.transmitPowerDbm, chargeLeft: spec.batteryLeft, random: &random)
+        cells = ([spec.batteryLeft] + spec.batterySwapsAtSeconds.map { _ in 1 }).map {
+            SimulatedCell(chemistry: spec.battery, transmitPowerDbm: spec.transmitPowerDbm, chargeLeft: $0, random: &random)
+        }
         let power = Int8(clamping: spec.power1mDbm)
         func hex(_ text: String?, _ count: Int, _ field: String) throws(ConfigurationError) -> [UInt8] {
             guard let text, let bytes = try? [UInt8](hex: text), bytes.count == count else {
@@ -150,11 +153,14 @@ struct SimulatedBeacon: Sendable {
         return spec.temperatureC - spec.temperatureSwingC * cos(2 * .pi * (hourOfDay - 4) / 24)
     }
 
-    /// Its cell `elapsedSeconds` into the scenario: discharged by that time's adverts (the interval plus BLE's 5 ms
-    /// of random delay on average), its sleep current and self-discharge.
+    /// Its cell `elapsedSeconds` into the scenario, discharged since it was fitted by that time's adverts (the
+    /// interval plus BLE's 5 ms of random delay on average), its sleep current and self-discharge.
     func cell(after elapsedSeconds: Double) -> SimulatedCell {
-        var cell = cell
-        cell.use(seconds: elapsedSeconds, adverts: elapsedSeconds / (spec.intervalMs / 1000 + 0.005))
+        let swaps = spec.batterySwapsAtSeconds
+        let fitted = swaps.lastIndex { $0 <= elapsedSeconds }.map { $0 + 1 } ?? 0
+        let seconds = elapsedSeconds - (fitted == 0 ? 0 : swaps[fitted - 1])
+        var cell = cells[fitted]
+        cell.use(seconds: seconds, adverts: seconds / (spec.intervalMs / 1000 + 0.005))
         return cell
     }
 
@@ -264,6 +270,7 @@ public struct Simulator: Sendable {
         // that comes back boots again.
         var powered = [Bool](repeating: true, count: members.count)
         var boots = [Double](repeating: 0, count: members.count)
+        var swapsDone = [Int](repeating: 0, count: members.count)
         let window = 10.0
         var windowStart = 0.0
         while windowStart < scenario.durationSeconds {
@@ -283,6 +290,13 @@ public struct Simulator: Sendable {
                     // BLE adds 0-10 ms of random delay to every advertising interval.
                     nextAdvert[slot] += spec.intervalMs / 1000 + timing[slot].unit() * 0.010
                     guard on else { continue }
+                    // A swap: the beacon boots again on the fresh cell.
+                    let swaps = spec.batterySwapsAtSeconds
+                    while swapsDone[slot] < swaps.count, swaps[swapsDone[slot]] <= time {
+                        boots[slot] = max(boots[slot], swaps[swapsDone[slot]])
+                        counts[slot] = 0
+                        swapsDone[slot] += 1
+                    }
                     let count = counts[slot]
                     counts[slot] += 1
                     guard let position = trajectories[index].position(at: time) else { continue }

@@ -199,7 +199,7 @@ func singleBeaconScenario(
 
     /// A day of one Eddystone beacon's TLM on a cell of `percent` charge, in a place of `celsius` ± `swing`:
     /// (hour of the day UTC, voltage, advertising count, uptime in seconds) of each TLM heard.
-    func telemetryOverADay(percent: Double, celsius: Double, swing: Double, chemistry: String = "cr2032") throws -> [(hour: Double, volts: Double, count: UInt32, uptime: Double)] {
+    func telemetryOverADay(percent: Double, celsius: Double, swing: Double, chemistry: String = "cr2032", swaps: [Double] = []) throws -> [(hour: Double, volts: Double, count: UInt32, uptime: Double)] {
         let scenario = try Scenario.parse(
             """
             seed: 5
@@ -214,7 +214,7 @@ func singleBeaconScenario(
             beacons:
               - {name: door-3, site: s, type: eddystone-uid, namespace: 0102030405060708090a, instance: 0000000000c3, interval_ms: 1000,
                  tlm_every: 60, battery: \(chemistry), battery_left_pct: \(percent), temperature_c: \(celsius), temperature_swing_c: \(swing),
-                 path: [{at_s: 0, zone: z}]}
+                 battery_swaps_at_s: \(swaps), path: [{at_s: 0, zone: z}]}
             """)
         var decoder = FrameDecoder()
         var readings: [(hour: Double, volts: Double, count: UInt32, uptime: Double)] = []
@@ -255,6 +255,19 @@ func singleBeaconScenario(
         #expect(readings.allSatisfy { $0.volts >= 2.0 })
     }
 
+    /// A cell swapped for a fresh one: the beacon boots again, its counters from zero, and reads a fresh cell's
+    /// voltage, through the night's cold that had stopped the old one.
+    @Test func aSwappedCellBootsTheBeaconAgainOnAFreshCell() throws {
+        let readings = try telemetryOverADay(percent: 8, celsius: 0, swing: 15, swaps: [64_800])
+        let before = readings.filter { $0.hour < 18 }
+        let after = readings.filter { $0.hour >= 18 }
+        let first = try #require(after.first)
+        #expect(first.hour < 18.1 && first.uptime < 120 && first.count < 120, "\(first): not a boot at the swap")
+        #expect(after.count > 350, "heard all night on the fresh cell")
+        #expect(after.map(\.volts).min()! > before.map(\.volts).max()! + 0.3)
+        #expect(zip(after, after.dropFirst()).allSatisfy { $1.count > $0.count }, "one boot")
+    }
+
     @Test func badScenariosAreRefusedWithTheirReason() {
         func error(_ yaml: String) -> String? {
             do {
@@ -274,6 +287,7 @@ func singleBeaconScenario(
         #expect(error("duration_s: 10\n\(site)\nbeacons: [\(beacon), battery: unknown}]")?.contains("battery must be one of") == true)
         #expect(error("duration_s: 10\n\(site)\nbeacons: [\(beacon), battery_left_pct: 120}]")?.contains("battery_left_pct must be 0-100") == true)
         #expect(error("duration_s: 10\n\(site)\nbeacons: [\(beacon), temperature_c: -100}]")?.contains("temperature_c must be -60-85") == true)
+        #expect(error("duration_s: 10\n\(site)\nbeacons: [\(beacon), battery_swaps_at_s: [5, 2]}]")?.contains("battery_swaps_at_s must be times after 0 in order") == true)
     }
 }
 
