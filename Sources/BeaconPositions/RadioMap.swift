@@ -81,6 +81,20 @@ public struct RadioMap: Sendable, Equatable {
     /// The receivers it has points for.
     public var receivers: Set<String> { Set(corrections.keys) }
 
+    /// The share of the grid's points within `rect` (x0, y0, x1, y1, metres) that the map holds for some receiver:
+    /// how much of a zone its calibration walk came near enough to correct.
+    public func reach(over rect: [Double]) -> Double {
+        guard rect.count == 4, rect.allSatisfy({ $0.isFinite }) else { return 0 }
+        let first = GridIndex(column: Int((rect[0] / Self.spacing).rounded(.up)), row: Int((rect[1] / Self.spacing).rounded(.up)))
+        let last = GridIndex(column: Int((rect[2] / Self.spacing).rounded(.down)), row: Int((rect[3] / Self.spacing).rounded(.down)))
+        guard first.column <= last.column, first.row <= last.row else { return 0 }
+        let columns = first.column...last.column
+        let rows = first.row...last.row
+        let held = Set(corrections.values.flatMap(\.keys))
+        let inside = held.filter { columns.contains($0.column) && rows.contains($0.row) }.count
+        return Double(inside) / Double(columns.count * rows.count)
+    }
+
     /// The map as text: `receiver,x_m,y_m,correction_db`, a line per point, in order.
     public var csv: String {
         var text = "receiver,x_m,y_m,correction_db\n"

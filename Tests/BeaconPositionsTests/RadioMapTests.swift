@@ -27,6 +27,17 @@ import Testing
         #expect(sparse.correction(receiver: "a", x: 8, y: 2) > 0 && sparse.correction(receiver: "a", x: 8, y: 2) < 2)
     }
 
+    /// How much of a zone the walk came near enough to correct: the walk along y = 2 reaches 2 m either side of it
+    /// (y 0-4: 9 of the 17 rows of points of a zone from y = 0 to 8).
+    @Test func theMapsReachOverAZoneIsTheShareOfItsPointsTheWalkCameNear() {
+        let map = RadioMap.fit(walk())
+        #expect(map.reach(over: [0, 1, 10, 3]) == 1)
+        #expect(abs(map.reach(over: [0, 0, 10, 8]) - 9.0 / 17) < 1e-9, "\(map.reach(over: [0, 0, 10, 8]))")
+        #expect(map.reach(over: [0, 5, 10, 8]) == 0)
+        // Not a rect, or one between the points.
+        #expect(map.reach(over: [0, 0, 10]) == 0 && map.reach(over: [3.1, 3.1, 3.3, 3.3]) == 0)
+    }
+
     @Test func theMapIsWrittenAndReadAsText() throws {
         let map = RadioMap.fit(walk())
         let text = map.csv

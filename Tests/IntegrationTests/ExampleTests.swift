@@ -339,6 +339,11 @@ struct ExampleTests {
             #expect(result.status == 0 && lines.contains { $0.hasPrefix("position_path_loss_exponent: ") }, "\(example)\n\(result.errors)")
             let office = example.line.contains("open-office")
             #expect(lines.filter { $0.hasPrefix(office ? "sensor" : "anchor-") }.count == (office ? 12 : 6), "\(result.output)")
+            // How much of each zone the walk mapped: one straight walk across the office, a fifth to a third of each
+            // quarter; the flat's survey, all of every room.
+            let reach = lines.filter { $0.hasPrefix("# quarter-") || $0.hasPrefix("# hall:") || $0.hasPrefix("# kitchen:") || $0.hasPrefix("# bedroom:") || $0.hasPrefix("# living-room:") }
+                .compactMap { Double($0.split(separator: " ")[2]) }
+            #expect(reach.count == 4 && reach.allSatisfy { office ? (20...35).contains($0) : $0 >= 95 }, "\(result.output)")
             // The radio map it was asked for, readable as the sites file reads it.
             let words = Example.shellWords(example.line)
             if let flag = words.firstIndex(of: "--radio-map") {
