@@ -44,7 +44,7 @@ import Yams
 /// (`battery`: `cr2032`, `cr2477` or `2xaa-lithium`; `battery_left_pct`, 100; `transmit_power_dbm`, 0) in the
 /// temperature of its place (`temperature_c`, 22, a day's cycle `temperature_swing_c`, 1.5, either way): a cell of
 /// that chemistry with the spreads of real ones, discharged by the beacon's adverts, which TLM reports under load
-/// at the temperature of the moment. A beacon whose cell cannot hold its radio up (near its end, or in the cold)
+/// at the temperature of the moment; its TLM counters start as if it had run since the cell was fitted. A beacon whose cell cannot hold its radio up (near its end, or in the cold)
 /// is silent, and boots again, its counters from zero, when it can. At each of `battery_swaps_at_s` its cell is
 /// swapped for a fresh one of the chemistry, and it boots again.
 public struct Scenario: Decodable, Sendable {

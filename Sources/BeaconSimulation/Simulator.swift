@@ -45,6 +45,9 @@ struct SimulatedBeacon: Sendable {
     /// Its cells as the scenario starts and at each swap (`spec.batterySwapsAtSeconds`, fresh), drawn from the
     /// chemistry's spreads (the same for the same name).
     let cells: [SimulatedCell]
+    /// How long it has run on its first cell before the scenario starts, seconds: what its used charge took at
+    /// its interval. Its TLM counters begin there, as a beacon's that has run since its cell was fitted.
+    let runningBeforeSeconds: Double
 
     init(_ spec: Scenario.Beacon, index: Int) throws(ConfigurationError) {
         self.spec = spec
@@ -56,6 +59,10 @@ struct SimulatedBeacon: Sendable {
         cells = ([spec.batteryLeft] + spec.batterySwapsAtSeconds.map { _ in 1 }).map {
             SimulatedCell(chemistry: spec.battery, transmitPowerDbm: spec.transmitPowerDbm, chargeLeft: $0, random: &random)
         }
+        let first = cells[0]
+        let milliampHoursPerSecond = (first.chargePerAdvertMicrocoulombs / (spec.intervalMs / 1000 + 0.005) + first.sleepMicroamps) / 3.6e6
+            + first.capacityMilliampHours * spec.battery.selfDischargePerYear / (365 * 86_400)
+        runningBeforeSeconds = first.usedMilliampHours / milliampHoursPerSecond
         let power = Int8(clamping: spec.power1mDbm)
         func hex(_ text: String?, _ count: Int, _ field: String) throws(ConfigurationError) -> [UInt8] {
             guard let text, let bytes = try? [UInt8](hex: text), bytes.count == count else {
@@ -222,7 +229,8 @@ public struct Simulator: Sendable {
         public var rssi: Double
         /// The advert's number since the beacon booted.
         public var count: Int
-        /// When the beacon booted, seconds into the scenario (0 unless its cell browned out).
+        /// When the beacon booted, seconds into the scenario: before it on its first cell, later after a swap or
+        /// a brown-out.
         public var bootSeconds: Double
     }
 
@@ -265,11 +273,11 @@ public struct Simulator: Sendable {
         }
         var shadowing = [LinkShadowing](repeating: LinkShadowing(), count: members.count)
         var nextAdvert = members.indices.map { timing[$0].unit() * beacons[members[$0]].spec.intervalMs / 1000 }
-        var counts = [Int](repeating: 0, count: members.count)
+        var counts = members.map { Int(beacons[$0].runningBeforeSeconds / (beacons[$0].spec.intervalMs / 1000 + 0.005)) }
         // Whether each beacon's cell holds its radio up, decided for each window alike for every agent; a beacon
         // that comes back boots again.
         var powered = [Bool](repeating: true, count: members.count)
-        var boots = [Double](repeating: 0, count: members.count)
+        var boots = members.map { -beacons[$0].runningBeforeSeconds }
         var swapsDone = [Int](repeating: 0, count: members.count)
         let window = 10.0
         var windowStart = 0.0

@@ -239,9 +239,16 @@ func singleBeaconScenario(
             #expect(afternoon.allSatisfy { fresh.contains($0) }, "\(chemistry): \(afternoon.min() ?? 0)-\(afternoon.max() ?? 0)")
             #expect(fall.contains(afternoon.min()! - night.max()!), "\(chemistry): \(night.max()!) at night, \(afternoon.min()!) in the afternoon")
         }
-        // Near its end, in a room's steady warmth, a cell reads its knee: lower the less charge is left.
-        let knee = try [12.0, 8, 5].map { try telemetryOverADay(percent: $0, celsius: 22, swing: 1.5).map(\.volts).max()! }
+        // Near its end, in a room's steady warmth, a cell reads its knee: lower the less charge is left. Its
+        // counters tell of the charge spent: a CR2032 at a 1 s interval runs for about two years.
+        let ends = try [12.0, 8, 5].map { try telemetryOverADay(percent: $0, celsius: 22, swing: 1.5) }
+        let knee = ends.map { $0.map(\.volts).max()! }
         #expect(knee == knee.sorted(by: >) && knee.allSatisfy { (2.0...2.4).contains($0) }, "\(knee)")
+        for end in ends {
+            let first = try #require(end.first)
+            #expect(first.uptime > 500 * 86_400 && first.uptime < 800 * 86_400, "\(first)")
+            #expect(abs(Double(first.count) * 1.005 - first.uptime) < 3_600, "\(first)")
+        }
     }
 
     /// A cell that cannot hold its radio up in the night's cold falls silent, and the beacon boots again, its counters
