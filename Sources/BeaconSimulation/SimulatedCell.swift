@@ -44,8 +44,14 @@ public struct SimulatedCell: Sendable {
 
     /// `seconds` of use with `adverts` sent: their charge, the sleep current's and self-discharge.
     public mutating func use(seconds: Double, adverts: Double) {
-        usedMilliampHours += (adverts * chargePerAdvertMicrocoulombs + seconds * sleepMicroamps) / 3.6e6
-            + capacityMilliampHours * chemistry.selfDischargePerYear * seconds / (365 * 86_400)
+        usedMilliampHours += adverts * chargePerAdvertMicrocoulombs / 3.6e6 + seconds * milliampHoursPerSecond(advertsPerSecond: 0)
+    }
+
+    /// The charge a second of use takes with `advertsPerSecond` sent, mAh: theirs, the sleep current's and
+    /// self-discharge.
+    public func milliampHoursPerSecond(advertsPerSecond: Double) -> Double {
+        (advertsPerSecond * chargePerAdvertMicrocoulombs + sleepMicroamps) / 3.6e6
+            + capacityMilliampHours * chemistry.selfDischargePerYear / (365 * 86_400)
     }
 
     /// The voltage during a radio burst at `celsius`, volts: what the beacon measures and reports.

@@ -60,9 +60,7 @@ struct SimulatedBeacon: Sendable {
             SimulatedCell(chemistry: spec.battery, transmitPowerDbm: spec.transmitPowerDbm, chargeLeft: $0, random: &random)
         }
         let first = cells[0]
-        let milliampHoursPerSecond = (first.chargePerAdvertMicrocoulombs / (spec.intervalMs / 1000 + 0.005) + first.sleepMicroamps) / 3.6e6
-            + first.capacityMilliampHours * spec.battery.selfDischargePerYear / (365 * 86_400)
-        runningBeforeSeconds = first.usedMilliampHours / milliampHoursPerSecond
+        runningBeforeSeconds = first.usedMilliampHours / first.milliampHoursPerSecond(advertsPerSecond: 1 / Self.meanAdvertSeconds(spec))
         let power = Int8(clamping: spec.power1mDbm)
         func hex(_ text: String?, _ count: Int, _ field: String) throws(ConfigurationError) -> [UInt8] {
             guard let text, let bytes = try? [UInt8](hex: text), bytes.count == count else {
@@ -160,14 +158,20 @@ struct SimulatedBeacon: Sendable {
         return spec.temperatureC - spec.temperatureSwingC * cos(2 * .pi * (hourOfDay - 4) / 24)
     }
 
-    /// Its cell `elapsedSeconds` into the scenario, discharged since it was fitted by that time's adverts (the
-    /// interval plus BLE's 5 ms of random delay on average), its sleep current and self-discharge.
+    /// Seconds from one advert to the next on average: the interval plus half BLE's 0-10 ms of random delay.
+    static func meanAdvertSeconds(_ spec: Scenario.Beacon) -> Double { spec.intervalMs / 1000 + 0.005 }
+
+    /// Its advert count as the scenario starts, on the cell it has run on since it was fitted.
+    var advertsBefore: Int { Int(runningBeforeSeconds / Self.meanAdvertSeconds(spec)) }
+
+    /// Its cell `elapsedSeconds` into the scenario, discharged since it was fitted by that time's adverts, its
+    /// sleep current and self-discharge.
     func cell(after elapsedSeconds: Double) -> SimulatedCell {
         let swaps = spec.batterySwapsAtSeconds
         let fitted = swaps.lastIndex { $0 <= elapsedSeconds }.map { $0 + 1 } ?? 0
         let seconds = elapsedSeconds - (fitted == 0 ? 0 : swaps[fitted - 1])
         var cell = cells[fitted]
-        cell.use(seconds: seconds, adverts: seconds / (spec.intervalMs / 1000 + 0.005))
+        cell.use(seconds: seconds, adverts: seconds / Self.meanAdvertSeconds(spec))
         return cell
     }
 
@@ -273,7 +277,7 @@ public struct Simulator: Sendable {
         }
         var shadowing = [LinkShadowing](repeating: LinkShadowing(), count: members.count)
         var nextAdvert = members.indices.map { timing[$0].unit() * beacons[members[$0]].spec.intervalMs / 1000 }
-        var counts = members.map { Int(beacons[$0].runningBeforeSeconds / (beacons[$0].spec.intervalMs / 1000 + 0.005)) }
+        var counts = members.map { beacons[$0].advertsBefore }
         // Whether each beacon's cell holds its radio up, decided for each window alike for every agent; a beacon
         // that comes back boots again.
         var powered = [Bool](repeating: true, count: members.count)
