@@ -35,6 +35,7 @@ let package = Package(
         .library(name: "BeaconPositions", targets: ["BeaconPositions"]),
         .library(name: "LibPQ", targets: ["LibPQ"]),
         .library(name: "LocalServers", targets: ["LocalServers"]),
+        .library(name: "WebConsole", targets: ["WebConsole"]),
         .library(name: "Mosquitto", targets: ["Mosquitto"]),
     ],
     dependencies: [

@@ -52,6 +52,18 @@ let package = Package(
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ),
         .executableTarget(
+            name: "ConsoleBenchmarks",
+            dependencies: [
+                .product(name: "BeaconIngest", package: "beaconflow"),
+                .product(name: "LibPQ", package: "beaconflow"),
+                .product(name: "LocalServers", package: "beaconflow"),
+                .product(name: "WebConsole", package: "beaconflow"),
+                .product(name: "Benchmark", package: "benchmark"),
+            ],
+            path: "Benchmarks/ConsoleBenchmarks",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
+        .executableTarget(
             name: "SpoolBenchmarks",
             dependencies: [
                 .product(name: "BeaconAgent", package: "beaconflow"),

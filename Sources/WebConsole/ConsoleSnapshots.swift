@@ -49,10 +49,9 @@ public final class ConsoleSnapshots: Sendable {
         while !stopped.isStopped {
             do throws(PostgresError) {
                 let open: PostgresConnection
-                if let connection { open = connection } else { open = try PostgresConnection(conninfo) }
+                if let connection { open = connection } else { open = try Self.open(conninfo) }
                 connection = open
-                // One line, once per read rather than per event sent (JSON strings escape their own breaks).
-                let json = (try open.query(Self.query).first?[0] ?? "{}").replacingOccurrences(of: "\n", with: " ")
+                let json = try Self.document(on: open)
                 latest.withLock { $0 = Snapshot(version: $0.version + 1, json: json) }
                 if failing { logger.info("Console reads the database again") }
                 failing = false
@@ -66,6 +65,21 @@ public final class ConsoleSnapshots: Sendable {
             let deadline = ContinuousClock.now + refresh
             stopped.wait(until: deadline)
         }
+    }
+
+    /// A session for reading the document: without just-in-time compilation, which PostgreSQL turns on for a
+    /// query of this cost on a large deployment and which took longer than the query itself (BENCHMARKS.md,
+    /// "The console's document on 150 sites").
+    public static func open(_ conninfo: String) throws(PostgresError) -> PostgresConnection {
+        let connection = try PostgresConnection(conninfo)
+        try connection.execute("SET jit = off")
+        return connection
+    }
+
+    /// The document as the console serves it: on one line, read once rather than per event sent (JSON strings
+    /// escape their own breaks).
+    public static func document(on connection: PostgresConnection) throws(PostgresError) -> String {
+        (try connection.query(query).first?[0] ?? "{}").replacingOccurrences(of: "\n", with: " ")
     }
 
     /// Beacons listed at most (present ones first, then the registry's, then the rest by id); `beacon_count` has
@@ -83,8 +97,10 @@ public final class ConsoleSnapshots: Sendable {
                 SELECT json_agg(json_build_object(
                     'site_id', z.site_id, 'zone_id', z.zone_id, 'capacity', z.capacity,
                     'rect', CASE WHEN z.x0 IS NULL THEN NULL ELSE json_build_array(z.x0, z.y0, z.x1, z.y1) END,
-                    'occupants', (SELECT count(*) FROM loc WHERE loc.present AND loc.site_id = z.site_id AND loc.zone_id = z.zone_id)))
-                FROM beaconflow.zones z), '[]'),
+                    'occupants', coalesce(o.occupants, 0)))
+                FROM beaconflow.zones z LEFT JOIN (
+                    SELECT site_id, zone_id, count(*) AS occupants FROM loc WHERE present GROUP BY site_id, zone_id
+                ) o ON o.site_id = z.site_id AND o.zone_id = z.zone_id), '[]'),
             'beacon_count', (SELECT count(*) FROM loc),
             'beacons', coalesce((
                 SELECT json_agg(b) FROM (
