@@ -996,7 +996,7 @@ CREATE VIEW beaconflow.battery_replacements AS
      LEFT JOIN LATERAL ( SELECT f.night,
             f.low_c
            FROM beaconflow.night_forecasts f
-          WHERE (r.outdoors AND (f.site_id = h.site_id) AND (f.low_c <= h.coldest_carried_c) AND (f.night >= ((now() AT TIME ZONE COALESCE(s.timezone, 'UTC'::text)))::date))
+          WHERE (r.outdoors AND (f.site_id = h.site_id) AND (f.low_c <= h.coldest_carried_c) AND (f.night > (((now() AT TIME ZONE COALESCE(s.timezone, 'UTC'::text)) - '12:00:00'::interval))::date))
           ORDER BY f.night
          LIMIT 1) c ON (true))
   WHERE (h.replace_by IS NOT NULL);

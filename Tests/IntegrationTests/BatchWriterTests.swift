@@ -138,7 +138,8 @@ struct BatchWriterTests {
     }
 
     /// A forecast night colder than an outdoor cell carries brings its `replace_by` forward to the midnight before
-    /// it; warmer nights, nights past, and a cell the sites file does not place outdoors leave it as its charge's.
+    /// it; warmer nights, nights past (a night's low has come by noon of its morning), and a cell the sites file
+    /// does not place outdoors leave it as its charge's.
     @Test func aForecastNightColderThanAnOutdoorCellCarriesIsWhenToReplaceIt() async throws {
         let server = try await SharedDatabase.create()
         let connection = try PostgresConnection(server.conninfo)
@@ -171,6 +172,25 @@ struct BatchWriterTests {
             """,
             [carried, carried - 1])
         #expect(try connection.query(listed) == [["2", String(format: "%g", carried - 1), "f", "t"]])
+        // Tonight's forecast, at the site's time: read in the morning before noon, not in the afternoon.
+        for (hours, readToday) in [(2...8, true), (14...20, false)] {
+            let zone = try #require(
+                try connection.query(
+                    """
+                    SELECT name FROM pg_timezone_names WHERE name ~ '^Etc/GMT[+-][0-9]+$'
+                      AND extract(hour FROM now() AT TIME ZONE name) BETWEEN $1 AND $2 ORDER BY name LIMIT 1
+                    """, [hours.lowerBound, hours.upperBound]
+                ).first?[0])
+            try connection.query("UPDATE beaconflow.site_registry SET timezone = $1 WHERE site_id = 'hq'", [zone])
+            try connection.query(
+                """
+                INSERT INTO beaconflow.night_forecasts VALUES ('hq', (now() AT TIME ZONE $1)::date, $2)
+                ON CONFLICT (site_id, night) DO UPDATE SET low_c = excluded.low_c
+                """, [zone, carried - 1])
+            let tonight = "SELECT cold_night = (now() AT TIME ZONE $1)::date FROM beaconflow.battery_replacements"
+            #expect(try connection.query(tonight, [zone]) == [[readToday ? "t" : "f"]], "\(zone)")
+            try connection.query("DELETE FROM beaconflow.night_forecasts WHERE night = (now() AT TIME ZONE $1)::date", [zone])
+        }
         // The same cell indoors.
         try writer.writeRegistry(try SitesConfiguration.parse(testSites + "\nbeacons:\n  - {id: \"\(beaconID)\"}\n"))
         #expect(try connection.query(listed) == [[nil, nil, "t", nil]])

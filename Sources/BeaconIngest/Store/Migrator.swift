@@ -49,6 +49,7 @@ enum Schema {
         PackageResources.v033_sql,
         PackageResources.v034_sql,
         PackageResources.v035_sql,
+        PackageResources.v036_sql,
 
     ].enumerated().map { Migration(version: $0.offset + 1, file: $0.element) }
 }
