@@ -17,12 +17,21 @@ import Foundation
 /// starts with 10-100 % of its charge (a fleet's cells are of all ages). A share of beacons get a fresh cell at a
 /// random time (their counters restart, or for half of them go on), and every beacon reboots about once in 100
 /// days. Deterministic for its seed.
+///
+/// Beside the fleet, `restartedShare` more beacons are alike but for their counters, which restarted at a random
+/// time of their cell's use before the forecasts first heard them (a reboot on a used cell: a configuration
+/// change, a watchdog, a cold night): the counted charge leaves out what the cell gave before. They are scored in
+/// their group alone (`restartedGroup`), so that the fleet's figures stay those of cells counted from their start.
 public struct BatteryFleet: Sendable {
     public var beacons = 200
     public var days = 300
     public var seed: UInt64 = 1
     /// The share of beacons whose cell is swapped during the run.
     public var swapShare = 0.05
+    /// The share of beacons, beside `beacons`, first heard with counters restarted on a used cell.
+    public var restartedShare = 0.1
+    /// The group the beacons with counters restarted before first heard are scored in.
+    public static let restartedGroup = "counters restarted before first heard"
     /// How often a beacon's TLM reaches the forecasts, seconds (real beacons send it every few seconds; an hour
     /// keeps months of a fleet in seconds of computing, and the forecasts need no more).
     public var telemetryIntervalSeconds = 3600.0
@@ -135,14 +144,19 @@ public struct BatteryFleet: Sendable {
         var random = SeededGenerator(seed: seed)
         var scores: [String: Score] = [:]
         var place = ""
+        var restarted = false
         func score(_ method: String, _ chemistry: String, _ update: (inout Score) -> Void) {
-            for key in [chemistry, place, "all"] {
+            for key in restarted ? [Self.restartedGroup] : [chemistry, place, "all"] {
                 var entry = scores[method + "/" + key] ?? Score(method: method, group: key)
                 update(&entry)
                 scores[method + "/" + key] = entry
             }
         }
-        for index in 0..<beacons {
+        let restartedBeacons = Int((Double(beacons) * restartedShare).rounded())
+        for index in 0..<(beacons + restartedBeacons) {
+            restarted = index >= beacons
+            // The restarted beacons draw from a generator of their own: the fleet's beacons stay as they are.
+            if index == beacons { random = SeededGenerator(seed: seed &* 0x2545_F491 &+ 0x5EED) }
             let beacon = makeBeacon(&random)
             let name = beacon.named ? beacon.chemistry.rawValue : "unnamed cr2032"
             place = Self.placeNames[beacon.place]
@@ -166,6 +180,7 @@ public struct BatteryFleet: Sendable {
             // restarts them; none before the run).
             let perSecond = (cell.chargePerAdvertMicrocoulombs / beacon.intervalSeconds + cell.sleepMicroamps) / 3.6e6
             var uptime = cell.usedMilliampHours / perSecond
+            if restarted { uptime *= Double.random(in: 0..<1, using: &random) }
             var advertisingCount = uptime / beacon.intervalSeconds
             var flaggedSince: [String: Double] = [:]
             /// The coldest night the cell carried, as forecast at the last daily score at least a week before its end.

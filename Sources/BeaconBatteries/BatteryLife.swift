@@ -86,7 +86,16 @@ public struct BatteryLife: Sendable {
     static let temperatureBucket: Int64 = 4 * 3_600_000_000
     /// The curve fitted to the trajectory (`fit`), refitted when a day's point is added or the day so far has moved
     /// by `refitVolts` since (its median of hourly means: on a plateau, seldom).
-    var curve: (k: Double, kLow: Double, kHigh: Double, shape: Double)?
+    var curve: Curve?
+    /// A fitted curve: k, its 90 % interval, where it lies between the published curves, and the charge the cell
+    /// gave before its counters started (mAh; none unless its readings show it).
+    struct Curve {
+        var k: Double
+        var kLow: Double
+        var kHigh: Double
+        var shape: Double
+        var usedBefore = 0.0
+    }
     var curveToday: Double?
     /// How the newest points of the trajectory fall (`fall(of:)`), measured with each fit: volts a counted mAh,
     /// and the newest point.
@@ -154,7 +163,7 @@ public struct BatteryLife: Sendable {
         let celsius = celsius ?? last?.celsius ?? 25
         let chemistry = description.chemistry
         // The share left by the curve's k when fitted, else by the capacity.
-        let guessLeft = max(0, 1 - totalUsed(boot: last?.bootMilliampHours ?? 0) * (curve?.k ?? 1 / capacity))
+        let guessLeft = max(0, 1 - (totalUsed(boot: last?.bootMilliampHours ?? 0) + (curve?.usedBefore ?? 0)) * (curve?.k ?? 1 / capacity))
         let volts = millivolts / 1000 + sag(celsius: celsius, chargeLeft: guessLeft) - sag(celsius: 25, chargeLeft: guessLeft)
         // A swap's rise is measured on readings corrected by the chemistry's sag alone, which stays put while the
         // cell's own is being learned.
@@ -306,7 +315,7 @@ public struct BatteryLife: Sendable {
         let cold = coldEnd
         let cutoff = Self.cutoffChargeLeft(
             description.chemistry, celsius: cold, shape: fit.shape, cutoffVolts: description.cutoffVolts, sag: cellSag.fitted)
-        let counted = countedWithSelfDischarge
+        let counted = countedWithSelfDischarge + fit.usedBefore
         let perDay = dailyUse(last)
         func days(_ k: Double, _ season: Float) -> Double {
             max(0, (1 - k * counted - cutoff) / (max(1e-12, k) * perDay) + Double(season))
@@ -319,7 +328,7 @@ public struct BatteryLife: Sendable {
             daysLeft: days(fit.k, seasonDays.k), daysLeftLow: days(fit.kHigh, seasonDays.kHigh), daysLeftHigh: days(fit.kLow, seasonDays.kLow),
             chargeLeft: chargeLeft,
             coldestCarriedCelsius: min(Self.coldestCarriedRange.upperBound, max(Self.coldestCarriedRange.lowerBound, coldest)))
-        if let falling = daysByTheFall(cold: cold, perDay: perDay, k: fit.k), falling < forecast.daysLeft {
+        if let falling = daysByTheFall(cold: cold, perDay: perDay, k: fit.k, usedBefore: fit.usedBefore), falling < forecast.daysLeft {
             forecast.daysLeft = falling
             forecast.daysLeftLow = min(forecast.daysLeftLow, falling)
         }
@@ -331,7 +340,7 @@ public struct BatteryLife: Sendable {
         let trajectory = self.trajectory
         curve = Self.fit(
             trajectory, chemistry: description.chemistry, capacity: capacity, priorSpread: priorSpread, sagScale: cellSag.fitted.scale,
-            previous: curve?.k)
+            previous: curve?.k, startKnown: swaps > 0)
         curveToday = today
         fall = Self.fall(of: trajectory.suffix(Self.fallPoints))
     }
@@ -355,11 +364,11 @@ public struct BatteryLife: Sendable {
     /// The days until the reading at the week's cold end falls to the cutoff at the pace the trajectory's newest
     /// points fall: nil while they do not fall. Near the end a cell's readings fall day after day whatever its curve
     /// was fitted to, and the fall only steepens.
-    func daysByTheFall(cold: Double, perDay: Double, k: Double) -> Double? {
+    func daysByTheFall(cold: Double, perDay: Double, k: Double, usedBefore: Double) -> Double? {
         guard let fall else { return nil }
         let perDayVolts = -Double(fall.voltsPerMilliampHour) * perDay
         guard perDayVolts > Self.fallVoltsPerDay else { return nil }
-        let left = max(0, 1 - k * Double(fall.counted))
+        let left = max(0, 1 - k * (Double(fall.counted) + usedBefore))
         let loaded = Double(fall.volts) - sag(celsius: cold, chargeLeft: left) + sag(celsius: 25, chargeLeft: left)
         return max(0, (loaded - description.cutoffVolts) / perDayVolts)
     }
@@ -394,7 +403,7 @@ public struct BatteryLife: Sendable {
         let cutoffVolts = description.cutoffVolts
         let own = cellSag.fitted
         let cold = coldEnd
-        let counted = countedWithSelfDischarge
+        let counted = countedWithSelfDischarge + fit.usedBefore
         let perDay = dailyUse(last)
         let today = Double(last.micros) / Double(Self.day)
         // The cutoffs at the week's cold end and at the coldest and warmest the season's course will bring.
@@ -440,11 +449,14 @@ public struct BatteryLife: Sendable {
 
     /// The cell's curve fitted to its trajectory: k, the share of the cell a counted mAh takes, and where its curve
     /// lies between the published ones, by least squares with the counting's prior on k; k's 90 % interval where
-    /// the cost rises by 2.71. `previous` is the k of the fit before.
+    /// the cost rises by 2.71. `previous` is the k of the fit before. Unless the cell's start is known (a swap was
+    /// seen), its counters may have restarted on a used cell: where the fit from a full cell leaves the readings
+    /// unexplained, a share of the cell already used when the counting began is fitted too, and kept when it
+    /// lowers the cost by more than `usedBeforePenalty`.
     static func fit(
         _ points: [(counted: Double, volts: Double)], chemistry: BatteryChemistry, capacity: Double, priorSpread: Double,
-        sagScale: Double = 1, previous: Double? = nil
-    ) -> (k: Double, kLow: Double, kHigh: Double, shape: Double) {
+        sagScale: Double = 1, previous: Double? = nil, startKnown: Bool = true
+    ) -> Curve {
         let prior = 1 / capacity
         let priorSigma = prior * priorSpread
         // A cell's curve may lie above or below both published ones by tens of mV: an offset, fitted with them
@@ -452,6 +464,8 @@ public struct BatteryLife: Sendable {
         let offsetSigma = 0.02
         let curves = BatteryChemistry.curves(chemistry)
         let weight = 1 / (voltsSpread * voltsSpread)
+        // The share of the cell used before the counting began.
+        var before = 0.0
         // For one k, each point's residual is `base - span * shape` (the curve runs linearly between the published
         // ones): worked out once a k, then every shape costs a pass over the points.
         var bases = [Double](repeating: 0, count: points.count)
@@ -459,7 +473,7 @@ public struct BatteryLife: Sendable {
         func prepare(_ k: Double) {
             for (index, point) in points.enumerated() {
                 // The readings are corrected to a burst at 25 °C: the curve less the sag there.
-                let left = min(1, max(0, 1 - k * point.counted))
+                let left = min(1, max(0, 1 - before - k * point.counted))
                 let low = BatteryChemistry.interpolate(curves.0, at: left)
                 bases[index] = point.volts - low + chemistry.sag(celsius: 25, chargeLeft: left, scale: sagScale)
                 spans[index] = BatteryChemistry.interpolate(curves.1, at: left) - low
@@ -481,19 +495,36 @@ public struct BatteryLife: Sendable {
         // between the grid's points: the k of the fit before, and the k at which the newest reading sits on the
         // middle curve, are tried too.
         let shapes = stride(from: 0.0, through: 1.0, by: 0.1).map { $0 }
-        var best = (cost: Double.infinity, k: prior, shape: 0.5)
-        var seeds = stride(from: 0.5, through: 2.0, by: 0.1).map { $0 * prior }
-        if let previous { seeds.append(previous) }
-        if let newest = points.last, newest.counted > 0 {
-            var left = chemistry.chargeLeft(volts: newest.volts + chemistry.sag(celsius: 25, chargeLeft: 0.5, scale: sagScale))
-            left = chemistry.chargeLeft(volts: newest.volts + chemistry.sag(celsius: 25, chargeLeft: left, scale: sagScale))
-            seeds.append((1 - left) / newest.counted)
+        func coarse() -> (cost: Double, k: Double, shape: Double) {
+            var best = (cost: Double.infinity, k: prior, shape: 0.5)
+            var seeds = stride(from: 0.5, through: 2.0, by: 0.1).map { $0 * prior }
+            if let previous { seeds.append(previous) }
+            if let newest = points.last, newest.counted > 0 {
+                var left = chemistry.chargeLeft(volts: newest.volts + chemistry.sag(celsius: 25, chargeLeft: 0.5, scale: sagScale))
+                left = chemistry.chargeLeft(volts: newest.volts + chemistry.sag(celsius: 25, chargeLeft: left, scale: sagScale))
+                seeds.append((1 - before - left) / newest.counted)
+            }
+            for k in seeds where k >= 0.5 * prior && k <= 2 * prior {
+                prepare(k)
+                for shape in shapes {
+                    let value = cost(k, shape)
+                    if value < best.cost { best = (value, k, shape) }
+                }
+            }
+            return best
         }
-        for k in seeds where k >= 0.5 * prior && k <= 2 * prior {
-            prepare(k)
-            for shape in shapes {
-                let value = cost(k, shape)
-                if value < best.cost { best = (value, k, shape) }
+        var best = coarse()
+        if !startKnown, best.cost > usedBeforePenalty {
+            var used: (fit: (cost: Double, k: Double, shape: Double), share: Double)?
+            for share in stride(from: 0.1, through: 0.9, by: 0.1) {
+                before = share
+                let fitted = coarse()
+                if fitted.cost < used?.fit.cost ?? .infinity { used = (fitted, share) }
+            }
+            before = 0
+            if let used, used.fit.cost + usedBeforePenalty < best.cost {
+                best = used.fit
+                before = used.share
             }
         }
         let ks = (-12...12).map { best.k + Double($0) * 0.02 * prior }.filter { $0 > 0 }
@@ -511,8 +542,12 @@ public struct BatteryLife: Sendable {
         // An interval that reaches the end of the range searched goes on as far again.
         let low = within.first.map { $0 == 0 ? ks[$0] - 12 * step : ks[$0] - step / 2 } ?? best.k
         let high = within.last.map { $0 == ks.count - 1 ? ks[$0] + 12 * step : ks[$0] + step / 2 } ?? best.k
-        return (best.k, max(prior * 0.5, low), high, best.shape)
+        return Curve(k: best.k, kLow: max(prior * 0.5, low), kHigh: high, shape: best.shape, usedBefore: before / best.k)
     }
+
+    /// How much a share of the cell used before the counting began must lower the fit's cost to be kept: the
+    /// readings must show it beyond their noise.
+    static let usedBeforePenalty = 9.0
 
     /// The share of charge left at which the cell, sagging at `celsius`, reads the cutoff.
     static func cutoffChargeLeft(

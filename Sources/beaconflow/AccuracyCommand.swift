@@ -42,7 +42,7 @@ struct AccuracyCommand: AsyncParsableCommand {
     var calibration: [String] = []
     @Flag(help: "With --recording: play the recordings back to back as one, 10 s apart (a recording given twice plays twice), so that the site's history learns over all of them.")
     var backToBack = false
-    @Flag(help: "Instead: a simulated fleet's batteries over months (--beacons, 200 by default; --days; --seeds), each day's forecast of days left from charge counting and the voltage curve, the same with the outdoor cells' forecast nights (weather forecasts of ten nights, as wrong as published ones), and from the voltage's trend, against when each cell really stopped its beacon; without servers.")
+    @Flag(help: "Instead: a simulated fleet's batteries over months (--beacons, 200 by default; --days; --seeds), each day's forecast of days left from charge counting and the voltage curve, the same with the outdoor cells' forecast nights (weather forecasts of ten nights, as wrong as published ones), and from the voltage's trend, against when each cell really stopped its beacon; beside the fleet, 10 % more beacons first heard with counters restarted on a used cell, scored apart; without servers.")
     var batteryFleet = false
     @Option(help: "With --battery-fleet: days of the fleet's life.") var days = 300
     @Flag(help: "With --preset: play each generated scenario through the real pipeline (agents, mosquitto, the ingest, PostgreSQL) with the defaults, instead of every method without servers. With --battery-fleet: play each seed's fleet through it (its TLM and identity frames replayed by an agent as fast as the pipeline takes them) and compare each beacon's beacon_health at the end with the harness's forecast.")
