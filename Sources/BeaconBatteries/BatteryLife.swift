@@ -293,6 +293,10 @@ public struct BatteryLife: Sendable {
         return totalUsed(boot: last.bootMilliampHours) + capacity * description.chemistry.selfDischargePerYear * elapsedYears
     }
 
+    /// The charge the cell has given since it was full: counted and self-discharged, with what the fit finds it
+    /// gave before its counters started.
+    private var countedFromFull: Double { countedWithSelfDischarge + (curve?.usedBefore ?? 0) }
+
     private mutating func addPoint(counted: Double, volts: Double) {
         points.append((Float(counted), Float(volts)))
         if points.count > 2 * Self.maximumPoints {
@@ -315,7 +319,7 @@ public struct BatteryLife: Sendable {
         let cold = coldEnd
         let cutoff = Self.cutoffChargeLeft(
             description.chemistry, celsius: cold, shape: fit.shape, cutoffVolts: description.cutoffVolts, sag: cellSag.fitted)
-        let counted = countedWithSelfDischarge + fit.usedBefore
+        let counted = countedFromFull
         let perDay = dailyUse(last)
         func days(_ k: Double, _ season: Float) -> Double {
             max(0, (1 - k * counted - cutoff) / (max(1e-12, k) * perDay) + Double(season))
@@ -328,7 +332,7 @@ public struct BatteryLife: Sendable {
             daysLeft: days(fit.k, seasonDays.k), daysLeftLow: days(fit.kHigh, seasonDays.kHigh), daysLeftHigh: days(fit.kLow, seasonDays.kLow),
             chargeLeft: chargeLeft,
             coldestCarriedCelsius: min(Self.coldestCarriedRange.upperBound, max(Self.coldestCarriedRange.lowerBound, coldest)))
-        if let falling = daysByTheFall(cold: cold, perDay: perDay, k: fit.k, usedBefore: fit.usedBefore), falling < forecast.daysLeft {
+        if let falling = daysByTheFall(cold: cold, perDay: perDay, k: fit.k), falling < forecast.daysLeft {
             forecast.daysLeft = falling
             forecast.daysLeftLow = min(forecast.daysLeftLow, falling)
         }
@@ -364,11 +368,11 @@ public struct BatteryLife: Sendable {
     /// The days until the reading at the week's cold end falls to the cutoff at the pace the trajectory's newest
     /// points fall: nil while they do not fall. Near the end a cell's readings fall day after day whatever its curve
     /// was fitted to, and the fall only steepens.
-    func daysByTheFall(cold: Double, perDay: Double, k: Double, usedBefore: Double) -> Double? {
+    func daysByTheFall(cold: Double, perDay: Double, k: Double) -> Double? {
         guard let fall else { return nil }
         let perDayVolts = -Double(fall.voltsPerMilliampHour) * perDay
         guard perDayVolts > Self.fallVoltsPerDay else { return nil }
-        let left = max(0, 1 - k * (Double(fall.counted) + usedBefore))
+        let left = max(0, 1 - k * (Double(fall.counted) + (curve?.usedBefore ?? 0)))
         let loaded = Double(fall.volts) - sag(celsius: cold, chargeLeft: left) + sag(celsius: 25, chargeLeft: left)
         return max(0, (loaded - description.cutoffVolts) / perDayVolts)
     }
@@ -403,7 +407,7 @@ public struct BatteryLife: Sendable {
         let cutoffVolts = description.cutoffVolts
         let own = cellSag.fitted
         let cold = coldEnd
-        let counted = countedWithSelfDischarge + fit.usedBefore
+        let counted = countedFromFull
         let perDay = dailyUse(last)
         let today = Double(last.micros) / Double(Self.day)
         // The cutoffs at the week's cold end and at the coldest and warmest the season's course will bring.

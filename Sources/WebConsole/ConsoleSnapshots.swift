@@ -69,7 +69,7 @@ public final class ConsoleSnapshots: Sendable {
 
     /// A session for reading the document: without just-in-time compilation, which PostgreSQL turns on for a
     /// query of this cost on a large deployment and which took longer than the query itself (BENCHMARKS.md,
-    /// "The console's document on 150 sites").
+    /// "The console's document on 50 sites").
     public static func open(_ conninfo: String) throws(PostgresError) -> PostgresConnection {
         let connection = try PostgresConnection(conninfo)
         try connection.execute("SET jit = off")
