@@ -6,9 +6,11 @@ import Foundation
 
 /// A simulated fleet's batteries over months, and how well battery forecasts knew their ends: the ingest's fleet
 /// health (`FleetHealth`) forecasting from charge counting and the voltage curve, the same with the outdoor sites'
-/// night forecasts read as `battery_replacements` reads them, and the trend of the voltage the ingest used before
-/// (its Theil-Sen slope to 2000 mV), each fed the fleet's TLM, scored against when each cell really stopped its
-/// beacon.
+/// night forecasts read as `battery_replacements` reads them, the trend of the voltage the ingest used before
+/// (its Theil-Sen slope in a straight line to 2000 mV, flagged at 2400 mV), the trend the ingest now gives a beacon
+/// without TLM counters (the same slope along the chemistry's curve), each fed the fleet's TLM, and the trend of a
+/// percent (to 0 %) fed what a beacon that reports only a percent would send (`reportedPercent`), scored against
+/// when each cell really stopped its beacon.
 ///
 /// Each beacon has a cell of a chemistry (half CR2032, a quarter CR2477, 15 % two lithium AA, 10 % a CR2032 the
 /// sites file does not name), a transmit power, an advertising interval (100 ms to 1 s) and a place: indoors
@@ -172,7 +174,16 @@ public struct BatteryFleet: Sendable {
             defer { observer.finished(counting.health(of: beaconID)) }
             var trendConfiguration = FleetHealth.Configuration()
             trendConfiguration.chargeCounting = false
-            var trend = FleetHealth(configuration: trendConfiguration)
+            var onCurve = FleetHealth(configuration: trendConfiguration)
+            if beacon.named {
+                onCurve.batteries[beaconID] = BatteryDescription(chemistry: beacon.chemistry, transmitPowerDbm: beacon.transmitPowerDbm)
+            }
+            // The trend as the ingest had it before: a straight line in volts, flagged at 2400 mV.
+            var straightConfiguration = trendConfiguration
+            straightConfiguration.trendOnCurve = false
+            straightConfiguration.lowBatteryMillivolts = 2400
+            var trend = FleetHealth(configuration: straightConfiguration)
+            var percentOnly = FleetHealth(configuration: trendConfiguration)
             var cellEnd = end(of: cell, beacon: beacon, fromSecond: 0)
             /// When the forecasts first heard the cell now in the beacon.
             var cellStart = 0.0
@@ -233,6 +244,10 @@ public struct BatteryFleet: Sendable {
                     advertisingCount: tlm.advertisingCount, uptimeSeconds: tlm.uptimeSeconds)
                 counting.telemetry(row, rebooted: false)
                 trend.telemetry(row, rebooted: false)
+                onCurve.telemetry(row, rebooted: false)
+                percentOnly.reading(
+                    SensorReading(quantity: "battery", value: Self.reportedPercent(millivolts: Double(tlm.batteryMillivolts ?? 0), beacon.chemistry), unit: SensorUnit.percent),
+                    beaconID: beaconID, siteID: "fleet", timeMicros: micros)
                 if awaitingSwap {
                     let found = counting.health(of: beaconID)?.forecast?.cellSinceMicros == micros
                     score("charge-and-voltage", name) {
@@ -250,6 +265,8 @@ public struct BatteryFleet: Sendable {
                 let truth = (cellEnd - second) / 86_400
                 let health = counting.health(of: beaconID)
                 let old = trend.health(of: beaconID)
+                let percent = percentOnly.health(of: beaconID)
+                let curve = onCurve.health(of: beaconID)
                 if cellEnd - second >= 7 * 86_400 { coldestCarriedAWeekBefore = health?.forecast?.coldestCarriedCelsius }
                 // The cold night `battery_replacements` gives from the site's night forecasts (outdoors only).
                 let coldNight = beacon.place == 2
@@ -261,6 +278,8 @@ public struct BatteryFleet: Sendable {
                         health?.status == .lowBattery || coldNight != nil
                     ),
                     ("voltage-trend", old?.estimatedDaysLeft, old?.status == .lowBattery),
+                    (Self.percentTrend, percent?.estimatedDaysLeft, percent?.status == .lowBattery),
+                    (Self.voltageOnCurve, curve?.estimatedDaysLeft, curve?.status == .lowBattery),
                 ]
                 for (method, forecast, flagged) in forecasts {
                     score(method, name) { entry in
@@ -278,7 +297,7 @@ public struct BatteryFleet: Sendable {
             // Cells that ended within two weeks of being first heard are left out: a week's notice is not theirs to
             // give.
             if cellEnd <= runSeconds, cellEnd - cellStart >= 14 * 86_400 {
-                for method in ["charge-and-voltage", Self.withNightForecasts, "voltage-trend"] {
+                for method in ["charge-and-voltage", Self.withNightForecasts, "voltage-trend", Self.percentTrend, Self.voltageOnCurve] {
                     score(method, name) { entry in
                         entry.cellsEnded += 1
                         if (flaggedSince[method].map { cellEnd - $0 < 7 * 86_400 } ?? true) {
@@ -310,6 +329,20 @@ public struct BatteryFleet: Sendable {
             station: station, recordDay: recordDay, swapAtDay: Double.random(in: 0..<1, using: &random) < swapShare ? Double.random(in: 10..<Double(days - 10), using: &random) : nil,
             swapKeepsCounters: Bool.random(using: &random),
             rebootDays: (0..<(days / 100 + 1)).map { _ in Double.random(in: 0..<Double(days), using: &random) }.sorted())
+    }
+
+    /// The trend of the voltage alone as the ingest extrapolates it for a beacon without TLM counters: as the share of
+    /// charge it reads on the chemistry's curve.
+    public static let voltageOnCurve = "voltage-on-curve"
+
+    /// The trend of the percent a beacon that reports only a percent sends (BTHome, GATT Battery Level).
+    public static let percentTrend = "percent-trend"
+
+    /// The percent a beacon reporting only a percent sends for a reading of `millivolts` under a burst: the share of
+    /// charge that voltage reads on its chemistry's curve at rest (as firmware maps its own reading), in whole
+    /// percent (BTHome's battery object).
+    static func reportedPercent(millivolts: Double, _ chemistry: BatteryChemistry) -> Double {
+        (100 * chemistry.chargeLeft(volts: millivolts / 1000)).rounded()
     }
 
     /// The charge-counting forecast with the site's night forecasts read as `battery_replacements` reads them: the

@@ -62,7 +62,9 @@ struct IngestCommand: AsyncParsableCommand {
     @Option(help: "Battery level (mV) under load at which a beacon stops working, for the days-left forecasts.")
     var batteryCutoffMv = 2000.0
     @Option(help: "low_battery at or below this level in mV, for beacons without TLM counters (those with them: on days left alone).")
-    var lowBatteryMv = 2400.0
+    var lowBatteryMv = 2200.0
+    @Option(help: "low_battery at or below this level in percent, for beacons that report only a percent.")
+    var lowBatteryPercent = 5.0
     @Option(help: "low_battery when the forecast leaves fewer days than this.") var lowBatteryDays = 30.0
     @Option(help: "Beacons the ingest keeps state for at most; past it those not seen the longest are forgotten and counted, whatever ids arrive.")
     var maxBeacons = 200_000
@@ -118,6 +120,7 @@ struct IngestCommand: AsyncParsableCommand {
         configuration.agentSightingsPerSecond = agentMaxSightingsPerSecond
         configuration.health.cutoffMillivolts = batteryCutoffMv
         configuration.health.lowBatteryMillivolts = lowBatteryMv
+        configuration.health.lowBatteryPercent = lowBatteryPercent
         configuration.health.lowBatteryDays = lowBatteryDays
         configuration.maximumBeacons = maxBeacons
         if presence || homeAssistant {

@@ -59,9 +59,12 @@ import Testing
         }
     }
 
+    /// Charge counting, and the trend as it was: a straight line in volts, flagged at 2400 mV.
     var bothMethods: [FleetHealth] {
         var trend = FleetHealth.Configuration()
         trend.chargeCounting = false
+        trend.trendOnCurve = false
+        trend.lowBatteryMillivolts = 2400
         var counting = FleetHealth()
         counting.batteries[beaconID] = BatteryDescription(chemistry: .cr2032)
         return [counting, FleetHealth(configuration: trend)]
@@ -106,14 +109,18 @@ import Testing
 
     @Test func aColdNightDoesNotFlagACellWithMonthsLeftButItsLastWeeksDo() throws {
         var beacon = Beacon(chargeLeft: 0.6, seed: 5)
-        var health = bothMethods
+        var voltageOnly = FleetHealth.Configuration()
+        voltageOnly.chargeCounting = false
+        var health = bothMethods + [FleetHealth(configuration: voltageOnly)]
         // Two weeks indoors, then a night at -18 °C: a coin cell on its plateau reads under 2.4 V under load, and
         // still runs.
         run(&beacon, hours: 14 * 24, celsius: { _ in 21 }, into: &health)
         run(&beacon, hours: 8, from: 14 * 24, celsius: { _ in -18 }, into: &health)
         let coldReading = try #require(beacon.row(0, beaconID: beaconID, celsius: -18).batteryMillivolts)
-        #expect(coldReading < 2400 && coldReading > 2000)
+        #expect(coldReading < 2400 && coldReading > 2000, "\(coldReading)")
         #expect(health[1].health(of: beaconID)?.status == .lowBattery)
+        // A beacon reporting that voltage alone is flagged only nearer its end (2200 mV).
+        #expect(coldReading > 2200 && health[2].health(of: beaconID)?.status == .ok)
         let cold = try #require(health[0].health(of: beaconID))
         #expect(cold.status == .ok, "\(cold)")
         // Months left indoors; fewer should such nights come again (the cold end of the week's temperatures).
@@ -147,7 +154,9 @@ import Testing
     }
 
     @Test func beaconsWithAVoltageOrAPercentOnlyKeepTheTrend() throws {
-        var health = FleetHealth()
+        var straight = FleetHealth.Configuration()
+        straight.trendOnCurve = false
+        var health = FleetHealth(configuration: straight)
         for day in 0..<7 {
             let time = start + Int64(day) * 24 * Self.hour
             health.reading(SensorReading(quantity: "battery_voltage", value: 3000 - Double(day) * 10, unit: SensorUnit.millivolt), beaconID: "ruuvi", siteID: "hq", timeMicros: time)
@@ -155,8 +164,36 @@ import Testing
         }
         let voltage = try #require(health.health(of: "ruuvi")?.forecast)
         #expect(voltage.method == .voltageTrend && voltage.daysLeftLow == nil)
-        // 2940 mV falling 10 mV a day: 94 days to 2000 mV.
+        // In a straight line, 2940 mV falling 10 mV a day: 94 days to 2000 mV.
         #expect(abs(Double(voltage.replaceByMicros - (start + 6 * 24 * Self.hour)) / 86_400_000_000 - 94) < 1)
-        #expect(health.health(of: "bthome")?.forecast?.method == .percentTrend)
+        // 84 % falling 1 % a day: 84 days to 0 %.
+        let percent = try #require(health.health(of: "bthome"))
+        #expect(percent.forecast?.method == .percentTrend)
+        #expect(abs(try #require(percent.estimatedDaysLeft) - 84) < 1)
+    }
+
+    @Test(arguments: [0.3, 0.45, 0.6])
+    func aVoltageAloneIsExtrapolatedAlongItsChemistrysCurve(chargeLeft: Double) throws {
+        // A coin cell whose beacon reports its voltage alone (Ruuvi, ATC/pvvx), a week of it an hour at a time.
+        var beacon = Beacon(chargeLeft: chargeLeft, seed: 5)
+        var straight = FleetHealth.Configuration()
+        straight.trendOnCurve = false
+        var health = [FleetHealth(), FleetHealth(configuration: straight)]
+        for part in health.indices { health[part].batteries["ruuvi"] = BatteryDescription(chemistry: .cr2032) }
+        for hour in 0..<(7 * 24) {
+            beacon.hour()
+            let millivolts = (beacon.cell.loadedVolts(celsius: 21) * 1000).rounded()
+            for part in health.indices {
+                health[part].reading(
+                    SensorReading(quantity: "battery_voltage", value: millivolts, unit: SensorUnit.millivolt), beaconID: "ruuvi", siteID: "hq",
+                    timeMicros: start + Int64(hour) * Self.hour)
+            }
+        }
+        let truth = Double(beacon.hoursLeft(celsius: 21)) / 24
+        let onCurve = try #require(health[0].health(of: "ruuvi")?.estimatedDaysLeft)
+        #expect(abs(onCurve - truth) < 0.3 * truth, "\(onCurve) against \(truth)")
+        // A straight line in volts takes the plateau's slow fall for the rest of the cell's life.
+        let line = try #require(health[1].health(of: "ruuvi")?.estimatedDaysLeft)
+        #expect(abs(line - truth) > 2 * abs(onCurve - truth), "\(line) against \(truth)")
     }
 }

@@ -287,7 +287,9 @@ import WorkQueue
     }
 
     @Test func theTrendIsRobustToSagsAndForecastsTheCutoff() throws {
-        var health = FleetHealth(configuration: trendOnly)
+        var straight = trendOnly
+        straight.trendOnCurve = false
+        var health = FleetHealth(configuration: straight)
         // 3000 mV falling 10 mV a day, a reading every hour for 7 days, every 10th one sagging by 300 mV.
         for hour in 0..<(7 * 24) {
             let time = start + Int64(hour) * 3_600_000_000
@@ -297,7 +299,7 @@ import WorkQueue
         let beacon = try #require(health.health(of: "b"))
         let trend = try #require(beacon.batteryTrendMillivoltsPerDay)
         #expect(abs(trend + 10) < 1, "trend \(trend)")
-        // The last reading is ~2930 mV: (2930 − 2000) / 10 ≈ 93 days.
+        // The last reading is ~2930 mV: in a straight line, (2930 − 2000) / 10 ≈ 93 days.
         let days = try #require(beacon.estimatedDaysLeft)
         #expect(abs(days - 93) < 10, "days \(days)")
         #expect(beacon.status == .ok)
@@ -306,9 +308,9 @@ import WorkQueue
 
     @Test func lowBatteryAndRebootingStates() throws {
         var health = FleetHealth(configuration: trendOnly)
-        health.telemetry(row(start, 2350), rebooted: false)
+        health.telemetry(row(start, 2150), rebooted: false)
         #expect(health.health(of: "b")?.status == .lowBattery)
-        for index in 1...3 { health.telemetry(row(start + Int64(index) * day, 2350), rebooted: true) }
+        for index in 1...3 { health.telemetry(row(start + Int64(index) * day, 2150), rebooted: true) }
         #expect(health.health(of: "b")?.rebootsIn7Days == 3)
         #expect(health.health(of: "b")?.status == .rebooting)
         // A week later the reboots have aged out.

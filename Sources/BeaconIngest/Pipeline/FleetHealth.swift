@@ -95,24 +95,28 @@ public struct HeardAs: Sendable, Equatable {
 /// have a trend: the Theil–Sen slope (the median of pairwise slopes, robust to the odd sagging reading under radio
 /// load or cold) of 4-hour battery means over the last 7 days, extrapolated down to the cutoff, and `low_battery`
 /// also at a low level. Voltage (TLM, Ruuvi, ATC/pvvx) and percent (BTHome, ATC/pvvx, GATT Battery Level) are
-/// followed each in its own unit; the trend's days left come from the voltage when the beacon reports one, else
-/// from the percent.
+/// followed each in its own unit; the trend's days left come from the voltage when the beacon reports one (along
+/// its chemistry's curve: `trendOnCurve`), else from the percent.
 public struct FleetHealth: Sendable {
     public struct Configuration: Sendable {
         /// The battery level at which a beacon stops working (a CR2032 is spent near 2.0 V): for both forecasts.
         public var cutoffMillivolts: Double = 2000
         /// `low_battery` at or below this level (beacons without TLM counters)...
-        public var lowBatteryMillivolts: Double = 2400
+        public var lowBatteryMillivolts: Double = 2200
         /// ...or when the forecast leaves fewer days than this.
         public var lowBatteryDays: Double = 30
         /// `rebooting` with at least this many reboots in 7 days.
         public var rebootingAt = 3
         /// The same cutoff and low level for beacons that report percent only.
         public var cutoffPercent: Double = 0
-        public var lowBatteryPercent: Double = 20
+        public var lowBatteryPercent: Double = 5
         /// Forecast TLM beacons from their counters (`BatteryLife`); false keeps the trend for every beacon (the
         /// accuracy harness's baseline).
         public var chargeCounting = true
+        /// Extrapolate a voltage's trend as the share of charge it reads on the cell's chemistry's curve (its last
+        /// reading's share, falling at the trend's slope times the curve's there) rather than as volts in a straight
+        /// line; false is the trend as it was (the accuracy harness's baseline).
+        public var trendOnCurve = true
 
         public init() {}
     }
@@ -442,6 +446,20 @@ public struct FleetHealth: Sendable {
             guard let trend, trend < 0 else { return nil }
             return max(0, (level - cutoff) / -trend)
         }
+        /// The days until the share of charge `millivolts` reads on the chemistry's curve, falling as `trend` (mV a day)
+        /// takes it there, reaches the cutoff's share.
+        func daysLeftOnCurve(millivolts: Double, trend: Double?, chemistry: BatteryChemistry) -> Double? {
+            guard let trend, trend < 0 else { return nil }
+            let share = { (millivolts: Double) in chemistry.chargeLeft(volts: millivolts / 1000) }
+            let cutoff = share(configuration.cutoffMillivolts)
+            guard millivolts > configuration.cutoffMillivolts else { return 0 }
+            // The curve's slope at the reading (share a mV), over the trend's fall of a day either side.
+            let above = millivolts + max(1, -trend)
+            let below = max(configuration.cutoffMillivolts, millivolts + min(-1, trend))
+            let perMillivolt = (share(above) - share(below)) / (above - below)
+            guard perMillivolt > 0 else { return nil }
+            return max(0, (share(millivolts) - cutoff) / (perMillivolt * -trend))
+        }
         let trend = slope(beacon.buckets)
         let percentTrend = slope(beacon.percentBuckets)
         var low = false
@@ -454,7 +472,9 @@ public struct FleetHealth: Sendable {
                 replaceByMicros: read + Self.micros(days: counted.daysLeftLow), chargeLeft: counted.chargeLeft,
                 coldestCarriedCelsius: counted.coldestCarriedCelsius, cellSinceMicros: life.fittedMicros)
         } else if let battery = beacon.batteryMillivolts {
-            left = daysLeft(level: Double(battery), cutoff: configuration.cutoffMillivolts, trend: trend)
+            left = configuration.trendOnCurve
+                ? daysLeftOnCurve(millivolts: Double(battery), trend: trend, chemistry: batteries[beaconID]?.chemistry ?? .unknown)
+                : daysLeft(level: Double(battery), cutoff: configuration.cutoffMillivolts, trend: trend)
             low = Double(battery) <= configuration.lowBatteryMillivolts
             if let left { forecast = BatteryForecast(method: .voltageTrend, replaceByMicros: beacon.lastSeenMicros + Self.micros(days: left)) }
         } else if let percent = beacon.batteryPercent {
