@@ -172,6 +172,19 @@ import Testing
         #expect(abs(try #require(percent.estimatedDaysLeft) - 84) < 1)
     }
 
+    @Test func aVoltageAboveItsCurveHasNoForecastAlongIt() throws {
+        // 3.3 V falling 10 mV a day: above a coin cell's curve (a cell of another chemistry), so no share to follow.
+        var health = FleetHealth()
+        for day in 0..<7 {
+            health.reading(
+                SensorReading(quantity: "battery_voltage", value: 3300 - Double(day) * 10, unit: SensorUnit.millivolt), beaconID: "ruuvi",
+                siteID: "hq", timeMicros: start + Int64(day) * 24 * Self.hour)
+        }
+        let beacon = try #require(health.health(of: "ruuvi"))
+        #expect(beacon.batteryTrendMillivoltsPerDay.map { abs($0 + 10) < 0.5 } == true)
+        #expect(beacon.estimatedDaysLeft == nil && beacon.status == .ok)
+    }
+
     @Test(arguments: [0.3, 0.45, 0.6])
     func aVoltageAloneIsExtrapolatedAlongItsChemistrysCurve(chargeLeft: Double) throws {
         // A coin cell whose beacon reports its voltage alone (Ruuvi, ATC/pvvx), a week of it an hour at a time.
