@@ -52,6 +52,19 @@ public enum BatteryChemistry: String, CaseIterable, Sendable, Codable {
         return (low + high) / 2
     }
 
+    /// The share of charge left at which the middle curve, less the sag under a burst at `celsius`, reads
+    /// `loadedVolts` (0 below its end, 1 above its start): what a reading under load tells of a cell's charge when
+    /// nothing else does.
+    public func chargeLeft(loadedVolts: Double, celsius: Double) -> Double {
+        var low = 0.0
+        var high = 1.0
+        for _ in 0..<40 {
+            let middle = (low + high) / 2
+            if volts(chargeLeft: middle) - sag(celsius: celsius, chargeLeft: middle) < loadedVolts { low = middle } else { high = middle }
+        }
+        return (low + high) / 2
+    }
+
     /// How far apart the chemistry's published curves are at `fraction`, volts: what a reading's voltage cannot
     /// tell about the charge left.
     public func curveSpread(chargeLeft fraction: Double) -> Double {

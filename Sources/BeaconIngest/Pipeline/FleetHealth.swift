@@ -113,9 +113,10 @@ public struct FleetHealth: Sendable {
         /// Forecast TLM beacons from their counters (`BatteryLife`); false keeps the trend for every beacon (the
         /// accuracy harness's baseline).
         public var chargeCounting = true
-        /// Extrapolate a voltage's trend as the share of charge it reads on the cell's chemistry's curve (its last
-        /// reading's share, falling at the trend's slope times the curve's there) rather than as volts in a straight
-        /// line; false is the trend as it was (the accuracy harness's baseline).
+        /// Extrapolate a voltage's trend as the share of charge it reads on the cell's chemistry's curve under a
+        /// burst at the newest temperature (its last reading's share, falling at the trend's slope times the curve's
+        /// there) rather than as volts in a straight line; false is the trend as it was (the accuracy harness's
+        /// baseline).
         public var trendOnCurve = true
 
         public init() {}
@@ -446,11 +447,11 @@ public struct FleetHealth: Sendable {
             guard let trend, trend < 0 else { return nil }
             return max(0, (level - cutoff) / -trend)
         }
-        /// The days until the share of charge `millivolts` reads on the chemistry's curve, falling as `trend` (mV a day)
-        /// takes it there, reaches the cutoff's share.
-        func daysLeftOnCurve(millivolts: Double, trend: Double?, chemistry: BatteryChemistry) -> Double? {
+        /// The days until the share of charge `millivolts` reads on the chemistry's curve under load at `celsius`,
+        /// falling as `trend` (mV a day) takes it there, reaches the cutoff's share.
+        func daysLeftOnCurve(millivolts: Double, celsius: Double, trend: Double?, chemistry: BatteryChemistry) -> Double? {
             guard let trend, trend < 0 else { return nil }
-            let share = { (millivolts: Double) in chemistry.chargeLeft(volts: millivolts / 1000) }
+            let share = { (millivolts: Double) in chemistry.chargeLeft(loadedVolts: millivolts / 1000, celsius: celsius) }
             let cutoff = share(configuration.cutoffMillivolts)
             guard millivolts > configuration.cutoffMillivolts else { return 0 }
             // The curve's slope at the reading (share a mV), over the trend's fall of a day either side.
@@ -473,7 +474,9 @@ public struct FleetHealth: Sendable {
                 coldestCarriedCelsius: counted.coldestCarriedCelsius, cellSinceMicros: life.fittedMicros)
         } else if let battery = beacon.batteryMillivolts {
             left = configuration.trendOnCurve
-                ? daysLeftOnCurve(millivolts: Double(battery), trend: trend, chemistry: batteries[beaconID]?.chemistry ?? .unknown)
+                ? daysLeftOnCurve(
+                    millivolts: Double(battery), celsius: beacon.temperatureCelsius ?? 25, trend: trend,
+                    chemistry: batteries[beaconID]?.chemistry ?? .unknown)
                 : daysLeft(level: Double(battery), cutoff: configuration.cutoffMillivolts, trend: trend)
             low = Double(battery) <= configuration.lowBatteryMillivolts
             if let left { forecast = BatteryForecast(method: .voltageTrend, replaceByMicros: beacon.lastSeenMicros + Self.micros(days: left)) }
