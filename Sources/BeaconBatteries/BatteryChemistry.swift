@@ -43,24 +43,23 @@ public enum BatteryChemistry: String, CaseIterable, Sendable, Codable {
 
     /// The share of charge left that reads `volts` on the middle curve (0 below its end, 1 above its start).
     public func chargeLeft(volts: Double) -> Double {
-        var low = 0.0
-        var high = 1.0
-        for _ in 0..<40 {
-            let middle = (low + high) / 2
-            if self.volts(chargeLeft: middle) < volts { low = middle } else { high = middle }
-        }
-        return (low + high) / 2
+        Self.share(reading: volts) { self.volts(chargeLeft: $0) }
     }
 
     /// The share of charge left at which the middle curve, less the sag under a burst at `celsius`, reads
     /// `loadedVolts` (0 below its end, 1 above its start): what a reading under load tells of a cell's charge when
     /// nothing else does.
     public func chargeLeft(loadedVolts: Double, celsius: Double) -> Double {
+        Self.share(reading: loadedVolts) { volts(chargeLeft: $0) - sag(celsius: celsius, chargeLeft: $0) }
+    }
+
+    /// The share of charge left at which `curve` (rising with the share) reads `reading`, by halving.
+    private static func share(reading: Double, on curve: (Double) -> Double) -> Double {
         var low = 0.0
         var high = 1.0
         for _ in 0..<40 {
             let middle = (low + high) / 2
-            if volts(chargeLeft: middle) - sag(celsius: celsius, chargeLeft: middle) < loadedVolts { low = middle } else { high = middle }
+            if curve(middle) < reading { low = middle } else { high = middle }
         }
         return (low + high) / 2
     }
