@@ -451,15 +451,14 @@ public struct FleetHealth: Sendable {
         /// falling as `trend` (mV a day) takes it there, reaches the cutoff's share.
         func daysLeftOnCurve(millivolts: Double, celsius: Double, trend: Double?, chemistry: BatteryChemistry) -> Double? {
             guard let trend, trend < 0 else { return nil }
-            let share = { (millivolts: Double) in chemistry.chargeLeft(loadedVolts: millivolts / 1000, celsius: celsius) }
-            let cutoff = share(configuration.cutoffMillivolts)
             guard millivolts > configuration.cutoffMillivolts else { return 0 }
+            let share = { (millivolts: Double) in chemistry.chargeLeft(loadedVolts: millivolts / 1000, celsius: celsius) }
             // The curve's slope at the reading (share a mV), over the trend's fall of a day either side.
             let above = millivolts + max(1, -trend)
             let below = max(configuration.cutoffMillivolts, millivolts + min(-1, trend))
             let perMillivolt = (share(above) - share(below)) / (above - below)
             guard perMillivolt > 0 else { return nil }
-            return max(0, (share(millivolts) - cutoff) / (perMillivolt * -trend))
+            return max(0, (share(millivolts) - share(configuration.cutoffMillivolts)) / (perMillivolt * -trend))
         }
         let trend = slope(beacon.buckets)
         let percentTrend = slope(beacon.percentBuckets)
