@@ -229,6 +229,26 @@ public struct PositionBelief: Sendable {
         swap(&cells, &scratch.cells)
     }
 
+    /// How much louder each receiver heard the readings than the floor expects, on average over the belief: for
+    /// each reading its RSSI less the level expected of its receiver, cell by cell weighed by the cell's probability;
+    /// the mean over the readings. Nil for none on this floor.
+    public func excessLevel(of readings: [(receiver: Int, rssi: Double)], on floor: FloorModel) -> Double? {
+        guard cells.count == floor.cellCount else { return nil }
+        var sum = 0.0
+        var count = 0
+        cells.withUnsafeBufferPointer { belief in
+            for reading in readings where floor.expected.indices.contains(reading.receiver) {
+                var expected: Float = 0
+                floor.expected[reading.receiver].withUnsafeBufferPointer { levels in
+                    for cell in 0..<belief.count { expected += belief[cell] * levels[cell] }
+                }
+                sum += reading.rssi - Double(expected)
+                count += 1
+            }
+        }
+        return count > 0 ? sum / Double(count) : nil
+    }
+
     /// A zone's level from its share of a belief: the share in dB, at least -40 dB (so far off, the transmitter is
     /// not there).
     public static func zoneLevel(share: Double) -> Double { 10 * log10(max(share, 1e-4)) }

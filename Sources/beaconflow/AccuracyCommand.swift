@@ -18,7 +18,7 @@ struct AccuracyCommand: AsyncParsableCommand {
 
             With --preset, compares the ingest's defaults (and chosen-loudest, chosen-path, chosen-crossings) with peers' methods on generated scenarios of that preset (easy, hard, harsh: one site of 2×3 rooms, 40 beacons; large: two sites of 3×3 rooms with harsh radio, 80 beacons; or all; an hour) for each seed and site, without servers: the same smoothing and zone tracker as the ingest, fed what the simulated agents hear. Peers' methods: nearest, kalman (room-assistant: Q 0.008, R 4, then nearest), kalman-bermuda (that with Bermuda's switching rule), trimmed-mean (ESPresense: 15 s, Tukey fences), one-euro (the 1€ filter). Prints the mean over seeds and sites with the lowest and highest in brackets.
 
-            With --recording, plays a recording of real radio (docs/recordings.md: the readings, <name>.positions.csv the true positions, sites.yaml beside them) through agents, a throwaway mosquitto, the ingest and a throwaway PostgreSQL with that sites file as it is (chosen; with --set, the zone keys given replace its own), and scores nearest on the same readings; the true stays are the zones the positions lie in. Where the sites file gives the receivers' positions (at), also the x/y error of the weighted centroid of the three loudest receivers (received power as weights), each second.
+            With --recording, plays a recording of real radio (docs/recordings.md: the readings, <name>.positions.csv the true positions, sites.yaml beside them) through agents, a throwaway mosquitto, the ingest and a throwaway PostgreSQL with that sites file as it is (chosen; with --set, the zone keys and the radio model's keys given replace its own), and scores nearest on the same readings; the true stays are the zones the positions lie in. Where the sites file gives the receivers' positions (at), also the x/y error of the weighted centroid of the three loudest receivers (received power as weights), each second.
 
             Columns: zone accuracy (beacon-seconds in the right zone, the first 5 s of each stay not counted); false changes (visits beyond the true stays, per beacon-hour); enter and exit error (median |recorded − true| time of the visit that matches each stay); occupancy within one (zone-minutes counted within ±1 of the truth, a beacon counting where it spent at least 30 s of the minute); occupancy exact (zone-minutes counted exactly right); occupancy error (mean |counted − true| per zone-minute); missed stays (true stays without any visit in their zone); phantom beacons (through the pipeline: beacons stored of their own, with sightings, telemetry or visits, that are no beacon of the scenario: an address whose identity the pipeline did not tie to it); address rows per hour (through the pipeline: sighting and telemetry rows stored under such addresses, per hour of the run).
 
@@ -248,7 +248,7 @@ struct AccuracyCommand: AsyncParsableCommand {
         var method = ZoneMethod.chosen
         for pair in siteKeys {
             let parts = pair.split(separator: "=", maxSplits: 1).map(String.init)
-            guard parts.count == 2, parts[0].allSatisfy({ $0.isLetter || $0 == "_" }) else {
+            guard parts.count == 2, !parts[0].isEmpty, parts[0].allSatisfy({ $0.isLetter || $0.isNumber || $0 == "_" }) else {
                 throw ValidationError("--set takes key=value, not '\(pair)'")
             }
             method.siteKeys.append((parts[0], parts[1]))

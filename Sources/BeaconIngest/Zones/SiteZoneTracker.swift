@@ -118,7 +118,7 @@ public struct SiteZoneTracker: Sendable {
         /// Where the site has a floor: where the beacon is on it, each zone's share of it, the readings of the
         /// second not applied to it yet, the slot of event time of its newest reading, whether that slot's
         /// position was given, the seconds and positions waiting for hindsight, and the history's positions of the
-        /// current minute (`ZonePositions.swift`).
+        /// current minute, and how much louder than the site's model it is heard (`ZonePositions.swift`).
         var position: PositionBelief?
         var positionShares: [Double] = []
         /// Each zone's share in dB (`PositionBelief.zoneLevel`): its level where zones are scored by position.
@@ -127,6 +127,7 @@ public struct SiteZoneTracker: Sendable {
         var positionSlot: Int64 = .min
         var positionGiven = true
         var hindsight = PositionHindsight()
+        var level = TransmitterLevel()
         var minutePositions: [BeaconPosition] = []
 
         /// Whether positions are still to be given or kept (`keepPositions`).

@@ -68,15 +68,20 @@ extension SiteZoneTracker {
         beacon.positionGiven = false
     }
 
-    /// Moves the beacon's belief by the readings of the second gathered (each receiver's mean), and each zone's
-    /// share of it; the readings go to the position waiting for hindsight too.
+    /// Moves the beacon's belief by the readings of the second gathered (each receiver's mean, less the level the
+    /// beacon is heard above the site's model), and each zone's share of it; the readings go to the position waiting
+    /// for hindsight too, and what they say of the beacon's level to it.
     private mutating func moveBelief(_ beacon: inout Beacon) {
         guard let floor, !beacon.heardThisSecond.readings.isEmpty else { return }
         var belief = beacon.position ?? PositionBelief(floor: floor)
         beacon.position = nil
-        let readings = beacon.heardThisSecond.readings.map { (receiver: $0.receiver, rssi: $0.sum / Double($0.count)) }
+        let level = beacon.level.offsetDb
+        let readings = beacon.heardThisSecond.readings.map { (receiver: $0.receiver, rssi: $0.sum / Double($0.count) - level) }
         let time = beacon.heardThisSecond.newestMicros
         belief.update(readings: readings, timeMicros: time, on: floor, scratch: &scratchCells)
+        if readings.count >= TransmitterLevel.leastReceivers, let excess = belief.excessLevel(of: readings, on: floor) {
+            beacon.level.learn(excessDb: excess, receivers: readings.count)
+        }
         if let hindsightFloor { beacon.hindsight.add(readings, at: time, belief: belief, on: hindsightFloor) }
         belief.zoneProbabilities(on: floor, into: &beacon.positionShares)
         // Once a second here, rather than at each of the second's readings.
