@@ -238,15 +238,31 @@ public struct PositionBelief: Sendable {
         var count = 0
         cells.withUnsafeBufferPointer { belief in
             for reading in readings where floor.expected.indices.contains(reading.receiver) {
-                var expected: Float = 0
-                floor.expected[reading.receiver].withUnsafeBufferPointer { levels in
-                    for cell in 0..<belief.count { expected += belief[cell] * levels[cell] }
-                }
+                let expected = floor.expected[reading.receiver].withUnsafeBufferPointer { Self.dot(belief, $0) }
                 sum += reading.rssi - Double(expected)
                 count += 1
             }
         }
         return count > 0 ? sum / Double(count) : nil
+    }
+
+    /// The sum of `a` and `b` multiplied cell by cell, eight cells at a time (a single running sum would wait on
+    /// each addition before the next).
+    private static func dot(_ a: UnsafeBufferPointer<Float>, _ b: UnsafeBufferPointer<Float>) -> Float {
+        let count = min(a.count, b.count)
+        guard let a = a.baseAddress, let b = b.baseAddress else { return 0 }
+        var sums = SIMD8<Float>()
+        var cell = 0
+        while cell &+ 8 <= count {
+            sums += UnsafeRawPointer(a + cell).loadUnaligned(as: SIMD8<Float>.self) * UnsafeRawPointer(b + cell).loadUnaligned(as: SIMD8<Float>.self)
+            cell &+= 8
+        }
+        var total = sums.sum()
+        while cell < count {
+            total += a[cell] * b[cell]
+            cell &+= 1
+        }
+        return total
     }
 
     /// A zone's level from its share of a belief: the share in dB, at least -40 dB (so far off, the transmitter is

@@ -534,6 +534,39 @@ let benchmarks: @Sendable () -> Void = {
     // A beacon's position belief moved by a second's reading, 10,000 times (a thousand beacons for ten seconds), on
     // the floor of `…, positions` (five rooms of 6 × 6 m in a row, 720 cells of 0.5 m, no doors given, so open) and
     // on the same rooms walled with a door between each two: the spreading for the second and the weighing.
+    // The same open floor, each beacon-second heard by four receivers, with and without its level learned as the
+    // ingest learns it (a pass over the cells per reading more): what learning a beacon's level costs a second.
+    for (name, learning) in [
+        ("Position belief, 10k beacon-seconds, four receivers each", false), ("Position belief, 10k beacon-seconds, four receivers each, level learned", true),
+    ] {
+        let rooms = (0..<5).map { [Double($0 * 6), 0, Double($0 * 6 + 6), 6] }
+        let receivers = (0..<10).map { FloorModel.Receiver(x: Double($0 % 5 * 6) + ($0 < 5 ? 1.5 : 4.5), y: 3, z: 2.5) }
+        let floor = FloorModel(zones: rooms, receivers: receivers, model: RadioModel(powerAt1mDbm: -59, exponent: 2, sigmaDb: 5))
+        Benchmark(
+            name,
+            configuration: .init(metrics: [.wallClock, .cpuTotal, .mallocCountTotal], timeUnits: .microseconds, warmupIterations: 2, maxIterations: 30),
+            closure: { benchmark in
+                var scratch = PositionBelief.Scratch()
+                var beliefs = [PositionBelief](repeating: PositionBelief(floor: floor), count: 1000)
+                var levels = [TransmitterLevel](repeating: TransmitterLevel(), count: 1000)
+                benchmark.startMeasurement()
+                for second in 0..<10 {
+                    for beacon in beliefs.indices {
+                        let readings = (0..<4).map { index in
+                            (receiver: (beacon + index) % 10, rssi: Double(-60 - (beacon &* 7 &+ second &+ index &* 5) % 30) - levels[beacon].offsetDb)
+                        }
+                        beliefs[beacon].update(readings: readings, timeMicros: Int64(second) * 1_000_000, on: floor, scratch: &scratch)
+                        if learning, let excess = beliefs[beacon].excessLevel(of: readings, on: floor) {
+                            levels[beacon].learn(excessDb: excess, receivers: readings.count)
+                        }
+                    }
+                }
+                benchmark.stopMeasurement()
+                blackHole(beliefs)
+                blackHole(levels)
+            })
+    }
+
     for (name, walled) in [("Position belief, 10k beacon-seconds", false), ("Position belief, 10k beacon-seconds, walled", true)] {
         let rooms = (0..<5).map { [Double($0 * 6), 0, Double($0 * 6 + 6), 6] }
         let receivers = (0..<10).map { FloorModel.Receiver(x: Double($0 % 5 * 6) + ($0 < 5 ? 1.5 : 4.5), y: 3, z: 2.5) }
