@@ -531,17 +531,43 @@ let benchmarks: @Sendable () -> Void = {
             })
     }
 
+    // The floor of `…, positions` for the position beliefs' benchmarks: five rooms of 6 × 6 m in a row, 720 cells of
+    // 0.5 m, ten receivers.
+    let beliefRooms = (0..<5).map { [Double($0 * 6), 0, Double($0 * 6 + 6), 6] }
+    let beliefReceivers = (0..<10).map { FloorModel.Receiver(x: Double($0 % 5 * 6) + ($0 < 5 ? 1.5 : 4.5), y: 3, z: 2.5) }
+    let beliefModel = RadioModel(powerAt1mDbm: -59, exponent: 2, sigmaDb: 5)
+
     // A beacon's position belief moved by a second's reading, 10,000 times (a thousand beacons for ten seconds), on
     // the floor of `…, positions` (five rooms of 6 × 6 m in a row, 720 cells of 0.5 m, no doors given, so open) and
     // on the same rooms walled with a door between each two: the spreading for the second and the weighing.
+    for (name, walled) in [("Position belief, 10k beacon-seconds", false), ("Position belief, 10k beacon-seconds, walled", true)] {
+        let doors = walled ? (0..<5).map { a in (0..<5).map { b in abs(a - b) <= 1 } } : nil
+        let floor = FloorModel(zones: beliefRooms, receivers: beliefReceivers, model: beliefModel, doors: doors)
+        Benchmark(
+            name,
+            configuration: .init(metrics: [.wallClock, .cpuTotal, .mallocCountTotal], timeUnits: .microseconds, warmupIterations: 2, maxIterations: 30),
+            closure: { benchmark in
+                var scratch = PositionBelief.Scratch()
+                var beliefs = [PositionBelief](repeating: PositionBelief(floor: floor), count: 1000)
+                benchmark.startMeasurement()
+                for second in 0..<10 {
+                    for beacon in beliefs.indices {
+                        beliefs[beacon].update(
+                            receiver: beacon % 10, rssi: Double(-60 - (beacon &* 7 &+ second) % 30), timeMicros: Int64(second) * 1_000_000,
+                            on: floor, scratch: &scratch)
+                    }
+                }
+                benchmark.stopMeasurement()
+                blackHole(beliefs)
+            })
+    }
+
     // The same open floor, each beacon-second heard by four receivers, with and without its level learned as the
     // ingest learns it (a pass over the cells per reading more): what learning a beacon's level costs a second.
     for (name, learning) in [
         ("Position belief, 10k beacon-seconds, four receivers each", false), ("Position belief, 10k beacon-seconds, four receivers each, level learned", true),
     ] {
-        let rooms = (0..<5).map { [Double($0 * 6), 0, Double($0 * 6 + 6), 6] }
-        let receivers = (0..<10).map { FloorModel.Receiver(x: Double($0 % 5 * 6) + ($0 < 5 ? 1.5 : 4.5), y: 3, z: 2.5) }
-        let floor = FloorModel(zones: rooms, receivers: receivers, model: RadioModel(powerAt1mDbm: -59, exponent: 2, sigmaDb: 5))
+        let floor = FloorModel(zones: beliefRooms, receivers: beliefReceivers, model: beliefModel)
         Benchmark(
             name,
             configuration: .init(metrics: [.wallClock, .cpuTotal, .mallocCountTotal], timeUnits: .microseconds, warmupIterations: 2, maxIterations: 30),
@@ -564,31 +590,6 @@ let benchmarks: @Sendable () -> Void = {
                 benchmark.stopMeasurement()
                 blackHole(beliefs)
                 blackHole(levels)
-            })
-    }
-
-    for (name, walled) in [("Position belief, 10k beacon-seconds", false), ("Position belief, 10k beacon-seconds, walled", true)] {
-        let rooms = (0..<5).map { [Double($0 * 6), 0, Double($0 * 6 + 6), 6] }
-        let receivers = (0..<10).map { FloorModel.Receiver(x: Double($0 % 5 * 6) + ($0 < 5 ? 1.5 : 4.5), y: 3, z: 2.5) }
-        let doors = walled ? (0..<5).map { a in (0..<5).map { b in abs(a - b) <= 1 } } : nil
-        let floor = FloorModel(
-            zones: rooms, receivers: receivers, model: RadioModel(powerAt1mDbm: -59, exponent: 2, sigmaDb: 5), doors: doors)
-        Benchmark(
-            name,
-            configuration: .init(metrics: [.wallClock, .cpuTotal, .mallocCountTotal], timeUnits: .microseconds, warmupIterations: 2, maxIterations: 30),
-            closure: { benchmark in
-                var scratch = PositionBelief.Scratch()
-                var beliefs = [PositionBelief](repeating: PositionBelief(floor: floor), count: 1000)
-                benchmark.startMeasurement()
-                for second in 0..<10 {
-                    for beacon in beliefs.indices {
-                        beliefs[beacon].update(
-                            receiver: beacon % 10, rssi: Double(-60 - (beacon &* 7 &+ second) % 30), timeMicros: Int64(second) * 1_000_000,
-                            on: floor, scratch: &scratch)
-                    }
-                }
-                benchmark.stopMeasurement()
-                blackHole(beliefs)
             })
     }
 
