@@ -45,13 +45,16 @@ struct PipelineUnderTest {
         try await task.value
     }
 
-    /// A site's stored positions (`beacon_position_history`): beacon, time (s), x, y.
-    func positions(site: String) async throws -> [(beacon: String, time: Double, x: Double, y: Double)] {
+    /// A site's stored positions (`beacon_position_history`): beacon, time (s), x, y, error_m.
+    func positions(site: String) async throws -> [(beacon: String, time: Double, x: Double, y: Double, errorM: Double)] {
         try await onThread { [conninfo] in
             try PostgresConnection(conninfo).query(
-                "SELECT beacon_id, extract(epoch FROM ts), x::float8, y::float8 FROM beaconflow.beacon_position_history WHERE site_id = $1 ORDER BY 1, 2",
+                """
+                SELECT beacon_id, extract(epoch FROM ts), x::float8, y::float8, error_m::float8
+                FROM beaconflow.beacon_position_history WHERE site_id = $1 ORDER BY 1, 2
+                """,
                 [site]
-            ).map { row in (try row.decode(0), try row.decode(1), try row.decode(2), try row.decode(3)) }
+            ).map { row in (try row.decode(0), try row.decode(1), try row.decode(2), try row.decode(3), try row.decode(4)) }
         }
     }
 

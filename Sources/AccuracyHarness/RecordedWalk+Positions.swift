@@ -11,16 +11,30 @@ extension RecordedWalk {
     public struct PositionErrors: Sendable, Equatable {
         public var errors: [Double] = []
         public var roomMisses = 0
+        /// The spreads the estimates were given with (`error_m`), where they were, and how many lie within theirs
+        /// of the truth.
+        public var spreads: [Double] = []
+        public var withinSpread = 0
 
         public init() {}
 
-        /// One estimate against the truth, each in the zone `zoneOf` gives it.
+        /// One estimate against the truth, each in the zone `zoneOf` gives it, with the spread it was given with.
         mutating func add(
-            _ estimate: (x: Double, y: Double), truth: (x: Double, y: Double), zoneOf: ((x: Double, y: Double)) -> String?
+            _ estimate: (x: Double, y: Double), truth: (x: Double, y: Double), spread: Double? = nil,
+            zoneOf: ((x: Double, y: Double)) -> String?
         ) {
-            errors.append(((estimate.x - truth.x) * (estimate.x - truth.x) + (estimate.y - truth.y) * (estimate.y - truth.y)).squareRoot())
+            let error = ((estimate.x - truth.x) * (estimate.x - truth.x) + (estimate.y - truth.y) * (estimate.y - truth.y)).squareRoot()
+            errors.append(error)
             if zoneOf(estimate) != zoneOf(truth) { roomMisses += 1 }
+            if let spread {
+                spreads.append(spread)
+                if error <= spread { withinSpread += 1 }
+            }
         }
+
+        /// The share of the estimates given with a spread whose truth lies within it.
+        public var withinSpreadRate: Double? { spreads.isEmpty ? nil : Double(withinSpread) / Double(spreads.count) }
+        public var medianSpread: Double? { AccuracyScore.median(spreads) }
 
         /// The share of estimates in the wrong zone.
         public var roomMissRate: Double? { errors.isEmpty ? nil : Double(roomMisses) / Double(errors.count) }

@@ -52,7 +52,7 @@ extension RecordedWalk {
             var index = truthIndex[stored.beacon] ?? 0
             defer { truthIndex[stored.beacon] = index }
             guard let truth = truePosition(of: stored.beacon, at: stored.time, from: &index) else { continue }
-            score.positions.add((stored.x, stored.y), truth: truth, zoneOf: zone(at:))
+            score.positions.add((stored.x, stored.y), truth: truth, spread: stored.errorM, zoneOf: zone(at:))
         }
         return score
     }

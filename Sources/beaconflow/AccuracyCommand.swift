@@ -18,7 +18,7 @@ struct AccuracyCommand: AsyncParsableCommand {
 
             With --preset, compares the ingest's defaults (and chosen-loudest, chosen-path, chosen-crossings) with peers' methods on generated scenarios of that preset (easy, hard, harsh: one site of 2×3 rooms, 40 beacons; large: two sites of 3×3 rooms with harsh radio, 80 beacons; or all; an hour) for each seed and site, without servers: the same smoothing and zone tracker as the ingest, fed what the simulated agents hear. Peers' methods: nearest, kalman (room-assistant: Q 0.008, R 4, then nearest), kalman-bermuda (that with Bermuda's switching rule), trimmed-mean (ESPresense: 15 s, Tukey fences), one-euro (the 1€ filter). Prints the mean over seeds and sites with the lowest and highest in brackets.
 
-            With --recording, plays a recording of real radio (docs/recordings.md: the readings, <name>.positions.csv the true positions, sites.yaml beside them) through agents, a throwaway mosquitto, the ingest and a throwaway PostgreSQL with that sites file as it is (chosen; with --set, the zone keys and the radio model's keys given replace its own), and scores nearest on the same readings; the true stays are the zones the positions lie in. Where the sites file gives the receivers' positions (at), also the x/y error of the weighted centroid of the three loudest receivers (received power as weights), each second.
+            With --recording, plays a recording of real radio (docs/recordings.md: the readings, <name>.positions.csv the true positions, sites.yaml beside them) through agents, a throwaway mosquitto, the ingest and a throwaway PostgreSQL with that sites file as it is (chosen; with --set, the zone keys and the radio model's keys given replace its own), and scores nearest on the same readings; the true stays are the zones the positions lie in. Where the sites file gives the receivers' positions (at), also the x/y error of the positions the ingest stored (beacon_position_history; with the median of their error_m and the share of them whose truth lies within it) and of the weighted centroid of the three loudest receivers (received power as weights), each second.
 
             Columns: zone accuracy (beacon-seconds in the right zone, the first 5 s of each stay not counted); false changes (visits beyond the true stays, per beacon-hour); enter and exit error (median |recorded − true| time of the visit that matches each stay); occupancy within one (zone-minutes counted within ±1 of the truth, a beacon counting where it spent at least 30 s of the minute); occupancy exact (zone-minutes counted exactly right); occupancy error (mean |counted − true| per zone-minute); missed stays (true stays without any visit in their zone); phantom beacons (through the pipeline: beacons stored of their own, with sightings, telemetry or visits, that are no beacon of the scenario: an address whose identity the pipeline did not tie to it); address rows per hour (through the pipeline: sighting and telemetry rows stored under such addresses, per hour of the run).
 
@@ -118,16 +118,16 @@ struct AccuracyCommand: AsyncParsableCommand {
         guard !centroids.isEmpty else { return }
         func metres(_ value: Double?) -> String { value.map { String(format: "%.2f m", $0) } ?? "–" }
         if !json {
-            print("\n| method | recording | x/y error (median) | x/y error (p95) | zone of the estimate wrong | estimates |")
-            print("|---|---|---:|---:|---:|---:|")
+            print("\n| method | recording | x/y error (median) | x/y error (p95) | zone of the estimate wrong | error_m (median) | truth within error_m | estimates |")
+            print("|---|---|---:|---:|---:|---:|---:|---:|")
         }
         // Each second for the baselines; for `chosen`, the positions the ingest stored (one each 10 s a beacon).
         for (method, results) in [("weighted-centroid", centroids), ("grid", grids), ("chosen", stored)] {
             for (name, errors) in results {
                 print(
                     json
-                        ? #"{"method": "\#(method)", "recording": "\#(name)", "xy_error_median_m": \#(errors.median.map { String(format: "%.3f", $0) } ?? "null"), "xy_error_p95_m": \#(errors.p95.map { String(format: "%.3f", $0) } ?? "null"), "zone_miss_rate": \#(errors.roomMissRate.map { String(format: "%.3f", $0) } ?? "null"), "estimates": \#(errors.errors.count)}"#
-                        : "| \(method) | \(name) | \(metres(errors.median)) | \(metres(errors.p95)) | \(errors.roomMissRate.map { String(format: "%.1f %%", $0 * 100) } ?? "–") | \(errors.errors.count) |")
+                        ? #"{"method": "\#(method)", "recording": "\#(name)", "xy_error_median_m": \#(errors.median.map { String(format: "%.3f", $0) } ?? "null"), "xy_error_p95_m": \#(errors.p95.map { String(format: "%.3f", $0) } ?? "null"), "zone_miss_rate": \#(errors.roomMissRate.map { String(format: "%.3f", $0) } ?? "null"), "error_m_median_m": \#(errors.medianSpread.map { String(format: "%.3f", $0) } ?? "null"), "within_error_m_rate": \#(errors.withinSpreadRate.map { String(format: "%.3f", $0) } ?? "null"), "estimates": \#(errors.errors.count)}"#
+                        : "| \(method) | \(name) | \(metres(errors.median)) | \(metres(errors.p95)) | \(errors.roomMissRate.map { String(format: "%.1f %%", $0 * 100) } ?? "–") | \(metres(errors.medianSpread)) | \(errors.withinSpreadRate.map { String(format: "%.0f %%", $0 * 100) } ?? "–") | \(errors.errors.count) |")
             }
         }
     }
