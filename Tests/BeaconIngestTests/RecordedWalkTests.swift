@@ -1,4 +1,4 @@
-import AccuracyHarness
+@testable import AccuracyHarness
 import BeaconAgent
 import Foundation
 import LocalServers
@@ -39,6 +39,19 @@ extension RecordedWalkTests {
         let median = try #require(errors.median)
         let p95 = try #require(errors.p95)
         #expect(median <= p95 && p95 <= errors.errors.max()!)
+    }
+
+    @Test func aStoredPositionsErrorMHoldsTheTruthWhereTheTruthIsNoFartherThanIt() {
+        var errors = RecordedWalk.PositionErrors()
+        let oneZone: ((x: Double, y: Double)) -> String? = { _ in "floor" }
+        errors.add((0, 0), truth: (3, 4), spread: 4, zoneOf: oneZone)  // 5 m off: outside
+        errors.add((0, 0), truth: (0, 1), spread: 2, zoneOf: oneZone)
+        errors.add((0, 0), truth: (0, 3), spread: 3, zoneOf: oneZone)  // on its edge: inside
+        errors.add((0, 0), truth: (1, 0), zoneOf: oneZone)  // a baseline's, without a spread
+        #expect(errors.errors == [5, 1, 3, 1])
+        #expect(errors.spreads == [4, 2, 3] && errors.withinSpread == 2)
+        #expect(errors.withinSpreadRate == 2.0 / 3 && errors.medianSpread == 3)
+        #expect(RecordedWalk.PositionErrors().withinSpreadRate == nil)
     }
 }
 
