@@ -117,6 +117,7 @@ struct AccuracyCommand: AsyncParsableCommand {
         // Where the receivers' positions are known: the usual baseline of x/y.
         guard !centroids.isEmpty else { return }
         func metres(_ value: Double?) -> String { value.map { String(format: "%.2f m", $0) } ?? "–" }
+        func number(_ value: Double?) -> String { value.map { String(format: "%.3f", $0) } ?? "null" }
         if !json {
             print("\n| method | recording | x/y error (median) | x/y error (p95) | zone of the estimate wrong | error_m (median) | truth within error_m | estimates |")
             print("|---|---|---:|---:|---:|---:|---:|---:|")
@@ -126,7 +127,7 @@ struct AccuracyCommand: AsyncParsableCommand {
             for (name, errors) in results {
                 print(
                     json
-                        ? #"{"method": "\#(method)", "recording": "\#(name)", "xy_error_median_m": \#(errors.median.map { String(format: "%.3f", $0) } ?? "null"), "xy_error_p95_m": \#(errors.p95.map { String(format: "%.3f", $0) } ?? "null"), "zone_miss_rate": \#(errors.roomMissRate.map { String(format: "%.3f", $0) } ?? "null"), "error_m_median_m": \#(errors.medianSpread.map { String(format: "%.3f", $0) } ?? "null"), "within_error_m_rate": \#(errors.withinSpreadRate.map { String(format: "%.3f", $0) } ?? "null"), "estimates": \#(errors.errors.count)}"#
+                        ? #"{"method": "\#(method)", "recording": "\#(name)", "xy_error_median_m": \#(number(errors.median)), "xy_error_p95_m": \#(number(errors.p95)), "zone_miss_rate": \#(number(errors.roomMissRate)), "error_m_median_m": \#(number(errors.medianSpread)), "within_error_m_rate": \#(number(errors.withinSpreadRate)), "estimates": \#(errors.errors.count)}"#
                         : "| \(method) | \(name) | \(metres(errors.median)) | \(metres(errors.p95)) | \(errors.roomMissRate.map { String(format: "%.1f %%", $0 * 100) } ?? "–") | \(metres(errors.medianSpread)) | \(errors.withinSpreadRate.map { String(format: "%.0f %%", $0 * 100) } ?? "–") | \(errors.errors.count) |")
             }
         }
