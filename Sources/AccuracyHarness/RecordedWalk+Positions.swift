@@ -69,7 +69,7 @@ extension RecordedWalk {
         var samples: [(receiver: Int, distance: Double, rssi: Double, x: Double, y: Double)] = []
         for row in rows {
             guard let receiver = number[row.receiver] else { continue }
-            let beacon = Self.beaconID(row.address)
+            let beacon = beaconID(row.address)
             var index = indices[beacon] ?? 0
             defer { indices[beacon] = index }
             guard let truth = truePosition(of: beacon, at: Double(row.timeMicros) / 1e6, from: &index) else { continue }
@@ -127,7 +127,7 @@ extension RecordedWalk {
             var heard: Set<String> = []
             for row in readings {
                 guard let receiver = number[row.receiver] else { continue }
-                let beacon = Self.beaconID(row.address)
+                let beacon = beaconID(row.address)
                 var belief = beliefs[beacon] ?? PositionBelief(floor: floor)
                 belief.update(receiver: receiver, rssi: Double(row.rssi), timeMicros: row.timeMicros, on: floor, scratch: &scratch)
                 beliefs[beacon] = belief
@@ -165,7 +165,7 @@ extension RecordedWalk {
         var errors = PositionErrors()
         forEachSecond { _, limit, readings in
             for row in readings {
-                latest[Self.beaconID(row.address), default: [:]][row.receiver] = (row.timeMicros, Double(row.rssi) + (offsets[row.receiver] ?? 0))
+                latest[beaconID(row.address), default: [:]][row.receiver] = (row.timeMicros, Double(row.rssi) + (offsets[row.receiver] ?? 0))
             }
             for (beacon, heard) in latest {
                 let loudest = heard.filter { limit - $0.value.time <= Int64(freshSeconds * 1_000_000) && at[$0.key] != nil }

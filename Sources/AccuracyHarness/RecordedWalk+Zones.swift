@@ -67,7 +67,7 @@ extension RecordedWalk {
         let seconds = secondCount
         forEachSecond { second, limit, readings in
             for row in readings {
-                latest[Self.beaconID(row.address), default: [:]][row.receiver] = (row.timeMicros, Double(row.rssi) + (offsets[row.receiver] ?? 0))
+                latest[beaconID(row.address), default: [:]][row.receiver] = (row.timeMicros, Double(row.rssi) + (offsets[row.receiver] ?? 0))
             }
             for (beacon, heard) in latest {
                 let fresh = heard.filter { limit - $0.value.time <= Int64(freshSeconds * 1_000_000) }

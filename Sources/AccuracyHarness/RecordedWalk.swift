@@ -13,7 +13,10 @@ public struct RecordedWalk: Sendable {
     public let sites: SitesConfiguration
     public let site: SitesConfiguration.Site
     public let rows: [RecordingRow]
-    /// Where each transmitter was, by the id the ingest stores (`mac:...`), in time order.
+    /// The beacon id of each address whose readings carry one in their data (an iBeacon, an Eddystone UID, a
+    /// beacon id the recording names its transmitter by); any other address is the device `mac:<address>`.
+    let identities: [DeviceAddress: String]
+    /// Where each transmitter was, by the id the ingest stores, in time order.
     public let positions: [String: [(time: Double, x: Double, y: Double)]]
     /// The true stays of each transmitter, in the zones its positions lie in.
     public let stays: [String: [AccuracyScore.Stay]]
@@ -45,7 +48,8 @@ public struct RecordedWalk: Sendable {
         self.rows = rows
         start = Double(first.timeMicros) / 1e6
         end = Double(last.timeMicros) / 1e6
-        positions = try Self.positions((path.hasSuffix(".csv") ? String(path.dropLast(4)) : path) + ".positions.csv")
+        identities = Self.identities(rows)
+        positions = try Self.positions((path.hasSuffix(".csv") ? String(path.dropLast(4)) : path) + ".positions.csv", identities: identities)
         stays = Self.stays(positions: positions, zones: site.zones, end: end)
     }
 
@@ -96,6 +100,7 @@ public struct RecordedWalk: Sendable {
         sites = first.sites
         site = first.site
         self.rows = rows
+        identities = walks.reduce(into: [:]) { all, walk in all.merge(walk.identities) { first, _ in first } }
         self.positions = positions
         self.stays = stays
         start = first.start
@@ -117,11 +122,26 @@ public struct RecordedWalk: Sendable {
         }
     }
 
-    /// The id the ingest stores for a device known by its address.
-    static func beaconID(_ address: DeviceAddress) -> String { "mac:" + address.description }
+    /// The id the ingest stores for what `address` sends.
+    func beaconID(_ address: DeviceAddress) -> String { Self.beaconID(address, identities: identities) }
 
-    /// Reads `time_s,transmitter,x_m,y_m` lines.
-    static func positions(_ path: String) throws -> [String: [(time: Double, x: Double, y: Double)]] {
+    static func beaconID(_ address: DeviceAddress, identities: [DeviceAddress: String]) -> String {
+        identities[address] ?? "mac:" + address.description
+    }
+
+    /// The identity the first reading of each address that carries one gives it, as the agent classifies it.
+    static func identities(_ rows: [RecordingRow]) -> [DeviceAddress: String] {
+        var identities: [DeviceAddress: String] = [:]
+        for row in rows where !row.data.isEmpty && identities[row.address] == nil {
+            if let identity = (try? FrameClassifier.classify(row.data[...]))?.identity?.identity {
+                identities[row.address] = identity.description
+            }
+        }
+        return identities
+    }
+
+    /// Reads `time_s,transmitter,x_m,y_m` lines, a transmitter named as the recording names it.
+    static func positions(_ path: String, identities: [DeviceAddress: String]) throws -> [String: [(time: Double, x: Double, y: Double)]] {
         let lines = try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n")
         guard lines.first?.hasPrefix("time_s,transmitter,x_m,y_m") == true else {
             throw HarnessError("\(path): the header must be time_s,transmitter,x_m,y_m")
@@ -129,10 +149,10 @@ public struct RecordedWalk: Sendable {
         var positions: [String: [(time: Double, x: Double, y: Double)]] = [:]
         for (number, line) in lines.dropFirst().enumerated() {
             let fields = line.split(separator: ",")
-            guard fields.count == 4, let time = Double(fields[0]), let address = RecordingReader.address(fields[1]),
+            guard fields.count == 4, let time = Double(fields[0]), let transmitter = try? RecordedTransmitter.read(fields[1]),
                 let x = Double(fields[2]), let y = Double(fields[3])
             else { throw HarnessError("\(path): line \(number + 2) is not time_s,transmitter,x_m,y_m") }
-            positions[beaconID(address), default: []].append((time, x, y))
+            positions[beaconID(transmitter.address, identities: identities), default: []].append((time, x, y))
         }
         return positions
     }

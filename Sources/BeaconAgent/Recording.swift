@@ -9,16 +9,19 @@ public struct RecordingRow: Sendable, Equatable {
     public var receiver: String
     public var address: DeviceAddress
     public var rssi: Int8
-    /// The advertising data as sent; empty when the recording has none (the transmitter is then a device known
-    /// only by its address).
+    /// The advertising data as sent, or the frame of the beacon id the recording names it by; empty when the
+    /// recording has neither (the transmitter is then a device known only by its address).
     public var data: [UInt8]
+    /// The recording's own name for the transmitter, when it is neither an address nor a beacon id.
+    public var transmitterName: String?
 
-    public init(timeMicros: Int64, receiver: String, address: DeviceAddress, rssi: Int8, data: [UInt8] = []) {
+    public init(timeMicros: Int64, receiver: String, address: DeviceAddress, rssi: Int8, data: [UInt8] = [], transmitterName: String? = nil) {
         self.timeMicros = timeMicros
         self.receiver = receiver
         self.address = address
         self.rssi = rssi
         self.data = data
+        self.transmitterName = transmitterName
     }
 
     /// As a receiver's controller would report it: a legacy non-connectable advertisement.
@@ -45,15 +48,26 @@ public struct RecordingError: Error, Equatable, Sendable, CustomStringConvertibl
 /// be read throws and leaves the reader as it was, so the next line reads on; a header that cannot be read leaves
 /// nothing to read.
 public struct RecordingReader: Sendable {
-    /// The header of a recording: these columns, in this order, and optionally `data`.
+    /// The columns a header names, in any order: the time (`time_s` or `time`), these, and optionally `data`.
     public static let columns = ["time_s", "receiver", "transmitter", "rssi"]
     /// The longest advertising data a report carries (an extended advertisement, Core Vol 4, Part E, §7.7.65.13).
     public static let maximumDataBytes = 1650
 
+    /// Where each column is in a row.
+    private struct Layout: Sendable {
+        var time: RecordingTime
+        var timeField: Int
+        var receiver: Int
+        var transmitter: Int
+        var rssi: Int
+        var data: Int?
+        var count: Int
+    }
+
     private var lineNumber = 0
-    private var hasData: Bool?
+    private var layout: Layout?
     /// Whether the header has been read: until then an error means the file is no recording.
-    public var headerRead: Bool { hasData != nil }
+    public var headerRead: Bool { layout != nil }
     private var lastTimeMicros: Int64 = .min
 
     public init() {}
@@ -64,44 +78,61 @@ public struct RecordingReader: Sendable {
         let text = line.hasSuffix("\r") ? line.dropLast() : line
         if text.allSatisfy(\.isWhitespace) || text.hasPrefix("#") { return nil }
         let fields = text.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingSpaces() }
-        guard let hasData else {
-            guard fields.prefix(4).map(String.init) == Self.columns, fields.count == 4 || (fields.count == 5 && fields[4] == "data") else {
+        guard let layout else {
+            guard let layout = Self.layout(fields) else {
                 throw RecordingError(
-                    line: lineNumber, "the header must be \(Self.columns.joined(separator: ",")) (and ,data), not '\(text)'")
+                    line: lineNumber,
+                    "the header must name the columns time_s (or time),receiver,transmitter,rssi (and data), in any order, not '\(text.prefix(200))'")
             }
-            self.hasData = fields.count == 5
+            self.layout = layout
             return nil
         }
-        let expected = hasData ? 5 : 4
-        guard fields.count == expected else {
-            throw RecordingError(line: lineNumber, "\(fields.count) fields where the header has \(expected)")
+        guard fields.count == layout.count else {
+            throw RecordingError(line: lineNumber, "\(fields.count) fields where the header has \(layout.count)")
         }
-        guard let seconds = Double(fields[0]), seconds.isFinite, seconds >= 0, seconds < 1e11 else {
-            throw RecordingError(line: lineNumber, "time_s '\(fields[0])' is no time in Unix seconds")
-        }
-        let timeMicros = Int64((seconds * 1_000_000).rounded())
-        guard timeMicros >= lastTimeMicros else {
-            throw RecordingError(line: lineNumber, "time_s \(fields[0]) is before the line above: a recording is in time order")
-        }
-        guard isValidIdentifier(String(fields[1])) else {
-            throw RecordingError(line: lineNumber, "receiver '\(fields[1])' must be 1-64 characters of a-z, 0-9 and '-'")
-        }
-        guard let address = Self.address(fields[2]) else {
-            throw RecordingError(
-                line: lineNumber, "transmitter '\(fields[2])' is no address: AA:BB:CC:DD:EE:FF, or 12 hex digits, optionally /public or /random")
-        }
-        guard let rssi = Int8(fields[3]), (-127...20).contains(rssi) else {
-            throw RecordingError(line: lineNumber, "rssi '\(fields[3])' must be a whole number of dBm from -127 to 20")
-        }
-        var data: [UInt8] = []
-        if hasData, !fields[4].isEmpty {
-            guard let bytes = try? [UInt8](hex: String(fields[4])), bytes.count <= Self.maximumDataBytes else {
-                throw RecordingError(line: lineNumber, "data must be hex digits of at most \(Self.maximumDataBytes) bytes")
+        do throws(RecordingError) {
+            let timeMicros = try layout.time.micros(fields[layout.timeField])
+            guard timeMicros >= lastTimeMicros else {
+                throw RecordingError(line: 0, "\(layout.time.column) \(fields[layout.timeField]) is before the line above: a recording is in time order")
             }
-            data = bytes
+            guard isValidIdentifier(String(fields[layout.receiver])) else {
+                throw RecordingError(line: 0, "receiver '\(fields[layout.receiver].prefix(80))' must be 1-64 characters of a-z, 0-9 and '-'")
+            }
+            let transmitter = try RecordedTransmitter.read(fields[layout.transmitter])
+            guard let rssi = Int8(fields[layout.rssi]), (-127...20).contains(rssi) else {
+                throw RecordingError(line: 0, "rssi '\(fields[layout.rssi].prefix(80))' must be a whole number of dBm from -127 to 20")
+            }
+            var data = transmitter.data
+            if let column = layout.data, !fields[column].isEmpty {
+                guard let bytes = try? [UInt8](hex: String(fields[column])), bytes.count <= Self.maximumDataBytes else {
+                    throw RecordingError(line: 0, "data must be hex digits of at most \(Self.maximumDataBytes) bytes")
+                }
+                data = bytes
+            }
+            lastTimeMicros = timeMicros
+            return RecordingRow(
+                timeMicros: timeMicros, receiver: String(fields[layout.receiver]), address: transmitter.address, rssi: rssi, data: data,
+                transmitterName: transmitter.name)
+        } catch {
+            throw RecordingError(line: lineNumber, error.message)
         }
-        lastTimeMicros = timeMicros
-        return RecordingRow(timeMicros: timeMicros, receiver: String(fields[1]), address: address, rssi: rssi, data: data)
+    }
+
+    /// Where a header puts each column; nil when it does not name each once, or names another.
+    private static func layout(_ fields: [Substring]) -> Layout? {
+        func index(_ name: String) -> Int? {
+            let found = fields.indices.filter { fields[$0] == name }
+            return found.count == 1 ? found[0] : nil
+        }
+        let times = fields.indices.filter { fields[$0] == "time_s" || fields[$0] == "time" }
+        guard times.count == 1, let receiver = index("receiver"), let transmitter = index("transmitter"), let rssi = index("rssi") else {
+            return nil
+        }
+        let data = index("data")
+        guard fields.count == (data == nil ? 4 : 5) else { return nil }
+        return Layout(
+            time: fields[times[0]] == "time" ? .iso8601 : .unixSeconds, timeField: times[0], receiver: receiver, transmitter: transmitter,
+            rssi: rssi, data: data, count: fields.count)
     }
 
     /// `AA:BB:CC:DD:EE:FF` or `aabbccddeeff`, then `/public` or `/random` (random when not said: what beacons send).

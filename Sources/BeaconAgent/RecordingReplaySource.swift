@@ -20,6 +20,9 @@ public struct RecordingReplaySource: ResumableSource {
     let logger: Logger
     /// Skipped rows said one by one, at most; the rest are counted at the end.
     static let rowsSaid = 10
+    /// Transmitters the recording names (neither an address nor a beacon id) said with the id the pipeline gives
+    /// them, at most.
+    static let namesSaid = 100
 
     public init(path: String, receiver: String, speed: ReplaySpeed, logger: Logger = Logger(label: "beaconflow.recording")) {
         self.path = path
@@ -46,6 +49,7 @@ public struct RecordingReplaySource: ResumableSource {
         var ordinal: Int64 = 0
         var firstTime: Int64?
         var skipped = 0
+        var namesSaid: Set<String> = []
         let started = ContinuousClock.now
         func flush() {
             if !pending.isEmpty { deliver(pending) }
@@ -66,6 +70,10 @@ public struct RecordingReplaySource: ResumableSource {
                 throw SourceError(source: path, "\(error)")
             }
             guard let row, row.receiver == receiver else { return }
+            if let name = row.transmitterName, namesSaid.count < Self.namesSaid, namesSaid.insert(name).inserted {
+                logger.info(
+                    "Recording transmitter named", metadata: ["path": "\(path)", "name": "\(name)", "address": "\(row.address)"])
+            }
             defer { ordinal += 1 }
             guard ordinal >= firstReport || readAgain.contains(ordinal) else { return }
             if case .factor(let factor) = speed {

@@ -152,18 +152,20 @@ public struct PeerGatewayMessage: Sendable, Equatable {
         guard device.mac.count == 12, let value = UInt64(device.mac, radix: 16) else {
             throw PeerGatewayError(.invalid, "'mac' is not 12 hex digits: \(escapedForLog(device.mac.prefix(40)))")
         }
-        var data = AdvertisingDataBuilder()
-        let power = device.rssiAt1m.map { Int8(clamping: Int($0.rounded())) }
-        if let id = device.id { try espresenseIdentity(id, powerAt1m: power, into: &data) }
+        var data: [UInt8] = []
+        if let id = device.id, let identity = try espresenseIdentity(id) {
+            // ESPresense's level at 1 m; -59 dBm, the usual figure, when it has none.
+            data = identity.advertisingData(powerAt1m: device.rssiAt1m.map { Int8(clamping: Int($0.rounded())) } ?? -59) ?? []
+        }
         return AdvertisingReport(
             eventType: 3, isExtended: false, address: addressWithKind(DeviceAddress(value: value, kind: .public)),
-            rssi: try rssi(device.rssi), data: data.bytes)
+            rssi: try rssi(device.rssi), data: data)
     }
 
-    /// The advertisement of a beacon ESPresense names by its identity: `iBeacon:<uuid>-<major>-<minor>`,
-    /// `altBeacon:<uuid>-<major>-<minor>` or `eddy:<namespace>-<instance>`. Any other id adds nothing.
-    private static func espresenseIdentity(_ id: String, powerAt1m: Int8?, into data: inout AdvertisingDataBuilder) throws(PeerGatewayError) {
-        guard let colon = id.firstIndex(of: ":") else { return }
+    /// The identity of a beacon ESPresense names by it: `iBeacon:<uuid>-<major>-<minor>`,
+    /// `altBeacon:<uuid>-<major>-<minor>` or `eddy:<namespace>-<instance>`. Any other id names none.
+    private static func espresenseIdentity(_ id: String) throws(PeerGatewayError) -> BeaconIdentity? {
+        guard let colon = id.firstIndex(of: ":") else { return nil }
         let kind = id[..<colon]
         let rest = String(id[id.index(after: colon)...])
         switch kind {
@@ -175,15 +177,8 @@ public struct PeerGatewayMessage: Sendable, Equatable {
             else {
                 throw PeerGatewayError(.invalid, "'id' is not \(kind):<uuid>-<major>-<minor>: \(escapedForLog(id.prefix(80)))")
             }
-            let identity = uuid + [UInt8(major >> 8), UInt8(major & 0xFF), UInt8(minor >> 8), UInt8(minor & 0xFF)]
-            let power = UInt8(bitPattern: powerAt1m ?? -59)
-            if kind == "iBeacon" {
-                // Apple's company id, the iBeacon type and length, the identity, the power at 1 m.
-                try data.add(0xFF, [0x4C, 0x00, 0x02, 0x15] + identity + [power])
-            } else {
-                // ESPresense does not say whose AltBeacon it was: 0xFFFF, the id reserved for tests.
-                try data.add(0xFF, [0xFF, 0xFF, 0xBE, 0xAC] + identity + [power, 0])
-            }
+            let bytes = uuid + [UInt8(major >> 8), UInt8(major & 0xFF), UInt8(minor >> 8), UInt8(minor & 0xFF)]
+            return BeaconIdentity(kind: kind == "iBeacon" ? .iBeacon : .altBeacon, bytes: bytes)
         case "eddy":
             // ESPresense prints the namespace's fifth byte twice (eleven bytes for ten); an id of ten is taken as is.
             let parts = rest.split(separator: "-")
@@ -193,11 +188,9 @@ public struct PeerGatewayMessage: Sendable, Equatable {
                 throw PeerGatewayError(.invalid, "'id' is not eddy:<namespace>-<instance>: \(escapedForLog(id.prefix(80)))")
             }
             if namespace.count == 11 { namespace.remove(at: 5) }
-            // ESPresense's level at 1 m is the frame's level at 0 m less 41 dB.
-            let atZero = UInt8(bitPattern: Int8(clamping: Int(powerAt1m ?? -59) + 41))
-            try data.add(0x16, [0xAA, 0xFE, 0x00, atZero] + namespace + instance + [0, 0])
+            return BeaconIdentity(kind: .eddystone, bytes: namespace + instance)
         default:
-            return
+            return nil
         }
     }
 

@@ -45,8 +45,11 @@ import WorkQueue
     }
 
     @Test func everyBadLineIsNamed() {
-        #expect(error("time,receiver,transmitter,rssi\n") == RecordingError(
-            line: 1, "the header must be time_s,receiver,transmitter,rssi (and ,data), not 'time,receiver,transmitter,rssi'"))
+        #expect(error("time_s,receiver,transmitter,rssi,rssi\n") == RecordingError(
+            line: 1,
+            "the header must name the columns time_s (or time),receiver,transmitter,rssi (and data), in any order, not 'time_s,receiver,transmitter,rssi,rssi'"))
+        #expect(error("time,time_s,receiver,transmitter,rssi\n")?.line == 1)
+        #expect(error("time_s,receiver,transmitter,rssi,room\n")?.line == 1)
         let header = "time_s,receiver,transmitter,rssi\n"
         #expect(error(header + "1,a,e7:8f:13:56:24:ce\n")?.message == "3 fields where the header has 4")
         #expect(error(header + "x,a,e7:8f:13:56:24:ce,-50\n")?.message == "time_s 'x' is no time in Unix seconds")
@@ -56,6 +59,86 @@ import WorkQueue
         #expect(error(header + "1,a,e7:8f:13:56:24:ce/static,-50\n")?.message.hasPrefix("transmitter") == true)
         #expect(error(header + "1,a,e7:8f:13:56:24:ce,-128\n")?.message == "rssi '-128' must be a whole number of dBm from -127 to 20")
         #expect(error("time_s,receiver,transmitter,rssi,data\n1,a,e7:8f:13:56:24:ce,-50,0g\n")?.message.hasPrefix("data must be hex") == true)
+    }
+
+    @Test func columnsComeInAnyOrderWithTimesInISO8601() throws {
+        let read = try rows(
+            """
+            rssi,transmitter,time,receiver
+            -70,e7:8f:13:56:24:ce,2021-08-03T16:54:12.227Z,hall
+            -71,e7:8f:13:56:24:ce,2021-08-03 18:54:12.5+02:00,hall
+            -72,e7:8f:13:56:24:ce,2021-08-03T11:24:13-0530,hall
+            """)
+        #expect(read.map(\.timeMicros) == [1_628_009_652_227_000, 1_628_009_652_500_000, 1_628_009_653_000_000])
+        #expect(read.map(\.rssi) == [-70, -71, -72] && read.allSatisfy { $0.receiver == "hall" })
+        #expect(RecordingTime.iso8601Micros(Array("2000-02-29 12:00:00+02:00".utf8)) == 951_818_400_000_000)
+        #expect(RecordingTime.iso8601Micros(Array("2024-12-31T23:59:59.999999-05:30".utf8)) == 1_735_709_399_999_999)
+        #expect(RecordingTime.iso8601Micros(Array("1970-01-01T00:00:00Z".utf8)) == 0)
+
+        let header = "time,receiver,transmitter,rssi\n"
+        let refused = "is no ISO 8601 time with its offset, such as 2021-08-03T16:54:12.227Z or +02:00"
+        for time in ["2021-08-03T16:54:12", "2021-02-30T00:00:00Z", "2100-02-29T00:00:00Z", "2021-08-03T24:00:00Z", "1969-12-31T23:59:59Z",
+            "2021-08-03T16:54:12.Z", "2021-08-03T16:54:12+2", "1628009652.227", "2021-08-03T16:54:12Z junk"]
+        {
+            #expect(error(header + "\(time),a,e7:8f:13:56:24:ce,-50\n")?.message == "time '\(time)' \(refused)", "\(time)")
+        }
+        #expect(error(header + "2021-08-03T16:54:13Z,a,e7:8f:13:56:24:ce,-50\n2021-08-03T16:54:12Z,a,e7:8f:13:56:24:ce,-50\n")?.message
+            == "time 2021-08-03T16:54:12Z is before the line above: a recording is in time order")
+    }
+
+    @Test func aTransmitterIsAnAddressABeaconIdOrAName() throws {
+        let read = try rows(
+            """
+            time_s,receiver,transmitter,rssi,data
+            1,a,ibeacon:e2c56db5-dffb-48d2-b060-d0f5a71096e0:1:2,-60,
+            2,a,eddystone:00112233445566778899:aabbccddeeff,-61,
+            3,a,altbeacon:0102030405060708090a0b0c0d0e0f10:4370:4884,-62,
+            4,a,mac:C0:11:22:33:44:55,-63,
+            5,a,tag-7,-64,
+            6,a,tag-7,-65,0201061aff4c000215e2c56db5dffb48d2b060d0f5a71096e000010002c5
+            7,a,Trolley 3 (blue),-66,
+            8,a,room:tag-1,-67,
+            """)
+        #expect(read.count == 8 && read[7].transmitterName == "room:tag-1")
+        let identities = read.map { row in
+            (try? FrameClassifier.classify(row.data[...]))?.identity?.identity?.description ?? "mac:\(row.address)"
+        }
+        #expect(identities[0] == "ibeacon:e2c56db5-dffb-48d2-b060-d0f5a71096e0:1:2")
+        #expect(identities[1] == "eddystone:00112233445566778899:aabbccddeeff")
+        #expect(identities[2] == "altbeacon:0102030405060708090a0b0c0d0e0f10:4370:4884")
+        #expect(read[0].address == DeviceAddress(value: 0xFC7D_20DB_035D, kind: .random) && read[0].transmitterName == nil)
+        #expect(read[3].address == DeviceAddress(value: 0xC011_2233_4455, kind: .random) && read[3].data.isEmpty)
+        // A name is a device at an address derived from it: static random, the same in every run.
+        #expect(read[4].address == DeviceAddress(value: 0xDE29_A38E_F517, kind: .random) && read[4].transmitterName == "tag-7")
+        #expect(read[4].data.isEmpty && identities[4] == "mac:DE:29:A3:8E:F5:17")
+        // Data the recording kept is what was sent, whatever the transmitter is called.
+        #expect(read[5].address == read[4].address && identities[5] == identities[0])
+        #expect(read[6].transmitterName == "Trolley 3 (blue)" && read[6].address.value >> 46 == 0b11)
+
+        let header = "time_s,receiver,transmitter,rssi\n"
+        #expect(error(header + "1,a,ibeacon:e2c56db5:1:2,-50\n")?.message
+            == "transmitter 'ibeacon:e2c56db5:1:2' is no ibeacon beacon id in its canonical form (docs/wire-format.md)")
+        #expect(error(header + "1,a,mac:c0:11:22:33:44:55,-50\n")?.message
+            == "transmitter 'mac:c0:11:22:33:44:55' is no mac beacon id in its canonical form (docs/wire-format.md)")
+        #expect(error(header + "1,a,eid:0011223344556677,-50\n")?.message.hasPrefix("transmitter 'eid:0011223344556677' names no frame") == true)
+        #expect(error(header + "1,a,e7:8f:13:56:24:cg,-50\n")?.message.hasPrefix("transmitter 'e7:8f:13:56:24:cg' is no address") == true)
+        #expect(error(header + "1,a,\(String(repeating: "x", count: 65)),-50\n")?.message.hasSuffix("is no address, beacon id or name of 1-64 bytes") == true)
+        #expect(error(header + "1,a,,-50\n")?.message == "transmitter '' is no address, beacon id or name of 1-64 bytes")
+    }
+
+    @Test func theDocumentedRecordingsRead() throws {
+        let text = try String(contentsOfFile: repositoryRoot + "/docs/recordings.md", encoding: .utf8)
+        let blocks = text.components(separatedBy: "```text\n").dropFirst().map { $0.components(separatedBy: "```")[0] }
+            .filter { $0.contains(",receiver,") || $0.contains(",transmitter,") }
+        #expect(blocks.count == 2)
+        let read = try blocks.map { try rows($0) }
+        #expect(read.map(\.count) == [2, 3])
+        let identities = read[1].map { row in
+            (try? FrameClassifier.classify(row.data[...]))?.identity?.identity?.description ?? "mac:\(row.address)"
+        }
+        #expect(identities == [
+            "ibeacon:e2c56db5-dffb-48d2-b060-d0f5a71096e0:1:2", "mac:DE:29:A3:8E:F5:17", "ibeacon:e2c56db5-dffb-48d2-b060-d0f5a71096e0:1:2",
+        ])
     }
 
     @Test func aReceiversRowsAreReplayedAndAReplayResumes() throws {
@@ -101,10 +184,24 @@ import WorkQueue
         #expect(said.first?.metadata["error"] == "rssi '42' must be a whole number of dBm from -127 to 20")
         #expect(log.all.contains { $0.message == "Recording lines skipped" && $0.metadata["lines"] == "1" })
 
+        // A transmitter the recording names is said once, with the address it is heard at.
+        let named = directory + "/named.csv"
+        try "time_s,receiver,transmitter,rssi\n1,a,tag-7,-50\n2,a,tag-7,-51\n3,a,tag-8,-52\n".write(toFile: named, atomically: true, encoding: .utf8)
+        let namedLog = RecordingLog()
+        var addresses: [DeviceAddress] = []
+        try RecordingReplaySource(path: named, receiver: "a", speed: .maximum, logger: namedLog.logger(label: "recording"))
+            .run(deliver: { addresses += $0.map(\.report.address) }, stop: StopSignal())
+        let names = namedLog.all.filter { $0.message == "Recording transmitter named" }
+        #expect(names.map { $0.metadata["name"] } == ["tag-7", "tag-8"])
+        #expect(names.first?.metadata["address"] == "\(DeviceAddress(value: 0xDE29_A38E_F517, kind: .random))")
+        #expect(addresses.first == DeviceAddress(value: 0xDE29_A38E_F517, kind: .random) && addresses.count == 3)
+
         let noHeader = directory + "/no-header.csv"
         try "1,a,e7:8f:13:56:24:ce,-50\n".write(toFile: noHeader, atomically: true, encoding: .utf8)
         #expect(throws: SourceError(
-            source: noHeader, "line 1: the header must be time_s,receiver,transmitter,rssi (and ,data), not '1,a,e7:8f:13:56:24:ce,-50'")) {
+            source: noHeader,
+            "line 1: the header must name the columns time_s (or time),receiver,transmitter,rssi (and data), in any order, not '1,a,e7:8f:13:56:24:ce,-50'"
+        )) {
             try RecordingReplaySource(path: noHeader, receiver: "a", speed: .maximum).run(deliver: { _ in }, stop: StopSignal())
         }
     }

@@ -75,3 +75,52 @@ extension RecordedWalkTests {
         #expect(replayed == joined.rows)
     }
 }
+
+extension RecordedWalkTests {
+    /// The walk above as another recorder would write it: columns in its own order, ISO 8601 times with an offset,
+    /// the transmitter by a beacon id or a name of its own, and the ground truth naming it the same way.
+    func rewritten(as transmitter: String, into directory: String) throws -> String {
+        let source = (walk as NSString).deletingLastPathComponent
+        for file in ["sites.yaml", "radio-map.csv"] { try FileManager.default.copyItem(atPath: source + "/" + file, toPath: directory + "/" + file) }
+        func iso(_ seconds: Substring) -> String {
+            let micros = Int64((Double(seconds)! * 1e6).rounded()) + 2 * 3_600_000_000
+            let formatter = DateFormatter()
+            formatter.locale = Locale(identifier: "en_US_POSIX")
+            formatter.timeZone = TimeZone(identifier: "UTC")
+            formatter.dateFormat = "yyyy-MM-dd'T'HH:mm:ss"
+            let whole = formatter.string(from: Date(timeIntervalSince1970: Double(micros / 1_000_000)))
+            return whole + String(format: ".%06lld+02:00", micros % 1_000_000)
+        }
+        var recording = "rssi,transmitter,receiver,time\n"
+        for line in try String(contentsOfFile: walk, encoding: .utf8).split(separator: "\n").dropFirst() {
+            let fields = line.split(separator: ",")
+            recording += "\(fields[3]),\(transmitter),\(fields[1]),\(iso(fields[0]))\n"
+        }
+        try recording.write(toFile: directory + "/walk.csv", atomically: true, encoding: .utf8)
+        var positions = "time_s,transmitter,x_m,y_m\n"
+        for line in try String(contentsOfFile: walk.replacingOccurrences(of: ".csv", with: ".positions.csv"), encoding: .utf8)
+            .split(separator: "\n").dropFirst()
+        {
+            let fields = line.split(separator: ",")
+            positions += "\(fields[0]),\(transmitter),\(fields[2]),\(fields[3])\n"
+        }
+        try positions.write(toFile: directory + "/walk.positions.csv", atomically: true, encoding: .utf8)
+        return directory + "/walk.csv"
+    }
+
+    @Test(arguments: [
+        ("ibeacon:e2c56db5-dffb-48d2-b060-d0f5a71096e0:1:2", "ibeacon:e2c56db5-dffb-48d2-b060-d0f5a71096e0:1:2"),
+        ("tag-7", "mac:DE:29:A3:8E:F5:17"),
+    ])
+    func aWalkRecordedByIdOrNameIsScoredUnderTheIdTheIngestStores(transmitter: String, id: String) throws {
+        let directory = try makeTemporaryDirectory(prefix: "recorded-by-id")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let original = try RecordedWalk(recording: walk)
+        let recorded = try RecordedWalk(recording: rewritten(as: transmitter, into: directory))
+        #expect(Array(recorded.stays.keys) == [id] && Array(recorded.positions.keys) == [id])
+        #expect(recorded.stays[id]?.map(\.zone) == ["quarter-4", "quarter-1"])
+        #expect(abs(recorded.start - original.start) < 1e-6 && abs(recorded.end - original.end) < 1e-6)
+        let score = try recorded.loudestReceiver()
+        #expect(score.beaconSeconds == 15 && score.correctSeconds == 8 && score.trueStays == 2)
+    }
+}

@@ -11,6 +11,25 @@ import Testing
         #expect(try IBeacon.decode(expected.payload[...], base: 0) == expected)
     }
 
+    @Test func anIdentityBecomesTheFrameThatCarriesIt() throws {
+        // The iBeacon frame is Apple's layout byte for byte (the vector above without its flags).
+        let iBeacon = try #require(BeaconIdentity("ibeacon:e2c56db5-dffb-48d2-b060-d0f5a71096e0:1:2"))
+        #expect(iBeacon.advertisingData(powerAt1m: -59) == bytes("1aff4c000215e2c56db5dffb48d2b060d0f5a71096e000010002c5"))
+        for text in ["altbeacon:0102030405060708090a0b0c0d0e0f10:1:2", "eddystone:00112233445566778899:aabbccddeeff"] {
+            let identity = try #require(BeaconIdentity(text))
+            let data = try #require(identity.advertisingData(powerAt1m: -62))
+            let classified = try FrameClassifier.classify(data[...])
+            #expect(classified.identity?.identity == identity, "\(text)")
+            switch classified.identity {
+            case .altBeacon(let beacon): #expect(beacon.referenceRSSI == -62)
+            case .eddystoneUID(let uid): #expect(uid.txPower == -21)
+            default: Issue.record("\(text): \(String(describing: classified.identity))")
+            }
+        }
+        #expect(BeaconIdentity("mac:C0:11:22:33:44:55")?.advertisingData(powerAt1m: -59) == [])
+        #expect(BeaconIdentity("eid:0011223344556677")?.advertisingData(powerAt1m: -59) == nil)
+    }
+
     @Test func otherAppleFormatsAreNotIBeacons() throws {
         #expect(try decodeFrames(ad(0xFF, bytes("4c001005031c2d3e4f"))).isEmpty)
         let error = decodeError { _ = try decodeFrames(ad(0xFF, bytes("4c000215e2c56db5"))) }
