@@ -4,10 +4,10 @@ import BeaconWire
 import Foundation
 
 /// A recording with its ground truth (docs/recordings.md): `<name>.csv` the readings, `<name>.positions.csv` where
-/// each transmitter was (`time_s,transmitter,x_m,y_m`, a line per change), and `sites.yaml` beside them, whose zone
-/// rectangles turn positions into true stays. Played through the real pipeline (one agent per receiver, a broker,
-/// the ingest, PostgreSQL) and scored as a scenario is; `loudestReceiver` scores the simplest method on the same
-/// readings.
+/// each transmitter was or `<name>.zones.csv` the zone it was in (`RecordedTruth`), and `sites.yaml` beside them,
+/// whose zone rectangles turn positions into true stays where no zones file gives them. Played through the real
+/// pipeline (one agent per receiver, a broker, the ingest, PostgreSQL) and scored as a scenario is;
+/// `loudestReceiver` scores the simplest method on the same readings.
 public struct RecordedWalk: Sendable {
     public let path: String
     public let sites: SitesConfiguration
@@ -16,9 +16,9 @@ public struct RecordedWalk: Sendable {
     /// The beacon id of each address whose readings carry one in their data (an iBeacon, an Eddystone UID, a
     /// beacon id the recording names its transmitter by); any other address is the device `mac:<address>`.
     let identities: [DeviceAddress: String]
-    /// Where each transmitter was, by the id the ingest stores, in time order.
+    /// Where each transmitter was, by the id the ingest stores, in time order; empty where the truth is zones.
     public let positions: [String: [(time: Double, x: Double, y: Double)]]
-    /// The true stays of each transmitter, in the zones its positions lie in.
+    /// The true stays of each transmitter: the zones file's, else the zones its positions lie in.
     public let stays: [String: [AccuracyScore.Stay]]
     /// The run, in Unix seconds: from the first reading to the last.
     public let start: Double
@@ -44,13 +44,29 @@ public struct RecordedWalk: Sendable {
                 throw HarnessError("\(path): line \(number + 1): \(error.message)")
             }
         }
+        // Each receiver's rows are in time order; the recording's, merged, need not be.
+        rows.sort { $0.timeMicros < $1.timeMicros }
         guard let first = rows.first, let last = rows.last else { throw HarnessError("\(path) holds no reading") }
         self.rows = rows
         start = Double(first.timeMicros) / 1e6
         end = Double(last.timeMicros) / 1e6
         identities = Self.identities(rows)
-        positions = try Self.positions((path.hasSuffix(".csv") ? String(path.dropLast(4)) : path) + ".positions.csv", identities: identities)
-        stays = Self.stays(positions: positions, zones: site.zones, end: end)
+        let name = path.hasSuffix(".csv") ? String(path.dropLast(4)) : path
+        let positionsPath = name + ".positions.csv"
+        let zonesPath = name + ".zones.csv"
+        let files = FileManager.default
+        guard files.fileExists(atPath: positionsPath) || files.fileExists(atPath: zonesPath) else {
+            throw HarnessError("\(path) has no ground truth beside it: \(positionsPath) or \(zonesPath)")
+        }
+        positions = files.fileExists(atPath: positionsPath) ? try RecordedTruth.positions(positionsPath, identities: identities) : [:]
+        if files.fileExists(atPath: zonesPath) {
+            stays = Self.stays(zones: try RecordedTruth.zones(zonesPath, identities: identities, zones: site.zones), end: end)
+        } else {
+            guard site.zones.contains(where: { $0.rect != nil }) else {
+                throw HarnessError("\(positionsPath) gives stays only in zones with a rect: give the zones a rect, or \(zonesPath)")
+            }
+            stays = Self.stays(positions: positions, zones: site.zones, end: end)
+        }
     }
 
     /// The first of `zones` whose rectangle holds the point (its lower and left edges in, the others out).
@@ -140,40 +156,28 @@ public struct RecordedWalk: Sendable {
         return identities
     }
 
-    /// Reads `time_s,transmitter,x_m,y_m` lines, a transmitter named as the recording names it.
-    static func positions(_ path: String, identities: [DeviceAddress: String]) throws -> [String: [(time: Double, x: Double, y: Double)]] {
-        let lines = try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n")
-        guard lines.first?.hasPrefix("time_s,transmitter,x_m,y_m") == true else {
-            throw HarnessError("\(path): the header must be time_s,transmitter,x_m,y_m")
-        }
-        var positions: [String: [(time: Double, x: Double, y: Double)]] = [:]
-        for (number, line) in lines.dropFirst().enumerated() {
-            let fields = line.split(separator: ",")
-            guard fields.count == 4, let time = Double(fields[0]), let transmitter = try? RecordedTransmitter.read(fields[1]),
-                let x = Double(fields[2]), let y = Double(fields[3])
-            else { throw HarnessError("\(path): line \(number + 2) is not time_s,transmitter,x_m,y_m") }
-            positions[beaconID(transmitter.address, identities: identities), default: []].append((time, x, y))
-        }
-        return positions
-    }
-
     /// The stays of each transmitter in the zone its position lies in (the first zone whose rectangle holds it;
     /// none: away), each until the next position, the last until `end`.
     static func stays(
         positions: [String: [(time: Double, x: Double, y: Double)]], zones: [SitesConfiguration.Zone], end: Double
     ) -> [String: [AccuracyScore.Stay]] {
+        stays(zones: positions.mapValues { track in track.map { ($0.time, Self.zone(at: ($0.x, $0.y), in: zones)) } }, end: end)
+    }
+
+    /// The stays of each transmitter in the zones its track names (none: away), each until the zone changes, the
+    /// last until `end` (the recording's: what the track says after it is not scored).
+    static func stays(zones tracks: [String: [(time: Double, zone: String?)]], end: Double) -> [String: [AccuracyScore.Stay]] {
         var stays: [String: [AccuracyScore.Stay]] = [:]
-        for (beacon, track) in positions {
+        for (beacon, track) in tracks {
             var open: (zone: String?, since: Double)?
             func close(at time: Double) {
                 guard let open, let zone = open.zone, time > open.since else { return }
                 stays[beacon, default: []].append(AccuracyScore.Stay(beacon: beacon, zone: zone, enter: open.since, exit: time))
             }
-            for point in track {
-                let zone = Self.zone(at: (point.x, point.y), in: zones)
-                if let current = open, current.zone == zone { continue }
+            for point in track where point.time < end {
+                if let current = open, current.zone == point.zone { continue }
                 close(at: point.time)
-                open = (zone, point.time)
+                open = (point.zone, point.time)
             }
             close(at: end)
         }

@@ -44,9 +44,9 @@ public struct RecordingError: Error, Equatable, Sendable, CustomStringConvertibl
 }
 
 /// Reads a recording's text one line at a time: comments (`#`) and blank lines skipped, the header first, then
-/// rows in time order. A pure state machine: the replay source feeds it the file as it reads it. A row that cannot
-/// be read throws and leaves the reader as it was, so the next line reads on; a header that cannot be read leaves
-/// nothing to read.
+/// rows, each receiver's in time order (the receivers' logs may follow each other or interleave). A pure state
+/// machine: the replay source feeds it the file as it reads it. A row that cannot be read throws and leaves the
+/// reader as it was, so the next line reads on; a header that cannot be read leaves nothing to read.
 public struct RecordingReader: Sendable {
     /// The columns a header names, in any order: the time (`time_s` or `time`), these, and optionally `data`.
     public static let columns = ["time_s", "receiver", "transmitter", "rssi"]
@@ -68,7 +68,8 @@ public struct RecordingReader: Sendable {
     private var layout: Layout?
     /// Whether the header has been read: until then an error means the file is no recording.
     public var headerRead: Bool { layout != nil }
-    private var lastTimeMicros: Int64 = .min
+    /// Each receiver's latest time: its rows are in time order.
+    private var latestMicros: [String: Int64] = [:]
 
     public init() {}
 
@@ -92,11 +93,14 @@ public struct RecordingReader: Sendable {
         }
         do throws(RecordingError) {
             let timeMicros = try layout.time.micros(fields[layout.timeField])
-            guard timeMicros >= lastTimeMicros else {
-                throw RecordingError(line: 0, "\(layout.time.column) \(fields[layout.timeField]) is before the line above: a recording is in time order")
+            let receiver = String(fields[layout.receiver])
+            guard isValidIdentifier(receiver) else {
+                throw RecordingError(line: 0, "receiver '\(receiver.prefix(80))' must be 1-64 characters of a-z, 0-9 and '-'")
             }
-            guard isValidIdentifier(String(fields[layout.receiver])) else {
-                throw RecordingError(line: 0, "receiver '\(fields[layout.receiver].prefix(80))' must be 1-64 characters of a-z, 0-9 and '-'")
+            guard timeMicros >= latestMicros[receiver] ?? .min else {
+                throw RecordingError(
+                    line: 0,
+                    "\(layout.time.column) \(fields[layout.timeField]) is before \(receiver)'s line above: each receiver's lines are in time order")
             }
             let transmitter = try RecordedTransmitter.read(fields[layout.transmitter])
             guard let rssi = Int8(fields[layout.rssi]), (-127...20).contains(rssi) else {
@@ -109,9 +113,9 @@ public struct RecordingReader: Sendable {
                 }
                 data = bytes
             }
-            lastTimeMicros = timeMicros
+            latestMicros[receiver] = timeMicros
             return RecordingRow(
-                timeMicros: timeMicros, receiver: String(fields[layout.receiver]), address: transmitter.address, rssi: rssi, data: data,
+                timeMicros: timeMicros, receiver: receiver, address: transmitter.address, rssi: rssi, data: data,
                 transmitterName: transmitter.name)
         } catch {
             throw RecordingError(line: lineNumber, error.message)

@@ -1,11 +1,13 @@
 /// A recording's time column (docs/recordings.md): `time_s`, Unix seconds with a fraction to the microsecond, or
 /// `time`, an ISO 8601 date and time with its offset from UTC (`2021-08-03T16:54:12.227Z`,
 /// `2021-08-03 18:54:12.227+02:00`). A time without an offset is refused: it could be any of a day's zones.
-enum RecordingTime {
+/// The ground truth beside a recording gives its times the same ways.
+public enum RecordingTime: Sendable {
     case unixSeconds
     case iso8601
 
-    var column: String {
+    /// The column's name in a header.
+    public var column: String {
         switch self {
         case .unixSeconds: "time_s"
         case .iso8601: "time"
@@ -13,7 +15,7 @@ enum RecordingTime {
     }
 
     /// Unix microseconds, or what is wrong with `text`.
-    func micros(_ text: Substring) throws(RecordingError) -> Int64 {
+    public func micros(_ text: Substring) throws(RecordingError) -> Int64 {
         switch self {
         case .unixSeconds:
             guard let seconds = Double(text), seconds.isFinite, seconds >= 0, seconds < 1e11 else {

@@ -18,7 +18,7 @@ struct AccuracyCommand: AsyncParsableCommand {
 
             With --preset, compares the ingest's defaults (and chosen-loudest, chosen-path, chosen-crossings) with peers' methods on generated scenarios of that preset (easy, hard, harsh: one site of 2×3 rooms, 40 beacons; large: two sites of 3×3 rooms with harsh radio, 80 beacons; or all; an hour) for each seed and site, without servers: the same smoothing and zone tracker as the ingest, fed what the simulated agents hear. Peers' methods: nearest, kalman (room-assistant: Q 0.008, R 4, then nearest), kalman-bermuda (that with Bermuda's switching rule), trimmed-mean (ESPresense: 15 s, Tukey fences), one-euro (the 1€ filter). Prints the mean over seeds and sites with the lowest and highest in brackets.
 
-            With --recording, plays a recording of real radio (docs/recordings.md: the readings, <name>.positions.csv the true positions, sites.yaml beside them) through agents, a throwaway mosquitto, the ingest and a throwaway PostgreSQL with that sites file as it is (chosen; with --set, the zone keys and the radio model's keys given replace its own), and scores nearest on the same readings; the true stays are the zones the positions lie in. Where the sites file gives the receivers' positions (at), also the x/y error of the positions the ingest stored (beacon_position_history; with the median of their error_m and the share of them whose truth lies within it) and of the weighted centroid of the three loudest receivers (received power as weights), each second.
+            With --recording, plays a recording of real radio (docs/recordings.md: the readings, sites.yaml beside them, and the truth: <name>.positions.csv the true positions, <name>.zones.csv the true zones, or both) through agents, a throwaway mosquitto, the ingest and a throwaway PostgreSQL with that sites file as it is (chosen; with --set, the zone keys and the radio model's keys given replace its own), and scores nearest on the same readings; the true stays are the zones file's, else the zones the positions lie in. Where the sites file gives the receivers' positions (at) and the truth gives positions, also the x/y error of the positions the ingest stored (beacon_position_history; with the median of their error_m and the share of them whose truth lies within it) and of the weighted centroid of the three loudest receivers (received power as weights), each second.
 
             Columns: zone accuracy (beacon-seconds in the right zone, the first 5 s of each stay not counted); false changes (visits beyond the true stays, per beacon-hour); enter and exit error (median |recorded − true| time of the visit that matches each stay); occupancy within one (zone-minutes counted within ±1 of the truth, a beacon counting where it spent at least 30 s of the minute); occupancy exact (zone-minutes counted exactly right); occupancy error (mean |counted − true| per zone-minute); missed stays (true stays without any visit in their zone); phantom beacons (through the pipeline: beacons stored of their own, with sightings, telemetry or visits, that are no beacon of the scenario: an address whose identity the pipeline did not tie to it); address rows per hour (through the pipeline: sighting and telemetry rows stored under such addresses, per hour of the run).
 
@@ -36,7 +36,7 @@ struct AccuracyCommand: AsyncParsableCommand {
 
     @Option(help: "The scenario (YAML), played through the real pipeline.") var scenario: String?
     @Option(help: "Generated scenarios instead: easy, hard, harsh, large or all, scored without servers.") var preset: String?
-    @Option(help: "A recording with its true positions instead (repeatable), played through the real pipeline.")
+    @Option(help: "A recording with its true positions or zones instead (repeatable), played through the real pipeline.")
     var recording: [String] = []
     @Option(help: "With --recording: a recording with true positions (repeatable) whose readings fit a model of the radio (power at 1 m, path-loss exponent, each receiver's offset), for positions from a grid filter on the recordings scored; keep it apart from them.")
     var calibration: [String] = []
@@ -105,11 +105,13 @@ struct AccuracyCommand: AsyncParsableCommand {
                 print(json ? Self.json(score, method: method, site: name) : Self.row(score, method: method, site: name))
             }
             if walk.site.agents.contains(where: { $0.position != nil }) {
-                centroids.append((name, walk.weightedCentroid()))
-                if !scores[0].1.positions.errors.isEmpty { stored.append((name, scores[0].1.positions)) }
+                // x/y where the truth gives positions, not only zones.
+                let scored = !walk.positions.isEmpty
+                if scored { centroids.append((name, walk.weightedCentroid())) }
+                if scored, !scores[0].1.positions.errors.isEmpty { stored.append((name, scores[0].1.positions)) }
                 if let calibrated {
                     let grid = walk.gridPositions(model: calibrated.model, offsets: calibrated.offsets, map: calibrated.map)
-                    grids.append((name, grid.errors))
+                    if scored { grids.append((name, grid.errors)) }
                     print(json ? Self.json(grid.zones, method: "grid", site: name) : Self.row(grid.zones, method: "grid", site: name))
                 }
             }

@@ -83,7 +83,32 @@ import WorkQueue
             #expect(error(header + "\(time),a,e7:8f:13:56:24:ce,-50\n")?.message == "time '\(time)' \(refused)", "\(time)")
         }
         #expect(error(header + "2021-08-03T16:54:13Z,a,e7:8f:13:56:24:ce,-50\n2021-08-03T16:54:12Z,a,e7:8f:13:56:24:ce,-50\n")?.message
-            == "time 2021-08-03T16:54:12Z is before the line above: a recording is in time order")
+            == "time 2021-08-03T16:54:12Z is before a's line above: each receiver's lines are in time order")
+    }
+
+    /// Receivers' own logs one after the other, as a site's receivers write them: each in time order, the whole not.
+    @Test func eachReceiversLinesAreInTimeOrderAndTheRecordingsNeedNotBe() throws {
+        let text = """
+            time_s,receiver,transmitter,rssi
+            10,hall,e7:8f:13:56:24:ce,-70
+            12,hall,e7:8f:13:56:24:ce,-71
+            9,kitchen,e7:8f:13:56:24:ce,-60
+            11,kitchen,e7:8f:13:56:24:ce,-61
+            10.5,kitchen,e7:8f:13:56:24:ce,-62
+            13,hall,e7:8f:13:56:24:ce,-72
+            """
+        var reader = RecordingReader()
+        var read: [RecordingRow] = []
+        var refused: [RecordingError] = []
+        for line in text.split(separator: "\n") {
+            do {
+                if let row = try reader.read(line: line) { read.append(row) }
+            } catch {
+                refused.append(error)
+            }
+        }
+        #expect(read.map(\.rssi) == [-70, -71, -60, -61, -72])
+        #expect(refused == [RecordingError(line: 6, "time_s 10.5 is before kitchen's line above: each receiver's lines are in time order")])
     }
 
     @Test func aTransmitterIsAnAddressABeaconIdOrAName() throws {
@@ -129,7 +154,7 @@ import WorkQueue
     @Test func theDocumentedRecordingsRead() throws {
         let text = try String(contentsOfFile: repositoryRoot + "/docs/recordings.md", encoding: .utf8)
         let blocks = text.components(separatedBy: "```text\n").dropFirst().map { $0.components(separatedBy: "```")[0] }
-            .filter { $0.contains(",receiver,") || $0.contains(",transmitter,") }
+            .filter { $0.contains(",receiver,") }
         #expect(blocks.count == 2)
         let read = try blocks.map { try rows($0) }
         #expect(read.map(\.count) == [2, 3])

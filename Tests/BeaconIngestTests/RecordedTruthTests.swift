@@ -1,0 +1,169 @@
+@testable import AccuracyHarness
+import BeaconAgent
+import Foundation
+import LocalServers
+import TestServers
+import Testing
+
+/// A recording's ground truth as positions or as zones, written the ways other recorders write it, and a recording
+/// written as its receivers' logs one after another.
+@Suite struct RecordedTruthTests {
+    let walk = repositoryRoot + "/examples/recordings/open-office/straight-04.csv"
+    let beacon = "mac:E7:8F:13:56:24:CE"
+
+    /// A directory with the walk's site, its readings as `walk.csv` (or `readings`), and no truth yet.
+    func site(readings: String? = nil) throws -> String {
+        let directory = try makeTemporaryDirectory(prefix: "recorded-truth")
+        let source = (walk as NSString).deletingLastPathComponent
+        for file in ["sites.yaml", "radio-map.csv"] { try FileManager.default.copyItem(atPath: source + "/" + file, toPath: directory + "/" + file) }
+        try (readings ?? String(contentsOfFile: walk, encoding: .utf8)).write(toFile: directory + "/walk.csv", atomically: true, encoding: .utf8)
+        return directory
+    }
+
+    /// The walk's true positions: time, x, y.
+    func truePositions() throws -> [(time: Substring, x: Substring, y: Substring)] {
+        try String(contentsOfFile: walk.replacingOccurrences(of: ".csv", with: ".positions.csv"), encoding: .utf8).split(separator: "\n")
+            .dropFirst().map { line in
+                let fields = line.split(separator: ",")
+                return (fields[0], fields[2], fields[3])
+            }
+    }
+
+    @Test func zonesGiveTheStaysThePositionsInThemGive() throws {
+        let original = try RecordedWalk(recording: walk)
+        let directory = try site()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        // A line each time the zone changes, the columns in another order, a line where the beacon is in none.
+        var zones = "zone,time_s,transmitter\n"
+        var last: String??
+        for (time, x, y) in try truePositions() {
+            let zone = RecordedWalk.zone(at: (Double(x)!, Double(y)!), in: original.site.zones)
+            if last != .some(zone) { zones += "\(zone ?? ""),\(time),e7:8f:13:56:24:ce\n" }
+            last = zone
+        }
+        try zones.write(toFile: directory + "/walk.zones.csv", atomically: true, encoding: .utf8)
+        let recorded = try RecordedWalk(recording: directory + "/walk.csv")
+        #expect(recorded.positions.isEmpty)
+        #expect(recorded.stays[beacon]?.map(\.zone) == ["quarter-4", "quarter-1"])
+        #expect(recorded.stays[beacon] == original.stays[beacon])
+        let score = try recorded.loudestReceiver()
+        #expect(score.beaconSeconds == 15 && score.correctSeconds == 8 && score.trueStays == 2)
+        // Without positions there is nothing to place: no x/y is scored.
+        #expect(recorded.weightedCentroid().errors.isEmpty)
+        #expect(throws: HarnessError.self) { try RecordedWalk.calibration([recorded]) }
+
+        // Zones and positions both: the zones file's stays, the positions for x/y. Here the zones say the beacon
+        // stood in quarter 2 throughout.
+        try "time_s,transmitter,zone\n1581249733,e7:8f:13:56:24:ce,quarter-2\n".write(
+            toFile: directory + "/walk.zones.csv", atomically: true, encoding: .utf8)
+        try FileManager.default.copyItem(atPath: walk.replacingOccurrences(of: ".csv", with: ".positions.csv"), toPath: directory + "/walk.positions.csv")
+        let both = try RecordedWalk(recording: directory + "/walk.csv")
+        #expect(both.stays[beacon]?.map(\.zone) == ["quarter-2"] && both.positions[beacon]?.count == original.positions[beacon]?.count)
+        #expect(both.weightedCentroid() == original.weightedCentroid())
+    }
+
+    @Test func theDocumentedZonesFileScoresTheWalk() throws {
+        let text = try String(contentsOfFile: repositoryRoot + "/docs/recordings.md", encoding: .utf8)
+        let blocks = text.components(separatedBy: "```text\n").dropFirst().map { $0.components(separatedBy: "```")[0] }
+            .filter { $0.hasPrefix("time_s,transmitter,zone\n") }
+        #expect(blocks.count == 1)
+        let directory = try site()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try blocks.first?.write(toFile: directory + "/walk.zones.csv", atomically: true, encoding: .utf8)
+        let recorded = try RecordedWalk(recording: directory + "/walk.csv")
+        #expect(recorded.stays[beacon]?.map(\.zone) == ["quarter-4", "quarter-1"])
+        #expect(recorded.stays[beacon]?.last?.exit == recorded.end)
+    }
+
+    @Test func positionsComeInAnyOrderWithTimesInISO8601() throws {
+        let original = try RecordedWalk(recording: walk)
+        let directory = try site()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var positions = "y_m,x_m,transmitter,time\n"
+        for (time, x, y) in try truePositions() {
+            let micros = Int64((Double(time)! * 1e6).rounded())
+            let date = Date(timeIntervalSince1970: Double(micros / 1_000_000))
+            let formatter = ISO8601DateFormatter()
+            formatter.timeZone = TimeZone(secondsFromGMT: -5 * 3600)
+            let whole = formatter.string(from: date).dropLast(6)
+            positions += "\(y),\(x),E7:8F:13:56:24:CE/random,\(whole)" + String(format: ".%06lld-05:00", micros % 1_000_000) + "\n"
+        }
+        try positions.write(toFile: directory + "/walk.positions.csv", atomically: true, encoding: .utf8)
+        let recorded = try RecordedWalk(recording: directory + "/walk.csv")
+        #expect(recorded.stays == original.stays)
+        let track = try #require(recorded.positions[beacon])
+        let expected = try #require(original.positions[beacon])
+        #expect(track.count == expected.count)
+        #expect(zip(track, expected).allSatisfy { abs($0.time - $1.time) < 1e-6 && $0.x == $1.x && $0.y == $1.y })
+    }
+
+    @Test func aTransmittersLinesAreTakenInTimeOrder() throws {
+        let directory = try site()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try """
+            time_s,transmitter,zone
+            1581249745,e7:8f:13:56:24:ce,quarter-1
+            1581249733,tag-7,quarter-3
+            1581249740,e7:8f:13:56:24:ce,quarter-4
+            1581249750,e7:8f:13:56:24:ce,
+            1581249740,e7:8f:13:56:24:ce,quarter-2
+
+            """.write(toFile: directory + "/walk.zones.csv", atomically: true, encoding: .utf8)
+        let recorded = try RecordedWalk(recording: directory + "/walk.csv")
+        // Of two lines of one time, the later in the file holds from then (quarter 2 at once, not quarter 4).
+        #expect(recorded.stays[beacon]?.map { [$0.zone, "\($0.enter)", "\($0.exit)"] } == [
+            ["quarter-2", "1581249740.0", "1581249745.0"], ["quarter-1", "1581249745.0", "1581249750.0"],
+        ])
+        #expect(recorded.stays["mac:DE:29:A3:8E:F5:17"]?.map(\.zone) == ["quarter-3"])
+    }
+
+    @Test func receiversLogsOneAfterAnotherReadAsTheRecording() throws {
+        let original = try RecordedWalk(recording: walk)
+        let lines = try String(contentsOfFile: walk, encoding: .utf8).split(separator: "\n")
+        // Grouped by receiver, each receiver's lines in their own order: what concatenating each receiver's log gives.
+        let byReceiver = Dictionary(grouping: lines.dropFirst()) { $0.split(separator: ",")[1] }
+        let concatenated = ([lines[0]] + byReceiver.keys.sorted().flatMap { byReceiver[$0]! }).joined(separator: "\n") + "\n"
+        let directory = try site(readings: concatenated)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try FileManager.default.copyItem(atPath: walk.replacingOccurrences(of: ".csv", with: ".positions.csv"), toPath: directory + "/walk.positions.csv")
+        let recorded = try RecordedWalk(recording: directory + "/walk.csv")
+        func key(_ row: RecordingRow) -> String { "\(row.timeMicros) \(row.receiver) \(row.rssi)" }
+        #expect(recorded.rows.count == 558)
+        #expect(recorded.rows.map(key).sorted() == original.rows.map(key).sorted())
+        #expect(zip(recorded.rows, recorded.rows.dropFirst()).allSatisfy { $0.timeMicros <= $1.timeMicros })
+        #expect(recorded.start == original.start && recorded.end == original.end)
+        let score = try recorded.loudestReceiver()
+        #expect(score.beaconSeconds == 15 && score.correctSeconds == 8)
+        #expect(recorded.weightedCentroid() == original.weightedCentroid())
+    }
+
+    @Test(arguments: [
+        ("walk.zones.csv", "time_s,transmitter,zone\n1,e7:8f:13:56:24:ce,kitchen\n",
+            "line 2: zone 'kitchen' is none of the site's: quarter-1, quarter-2, quarter-3, quarter-4 (empty for none)"),
+        ("walk.zones.csv", "# rooms as noted on the walk\ntime_s,transmitter,room\n",
+            "line 2: the header must name the columns (time_s or time),transmitter,zone, in any order, not 'time_s,transmitter,room'"),
+        ("walk.zones.csv", "time,transmitter,zone\n2021-08-03T16:54:12,e7:8f:13:56:24:ce,quarter-1\n",
+            "line 2: time '2021-08-03T16:54:12' is no ISO 8601 time with its offset, such as 2021-08-03T16:54:12.227Z or +02:00"),
+        ("walk.positions.csv", "time_s,transmitter,x_m,y_m\n1,e7:8f:13:56:24:ce,3.5\n", "line 2: 3 fields where the header has 4"),
+        ("walk.positions.csv", "time_s,transmitter,x_m,y_m\n1,e7:8f:13:56:24:ce,3.5,north\n",
+            "line 2: x_m '3.5' and y_m 'north' must be metres on the floor plan"),
+        ("walk.positions.csv", "time_s,transmitter,x_m,y_m\n1,e7:8f:13:56:24:cg,3.5,4\n", "line 2: transmitter 'e7:8f:13:56:24:cg' is no address"),
+        ("walk.positions.csv", "", "the header must name the columns (time_s or time),transmitter,x_m,y_m"),
+    ])
+    func aTruthThatCannotBeReadIsRefusedWithItsLine(file: String, text: String, problem: String) throws {
+        let directory = try site()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try text.write(toFile: directory + "/" + file, atomically: true, encoding: .utf8)
+        let error = #expect(throws: HarnessError.self) { try RecordedWalk(recording: directory + "/walk.csv") }
+        #expect(error?.description.hasPrefix(directory + "/" + file + ": " + problem) == true, "\(error?.description ?? "")")
+    }
+
+    @Test func aRecordingWithoutTruthSaysWhatItLacks() throws {
+        let directory = try site()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let error = #expect(throws: HarnessError.self) { try RecordedWalk(recording: directory + "/walk.csv") }
+        #expect(
+            error?.description
+                == "\(directory)/walk.csv has no ground truth beside it: \(directory)/walk.positions.csv or \(directory)/walk.zones.csv")
+    }
+}
