@@ -6,7 +6,7 @@ import Foundation
 /// The ground truth beside a recording (docs/recordings.md), in one of two files or both: `<name>.positions.csv`,
 /// where each transmitter was (`x_m`, `y_m`), or `<name>.zones.csv`, the zone it was in (`zone`, empty where it was
 /// in none of the site's zones). Each has a line each time the truth changes, under a header that names its
-/// columns in any order: the time (`time_s` or `time`, as a recording gives it), the transmitter (named as the
+/// columns in any order: the time (`time_s`, `time_ms` or `time`, as a recording gives it), the transmitter (named as the
 /// recording names it) and the values. The lines may come in any order (a tracking system's clock steps back
 /// now and then): each transmitter's are taken in time order, those of one time in the file's. A line that cannot
 /// be read refuses the file: it is what the recording is scored against.
@@ -54,7 +54,7 @@ enum RecordedTruth {
         take: (_ beacon: String, _ time: Double, _ values: [Substring]) -> String?
     ) throws {
         let columns = ["transmitter"] + values
-        let header = "(time_s or time),\(columns.joined(separator: ","))"
+        let header = "\(RecordingTime.columnsText),\(columns.joined(separator: ","))"
         var layout: (time: RecordingTime, timeField: Int, fields: [Int])?
         for (number, line) in try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
             let text = line.hasSuffix("\r") ? line.dropLast() : line
@@ -62,12 +62,12 @@ enum RecordedTruth {
             let fields = text.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces)[...] }
             func refuse(_ problem: String) -> HarnessError { HarnessError("\(path): line \(number + 1): \(problem)") }
             guard let (time, timeField, at) = layout else {
-                let times = fields.indices.filter { fields[$0] == "time_s" || fields[$0] == "time" }
+                let times = fields.indices.filter { RecordingTime(rawValue: String(fields[$0])) != nil }
                 let at = columns.map { name in fields.indices.filter { fields[$0] == name } }
                 guard times.count == 1, at.allSatisfy({ $0.count == 1 }), fields.count == columns.count + 1 else {
                     throw refuse("the header must name the columns \(header), in any order, not '\(text.prefix(200))'")
                 }
-                layout = (fields[times[0]] == "time" ? .iso8601 : .unixSeconds, times[0], at.map { $0[0] })
+                layout = (RecordingTime(rawValue: String(fields[times[0]]))!, times[0], at.map { $0[0] })
                 continue
             }
             guard fields.count == columns.count + 1 else { throw refuse("\(fields.count) fields where the header has \(columns.count + 1)") }

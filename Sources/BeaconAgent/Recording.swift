@@ -48,8 +48,6 @@ public struct RecordingError: Error, Equatable, Sendable, CustomStringConvertibl
 /// machine: the replay source feeds it the file as it reads it. A row that cannot be read throws and leaves the
 /// reader as it was, so the next line reads on; a header that cannot be read leaves nothing to read.
 public struct RecordingReader: Sendable {
-    /// The columns a header names, in any order: the time (`time_s` or `time`), these, and optionally `data`.
-    public static let columns = ["time_s", "receiver", "transmitter", "rssi"]
     /// The longest advertising data a report carries (an extended advertisement, Core Vol 4, Part E, §7.7.65.13).
     public static let maximumDataBytes = 1650
 
@@ -83,7 +81,7 @@ public struct RecordingReader: Sendable {
             guard let layout = Self.layout(fields) else {
                 throw RecordingError(
                     line: lineNumber,
-                    "the header must name the columns time_s (or time),receiver,transmitter,rssi (and data), in any order, not '\(text.prefix(200))'")
+                    "the header must name the columns \(RecordingTime.columnsText),receiver,transmitter,rssi (and data), in any order, not '\(text.prefix(200))'")
             }
             self.layout = layout
             return nil
@@ -103,9 +101,11 @@ public struct RecordingReader: Sendable {
                     "\(layout.time.column) \(fields[layout.timeField]) is before \(receiver)'s line above: each receiver's lines are in time order")
             }
             let transmitter = try RecordedTransmitter.read(fields[layout.transmitter])
-            guard let rssi = Int8(fields[layout.rssi]), (-127...20).contains(rssi) else {
-                throw RecordingError(line: 0, "rssi '\(fields[layout.rssi].prefix(80))' must be a whole number of dBm from -127 to 20")
+            // Whole dBm as controllers report it; a recording that averaged its readings gives decimals, rounded.
+            guard let decimal = Double(fields[layout.rssi]), decimal.isFinite, (-127...20).contains(decimal.rounded()) else {
+                throw RecordingError(line: 0, "rssi '\(fields[layout.rssi].prefix(80))' must be a number of dBm from -127 to 20")
             }
+            let rssi = Int8(decimal.rounded())
             var data = transmitter.data
             if let column = layout.data, !fields[column].isEmpty {
                 guard let bytes = try? [UInt8](hex: String(fields[column])), bytes.count <= Self.maximumDataBytes else {
@@ -128,14 +128,14 @@ public struct RecordingReader: Sendable {
             let found = fields.indices.filter { fields[$0] == name }
             return found.count == 1 ? found[0] : nil
         }
-        let times = fields.indices.filter { fields[$0] == "time_s" || fields[$0] == "time" }
+        let times = fields.indices.filter { RecordingTime(rawValue: String(fields[$0])) != nil }
         guard times.count == 1, let receiver = index("receiver"), let transmitter = index("transmitter"), let rssi = index("rssi") else {
             return nil
         }
         let data = index("data")
         guard fields.count == (data == nil ? 4 : 5) else { return nil }
         return Layout(
-            time: fields[times[0]] == "time" ? .iso8601 : .unixSeconds, timeField: times[0], receiver: receiver, transmitter: transmitter,
+            time: RecordingTime(rawValue: String(fields[times[0]]))!, timeField: times[0], receiver: receiver, transmitter: transmitter,
             rssi: rssi, data: data, count: fields.count)
     }
 

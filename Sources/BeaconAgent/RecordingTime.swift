@@ -1,18 +1,17 @@
-/// A recording's time column (docs/recordings.md): `time_s`, Unix seconds with a fraction to the microsecond, or
-/// `time`, an ISO 8601 date and time with its offset from UTC (`2021-08-03T16:54:12.227Z`,
-/// `2021-08-03 18:54:12.227+02:00`). A time without an offset is refused: it could be any of a day's zones.
-/// The ground truth beside a recording gives its times the same ways.
-public enum RecordingTime: Sendable {
-    case unixSeconds
-    case iso8601
+/// A recording's time column (docs/recordings.md): `time_s`, Unix seconds with a fraction to the microsecond,
+/// `time_ms`, Unix milliseconds (as phones and many gateways log them), or `time`, an ISO 8601 date and time with
+/// its offset from UTC (`2021-08-03T16:54:12.227Z`, `2021-08-03 18:54:12.227+02:00`). A time without an offset is
+/// refused: it could be any of a day's zones. The ground truth beside a recording gives its times the same ways.
+public enum RecordingTime: String, Sendable, CaseIterable {
+    case unixSeconds = "time_s"
+    case unixMilliseconds = "time_ms"
+    case iso8601 = "time"
 
     /// The column's name in a header.
-    public var column: String {
-        switch self {
-        case .unixSeconds: "time_s"
-        case .iso8601: "time"
-        }
-    }
+    public var column: String { rawValue }
+
+    /// The columns a header may give the time in, as a header's error names them.
+    public static let columnsText = "time_s (or time_ms or time)"
 
     /// Unix microseconds, or what is wrong with `text`.
     public func micros(_ text: Substring) throws(RecordingError) -> Int64 {
@@ -22,6 +21,11 @@ public enum RecordingTime: Sendable {
                 throw RecordingError(line: 0, "time_s '\(text.prefix(80))' is no time in Unix seconds")
             }
             return Int64((seconds * 1_000_000).rounded())
+        case .unixMilliseconds:
+            guard let milliseconds = Double(text), milliseconds.isFinite, milliseconds >= 0, milliseconds < 1e14 else {
+                throw RecordingError(line: 0, "time_ms '\(text.prefix(80))' is no time in Unix milliseconds")
+            }
+            return Int64((milliseconds * 1_000).rounded())
         case .iso8601:
             guard let micros = Self.iso8601Micros(Array(text.utf8)) else {
                 throw RecordingError(

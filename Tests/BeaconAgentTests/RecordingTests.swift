@@ -47,7 +47,7 @@ import WorkQueue
     @Test func everyBadLineIsNamed() {
         #expect(error("time_s,receiver,transmitter,rssi,rssi\n") == RecordingError(
             line: 1,
-            "the header must name the columns time_s (or time),receiver,transmitter,rssi (and data), in any order, not 'time_s,receiver,transmitter,rssi,rssi'"))
+            "the header must name the columns time_s (or time_ms or time),receiver,transmitter,rssi (and data), in any order, not 'time_s,receiver,transmitter,rssi,rssi'"))
         #expect(error("time,time_s,receiver,transmitter,rssi\n")?.line == 1)
         #expect(error("time_s,receiver,transmitter,rssi,room\n")?.line == 1)
         let header = "time_s,receiver,transmitter,rssi\n"
@@ -57,8 +57,24 @@ import WorkQueue
         #expect(error(header + "1,Sensor A,e7:8f:13:56:24:ce,-50\n")?.message.hasPrefix("receiver 'Sensor A'") == true)
         #expect(error(header + "1,a,e7:8f:13:56:24,-50\n")?.message.hasPrefix("transmitter 'e7:8f:13:56:24' is no address") == true)
         #expect(error(header + "1,a,e7:8f:13:56:24:ce/static,-50\n")?.message.hasPrefix("transmitter") == true)
-        #expect(error(header + "1,a,e7:8f:13:56:24:ce,-128\n")?.message == "rssi '-128' must be a whole number of dBm from -127 to 20")
+        #expect(error(header + "1,a,e7:8f:13:56:24:ce,-128\n")?.message == "rssi '-128' must be a number of dBm from -127 to 20")
+        #expect(error(header + "1,a,e7:8f:13:56:24:ce,-127.5\n")?.message == "rssi '-127.5' must be a number of dBm from -127 to 20")
+        #expect(error(header + "1,a,e7:8f:13:56:24:ce,nan\n")?.message == "rssi 'nan' must be a number of dBm from -127 to 20")
+        #expect(error("time_ms,receiver,transmitter,rssi\n1e15,a,e7:8f:13:56:24:ce,-50\n")?.message == "time_ms '1e15' is no time in Unix milliseconds")
         #expect(error("time_s,receiver,transmitter,rssi,data\n1,a,e7:8f:13:56:24:ce,-50,0g\n")?.message.hasPrefix("data must be hex") == true)
+    }
+
+    /// What a phone or a gateway logs: Unix milliseconds, and RSSI averaged to decimals (rounded to whole dBm).
+    @Test func timesInMillisecondsAndDecimalRSSI() throws {
+        let read = try rows(
+            """
+            time_ms,receiver,transmitter,rssi
+            1628009652227,hall,e7:8f:13:56:24:ce,-70.4
+            1628009652500.5,hall,e7:8f:13:56:24:ce,-70.5
+            1628009653000,hall,e7:8f:13:56:24:ce,-127.4
+            """)
+        #expect(read.map(\.timeMicros) == [1_628_009_652_227_000, 1_628_009_652_500_500, 1_628_009_653_000_000])
+        #expect(read.map(\.rssi) == [-70, -71, -127])
     }
 
     @Test func columnsComeInAnyOrderWithTimesInISO8601() throws {
@@ -206,7 +222,7 @@ import WorkQueue
         #expect(delivered == [-50, -51])
         let said = log.all.filter { $0.message == "Recording line skipped" }
         #expect(said.count == 1 && said.first?.metadata["line"] == "3", "\(log.all)")
-        #expect(said.first?.metadata["error"] == "rssi '42' must be a whole number of dBm from -127 to 20")
+        #expect(said.first?.metadata["error"] == "rssi '42' must be a number of dBm from -127 to 20")
         #expect(log.all.contains { $0.message == "Recording lines skipped" && $0.metadata["lines"] == "1" })
 
         // A transmitter the recording names is said once, with the address it is heard at.
@@ -225,7 +241,7 @@ import WorkQueue
         try "1,a,e7:8f:13:56:24:ce,-50\n".write(toFile: noHeader, atomically: true, encoding: .utf8)
         #expect(throws: SourceError(
             source: noHeader,
-            "line 1: the header must name the columns time_s (or time),receiver,transmitter,rssi (and data), in any order, not '1,a,e7:8f:13:56:24:ce,-50'"
+            "line 1: the header must name the columns time_s (or time_ms or time),receiver,transmitter,rssi (and data), in any order, not '1,a,e7:8f:13:56:24:ce,-50'"
         )) {
             try RecordingReplaySource(path: noHeader, receiver: "a", speed: .maximum).run(deliver: { _ in }, stop: StopSignal())
         }
