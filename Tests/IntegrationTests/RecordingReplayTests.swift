@@ -44,6 +44,13 @@ struct RecordingReplayTests {
                 .replacingOccurrences(of: "mqtt://127.0.0.1:1883", with: "mqtt://127.0.0.1:\(harness.broker.port)")
         }
         let documentedReceiver = try #require(documented.firstIndex(of: "--agent").map { documented[$0 + 1] })
+        // The other receivers replay the same readings written as each receiver's log after the one before (each
+        // in time order, the whole not), as concatenating a site's receivers' own logs gives.
+        let lines = try String(contentsOfFile: recording, encoding: .utf8).split(separator: "\n")
+        let byReceiver = Dictionary(grouping: lines.dropFirst()) { $0.split(separator: ",")[1] }
+        let logs = spools + "/receivers-logs.csv"
+        try (([lines[0]] + byReceiver.keys.sorted().reversed().flatMap { byReceiver[$0]! }).joined(separator: "\n") + "\n")
+            .write(toFile: logs, atomically: true, encoding: .utf8)
         let agentProgram = Task {
             try await runProgram(try #require(beaconflowAgentExecutable), Array(arguments), currentDirectory: spools)
         }
@@ -56,7 +63,7 @@ struct RecordingReplayTests {
                 configuration.extractor.includeUnknownDevices = true
                 configuration.drainTimeout = .seconds(120)
                 let agent = Agent(
-                    configuration: configuration, source: RecordingReplaySource(path: recording, receiver: receiver, speed: .maximum, logger: Logger(label: receiver)),
+                    configuration: configuration, source: RecordingReplaySource(path: logs, receiver: receiver, speed: .maximum, logger: Logger(label: receiver)),
                     logger: Logger(label: receiver))
                 group.addTask { try await agent.run() }
             }
