@@ -53,28 +53,24 @@ enum RecordedTruth {
         _ path: String, values: [String], identities: [DeviceAddress: String],
         take: (_ beacon: String, _ time: Double, _ values: [Substring]) -> String?
     ) throws {
-        let columns = ["transmitter"] + values
-        let header = "\(RecordingTime.columnsText),\(columns.joined(separator: ","))"
-        var layout: (time: RecordingTime, timeField: Int, fields: [Int])?
+        let named = ["transmitter"] + values
+        var layout: (columns: RecordingColumns, fields: [Int])?
         for (number, line) in try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
-            let text = line.hasSuffix("\r") ? line.dropLast() : line
-            if text.allSatisfy(\.isWhitespace) || text.hasPrefix("#") { continue }
-            let fields = text.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces)[...] }
+            guard let fields = RecordingColumns.split(line) else { continue }
             func refuse(_ problem: String) -> HarnessError { HarnessError("\(path): line \(number + 1): \(problem)") }
-            guard let (time, timeField, at) = layout else {
-                let times = fields.indices.filter { RecordingTime(rawValue: String(fields[$0])) != nil }
-                let at = columns.map { name in fields.indices.filter { fields[$0] == name } }
-                guard times.count == 1, at.allSatisfy({ $0.count == 1 }), fields.count == columns.count + 1 else {
-                    throw refuse("the header must name the columns \(header), in any order, not '\(text.prefix(200))'")
+            guard let (columns, at) = layout else {
+                guard let columns = RecordingColumns(header: fields, required: named) else {
+                    throw refuse(
+                        "the header must name the columns \(RecordingColumns.expected(named)), in any order, not '\(fields.joined(separator: ",").prefix(200))'")
                 }
-                layout = (RecordingTime(rawValue: String(fields[times[0]]))!, times[0], at.map { $0[0] })
+                layout = (columns, named.map { columns.fields[$0]! })
                 continue
             }
-            guard fields.count == columns.count + 1 else { throw refuse("\(fields.count) fields where the header has \(columns.count + 1)") }
+            guard fields.count == columns.count else { throw refuse("\(fields.count) fields where the header has \(columns.count)") }
             let micros: Int64
             let transmitter: RecordedTransmitter
             do throws(RecordingError) {
-                micros = try time.micros(fields[timeField])
+                micros = try columns.time.micros(fields[columns.timeField])
                 transmitter = try RecordedTransmitter.read(fields[at[0]])
             } catch {
                 throw refuse(error.message)
@@ -82,6 +78,6 @@ enum RecordedTruth {
             let beacon = RecordedWalk.beaconID(transmitter.address, identities: identities)
             if let problem = take(beacon, Double(micros) / 1e6, at.dropFirst().map { fields[$0] }) { throw refuse(problem) }
         }
-        guard layout != nil else { throw HarnessError("\(path): the header must name the columns \(header)") }
+        guard layout != nil else { throw HarnessError("\(path): the header must name the columns \(RecordingColumns.expected(named))") }
     }
 }

@@ -54,12 +54,13 @@ public struct RecordedWalk: Sendable {
         let name = path.hasSuffix(".csv") ? String(path.dropLast(4)) : path
         let positionsPath = name + ".positions.csv"
         let zonesPath = name + ".zones.csv"
-        let files = FileManager.default
-        guard files.fileExists(atPath: positionsPath) || files.fileExists(atPath: zonesPath) else {
+        let hasPositions = FileManager.default.fileExists(atPath: positionsPath)
+        let hasZones = FileManager.default.fileExists(atPath: zonesPath)
+        guard hasPositions || hasZones else {
             throw HarnessError("\(path) has no ground truth beside it: \(positionsPath) or \(zonesPath)")
         }
-        positions = files.fileExists(atPath: positionsPath) ? try RecordedTruth.positions(positionsPath, identities: identities) : [:]
-        if files.fileExists(atPath: zonesPath) {
+        positions = hasPositions ? try RecordedTruth.positions(positionsPath, identities: identities) : [:]
+        if hasZones {
             stays = Self.stays(zones: try RecordedTruth.zones(zonesPath, identities: identities, zones: site.zones), end: end)
         } else {
             guard site.zones.contains(where: { $0.rect != nil }) else {

@@ -13,8 +13,6 @@ public struct RecordedTransmitter: Sendable, Equatable {
     /// The name it has in the recording, when it is neither an address nor a beacon id.
     public var name: String?
 
-    /// The level at 1 m a beacon id's frame gives: the usual figure, since a recording does not say.
-    public static let powerAt1m: Int8 = -59
     /// The longest name, in bytes.
     public static let maximumNameBytes = 64
 
@@ -22,17 +20,18 @@ public struct RecordedTransmitter: Sendable, Equatable {
     public static func read(_ text: Substring) throws(RecordingError) -> RecordedTransmitter {
         if looksLikeAddress(text) {
             guard let address = RecordingReader.address(text) else {
-                throw RecordingError(line: 0, "transmitter '\(text)' is no address: AA:BB:CC:DD:EE:FF, or 12 hex digits, optionally /public or /random")
+                throw RecordingError(line: 0, "transmitter '\(text.prefix(80))' is no address: AA:BB:CC:DD:EE:FF, or 12 hex digits, optionally /public or /random")
             }
             return RecordedTransmitter(address: address, data: [])
         }
         if let kind = BeaconIdentity.Kind(of: text) {
             guard let identity = BeaconIdentity(String(text)) else {
-                throw RecordingError(line: 0, "transmitter '\(text)' is no \(kind.prefix.dropLast()) beacon id in its canonical form (docs/wire-format.md)")
+                throw RecordingError(line: 0, "transmitter '\(text.prefix(80))' is no \(kind.prefix.dropLast()) beacon id in its canonical form (docs/wire-format.md)")
             }
             if let address = identity.deviceAddress { return RecordedTransmitter(address: DeviceAddress(value: address, kind: .random), data: []) }
-            guard let data = identity.advertisingData(powerAt1m: powerAt1m) else {
-                throw RecordingError(line: 0, "transmitter '\(text)' names no frame a beacon sends (an EID is resolved from its key, a pseudonym from its data)")
+            // The usual level at 1 m: a recording does not say.
+            guard let data = identity.advertisingData(powerAt1m: BeaconIdentity.usualPowerAt1m) else {
+                throw RecordingError(line: 0, "transmitter '\(text.prefix(80))' names no frame a beacon sends (an EID is resolved from its key, a pseudonym from its data)")
             }
             return RecordedTransmitter(address: derivedAddress(text), data: data)
         }

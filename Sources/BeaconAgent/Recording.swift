@@ -53,13 +53,11 @@ public struct RecordingReader: Sendable {
 
     /// Where each column is in a row.
     private struct Layout: Sendable {
-        var time: RecordingTime
-        var timeField: Int
+        var columns: RecordingColumns
         var receiver: Int
         var transmitter: Int
         var rssi: Int
         var data: Int?
-        var count: Int
     }
 
     private var lineNumber = 0
@@ -74,23 +72,24 @@ public struct RecordingReader: Sendable {
     /// The row of the next line; nil for the header, a comment or a blank line.
     public mutating func read(line: Substring) throws(RecordingError) -> RecordingRow? {
         lineNumber += 1
-        let text = line.hasSuffix("\r") ? line.dropLast() : line
-        if text.allSatisfy(\.isWhitespace) || text.hasPrefix("#") { return nil }
-        let fields = text.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingSpaces() }
+        guard let fields = RecordingColumns.split(line) else { return nil }
         guard let layout else {
-            guard let layout = Self.layout(fields) else {
+            guard let columns = RecordingColumns(header: fields, required: ["receiver", "transmitter", "rssi"], optional: ["data"]),
+                let receiver = columns.fields["receiver"], let transmitter = columns.fields["transmitter"], let rssi = columns.fields["rssi"]
+            else {
                 throw RecordingError(
                     line: lineNumber,
-                    "the header must name the columns \(RecordingTime.columnsText),receiver,transmitter,rssi (and data), in any order, not '\(text.prefix(200))'")
+                    "the header must name the columns \(RecordingColumns.expected(["receiver", "transmitter", "rssi"])) (and data), in any order, not '\(fields.joined(separator: ",").prefix(200))'")
             }
-            self.layout = layout
+            self.layout = Layout(columns: columns, receiver: receiver, transmitter: transmitter, rssi: rssi, data: columns.fields["data"])
             return nil
         }
-        guard fields.count == layout.count else {
-            throw RecordingError(line: lineNumber, "\(fields.count) fields where the header has \(layout.count)")
+        guard fields.count == layout.columns.count else {
+            throw RecordingError(line: lineNumber, "\(fields.count) fields where the header has \(layout.columns.count)")
         }
         do throws(RecordingError) {
-            let timeMicros = try layout.time.micros(fields[layout.timeField])
+            let time = layout.columns.time
+            let timeMicros = try time.micros(fields[layout.columns.timeField])
             let receiver = String(fields[layout.receiver])
             guard isValidIdentifier(receiver) else {
                 throw RecordingError(line: 0, "receiver '\(receiver.prefix(80))' must be 1-64 characters of a-z, 0-9 and '-'")
@@ -98,14 +97,14 @@ public struct RecordingReader: Sendable {
             guard timeMicros >= latestMicros[receiver] ?? .min else {
                 throw RecordingError(
                     line: 0,
-                    "\(layout.time.column) \(fields[layout.timeField]) is before \(receiver)'s line above: each receiver's lines are in time order")
+                    "\(time.rawValue) \(fields[layout.columns.timeField]) is before \(receiver)'s line above: each receiver's lines are in time order")
             }
             let transmitter = try RecordedTransmitter.read(fields[layout.transmitter])
             // Whole dBm as controllers report it; a recording that averaged its readings gives decimals, rounded.
-            guard let decimal = Double(fields[layout.rssi]), decimal.isFinite, (-127...20).contains(decimal.rounded()) else {
+            guard let decimal = Double(fields[layout.rssi]), decimal.isFinite, case let whole = decimal.rounded(), (-127...20).contains(whole) else {
                 throw RecordingError(line: 0, "rssi '\(fields[layout.rssi].prefix(80))' must be a number of dBm from -127 to 20")
             }
-            let rssi = Int8(decimal.rounded())
+            let rssi = Int8(whole)
             var data = transmitter.data
             if let column = layout.data, !fields[column].isEmpty {
                 guard let bytes = try? [UInt8](hex: String(fields[column])), bytes.count <= Self.maximumDataBytes else {
@@ -120,23 +119,6 @@ public struct RecordingReader: Sendable {
         } catch {
             throw RecordingError(line: lineNumber, error.message)
         }
-    }
-
-    /// Where a header puts each column; nil when it does not name each once, or names another.
-    private static func layout(_ fields: [Substring]) -> Layout? {
-        func index(_ name: String) -> Int? {
-            let found = fields.indices.filter { fields[$0] == name }
-            return found.count == 1 ? found[0] : nil
-        }
-        let times = fields.indices.filter { RecordingTime(rawValue: String(fields[$0])) != nil }
-        guard times.count == 1, let receiver = index("receiver"), let transmitter = index("transmitter"), let rssi = index("rssi") else {
-            return nil
-        }
-        let data = index("data")
-        guard fields.count == (data == nil ? 4 : 5) else { return nil }
-        return Layout(
-            time: RecordingTime(rawValue: String(fields[times[0]]))!, timeField: times[0], receiver: receiver, transmitter: transmitter,
-            rssi: rssi, data: data, count: fields.count)
     }
 
     /// `AA:BB:CC:DD:EE:FF` or `aabbccddeeff`, then `/public` or `/random` (random when not said: what beacons send).
@@ -154,14 +136,5 @@ public struct RecordingReader: Sendable {
         }
         if value.count == 17, DeviceAddress(String(value)) == nil { return nil }
         return DeviceAddress(value: number, kind: kind)
-    }
-}
-
-extension Substring {
-    fileprivate func trimmingSpaces() -> Substring {
-        var text = self
-        while text.first == " " { text.removeFirst() }
-        while text.last == " " { text.removeLast() }
-        return text
     }
 }

@@ -2,16 +2,11 @@
 /// `time_ms`, Unix milliseconds (as phones and many gateways log them), or `time`, an ISO 8601 date and time with
 /// its offset from UTC (`2021-08-03T16:54:12.227Z`, `2021-08-03 18:54:12.227+02:00`). A time without an offset is
 /// refused: it could be any of a day's zones. The ground truth beside a recording gives its times the same ways.
+/// Each case's raw value is its column's name.
 public enum RecordingTime: String, Sendable, CaseIterable {
     case unixSeconds = "time_s"
     case unixMilliseconds = "time_ms"
     case iso8601 = "time"
-
-    /// The column's name in a header.
-    public var column: String { rawValue }
-
-    /// The columns a header may give the time in, as a header's error names them.
-    public static let columnsText = "time_s (or time_ms or time)"
 
     /// Unix microseconds, or what is wrong with `text`.
     public func micros(_ text: Substring) throws(RecordingError) -> Int64 {

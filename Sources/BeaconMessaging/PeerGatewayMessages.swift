@@ -154,8 +154,9 @@ public struct PeerGatewayMessage: Sendable, Equatable {
         }
         var data: [UInt8] = []
         if let id = device.id, let identity = try espresenseIdentity(id) {
-            // ESPresense's level at 1 m; -59 dBm, the usual figure, when it has none.
-            data = identity.advertisingData(powerAt1m: device.rssiAt1m.map { Int8(clamping: Int($0.rounded())) } ?? -59) ?? []
+            // ESPresense's level at 1 m; the usual one when it has none.
+            let power = device.rssiAt1m.map { Int8(clamping: Int($0.rounded())) } ?? BeaconIdentity.usualPowerAt1m
+            data = identity.advertisingData(powerAt1m: power) ?? []
         }
         return AdvertisingReport(
             eventType: 3, isExtended: false, address: addressWithKind(DeviceAddress(value: value, kind: .public)),

@@ -1,4 +1,7 @@
 extension BeaconIdentity {
+    /// The calibrated level at 1 m most beacons are sent with, for a frame whose source does not say its own.
+    public static let usualPowerAt1m: Int8 = -59
+
     /// The advertising data of the frame that carries this identity, as its beacon would send it: an iBeacon
     /// (Apple's company id), an AltBeacon (company id 0xFFFF, the one reserved for tests: an id does not say whose
     /// beacon it is) or an Eddystone UID, each with `powerAt1m` as its calibrated level (Eddystone's is at 0 m, 41 dB
