@@ -151,6 +151,38 @@ import Testing
         }
     }
 
+    /// A beacon is placed once one zone holds two-thirds of its belief, which starts spread over the whole floor:
+    /// one clearly in a zone after the entry dwell as before, one standing on the border between two zones only
+    /// once it has been heard for the reading lifetime. The first second's readings move the belief once that second
+    /// has passed: the beacon has a zone to be placed in from then, and its visit starts there.
+    @Test func aBeaconIsPlacedOnceItsBeliefPointsToAZone() throws {
+        let site = try SitesConfiguration.parse(floorSites).sites[0]
+        for (x, placedAfter) in [(4.0, 3.0), (10.0, 11.0)] {
+            var tracker = SiteZoneTracker(site: site)
+            var placedAt: Double?
+            var since: Int64?
+            for index in 0..<40 {
+                let time = start + Int64(index) * second / 2
+                for reading in readings(x: x, y: 4, index: index) {
+                    tracker.add(beaconID: "tag", agent: reading.agent, timeMicros: time, rssi: reading.rssi)
+                    tracker.agentProgressed(reading.agent, newestMicros: time, arrivalMicros: time)
+                }
+                for change in tracker.advance(nowMicros: time) {
+                    if case .placement(_, "tag", .some, let sinceMicros) = change, placedAt == nil {
+                        placedAt = Double(time - start) / 1e6
+                        since = sinceMicros
+                    }
+                }
+            }
+            #expect(placedAt == placedAfter, "x = \(x): placed after \(String(describing: placedAt)) s")
+            #expect(since == start + second)
+            if x == 10 {
+                let shares = try #require(tracker.beacons["tag"]).positionShares
+                #expect(shares.allSatisfy { $0 < ZoneRules.firstZoneShare }, "\(shares)")
+            }
+        }
+    }
+
     @Test func aMinuteOfPositionsIsPackedToTheDecimetre() {
         let minute = start
         let packed = ZoneStore.packed(

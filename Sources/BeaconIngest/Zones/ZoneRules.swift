@@ -27,6 +27,10 @@ public struct ZoneRules: Sendable, Equatable {
     /// A beacon that appears is placed once it has been heard for this long (by the agents around it), in the
     /// zone loudest by then; its visit starts at its first reading.
     public var entryDwellMicros: Int64 = 2_000_000
+    /// Where zones are scored by position, the beacon waits beyond the entry dwell until one zone holds this share
+    /// of its belief (twice the rest together), at most until it has been heard for the reading lifetime (chosen on
+    /// the recorded walks kept for choosing settings, BENCHMARKS.md "A beacon's first zone").
+    public static let firstZoneShare = 2.0 / 3
     /// An agent's reading counts toward the beacon's zone for this long.
     public var readingLifetimeMicros: Int64 = 10_000_000
     /// How the zones are compared (`zone_scoring`): by learned patterns of all agents' levels, or by each zone's
