@@ -107,6 +107,35 @@ import Testing
         #expect(try play(history: "confirmed", level: alike).visits == ["b"])
     }
 
+    /// A beacon in a for its first 292 s and in b for its last 8 s (b 40 dB above a: 320 dB·s, the path moves;
+    /// too short a time for the live rule's 10 s dwell): the confirmed history stores the move the live rule had no
+    /// time to make, whether the data ended or the beacon left and fell silent; the live decisions alone do not.
+    @Test func aMoveThePathMadeAtTheEndIsStored() throws {
+        let end: (Int, String) -> Double = { second, zone in
+            second < 292 ? (zone == "a" ? -50 : -62) : ["a": -90, "b": -50, "c": -62][zone]!
+        }
+        let confirmed = try play(history: "confirmed", level: end)
+        #expect(confirmed.visits == ["a", "b"])
+        #expect(abs(confirmed.starts[1] - 292) <= 1, "\(confirmed.starts)")
+        #expect(try play(history: "crossings", level: end).visits == ["a"])
+        #expect(try play(history: "path", level: end).visits == ["a", "b"])
+
+        // Heard for 300 s, then silent past the absence timeout while the agents go on.
+        var tracker = SiteZoneTracker(site: try site(history: "confirmed"))
+        var tables = ZoneTables()
+        for index in 0..<400 {
+            let time = start + Int64(index) * 1_000_000
+            for zone in ["a", "b", "c"] {
+                if index < 300 { tracker.add(beaconID: "x", agent: "\(zone)1", timeMicros: time, rssi: end(index, zone)) }
+                tracker.agentProgressed("\(zone)1", newestMicros: time, arrivalMicros: time)
+            }
+            tables.write(tracker.advance(nowMicros: time))
+        }
+        let visits = tables.visits.sorted { $0.key.enterMicros < $1.key.enterMicros }
+        #expect(visits.map(\.value.zone) == ["a", "b"])
+        #expect(visits.last.map { abs($0.key.enterMicros - start - 292_000_000) <= 1_000_000 } == true)
+    }
+
     /// Whatever the history, the live zone is told at once (a placement) when the live rule moves the beacon; with
     /// a hindsight history the visit follows the lag later, dated where the move happened. The beacon moves from a
     /// to c at second 60 and falls silent at second 200.

@@ -7,7 +7,9 @@
 /// stay's zone over what is left of the stay (in the seconds decided then or its trace of those still undecided),
 /// those seconds are stored in the path's zones. Every other stay is kept as the live rule dated it: a beacon's
 /// first, one still going on, and a pass through a zone on the way from one to another (a corridor crossed in
-/// seconds, which the path's change cost tends to skip).
+/// seconds, which the path's change cost tends to skip). At a beacon's end (it left, or the readings ended), a zone
+/// the path moved into after the last live stay began, and held to the end, is stored from the path's move on: the
+/// live rule had no time to make that move before the beacon was gone.
 extension SiteZoneTracker {
     /// A stay in a zone as the live decisions dated it.
     struct LiveStay: Sendable, Equatable {
@@ -24,12 +26,21 @@ extension SiteZoneTracker {
 
     /// Replaces the zones of the path's `decided` seconds by the live stays' where those are kept, leaves out the
     /// seconds before the first (the beacon was heard but the live rule had not placed it: a beacon heard for less
-    /// than the entry dwell has no history, as it has no live zone), and forgets the stays wholly decided.
-    func confirm(_ decided: inout [(second: Int64, zone: Int)], of beacon: inout Beacon) {
+    /// than the entry dwell has no history, as it has no live zone), and forgets the stays wholly decided. With
+    /// `final` (the beacon's last seconds), the path's last move after the last live stay began stands.
+    func confirm(_ decided: inout [(second: Int64, zone: Int)], of beacon: inout Beacon, final: Bool = false) {
         guard !decided.isEmpty else { return }
-        guard !beacon.stays.isEmpty else {
+        guard let lastStay = beacon.stays.last else {
             decided = []
             return
+        }
+        // The path's last zone, from where it moved into it, where that is another zone than the live one and the
+        // move came after the live stay began.
+        var tail: (from: Int, zone: Int)?
+        if final, let last = decided.last, last.zone != lastStay.zone {
+            var from = decided.count - 1
+            while from > 0, decided[from - 1].zone == last.zone { from -= 1 }
+            if from > 0, lastStay.covers(decided[from].second) { tail = (from, last.zone) }
         }
         // The path's view, made once a bounce needs it: the seconds decided now, then its trace of those still
         // undecided. Only seconds from the one being checked on are looked at, and those are the path's still.
@@ -55,6 +66,9 @@ extension SiteZoneTracker {
                 }
             }
             if beacon.stays[stay].kept { decided[index].zone = beacon.stays[stay].zone }
+        }
+        if let tail {
+            for index in tail.from..<decided.count { decided[index].zone = tail.zone }
         }
         // The seconds not covered are the first ones.
         decided.removeFirst(unplaced)

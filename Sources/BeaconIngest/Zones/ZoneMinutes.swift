@@ -86,7 +86,7 @@ extension SiteZoneTracker {
             countMinutes(through: reading.timeMicros, into: &changes)
             apply(reading, into: &changes)
         }
-        decidePaths(through: newest, into: &changes)
+        decidePaths(through: newest, final: true, into: &changes)
         // A beacon in a zone and not yet absent was there when the data ended, as between two of its readings: in
         // a last minute only seconds long, its last reading may well be before the minute began.
         for (beaconID, beacon) in beacons where newest - beacon.lastSeenMicros <= rules.absenceTimeoutMicros {

@@ -34,18 +34,20 @@ extension SiteZoneTracker {
         record(decided, of: beaconID, &beacon, into: &changes)
     }
 
-    /// Decides the beacon's path through `time` (a minute about to be counted).
-    mutating func decidePath(of beaconID: String, _ beacon: inout Beacon, through time: Int64, into changes: inout [ZoneChange]) {
+    /// Decides the beacon's path through `time` (a minute about to be counted; with `final`, its last reading).
+    mutating func decidePath(
+        of beaconID: String, _ beacon: inout Beacon, through time: Int64, final: Bool = false, into changes: inout [ZoneChange]
+    ) {
         guard beacon.path != nil else { return }
         var decided: [(second: Int64, zone: Int)] = []
         beacon.path!.decide(through: time.floorDivided(by: 1_000_000), into: &decided)
-        if rules.history == .confirmed { confirm(&decided, of: &beacon) }
+        if rules.history == .confirmed { confirm(&decided, of: &beacon, final: final) }
         record(decided, of: beaconID, &beacon, into: &changes)
     }
 
     /// The beacon left (or the data ended): its path is decided to its last reading, where its visit ends.
     mutating func endPath(of beaconID: String, _ beacon: inout Beacon, into changes: inout [ZoneChange]) {
-        decidePath(of: beaconID, &beacon, through: beacon.lastSeenMicros, into: &changes)
+        decidePath(of: beaconID, &beacon, through: beacon.lastSeenMicros, final: true, into: &changes)
         if beacon.historyZone != nil {
             let exit = max(beacon.lastSeenMicros, beacon.historyEnterMicros)
             changes.append(.visitClosed(site: site, beaconID: beaconID, enterMicros: beacon.historyEnterMicros, exitMicros: exit))
@@ -87,12 +89,12 @@ extension SiteZoneTracker {
         }
     }
 
-    /// Decides every beacon's path through `time`.
-    mutating func decidePaths(through time: Int64, into changes: inout [ZoneChange]) {
+    /// Decides every beacon's path through `time` (with `final`, the end of the data).
+    mutating func decidePaths(through time: Int64, final: Bool = false, into changes: inout [ZoneChange]) {
         guard !storesLiveHistory else { return }
         for beaconID in beacons.filter({ $0.value.path != nil }).map(\.key).sorted() {
             guard var beacon = beacons[beaconID] else { continue }
-            decidePath(of: beaconID, &beacon, through: time, into: &changes)
+            decidePath(of: beaconID, &beacon, through: time, final: final, into: &changes)
             beacons[beaconID] = beacon
         }
     }
