@@ -54,10 +54,10 @@ struct RecordedOfficeTests {
     /// placed before its belief gathers starts on the wrong side (0.0 % before, 100 % now).
     @Test func aWalksFirstAndLastSecondsAreInTheRightZones() async throws {
         let database = try await PostgresServer.start()
-        for (name, accuracy) in [("rectangular-with-rotation", 0.95), ("straight-04", 0.95)] {
+        for name in ["rectangular-with-rotation", "straight-04"] {
             let walk = try RecordedWalk(recording: Self.office + name + ".csv")
             let score = try await walk.runThroughPipeline(database: database, logger: Logger(label: "office"))
-            #expect(score.missedStays == 0 && score.zoneAccuracy >= accuracy, "\(name): \(score)")
+            #expect(score.missedStays == 0 && score.zoneAccuracy >= 0.95, "\(name): \(score)")
             #expect(score.falseChangesPerBeaconHour == 0, "\(name): \(score)")
         }
     }

@@ -414,7 +414,9 @@ public struct SiteZoneTracker: Sendable {
                 beacon.settledMicros = 0
                 beacon.crossings.removeAll()
             }
-        } else if let appeared = beacon.appearedMicros, time - appeared >= rules.entryDwellMicros, firstZoneIsClear(best, of: beacon, at: time) {
+        } else if let appeared = beacon.appearedMicros, time - appeared >= rules.entryDwellMicros,
+            firstZoneIsClear(best, of: beacon, heardMicros: time - appeared)
+        {
             beacon.zone = best
             beacon.crossings.removeAll()
             beacon.enterMicros = appeared
@@ -450,13 +452,13 @@ public struct SiteZoneTracker: Sendable {
         changes.append(.placement(site: site, beaconID: beaconID, zone: nil, sinceMicros: beacon.lastSeenMicros))
     }
 
-    /// Whether a beacon heard for the entry dwell may be placed in `zone`, the one leading: where zones are scored by
-    /// position, once the zone holds `ZoneRules.firstZoneShare` of the belief or the beacon has been heard for the
-    /// reading lifetime. A belief starts spread over the whole floor and takes a few seconds to gather; placed
-    /// before, a beacon near a border may start on the wrong side and stay there.
-    private func firstZoneIsClear(_ zone: Int, of beacon: Beacon, at time: Int64) -> Bool {
-        guard rules.scoring == .position, let appeared = beacon.appearedMicros, beacon.positionShares.indices.contains(zone) else { return true }
-        return beacon.positionShares[zone] >= ZoneRules.firstZoneShare || time - appeared >= rules.readingLifetimeMicros
+    /// Whether a beacon heard for `heardMicros` (the entry dwell at least) may be placed in `zone`, the one leading:
+    /// where zones are scored by position, once the zone holds `ZoneRules.firstZoneShare` of the belief or the beacon
+    /// has been heard for the reading lifetime. A belief starts spread over the whole floor and takes a few seconds
+    /// to gather; placed before, a beacon near a border may start on the wrong side and stay there.
+    private func firstZoneIsClear(_ zone: Int, of beacon: Beacon, heardMicros: Int64) -> Bool {
+        guard rules.scoring == .position, beacon.positionShares.indices.contains(zone) else { return true }
+        return beacon.positionShares[zone] >= ZoneRules.firstZoneShare || heardMicros >= rules.readingLifetimeMicros
     }
 
     /// The evidence a move needs: more between zones that share no door.
