@@ -3,7 +3,7 @@ import Foundation
 /// A real mosquitto broker on a free loopback port, in its own temporary directory (tests, the accuracy harness).
 public final class MosquittoServer: @unchecked Sendable {
     public let directory: String
-    public let port: Int
+    public private(set) var port: Int
     private let extraConfiguration: String
     private var process: ChildProcess?
 
@@ -28,7 +28,15 @@ public final class MosquittoServer: @unchecked Sendable {
         directory = try given.map { try makeSharedDirectory($0) } ?? makeTemporaryDirectory(prefix: "mosquitto")
         self.port = try port ?? freeLoopbackPort()
         extraConfiguration = configuration.replacingOccurrences(of: "{dir}", with: directory)
-        try start()
+        // Another server started at the same moment may take a port chosen here first: try another.
+        for attempt in 1...3 {
+            do {
+                try start()
+                return
+            } catch where attempt < 3 && port == nil && log.contains("Address already in use") {
+                self.port = try freeLoopbackPort()
+            }
+        }
     }
 
     deinit {
@@ -57,18 +65,24 @@ public final class MosquittoServer: @unchecked Sendable {
             max_queued_messages 100000
             persistence \(persistence)
             persistence_location \(directory)/
-            log_dest file \(directory)/mosquitto.log
+            log_dest stderr
             log_type error
             log_type warning
             log_type notice
+            log_type information
             \(extraConfiguration.isEmpty ? "listener \(port) 127.0.0.1\nallow_anonymous true" : extraConfiguration)
 
             """
         let path = directory + "/mosquitto.conf"
         try configuration.write(toFile: path, atomically: true, encoding: .utf8)
-        let process = try ChildProcess(executable, ["-c", path], newProcessGroup: ownProcessGroup)
+        let logged = log.utf8.count
+        // Its log is opened here, not by the broker, which may run as a user that cannot reach the directory.
+        let process = try ChildProcess(executable, ["-c", path], standardErrorPath: directory + "/mosquitto.log", newProcessGroup: ownProcessGroup)
         self.process = process
-        try waitForPort(port, timeout: .seconds(10)) { process.isRunning }
+        // Said once every listener is open: until then, its port may answer for another broker that took it first.
+        try waitForServer("mosquitto running", timeout: .seconds(10), alive: { process.isRunning }) {
+            String(decoding: log.utf8.dropFirst(logged), as: UTF8.self).contains(" running")
+        }
     }
 
     /// Stops the broker (SIGTERM, so it saves its persistence file) and waits for it.
@@ -108,45 +122,4 @@ public func makeSharedDirectory(_ path: String) throws -> String {
     try FileManager.default.createDirectory(atPath: absolute, withIntermediateDirectories: true)
     try FileManager.default.setAttributes([.posixPermissions: 0o777], ofItemAtPath: absolute)
     return absolute
-}
-
-/// A port that was free a moment ago: bind port 0 on 127.0.0.1 and read it back.
-public func freeLoopbackPort() throws -> Int {
-    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-    guard descriptor >= 0 else { throw LocalServerError("socket: errno \(errno)") }
-    defer { close(descriptor) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    address.sin_port = 0
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    let bound = withUnsafeMutablePointer(to: &address) { pointer in
-        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { generic in
-            bind(descriptor, generic, length) == 0 && getsockname(descriptor, generic, &length) == 0
-        }
-    }
-    guard bound else { throw LocalServerError("bind: errno \(errno)") }
-    return Int(UInt16(bigEndian: address.sin_port))
-}
-
-/// Waits until something accepts TCP connections on 127.0.0.1:`port`, while `alive()` holds.
-public func waitForPort(_ port: Int, timeout: Duration, alive: () -> Bool) throws {
-    let deadline = ContinuousClock.now + timeout
-    while ContinuousClock.now < deadline {
-        guard alive() else { throw LocalServerError("the server exited during start-up") }
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = UInt16(port).bigEndian
-        let connected = withUnsafePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
-            }
-        }
-        close(descriptor)
-        if connected { return }
-        usleep(20_000)
-    }
-    throw LocalServerError("nothing listened on port \(port) within \(timeout)")
 }

@@ -146,11 +146,16 @@ public final class PostgresServer: @unchecked Sendable {
         ]
         let process = try Self.asPostgres(arguments, standardErrorPath: directory + "/postgres.log", newProcessGroup: ownProcessGroup)
         self.process = process
-        try waitForPort(port, timeout: .seconds(20)) { process.isRunning }
-        // The port opens before recovery ends ("the database system is starting up"): ask pg_isready.
+        // Its socket in its own directory comes after its TCP port is bound: the port is this server's, not one that
+        // another server took first (which answers on it until this one gives up).
+        let socket = directory + "/.s.PGSQL.\(port)"
+        try waitForServer("PostgreSQL's socket \(socket)", timeout: .seconds(20), alive: { process.isRunning }) {
+            FileManager.default.fileExists(atPath: socket)
+        }
+        // The socket comes before recovery ends ("the database system is starting up"): ask pg_isready.
         let deadline = ContinuousClock.now + .seconds(20)
         while ContinuousClock.now < deadline {
-            let probe = try ChildProcess(binaries + "/pg_isready", ["-h", "127.0.0.1", "-p", String(port), "-t", "1"])
+            let probe = try ChildProcess(binaries + "/pg_isready", ["-h", directory, "-p", String(port), "-t", "1"])
             while probe.isRunning { usleep(5_000) }
             if probe.exitCode == 0 { return }
             usleep(20_000)

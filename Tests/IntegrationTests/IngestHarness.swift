@@ -22,6 +22,8 @@ final class IngestHarness: @unchecked Sendable {
     let task: Task<Void, Error>
     /// The test's own connection, for queries.
     let connection: PostgresConnection
+    /// The ingest's warnings and errors, for a failure's message (they go to standard error as well).
+    let log = RecordingLog()
 
     /// `database`: a server of the test's (a new one when nil); `conninfo`: how the ingest reaches it (its
     /// `conninfo` when nil).
@@ -53,7 +55,8 @@ final class IngestHarness: @unchecked Sendable {
     private init(broker: MosquittoServer, database: PostgresServer, configuration: IngestConfiguration) throws {
         self.broker = broker
         self.database = database
-        ingest = Ingest(configuration: configuration, logger: Logger(label: "test-ingest"))
+        ingest = Ingest(
+            configuration: configuration, logger: log.logger(label: "test-ingest", recording: .warning, alsoTo: StreamLogHandler.standardError))
         task = Task { [ingest] in try await ingest.run() }
         connection = try PostgresConnection(database.conninfo)
     }
@@ -132,7 +135,8 @@ final class IngestHarness: @unchecked Sendable {
         do {
             try await eventuallyTrue(description, timeout: timeout, condition)
         } catch let error as LocalServerError {
-            throw LocalServerError("\(error); ingest: \(ingest.statistics)")
+            let warnings = log.all.suffix(10).map { "\n  \($0)" }.joined()
+            throw LocalServerError("\(error); ingest: \(ingest.statistics); its last warnings:\(warnings.isEmpty ? " none" : warnings)")
         }
     }
 }

@@ -20,6 +20,11 @@ public final class RecordingLog: Sendable {
         Logger(label: label) { _ in Handler(log: self) }
     }
 
+    /// A logger whose messages go to `other` as well; those at `level` and above are recorded.
+    public func logger(label: String, recording level: Logger.Level, alsoTo other: @escaping (String) -> any LogHandler) -> Logger {
+        Logger(label: label) { MultiplexLogHandler([other($0), Handler(log: self, logLevel: level)]) }
+    }
+
     fileprivate func append(_ entry: Entry) { entries.withLock { $0.append(entry) } }
 
     private struct Handler: LogHandler {
