@@ -268,7 +268,7 @@ public final class MQTTClient: Sendable {
             defer { state.running = false }
             return state.running
         }
-        mosquitto_disconnect_v5(handle.pointer, 0, nil)
+        // The network thread sends the DISCONNECT itself, and flushes it, before it ends (`closeCleanly`).
         stopping.lock()
         stopping.broadcast()
         stopping.unlock()
@@ -342,7 +342,10 @@ public final class MQTTClient: Sendable {
                     delay = configuration.reconnectDelayMinimum
                 }
                 context.state.withLock { $0.connected = false }
-                if !context.state.withLock({ $0.running }) { break }
+                if !context.state.withLock({ $0.running }) {
+                    closeCleanly()
+                    break
+                }
                 context.continuation.yield(.disconnected(reason: MQTTError("loop", code: loopRC).message + tlsHint(loopRC)))
             } else {
                 var error = rc == MOSQ_ERR_ERRNO.rawValue
@@ -360,6 +363,16 @@ public final class MQTTClient: Sendable {
             sleep(delay)
             delay = min(delay * 2, configuration.reconnectDelayMaximum)
         }
+    }
+
+    /// Stopping: sends DISCONNECT (the broker then drops the will) and loops until libmosquitto has written it and
+    /// closed the connection, TLS included, for at most a second. Called from another thread, or left to the
+    /// process's exit, the DISCONNECT could stay queued behind a packet being written, and the broker would see the
+    /// connection simply drop.
+    private func closeCleanly() {
+        guard mosquitto_disconnect_v5(handle.pointer, 0, nil) == MOSQ_ERR_SUCCESS.rawValue else { return }
+        var loops = 0
+        while loops < 20, mosquitto_loop(handle.pointer, 50, 1) == MOSQ_ERR_SUCCESS.rawValue { loops += 1 }
     }
 
     /// What a TLS failure usually means, for a `MOSQ_ERR_TLS`; empty for any other result.

@@ -170,6 +170,8 @@ import Yams
         if let metrics = run.results["metrics"] { #expect(metrics == 0 && run.log("metrics").contains("beaconflow_ingest"), "no /metrics") }
         let log = run.log
         #expect(!log("mosquitto").contains("Error"), "\(log("mosquitto"))")
+        // The agent left with a DISCONNECT at the end of its capture, not by dropping the connection.
+        #expect(log("mosquitto").contains("Client hq/hq-a1 disconnected."), "\(log("mosquitto"))")
         // The broker kept its session state in the image's data directory.
         #expect(FileManager.default.fileExists(atPath: work + "/volumes/mosquitto-data/mosquitto.db"), "mosquitto wrote no persistence file: \(log("mosquitto"))")
     }
