@@ -18,7 +18,7 @@ enum RecordedTruth {
     static func positions(_ path: String, identities: [DeviceAddress: String]) throws -> Positions {
         var positions: Positions = [:]
         try read(path, values: ["x_m", "y_m"], identities: identities) { beacon, time, values in
-            guard let x = Double(values[0]), let y = Double(values[1]), x.isFinite, y.isFinite else {
+            guard let x = RecordingColumns.decimal(values[0]), let y = RecordingColumns.decimal(values[1]), x.isFinite, y.isFinite else {
                 return "x_m '\(values[0].prefix(40))' and y_m '\(values[1].prefix(40))' must be metres on the floor plan"
             }
             positions[beacon, default: []].append((time, x, y))
@@ -55,17 +55,18 @@ enum RecordedTruth {
     ) throws {
         let named = ["transmitter"] + values
         var layout: (columns: RecordingColumns, fields: [Int])?
-        for (number, line) in try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
-            guard let fields = RecordingColumns.split(line) else { continue }
+        for (number, line) in RecordingColumns.lines(try String(contentsOfFile: path, encoding: .utf8)).enumerated() {
+            guard !RecordingColumns.skips(line) else { continue }
             func refuse(_ problem: String) -> HarnessError { HarnessError("\(path): line \(number + 1): \(problem)") }
             guard let (columns, at) = layout else {
-                guard let columns = RecordingColumns(header: fields, required: named) else {
+                guard let columns = RecordingColumns(header: line, required: named) else {
                     throw refuse(
-                        "the header must name the columns \(RecordingColumns.expected(named)), in any order, not '\(fields.joined(separator: ",").prefix(200))'")
+                        "the header must name the columns \(RecordingColumns.expected(named)), in any order, not '\(RecordingColumns.quoted(line))'")
                 }
                 layout = (columns, named.map { columns.fields[$0]! })
                 continue
             }
+            let fields = columns.split(line)
             guard fields.count == columns.count else { throw refuse("\(fields.count) fields where the header has \(columns.count)") }
             let micros: Int64
             let transmitter: RecordedTransmitter

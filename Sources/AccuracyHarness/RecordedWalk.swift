@@ -34,7 +34,7 @@ public struct RecordedWalk: Sendable {
         self.site = site
         var reader = RecordingReader()
         var rows: [RecordingRow] = []
-        for (number, line) in try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+        for (number, line) in RecordingColumns.lines(try String(contentsOfFile: path, encoding: .utf8)).enumerated() {
             do {
                 if let row = try reader.read(line: line) { rows.append(row) }
             } catch where reader.headerRead {

@@ -72,18 +72,19 @@ public struct RecordingReader: Sendable {
     /// The row of the next line; nil for the header, a comment or a blank line.
     public mutating func read(line: Substring) throws(RecordingError) -> RecordingRow? {
         lineNumber += 1
-        guard let fields = RecordingColumns.split(line) else { return nil }
+        guard !RecordingColumns.skips(line) else { return nil }
         guard let layout else {
-            guard let columns = RecordingColumns(header: fields, required: ["receiver", "transmitter", "rssi"], optional: ["data"]),
+            guard let columns = RecordingColumns(header: line, required: ["receiver", "transmitter", "rssi"], optional: ["data"]),
                 let receiver = columns.fields["receiver"], let transmitter = columns.fields["transmitter"], let rssi = columns.fields["rssi"]
             else {
                 throw RecordingError(
                     line: lineNumber,
-                    "the header must name the columns \(RecordingColumns.expected(["receiver", "transmitter", "rssi"])) (and data), in any order, not '\(fields.joined(separator: ",").prefix(200))'")
+                    "the header must name the columns \(RecordingColumns.expected(["receiver", "transmitter", "rssi"])) (and data), in any order, not '\(RecordingColumns.quoted(line))'")
             }
             self.layout = Layout(columns: columns, receiver: receiver, transmitter: transmitter, rssi: rssi, data: columns.fields["data"])
             return nil
         }
+        let fields = layout.columns.split(line)
         guard fields.count == layout.columns.count else {
             throw RecordingError(line: lineNumber, "\(fields.count) fields where the header has \(layout.columns.count)")
         }
@@ -101,7 +102,7 @@ public struct RecordingReader: Sendable {
             }
             let transmitter = try RecordedTransmitter.read(fields[layout.transmitter])
             // Whole dBm as controllers report it; a recording that averaged its readings gives decimals, rounded.
-            guard let decimal = Double(fields[layout.rssi]), decimal.isFinite, case let whole = decimal.rounded(), (-127...20).contains(whole) else {
+            guard let decimal = RecordingColumns.decimal(fields[layout.rssi]), decimal.isFinite, case let whole = decimal.rounded(), (-127...20).contains(whole) else {
                 throw RecordingError(line: 0, "rssi '\(fields[layout.rssi].prefix(80))' must be a number of dBm from -127 to 20")
             }
             let rssi = Int8(whole)

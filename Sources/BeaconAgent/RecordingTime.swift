@@ -12,12 +12,12 @@ public enum RecordingTime: String, Sendable, CaseIterable {
     public func micros(_ text: Substring) throws(RecordingError) -> Int64 {
         switch self {
         case .unixSeconds:
-            guard let seconds = Double(text), seconds.isFinite, seconds >= 0, seconds < 1e11 else {
+            guard let seconds = RecordingColumns.decimal(text), seconds.isFinite, seconds >= 0, seconds < 1e11 else {
                 throw RecordingError(line: 0, "time_s '\(text.prefix(80))' is no time in Unix seconds")
             }
             return Int64((seconds * 1_000_000).rounded())
         case .unixMilliseconds:
-            guard let milliseconds = Double(text), milliseconds.isFinite, milliseconds >= 0, milliseconds < 1e14 else {
+            guard let milliseconds = RecordingColumns.decimal(text), milliseconds.isFinite, milliseconds >= 0, milliseconds < 1e14 else {
                 throw RecordingError(line: 0, "time_ms '\(text.prefix(80))' is no time in Unix milliseconds")
             }
             return Int64((milliseconds * 1_000).rounded())
@@ -30,7 +30,8 @@ public enum RecordingTime: String, Sendable, CaseIterable {
         }
     }
 
-    /// `YYYY-MM-DDThh:mm:ss[.f…](Z|±hh:mm|±hhmm)`, `T` or a space between the date and the time, from 1970 on.
+    /// `YYYY-MM-DDThh:mm:ss[.f…](Z|±hh:mm|±hhmm)`, `T` or a space between the date and the time, a point or a comma
+    /// before the fraction (ISO 8601 allows both), from 1970 on.
     static func iso8601Micros(_ text: [UInt8]) -> Int64? {
         var index = 0
         func digits(_ count: Int) -> Int? {
@@ -54,7 +55,7 @@ public enum RecordingTime: String, Sendable, CaseIterable {
             hour < 24, minute < 60, second < 60
         else { return nil }
         var micros = 0
-        if index < text.count, text[index] == UInt8(ascii: ".") {
+        if index < text.count, text[index] == UInt8(ascii: ".") || text[index] == UInt8(ascii: ",") {
             index += 1
             var scale = 100_000
             let start = index

@@ -13,7 +13,7 @@ import WorkQueue
     func rows(_ text: String) throws -> [RecordingRow] {
         var reader = RecordingReader()
         var rows: [RecordingRow] = []
-        for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
+        for line in RecordingColumns.lines(text) {
             if let row = try reader.read(line: line) { rows.append(row) }
         }
         return rows
@@ -102,6 +102,35 @@ import WorkQueue
             == "time 2021-08-03T16:54:12Z is before a's line above: each receiver's lines are in time order")
     }
 
+    /// What spreadsheets and data tools export: a byte order mark, another case, semicolons or tabs with decimal
+    /// commas, fields in quotes, carriage returns.
+    @Test func aRecordingAsSpreadsheetsAndDataToolsExportIt() throws {
+        let plain = try rows(
+            """
+            time_s,receiver,transmitter,rssi
+            1628009652.227,hall,tag-7,-70.5
+            1628009653,kitchen,e7:8f:13:56:24:ce,-64
+            """)
+        #expect(plain.map(\.rssi) == [-71, -64] && plain.map(\.timeMicros) == [1_628_009_652_227_000, 1_628_009_653_000_000])
+        let exports = [
+            "\u{FEFF}Time_s;Receiver;Transmitter;RSSI\r\n1628009652,227;hall;tag-7;-70,5\r\n1628009653;kitchen;e7:8f:13:56:24:ce;-64\r\n",
+            "TIME_S\tRECEIVER\tTRANSMITTER\tRSSI\n1628009652.227\thall\t tag-7 \t-70.5\n1628009653\tkitchen\te7:8f:13:56:24:ce\t-64\n",
+            "\"time_s\",\"receiver\",\"transmitter\",\"rssi\"\n\"1628009652,227\",\"hall\", \"tag-7\",\"-70,5\"\n1628009653,kitchen,\"e7:8f:13:56:24:ce\",-64\n",
+            "# a semicolon in a comment says nothing; the header does\ntime;receiver;transmitter;rssi\n2021-08-03T16:54:12,227Z;hall;tag-7;-70,5\n2021-08-03T16:54:13Z;kitchen;e7:8f:13:56:24:ce;-64\n",
+        ]
+        for text in exports { #expect(try rows(text) == plain, "\(text)") }
+        // A name may hold the separator and quotes when it stands in quotes.
+        let named = try rows("time_s,receiver,transmitter,rssi\n1,hall,\"Anna's \"\"tag\"\", 7\",-50\n")
+        #expect(named.map(\.transmitterName) == ["Anna's \"tag\", 7"])
+        // A decimal comma where a point is given too, or two commas, is no number.
+        let header = "time_s;receiver;transmitter;rssi\n"
+        #expect(error(header + "1;a;tag;-70,5.1\n")?.message == "rssi '-70,5.1' must be a number of dBm from -127 to 20")
+        #expect(error(header + "1,2,3;a;tag;-70\n")?.message == "time_s '1,2,3' is no time in Unix seconds")
+        #expect(error("\u{FEFF}Zeit;Empfänger;Sender;RSSI\r\n") == RecordingError(
+            line: 1,
+            "the header must name the columns time_s (or time_ms or time),receiver,transmitter,rssi (and data), in any order, not 'Zeit;Empfänger;Sender;RSSI'"))
+    }
+
     /// Receivers' own logs one after the other, as a site's receivers write them: each in time order, the whole not.
     @Test func eachReceiversLinesAreInTimeOrderAndTheRecordingsNeedNotBe() throws {
         let text = """
@@ -170,10 +199,12 @@ import WorkQueue
     @Test func theDocumentedRecordingsRead() throws {
         let text = try String(contentsOfFile: repositoryRoot + "/docs/recordings.md", encoding: .utf8)
         let blocks = text.components(separatedBy: "```text\n").dropFirst().map { $0.components(separatedBy: "```")[0] }
-            .filter { $0.contains(",receiver,") }
-        #expect(blocks.count == 2)
+            .filter { $0.lowercased().contains("receiver") && !$0.contains("beaconflow-agent") }
+        #expect(blocks.count == 3)
         let read = try blocks.map { try rows($0) }
-        #expect(read.map(\.count) == [2, 3])
+        #expect(read.map(\.count) == [2, 3, 1])
+        #expect(read[2].map(\.transmitterName) == ["Anna's tag; the blue one"] && read[2].map(\.rssi) == [-71])
+        #expect(read[2].map(\.timeMicros) == [1_628_009_652_227_000])
         let identities = read[1].map { row in
             (try? FrameClassifier.classify(row.data[...]))?.identity?.identity?.description ?? "mac:\(row.address)"
         }

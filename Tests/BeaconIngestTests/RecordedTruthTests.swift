@@ -137,6 +137,28 @@ import Testing
         #expect(recorded.weightedCentroid() == original.weightedCentroid())
     }
 
+    /// The walk and its positions as a spreadsheet exports them in a locale whose decimal sign is a comma: a byte
+    /// order mark, the header in capitals, semicolons, decimal commas and a carriage return ending each line.
+    @Test func aRecordingAndItsTruthAsASpreadsheetExportsThem() throws {
+        let original = try RecordedWalk(recording: walk)
+        func exported(_ path: String) throws -> String {
+            let lines = try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n")
+            let rows = lines.dropFirst().map { $0.replacingOccurrences(of: ",", with: ";").replacingOccurrences(of: ".", with: ",") }
+            return "\u{FEFF}" + ([lines[0].uppercased().replacingOccurrences(of: ",", with: ";")] + rows).joined(separator: "\r\n") + "\r\n"
+        }
+        let directory = try site(readings: try exported(walk))
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try exported(walk.replacingOccurrences(of: ".csv", with: ".positions.csv"))
+            .write(toFile: directory + "/walk.positions.csv", atomically: true, encoding: .utf8)
+        let recorded = try RecordedWalk(recording: directory + "/walk.csv")
+        #expect(recorded.rows.count == 558 && recorded.rows == original.rows)
+        #expect(recorded.stays == original.stays && recorded.stays[beacon]?.count == 2)
+        let track = try #require(recorded.positions[beacon])
+        let expected = try #require(original.positions[beacon])
+        #expect(track.count == expected.count && zip(track, expected).allSatisfy { $0 == $1 })
+        #expect(recorded.weightedCentroid() == original.weightedCentroid())
+    }
+
     @Test(arguments: [
         ("walk.zones.csv", "time_s,transmitter,zone\n1,e7:8f:13:56:24:ce,kitchen\n",
             "line 2: zone 'kitchen' is none of the site's: quarter-1, quarter-2, quarter-3, quarter-4 (empty for none)"),
