@@ -36,7 +36,7 @@ public struct RecordedWalk: Sendable {
         var rows: [RecordingRow] = []
         for (number, line) in RecordingColumns.lines(try String(contentsOfFile: path, encoding: .utf8)).enumerated() {
             do {
-                if let row = try reader.read(line: line) { rows.append(row) }
+                rows += try reader.read(line: line)
             } catch where reader.headerRead {
                 // Skipped, as the agents' replay skips it.
                 continue

@@ -44,21 +44,31 @@ public struct RecordingError: Error, Equatable, Sendable, CustomStringConvertibl
 }
 
 /// Reads a recording's text one line at a time: comments (`#`) and blank lines skipped, the header first, then
-/// rows, each receiver's in time order (the receivers' logs may follow each other or interleave). A pure state
-/// machine: the replay source feeds it the file as it reads it. A row that cannot be read throws and leaves the
-/// reader as it was, so the next line reads on; a header that cannot be read leaves nothing to read.
+/// rows, each receiver's in time order (the receivers' logs may follow each other or interleave). A line holds one
+/// reading (a `receiver` and an `rssi` column) or, in the wide form, a column per receiver, named by its agent id,
+/// with the RSSI it heard (empty where it heard nothing). A pure state machine: the replay source feeds it the
+/// file as it reads it. A line that cannot be read throws and leaves the reader as it was, so the next line reads
+/// on; a header that cannot be read leaves nothing to read.
 public struct RecordingReader: Sendable {
     /// The longest advertising data a report carries (an extended advertisement, Core Vol 4, Part E, §7.7.65.13).
     public static let maximumDataBytes = 1650
 
-    /// Where each column is in a row.
+    /// Where each column is in a line.
     private struct Layout: Sendable {
         var columns: RecordingColumns
-        var receiver: Int
         var transmitter: Int
-        var rssi: Int
         var data: Int?
+        /// Where each reading of a line is: its receiver's field, or the receiver a wide header's column names,
+        /// and its RSSI's field.
+        var readings: [(receiver: Receiver, rssi: Int)]
     }
+
+    private enum Receiver: Sendable {
+        case field(Int)
+        case column(String)
+    }
+
+    private static let oneReading = ["receiver", "transmitter", "rssi"]
 
     private var lineNumber = 0
     private var layout: Layout?
@@ -69,20 +79,14 @@ public struct RecordingReader: Sendable {
 
     public init() {}
 
-    /// The row of the next line; nil for the header, a comment or a blank line.
-    public mutating func read(line: Substring) throws(RecordingError) -> RecordingRow? {
+    /// The readings of the next line, in the header's order of its receivers; none for the header, a comment or a
+    /// blank line.
+    public mutating func read(line: Substring) throws(RecordingError) -> [RecordingRow] {
         lineNumber += 1
-        guard !RecordingColumns.skips(line) else { return nil }
+        guard !RecordingColumns.skips(line) else { return [] }
         guard let layout else {
-            guard let columns = RecordingColumns(header: line, required: ["receiver", "transmitter", "rssi"], optional: ["data"]),
-                let receiver = columns.fields["receiver"], let transmitter = columns.fields["transmitter"], let rssi = columns.fields["rssi"]
-            else {
-                throw RecordingError(
-                    line: lineNumber,
-                    "the header must name the columns \(RecordingColumns.expected(["receiver", "transmitter", "rssi"])) (and data), in any order, not '\(RecordingColumns.quoted(line))'")
-            }
-            self.layout = Layout(columns: columns, receiver: receiver, transmitter: transmitter, rssi: rssi, data: columns.fields["data"])
-            return nil
+            self.layout = try Self.layout(header: line, lineNumber: lineNumber)
+            return []
         }
         let fields = layout.columns.split(line)
         guard fields.count == layout.columns.count else {
@@ -91,21 +95,7 @@ public struct RecordingReader: Sendable {
         do throws(RecordingError) {
             let time = layout.columns.time
             let timeMicros = try time.micros(fields[layout.columns.timeField])
-            let receiver = String(fields[layout.receiver])
-            guard isValidIdentifier(receiver) else {
-                throw RecordingError(line: 0, "receiver '\(receiver.prefix(80))' must be 1-64 characters of a-z, 0-9 and '-'")
-            }
-            guard timeMicros >= latestMicros[receiver] ?? .min else {
-                throw RecordingError(
-                    line: 0,
-                    "\(time.rawValue) \(fields[layout.columns.timeField]) is before \(receiver)'s line above: each receiver's lines are in time order")
-            }
             let transmitter = try RecordedTransmitter.read(fields[layout.transmitter])
-            // Whole dBm as controllers report it; a recording that averaged its readings gives decimals, rounded.
-            guard let decimal = RecordingColumns.decimal(fields[layout.rssi]), decimal.isFinite, case let whole = decimal.rounded(), (-127...20).contains(whole) else {
-                throw RecordingError(line: 0, "rssi '\(fields[layout.rssi].prefix(80))' must be a number of dBm from -127 to 20")
-            }
-            let rssi = Int8(whole)
             var data = transmitter.data
             if let column = layout.data, !fields[column].isEmpty {
                 guard let bytes = try? [UInt8](hex: String(fields[column])), bytes.count <= Self.maximumDataBytes else {
@@ -113,13 +103,69 @@ public struct RecordingReader: Sendable {
                 }
                 data = bytes
             }
-            latestMicros[receiver] = timeMicros
-            return RecordingRow(
-                timeMicros: timeMicros, receiver: receiver, address: transmitter.address, rssi: rssi, data: data,
-                transmitterName: transmitter.name)
+            var rows: [RecordingRow] = []
+            for reading in layout.readings {
+                let receiver: String
+                switch reading.receiver {
+                case .field(let field): receiver = String(fields[field])
+                case .column(let name): receiver = name
+                }
+                guard isValidIdentifier(receiver) else {
+                    throw RecordingError(line: 0, "receiver '\(receiver.prefix(80))' must be 1-64 characters of a-z, 0-9 and '-'")
+                }
+                let text = fields[reading.rssi]
+                // A wide line's receiver that heard nothing.
+                if case .column = reading.receiver, text.isEmpty { continue }
+                guard timeMicros >= latestMicros[receiver] ?? .min else {
+                    throw RecordingError(
+                        line: 0,
+                        "\(time.rawValue) \(fields[layout.columns.timeField]) is before \(receiver)'s line above: each receiver's lines are in time order")
+                }
+                // Whole dBm as controllers report it; a recording that averaged its readings gives decimals, rounded.
+                guard let decimal = RecordingColumns.decimal(text), decimal.isFinite, case let whole = decimal.rounded(), (-127...20).contains(whole) else {
+                    throw RecordingError(line: 0, "\(rssiName(reading.receiver)) '\(text.prefix(80))' must be a number of dBm from -127 to 20")
+                }
+                rows.append(
+                    RecordingRow(
+                        timeMicros: timeMicros, receiver: receiver, address: transmitter.address, rssi: Int8(whole), data: data,
+                        transmitterName: transmitter.name))
+            }
+            for row in rows { latestMicros[row.receiver] = timeMicros }
+            return rows
         } catch {
             throw RecordingError(line: lineNumber, error.message)
         }
+    }
+
+    /// How an error names a reading's RSSI.
+    private func rssiName(_ receiver: Receiver) -> String {
+        switch receiver {
+        case .field: "rssi"
+        case .column(let name): "rssi of \(name)"
+        }
+    }
+
+    /// The layout of a header: a reading a line, or a receiver a column.
+    private static func layout(header line: Substring, lineNumber: Int) throws(RecordingError) -> Layout {
+        if let columns = RecordingColumns(header: line, required: oneReading, optional: ["data"]),
+            let receiver = columns.fields["receiver"], let transmitter = columns.fields["transmitter"], let rssi = columns.fields["rssi"]
+        {
+            return Layout(columns: columns, transmitter: transmitter, data: columns.fields["data"], readings: [(.field(receiver), rssi)])
+        }
+        if let columns = RecordingColumns(header: line, required: ["transmitter"], optional: ["data"], othersAllowed: true),
+            let transmitter = columns.fields["transmitter"], columns.others.allSatisfy({ !oneReading.contains($0.name) })
+        {
+            if let bad = columns.others.first(where: { !isValidIdentifier($0.name) }) {
+                throw RecordingError(
+                    line: lineNumber, "column '\(bad.name.prefix(80))' names no receiver: an agent id is 1-64 characters of a-z, 0-9 and '-'")
+            }
+            return Layout(
+                columns: columns, transmitter: transmitter, data: columns.fields["data"],
+                readings: columns.others.map { (.column($0.name), $0.field) })
+        }
+        throw RecordingError(
+            line: lineNumber,
+            "the header must name the columns \(RecordingColumns.expected(oneReading)) (and data), in any order, or \(RecordingColumns.expected(["transmitter"])) and a column per receiver, not '\(RecordingColumns.quoted(line))'")
     }
 
     /// `AA:BB:CC:DD:EE:FF` or `aabbccddeeff`, then `/public` or `/random` (random when not said: what beacons send).

@@ -1,18 +1,20 @@
 /// Where a header puts its columns, for a recording and the ground truth beside it (docs/recordings.md): a time
-/// column (`RecordingTime`) and the named ones, each once, in any order and any case, and no other; and how the
-/// lines under it split into fields (`RecordingDialect`).
+/// column (`RecordingTime`) and the named ones, each once, in any order and any case, and no other unless others
+/// are asked for; and how the lines under it split into fields (`RecordingDialect`).
 public struct RecordingColumns: Sendable {
     public var dialect: RecordingDialect
     public var time: RecordingTime
     public var timeField: Int
     /// The field of each named column the header gives.
     public var fields: [String: Int]
+    /// The fields of the columns it names otherwise, with their names (in lower case), in the header's order.
+    public var others: [(field: Int, name: String)]
     /// How many fields each line has.
     public var count: Int
 
     /// The columns a header line names: a time, each of `required`, and any of `optional`; nil when it does not
-    /// name each once, or names another.
-    public init?(header line: Substring, required: [String], optional: [String] = []) {
+    /// name each once, or names another where `othersAllowed` is false (with it, at least one other).
+    public init?(header line: Substring, required: [String], optional: [String] = [], othersAllowed: Bool = false) {
         let dialect = RecordingDialect(header: line)
         let header = dialect.split(line).map { $0.lowercased() }
         let times = header.indices.filter { RecordingTime(rawValue: header[$0]) != nil }
@@ -23,11 +25,14 @@ public struct RecordingColumns: Sendable {
             guard found.count <= 1, found.count == 1 || !required.contains(name) else { return nil }
             fields[name] = found.first
         }
-        guard header.count == fields.count + 1 else { return nil }
+        let named = Set(fields.values).union([times[0]])
+        let others = header.indices.filter { !named.contains($0) }.map { (field: $0, name: header[$0]) }
+        guard othersAllowed ? !others.isEmpty && Set(others.map(\.name)).count == others.count : others.isEmpty else { return nil }
         self.dialect = dialect
         self.time = time
         self.timeField = times[0]
         self.fields = fields
+        self.others = others
         self.count = header.count
     }
 

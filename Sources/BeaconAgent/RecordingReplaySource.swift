@@ -56,9 +56,9 @@ public struct RecordingReplaySource: ResumableSource {
             pending.removeAll()
         }
         func take(_ line: ArraySlice<UInt8>) throws {
-            let row: RecordingRow?
+            let rows: [RecordingRow]
             do {
-                row = try reader.read(line: Substring(decoding: line, as: UTF8.self))
+                rows = try reader.read(line: Substring(decoding: line, as: UTF8.self))
             } catch where reader.headerRead {
                 skipped += 1
                 if skipped <= Self.rowsSaid {
@@ -69,7 +69,8 @@ public struct RecordingReplaySource: ResumableSource {
                 flush()
                 throw SourceError(source: path, "\(error)")
             }
-            guard let row, row.receiver == receiver else { return }
+            // A line holds at most one reading of each receiver.
+            guard let row = rows.first(where: { $0.receiver == receiver }) else { return }
             if let name = row.transmitterName, namesSaid.count < Self.namesSaid, namesSaid.insert(name).inserted {
                 logger.info(
                     "Recording transmitter named", metadata: ["path": "\(path)", "name": "\(name)", "address": "\(row.address)"])

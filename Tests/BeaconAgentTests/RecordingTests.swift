@@ -14,7 +14,7 @@ import WorkQueue
         var reader = RecordingReader()
         var rows: [RecordingRow] = []
         for line in RecordingColumns.lines(text) {
-            if let row = try reader.read(line: line) { rows.append(row) }
+            rows += try reader.read(line: line)
         }
         return rows
     }
@@ -47,7 +47,7 @@ import WorkQueue
     @Test func everyBadLineIsNamed() {
         #expect(error("time_s,receiver,transmitter,rssi,rssi\n") == RecordingError(
             line: 1,
-            "the header must name the columns time_s (or time_ms or time),receiver,transmitter,rssi (and data), in any order, not 'time_s,receiver,transmitter,rssi,rssi'"))
+            "the header must name the columns time_s (or time_ms or time),receiver,transmitter,rssi (and data), in any order, or time_s (or time_ms or time),transmitter and a column per receiver, not 'time_s,receiver,transmitter,rssi,rssi'"))
         #expect(error("time,time_s,receiver,transmitter,rssi\n")?.line == 1)
         #expect(error("time_s,receiver,transmitter,rssi,room\n")?.line == 1)
         let header = "time_s,receiver,transmitter,rssi\n"
@@ -128,7 +128,47 @@ import WorkQueue
         #expect(error(header + "1,2,3;a;tag;-70\n")?.message == "time_s '1,2,3' is no time in Unix seconds")
         #expect(error("\u{FEFF}Zeit;Empfänger;Sender;RSSI\r\n") == RecordingError(
             line: 1,
-            "the header must name the columns time_s (or time_ms or time),receiver,transmitter,rssi (and data), in any order, not 'Zeit;Empfänger;Sender;RSSI'"))
+            "the header must name the columns time_s (or time_ms or time),receiver,transmitter,rssi (and data), in any order, or time_s (or time_ms or time),transmitter and a column per receiver, not 'Zeit;Empfänger;Sender;RSSI'"))
+    }
+
+    /// A column per receiver, as datasets of fingerprints and some gateways write them: each line the readings of
+    /// one moment, empty where a receiver heard nothing.
+    @Test func aColumnPerReceiverGivesAReadingForEachThatHeard() throws {
+        let wide = try rows(
+            """
+            time_ms,transmitter,Hall,kitchen,gate-2
+            1628009652227,tag-7,-70,,-81.4
+            1628009653000,e7:8f:13:56:24:ce,,-64,
+            1628009653500,tag-7,,,
+            """)
+        let long = try rows(
+            """
+            time_ms,receiver,transmitter,rssi
+            1628009652227,hall,tag-7,-70
+            1628009652227,gate-2,tag-7,-81
+            1628009653000,kitchen,e7:8f:13:56:24:ce,-64
+            """)
+        #expect(wide.count == 3 && wide == long)
+        #expect(error("time_s,transmitter,Hall Sensor\n") == RecordingError(
+            line: 1, "column 'hall sensor' names no receiver: an agent id is 1-64 characters of a-z, 0-9 and '-'"))
+        #expect(error("time_s,transmitter,hall,hall\n")?.message.hasPrefix("the header must name the columns") == true)
+        #expect(error("time_s,transmitter,rssi\n")?.message.hasPrefix("the header must name the columns") == true)
+        #expect(error("time_s,transmitter,hall\n1,tag,-200\n")?.message == "rssi of hall '-200' must be a number of dBm from -127 to 20")
+        // Each receiver's readings in time order; a line naming none of them earlier is no reading of theirs.
+        let header = "time_s,transmitter,hall,kitchen\n"
+        #expect(try rows(header + "2,tag,-50,\n1,tag,,-60\n").map(\.receiver) == ["hall", "kitchen"])
+        #expect(error(header + "2,tag,-50,\n1,tag,,-60\n1,tag,-50,\n") == RecordingError(
+            line: 4, "time_s 1 is before hall's line above: each receiver's lines are in time order"))
+
+        // Each agent replays its own column.
+        let path = try makeTemporaryDirectory(prefix: "recording") + "/wide.csv"
+        defer { try? FileManager.default.removeItem(atPath: (path as NSString).deletingLastPathComponent) }
+        try "time_s,transmitter,hall,kitchen\n1,tag-7,-50,-61\n2,tag-7,,-62\n3,tag-7,-53,\n".write(toFile: path, atomically: true, encoding: .utf8)
+        for (receiver, heard) in [("hall", [-50, -53] as [Int8?]), ("kitchen", [-61, -62])] {
+            var reports: [TimedReport] = []
+            try RecordingReplaySource(path: path, receiver: receiver, speed: .maximum).run(deliver: { reports += $0 }, stop: StopSignal())
+            #expect(reports.map(\.report.rssi) == heard && reports.map(\.ordinal) == [0, 1], "\(receiver)")
+        }
     }
 
     /// Receivers' own logs one after the other, as a site's receivers write them: each in time order, the whole not.
@@ -147,7 +187,7 @@ import WorkQueue
         var refused: [RecordingError] = []
         for line in text.split(separator: "\n") {
             do {
-                if let row = try reader.read(line: line) { read.append(row) }
+                read += try reader.read(line: line)
             } catch {
                 refused.append(error)
             }
@@ -200,9 +240,10 @@ import WorkQueue
         let text = try String(contentsOfFile: repositoryRoot + "/docs/recordings.md", encoding: .utf8)
         let blocks = text.components(separatedBy: "```text\n").dropFirst().map { $0.components(separatedBy: "```")[0] }
             .filter { $0.lowercased().contains("receiver") && !$0.contains("beaconflow-agent") }
-        #expect(blocks.count == 3)
+        #expect(blocks.count == 4)
         let read = try blocks.map { try rows($0) }
-        #expect(read.map(\.count) == [2, 3, 1])
+        #expect(read.map(\.count) == [2, 3, 1, 3])
+        #expect(read[3].map(\.receiver) == ["hall", "kitchen", "kitchen"] && read[3].map(\.rssi) == [-70, -81, -64])
         #expect(read[2].map(\.transmitterName) == ["Anna's tag; the blue one"] && read[2].map(\.rssi) == [-71])
         #expect(read[2].map(\.timeMicros) == [1_628_009_652_227_000])
         let identities = read[1].map { row in
@@ -272,7 +313,8 @@ import WorkQueue
         try "1,a,e7:8f:13:56:24:ce,-50\n".write(toFile: noHeader, atomically: true, encoding: .utf8)
         #expect(throws: SourceError(
             source: noHeader,
-            "line 1: the header must name the columns time_s (or time_ms or time),receiver,transmitter,rssi (and data), in any order, not '1,a,e7:8f:13:56:24:ce,-50'"
+            "line 1: the header must name the columns time_s (or time_ms or time),receiver,transmitter,rssi (and data), in any order, "
+                + "or time_s (or time_ms or time),transmitter and a column per receiver, not '1,a,e7:8f:13:56:24:ce,-50'"
         )) {
             try RecordingReplaySource(path: noHeader, receiver: "a", speed: .maximum).run(deliver: { _ in }, stop: StopSignal())
         }

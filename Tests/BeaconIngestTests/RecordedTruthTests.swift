@@ -159,6 +159,26 @@ import Testing
         #expect(recorded.weightedCentroid() == original.weightedCentroid())
     }
 
+    /// The walk written with a column per receiver, as fingerprint datasets write readings: the same rows, the
+    /// same score.
+    @Test func aColumnPerReceiverReadsAsTheRecording() throws {
+        let original = try RecordedWalk(recording: walk)
+        let lines = try String(contentsOfFile: walk, encoding: .utf8).split(separator: "\n").dropFirst().map { $0.split(separator: ",") }
+        let receivers = Set(lines.map { String($0[1]) }).sorted()
+        var wide = "time_s,transmitter," + receivers.joined(separator: ",") + "\n"
+        for fields in lines {
+            wide += "\(fields[0]),\(fields[2])," + receivers.map { $0 == fields[1] ? String(fields[3]) : "" }.joined(separator: ",") + "\n"
+        }
+        let directory = try site(readings: wide)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try FileManager.default.copyItem(atPath: walk.replacingOccurrences(of: ".csv", with: ".positions.csv"), toPath: directory + "/walk.positions.csv")
+        let recorded = try RecordedWalk(recording: directory + "/walk.csv")
+        #expect(receivers.count == 12 && recorded.rows.count == 558 && recorded.rows == original.rows)
+        let score = try recorded.loudestReceiver()
+        #expect(score.beaconSeconds == 15 && score.correctSeconds == 8)
+        #expect(recorded.weightedCentroid() == original.weightedCentroid())
+    }
+
     @Test(arguments: [
         ("walk.zones.csv", "time_s,transmitter,zone\n1,e7:8f:13:56:24:ce,kitchen\n",
             "line 2: zone 'kitchen' is none of the site's: quarter-1, quarter-2, quarter-3, quarter-4 (empty for none)"),
