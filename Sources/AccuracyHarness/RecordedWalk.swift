@@ -36,7 +36,7 @@ public struct RecordedWalk: Sendable {
         var rows: [RecordingRow] = []
         for (number, line) in RecordingColumns.lines(try String(contentsOfFile: path, encoding: .utf8)).enumerated() {
             do {
-                rows += try reader.read(line: line)
+                rows += try reader.read(line: line).rows
             } catch where reader.headerRead {
                 // Skipped, as the agents' replay skips it.
                 continue

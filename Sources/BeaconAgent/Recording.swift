@@ -30,6 +30,13 @@ public struct RecordingRow: Sendable, Equatable {
     }
 }
 
+/// What a line of a recording gives: its readings, and those of its readings that cannot be read (a receiver's
+/// field in the wide form), each with what is wrong with it; the others are read all the same.
+public struct RecordingLine: Sendable, Equatable {
+    public var rows: [RecordingRow] = []
+    public var skipped: [RecordingError] = []
+}
+
 /// A line of a recording that cannot be read, with its number (from 1) and what is wrong with it.
 public struct RecordingError: Error, Equatable, Sendable, CustomStringConvertible {
     public var line: Int
@@ -48,7 +55,8 @@ public struct RecordingError: Error, Equatable, Sendable, CustomStringConvertibl
 /// reading (a `receiver` and an `rssi` column) or, in the wide form, a column per receiver, named by its agent id,
 /// with the RSSI it heard (empty where it heard nothing). A pure state machine: the replay source feeds it the
 /// file as it reads it. A line that cannot be read throws and leaves the reader as it was, so the next line reads
-/// on; a header that cannot be read leaves nothing to read.
+/// on; a reading that cannot be read is skipped, its line's others read; a header that cannot be read leaves
+/// nothing to read.
 public struct RecordingReader: Sendable {
     /// The longest advertising data a report carries (an extended advertisement, Core Vol 4, Part E, §7.7.65.13).
     public static let maximumDataBytes = 1650
@@ -80,13 +88,14 @@ public struct RecordingReader: Sendable {
     public init() {}
 
     /// The readings of the next line, in the header's order of its receivers; none for the header, a comment or a
-    /// blank line.
-    public mutating func read(line: Substring) throws(RecordingError) -> [RecordingRow] {
+    /// blank line. A line whose time, transmitter or data cannot be read throws; a reading that cannot be read
+    /// (its receiver, its RSSI, or its time before its receiver's line above) is skipped and said in the result.
+    public mutating func read(line: Substring) throws(RecordingError) -> RecordingLine {
         lineNumber += 1
-        guard !RecordingColumns.skips(line) else { return [] }
+        guard !RecordingColumns.skips(line) else { return RecordingLine() }
         guard let layout else {
             self.layout = try Self.layout(header: line, lineNumber: lineNumber)
-            return []
+            return RecordingLine()
         }
         let fields = layout.columns.split(line)
         guard fields.count == layout.columns.count else {
@@ -103,35 +112,37 @@ public struct RecordingReader: Sendable {
                 }
                 data = bytes
             }
-            var rows: [RecordingRow] = []
+            var read = RecordingLine()
             for reading in layout.readings {
                 let receiver: String
                 switch reading.receiver {
                 case .field(let field): receiver = String(fields[field])
                 case .column(let name): receiver = name
                 }
-                guard isValidIdentifier(receiver) else {
-                    throw RecordingError(line: 0, "receiver '\(receiver.prefix(80))' must be 1-64 characters of a-z, 0-9 and '-'")
-                }
                 let text = fields[reading.rssi]
                 // A wide line's receiver that heard nothing.
                 if case .column = reading.receiver, text.isEmpty { continue }
+                func skip(_ problem: String) { read.skipped.append(RecordingError(line: lineNumber, problem)) }
+                guard isValidIdentifier(receiver) else {
+                    skip("receiver '\(receiver.prefix(80))' must be 1-64 characters of a-z, 0-9 and '-'")
+                    continue
+                }
                 guard timeMicros >= latestMicros[receiver] ?? .min else {
-                    throw RecordingError(
-                        line: 0,
-                        "\(time.rawValue) \(fields[layout.columns.timeField]) is before \(receiver)'s line above: each receiver's lines are in time order")
+                    skip("\(time.rawValue) \(fields[layout.columns.timeField]) is before \(receiver)'s line above: each receiver's lines are in time order")
+                    continue
                 }
                 // Whole dBm as controllers report it; a recording that averaged its readings gives decimals, rounded.
                 guard let decimal = RecordingColumns.decimal(text), decimal.isFinite, case let whole = decimal.rounded(), (-127...20).contains(whole) else {
-                    throw RecordingError(line: 0, "\(rssiName(reading.receiver)) '\(text.prefix(80))' must be a number of dBm from -127 to 20")
+                    skip("\(rssiName(reading.receiver)) '\(text.prefix(80))' must be a number of dBm from -127 to 20")
+                    continue
                 }
-                rows.append(
+                read.rows.append(
                     RecordingRow(
                         timeMicros: timeMicros, receiver: receiver, address: transmitter.address, rssi: Int8(whole), data: data,
                         transmitterName: transmitter.name))
             }
-            for row in rows { latestMicros[row.receiver] = timeMicros }
-            return rows
+            for row in read.rows { latestMicros[row.receiver] = timeMicros }
+            return read
         } catch {
             throw RecordingError(line: lineNumber, error.message)
         }

@@ -56,21 +56,25 @@ public struct RecordingReplaySource: ResumableSource {
             pending.removeAll()
         }
         func take(_ line: ArraySlice<UInt8>) throws {
-            let rows: [RecordingRow]
-            do {
-                rows = try reader.read(line: Substring(decoding: line, as: UTF8.self))
-            } catch where reader.headerRead {
+            func say(_ error: RecordingError) {
                 skipped += 1
                 if skipped <= Self.rowsSaid {
                     logger.warning("Recording line skipped", metadata: ["path": "\(path)", "line": .stringConvertible(error.line), "error": "\(error.message)"])
                 }
+            }
+            let read: RecordingLine
+            do {
+                read = try reader.read(line: Substring(decoding: line, as: UTF8.self))
+            } catch where reader.headerRead {
+                say(error)
                 return
             } catch {
                 flush()
                 throw SourceError(source: path, "\(error)")
             }
+            read.skipped.forEach(say)
             // A line holds at most one reading of each receiver.
-            guard let row = rows.first(where: { $0.receiver == receiver }) else { return }
+            guard let row = read.rows.first(where: { $0.receiver == receiver }) else { return }
             if let name = row.transmitterName, namesSaid.count < Self.namesSaid, namesSaid.insert(name).inserted {
                 logger.info(
                     "Recording transmitter named", metadata: ["path": "\(path)", "name": "\(name)", "address": "\(row.address)"])

@@ -14,7 +14,9 @@ import WorkQueue
         var reader = RecordingReader()
         var rows: [RecordingRow] = []
         for line in RecordingColumns.lines(text) {
-            rows += try reader.read(line: line)
+            let read = try reader.read(line: line)
+            if let skipped = read.skipped.first { throw skipped }
+            rows += read.rows
         }
         return rows
     }
@@ -154,6 +156,11 @@ import WorkQueue
         #expect(error("time_s,transmitter,hall,hall\n")?.message.hasPrefix("the header must name the columns") == true)
         #expect(error("time_s,transmitter,rssi\n")?.message.hasPrefix("the header must name the columns") == true)
         #expect(error("time_s,transmitter,hall\n1,tag,-200\n")?.message == "rssi of hall '-200' must be a number of dBm from -127 to 20")
+        // A placeholder for "not heard" left in (-200) skips that reading, not its line's others.
+        var reader = RecordingReader()
+        let lines = try RecordingColumns.lines("time_s,transmitter,hall,kitchen\n1,tag,-200,-60\n").map { try reader.read(line: $0) }
+        #expect(lines[1].rows.map(\.receiver) == ["kitchen"])
+        #expect(lines[1].skipped == [RecordingError(line: 2, "rssi of hall '-200' must be a number of dBm from -127 to 20")])
         // Each receiver's readings in time order; a line naming none of them earlier is no reading of theirs.
         let header = "time_s,transmitter,hall,kitchen\n"
         #expect(try rows(header + "2,tag,-50,\n1,tag,,-60\n").map(\.receiver) == ["hall", "kitchen"])
@@ -186,11 +193,9 @@ import WorkQueue
         var read: [RecordingRow] = []
         var refused: [RecordingError] = []
         for line in text.split(separator: "\n") {
-            do {
-                read += try reader.read(line: line)
-            } catch {
-                refused.append(error)
-            }
+            let line = try reader.read(line: line)
+            read += line.rows
+            refused += line.skipped
         }
         #expect(read.map(\.rssi) == [-70, -71, -60, -61, -72])
         #expect(refused == [RecordingError(line: 6, "time_s 10.5 is before kitchen's line above: each receiver's lines are in time order")])

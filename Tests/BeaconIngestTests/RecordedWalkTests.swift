@@ -71,7 +71,7 @@ extension RecordedWalkTests {
         #expect(zip(joined.rows, joined.rows.dropFirst()).allSatisfy { $0.timeMicros <= $1.timeMicros })
         // The file the agents replay reads back as the same rows.
         var reader = RecordingReader()
-        let replayed = try String(contentsOfFile: joined.path, encoding: .utf8).split(separator: "\n").flatMap { try reader.read(line: $0) }
+        let replayed = try String(contentsOfFile: joined.path, encoding: .utf8).split(separator: "\n").flatMap { try reader.read(line: $0).rows }
         #expect(replayed == joined.rows)
     }
 }

@@ -28,7 +28,7 @@ struct RecordingReplayTests {
         var reader = RecordingReader()
         var expected: [String: (count: Int, rssiSum: Int)] = [:]
         for line in try String(contentsOfFile: recording, encoding: .utf8).split(separator: "\n") {
-            for row in try reader.read(line: line) {
+            for row in try reader.read(line: line).rows {
                 expected[row.receiver, default: (0, 0)].count += 1
                 expected[row.receiver, default: (0, 0)].rssiSum += Int(row.rssi)
             }
