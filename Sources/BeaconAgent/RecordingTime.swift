@@ -1,12 +1,15 @@
 /// A recording's time column (docs/recordings.md): `time_s`, Unix seconds with a fraction to the microsecond,
-/// `time_ms`, Unix milliseconds (as phones and many gateways log them), or `time`, an ISO 8601 date and time with
-/// its offset from UTC (`2021-08-03T16:54:12.227Z`, `2021-08-03 18:54:12.227+02:00`). A time without an offset is
-/// refused: it could be any of a day's zones. The ground truth beside a recording gives its times the same ways.
+/// `time_ms`, Unix milliseconds (as phones and many gateways log them), `time`, an ISO 8601 date and time with
+/// its offset from UTC (`2021-08-03T16:54:12.227Z`, `2021-08-03 18:54:12.227+02:00`), or `time_utc`, one without
+/// an offset, in UTC (`2021-08-03 16:54:12.227`, as many loggers write it). Under `time`, a time without an
+/// offset is refused: it could be any of a day's zones. The ground truth beside a recording gives its times the
+/// same ways.
 /// Each case's raw value is its column's name.
 public enum RecordingTime: String, Sendable, CaseIterable {
     case unixSeconds = "time_s"
     case unixMilliseconds = "time_ms"
     case iso8601 = "time"
+    case iso8601UTC = "time_utc"
 
     /// Unix microseconds, or what is wrong with `text`.
     public func micros(_ text: Substring) throws(RecordingError) -> Int64 {
@@ -24,15 +27,22 @@ public enum RecordingTime: String, Sendable, CaseIterable {
         case .iso8601:
             guard let micros = Self.iso8601Micros(Array(text.utf8)) else {
                 throw RecordingError(
-                    line: 0, "time '\(text.prefix(80))' is no ISO 8601 time with its offset, such as 2021-08-03T16:54:12.227Z or +02:00")
+                    line: 0,
+                    "time '\(text.prefix(80))' is no ISO 8601 time with its offset, such as 2021-08-03T16:54:12.227Z or +02:00 "
+                        + "(a column of times in UTC without one is named time_utc)")
+            }
+            return micros
+        case .iso8601UTC:
+            guard let micros = Self.iso8601Micros(Array(text.utf8), offsetRequired: false) else {
+                throw RecordingError(line: 0, "time_utc '\(text.prefix(80))' is no ISO 8601 time in UTC, such as 2021-08-03 16:54:12.227")
             }
             return micros
         }
     }
 
     /// `YYYY-MM-DDThh:mm:ss[.f…](Z|±hh:mm|±hhmm)`, `T` or a space between the date and the time, a point or a comma
-    /// before the fraction (ISO 8601 allows both), from 1970 on.
-    static func iso8601Micros(_ text: [UInt8]) -> Int64? {
+    /// before the fraction (ISO 8601 allows both), from 1970 on; without an offset (UTC) where it is not required.
+    static func iso8601Micros(_ text: [UInt8], offsetRequired: Bool = true) -> Int64? {
         var index = 0
         func digits(_ count: Int) -> Int? {
             guard index + count <= text.count else { return nil }
@@ -75,7 +85,7 @@ public enum RecordingTime: String, Sendable, CaseIterable {
             _ = expect(":")
             guard let minutes = digits(2), minutes < 60 else { return nil }
             offsetMinutes = sign * (hours * 60 + minutes)
-        } else {
+        } else if offsetRequired {
             return nil
         }
         guard index == text.count else { return nil }

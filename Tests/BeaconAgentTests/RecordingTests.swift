@@ -49,7 +49,7 @@ import WorkQueue
     @Test func everyBadLineIsNamed() {
         #expect(error("time_s,receiver,transmitter,rssi,rssi\n") == RecordingError(
             line: 1,
-            "the header must name the columns time_s (or time_ms or time),receiver,transmitter,rssi (and data), in any order, or time_s (or time_ms or time),transmitter and a column per receiver, not 'time_s,receiver,transmitter,rssi,rssi'"))
+            "the header must name the columns time_s (or time_ms or time or time_utc),receiver,transmitter,rssi (and data), in any order, or time_s (or time_ms or time or time_utc),transmitter and a column per receiver, not 'time_s,receiver,transmitter,rssi,rssi'"))
         #expect(error("time,time_s,receiver,transmitter,rssi\n")?.line == 1)
         #expect(error("time_s,receiver,transmitter,rssi,room\n")?.line == 1)
         let header = "time_s,receiver,transmitter,rssi\n"
@@ -94,12 +94,17 @@ import WorkQueue
         #expect(RecordingTime.iso8601Micros(Array("1970-01-01T00:00:00Z".utf8)) == 0)
 
         let header = "time,receiver,transmitter,rssi\n"
-        let refused = "is no ISO 8601 time with its offset, such as 2021-08-03T16:54:12.227Z or +02:00"
+        let refused = "is no ISO 8601 time with its offset, such as 2021-08-03T16:54:12.227Z or +02:00 (a column of times in UTC without one is named time_utc)"
         for time in ["2021-08-03T16:54:12", "2021-02-30T00:00:00Z", "2100-02-29T00:00:00Z", "2021-08-03T24:00:00Z", "1969-12-31T23:59:59Z",
             "2021-08-03T16:54:12.Z", "2021-08-03T16:54:12+2", "1628009652.227", "2021-08-03T16:54:12Z junk"]
         {
             #expect(error(header + "\(time),a,e7:8f:13:56:24:ce,-50\n")?.message == "time '\(time)' \(refused)", "\(time)")
         }
+        // Times in UTC without an offset, under their own column's name.
+        let utc = try rows("Time_UTC,receiver,transmitter,rssi\n2021-08-03 16:54:12.227,hall,e7:8f:13:56:24:ce,-70\n2021-08-03T18:54:12.5+02:00,hall,e7:8f:13:56:24:ce,-71\n")
+        #expect(utc.map(\.timeMicros) == [1_628_009_652_227_000, 1_628_009_652_500_000])
+        #expect(error("time_utc,receiver,transmitter,rssi\n2021-08-03 25:00:00,a,e7:8f:13:56:24:ce,-50\n")?.message
+            == "time_utc '2021-08-03 25:00:00' is no ISO 8601 time in UTC, such as 2021-08-03 16:54:12.227")
         #expect(error(header + "2021-08-03T16:54:13Z,a,e7:8f:13:56:24:ce,-50\n2021-08-03T16:54:12Z,a,e7:8f:13:56:24:ce,-50\n")?.message
             == "time 2021-08-03T16:54:12Z is before a's line above: each receiver's lines are in time order")
     }
@@ -130,7 +135,7 @@ import WorkQueue
         #expect(error(header + "1,2,3;a;tag;-70\n")?.message == "time_s '1,2,3' is no time in Unix seconds")
         #expect(error("\u{FEFF}Zeit;Empfänger;Sender;RSSI\r\n") == RecordingError(
             line: 1,
-            "the header must name the columns time_s (or time_ms or time),receiver,transmitter,rssi (and data), in any order, or time_s (or time_ms or time),transmitter and a column per receiver, not 'Zeit;Empfänger;Sender;RSSI'"))
+            "the header must name the columns time_s (or time_ms or time or time_utc),receiver,transmitter,rssi (and data), in any order, or time_s (or time_ms or time or time_utc),transmitter and a column per receiver, not 'Zeit;Empfänger;Sender;RSSI'"))
     }
 
     /// A column per receiver, as datasets of fingerprints and some gateways write them: each line the readings of
@@ -318,8 +323,8 @@ import WorkQueue
         try "1,a,e7:8f:13:56:24:ce,-50\n".write(toFile: noHeader, atomically: true, encoding: .utf8)
         #expect(throws: SourceError(
             source: noHeader,
-            "line 1: the header must name the columns time_s (or time_ms or time),receiver,transmitter,rssi (and data), in any order, "
-                + "or time_s (or time_ms or time),transmitter and a column per receiver, not '1,a,e7:8f:13:56:24:ce,-50'"
+            "line 1: the header must name the columns time_s (or time_ms or time or time_utc),receiver,transmitter,rssi (and data), in any order, "
+                + "or time_s (or time_ms or time or time_utc),transmitter and a column per receiver, not '1,a,e7:8f:13:56:24:ce,-50'"
         )) {
             try RecordingReplaySource(path: noHeader, receiver: "a", speed: .maximum).run(deliver: { _ in }, stop: StopSignal())
         }

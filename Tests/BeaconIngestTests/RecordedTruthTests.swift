@@ -183,14 +183,15 @@ import Testing
         ("walk.zones.csv", "time_s,transmitter,zone\n1,e7:8f:13:56:24:ce,kitchen\n",
             "line 2: zone 'kitchen' is none of the site's: quarter-1, quarter-2, quarter-3, quarter-4 (empty for none)"),
         ("walk.zones.csv", "# rooms as noted on the walk\ntime_s,transmitter,room\n",
-            "line 2: the header must name the columns time_s (or time_ms or time),transmitter,zone, in any order, not 'time_s,transmitter,room'"),
+            "line 2: the header must name the columns time_s (or time_ms or time or time_utc),transmitter,zone, in any order, not 'time_s,transmitter,room'"),
         ("walk.zones.csv", "time,transmitter,zone\n2021-08-03T16:54:12,e7:8f:13:56:24:ce,quarter-1\n",
-            "line 2: time '2021-08-03T16:54:12' is no ISO 8601 time with its offset, such as 2021-08-03T16:54:12.227Z or +02:00"),
+            "line 2: time '2021-08-03T16:54:12' is no ISO 8601 time with its offset, such as 2021-08-03T16:54:12.227Z or +02:00 "
+                + "(a column of times in UTC without one is named time_utc)"),
         ("walk.positions.csv", "time_s,transmitter,x_m,y_m\n1,e7:8f:13:56:24:ce,3.5\n", "line 2: 3 fields where the header has 4"),
         ("walk.positions.csv", "time_s,transmitter,x_m,y_m\n1,e7:8f:13:56:24:ce,3.5,north\n",
             "line 2: x_m '3.5' and y_m 'north' must be metres on the floor plan"),
         ("walk.positions.csv", "time_s,transmitter,x_m,y_m\n1,e7:8f:13:56:24:cg,3.5,4\n", "line 2: transmitter 'e7:8f:13:56:24:cg' is no address"),
-        ("walk.positions.csv", "", "the header must name the columns time_s (or time_ms or time),transmitter,x_m,y_m"),
+        ("walk.positions.csv", "", "the header must name the columns time_s (or time_ms or time or time_utc),transmitter,x_m,y_m"),
     ])
     func aTruthThatCannotBeReadIsRefusedWithItsLine(file: String, text: String, problem: String) throws {
         let directory = try site()
