@@ -6,10 +6,10 @@ import Foundation
 /// The ground truth beside a recording (docs/recordings.md), in one of two files or both: `<name>.positions.csv`,
 /// where each transmitter was (`x_m`, `y_m`), or `<name>.zones.csv`, the zone it was in (`zone`, empty where it was
 /// in none of the site's zones). Each has a line each time the truth changes, under a header that names its
-/// columns in any order: the time (`time_s`, `time_ms` or `time`, as a recording gives it), the transmitter (named as the
-/// recording names it) and the values. The lines may come in any order (a tracking system's clock steps back
-/// now and then): each transmitter's are taken in time order, those of one time in the file's. A line that cannot
-/// be read refuses the file: it is what the recording is scored against.
+/// columns in any order: the time (`time_s`, `time_ms`, `time` or `time_utc`, as a recording gives it), the
+/// transmitter (named as the recording names it) and the values. The lines may come in any order (a tracking
+/// system's clock steps back now and then): each transmitter's are taken in time order, those of one time in the
+/// file's. A line that cannot be read refuses the file: it is what the recording is scored against.
 enum RecordedTruth {
     typealias Positions = [String: [(time: Double, x: Double, y: Double)]]
     typealias Zones = [String: [(time: Double, zone: String?)]]
