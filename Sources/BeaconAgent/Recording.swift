@@ -74,6 +74,14 @@ public struct RecordingReader: Sendable {
     private enum Receiver: Sendable {
         case field(Int)
         case column(String)
+
+        /// How an error names the RSSI of this receiver's reading.
+        var rssiName: String {
+            switch self {
+            case .field: "rssi"
+            case .column(let name): "rssi of \(name)"
+            }
+        }
     }
 
     private static let oneReading = ["receiver", "transmitter", "rssi"]
@@ -113,6 +121,7 @@ public struct RecordingReader: Sendable {
                 data = bytes
             }
             var read = RecordingLine()
+            func skip(_ problem: String) { read.skipped.append(RecordingError(line: lineNumber, problem)) }
             for reading in layout.readings {
                 let receiver: String
                 switch reading.receiver {
@@ -122,7 +131,6 @@ public struct RecordingReader: Sendable {
                 let text = fields[reading.rssi]
                 // A wide line's receiver that heard nothing.
                 if case .column = reading.receiver, text.isEmpty { continue }
-                func skip(_ problem: String) { read.skipped.append(RecordingError(line: lineNumber, problem)) }
                 guard isValidIdentifier(receiver) else {
                     skip("receiver '\(receiver.prefix(80))' must be 1-64 characters of a-z, 0-9 and '-'")
                     continue
@@ -133,7 +141,7 @@ public struct RecordingReader: Sendable {
                 }
                 // Whole dBm as controllers report it; a recording that averaged its readings gives decimals, rounded.
                 guard let decimal = RecordingColumns.decimal(text), decimal.isFinite, case let whole = decimal.rounded(), (-127...20).contains(whole) else {
-                    skip("\(rssiName(reading.receiver)) '\(text.prefix(80))' must be a number of dBm from -127 to 20")
+                    skip("\(reading.receiver.rssiName) '\(text.prefix(80))' must be a number of dBm from -127 to 20")
                     continue
                 }
                 read.rows.append(
@@ -145,14 +153,6 @@ public struct RecordingReader: Sendable {
             return read
         } catch {
             throw RecordingError(line: lineNumber, error.message)
-        }
-    }
-
-    /// How an error names a reading's RSSI.
-    private func rssiName(_ receiver: Receiver) -> String {
-        switch receiver {
-        case .field: "rssi"
-        case .column(let name): "rssi of \(name)"
         }
     }
 

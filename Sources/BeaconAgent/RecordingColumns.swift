@@ -65,7 +65,7 @@ public struct RecordingColumns: Sendable {
     public static func decimal(_ text: Substring) -> Double? {
         if let value = Double(text) { return value }
         guard text.filter({ $0 == "," }).count == 1, !text.contains(".") else { return nil }
-        return Double(text.map { $0 == "," ? "." : $0 }.reduce(into: "") { $0.append($1) })
+        return Double(String(text.map { $0 == "," ? "." : $0 }))
     }
 }
 
@@ -75,10 +75,6 @@ public struct RecordingColumns: Sendable {
 /// end of a line and a byte order mark at the start of the file are not part of it.
 public struct RecordingDialect: Sendable, Equatable {
     public var separator: Character
-
-    public init(separator: Character) {
-        self.separator = separator
-    }
 
     /// The dialect a header line shows: the first of a comma, a semicolon and a tab that it has outside quotes.
     public init(header line: Substring) {
