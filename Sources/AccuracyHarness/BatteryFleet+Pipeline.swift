@@ -52,7 +52,7 @@ extension BatteryFleet {
         var comparison = PipelineComparison()
         var registry: [String] = []
         var expected: [String: BeaconHealth] = [:]
-        var lines = "time_s,receiver,transmitter,rssi,data\n"
+        var lines = RecordingWriter.header(data: true)
         var observer = Observer()
         observer.beacon = { beaconID, named in
             guard let named else { return }
@@ -188,7 +188,6 @@ extension BatteryFleet {
     }
 
     static func line(_ micros: Int64, _ address: String, _ data: [UInt8]) -> String {
-        let seconds = String(format: "%lld.%06lld", micros / 1_000_000, micros % 1_000_000)
-        return "\(seconds),\(receiver),\(address)/random,-60,\(data.map { String(format: "%02x", $0) }.joined())\n"
+        RecordingWriter.line(micros: micros, receiver: receiver, transmitter: address + "/random", rssi: -60, data: data, dataColumn: true)
     }
 }

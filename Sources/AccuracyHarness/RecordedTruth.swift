@@ -4,7 +4,8 @@ import BeaconWire
 import Foundation
 
 /// The ground truth beside a recording (docs/recordings.md), in one of two files or both: `<name>.positions.csv`,
-/// where each transmitter was (`x_m`, `y_m`), or `<name>.zones.csv`, the zone it was in (`zone`, empty where it was
+/// where each transmitter was (`x_m`, `y_m`; both empty, kept as NaN: not known from then, as between the marked
+/// spots of a survey), or `<name>.zones.csv`, the zone it was in (`zone`, empty where it was
 /// in none of the site's zones). Each has a line each time the truth changes, under a header that names its
 /// columns in any order: the time (`time_s`, `time_ms`, `time` or `time_utc`, as a recording gives it), the
 /// transmitter (named as the recording names it) and the values. The lines may come in any order (a tracking
@@ -18,8 +19,12 @@ enum RecordedTruth {
     static func positions(_ path: String, identities: [DeviceAddress: String]) throws -> Positions {
         var positions: Positions = [:]
         try read(path, values: ["x_m", "y_m"], identities: identities) { beacon, time, values in
+            if values[0].isEmpty, values[1].isEmpty {
+                positions[beacon, default: []].append((time, .nan, .nan))
+                return nil
+            }
             guard let x = RecordingColumns.decimal(values[0]), let y = RecordingColumns.decimal(values[1]), x.isFinite, y.isFinite else {
-                return "x_m '\(values[0].prefix(40))' and y_m '\(values[1].prefix(40))' must be metres on the floor plan"
+                return "x_m '\(values[0].prefix(40))' and y_m '\(values[1].prefix(40))' must be metres on the floor plan (both empty where it is not known)"
             }
             positions[beacon, default: []].append((time, x, y))
             return nil

@@ -51,7 +51,7 @@ extension RecordedWalk {
     func truePosition(of beacon: String, at time: Double, from index: inout Int) -> (x: Double, y: Double)? {
         guard let track = positions[beacon], !track.isEmpty else { return nil }
         while index + 1 < track.count, track[index + 1].time <= time { index += 1 }
-        guard track[index].time <= time else { return nil }
+        guard track[index].time <= time, !track[index].x.isNaN else { return nil }
         return (track[index].x, track[index].y)
     }
 

@@ -107,11 +107,11 @@ public struct RecordedWalk: Sendable {
             next = walk.end + shift + gapSeconds
         }
         path = directory + "/back-to-back.csv"
-        var text = "time_s,receiver,transmitter,rssi,data\n"
+        var text = RecordingWriter.header(data: true)
         for row in rows {
-            let address = row.address.description + (row.address.kind == .public ? "/public" : "/random")
-            text += String(format: "%lld.%06lld", row.timeMicros / 1_000_000, row.timeMicros % 1_000_000)
-                + ",\(row.receiver),\(address),\(row.rssi),\(row.data.hexString)\n"
+            text += RecordingWriter.line(
+                micros: row.timeMicros, receiver: row.receiver, transmitter: RecordingWriter.transmitter(row.address), rssi: Int(row.rssi),
+                data: row.data, dataColumn: true)
         }
         try text.write(toFile: path, atomically: true, encoding: .utf8)
         sites = first.sites
@@ -158,11 +158,21 @@ public struct RecordedWalk: Sendable {
     }
 
     /// The stays of each transmitter in the zone its position lies in (the first zone whose rectangle holds it;
-    /// none: away), each until the next position, the last until `end`.
+    /// none: away), each until the next position, the last until `end`. Where the position is not known for a
+    /// while (NaN), the transmitter stays in its zone when the next known position lies in it too, and otherwise
+    /// moves to that position's zone halfway through the while.
     static func stays(
         positions: [String: [(time: Double, x: Double, y: Double)]], zones: [SitesConfiguration.Zone], end: Double
     ) -> [String: [AccuracyScore.Stay]] {
-        stays(zones: positions.mapValues { track in track.map { ($0.time, Self.zone(at: ($0.x, $0.y), in: zones)) } }, end: end)
+        let tracks = positions.mapValues { track in
+            track.indices.compactMap { index -> (time: Double, zone: String?)? in
+                let point = track[index]
+                guard point.x.isNaN else { return (point.time, Self.zone(at: (point.x, point.y), in: zones)) }
+                guard let next = track[(index + 1)...].first(where: { !$0.x.isNaN }) else { return nil }
+                return ((point.time + next.time) / 2, Self.zone(at: (next.x, next.y), in: zones))
+            }
+        }
+        return stays(zones: tracks, end: end)
     }
 
     /// The stays of each transmitter in the zones its track names (none: away), each until the zone changes, the

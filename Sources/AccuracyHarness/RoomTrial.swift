@@ -154,12 +154,12 @@ public struct RoomTrial: Sendable {
                     guard !silent.contains(station.id) else { continue }
                     let time = secondStart + Int64(number) * 100_000 + Int64(index) * 1_000
                     let dbm = max(-127, min(20, Int(rssi.rounded())))
-                    rows.append((time, String(format: "%lld.%06lld", time / 1_000_000, time % 1_000_000) + ",\(station.id),\(address),\(dbm)"))
+                    rows.append((time, RecordingWriter.line(micros: time, receiver: station.id, transmitter: address, rssi: dbm, dataColumn: false)))
                 }
             }
         }
         rows.sort { $0.time < $1.time }
-        return ("time_s,receiver,transmitter,rssi\n" + rows.map(\.line).joined(separator: "\n") + "\n", positions)
+        return (RecordingWriter.header(data: false) + rows.map(\.line).joined(), positions)
     }
 
     /// Writes the trial to `directory`: `survey.csv` (a calibration walk, seed 0), `sites.yaml` with the radio

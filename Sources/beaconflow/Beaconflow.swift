@@ -21,8 +21,8 @@ struct Beaconflow: AsyncParsableCommand {
         version: BuildInfo.version,
         subcommands: [
             AgentCommand.self, IngestCommand.self, DecodeCommand.self, MigrateCommand.self, SimulateCommand.self,
-            AccuracyCommand.self, CalibrateCommand.self, ReportCommand.self, DemoCommand.self, ConsoleCommand.self,
-            BridgeCommand.self,
+            AccuracyCommand.self, CalibrateCommand.self, RecordingCommand.self, ReportCommand.self, DemoCommand.self,
+            ConsoleCommand.self, BridgeCommand.self,
         ]
     )
 }

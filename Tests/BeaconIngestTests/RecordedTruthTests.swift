@@ -75,6 +75,21 @@ import Testing
         #expect(recorded.stays[beacon]?.last?.exit == recorded.end)
     }
 
+    /// The survey of marked spots docs/recordings.md shows: two spots, each left at its empty line.
+    @Test func theDocumentedSurveyOfSpotsReads() throws {
+        let text = try String(contentsOfFile: repositoryRoot + "/docs/recordings.md", encoding: .utf8)
+        let blocks = text.components(separatedBy: "```text\n").dropFirst().map { $0.components(separatedBy: "```")[0] }
+            .filter { $0.hasPrefix("time,transmitter,x_m,y_m\n") }
+        #expect(blocks.count == 1)
+        let directory = try makeTemporaryDirectory(prefix: "recorded-truth")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try blocks.first?.write(toFile: directory + "/walk.positions.csv", atomically: true, encoding: .utf8)
+        let tracks = try RecordedTruth.positions(directory + "/walk.positions.csv", identities: [:])
+        let track = try #require(tracks.first?.value)
+        #expect(tracks.count == 1 && track.map(\.time) == [1_763_800_000, 1_763_800_035, 1_763_800_045, 1_763_800_080])
+        #expect(track.map(\.x.isNaN) == [false, true, false, true] && track[2].x == 4 && track[2].y == 2)
+    }
+
     @Test func positionsComeInAnyOrderWithTimesInISO8601() throws {
         let original = try RecordedWalk(recording: walk)
         let directory = try site()
@@ -179,6 +194,50 @@ import Testing
         #expect(recorded.weightedCentroid() == original.weightedCentroid())
     }
 
+    /// A survey of marked spots: the beacon held at each for a while, then carried to the next, where it was on the
+    /// way not known (a line with x_m and y_m empty). The readings on the way are left out of the calibration and
+    /// of x/y; the stays move halfway through a way that ends in another zone.
+    @Test func aSurveyOfMarkedSpotsLeavesOutTheWaysBetweenThem() throws {
+        let original = try RecordedWalk(recording: walk)
+        let directory = try site()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        // The walk as spots: each 6 s, where the beacon was then, held for 4 s, then 2 s not known.
+        let track = try #require(original.positions[beacon])
+        var spots = "time_s,transmitter,x_m,y_m\n"
+        var known: [(from: Double, until: Double)] = []
+        var time = try #require(track.first).time
+        while time < original.end {
+            var index = 0
+            let spot = try #require(original.truePosition(of: beacon, at: time, from: &index))
+            spots += "\(time),e7:8f:13:56:24:ce,\(spot.x),\(spot.y)\n\(time + 4),e7:8f:13:56:24:ce,,\n"
+            known.append((time, time + 4))
+            time += 6
+        }
+        try spots.write(toFile: directory + "/walk.positions.csv", atomically: true, encoding: .utf8)
+        let survey = try RecordedWalk(recording: directory + "/walk.csv")
+        let onSpots = survey.rows.filter { row in
+            let second = Double(row.timeMicros) / 1e6
+            return known.contains { $0.from <= second && second < $0.until }
+        }
+        #expect(!onSpots.isEmpty && onSpots.count < survey.rows.count)
+        #expect(survey.calibrationSamples().count == onSpots.count)
+        #expect(survey.weightedCentroid().errors.count < original.weightedCentroid().errors.count)
+        // The stays: the walk's two, the move within 4 s of the truth's (a way is 2 s and a spot 4 s long).
+        let stays = try #require(survey.stays[beacon])
+        let truth = try #require(original.stays[beacon])
+        #expect(stays.map(\.zone) == truth.map(\.zone) && abs(stays[0].exit - truth[0].exit) <= 4, "\(stays) against \(truth)")
+        // A way's middle: the spot before lies in quarter 4, the one after in quarter 1.
+        let move = try #require(known.indices.dropLast().first { index in
+            var at = 0
+            let before = survey.truePosition(of: beacon, at: known[index].from + 0.001, from: &at)
+            let after = survey.truePosition(of: beacon, at: known[index + 1].from + 0.001, from: &at)
+            return before.flatMap { survey.zone(at: $0) } != after.flatMap { survey.zone(at: $0) }
+        })
+        #expect(stays[0].exit == known[move].until + 1)
+        var index = 0
+        #expect(survey.truePosition(of: beacon, at: known[move].until + 1, from: &index) == nil)
+    }
+
     @Test(arguments: [
         ("walk.zones.csv", "time_s,transmitter,zone\n1,e7:8f:13:56:24:ce,kitchen\n",
             "line 2: zone 'kitchen' is none of the site's: quarter-1, quarter-2, quarter-3, quarter-4 (empty for none)"),
@@ -190,6 +249,8 @@ import Testing
         ("walk.positions.csv", "time_s,transmitter,x_m,y_m\n1,e7:8f:13:56:24:ce,3.5\n", "line 2: 3 fields where the header has 4"),
         ("walk.positions.csv", "time_s,transmitter,x_m,y_m\n1,e7:8f:13:56:24:ce,3.5,north\n",
             "line 2: x_m '3.5' and y_m 'north' must be metres on the floor plan"),
+        ("walk.positions.csv", "time_s,transmitter,x_m,y_m\n1,e7:8f:13:56:24:ce,,4\n",
+            "line 2: x_m '' and y_m '4' must be metres on the floor plan (both empty where it is not known)"),
         ("walk.positions.csv", "time_s,transmitter,x_m,y_m\n1,e7:8f:13:56:24:cg,3.5,4\n", "line 2: transmitter 'e7:8f:13:56:24:cg' is no address"),
         ("walk.positions.csv", "", "the header must name the columns time_s (or time_ms or time or time_utc),transmitter,x_m,y_m"),
     ])

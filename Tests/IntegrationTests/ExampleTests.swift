@@ -1,3 +1,4 @@
+import BeaconAgent
 import BeaconPositions
 import Foundation
 import LibPQ
@@ -144,7 +145,9 @@ struct Example: Hashable, CustomStringConvertible {
 struct ExampleTests {
     static let documents = ["README.md"] + ((try? FileManager.default.contentsOfDirectory(atPath: repositoryRoot + "/docs")) ?? [])
         .filter { $0.hasSuffix(".md") }.sorted().map { "docs/" + $0 }
-    static let subcommands = ["agent", "ingest", "decode", "simulate", "accuracy", "calibrate", "report", "migrate", "demo", "console", "bridge"]
+    static let subcommands = [
+        "agent", "ingest", "decode", "simulate", "accuracy", "calibrate", "recording", "report", "migrate", "demo", "console", "bridge",
+    ]
 
     static func allExamples(executable: String) async throws -> [Example] {
         var examples: [Example] = []
@@ -306,6 +309,26 @@ struct ExampleTests {
         let stored = try world.database.query("SELECT agent_id, count(*) FROM beaconflow.sightings GROUP BY 1 ORDER BY 1")
         #expect(stored.map { $0[0] ?? "" } == ["hq-a1", "hq-a2", "hq-a3"], "\(stored)")
 
+        // A window of the agents' capture, written as a recording that reads back as the rows stored.
+        for example in bySubcommand["recording"] ?? [] {
+            let result = try await run(example)
+            #expect(result.status == 0, "\(example)\n\(result.output)\(result.errors)")
+            let arguments = world.command(example).arguments
+            let written = try arguments.firstIndex(of: "--output").map { index in
+                try String(contentsOfFile: world.directory + "/" + arguments[index + 1], encoding: .utf8)
+            } ?? result.output
+            var reader = RecordingReader()
+            let rows = try RecordingColumns.lines(written).flatMap { try reader.read(line: $0).rows }
+            #expect(Set(rows.map(\.receiver)) == ["hq-a1", "hq-a2", "hq-a3"], "\(example)\n\(written.prefix(2000))")
+            let beacons = arguments.indices.filter { arguments[$0] == "--beacon" }.map { arguments[$0 + 1] }
+            let stored = try world.database.query(
+                """
+                SELECT count(*) FROM beaconflow.sightings
+                WHERE site_id = 'hq' AND ts >= '2025-11-22T08:26:40Z' AND ts < '2025-11-22T08:27:00Z'
+                    AND (cardinality($1::text[]) = 0 OR beacon_id = ANY($1)) AND beacon_id NOT LIKE 'eid:%' AND beacon_id NOT LIKE 'anon:%'
+                """, [beacons])
+            #expect(stored.first?[0] == "\(rows.count)" && rows.count > 0, "\(example): \(rows.count) rows, \(stored) stored")
+        }
         for example in bySubcommand["report"] ?? [] {
             let result = try await run(example)
             #expect(result.status == 0 && result.output.contains("hq-a2"), "\(example)\n\(result.output)\(result.errors)")

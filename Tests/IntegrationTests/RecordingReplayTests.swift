@@ -27,10 +27,12 @@ struct RecordingReplayTests {
         let recording = office + "/straight-04.csv"
         var reader = RecordingReader()
         var expected: [String: (count: Int, rssiSum: Int)] = [:]
+        var readings: [RecordingRow] = []
         for line in try String(contentsOfFile: recording, encoding: .utf8).split(separator: "\n") {
             for row in try reader.read(line: line).rows {
                 expected[row.receiver, default: (0, 0)].count += 1
                 expected[row.receiver, default: (0, 0)].rssiSum += Int(row.rssi)
+                readings.append(row)
             }
         }
         #expect(expected.count == 12 && expected.values.reduce(0) { $0 + $1.count } == 558)
@@ -91,6 +93,7 @@ struct RecordingReplayTests {
         #expect(positions.count == 1 && position[0] == "mac:E7:8F:13:56:24:CE")
         let (x, y, error, shares) = (Double(position[1] ?? "") ?? -1, Double(position[2] ?? "") ?? -1, Double(position[3] ?? "") ?? -1, Double(position[4] ?? "") ?? 0)
         #expect((0...20.67).contains(x) && (0...17.65).contains(y) && error > 0 && abs(shares - 1) < 0.03, "\(position)")
+        try await Self.expectWrittenBack(readings, site: "office", database: harness.database.conninfo, directory: spools)
         try await harness.stop()
         // The history: a position each 10 s of the 24 s walk, under a byte a sighting stored (each row with its line
         // pointer and its primary key's index entry).
@@ -102,6 +105,35 @@ struct RecordingReplayTests {
             """)
         let perSighting = (Double(bytes.first?[0] ?? "") ?? .infinity) / 558
         #expect(perSighting < 1, "\(perSighting) bytes a sighting")
+    }
+
+    /// `beaconflow recording` of the site over the readings' window writes them back: each under its receiver, with
+    /// its RSSI, at its time to the millisecond the agents send, the beacon by the id the ingest stored.
+    static func expectWrittenBack(_ readings: [RecordingRow], site: String, database: String, directory: String) async throws {
+        let first = try #require(readings.map(\.timeMicros).min())
+        let last = try #require(readings.map(\.timeMicros).max())
+        func iso(_ micros: Int64) -> String {
+            ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: Double(micros / 1_000_000)))
+        }
+        let path = directory + "/written-back.csv"
+        let result = try await runProgram(
+            try #require(beaconflowExecutable),
+            ["recording", "--site", site, "--from", iso(first), "--until", iso(last + 1_000_000), "--database", database, "--output", path])
+        #expect(result.status == 0, "\(result.errors)")
+        #expect(result.errors.contains("\(readings.count) readings; beacons 1, agents \(Set(readings.map(\.receiver)).count)"), "\(result.errors)")
+        var reader = RecordingReader()
+        let written = try RecordingColumns.lines(try String(contentsOfFile: path, encoding: .utf8)).flatMap { try reader.read(line: $0).rows }
+        let beacons = Set(written.map(\.address))
+        #expect(beacons == [DeviceAddress(value: 0xE78F_1356_24CE, kind: .random)], "\(beacons)")
+        func key(_ row: RecordingRow) -> (String, Int64, Int8) { (row.receiver, row.timeMicros, row.rssi) }
+        let sortedWritten = written.sorted { key($0) < key($1) }
+        let sortedRead = readings.sorted { key($0) < key($1) }
+        #expect(sortedWritten.count == sortedRead.count)
+        for (back, original) in zip(sortedWritten, sortedRead) {
+            #expect(
+                back.receiver == original.receiver && back.rssi == original.rssi && abs(back.timeMicros - original.timeMicros) < 1_000,
+                "\(back) against \(original)")
+        }
     }
 
     /// The agent's command line in docs/recordings.md, its continuation lines joined.
