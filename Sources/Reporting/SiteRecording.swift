@@ -13,8 +13,8 @@ public enum SiteRecording {
         public var rssi: Int
     }
 
-    /// How much of the window each query reads, µs.
-    public static let sliceMicros: Int64 = 600_000_000
+    /// How much of the window each query reads, µs: a minute, a few hundred thousand rows at most on a busy site.
+    public static let sliceMicros: Int64 = 60_000_000
 
     /// Reads the readings of `site` with `fromMicros <= time < untilMicros` (of `beacons` only, unless empty),
     /// ordered by time, then agent and beacon, and hands them to `take` a slice at a time.
