@@ -188,6 +188,6 @@ extension BatteryFleet {
     }
 
     static func line(_ micros: Int64, _ address: String, _ data: [UInt8]) -> String {
-        RecordingWriter.line(micros: micros, receiver: receiver, transmitter: address + "/random", rssi: -60, data: data, dataColumn: true)
+        RecordingWriter.line(micros: micros, receiver: receiver, transmitter: address + "/random", rssi: -60, data: data)
     }
 }

@@ -111,7 +111,7 @@ public struct RecordedWalk: Sendable {
         for row in rows {
             text += RecordingWriter.line(
                 micros: row.timeMicros, receiver: row.receiver, transmitter: RecordingWriter.transmitter(row.address), rssi: Int(row.rssi),
-                data: row.data, dataColumn: true)
+                data: row.data)
         }
         try text.write(toFile: path, atomically: true, encoding: .utf8)
         sites = first.sites

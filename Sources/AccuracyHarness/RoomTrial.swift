@@ -154,7 +154,7 @@ public struct RoomTrial: Sendable {
                     guard !silent.contains(station.id) else { continue }
                     let time = secondStart + Int64(number) * 100_000 + Int64(index) * 1_000
                     let dbm = max(-127, min(20, Int(rssi.rounded())))
-                    rows.append((time, RecordingWriter.line(micros: time, receiver: station.id, transmitter: address, rssi: dbm, dataColumn: false)))
+                    rows.append((time, RecordingWriter.line(micros: time, receiver: station.id, transmitter: address, rssi: dbm)))
                 }
             }
         }

@@ -10,13 +10,13 @@ public enum RecordingWriter {
     }
 
     /// A reading's line, with its line feed: `micros` Unix microseconds (not before 1970, as the reader takes them);
-    /// `data` only under a header with the data column (nil writes it empty
-    /// there). A transmitter with a comma or a quote in it stands in quotes.
-    public static func line(micros: Int64, receiver: String, transmitter: String, rssi: Int, data: [UInt8]? = nil, dataColumn: Bool) -> String {
+    /// `data` under a header with the data column, nil under one without it. A transmitter with a separator or a
+    /// quote in it stands in quotes.
+    public static func line(micros: Int64, receiver: String, transmitter: String, rssi: Int, data: [UInt8]? = nil) -> String {
         let fraction = String(micros % 1_000_000)
         var line = String(micros / 1_000_000) + "." + String(repeating: "0", count: 6 - fraction.count) + fraction
         line += "," + receiver + "," + quoted(transmitter) + "," + String(rssi)
-        if dataColumn { line += "," + (data?.hexString ?? "") }
+        if let data { line += "," + data.hexString }
         return line + "\n"
     }
 

@@ -67,17 +67,24 @@ struct RecordingCommand: ParsableCommand {
         }
         var written = (readings: 0, beacons: Set<String>(), agents: Set<String>())
         var leftOut: [String: Int] = [:]
+        // Whether a replay can send each beacon id, read once an id.
+        var replayable: [String: Bool] = [:]
         do {
             out.write(Data(("# site \(site), \(from) to \(until), as its agents heard it\n" + RecordingWriter.header(data: false)).utf8))
             try SiteRecording.read(connection, site: site, fromMicros: start, untilMicros: end, beacons: beacon) { readings in
                 var text = ""
                 for reading in readings {
-                    guard (try? RecordedTransmitter.read(Substring(reading.beaconID))) != nil else {
+                    let sendable = replayable[reading.beaconID] ?? {
+                        let sendable = (try? RecordedTransmitter.read(Substring(reading.beaconID))) != nil
+                        replayable[reading.beaconID] = sendable
+                        return sendable
+                    }()
+                    guard sendable else {
                         leftOut[reading.beaconID, default: 0] += 1
                         continue
                     }
                     text += RecordingWriter.line(
-                        micros: reading.micros, receiver: reading.agentID, transmitter: reading.beaconID, rssi: reading.rssi, dataColumn: false)
+                        micros: reading.micros, receiver: reading.agentID, transmitter: reading.beaconID, rssi: reading.rssi)
                     written.readings += 1
                     written.beacons.insert(reading.beaconID)
                     written.agents.insert(reading.agentID)

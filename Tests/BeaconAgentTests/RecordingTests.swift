@@ -147,13 +147,13 @@ import WorkQueue
             RecordingWriter.header(data: true)
             + RecordingWriter.line(
                 micros: 1_628_009_652_000_007, receiver: "hall", transmitter: RecordingWriter.transmitter(address), rssi: -70,
-                data: [0x02, 0x01, 0x06], dataColumn: true)
-            + RecordingWriter.line(micros: 1_500_000, receiver: "kitchen", transmitter: named, rssi: -127, dataColumn: true)
+                data: [0x02, 0x01, 0x06])
+            + RecordingWriter.line(micros: 1_500_000, receiver: "kitchen", transmitter: named, rssi: -127, data: [])
         #expect(withData.hasPrefix("time_s,receiver,transmitter,rssi,data\n1628009652.000007,hall,E7:8F:13:56:24:CE/public,-70,020106\n"))
         let read = try rows(withData)
         #expect(read.map(\.timeMicros) == [1_628_009_652_000_007, 1_500_000] && read.map(\.rssi) == [-70, -127])
         #expect(read[0].address == address && read[0].data == [0x02, 0x01, 0x06] && read[1].transmitterName == named && read[1].data.isEmpty)
-        let plain = RecordingWriter.header(data: false) + RecordingWriter.line(micros: 5, receiver: "hall", transmitter: "mac:C0:01:00:00:00:01", rssi: 0, dataColumn: false)
+        let plain = RecordingWriter.header(data: false) + RecordingWriter.line(micros: 5, receiver: "hall", transmitter: "mac:C0:01:00:00:00:01", rssi: 0)
         #expect(plain == "time_s,receiver,transmitter,rssi\n0.000005,hall,mac:C0:01:00:00:00:01,0\n")
         #expect(try rows(plain).map(\.address) == [DeviceAddress(value: 0xC001_0000_0001, kind: .random)])
     }
