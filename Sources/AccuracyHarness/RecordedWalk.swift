@@ -47,6 +47,13 @@ public struct RecordedWalk: Sendable {
         // Each receiver's rows are in time order; the recording's, merged, need not be.
         rows.sort { $0.timeMicros < $1.timeMicros }
         guard let first = rows.first, let last = rows.last else { throw HarnessError("\(path) holds no reading") }
+        let agents = Set(site.agents.map(\.id))
+        guard rows.contains(where: { agents.contains($0.receiver) }) else {
+            let receivers = Set(rows.map(\.receiver)).sorted()
+            let named = receivers.prefix(5).joined(separator: ", ") + (receivers.count > 5 ? ", …" : "")
+            throw HarnessError(
+                "\(path): none of its \(receivers.count) receivers (\(named)) is an agent of site '\(site.id)': the sites file names each by the agent id its name reads as (docs/recordings.md)")
+        }
         self.rows = rows
         start = Double(first.timeMicros) / 1e6
         end = Double(last.timeMicros) / 1e6
@@ -68,6 +75,15 @@ public struct RecordedWalk: Sendable {
             }
             stays = Self.stays(positions: positions, zones: site.zones, end: end)
         }
+    }
+
+    /// The recording's receivers that no agent of the site replays, each with its count of readings, most first:
+    /// their readings are left out of every score.
+    public var receiversWithoutAgent: [(receiver: String, readings: Int)] {
+        let agents = Set(site.agents.map(\.id))
+        var counts: [String: Int] = [:]
+        for row in rows where !agents.contains(row.receiver) { counts[row.receiver, default: 0] += 1 }
+        return counts.map { ($0.key, $0.value) }.sorted { ($0.readings, $1.receiver) > ($1.readings, $0.receiver) }
     }
 
     /// The first of `zones` whose rectangle holds the point (its lower and left edges in, the others out).

@@ -107,10 +107,8 @@ public struct RoomTrial: Sendable {
         return text
     }
 
-    /// A room's name as a zone id: lower case, anything else than a-z and 0-9 as '-'.
-    static func zoneID(_ name: String) -> String {
-        String(name.lowercased().map { $0.isASCII && ($0.isLetter || $0.isNumber) ? $0 : "-" })
-    }
+    /// A room's or a track's name as an id, as a recording's receiver names are read.
+    static func zoneID(_ name: String) -> String { identifier(fromName: name) ?? "unnamed" }
 
     /// The first room holding the point (bounds inclusive, as the scenarios define it).
     func room(of point: (x: Double, y: Double)) -> String? {

@@ -5,7 +5,7 @@ import BeaconWire
 public struct RecordingRow: Sendable, Equatable {
     /// Unix microseconds.
     public var timeMicros: Int64
-    /// The receiver that heard it: an agent of the site.
+    /// The receiver that heard it: the id of the agent that replays it (`RecordingReceiver`).
     public var receiver: String
     public var address: DeviceAddress
     public var rssi: Int8
@@ -52,8 +52,7 @@ public struct RecordingError: Error, Equatable, Sendable, CustomStringConvertibl
 
 /// Reads a recording's text one line at a time: comments (`#`) and blank lines skipped, the header first, then
 /// rows, each receiver's in time order (the receivers' logs may follow each other or interleave). A line holds one
-/// reading (a `receiver` and an `rssi` column) or, in the wide form, a column per receiver, named by its agent id,
-/// with the RSSI it heard (empty where it heard nothing). A pure state machine: the replay source feeds it the
+/// reading (a `receiver` and an `rssi` column) or, in the wide form, a column per receiver, with the RSSI it heard (empty where it heard nothing). A pure state machine: the replay source feeds it the
 /// file as it reads it. A line that cannot be read throws and leaves the reader as it was, so the next line reads
 /// on; a reading that cannot be read is skipped, its line's others read; a header that cannot be read leaves
 /// nothing to read.
@@ -73,18 +72,21 @@ public struct RecordingReader: Sendable {
 
     private enum Receiver: Sendable {
         case field(Int)
-        case column(String)
+        /// A wide header's column: its name, and the agent that replays it.
+        case column(name: String, agent: String)
 
         /// How an error names the RSSI of this receiver's reading.
         var rssiName: String {
             switch self {
             case .field: "rssi"
-            case .column(let name): "rssi of \(name)"
+            case .column(let name, _): "rssi of \(name)"
             }
         }
     }
 
     private static let oneReading = ["receiver", "transmitter", "rssi"]
+    /// What a receiver's name must give to be read as an agent id.
+    private static let agentIDRule = "an agent id is 1-64 characters of a-z, 0-9 and '-', and a name is read as one lowercased, each run of other characters a '-'"
 
     private var lineNumber = 0
     private var layout: Layout?
@@ -92,6 +94,8 @@ public struct RecordingReader: Sendable {
     public var headerRead: Bool { layout != nil }
     /// Each receiver's latest time: its rows are in time order.
     private var latestMicros: [String: Int64] = [:]
+    /// The name (lowercased) each agent id was first read from: two names read as one id are two receivers.
+    private var receiverNames: [String: String] = [:]
 
     public init() {}
 
@@ -125,16 +129,24 @@ public struct RecordingReader: Sendable {
             for reading in layout.readings {
                 let receiver: String
                 switch reading.receiver {
-                case .field(let field): receiver = String(fields[field])
-                case .column(let name): receiver = name
+                case .field(let field):
+                    let name = fields[field]
+                    guard let agent = identifier(fromName: name) else {
+                        skip("receiver '\(name.prefix(80))' names no agent: \(Self.agentIDRule)")
+                        continue
+                    }
+                    let lowered = name.lowercased()
+                    if let first = receiverNames[agent], first != lowered {
+                        skip("receiver '\(name.prefix(80))' reads as the agent '\(agent)', as '\(first.prefix(80))' above does: name them apart")
+                        continue
+                    }
+                    receiverNames[agent] = lowered
+                    receiver = agent
+                case .column(_, let agent): receiver = agent
                 }
                 let text = fields[reading.rssi]
                 // A wide line's receiver that heard nothing.
                 if case .column = reading.receiver, text.isEmpty { continue }
-                guard isValidIdentifier(receiver) else {
-                    skip("receiver '\(receiver.prefix(80))' must be 1-64 characters of a-z, 0-9 and '-'")
-                    continue
-                }
                 guard timeMicros >= latestMicros[receiver] ?? .min else {
                     skip("\(time.rawValue) \(fields[layout.columns.timeField]) is before \(receiver)'s line above: each receiver's lines are in time order")
                     continue
@@ -166,13 +178,19 @@ public struct RecordingReader: Sendable {
         if let columns = RecordingColumns(header: line, required: ["transmitter"], optional: ["data"], othersAllowed: true),
             let transmitter = columns.fields["transmitter"], columns.others.allSatisfy({ !oneReading.contains($0.name) })
         {
-            if let bad = columns.others.first(where: { !isValidIdentifier($0.name) }) {
-                throw RecordingError(
-                    line: lineNumber, "column '\(bad.name.prefix(80))' names no receiver: an agent id is 1-64 characters of a-z, 0-9 and '-'")
+            var readings: [(receiver: Receiver, rssi: Int)] = []
+            var names: [String: String] = [:]
+            for column in columns.others {
+                guard let agent = identifier(fromName: column.name) else {
+                    throw RecordingError(line: lineNumber, "column '\(column.name.prefix(80))' names no receiver: \(agentIDRule)")
+                }
+                if let first = names.updateValue(column.name, forKey: agent) {
+                    throw RecordingError(
+                        line: lineNumber, "columns '\(first.prefix(80))' and '\(column.name.prefix(80))' both read as the agent '\(agent)': name them apart")
+                }
+                readings.append((.column(name: column.name, agent: agent), column.field))
             }
-            return Layout(
-                columns: columns, transmitter: transmitter, data: columns.fields["data"],
-                readings: columns.others.map { (.column($0.name), $0.field) })
+            return Layout(columns: columns, transmitter: transmitter, data: columns.fields["data"], readings: readings)
         }
         throw RecordingError(
             line: lineNumber,

@@ -86,6 +86,7 @@ struct AccuracyCommand: AsyncParsableCommand {
         defer { try? FileManager.default.removeItem(atPath: work) }
         do {
             walks = backToBack ? [try RecordedWalk(backToBack: paths, directory: work)] : try paths.map { try RecordedWalk(recording: $0) }
+            for walk in walks { walk.sayReceiversWithoutAgent(command: "accuracy") }
         } catch {
             throw ValidationError("\(error)")
         }

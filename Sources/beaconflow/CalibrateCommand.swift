@@ -31,6 +31,7 @@ struct CalibrateCommand: ParsableCommand {
         let walksSite: SitesConfiguration.Site
         do {
             let walks = try recording.map { try RecordedWalk(recording: $0) }
+            for walk in walks { walk.sayReceiversWithoutAgent(command: "calibrate") }
             walksSite = walks[0].site
             fitted = try RecordedWalk.calibration(walks)
         } catch {

@@ -21,6 +21,18 @@ import WorkQueue
         return rows
     }
 
+    /// The rows read and the readings skipped, each said.
+    func rowsAndSkipped(_ text: String) throws -> (rows: [RecordingRow], skipped: [RecordingError]) {
+        var reader = RecordingReader()
+        var read: (rows: [RecordingRow], skipped: [RecordingError]) = ([], [])
+        for line in RecordingColumns.lines(text) {
+            let line = try reader.read(line: line)
+            read.rows += line.rows
+            read.skipped += line.skipped
+        }
+        return read
+    }
+
     func error(_ text: String) -> RecordingError? {
         do {
             _ = try rows(text)
@@ -56,7 +68,7 @@ import WorkQueue
         #expect(error(header + "1,a,e7:8f:13:56:24:ce\n")?.message == "3 fields where the header has 4")
         #expect(error(header + "x,a,e7:8f:13:56:24:ce,-50\n")?.message == "time_s 'x' is no time in Unix seconds")
         #expect(error(header + "2,a,e7:8f:13:56:24:ce,-50\n1,a,e7:8f:13:56:24:ce,-50\n")?.line == 3)
-        #expect(error(header + "1,Sensor A,e7:8f:13:56:24:ce,-50\n")?.message.hasPrefix("receiver 'Sensor A'") == true)
+        #expect(error(header + "1,__,e7:8f:13:56:24:ce,-50\n")?.message.hasPrefix("receiver '__' names no agent") == true)
         #expect(error(header + "1,a,e7:8f:13:56:24,-50\n")?.message.hasPrefix("transmitter 'e7:8f:13:56:24' is no address") == true)
         #expect(error(header + "1,a,e7:8f:13:56:24:ce/static,-50\n")?.message.hasPrefix("transmitter") == true)
         #expect(error(header + "1,a,e7:8f:13:56:24:ce,-128\n")?.message == "rssi '-128' must be a number of dBm from -127 to 20")
@@ -176,8 +188,9 @@ import WorkQueue
             1628009653000,kitchen,e7:8f:13:56:24:ce,-64
             """)
         #expect(wide.count == 3 && wide == long)
-        #expect(error("time_s,transmitter,Hall Sensor\n") == RecordingError(
-            line: 1, "column 'hall sensor' names no receiver: an agent id is 1-64 characters of a-z, 0-9 and '-'"))
+        #expect(error("time_s,transmitter,Living_Room,living room\n") == RecordingError(
+            line: 1, "columns 'living_room' and 'living room' both read as the agent 'living-room': name them apart"))
+        #expect(error("time_s,transmitter,hall,__\n")?.message.hasPrefix("column '__' names no receiver: an agent id is") == true)
         #expect(error("time_s,transmitter,hall,hall\n")?.message.hasPrefix("the header must name the columns") == true)
         #expect(error("time_s,transmitter,rssi\n")?.message.hasPrefix("the header must name the columns") == true)
         #expect(error("time_s,transmitter,hall\n1,tag,-200\n")?.message == "rssi of hall '-200' must be a number of dBm from -127 to 20")
@@ -203,6 +216,39 @@ import WorkQueue
         }
     }
 
+    /// Receivers named as recorders name them (by room, by device, by address) are read as agent ids; two names
+    /// read as one id are refused rather than merged.
+    @Test func aReceiversNameIsReadAsTheAgentThatReplaysIt() throws {
+        for (name, agent) in [
+            ("hall", "hall"), ("Hall", "hall"), ("gate--2", "gate--2"), ("Living_Room", "living-room"), (" ESP32 Kitchen ", "esp32-kitchen"),
+            ("AA:BB:CC:DD:EE:FF", "aa-bb-cc-dd-ee-ff"), ("_office.1_", "office-1"), ("Küche", "k-che"),
+        ] {
+            #expect(identifier(fromName: name) == agent, "\(name)")
+        }
+        #expect(identifier(fromName: "__") == nil && identifier(fromName: "") == nil)
+        #expect(identifier(fromName: String(repeating: "a", count: 64)) != nil && identifier(fromName: String(repeating: "a_", count: 33)) == nil)
+
+        let text = """
+            time_s,receiver,transmitter,rssi
+            1,Living_Room,tag-7,-70
+            2,living_room,tag-7,-71
+            3,Living Room,tag-7,-72
+            4,ESP32 Kitchen,tag-7,-60
+            """
+        let (read, refused) = try rowsAndSkipped(text)
+        #expect(read.map(\.receiver) == ["living-room", "living-room", "esp32-kitchen"] && read.map(\.rssi) == [-70, -71, -60])
+        #expect(refused == [RecordingError(line: 4, "receiver 'Living Room' reads as the agent 'living-room', as 'living_room' above does: name them apart")])
+        #expect(try rows("time_s,transmitter,Living_Room,ESP32 Kitchen\n1,tag-7,-70,-60\n").map(\.receiver) == ["living-room", "esp32-kitchen"])
+
+        // The agent `living-room` replays the room's readings.
+        let path = try makeTemporaryDirectory(prefix: "recording") + "/rooms.csv"
+        defer { try? FileManager.default.removeItem(atPath: (path as NSString).deletingLastPathComponent) }
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
+        var reports: [TimedReport] = []
+        try RecordingReplaySource(path: path, receiver: "living-room", speed: .maximum).run(deliver: { reports += $0 }, stop: StopSignal())
+        #expect(reports.map(\.report.rssi) == [-70, -71])
+    }
+
     /// Receivers' own logs one after the other, as a site's receivers write them: each in time order, the whole not.
     @Test func eachReceiversLinesAreInTimeOrderAndTheRecordingsNeedNotBe() throws {
         let text = """
@@ -214,14 +260,7 @@ import WorkQueue
             10.5,kitchen,e7:8f:13:56:24:ce,-62
             13,hall,e7:8f:13:56:24:ce,-72
             """
-        var reader = RecordingReader()
-        var read: [RecordingRow] = []
-        var refused: [RecordingError] = []
-        for line in text.split(separator: "\n") {
-            let line = try reader.read(line: line)
-            read += line.rows
-            refused += line.skipped
-        }
+        let (read, refused) = try rowsAndSkipped(text)
         #expect(read.map(\.rssi) == [-70, -71, -60, -61, -72])
         #expect(refused == [RecordingError(line: 6, "time_s 10.5 is before kitchen's line above: each receiver's lines are in time order")])
     }

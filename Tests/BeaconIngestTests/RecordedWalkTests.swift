@@ -79,7 +79,7 @@ extension RecordedWalkTests {
 extension RecordedWalkTests {
     /// The walk above as another recorder would write it: columns in its own order, ISO 8601 times with an offset,
     /// the transmitter by a beacon id or a name of its own, and the ground truth naming it the same way.
-    func rewritten(as transmitter: String, into directory: String) throws -> String {
+    func rewritten(as transmitter: String, into directory: String, receiver: (Substring) -> String = { String($0) }) throws -> String {
         let source = (walk as NSString).deletingLastPathComponent
         for file in ["sites.yaml", "radio-map.csv"] { try FileManager.default.copyItem(atPath: source + "/" + file, toPath: directory + "/" + file) }
         func iso(_ seconds: Substring) -> String {
@@ -94,7 +94,7 @@ extension RecordedWalkTests {
         var recording = "rssi,transmitter,receiver,time\n"
         for line in try String(contentsOfFile: walk, encoding: .utf8).split(separator: "\n").dropFirst() {
             let fields = line.split(separator: ",")
-            recording += "\(fields[3]),\(transmitter),\(fields[1]),\(iso(fields[0]))\n"
+            recording += "\(fields[3]),\(transmitter),\(receiver(fields[1])),\(iso(fields[0]))\n"
         }
         try recording.write(toFile: directory + "/walk.csv", atomically: true, encoding: .utf8)
         var positions = "time_s,transmitter,x_m,y_m\n"
@@ -122,5 +122,31 @@ extension RecordedWalkTests {
         #expect(abs(recorded.start - original.start) < 1e-6 && abs(recorded.end - original.end) < 1e-6)
         let score = try recorded.loudestReceiver()
         #expect(score.beaconSeconds == 15 && score.correctSeconds == 8 && score.trueStays == 2)
+    }
+}
+
+extension RecordedWalkTests {
+    /// Receivers named in another recorder's way are read as the agents their names give; one whose name gives no
+    /// agent of the site is named with its readings, and a recording none of whose receivers is an agent is refused.
+    @Test func receiversAreTheAgentsTheirNamesReadAs() throws {
+        let directory = try makeTemporaryDirectory(prefix: "recorded-by-id")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let original = try RecordedWalk(recording: walk)
+        // `Sensor10` is the agent sensor10; `Sensor_22` reads as sensor-22, which the office has not.
+        let renamed = try RecordedWalk(recording: rewritten(as: "tag-7", into: directory) { $0 == "sensor22" ? "Sensor_22" : $0.uppercased() })
+        let sensor22 = original.rows.filter { $0.receiver == "sensor22" }.count
+        #expect(sensor22 > 0 && renamed.rows.count == original.rows.count)
+        #expect(renamed.receiversWithoutAgent.map(\.receiver) == ["sensor-22"] && renamed.receiversWithoutAgent.map(\.readings) == [sensor22])
+        #expect(Set(renamed.rows.map(\.receiver)) == Set(original.rows.map(\.receiver)).subtracting(["sensor22"]).union(["sensor-22"]))
+        #expect(original.receiversWithoutAgent.isEmpty)
+
+        let elsewhere = try makeTemporaryDirectory(prefix: "recorded-by-id")
+        defer { try? FileManager.default.removeItem(atPath: elsewhere) }
+        let path = try rewritten(as: "tag-7", into: elsewhere) { "Room \($0.dropFirst(6))" }
+        #expect {
+            try RecordedWalk(recording: path)
+        } throws: { error in
+            "\(error)".contains("none of its 12 receivers (room-10, room-11, room-12, room-20, room-21, …) is an agent of site 'office'")
+        }
     }
 }
