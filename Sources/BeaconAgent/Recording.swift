@@ -5,7 +5,7 @@ import BeaconWire
 public struct RecordingRow: Sendable, Equatable {
     /// Unix microseconds.
     public var timeMicros: Int64
-    /// The receiver that heard it: the id of the agent that replays it (`RecordingReceiver`).
+    /// The receiver that heard it: the id of the agent that replays it (its name read by `identifier(fromName:)`).
     public var receiver: String
     public var address: DeviceAddress
     public var rssi: Int8
@@ -52,10 +52,10 @@ public struct RecordingError: Error, Equatable, Sendable, CustomStringConvertibl
 
 /// Reads a recording's text one line at a time: comments (`#`) and blank lines skipped, the header first, then
 /// rows, each receiver's in time order (the receivers' logs may follow each other or interleave). A line holds one
-/// reading (a `receiver` and an `rssi` column) or, in the wide form, a column per receiver, with the RSSI it heard (empty where it heard nothing). A pure state machine: the replay source feeds it the
-/// file as it reads it. A line that cannot be read throws and leaves the reader as it was, so the next line reads
-/// on; a reading that cannot be read is skipped, its line's others read; a header that cannot be read leaves
-/// nothing to read.
+/// reading (a `receiver` and an `rssi` column) or, in the wide form, a column per receiver, with the RSSI it heard
+/// (empty where it heard nothing). A pure state machine: the replay source feeds it the file as it reads it. A
+/// line that cannot be read throws and leaves the reader as it was, so the next line reads on; a reading that
+/// cannot be read is skipped, its line's others read; a header that cannot be read leaves nothing to read.
 public struct RecordingReader: Sendable {
     /// The longest advertising data a report carries (an extended advertisement, Core Vol 4, Part E, §7.7.65.13).
     public static let maximumDataBytes = 1650
@@ -131,11 +131,11 @@ public struct RecordingReader: Sendable {
                 switch reading.receiver {
                 case .field(let field):
                     let name = fields[field]
-                    guard let agent = identifier(fromName: name) else {
+                    let lowered = name.lowercased()
+                    guard let agent = identifier(fromName: lowered) else {
                         skip("receiver '\(name.prefix(80))' names no agent: \(Self.agentIDRule)")
                         continue
                     }
-                    let lowered = name.lowercased()
                     if let first = receiverNames[agent], first != lowered {
                         skip("receiver '\(name.prefix(80))' reads as the agent '\(agent)', as '\(first.prefix(80))' above does: name them apart")
                         continue
