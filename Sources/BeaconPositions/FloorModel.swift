@@ -29,9 +29,10 @@ public struct FloorModel: Sendable {
     public static let finestCell = 0.5
     /// How fast a transmitter may move, metres a second (a brisk walk).
     public static let walkingSpeed = 1.5
-    /// How much wider than the model's noise a reading is taken to be: a receiver's readings come in bursts that
-    /// share their fading, so each is less evidence than the model's noise says.
-    public static let noiseWidening = 1.5
+    /// How much wider than the model's noise a receiver's mean of a second is taken to be: less evidence than the
+    /// noise says, so that a belief a few seconds old does not yet point to one side of a border it walks along
+    /// (the narrowest that did not on the walks kept for choosing; BENCHMARKS.md).
+    public static let noiseWidening = 1.3
     /// The least a reading's likelihood is, against 1 at its expected level: a reading far off the model (a
     /// reflection, a body in the way) does not rule a place out.
     public static let likelihoodFloor: Float = 1e-4

@@ -139,7 +139,7 @@ import Testing
         }
         let keptErrors: [Double] = kept.map(error).sorted()
         let liveErrors: [Double] = positions.map(error).sorted()
-        // (0.31 m against 0.40 m, the widest 2.02 m: while the live belief trails the walker, its readings move
+        // (0.30 m against 0.37 m, the widest 1.98 m: while the live belief trails the walker, its readings move
         // the level it learns by a fraction of a decibel.)
         #expect(keptErrors[keptErrors.count / 2] < liveErrors[liveErrors.count / 2] - 0.07, "\(keptErrors) against \(liveErrors)")
         #expect(keptErrors.allSatisfy { $0 < 2.2 }, "\(keptErrors)")
