@@ -50,6 +50,14 @@ public struct FloorModel: Sendable {
     let expected: [[Float]]
     /// The zone (by index into the rectangles given) of each cell's centre, -1 outside every zone.
     let zoneOfCell: [Int32]
+    /// The same as runs of neighbouring cells (in cell order) of one zone, so that a zone's share is summed a run
+    /// at a time.
+    let zoneRuns: [ZoneRun]
+    struct ZoneRun: Sendable {
+        var start: Int
+        var count: Int
+        var zone: Int
+    }
     /// Where a walled floor's walls are, for each cell: 1 where a wall lies between it and the next cell of its row
     /// (`wallAfterInRow`) or of its column (`wallAfterInColumn`); nil on an open floor.
     let wallAfterInRow: [UInt8]?
@@ -106,6 +114,16 @@ public struct FloorModel: Sendable {
             }
         }
         self.zoneOfCell = zoneOfCell
+        var zoneRuns: [ZoneRun] = []
+        for cell in zoneOfCell.indices where zoneOfCell[cell] >= 0 {
+            let zone = Int(zoneOfCell[cell])
+            if let last = zoneRuns.last, last.zone == zone, last.start + last.count == cell {
+                zoneRuns[zoneRuns.count - 1].count += 1
+            } else {
+                zoneRuns.append(ZoneRun(start: cell, count: 1, zone: zone))
+            }
+        }
+        self.zoneRuns = zoneRuns
         self.expected = expected
         if let doors {
             let columns = columns

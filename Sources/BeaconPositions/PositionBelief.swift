@@ -275,14 +275,29 @@ public struct PositionBelief: Sendable {
         shares.withUnsafeMutableBufferPointer { shares in
             for zone in shares.indices { shares[zone] = 0 }
             cells.withUnsafeBufferPointer { belief in
-                floor.zoneOfCell.withUnsafeBufferPointer { zoneOfCell in
-                    for cell in 0..<belief.count {
-                        let zone = Int(zoneOfCell[cell])
-                        if zone >= 0 { shares[zone] += Double(belief[cell]) }
-                    }
+                for run in floor.zoneRuns where run.start + run.count <= belief.count {
+                    shares[run.zone] += Double(Self.sum(belief, from: run.start, count: run.count))
                 }
             }
         }
+    }
+
+    /// The sum of `count` cells from `start`, eight at a time.
+    private static func sum(_ cells: UnsafeBufferPointer<Float>, from start: Int, count: Int) -> Float {
+        guard let base = cells.baseAddress else { return 0 }
+        let first = base + start
+        var sums = SIMD8<Float>()
+        var cell = 0
+        while cell &+ 8 <= count {
+            sums += UnsafeRawPointer(first + cell).loadUnaligned(as: SIMD8<Float>.self)
+            cell &+= 8
+        }
+        var total = sums.sum()
+        while cell < count {
+            total += first[cell]
+            cell &+= 1
+        }
+        return total
     }
 
     /// Where the transmitter is: the belief's mean, and its spread (the root of the mean squared distance from
