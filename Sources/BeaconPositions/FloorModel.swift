@@ -48,10 +48,8 @@ public struct FloorModel: Sendable {
     public let receivers: [Receiver]
     /// Per receiver, the RSSI expected in each cell (its offset included).
     let expected: [[Float]]
-    /// The zone (by index into the rectangles given) of each cell's centre, -1 outside every zone.
-    let zoneOfCell: [Int32]
-    /// The same as runs of neighbouring cells (in cell order) of one zone, so that a zone's share is summed a run
-    /// at a time.
+    /// Each zone's cells (by index into the rectangles given; a cell is in the first that holds its centre) as runs
+    /// of neighbouring cells in cell order, so that a zone's share is summed a run at a time.
     let zoneRuns: [ZoneRun]
     struct ZoneRun: Sendable {
         var start: Int
@@ -113,7 +111,6 @@ public struct FloorModel: Sendable {
                 }
             }
         }
-        self.zoneOfCell = zoneOfCell
         var zoneRuns: [ZoneRun] = []
         for cell in zoneOfCell.indices where zoneOfCell[cell] >= 0 {
             let zone = Int(zoneOfCell[cell])

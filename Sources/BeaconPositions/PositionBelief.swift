@@ -246,20 +246,33 @@ public struct PositionBelief: Sendable {
         return count > 0 ? sum / Double(count) : nil
     }
 
-    /// The sum of `a` and `b` multiplied cell by cell, eight cells at a time (a single running sum would wait on
-    /// each addition before the next).
+    /// The sum of `a` and `b` multiplied cell by cell.
     private static func dot(_ a: UnsafeBufferPointer<Float>, _ b: UnsafeBufferPointer<Float>) -> Float {
         let count = min(a.count, b.count)
         guard let a = a.baseAddress, let b = b.baseAddress else { return 0 }
+        return eightAtATime(count: count, lanes: { SIMD8(a, at: $0) * SIMD8(b, at: $0) }, single: { a[$0] * b[$0] })
+    }
+
+    /// The sum of `count` cells from `start`.
+    private static func sum(_ cells: UnsafeBufferPointer<Float>, from start: Int, count: Int) -> Float {
+        guard let base = cells.baseAddress else { return 0 }
+        let first = base + start
+        return eightAtATime(count: count, lanes: { SIMD8(first, at: $0) }, single: { first[$0] })
+    }
+
+    /// The sum of `lanes` over positions 0, 8, 16, … below `count` and of `single` over the rest: eight running sums
+    /// side by side, since a single one would wait on each addition before the next.
+    @inline(__always)
+    private static func eightAtATime(count: Int, lanes: (Int) -> SIMD8<Float>, single: (Int) -> Float) -> Float {
         var sums = SIMD8<Float>()
         var cell = 0
         while cell &+ 8 <= count {
-            sums += UnsafeRawPointer(a + cell).loadUnaligned(as: SIMD8<Float>.self) * UnsafeRawPointer(b + cell).loadUnaligned(as: SIMD8<Float>.self)
+            sums += lanes(cell)
             cell &+= 8
         }
         var total = sums.sum()
         while cell < count {
-            total += a[cell] * b[cell]
+            total += single(cell)
             cell &+= 1
         }
         return total
@@ -280,24 +293,6 @@ public struct PositionBelief: Sendable {
                 }
             }
         }
-    }
-
-    /// The sum of `count` cells from `start`, eight at a time.
-    private static func sum(_ cells: UnsafeBufferPointer<Float>, from start: Int, count: Int) -> Float {
-        guard let base = cells.baseAddress else { return 0 }
-        let first = base + start
-        var sums = SIMD8<Float>()
-        var cell = 0
-        while cell &+ 8 <= count {
-            sums += UnsafeRawPointer(first + cell).loadUnaligned(as: SIMD8<Float>.self)
-            cell &+= 8
-        }
-        var total = sums.sum()
-        while cell < count {
-            total += first[cell]
-            cell &+= 1
-        }
-        return total
     }
 
     /// Where the transmitter is: the belief's mean, and its spread (the root of the mean squared distance from
@@ -331,5 +326,12 @@ public struct PositionBelief: Sendable {
         let x = sumX / weight
         let y = sumY / weight
         return (x, y, max(0, sumSquares / weight - x * x - y * y).squareRoot())
+    }
+}
+
+private extension SIMD8 where Scalar == Float {
+    /// The eight floats from `pointer + offset`, however aligned.
+    init(_ pointer: UnsafePointer<Float>, at offset: Int) {
+        self = UnsafeRawPointer(pointer + offset).loadUnaligned(as: SIMD8<Float>.self)
     }
 }
