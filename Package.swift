@@ -80,6 +80,8 @@ let package = Package(
         ),
         // glibc's allocator settings (part of libc: nothing to link).
         .systemLibrary(name: "CMalloc"),
+        // glibc's posix_spawn extensions (part of libc: nothing to link).
+        .systemLibrary(name: "CSpawn"),
 
         // The one Swift wrapper of zlib: raw DEFLATE in memory, with a bound on what inflating may produce.
         .target(name: "Deflate", dependencies: ["CZlib"]),
@@ -125,7 +127,7 @@ let package = Package(
             ]),
 
         // Throwaway mosquitto and PostgreSQL servers on loopback ports, for the tests and the accuracy harness.
-        .target(name: "LocalServers", dependencies: ["WorkQueue"]),
+        .target(name: "LocalServers", dependencies: ["CSpawn", "WorkQueue"]),
 
         // Between threads: a bounded blocking queue, and blocking work awaited off the cooperative pool.
         .target(name: "WorkQueue"),

@@ -49,7 +49,7 @@ public struct BrokerAddress: Sendable, Hashable {
     /// the URL's own login); returns whether there was one.
     @discardableResult
     public mutating func readPassword(file path: String) throws(ConfigurationError) -> Bool {
-        let descriptor = open(path, O_RDONLY)
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else {
             let code = errno
             throw ConfigurationError(

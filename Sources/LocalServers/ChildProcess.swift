@@ -1,8 +1,11 @@
+import CSpawn
 import Foundation
 
 /// A child process started with posix_spawn, with default signal handling and an empty signal mask (a test
 /// runner's or a service's threads block signals, and a child inherits that mask: a server started with Foundation's `Process`
-/// from such a thread ignores SIGTERM).
+/// from such a thread ignores SIGTERM), and no descriptor of its parent's but standard input, output and error: a
+/// socket a library opened without close-on-exec would otherwise stay open in a long-lived child, and its peer
+/// would never see it close.
 public final class ChildProcess: @unchecked Sendable {
     public let pid: pid_t
     private var exitStatus: Int32?
@@ -34,6 +37,7 @@ public final class ChildProcess: @unchecked Sendable {
         posix_spawn_file_actions_addopen(&actions, 1, standardOutputPath ?? "/dev/null", O_WRONLY | O_CREAT | O_APPEND, 0o644)
         posix_spawn_file_actions_addopen(
             &actions, 2, standardErrorPath ?? "/dev/null", O_WRONLY | O_CREAT | O_APPEND, 0o644)
+        posix_spawn_file_actions_addclosefrom_np(&actions, 3)
 
         let argv = ([executable] + arguments).map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }

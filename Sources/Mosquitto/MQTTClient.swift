@@ -204,7 +204,7 @@ public final class MQTTClient: Sendable {
 
     /// Throws an error naming the file, what it is for, and why it cannot be read (the errno).
     static func requireReadable(_ path: String, _ what: String) throws(MQTTError) {
-        let descriptor = open(path, O_RDONLY)
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else {
             let code = errno
             throw MQTTError(

@@ -164,7 +164,7 @@ final class FakeATTPeer: @unchecked Sendable {
     /// `closingAfter`: the peer drops the link on that request instead of answering it.
     init(_ server: FakeGATTServer?, answering: Bool = true, closingAfter: Int? = nil) {
         var pair: [Int32] = [0, 0]
-        precondition(socketpair(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue), 0, &pair) == 0)
+        precondition(socketpair(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &pair) == 0)
         socket = ATTSocket(descriptor: pair[0])
         descriptor = pair[1]
         let descriptor = pair[1]
@@ -205,9 +205,10 @@ final class FakeATTPeer: @unchecked Sendable {
         _ = pdu.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
     }
 
+    /// Closes the agent's end and waits (10 s at most) for the peer to see it closed.
     func finish() {
         socket.close()
-        done.wait()
+        #expect(done.wait(timeout: .now() + 10) == .success, "the peer never saw the agent's socket close")
         close(descriptor)
     }
 }

@@ -27,7 +27,7 @@ final class FakeController: Sendable {
 
     init(extended: Bool, refuse: [UInt16: UInt8] = [:], events: [[UInt8]], repeatEventsOnEveryEnable: Bool = true) {
         var pair: [Int32] = [0, 0]
-        precondition(socketpair(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue), 0, &pair) == 0)
+        precondition(socketpair(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &pair) == 0)
         hostSocket = HCISocket(descriptor: pair[0])
         descriptor = pair[1]
         let descriptor = pair[1]

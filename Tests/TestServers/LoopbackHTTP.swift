@@ -23,7 +23,7 @@ public struct LoopbackHTTPResponse: Sendable {
 public func httpRequest(port: Int, method: String = "GET", path: String, headers: [String] = [], body: String? = nil) throws
     -> LoopbackHTTPResponse
 {
-    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
     defer { close(descriptor) }
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
